@@ -1,0 +1,139 @@
+//! `Bucket`: a bucket in an object storage provider (cluster-scoped, like a PersistentVolume).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use crate::common::{DeletionPolicy, Protocol};
+
+/// Desired state of a Bucket: the driver, deletion policy, protocols and parameters it was provisioned with, and the BucketClaim it is bound to.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "objectstorage.k8s.io",
+    version = "v1alpha2",
+    kind = "Bucket",
+    doc = "A bucket in an object storage provider (OSP). Created by the COSI controller for a BucketClaim (dynamic provisioning), or by an admin to import an existing OSP bucket (static provisioning). Immutable except `deletionPolicy`.",
+    plural = "buckets",
+    shortname = "bkt",
+    category = "cosi",
+    status = "BucketStatus",
+    printcolumn = r#"{"name":"Provisioned","type":"string","jsonPath":".status.conditions[?(@.type==\"Provisioned\")].status"}"#,
+    printcolumn = r#"{"name":"Driver","type":"string","jsonPath":".spec.driverName"}"#,
+    printcolumn = r#"{"name":"DeletionPolicy","type":"string","jsonPath":".spec.deletionPolicy"}"#,
+    printcolumn = r#"{"name":"ClaimNamespace","type":"string","jsonPath":".spec.bucketClaimRef.namespace"}"#,
+    printcolumn = r#"{"name":"Claim","type":"string","jsonPath":".spec.bucketClaimRef.name"}"#,
+    printcolumn = r#"{"name":"BucketID","type":"string","priority":1,"jsonPath":".status.bucketID"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.driverName == oldSelf.driverName").message("driverName is immutable"),
+    validation = Rule::new("has(self.protocols) == has(oldSelf.protocols) && (!has(self.protocols) || self.protocols == oldSelf.protocols)").message("protocols are immutable"),
+    validation = Rule::new("has(self.parameters) == has(oldSelf.parameters) && (!has(self.parameters) || self.parameters == oldSelf.parameters)").message("parameters are immutable"),
+    validation = Rule::new("has(self.existingBucketID) == has(oldSelf.existingBucketID) && (!has(self.existingBucketID) || self.existingBucketID == oldSelf.existingBucketID)").message("existingBucketID is immutable"),
+    validation = Rule::new("self.bucketClaimRef.name == oldSelf.bucketClaimRef.name && self.bucketClaimRef.__namespace__ == oldSelf.bucketClaimRef.__namespace__").message("bucketClaimRef name and namespace are immutable"),
+    validation = Rule::new("!has(oldSelf.bucketClaimRef.uid) || (has(self.bucketClaimRef.uid) && self.bucketClaimRef.uid == oldSelf.bucketClaimRef.uid)").message("bucketClaimRef.uid may be set once and never changed"),
+    validation = Rule::new("!has(self.existingBucketID) || self.deletionPolicy == 'Retain'").message("deletionPolicy must be Retain when existingBucketID is set: COSI never deletes a bucket it did not create")
+)]
+pub struct BucketSpec {
+    /// DriverName is the name of the driver that manages this bucket.
+    #[schemars(length(min = 1, max = 63))]
+    pub driver_name: String,
+
+    /// DeletionPolicy determines whether the Bucket and its backend bucket are
+    /// deleted when its bound BucketClaim is deleted. Retain keeps both; Delete
+    /// deletes both. The only mutable field: an admin may switch to Retain.
+    pub deletion_policy: DeletionPolicy,
+
+    /// Protocols the provisioned bucket must support. COSI verifies each is
+    /// advertised by the driver.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub protocols: Vec<Protocol>,
+
+    /// Parameters is an opaque map of driver configuration for the bucket,
+    /// copied from the BucketClass at provisioning time.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
+
+    /// BucketClaimRef references the BucketClaim bound to this Bucket. For a
+    /// statically provisioned bucket, set the namespace and name of the only
+    /// BucketClaim allowed to bind to it; COSI fills in the UID on binding.
+    pub bucket_claim_ref: BucketClaimReference,
+
+    /// ExistingBucketID is the ID of a bucket that already exists in the OSP
+    /// (static provisioning). Empty when COSI provisions the bucket.
+    #[serde(
+        default,
+        rename = "existingBucketID",
+        skip_serializing_if = "String::is_empty"
+    )]
+    #[schemars(length(min = 1))]
+    pub existing_bucket_id: String,
+}
+
+/// All info needed to identify a BucketClaim.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, Default, PartialEq, Eq)]
+pub struct BucketClaimReference {
+    /// Name of the BucketClaim.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Namespace of the BucketClaim.
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+    /// UID of the BucketClaim, set when the Bucket is bound to it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(min = 1))]
+    pub uid: String,
+}
+
+/// Observed state of a Bucket, written by the COSI sidecar.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(oldSelf.bucketID) || (has(self.bucketID) && self.bucketID == oldSelf.bucketID)").message("bucketID may be set once and never changed"))]
+pub struct BucketStatus {
+    /// Conditions: Provisioned, ResourcesValidated and ProvisionFailed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+
+    /// BucketID is the unique ID of the bucket in the OSP, set once it is known.
+    #[serde(default, rename = "bucketID", skip_serializing_if = "String::is_empty")]
+    pub bucket_id: String,
+
+    /// Protocols the provisioned bucket supports. BucketAccesses may request
+    /// any of these.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub protocols: Vec<Protocol>,
+
+    /// BucketInfo is non-sensitive bucket info reported by the driver, keyed
+    /// `COSI_<PROTOCOL>_<KEY>` (e.g. COSI_S3_ENDPOINT). Shown to admins only.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub bucket_info: BTreeMap<String, String>,
+}
+
+impl Bucket {
+    /// True when this Bucket imports a bucket that already exists in the OSP.
+    pub fn is_static(&self) -> bool {
+        !self.spec.existing_bucket_id.is_empty()
+    }
+
+    /// The bucket's ID in the OSP, once known: `status.bucketID`, or
+    /// `spec.existingBucketID` for a static Bucket.
+    pub fn bucket_id(&self) -> Option<&str> {
+        let id = self
+            .status
+            .as_ref()
+            .map(|s| s.bucket_id.as_str())
+            .filter(|id| !id.is_empty());
+        id.or(Some(self.spec.existing_bucket_id.as_str()).filter(|id| !id.is_empty()))
+    }
+
+    /// The Bucket's conditions (empty before the first status write).
+    pub fn conditions(&self) -> &[Condition] {
+        self.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default()
+    }
+}

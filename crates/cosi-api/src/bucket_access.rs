@@ -1,0 +1,146 @@
+//! `BucketAccess`: a user's request for credentials to one or more BucketClaims (namespaced).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use crate::common::{AuthenticationType, BucketAccessModes, Protocol};
+
+/// Desired state of a BucketAccess: the claims to access, how, and with which class and protocol.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "objectstorage.k8s.io",
+    version = "v1alpha2",
+    kind = "BucketAccess",
+    doc = "A request for access to one or more BucketClaims in the same namespace. COSI writes one Secret per referenced claim, holding the bucket info and the (shared) credentials. The spec is immutable.",
+    plural = "bucketaccesses",
+    namespaced,
+    shortname = "ba",
+    category = "cosi",
+    status = "BucketAccessStatus",
+    printcolumn = r#"{"name":"Provisioned","type":"string","jsonPath":".status.conditions[?(@.type==\"Provisioned\")].status"}"#,
+    printcolumn = r#"{"name":"Class","type":"string","jsonPath":".spec.bucketAccessClassName"}"#,
+    printcolumn = r#"{"name":"Protocol","type":"string","jsonPath":".spec.protocol"}"#,
+    printcolumn = r#"{"name":"Account","type":"string","priority":1,"jsonPath":".status.accountID"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self == oldSelf").message("BucketAccess spec is immutable"),
+    validation = Rule::new("self.bucketClaims.all(a, self.bucketClaims.exists_one(b, b.accessSecretName == a.accessSecretName))").message("each bucketClaims entry must name a different accessSecretName")
+)]
+pub struct BucketAccessSpec {
+    /// BucketClaims this access should have permissions for, each with the
+    /// Secret to write and the access modes wanted. A claim may appear once.
+    #[schemars(length(min = 1))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["bucketClaimName".into()]))]
+    pub bucket_claims: Vec<BucketAccessClaim>,
+
+    /// BucketAccessClassName is the name of the BucketAccessClass.
+    #[schemars(length(min = 1, max = 253))]
+    pub bucket_access_class_name: String,
+
+    /// Protocol the credentials must support. The claims' buckets must support it.
+    pub protocol: Protocol,
+
+    /// ServiceAccountName is the ServiceAccount (in this namespace) that
+    /// applications use. Ignored for Key authentication; required for
+    /// ServiceAccount authentication, where Pods running as it authenticate
+    /// to the object store implicitly.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(min = 1, max = 253))]
+    pub service_account_name: String,
+}
+
+/// One BucketClaim a BucketAccess requests access to.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BucketAccessClaim {
+    /// BucketClaimName is the name of a BucketClaim in the BucketAccess's namespace.
+    #[schemars(length(min = 1, max = 253))]
+    pub bucket_claim_name: String,
+
+    /// AccessSecretName is the Secret COSI writes with the bucket info and
+    /// credentials for this claim. It is deleted with the BucketAccess.
+    #[schemars(length(min = 1, max = 253))]
+    pub access_secret_name: String,
+
+    /// AccessModes are the read/write modes requested, per category. At least
+    /// one category must be requested.
+    pub access_modes: BucketAccessModes,
+}
+
+/// Observed state of a BucketAccess. The controller fills in the class copy
+/// and the accessed buckets; the sidecar fills in the account ID and conditions.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(oldSelf.accountID) || (has(self.accountID) && self.accountID == oldSelf.accountID)").message("accountID may be set once and never changed"))]
+pub struct BucketAccessStatus {
+    /// Conditions: Provisioned, ResourcesValidated and ProvisionFailed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+
+    /// AccountID is the ID of the account in the OSP, set once known.
+    #[serde(default, rename = "accountID", skip_serializing_if = "String::is_empty")]
+    pub account_id: String,
+
+    /// AccessedBuckets are the Buckets this access is for, one per referenced
+    /// claim, filled in by the controller for the sidecar.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub accessed_buckets: Vec<AccessedBucket>,
+
+    /// DriverName is a copy of the BucketAccessClass driver name at provisioning time.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub driver_name: String,
+
+    /// AuthenticationType is a copy of the BucketAccessClass authentication
+    /// type at provisioning time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>", extend("enum" = ["Key", "ServiceAccount"]))]
+    pub authentication_type: Option<AuthenticationType>,
+
+    /// Parameters is a copy of the BucketAccessClass parameters at provisioning time.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// A Bucket a BucketAccess grants access to.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AccessedBucket {
+    /// BucketName is the name of the Bucket resource.
+    pub bucket_name: String,
+    /// BucketID is the bucket's ID in the OSP.
+    #[serde(default, rename = "bucketID", skip_serializing_if = "String::is_empty")]
+    pub bucket_id: String,
+    /// BucketClaimName is the entry of spec.bucketClaims this Bucket belongs to.
+    pub bucket_claim_name: String,
+}
+
+impl BucketAccess {
+    /// The access's conditions (empty before the first status write).
+    pub fn conditions(&self) -> &[Condition] {
+        self.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default()
+    }
+
+    /// True once the controller has handed the access to the sidecar: the
+    /// status names the driver and every referenced claim's bucket.
+    pub fn is_handed_to_sidecar(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| {
+            !s.driver_name.is_empty()
+                && s.authentication_type.is_some()
+                && s.accessed_buckets.len() == self.spec.bucket_claims.len()
+        })
+    }
+
+    /// `status.accountID`, when set.
+    pub fn account_id(&self) -> Option<&str> {
+        self.status
+            .as_ref()
+            .map(|s| s.account_id.as_str())
+            .filter(|id| !id.is_empty())
+    }
+}

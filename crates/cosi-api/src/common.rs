@@ -1,0 +1,199 @@
+//! Value types shared by several kinds: protocols, deletion policy,
+//! authentication type, access modes and the multi-bucket policy.
+
+use std::fmt;
+
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// An object storage protocol a bucket can be accessed with.
+#[derive(
+    Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
+pub enum Protocol {
+    /// Amazon S3 and S3-compatible APIs.
+    S3,
+    /// Azure Blob Storage.
+    Azure,
+    /// Google Cloud Storage.
+    #[serde(rename = "GCS")]
+    Gcs,
+}
+
+impl Protocol {
+    /// Every protocol, in the KEP's order.
+    pub const ALL: [Protocol; 3] = [Protocol::S3, Protocol::Azure, Protocol::Gcs];
+
+    /// The protocol's name as it appears in the API (`S3`, `Azure`, `GCS`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::S3 => "S3",
+            Protocol::Azure => "Azure",
+            Protocol::Gcs => "GCS",
+        }
+    }
+
+    /// The upper-case form used in `COSI_<PROTOCOL>_<KEY>` bucket info keys.
+    pub fn info_prefix(self) -> &'static str {
+        match self {
+            Protocol::S3 => "COSI_S3_",
+            Protocol::Azure => "COSI_AZURE_",
+            Protocol::Gcs => "COSI_GCS_",
+        }
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What happens to a Bucket and its backend bucket when its BucketClaim is deleted.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DeletionPolicy {
+    /// Keep the Bucket object as well as the bucket in the underlying storage system.
+    Retain,
+    /// Delete the Bucket object as well as the bucket in the underlying storage system.
+    Delete,
+}
+
+impl DeletionPolicy {
+    /// The policy's name as it appears in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeletionPolicy::Retain => "Retain",
+            DeletionPolicy::Delete => "Delete",
+        }
+    }
+}
+
+impl fmt::Display for DeletionPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How Pods authenticate to the object store.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum AuthenticationType {
+    /// Pods authenticate explicitly with security keys or tokens written to the access Secret.
+    #[default]
+    Key,
+    /// Pods authenticate implicitly through a mapping to a Kubernetes ServiceAccount.
+    ServiceAccount,
+}
+
+impl AuthenticationType {
+    /// The type's name as it appears in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthenticationType::Key => "Key",
+            AuthenticationType::ServiceAccount => "ServiceAccount",
+        }
+    }
+}
+
+impl fmt::Display for AuthenticationType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Whether a BucketAccess may reference more than one BucketClaim.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum MultiBucketAccess {
+    /// A BucketAccess may reference only a single BucketClaim.
+    #[default]
+    SingleBucket,
+    /// A BucketAccess may reference one or more BucketClaims.
+    MultipleBuckets,
+}
+
+impl MultiBucketAccess {
+    /// The policy's name as it appears in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MultiBucketAccess::SingleBucket => "SingleBucket",
+            MultiBucketAccess::MultipleBuckets => "MultipleBuckets",
+        }
+    }
+}
+
+/// The read/write mode a BucketAccess requests for one category of a claim's data.
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BucketAccessMode {
+    /// Read and write access.
+    ReadWrite,
+    /// Only read access.
+    ReadOnly,
+    /// Only write access.
+    WriteOnly,
+}
+
+impl BucketAccessMode {
+    /// The mode's name as it appears in the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BucketAccessMode::ReadWrite => "ReadWrite",
+            BucketAccessMode::ReadOnly => "ReadOnly",
+            BucketAccessMode::WriteOnly => "WriteOnly",
+        }
+    }
+}
+
+impl fmt::Display for BucketAccessMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The access modes requested for a BucketClaim, one per category. An empty
+/// category means the user does not need that permission and does not care
+/// whether it is allowed.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.objectData) || has(self.objectMetadata) || has(self.bucketMetadata)").message("at least one of objectData, objectMetadata or bucketMetadata must be requested"))]
+pub struct BucketAccessModes {
+    /// The ability to read/write objects within the bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>", extend("enum" = ["ReadWrite", "ReadOnly", "WriteOnly"]))]
+    pub object_data: Option<BucketAccessMode>,
+    /// The ability to read/write metadata on objects within the bucket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>", extend("enum" = ["ReadWrite", "ReadOnly", "WriteOnly"]))]
+    pub object_metadata: Option<BucketAccessMode>,
+    /// The ability to read/write metadata on the bucket itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<String>", extend("enum" = ["ReadWrite", "ReadOnly", "WriteOnly"]))]
+    pub bucket_metadata: Option<BucketAccessMode>,
+}
+
+impl BucketAccessModes {
+    /// The same mode for object data and object metadata, bucket metadata unrequested:
+    /// what most applications mean by "read-write" or "read-only".
+    pub fn objects(mode: BucketAccessMode) -> Self {
+        Self {
+            object_data: Some(mode),
+            object_metadata: Some(mode),
+            bucket_metadata: None,
+        }
+    }
+
+    /// True when no category is requested (CRD validation refuses this).
+    pub fn is_empty(&self) -> bool {
+        self.object_data.is_none() && self.object_metadata.is_none() && self.bucket_metadata.is_none()
+    }
+
+    /// The requested categories as `(name, mode)` pairs, in API order.
+    pub fn requested(&self) -> impl Iterator<Item = (&'static str, BucketAccessMode)> {
+        [
+            ("objectData", self.object_data),
+            ("objectMetadata", self.object_metadata),
+            ("bucketMetadata", self.bucket_metadata),
+        ]
+        .into_iter()
+        .filter_map(|(name, mode)| mode.map(|m| (name, m)))
+    }
+}

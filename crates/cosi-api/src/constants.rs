@@ -1,0 +1,172 @@
+//! Well-known names from the KEP: the finalizer, the five annotations, the
+//! condition types, and the keys of BucketAccess Secrets and Bucket info.
+//!
+//! The spelling is always `objectstorage.k8s.io/...`; the KEP's control-flow
+//! text has a typo (`objectstorage.k8.io`) that is deliberately not followed.
+
+/// Finalizer on BucketClaims, Buckets, BucketAccesses and BucketAccess Secrets
+/// that holds deletion until COSI has cleaned up what lies beneath.
+pub const PROTECTION_FINALIZER: &str = "objectstorage.k8s.io/protection";
+
+/// Annotations COSI uses to coordinate cross-resource cleanup.
+pub mod annotations {
+    /// On a Bucket: its bound BucketClaim is being deleted, so the Sidecar may deprovision.
+    pub const BUCKETCLAIM_BEING_DELETED: &str = "objectstorage.k8s.io/bucketclaim-being-deleted";
+    /// On a BucketClaim: one or more BucketAccesses reference it, which blocks its deletion.
+    pub const HAS_BUCKETACCESS_REFERENCES: &str =
+        "objectstorage.k8s.io/has-bucketaccess-references";
+    /// On a BucketAccess: the Sidecar has revoked access and deleted the Secrets.
+    pub const SIDECAR_CLEANUP_FINISHED: &str = "objectstorage.k8s.io/sidecar-cleanup-finished";
+    /// On a BucketAccess Secret: `<namespace>/<name>` of its BucketAccess (informational).
+    pub const BUCKETACCESS_REFERENCE: &str = "objectstorage.k8s.io/bucketaccess-reference";
+    /// On a BucketAccess Secret: `<namespace>/<name>` of its BucketClaim (informational).
+    pub const BUCKETCLAIM_REFERENCE: &str = "objectstorage.k8s.io/bucketclaim-reference";
+}
+
+/// Condition types set on Bucket, BucketClaim and BucketAccess statuses.
+pub mod condition_types {
+    /// Whether the backend resource (bucket or access) was provisioned by the driver.
+    pub const PROVISIONED: &str = "Provisioned";
+    /// Whether the Kubernetes resource and those it references are valid.
+    pub const RESOURCES_VALIDATED: &str = "ResourcesValidated";
+    /// Whether the latest driver provisioning call failed.
+    pub const PROVISION_FAILED: &str = "ProvisionFailed";
+    /// All three, in the order they are initialised.
+    pub const ALL: [&str; 3] = [PROVISIONED, RESOURCES_VALIDATED, PROVISION_FAILED];
+}
+
+/// Condition status values of `metav1.Condition`.
+pub mod condition_status {
+    /// The condition holds.
+    pub const TRUE: &str = "True";
+    /// The condition does not hold.
+    pub const FALSE: &str = "False";
+    /// It is not yet known whether the condition holds.
+    pub const UNKNOWN: &str = "Unknown";
+}
+
+/// Prefixes of the names COSI derives from object UIDs. These are part of the
+/// contract with drivers (idempotency keys) and must never change.
+pub mod names {
+    /// Prefix of a dynamically provisioned Bucket's name: `bc-<BucketClaim.UID>`.
+    pub const BUCKET_NAME_PREFIX: &str = "bc-";
+    /// Prefix of the driver account name of a BucketAccess: `ba-<BucketAccess.UID>`.
+    pub const ACCOUNT_NAME_PREFIX: &str = "ba-";
+
+    /// The name of the Bucket dynamically provisioned for the claim with this UID.
+    pub fn bucket_name(claim_uid: &str) -> String {
+        format!("{BUCKET_NAME_PREFIX}{claim_uid}")
+    }
+
+    /// The driver `account_name` of the BucketAccess with this UID.
+    pub fn account_name(access_uid: &str) -> String {
+        format!("{ACCOUNT_NAME_PREFIX}{access_uid}")
+    }
+}
+
+/// Keys of the data in a BucketAccess Secret (KEP "BucketAccess Secret data").
+/// An application can `envFrom` the Secret and its SDK finds what it needs.
+pub mod secret_keys {
+    /// Bucket info: the protocol for accessing the bucket (`S3`, `Azure`, `GCS`). Always present.
+    pub const COSI_PROTOCOL: &str = "COSI_PROTOCOL";
+    /// Credential info: a CA bundle that authenticates the object store endpoint. Optional.
+    pub const COSI_CERTIFICATE_AUTHORITY: &str = "COSI_CERTIFICATE_AUTHORITY";
+
+    /// S3 keys.
+    pub mod s3 {
+        /// Bucket info: the S3 endpoint URL.
+        pub const AWS_ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
+        /// Bucket info: the client-facing bucket name.
+        pub const BUCKET_NAME: &str = "BUCKET_NAME";
+        /// Bucket info: the region.
+        pub const AWS_DEFAULT_REGION: &str = "AWS_DEFAULT_REGION";
+        /// Bucket info: `path` or `virtual`.
+        pub const AWS_S3_ADDRESSING_STYLE: &str = "AWS_S3_ADDRESSING_STYLE";
+        /// Credential info: the access key ID.
+        pub const AWS_ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
+        /// Credential info: the secret access key.
+        pub const AWS_SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
+        /// Every S3 key that holds a credential.
+        pub const CREDENTIALS: [&str; 2] = [AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY];
+    }
+
+    /// Azure keys.
+    pub mod azure {
+        /// Bucket info: the storage account ID.
+        pub const AZURE_STORAGE_ACCOUNT: &str = "AZURE_STORAGE_ACCOUNT";
+        /// Credential info: the SAS token (resource URI and token).
+        pub const AZURE_STORAGE_SAS_TOKEN: &str = "AZURE_STORAGE_SAS_TOKEN";
+        /// Credential info: the token's expiry as ISO 8601, empty when it does not expire.
+        pub const AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP: &str =
+            "AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP";
+        /// Every Azure key that holds a credential.
+        pub const CREDENTIALS: [&str; 1] = [AZURE_STORAGE_SAS_TOKEN];
+    }
+
+    /// Google Cloud Storage keys.
+    pub mod gcs {
+        /// Bucket info: the project ID.
+        pub const PROJECT_ID: &str = "PROJECT_ID";
+        /// Bucket info: the client-facing bucket name.
+        pub const BUCKET_NAME: &str = "BUCKET_NAME";
+        /// Credential info: the service account name.
+        pub const SERVICE_ACCOUNT_NAME: &str = "SERVICE_ACCOUNT_NAME";
+        /// Credential info: the service account e-mail.
+        pub const CLIENT_EMAIL: &str = "CLIENT_EMAIL";
+        /// Credential info: the client ID.
+        pub const CLIENT_ID: &str = "CLIENT_ID";
+        /// Credential info: the private key ID.
+        pub const PRIVATE_KEY_ID: &str = "PRIVATE_KEY_ID";
+        /// Credential info: the private key.
+        pub const PRIVATE_KEY: &str = "PRIVATE_KEY";
+        /// Credential info: the HMAC access ID.
+        pub const HMAC_ACCESS_ID: &str = "HMAC_ACCESS_ID";
+        /// Credential info: the HMAC secret.
+        pub const HMAC_SECRET: &str = "HMAC_SECRET";
+        /// Every GCS key that holds a credential.
+        pub const CREDENTIALS: [&str; 4] = [PRIVATE_KEY_ID, PRIVATE_KEY, HMAC_ACCESS_ID, HMAC_SECRET];
+    }
+}
+
+/// Keys of `Bucket.status.bucketInfo`: non-secret bucket info reported by the
+/// driver, rendered as `COSI_<PROTOCOL>_<KEY>` so multi-protocol buckets never collide.
+pub mod bucket_info_keys {
+    /// S3 endpoint URL.
+    pub const S3_ENDPOINT: &str = "COSI_S3_ENDPOINT";
+    /// S3 bucket name.
+    pub const S3_BUCKET_NAME: &str = "COSI_S3_BUCKET_NAME";
+    /// S3 region.
+    pub const S3_REGION: &str = "COSI_S3_REGION";
+    /// S3 addressing style (`path` or `virtual`).
+    pub const S3_ADDRESSING_STYLE: &str = "COSI_S3_ADDRESSING_STYLE";
+    /// Azure storage account.
+    pub const AZURE_STORAGE_ACCOUNT: &str = "COSI_AZURE_STORAGE_ACCOUNT";
+    /// GCS project ID.
+    pub const GCS_PROJECT_ID: &str = "COSI_GCS_PROJECT_ID";
+    /// GCS bucket name.
+    pub const GCS_BUCKET_NAME: &str = "COSI_GCS_BUCKET_NAME";
+}
+
+/// CamelCase condition reasons and Event reasons used across components.
+pub mod reasons {
+    /// Provisioning has not finished yet.
+    pub const PROVISIONING: &str = "Provisioning";
+    /// The driver provisioned the resource.
+    pub const PROVISIONED: &str = "Provisioned";
+    /// The driver call succeeded.
+    pub const PROVISION_SUCCEEDED: &str = "ProvisionSucceeded";
+    /// The driver refused the request with a non-retryable code.
+    pub const PROVISION_REFUSED: &str = "ProvisionRefused";
+    /// The driver call failed with a retryable code; COSI retries with backoff.
+    pub const PROVISION_RETRYING: &str = "ProvisionRetrying";
+    /// The driver's reply was malformed (missing data, wrong protocol, unknown bucket).
+    pub const INVALID_DRIVER_RESPONSE: &str = "InvalidDriverResponse";
+    /// The resource and everything it references are valid.
+    pub const VALID: &str = "Valid";
+    /// The resource or one it references is invalid.
+    pub const INVALID: &str = "Invalid";
+    /// A referenced resource does not exist yet.
+    pub const WAITING: &str = "WaitingForResources";
+    /// Nothing is known yet.
+    pub const PENDING: &str = "Pending";
+}

@@ -1,0 +1,83 @@
+//! Connecting to a driver's UNIX socket. The channel reconnects by itself
+//! when the driver restarts, so one client lives as long as its user.
+
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Uri};
+
+use crate::endpoint::Endpoint;
+use crate::proto::identity_client::IdentityClient;
+use crate::proto::provisioner_client::ProvisionerClient;
+use crate::proto::{DriverGetInfoRequest, DriverGetInfoResponse};
+
+/// A client of both driver services over one channel.
+#[derive(Clone, Debug)]
+pub struct DriverClient {
+    /// The Identity service.
+    pub identity: IdentityClient<Channel>,
+    /// The Provisioner service.
+    pub provisioner: ProvisionerClient<Channel>,
+    endpoint: Endpoint,
+}
+
+impl DriverClient {
+    /// Connects now, failing if the socket does not answer.
+    pub async fn connect(endpoint: &Endpoint) -> Result<Self, tonic::transport::Error> {
+        let channel = Self::builder().connect_with_connector(connector(endpoint)).await?;
+        Ok(Self::from_channel(endpoint, channel))
+    }
+
+    /// A client that connects on first use (and reconnects after failures).
+    pub fn connect_lazy(endpoint: &Endpoint) -> Self {
+        let channel = Self::builder().connect_with_connector_lazy(connector(endpoint));
+        Self::from_channel(endpoint, channel)
+    }
+
+    /// The endpoint this client talks to.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Calls DriverGetInfo.
+    pub async fn get_info(&self) -> Result<DriverGetInfoResponse, tonic::Status> {
+        let mut identity = self.identity.clone();
+        Ok(identity
+            .driver_get_info(DriverGetInfoRequest {})
+            .await?
+            .into_inner())
+    }
+
+    fn builder() -> tonic::transport::Endpoint {
+        // The authority is unused over a UNIX socket; gRPC needs one anyway.
+        tonic::transport::Endpoint::from_static("http://cosi-driver.invalid")
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true)
+    }
+
+    fn from_channel(endpoint: &Endpoint, channel: Channel) -> Self {
+        Self {
+            identity: IdentityClient::new(channel.clone()),
+            provisioner: ProvisionerClient::new(channel),
+            endpoint: endpoint.clone(),
+        }
+    }
+}
+
+fn connector(
+    endpoint: &Endpoint,
+) -> impl tower::Service<
+    Uri,
+    Response = TokioIo<UnixStream>,
+    Error = std::io::Error,
+    Future = impl Future<Output = std::io::Result<TokioIo<UnixStream>>> + Send,
+> + Clone
++ Send
++ 'static {
+    let path = endpoint.path().to_owned();
+    tower::service_fn(move |_: Uri| {
+        let path = path.clone();
+        async move { Ok(TokioIo::new(UnixStream::connect(path).await?)) }
+    })
+}

@@ -1,0 +1,101 @@
+//! Generated `cosi.v1alpha2` messages, service traits, servers and clients,
+//! plus small conveniences on the generated enums.
+
+#![allow(missing_docs, clippy::doc_lazy_continuation, clippy::large_enum_variant)]
+
+tonic::include_proto!("cosi.v1alpha2");
+include!(concat!(env!("OUT_DIR"), "/cosi_redacted_debug.rs"));
+
+impl ObjectProtocol {
+    /// The protocol's name in the Kubernetes API (`S3`, `Azure`, `GCS`), or
+    /// `None` for an unspecified value.
+    pub fn api_name(self) -> Option<&'static str> {
+        match self {
+            ObjectProtocol::S3 => Some("S3"),
+            ObjectProtocol::Azure => Some("Azure"),
+            ObjectProtocol::Gcs => Some("GCS"),
+            ObjectProtocol::Unspecified => None,
+        }
+    }
+
+    /// Parses a Kubernetes API protocol name.
+    pub fn from_api_name(name: &str) -> Option<Self> {
+        match name {
+            "S3" => Some(ObjectProtocol::S3),
+            "Azure" => Some(ObjectProtocol::Azure),
+            "GCS" => Some(ObjectProtocol::Gcs),
+            _ => None,
+        }
+    }
+}
+
+impl AuthenticationType {
+    /// The type's name in the Kubernetes API (`Key`, `ServiceAccount`).
+    pub fn api_name(self) -> Option<&'static str> {
+        match self {
+            AuthenticationType::Key => Some("Key"),
+            AuthenticationType::ServiceAccount => Some("ServiceAccount"),
+            AuthenticationType::Unspecified => None,
+        }
+    }
+}
+
+impl AccessMode {
+    /// The mode's name in the Kubernetes API (`ReadWrite`, `ReadOnly`, `WriteOnly`).
+    pub fn api_name(self) -> Option<&'static str> {
+        match self {
+            AccessMode::ReadWrite => Some("ReadWrite"),
+            AccessMode::ReadOnly => Some("ReadOnly"),
+            AccessMode::WriteOnly => Some("WriteOnly"),
+            AccessMode::Unspecified => None,
+        }
+    }
+
+    /// True when the mode allows reading.
+    pub fn can_read(self) -> bool {
+        matches!(self, AccessMode::ReadWrite | AccessMode::ReadOnly)
+    }
+
+    /// True when the mode allows writing.
+    pub fn can_write(self) -> bool {
+        matches!(self, AccessMode::ReadWrite | AccessMode::WriteOnly)
+    }
+}
+
+impl S3AddressingStyle {
+    /// The style as written to `AWS_S3_ADDRESSING_STYLE` (`path`, `virtual`).
+    pub fn env_value(self) -> Option<&'static str> {
+        match self {
+            S3AddressingStyle::Path => Some("path"),
+            S3AddressingStyle::Virtual => Some("virtual"),
+            S3AddressingStyle::Unspecified => None,
+        }
+    }
+}
+
+impl ProtocolBucketInfo {
+    /// The protocols this info covers.
+    pub fn protocols(&self) -> Vec<ObjectProtocol> {
+        let mut out = Vec::new();
+        if self.s3.is_some() {
+            out.push(ObjectProtocol::S3);
+        }
+        if self.azure.is_some() {
+            out.push(ObjectProtocol::Azure);
+        }
+        if self.gcs.is_some() {
+            out.push(ObjectProtocol::Gcs);
+        }
+        out
+    }
+
+    /// True when info for `protocol` is present.
+    pub fn has(&self, protocol: ObjectProtocol) -> bool {
+        match protocol {
+            ObjectProtocol::S3 => self.s3.is_some(),
+            ObjectProtocol::Azure => self.azure.is_some(),
+            ObjectProtocol::Gcs => self.gcs.is_some(),
+            ObjectProtocol::Unspecified => false,
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! Serving a driver on its UNIX socket: the stale socket is removed, the
+//! parent directory created, the socket made `0660`, every Provisioner
+//! request validated before the driver sees it, and the server stopped
+//! gracefully on SIGTERM/SIGINT (in-flight calls finish, the socket is removed).
+
+use std::future::Future;
+use std::io;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::Path;
+
+use tokio::net::UnixListener;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::{Request, Response, Status};
+
+use crate::endpoint::{Endpoint, EndpointError};
+use crate::proto::identity_server::{Identity, IdentityServer};
+use crate::proto::provisioner_server::{Provisioner, ProvisionerServer};
+use crate::proto::*;
+use crate::validate::Validate;
+
+/// Why a driver could not be served.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// `COSI_ENDPOINT` was missing or malformed.
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+    /// The socket path is taken by something that is not a socket.
+    #[error("refusing to replace {0}: it exists and is not a UNIX socket")]
+    NotASocket(String),
+    /// Preparing or binding the socket failed.
+    #[error("cannot listen on {path}: {source}")]
+    Bind {
+        /// The socket path.
+        path: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The gRPC server failed.
+    #[error("gRPC server failed: {0}")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves `identity` and `provisioner` on `COSI_ENDPOINT` until SIGTERM or SIGINT.
+pub async fn serve_from_env<I: Identity, P: Provisioner>(
+    identity: I,
+    provisioner: P,
+) -> Result<(), ServeError> {
+    let endpoint = Endpoint::from_env()?;
+    serve(&endpoint, identity, provisioner, shutdown_signal()).await
+}
+
+/// Serves `identity` and `provisioner` on `endpoint` until `shutdown` completes.
+pub async fn serve<I, P, F>(
+    endpoint: &Endpoint,
+    identity: I,
+    provisioner: P,
+    shutdown: F,
+) -> Result<(), ServeError>
+where
+    I: Identity,
+    P: Provisioner,
+    F: Future<Output = ()> + Send,
+{
+    let listener = bind(endpoint.path())?;
+    tracing::info!(%endpoint, "serving COSI driver");
+    let result = tonic::transport::Server::builder()
+        .add_service(IdentityServer::new(identity))
+        .add_service(ProvisionerServer::new(Validated(provisioner)))
+        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+        .await;
+    let _ = std::fs::remove_file(endpoint.path());
+    tracing::info!(%endpoint, "COSI driver stopped");
+    Ok(result?)
+}
+
+/// Completes on the first SIGTERM or SIGINT.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT received, shutting down"),
+    }
+}
+
+fn bind(path: &Path) -> Result<UnixListener, ServeError> {
+    let bind_err = |source| ServeError::Bind {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(bind_err)?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_socket() => std::fs::remove_file(path).map_err(bind_err)?,
+        Ok(_) => return Err(ServeError::NotASocket(path.display().to_string())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(bind_err(e)),
+    }
+    let listener = UnixListener::bind(path).map_err(bind_err)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660)).map_err(bind_err)?;
+    Ok(listener)
+}
+
+/// Checks every request against the proto's rules before the driver sees it.
+struct Validated<P>(P);
+
+async fn checked<Req, Resp, Fut>(
+    request: Request<Req>,
+    call: impl FnOnce(Request<Req>) -> Fut,
+) -> Result<Response<Resp>, Status>
+where
+    Req: Validate,
+    Fut: Future<Output = Result<Response<Resp>, Status>>,
+{
+    request.get_ref().validate()?;
+    call(request).await
+}
+
+#[tonic::async_trait]
+impl<P: Provisioner> Provisioner for Validated<P> {
+    async fn driver_generate_bucket_id(
+        &self,
+        request: Request<DriverGenerateBucketIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        checked(request, |r| self.0.driver_generate_bucket_id(r)).await
+    }
+
+    async fn driver_create_bucket(
+        &self,
+        request: Request<DriverCreateBucketRequest>,
+    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        checked(request, |r| self.0.driver_create_bucket(r)).await
+    }
+
+    async fn driver_get_bucket(
+        &self,
+        request: Request<DriverGetBucketRequest>,
+    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        checked(request, |r| self.0.driver_get_bucket(r)).await
+    }
+
+    async fn driver_delete_bucket(
+        &self,
+        request: Request<DriverDeleteBucketRequest>,
+    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        checked(request, |r| self.0.driver_delete_bucket(r)).await
+    }
+
+    async fn driver_generate_bucket_access_id(
+        &self,
+        request: Request<DriverGenerateBucketAccessIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        checked(request, |r| self.0.driver_generate_bucket_access_id(r)).await
+    }
+
+    async fn driver_grant_bucket_access(
+        &self,
+        request: Request<DriverGrantBucketAccessRequest>,
+    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        checked(request, |r| self.0.driver_grant_bucket_access(r)).await
+    }
+
+    async fn driver_revoke_bucket_access(
+        &self,
+        request: Request<DriverRevokeBucketAccessRequest>,
+    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        checked(request, |r| self.0.driver_revoke_bucket_access(r)).await
+    }
+}

@@ -1,0 +1,421 @@
+//! A small driver served through the SDK on a temporary socket, called
+//! through the client helper: all eight RPCs, request validation, socket
+//! handling and graceful shutdown.
+
+use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cosi_driver::proto::*;
+use cosi_driver::{Code, DriverClient, Endpoint, Identity, Provisioner, Request, Response, Status};
+use tokio::sync::oneshot;
+
+/// A driver keeping buckets and accounts in memory, counting the calls that reach it.
+#[derive(Clone, Default)]
+struct MemDriver {
+    buckets: Arc<Mutex<HashMap<String, ()>>>,
+    accounts: Arc<Mutex<HashMap<String, ()>>>,
+    calls: Arc<Mutex<Vec<&'static str>>>,
+}
+
+impl MemDriver {
+    fn record(&self, name: &'static str) {
+        self.calls.lock().unwrap().push(name);
+    }
+}
+
+fn s3_info(bucket: &str) -> ProtocolBucketInfo {
+    ProtocolBucketInfo {
+        s3: Some(S3BucketInfo {
+            bucket_name: bucket.into(),
+            region: "us-east-1".into(),
+            endpoint: "http://127.0.0.1:9000".into(),
+            addressing_style: S3AddressingStyle::Path as i32,
+        }),
+        ..Default::default()
+    }
+}
+
+#[tonic::async_trait]
+impl Identity for MemDriver {
+    async fn driver_get_info(
+        &self,
+        _: Request<DriverGetInfoRequest>,
+    ) -> Result<Response<DriverGetInfoResponse>, Status> {
+        self.record("DriverGetInfo");
+        Ok(Response::new(DriverGetInfoResponse {
+            name: "mem.cosi-rs.dev".into(),
+            supported_protocols: vec![ObjectProtocol::S3 as i32],
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl Provisioner for MemDriver {
+    async fn driver_generate_bucket_id(
+        &self,
+        r: Request<DriverGenerateBucketIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        self.record("DriverGenerateBucketId");
+        Ok(Response::new(DriverGenerateBucketIdResponse {
+            bucket_id: r.into_inner().name,
+        }))
+    }
+
+    async fn driver_create_bucket(
+        &self,
+        r: Request<DriverCreateBucketRequest>,
+    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        self.record("DriverCreateBucket");
+        let id = r.into_inner().bucket_id;
+        self.buckets.lock().unwrap().insert(id.clone(), ());
+        Ok(Response::new(DriverCreateBucketResponse {
+            protocols: Some(s3_info(&id)),
+        }))
+    }
+
+    async fn driver_get_bucket(
+        &self,
+        r: Request<DriverGetBucketRequest>,
+    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        self.record("DriverGetBucket");
+        let id = r.into_inner().bucket_id;
+        if !self.buckets.lock().unwrap().contains_key(&id) {
+            return Err(Status::not_found(format!("bucket {id} does not exist")));
+        }
+        Ok(Response::new(DriverGetBucketResponse {
+            protocols: Some(s3_info(&id)),
+        }))
+    }
+
+    async fn driver_delete_bucket(
+        &self,
+        r: Request<DriverDeleteBucketRequest>,
+    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        self.record("DriverDeleteBucket");
+        self.buckets.lock().unwrap().remove(&r.into_inner().bucket_id);
+        Ok(Response::new(DriverDeleteBucketResponse {}))
+    }
+
+    async fn driver_generate_bucket_access_id(
+        &self,
+        r: Request<DriverGenerateBucketAccessIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        self.record("DriverGenerateBucketAccessId");
+        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
+            account_id: r.into_inner().account_name,
+        }))
+    }
+
+    async fn driver_grant_bucket_access(
+        &self,
+        r: Request<DriverGrantBucketAccessRequest>,
+    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        self.record("DriverGrantBucketAccess");
+        let r = r.into_inner();
+        self.accounts.lock().unwrap().insert(r.account_id.clone(), ());
+        Ok(Response::new(DriverGrantBucketAccessResponse {
+            buckets: r
+                .buckets
+                .iter()
+                .map(|b| GrantedBucket {
+                    bucket_id: b.bucket_id.clone(),
+                    bucket_info: Some(s3_info(&b.bucket_id)),
+                })
+                .collect(),
+            credentials: Some(Credentials {
+                s3: Some(S3Credentials {
+                    access_key_id: format!("AK{}", r.account_id.len()),
+                    access_secret_key: "s3cr3t-value".into(),
+                }),
+                ..Default::default()
+            }),
+        }))
+    }
+
+    async fn driver_revoke_bucket_access(
+        &self,
+        r: Request<DriverRevokeBucketAccessRequest>,
+    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        self.record("DriverRevokeBucketAccess");
+        self.accounts.lock().unwrap().remove(&r.into_inner().account_id);
+        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+    }
+}
+
+struct Running {
+    client: DriverClient,
+    driver: MemDriver,
+    endpoint: Endpoint,
+    stop: oneshot::Sender<()>,
+    done: tokio::task::JoinHandle<Result<(), cosi_driver::ServeError>>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start() -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    // A socket in a directory that does not exist yet: the SDK creates it.
+    let endpoint = Endpoint::from_path(dir.path().join("plugins/mem/cosi.sock")).unwrap();
+    let driver = MemDriver::default();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let done = tokio::spawn({
+        let (endpoint, driver) = (endpoint.clone(), driver.clone());
+        async move {
+            cosi_driver::serve(&endpoint, driver.clone(), driver, async {
+                let _ = stopped.await;
+            })
+            .await
+        }
+    });
+    let client = connect(&endpoint).await;
+    Running {
+        client,
+        driver,
+        endpoint,
+        stop,
+        done,
+        _dir: dir,
+    }
+}
+
+async fn connect(endpoint: &Endpoint) -> DriverClient {
+    for _ in 0..200 {
+        if let Ok(c) = DriverClient::connect(endpoint).await {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("driver did not start listening on {endpoint}");
+}
+
+fn rw_bucket(id: &str) -> AccessedBucket {
+    AccessedBucket {
+        bucket_id: id.into(),
+        access_mode: Some(AccessModes {
+            object_data: AccessMode::ReadWrite as i32,
+            object_metadata: AccessMode::ReadOnly as i32,
+            bucket_metadata: AccessMode::Unspecified as i32,
+        }),
+    }
+}
+
+#[tokio::test]
+async fn all_eight_rpcs_round_trip_through_the_sdk() {
+    let r = start().await;
+    let mut p = r.client.provisioner.clone();
+
+    let info = r.client.get_info().await.unwrap();
+    assert_eq!(info.name, "mem.cosi-rs.dev");
+    cosi_driver::validate::driver_info(&info).unwrap();
+
+    let id = p
+        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
+            name: "bc-1234".into(),
+            protocols: vec![ObjectProtocol::S3 as i32],
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .bucket_id;
+    assert_eq!(id, "bc-1234");
+
+    let created = p
+        .driver_create_bucket(DriverCreateBucketRequest {
+            bucket_id: id.clone(),
+            protocols: vec![ObjectProtocol::S3 as i32],
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(created.protocols.unwrap().has(ObjectProtocol::S3));
+
+    let got = p
+        .driver_get_bucket(DriverGetBucketRequest {
+            bucket_id: id.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.protocols.unwrap().s3.unwrap().bucket_name, id);
+
+    let account = p
+        .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
+            account_name: "ba-5678".into(),
+            buckets: vec![rw_bucket(&id)],
+            protocol: ObjectProtocol::S3 as i32,
+            authentication_type: AuthenticationType::Key as i32,
+            service_account: None,
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .account_id;
+    assert_eq!(account, "ba-5678");
+
+    let grant = p
+        .driver_grant_bucket_access(DriverGrantBucketAccessRequest {
+            account_id: account.clone(),
+            buckets: vec![rw_bucket(&id)],
+            protocol: ObjectProtocol::S3 as i32,
+            authentication_type: AuthenticationType::Key as i32,
+            service_account: None,
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(grant.buckets.len(), 1);
+    assert_eq!(
+        grant.credentials.unwrap().s3.unwrap().access_secret_key,
+        "s3cr3t-value"
+    );
+
+    p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
+        account_id: account,
+        buckets: vec![RevokedBucket { bucket_id: id.clone() }],
+        protocol: ObjectProtocol::S3 as i32,
+        authentication_type: AuthenticationType::Key as i32,
+        service_account: None,
+        parameters: HashMap::new(),
+    })
+    .await
+    .unwrap();
+    assert!(r.driver.accounts.lock().unwrap().is_empty());
+
+    p.driver_delete_bucket(DriverDeleteBucketRequest {
+        bucket_id: id.clone(),
+        parameters: HashMap::new(),
+    })
+    .await
+    .unwrap();
+    let gone = p
+        .driver_get_bucket(DriverGetBucketRequest {
+            bucket_id: id,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), Code::NotFound);
+
+    let calls = r.driver.calls.lock().unwrap().clone();
+    for rpc in [
+        "DriverGetInfo",
+        "DriverGenerateBucketId",
+        "DriverCreateBucket",
+        "DriverGetBucket",
+        "DriverDeleteBucket",
+        "DriverGenerateBucketAccessId",
+        "DriverGrantBucketAccess",
+        "DriverRevokeBucketAccess",
+    ] {
+        assert!(calls.contains(&rpc), "{rpc} never reached the driver: {calls:?}");
+    }
+    r.stop.send(()).unwrap();
+    r.done.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn invalid_requests_are_refused_before_the_driver_sees_them() {
+    let r = start().await;
+    let mut p = r.client.provisioner.clone();
+    let err = p
+        .driver_create_bucket(DriverCreateBucketRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert_eq!(err.message(), "bucket_id is required");
+    let err = p
+        .driver_grant_bucket_access(DriverGrantBucketAccessRequest {
+            account_id: "ba-1".into(),
+            buckets: vec![rw_bucket("b")],
+            protocol: ObjectProtocol::S3 as i32,
+            authentication_type: AuthenticationType::ServiceAccount as i32,
+            service_account: None,
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("service_account is required"));
+    assert!(r.driver.calls.lock().unwrap().is_empty());
+    r.stop.send(()).unwrap();
+}
+
+#[tokio::test]
+async fn the_socket_is_0660_replaced_when_stale_and_removed_on_shutdown() {
+    let r = start().await;
+    let mode = std::fs::metadata(r.endpoint.path()).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o660);
+
+    r.stop.send(()).unwrap();
+    r.done.await.unwrap().unwrap();
+    assert!(!r.endpoint.path().exists(), "socket removed on shutdown");
+
+    // A stale socket left by a crashed driver is replaced.
+    let stale = std::os::unix::net::UnixListener::bind(r.endpoint.path()).unwrap();
+    drop(stale);
+    assert!(r.endpoint.path().exists());
+    let driver = MemDriver::default();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let endpoint = r.endpoint.clone();
+    let server = tokio::spawn(async move {
+        cosi_driver::serve(&endpoint, driver.clone(), driver, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    let client = connect(&r.endpoint).await;
+    client.get_info().await.unwrap();
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_regular_file_at_the_socket_path_is_never_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("precious.sock");
+    std::fs::write(&path, "data").unwrap();
+    let endpoint = Endpoint::from_path(&path).unwrap();
+    let d = MemDriver::default();
+    let err = cosi_driver::serve(&endpoint, d.clone(), d, async {})
+        .await
+        .unwrap_err();
+    assert!(matches!(err, cosi_driver::ServeError::NotASocket(_)), "{err}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "data");
+}
+
+#[tokio::test]
+async fn a_lazy_client_reconnects_after_the_driver_restarts() {
+    let r = start().await;
+    let lazy = DriverClient::connect_lazy(&r.endpoint);
+    lazy.get_info().await.unwrap();
+    r.stop.send(()).unwrap();
+    r.done.await.unwrap().unwrap();
+    assert!(lazy.get_info().await.is_err(), "driver is down");
+
+    let driver = MemDriver::default();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let endpoint = r.endpoint.clone();
+    let server = tokio::spawn(async move {
+        cosi_driver::serve(&endpoint, driver.clone(), driver, async {
+            let _ = stopped.await;
+        })
+        .await
+    });
+    let mut ok = false;
+    for _ in 0..200 {
+        if lazy.get_info().await.is_ok() {
+            ok = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(ok, "the same client works again once the driver is back");
+    stop.send(()).unwrap();
+    server.await.unwrap().unwrap();
+}
