@@ -12,7 +12,10 @@ const PACKAGE: &str = "cosi.v1alpha2";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    println!("cargo:rerun-if-changed={}", proto_dir.join("cosi.proto").display());
+    println!(
+        "cargo:rerun-if-changed={}",
+        proto_dir.join("cosi.proto").display()
+    );
 
     let mut compiler = protox::Compiler::new([&proto_dir])?;
     compiler.include_imports(true).include_source_info(true);

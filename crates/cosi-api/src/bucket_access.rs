@@ -84,7 +84,11 @@ pub struct BucketAccessStatus {
     pub conditions: Vec<Condition>,
 
     /// AccountID is the ID of the account in the OSP, set once known.
-    #[serde(default, rename = "accountID", skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        rename = "accountID",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub account_id: String,
 
     /// AccessedBuckets are the Buckets this access is for, one per referenced
@@ -123,7 +127,10 @@ pub struct AccessedBucket {
 impl BucketAccess {
     /// The access's conditions (empty before the first status write).
     pub fn conditions(&self) -> &[Condition] {
-        self.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default()
+        self.status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default()
     }
 
     /// True once the controller has handed the access to the sidecar: the

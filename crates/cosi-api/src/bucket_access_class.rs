@@ -73,7 +73,9 @@ pub struct DisallowedBucketAccessModes {
 impl DisallowedBucketAccessModes {
     /// True when nothing is forbidden.
     pub fn is_empty(&self) -> bool {
-        self.object_data.is_empty() && self.object_metadata.is_empty() && self.bucket_metadata.is_empty()
+        self.object_data.is_empty()
+            && self.object_metadata.is_empty()
+            && self.bucket_metadata.is_empty()
     }
 }
 

@@ -84,6 +84,9 @@ impl BucketClaim {
 
     /// The claim's conditions (empty before the first status write).
     pub fn conditions(&self) -> &[Condition] {
-        self.status.as_ref().map(|s| s.conditions.as_slice()).unwrap_or_default()
+        self.status
+            .as_ref()
+            .map(|s| s.conditions.as_slice())
+            .unwrap_or_default()
     }
 }

@@ -183,7 +183,9 @@ impl BucketAccessModes {
 
     /// True when no category is requested (CRD validation refuses this).
     pub fn is_empty(&self) -> bool {
-        self.object_data.is_none() && self.object_metadata.is_none() && self.bucket_metadata.is_none()
+        self.object_data.is_none()
+            && self.object_metadata.is_none()
+            && self.bucket_metadata.is_none()
     }
 
     /// The requested categories as `(name, mode)` pairs, in API order.

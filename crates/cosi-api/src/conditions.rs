@@ -179,7 +179,12 @@ mod tests {
     #[test]
     fn set_keeps_transition_time_when_status_is_unchanged() {
         let mut conds = Vec::new();
-        set(&mut conds, &Desired::new(PROVISIONED, Status::False, "A", "first"), Some(1), t(10));
+        set(
+            &mut conds,
+            &Desired::new(PROVISIONED, Status::False, "A", "first"),
+            Some(1),
+            t(10),
+        );
         let changed = set(
             &mut conds,
             &Desired::new(PROVISIONED, Status::False, "B", "second"),
@@ -196,8 +201,18 @@ mod tests {
     #[test]
     fn set_moves_transition_time_when_status_changes() {
         let mut conds = Vec::new();
-        set(&mut conds, &Desired::new(PROVISIONED, Status::Unknown, "A", ""), None, t(10));
-        set(&mut conds, &Desired::new(PROVISIONED, Status::True, "A", ""), None, t(30));
+        set(
+            &mut conds,
+            &Desired::new(PROVISIONED, Status::Unknown, "A", ""),
+            None,
+            t(10),
+        );
+        set(
+            &mut conds,
+            &Desired::new(PROVISIONED, Status::True, "A", ""),
+            None,
+            t(30),
+        );
         assert_eq!(conds[0].status, "True");
         assert_eq!(conds[0].last_transition_time, Time(t(30)));
     }
@@ -224,7 +239,12 @@ mod tests {
             None,
             t(1),
         );
-        set(&mut conds, &Desired::new(PROVISIONED, Status::True, "C", ""), None, t(2));
+        set(
+            &mut conds,
+            &Desired::new(PROVISIONED, Status::True, "C", ""),
+            None,
+            t(2),
+        );
         assert_eq!(conds.len(), 2);
         assert_eq!(status_of(&conds, PROVISIONED), Status::True);
         assert_eq!(status_of(&conds, RESOURCES_VALIDATED), Status::True);

@@ -124,7 +124,8 @@ pub mod secret_keys {
         /// Credential info: the HMAC secret.
         pub const HMAC_SECRET: &str = "HMAC_SECRET";
         /// Every GCS key that holds a credential.
-        pub const CREDENTIALS: [&str; 4] = [PRIVATE_KEY_ID, PRIVATE_KEY, HMAC_ACCESS_ID, HMAC_SECRET];
+        pub const CREDENTIALS: [&str; 4] =
+            [PRIVATE_KEY_ID, PRIVATE_KEY, HMAC_ACCESS_ID, HMAC_SECRET];
     }
 }
 

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use cosi_api::*;
-use kube::core::cel::{validate_cel, validate_cel_update};
-use kube::core::ObjectMeta;
 use kube::CustomResourceExt;
+use kube::core::ObjectMeta;
+use kube::core::cel::{validate_cel, validate_cel_update};
 
 fn meta(name: &str) -> ObjectMeta {
     ObjectMeta {
@@ -123,7 +123,10 @@ fn claim_names_exactly_one_of_class_or_existing_bucket() {
         existing_bucket_name: "legacy".into(),
         ..Default::default()
     });
-    assert!(refusal(validate_cel(&both)).contains("exactly one of bucketClassName or existingBucketName"));
+    assert!(
+        refusal(validate_cel(&both))
+            .contains("exactly one of bucketClassName or existingBucketName")
+    );
     let neither = claim(BucketClaimSpec::default());
     assert!(refusal(validate_cel(&neither)).contains("exactly one of"));
 }
@@ -164,15 +167,24 @@ fn access_requests_at_least_one_mode_per_claim() {
     let rw = BucketAccessModes::objects(BucketAccessMode::ReadWrite);
     validate_cel(&access(vec![claim_ref("a", "sa", rw)])).expect("valid access");
     let none = BucketAccessModes::default();
-    assert!(refusal(validate_cel(&access(vec![claim_ref("a", "sa", none)]))).contains("at least one of objectData"));
+    assert!(
+        refusal(validate_cel(&access(vec![claim_ref("a", "sa", none)])))
+            .contains("at least one of objectData")
+    );
 }
 
 #[test]
 fn access_secrets_must_differ_between_claims() {
     let rw = BucketAccessModes::objects(BucketAccessMode::ReadWrite);
-    let ok = access(vec![claim_ref("a", "sa", rw.clone()), claim_ref("b", "sb", rw.clone())]);
+    let ok = access(vec![
+        claim_ref("a", "sa", rw.clone()),
+        claim_ref("b", "sb", rw.clone()),
+    ]);
     validate_cel(&ok).expect("distinct secrets are valid");
-    let clash = access(vec![claim_ref("a", "s", rw.clone()), claim_ref("b", "s", rw)]);
+    let clash = access(vec![
+        claim_ref("a", "s", rw.clone()),
+        claim_ref("b", "s", rw),
+    ]);
     assert!(refusal(validate_cel(&clash)).contains("different accessSecretName"));
 }
 
@@ -220,36 +232,64 @@ fn classes_are_immutable() {
     );
     let mut new = old.clone();
     new.spec.multi_bucket_access = Some(MultiBucketAccess::MultipleBuckets);
-    assert!(refusal(validate_cel_update(&new, &old)).contains("BucketAccessClass spec is immutable"));
+    assert!(
+        refusal(validate_cel_update(&new, &old)).contains("BucketAccessClass spec is immutable")
+    );
 }
 
 #[test]
 fn optional_enum_schemas_list_exactly_the_serde_names() {
     // The Option<enum> fields carry a hand-written enum list (see common.rs);
     // it must stay equal to what serde accepts.
-    let names = |v: &[serde_json::Value]| v.iter().map(|s| s.as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    let names = |v: &[serde_json::Value]| {
+        v.iter()
+            .map(|s| s.as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
     let crd = serde_json::to_value(BucketAccess::crd()).unwrap();
     let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
-    let modes = &schema["properties"]["spec"]["properties"]["bucketClaims"]["items"]["properties"]["accessModes"]["properties"]["objectData"]["enum"];
-    let serde_modes: Vec<String> = [BucketAccessMode::ReadWrite, BucketAccessMode::ReadOnly, BucketAccessMode::WriteOnly]
-        .iter()
-        .map(|m| serde_json::to_value(m).unwrap().as_str().unwrap().to_owned())
-        .collect();
+    let modes = &schema["properties"]["spec"]["properties"]["bucketClaims"]["items"]["properties"]
+        ["accessModes"]["properties"]["objectData"]["enum"];
+    let serde_modes: Vec<String> = [
+        BucketAccessMode::ReadWrite,
+        BucketAccessMode::ReadOnly,
+        BucketAccessMode::WriteOnly,
+    ]
+    .iter()
+    .map(|m| {
+        serde_json::to_value(m)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_owned()
+    })
+    .collect();
     assert_eq!(names(modes.as_array().unwrap()), serde_modes);
     let auth = &schema["properties"]["status"]["properties"]["authenticationType"]["enum"];
     assert_eq!(names(auth.as_array().unwrap()), ["Key", "ServiceAccount"]);
     let crd = serde_json::to_value(BucketAccessClass::crd()).unwrap();
-    let multi = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["multiBucketAccess"]["enum"];
-    let serde_multi: Vec<String> = [MultiBucketAccess::SingleBucket, MultiBucketAccess::MultipleBuckets]
-        .iter()
-        .map(|m| serde_json::to_value(m).unwrap().as_str().unwrap().to_owned())
-        .collect();
+    let multi = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["multiBucketAccess"]["enum"];
+    let serde_multi: Vec<String> = [
+        MultiBucketAccess::SingleBucket,
+        MultiBucketAccess::MultipleBuckets,
+    ]
+    .iter()
+    .map(|m| {
+        serde_json::to_value(m)
+            .unwrap()
+            .as_str()
+            .unwrap()
+            .to_owned()
+    })
+    .collect();
     assert_eq!(names(multi.as_array().unwrap()), serde_multi);
 }
 
 #[test]
 fn access_class_authentication_type_defaults_to_key() {
     let crd = serde_json::to_value(BucketAccessClass::crd()).unwrap();
-    let auth = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["authenticationType"];
+    let auth = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+        ["authenticationType"];
     assert_eq!(auth["default"], "Key");
 }

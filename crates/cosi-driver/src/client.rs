@@ -25,7 +25,9 @@ pub struct DriverClient {
 impl DriverClient {
     /// Connects now, failing if the socket does not answer.
     pub async fn connect(endpoint: &Endpoint) -> Result<Self, tonic::transport::Error> {
-        let channel = Self::builder().connect_with_connector(connector(endpoint)).await?;
+        let channel = Self::builder()
+            .connect_with_connector(connector(endpoint))
+            .await?;
         Ok(Self::from_channel(endpoint, channel))
     }
 

@@ -23,7 +23,9 @@ pub enum EndpointError {
     #[error("driver endpoint {0:?} is not a UNIX socket: use unix:///absolute/path.sock")]
     NotUnix(String),
     /// The path was relative or empty.
-    #[error("driver endpoint {0:?} must name an absolute socket path, e.g. unix:///var/lib/cosi/cosi.sock")]
+    #[error(
+        "driver endpoint {0:?} must name an absolute socket path, e.g. unix:///var/lib/cosi/cosi.sock"
+    )]
     NotAbsolute(String),
 }
 
@@ -79,15 +81,30 @@ mod tests {
         let e = Endpoint::parse("unix:///var/lib/cosi/cosi.sock").unwrap();
         assert_eq!(e.path(), Path::new("/var/lib/cosi/cosi.sock"));
         assert_eq!(e.to_string(), "unix:///var/lib/cosi/cosi.sock");
-        assert_eq!(Endpoint::parse("unix:/tmp/d.sock").unwrap().path(), Path::new("/tmp/d.sock"));
+        assert_eq!(
+            Endpoint::parse("unix:/tmp/d.sock").unwrap().path(),
+            Path::new("/tmp/d.sock")
+        );
     }
 
     #[test]
     fn refuses_other_schemes_and_relative_paths() {
         assert_eq!(Endpoint::parse(""), Err(EndpointError::Empty));
-        assert!(matches!(Endpoint::parse("tcp://127.0.0.1:1"), Err(EndpointError::NotUnix(_))));
-        assert!(matches!(Endpoint::parse("/tmp/x.sock"), Err(EndpointError::NotUnix(_))));
-        assert!(matches!(Endpoint::parse("unix://relative.sock"), Err(EndpointError::NotAbsolute(_))));
-        assert!(matches!(Endpoint::parse("unix:///"), Err(EndpointError::NotAbsolute(_))));
+        assert!(matches!(
+            Endpoint::parse("tcp://127.0.0.1:1"),
+            Err(EndpointError::NotUnix(_))
+        ));
+        assert!(matches!(
+            Endpoint::parse("/tmp/x.sock"),
+            Err(EndpointError::NotUnix(_))
+        ));
+        assert!(matches!(
+            Endpoint::parse("unix://relative.sock"),
+            Err(EndpointError::NotAbsolute(_))
+        ));
+        assert!(matches!(
+            Endpoint::parse("unix:///"),
+            Err(EndpointError::NotAbsolute(_))
+        ));
     }
 }

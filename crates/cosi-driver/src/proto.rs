@@ -1,7 +1,11 @@
 //! Generated `cosi.v1alpha2` messages, service traits, servers and clients,
 //! plus small conveniences on the generated enums.
 
-#![allow(missing_docs, clippy::doc_lazy_continuation, clippy::large_enum_variant)]
+#![allow(
+    missing_docs,
+    clippy::doc_lazy_continuation,
+    clippy::large_enum_variant
+)]
 
 tonic::include_proto!("cosi.v1alpha2");
 include!(concat!(env!("OUT_DIR"), "/cosi_redacted_debug.rs"));

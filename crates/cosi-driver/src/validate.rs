@@ -115,8 +115,12 @@ pub fn identifier(field: &str, value: &str) -> Result<(), Status> {
 pub fn object_name(field: &str, value: &str) -> Result<(), Status> {
     identifier(field, value)?;
     let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
-    let alnum_end = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    if !value.chars().all(ok_char) || !alnum_end(value.chars().next()) || !alnum_end(value.chars().last()) {
+    let alnum_end =
+        |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    if !value.chars().all(ok_char)
+        || !alnum_end(value.chars().next())
+        || !alnum_end(value.chars().last())
+    {
         return Err(invalid(format!(
             "{field} {} must be lowercase letters, digits, '-' and '.', starting and ending with a letter or digit",
             shown(value)
@@ -169,7 +173,11 @@ fn authentication(auth: i32, sa: Option<&ServiceAccount>) -> Result<Authenticati
             return Err(invalid("authentication_type is required".into()));
         }
         Ok(a) => a,
-        Err(_) => return Err(invalid(format!("authentication_type has unknown value {auth}"))),
+        Err(_) => {
+            return Err(invalid(format!(
+                "authentication_type has unknown value {auth}"
+            )));
+        }
     };
     let sa_set = sa.is_some_and(|sa| !sa.name.is_empty() || !sa.namespace.is_empty());
     match auth {
@@ -182,7 +190,8 @@ fn authentication(auth: i32, sa: Option<&ServiceAccount>) -> Result<Authenticati
         }
         _ if sa_set => {
             return Err(invalid(
-                "service_account must be unset unless authentication_type is SERVICE_ACCOUNT".into(),
+                "service_account must be unset unless authentication_type is SERVICE_ACCOUNT"
+                    .into(),
             ));
         }
         _ => {}
@@ -203,13 +212,23 @@ fn accessed_buckets(buckets: &[AccessedBucket]) -> Result<(), Status> {
                 shown(&b.bucket_id)
             )));
         }
-        let modes = b.access_mode.as_ref().ok_or_else(|| {
-            invalid(format!("buckets[{i}].access_mode is required"))
-        })?;
+        let modes = b
+            .access_mode
+            .as_ref()
+            .ok_or_else(|| invalid(format!("buckets[{i}].access_mode is required")))?;
         let requested = [
-            known_mode(&format!("buckets[{i}].access_mode.object_data"), modes.object_data)?,
-            known_mode(&format!("buckets[{i}].access_mode.object_metadata"), modes.object_metadata)?,
-            known_mode(&format!("buckets[{i}].access_mode.bucket_metadata"), modes.bucket_metadata)?,
+            known_mode(
+                &format!("buckets[{i}].access_mode.object_data"),
+                modes.object_data,
+            )?,
+            known_mode(
+                &format!("buckets[{i}].access_mode.object_metadata"),
+                modes.object_metadata,
+            )?,
+            known_mode(
+                &format!("buckets[{i}].access_mode.bucket_metadata"),
+                modes.bucket_metadata,
+            )?,
         ];
         if requested.iter().all(|m| *m == AccessMode::Unspecified) {
             return Err(invalid(format!(
@@ -344,7 +363,11 @@ mod tests {
         assert!(driver_name("-bad.example").is_err());
         assert!(driver_name("bad.example.").is_err());
         assert!(driver_name("has space.example").is_err());
-        assert!(driver_name(&"a".repeat(64)).unwrap_err().contains("limit is 63"));
+        assert!(
+            driver_name(&"a".repeat(64))
+                .unwrap_err()
+                .contains("limit is 63")
+        );
     }
 
     #[test]
@@ -353,7 +376,11 @@ mod tests {
             name: "x.example.com".into(),
             supported_protocols: vec![],
         };
-        assert!(driver_info(&info).unwrap_err().contains("no supported protocols"));
+        assert!(
+            driver_info(&info)
+                .unwrap_err()
+                .contains("no supported protocols")
+        );
         info.supported_protocols = vec![0];
         assert!(driver_info(&info).is_err());
         info.supported_protocols = vec![ObjectProtocol::S3 as i32];

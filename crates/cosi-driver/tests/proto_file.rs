@@ -63,7 +63,10 @@ fn protoc_compiles_the_proto() {
         .args(["-m", "grpc_tools.protoc"])
         .arg(format!("-I{}", proto_dir().display()))
         .arg(format!("-I{}", include.trim()))
-        .arg(format!("--descriptor_set_out={}", out.path().join("cosi.pb").display()))
+        .arg(format!(
+            "--descriptor_set_out={}",
+            out.path().join("cosi.pb").display()
+        ))
         .arg(format!("--python_out={}", out.path().display()))
         .arg("cosi.proto")
         .status()

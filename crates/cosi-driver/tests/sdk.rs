@@ -94,7 +94,10 @@ impl Provisioner for MemDriver {
         r: Request<DriverDeleteBucketRequest>,
     ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
         self.record("DriverDeleteBucket");
-        self.buckets.lock().unwrap().remove(&r.into_inner().bucket_id);
+        self.buckets
+            .lock()
+            .unwrap()
+            .remove(&r.into_inner().bucket_id);
         Ok(Response::new(DriverDeleteBucketResponse {}))
     }
 
@@ -114,7 +117,10 @@ impl Provisioner for MemDriver {
     ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
         self.record("DriverGrantBucketAccess");
         let r = r.into_inner();
-        self.accounts.lock().unwrap().insert(r.account_id.clone(), ());
+        self.accounts
+            .lock()
+            .unwrap()
+            .insert(r.account_id.clone(), ());
         Ok(Response::new(DriverGrantBucketAccessResponse {
             buckets: r
                 .buckets
@@ -139,7 +145,10 @@ impl Provisioner for MemDriver {
         r: Request<DriverRevokeBucketAccessRequest>,
     ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
         self.record("DriverRevokeBucketAccess");
-        self.accounts.lock().unwrap().remove(&r.into_inner().account_id);
+        self.accounts
+            .lock()
+            .unwrap()
+            .remove(&r.into_inner().account_id);
         Ok(Response::new(DriverRevokeBucketAccessResponse {}))
     }
 }
@@ -277,7 +286,9 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
 
     p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
         account_id: account,
-        buckets: vec![RevokedBucket { bucket_id: id.clone() }],
+        buckets: vec![RevokedBucket {
+            bucket_id: id.clone(),
+        }],
         protocol: ObjectProtocol::S3 as i32,
         authentication_type: AuthenticationType::Key as i32,
         service_account: None,
@@ -313,7 +324,10 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
         "DriverGrantBucketAccess",
         "DriverRevokeBucketAccess",
     ] {
-        assert!(calls.contains(&rpc), "{rpc} never reached the driver: {calls:?}");
+        assert!(
+            calls.contains(&rpc),
+            "{rpc} never reached the driver: {calls:?}"
+        );
     }
     r.stop.send(()).unwrap();
     r.done.await.unwrap().unwrap();
@@ -349,7 +363,10 @@ async fn invalid_requests_are_refused_before_the_driver_sees_them() {
 #[tokio::test]
 async fn the_socket_is_0660_replaced_when_stale_and_removed_on_shutdown() {
     let r = start().await;
-    let mode = std::fs::metadata(r.endpoint.path()).unwrap().permissions().mode();
+    let mode = std::fs::metadata(r.endpoint.path())
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o660);
 
     r.stop.send(()).unwrap();
@@ -385,7 +402,10 @@ async fn a_regular_file_at_the_socket_path_is_never_deleted() {
     let err = cosi_driver::serve(&endpoint, d.clone(), d, async {})
         .await
         .unwrap_err();
-    assert!(matches!(err, cosi_driver::ServeError::NotASocket(_)), "{err}");
+    assert!(
+        matches!(err, cosi_driver::ServeError::NotASocket(_)),
+        "{err}"
+    );
     assert_eq!(std::fs::read_to_string(&path).unwrap(), "data");
 }
 

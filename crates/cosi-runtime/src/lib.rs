@@ -1,0 +1,22 @@
+//! Plumbing shared by `cosi-controller` and `cosi-sidecar`: command-line
+//! flags, Kubernetes client set-up, logging, graceful shutdown, leader
+//! election, the metrics/health HTTP endpoints with the KEP's metrics,
+//! capped exponential backoff, Events, and metadata/status patches that
+//! write nothing when nothing changes.
+
+pub mod backoff;
+pub mod client;
+pub mod events;
+pub mod flags;
+pub mod http;
+pub mod leader;
+pub mod logging;
+pub mod metrics;
+pub mod patch;
+pub mod shutdown;
+
+pub use backoff::{Backoff, FailureTracker};
+pub use events::EventReporter;
+pub use flags::{CommonArgs, LogFormat};
+pub use http::Readiness;
+pub use shutdown::Shutdown;
