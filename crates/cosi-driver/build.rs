@@ -11,7 +11,7 @@ use prost_reflect::Value;
 const PACKAGE: &str = "cosi.v1alpha2";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let proto_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto");
+    let proto_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
     println!(
         "cargo:rerun-if-changed={}",
         proto_dir.join("cosi.proto").display()

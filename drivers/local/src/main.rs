@@ -1,0 +1,83 @@
+//! `cosi-driver-local`: serves the COSI driver API on `COSI_ENDPOINT` and an
+//! embedded S3 endpoint, keeping buckets under `--data-dir`. For
+//! development, CI and single-node edge use, not production.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::{Parser, ValueEnum};
+use cosi_driver_local::{Config, DEFAULT_DRIVER_NAME, DEFAULT_REGION};
+
+const PARAMETERS_HELP: &str = "\
+BucketClass parameters:
+  maxSizeBytes   Quota on the bytes of object data in a bucket, e.g. 1073741824 or 1Gi
+                 (suffixes k, M, G, T, Ki, Mi, Gi, Ti). Writes past it fail with the S3
+                 error QuotaExceeded (HTTP 403). Default: unlimited.
+BucketAccessClass parameters: none. Unknown keys are refused with InvalidArgument.
+Authentication: Key only (ServiceAccount is refused with InvalidArgument).
+
+The COSI gRPC endpoint is read from COSI_ENDPOINT (unix:///path/to/cosi.sock).
+For development, CI and single-node edge use, not production.";
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// COSI driver keeping buckets on local disk, served by an embedded S3 endpoint.
+#[derive(Debug, Parser)]
+#[command(name = "cosi-driver-local", version, after_help = PARAMETERS_HELP)]
+struct Args {
+    /// Driver name reported to COSI (BucketClass.driverName must match).
+    #[arg(long, env = "DRIVER_NAME", default_value = DEFAULT_DRIVER_NAME)]
+    driver_name: String,
+    /// Directory holding the state store and bucket contents.
+    #[arg(long, env = "DATA_DIR", default_value = "/var/lib/cosi-driver-local")]
+    data_dir: PathBuf,
+    /// Address the S3 endpoint listens on.
+    #[arg(long, env = "S3_ADDRESS", default_value = "127.0.0.1:9000")]
+    s3_address: SocketAddr,
+    /// S3 endpoint URL given to workloads [default: http://<s3-address>].
+    #[arg(long, env = "S3_ENDPOINT_URL")]
+    s3_endpoint_url: Option<String>,
+    /// Region given to workloads.
+    #[arg(long, env = "REGION", default_value = DEFAULT_REGION)]
+    region: String,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+fn init_logs(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"))
+        .add_directive(
+            cosi_driver_local::SECRET_SAFE_LOG_DIRECTIVE
+                .parse()
+                .expect("a valid directive"),
+        );
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_logs(args.log_format);
+    let endpoint = cosi_driver::Endpoint::from_env().context("reading COSI_ENDPOINT")?;
+    let config = Config {
+        driver_name: args.driver_name,
+        data_dir: args.data_dir,
+        s3_address: args.s3_address,
+        s3_endpoint_url: args.s3_endpoint_url,
+        region: args.region,
+    };
+    cosi_driver_local::run(config, &endpoint, cosi_driver::shutdown_signal())
+        .await
+        .context("cosi-driver-local failed")
+}

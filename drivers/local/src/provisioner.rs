@@ -1,0 +1,489 @@
+//! The COSI `Identity` and `Provisioner` services. Each call runs on a
+//! blocking thread, one at a time, and is idempotent:
+//!
+//! - bucket IDs derive from Bucket names and account IDs from account
+//!   names, so phase 1 creates nothing;
+//! - DriverCreateBucket records the bucket (state `Creating`) before making
+//!   its directory and marks it `Ready` last, so a retry after a crash at
+//!   any step finishes the job and a never-retried bucket is still visible
+//!   to DriverDeleteBucket;
+//! - DriverDeleteBucket marks the bucket `Deleting`, removes its contents,
+//!   then drops its records;
+//! - DriverGrantBucketAccess writes the account and its only key in one
+//!   transaction and hands the same key pair back on every repeat.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use cosi_driver::proto::*;
+use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+
+use crate::blobs;
+use crate::credentials;
+use crate::driver::{CrashPoint, LocalDriver};
+use crate::ids;
+use crate::params::{self, BucketParams};
+use crate::policy::{Mode, Modes};
+use crate::store::{AccountRecord, BucketRecord, BucketState, StoreError};
+
+/// The message for ServiceAccount authentication requests.
+pub const SERVICE_ACCOUNT_UNSUPPORTED: &str = "cosi-driver-local supports only Key authentication: it has no way to trust Kubernetes ServiceAccount tokens; use a BucketAccessClass with authenticationType: Key";
+
+fn internal(e: StoreError) -> Status {
+    tracing::error!(error = %e, "state store failure");
+    Status::internal(e.to_string())
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// Checks requested protocols: only S3 (an empty list means S3).
+fn s3_only(protocols: &[i32]) -> Result<(), Status> {
+    for p in protocols {
+        let p = ObjectProtocol::try_from(*p).unwrap_or(ObjectProtocol::Unspecified);
+        if p != ObjectProtocol::S3 {
+            return Err(Status::invalid_argument(format!(
+                "cosi-driver-local supports only the S3 protocol, not {}",
+                p.api_name().unwrap_or("an unspecified protocol")
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn bucket_params(map: &HashMap<String, String>) -> Result<BucketParams, Status> {
+    params::bucket_params(map).map_err(|e| Status::invalid_argument(e.to_string()))
+}
+
+fn describe(p: &BucketParams) -> String {
+    match p.max_size_bytes {
+        Some(n) => format!("maxSizeBytes {n}"),
+        None => "no maxSizeBytes".to_owned(),
+    }
+}
+
+fn incompatible_bucket(id: &str, have: &BucketParams, want: &BucketParams) -> Status {
+    Status::already_exists(format!(
+        "bucket {id} exists with {}, but the request asks for {}",
+        describe(have),
+        describe(want)
+    ))
+}
+
+/// Checks what every access request must satisfy.
+fn access_request(
+    protocol: i32,
+    authentication: i32,
+    parameters: &HashMap<String, String>,
+) -> Result<(), Status> {
+    if protocol != ObjectProtocol::S3 as i32 {
+        return s3_only(&[protocol]);
+    }
+    if authentication == AuthenticationType::ServiceAccount as i32 {
+        return Err(Status::invalid_argument(SERVICE_ACCOUNT_UNSUPPORTED));
+    }
+    params::access_params(parameters).map_err(|e| Status::invalid_argument(e.to_string()))
+}
+
+fn mode(m: i32) -> Mode {
+    match AccessMode::try_from(m) {
+        Ok(AccessMode::ReadWrite) => Mode::ReadWrite,
+        Ok(AccessMode::ReadOnly) => Mode::ReadOnly,
+        Ok(AccessMode::WriteOnly) => Mode::WriteOnly,
+        _ => Mode::None,
+    }
+}
+
+/// The grants an access request asks for, by bucket ID.
+pub(crate) fn requested_grants(buckets: &[AccessedBucket]) -> BTreeMap<String, Modes> {
+    buckets
+        .iter()
+        .map(|b| {
+            let m = b.access_mode.unwrap_or_default();
+            (
+                b.bucket_id.clone(),
+                Modes {
+                    object_data: mode(m.object_data),
+                    object_metadata: mode(m.object_metadata),
+                    bucket_metadata: mode(m.bucket_metadata),
+                },
+            )
+        })
+        .collect()
+}
+
+fn describe_grants(g: &BTreeMap<String, Modes>) -> String {
+    let parts: Vec<String> = g
+        .iter()
+        .map(|(b, m)| {
+            format!(
+                "{b} (objectData {}, objectMetadata {}, bucketMetadata {})",
+                m.object_data.name(),
+                m.object_metadata.name(),
+                m.bucket_metadata.name()
+            )
+        })
+        .collect();
+    parts.join(", ")
+}
+
+fn incompatible_account(
+    id: &str,
+    have: &BTreeMap<String, Modes>,
+    want: &BTreeMap<String, Modes>,
+) -> Status {
+    Status::already_exists(format!(
+        "account {id} already exists with access to {}; the request asks for {}. Grants are never changed in place: revoke the access first",
+        describe_grants(have),
+        describe_grants(want)
+    ))
+}
+
+impl LocalDriver {
+    /// Runs `f` on a blocking thread while holding the provisioning lock.
+    async fn provisioning<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&LocalDriver) -> Result<T, Status> + Send + 'static,
+    ) -> Result<T, Status> {
+        let driver = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let _guard = driver
+                .inner
+                .provisioning
+                .lock()
+                .map_err(|_| Status::internal("provisioning lock poisoned"))?;
+            f(&driver)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("provisioning task failed: {e}")))?
+    }
+
+    fn bucket_info(&self, id: &str) -> ProtocolBucketInfo {
+        ProtocolBucketInfo {
+            s3: Some(S3BucketInfo {
+                bucket_name: id.to_owned(),
+                region: self.inner.region.clone(),
+                endpoint: self.endpoint_url(),
+                addressing_style: S3AddressingStyle::Path as i32,
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn create_bucket_blocking(&self, id: &str, params: BucketParams) -> Result<(), Status> {
+        if !ids::is_valid_bucket_name(id) {
+            return Err(Status::invalid_argument(format!(
+                "bucket_id {id:?} is not a valid S3 bucket name; use the ID returned by DriverGenerateBucketId"
+            )));
+        }
+        let store = &self.inner.store;
+        let record = store
+            .insert_bucket_if_absent(&BucketRecord {
+                id: id.to_owned(),
+                state: BucketState::Creating,
+                params,
+                created_ms: now_ms(),
+                used_bytes: 0,
+                tags: Vec::new(),
+            })
+            .map_err(internal)?;
+        if record.params != params {
+            return Err(incompatible_bucket(id, &record.params, &params));
+        }
+        match record.state {
+            BucketState::Ready => return Ok(()),
+            BucketState::Deleting => {
+                return Err(Status::failed_precondition(format!(
+                    "bucket {id} is being deleted; retry DriverDeleteBucket first"
+                )));
+            }
+            BucketState::Creating => {}
+        }
+        self.crash_point(CrashPoint::AfterBucketRecorded)?;
+        let dir = self.bucket_dir(id);
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| blobs::sync_dir(&blobs::buckets_dir(&self.inner.data_dir)))
+            .map_err(|e| Status::internal(format!("creating {}: {e}", dir.display())))?;
+        self.crash_point(CrashPoint::AfterBucketDirectory)?;
+        store
+            .set_bucket_state(id, BucketState::Ready)
+            .map_err(internal)?;
+        tracing::info!(bucket = %id, "bucket created");
+        Ok(())
+    }
+
+    fn delete_bucket_blocking(&self, id: &str) -> Result<(), Status> {
+        let store = &self.inner.store;
+        let dir = self.bucket_dir(id);
+        if store.bucket(id).map_err(internal)?.is_none() {
+            return Ok(());
+        }
+        store
+            .set_bucket_state(id, BucketState::Deleting)
+            .map_err(internal)?;
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(Status::internal(format!("removing {}: {e}", dir.display())));
+            }
+        }
+        blobs::sync_dir(&blobs::buckets_dir(&self.inner.data_dir))
+            .map_err(|e| Status::internal(format!("syncing the buckets directory: {e}")))?;
+        self.crash_point(CrashPoint::AfterBucketDataRemoved)?;
+        store.remove_bucket(id).map_err(internal)?;
+        tracing::info!(bucket = %id, "bucket deleted");
+        Ok(())
+    }
+
+    fn ready_bucket(&self, id: &str) -> Result<BucketRecord, Status> {
+        match self.inner.store.bucket(id).map_err(internal)? {
+            Some(b) if b.state == BucketState::Ready => Ok(b),
+            _ => Err(Status::not_found(format!("bucket {id} does not exist"))),
+        }
+    }
+
+    fn grant_blocking(
+        &self,
+        account_id: &str,
+        grants: BTreeMap<String, Modes>,
+    ) -> Result<DriverGrantBucketAccessResponse, Status> {
+        for bucket in grants.keys() {
+            self.ready_bucket(bucket)?;
+        }
+        let store = &self.inner.store;
+        let account = match store.account(account_id).map_err(internal)? {
+            Some(existing) => existing,
+            None => {
+                let account = store
+                    .insert_account_if_absent(&AccountRecord {
+                        id: account_id.to_owned(),
+                        access_key_id: credentials::new_access_key_id(),
+                        secret_access_key: credentials::new_secret_access_key(),
+                        grants: grants.clone(),
+                        created_ms: now_ms(),
+                    })
+                    .map_err(internal)?;
+                tracing::info!(account = %account_id, buckets = grants.len(), "access granted");
+                self.crash_point(CrashPoint::AfterAccountRecorded)?;
+                account
+            }
+        };
+        if account.grants != grants {
+            return Err(incompatible_account(account_id, &account.grants, &grants));
+        }
+        Ok(DriverGrantBucketAccessResponse {
+            buckets: grants
+                .keys()
+                .map(|b| GrantedBucket {
+                    bucket_id: b.clone(),
+                    bucket_info: Some(self.bucket_info(b)),
+                })
+                .collect(),
+            credentials: Some(Credentials {
+                s3: Some(S3Credentials {
+                    access_key_id: account.access_key_id,
+                    access_secret_key: account.secret_access_key,
+                }),
+                ..Default::default()
+            }),
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Identity for LocalDriver {
+    async fn driver_get_info(
+        &self,
+        _request: Request<DriverGetInfoRequest>,
+    ) -> Result<Response<DriverGetInfoResponse>, Status> {
+        Ok(Response::new(DriverGetInfoResponse {
+            name: self.inner.driver_name.clone(),
+            supported_protocols: vec![ObjectProtocol::S3 as i32],
+        }))
+    }
+}
+
+#[async_trait::async_trait]
+impl Provisioner for LocalDriver {
+    async fn driver_generate_bucket_id(
+        &self,
+        request: Request<DriverGenerateBucketIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        let r = request.into_inner();
+        s3_only(&r.protocols)?;
+        let params = bucket_params(&r.parameters)?;
+        let id = ids::bucket_id_for(&r.name);
+        self.provisioning(move |d| {
+            if let Some(existing) = d.inner.store.bucket(&id).map_err(internal)?
+                && existing.params != params
+            {
+                return Err(incompatible_bucket(&id, &existing.params, &params));
+            }
+            Ok(Response::new(DriverGenerateBucketIdResponse {
+                bucket_id: id,
+            }))
+        })
+        .await
+    }
+
+    async fn driver_create_bucket(
+        &self,
+        request: Request<DriverCreateBucketRequest>,
+    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        let r = request.into_inner();
+        s3_only(&r.protocols)?;
+        let params = bucket_params(&r.parameters)?;
+        self.provisioning(move |d| {
+            d.create_bucket_blocking(&r.bucket_id, params)?;
+            Ok(Response::new(DriverCreateBucketResponse {
+                protocols: Some(d.bucket_info(&r.bucket_id)),
+            }))
+        })
+        .await
+    }
+
+    async fn driver_get_bucket(
+        &self,
+        request: Request<DriverGetBucketRequest>,
+    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        let r = request.into_inner();
+        s3_only(&r.protocols)?;
+        let params = bucket_params(&r.parameters)?;
+        self.provisioning(move |d| {
+            let bucket = d.ready_bucket(&r.bucket_id)?;
+            // Parameters are optional here; when given they must match.
+            if !r.parameters.is_empty() && bucket.params != params {
+                return Err(incompatible_bucket(&r.bucket_id, &bucket.params, &params));
+            }
+            Ok(Response::new(DriverGetBucketResponse {
+                protocols: Some(d.bucket_info(&r.bucket_id)),
+            }))
+        })
+        .await
+    }
+
+    async fn driver_delete_bucket(
+        &self,
+        request: Request<DriverDeleteBucketRequest>,
+    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        let r = request.into_inner();
+        self.provisioning(move |d| {
+            d.delete_bucket_blocking(&r.bucket_id)?;
+            Ok(Response::new(DriverDeleteBucketResponse {}))
+        })
+        .await
+    }
+
+    async fn driver_generate_bucket_access_id(
+        &self,
+        request: Request<DriverGenerateBucketAccessIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        let r = request.into_inner();
+        access_request(r.protocol, r.authentication_type, &r.parameters)?;
+        let id = ids::account_id_for(&r.account_name);
+        let grants = requested_grants(&r.buckets);
+        self.provisioning(move |d| {
+            if let Some(existing) = d.inner.store.account(&id).map_err(internal)?
+                && existing.grants != grants
+            {
+                return Err(incompatible_account(&id, &existing.grants, &grants));
+            }
+            Ok(Response::new(DriverGenerateBucketAccessIdResponse {
+                account_id: id,
+            }))
+        })
+        .await
+    }
+
+    async fn driver_grant_bucket_access(
+        &self,
+        request: Request<DriverGrantBucketAccessRequest>,
+    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        let r = request.into_inner();
+        access_request(r.protocol, r.authentication_type, &r.parameters)?;
+        let grants = requested_grants(&r.buckets);
+        self.provisioning(move |d| d.grant_blocking(&r.account_id, grants).map(Response::new))
+            .await
+    }
+
+    async fn driver_revoke_bucket_access(
+        &self,
+        request: Request<DriverRevokeBucketAccessRequest>,
+    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        let r = request.into_inner();
+        self.provisioning(move |d| {
+            if d.inner
+                .store
+                .remove_account(&r.account_id)
+                .map_err(internal)?
+            {
+                tracing::info!(account = %r.account_id, "access revoked");
+            }
+            Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn service_account_authentication_is_refused_clearly() {
+        let err = access_request(
+            ObjectProtocol::S3 as i32,
+            AuthenticationType::ServiceAccount as i32,
+            &HashMap::new(),
+        )
+        .unwrap_err();
+        assert_eq!(err.code(), cosi_driver::Code::InvalidArgument);
+        assert!(
+            err.message()
+                .starts_with("cosi-driver-local supports only Key authentication")
+        );
+    }
+
+    #[test]
+    fn only_s3_is_supported() {
+        s3_only(&[]).unwrap();
+        s3_only(&[ObjectProtocol::S3 as i32]).unwrap();
+        let err = s3_only(&[ObjectProtocol::S3 as i32, ObjectProtocol::Azure as i32]).unwrap_err();
+        assert_eq!(
+            err.message(),
+            "cosi-driver-local supports only the S3 protocol, not Azure"
+        );
+        assert!(
+            access_request(
+                ObjectProtocol::Gcs as i32,
+                AuthenticationType::Key as i32,
+                &HashMap::new()
+            )
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn requested_modes_map_per_category() {
+        let g = requested_grants(&[AccessedBucket {
+            bucket_id: "b".into(),
+            access_mode: Some(AccessModes {
+                object_data: AccessMode::ReadOnly as i32,
+                object_metadata: AccessMode::Unspecified as i32,
+                bucket_metadata: AccessMode::WriteOnly as i32,
+            }),
+        }]);
+        assert_eq!(
+            g["b"],
+            Modes {
+                object_data: Mode::ReadOnly,
+                object_metadata: Mode::None,
+                bucket_metadata: Mode::WriteOnly
+            }
+        );
+    }
+}

@@ -1,0 +1,192 @@
+//! Authentication and authorization of S3 requests. SigV4 signatures are
+//! verified by s3s against the secret key looked up here; every request is
+//! then authorized against the key's grants (see `policy`). Anonymous
+//! requests are always denied. The authenticated account rides along in the
+//! request extensions for the operations that need it.
+
+use s3s::access::{S3Access, S3AccessContext};
+use s3s::auth::{S3Auth, SecretKey};
+use s3s::dto::{
+    CopyObjectInput, CopySource, CreateMultipartUploadInput, PutObjectInput, TaggingDirective,
+    UploadPartCopyInput,
+};
+use s3s::{S3Request, S3Result, s3_error};
+
+use crate::driver::LocalDriver;
+use crate::policy::{self, Category, Decision, Direction};
+use crate::store::AccountRecord;
+
+/// Looks up secret keys in the state store.
+pub(crate) struct KeyLookup(pub(crate) LocalDriver);
+
+/// Authorizes requests against grants.
+pub(crate) struct GrantCheck(pub(crate) LocalDriver);
+
+/// The account making a request, stored in the request extensions.
+#[derive(Clone)]
+pub(crate) struct Caller(pub(crate) AccountRecord);
+
+async fn account_by_key(driver: &LocalDriver, access_key: &str) -> S3Result<Option<AccountRecord>> {
+    let store = driver.inner.store.clone();
+    let key = access_key.to_owned();
+    tokio::task::spawn_blocking(move || store.account_by_key(&key))
+        .await
+        .map_err(|e| s3_error!(InternalError, "key lookup failed: {e}"))?
+        .map_err(|e| s3_error!(InternalError, "key lookup failed: {e}"))
+}
+
+#[async_trait::async_trait]
+impl S3Auth for KeyLookup {
+    async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+        match account_by_key(&self.0, access_key).await? {
+            Some(a) => Ok(SecretKey::from(a.secret_access_key)),
+            None => Err(s3_error!(
+                InvalidAccessKeyId,
+                "The access key ID you provided does not exist in our records."
+            )),
+        }
+    }
+}
+
+fn apply(decision: Decision) -> S3Result<()> {
+    match decision {
+        Decision::Allow => Ok(()),
+        Decision::Deny(msg) => {
+            tracing::debug!(reason = %msg, "S3 request denied");
+            Err(s3_error!(AccessDenied, "{msg}"))
+        }
+        Decision::NotImplemented(msg) => Err(s3_error!(NotImplemented, "{msg}")),
+    }
+}
+
+fn caller<T>(req: &S3Request<T>) -> S3Result<&AccountRecord> {
+    req.extensions
+        .get::<Caller>()
+        .map(|c| &c.0)
+        .ok_or_else(|| s3_error!(AccessDenied, "the request is not authenticated"))
+}
+
+/// Checks `direction` access in `category` on `bucket` for the caller.
+fn require<T>(
+    req: &S3Request<T>,
+    op: &str,
+    bucket: &str,
+    category: Category,
+    direction: Direction,
+) -> S3Result<()> {
+    let account = caller(req)?;
+    apply(policy::check_access(
+        op,
+        bucket,
+        account.grants.get(bucket),
+        category,
+        direction,
+    ))
+}
+
+fn copy_source_bucket(source: &CopySource) -> S3Result<&str> {
+    match source {
+        CopySource::Bucket { bucket, .. } => Ok(bucket),
+        _ => Err(s3_error!(
+            NotImplemented,
+            "only bucket/key copy sources are supported"
+        )),
+    }
+}
+
+#[async_trait::async_trait]
+impl S3Access for GrantCheck {
+    async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        let Some(credentials) = cx.credentials() else {
+            return Err(s3_error!(
+                AccessDenied,
+                "anonymous requests are not allowed; sign requests with the access key from the BucketAccess Secret"
+            ));
+        };
+        // The key may have been revoked since its signature was checked.
+        let Some(account) = account_by_key(&self.0, &credentials.access_key).await? else {
+            return Err(s3_error!(
+                InvalidAccessKeyId,
+                "the access key has been revoked"
+            ));
+        };
+        let op = cx.s3_op().name().to_owned();
+        let bucket = cx.s3_path().get_bucket_name().map(str::to_owned);
+        let grant = bucket
+            .as_deref()
+            .and_then(|b| account.grants.get(b))
+            .copied();
+        apply(policy::decide(&op, bucket.as_deref(), grant.as_ref()))?;
+        cx.extensions_mut().insert(Caller(account));
+        Ok(())
+    }
+
+    async fn put_object(&self, req: &mut S3Request<PutObjectInput>) -> S3Result<()> {
+        if req.input.tagging.is_some() {
+            let bucket = req.input.bucket.clone();
+            require(
+                req,
+                "PutObject",
+                &bucket,
+                Category::ObjectMetadata,
+                Direction::Write,
+            )?;
+        }
+        Ok(())
+    }
+
+    async fn create_multipart_upload(
+        &self,
+        req: &mut S3Request<CreateMultipartUploadInput>,
+    ) -> S3Result<()> {
+        if req.input.tagging.is_some() {
+            let bucket = req.input.bucket.clone();
+            require(
+                req,
+                "CreateMultipartUpload",
+                &bucket,
+                Category::ObjectMetadata,
+                Direction::Write,
+            )?;
+        }
+        Ok(())
+    }
+
+    async fn copy_object(&self, req: &mut S3Request<CopyObjectInput>) -> S3Result<()> {
+        let source = copy_source_bucket(&req.input.copy_source)?.to_owned();
+        require(
+            req,
+            "CopyObject",
+            &source,
+            Category::ObjectData,
+            Direction::Read,
+        )?;
+        let replaces_tags = req
+            .input
+            .tagging_directive
+            .as_ref()
+            .is_some_and(|d| d.as_str() == TaggingDirective::REPLACE);
+        if replaces_tags && req.input.tagging.is_some() {
+            let bucket = req.input.bucket.clone();
+            require(
+                req,
+                "CopyObject",
+                &bucket,
+                Category::ObjectMetadata,
+                Direction::Write,
+            )?;
+        }
+        Ok(())
+    }
+
+    async fn upload_part_copy(&self, req: &mut S3Request<UploadPartCopyInput>) -> S3Result<()> {
+        let source = copy_source_bucket(&req.input.copy_source)?.to_owned();
+        require(
+            req,
+            "UploadPartCopy",
+            &source,
+            Category::ObjectData,
+            Direction::Read,
+        )
+    }
+}

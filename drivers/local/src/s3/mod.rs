@@ -1,0 +1,21 @@
+//! The embedded S3 endpoint: path-style S3 over HTTP, SigV4-authenticated
+//! with the keys issued by DriverGrantBucketAccess and authorized per
+//! bucket and access category.
+
+mod access;
+mod encoding;
+mod service;
+
+use s3s::service::{S3Service, S3ServiceBuilder};
+
+use crate::driver::LocalDriver;
+
+/// The S3 service of `driver`, ready to be served over HTTP.
+pub(crate) fn s3_service(driver: &LocalDriver) -> S3Service {
+    let mut builder = S3ServiceBuilder::new(service::LocalS3 {
+        driver: driver.clone(),
+    });
+    builder.set_auth(access::KeyLookup(driver.clone()));
+    builder.set_access(access::GrantCheck(driver.clone()));
+    builder.build()
+}

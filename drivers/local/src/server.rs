@@ -1,0 +1,148 @@
+//! Serving: the S3 endpoint over HTTP on TCP, and [`run`], which serves the
+//! COSI gRPC API and the S3 endpoint together until shutdown.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto::Builder as ConnBuilder;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::config::Config;
+use crate::driver::LocalDriver;
+use crate::error::Error;
+
+/// How long in-flight S3 requests may take to finish at shutdown.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A running S3 endpoint. Dropping it stops the endpoint in the background;
+/// [`S3Server::shutdown`] stops it and waits.
+#[derive(Debug)]
+pub struct S3Server {
+    addr: SocketAddr,
+    url: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl S3Server {
+    /// The address the endpoint listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The endpoint URL given to workloads.
+    pub fn endpoint_url(&self) -> &str {
+        &self.url
+    }
+
+    /// Stops accepting connections, lets in-flight requests finish (for at
+    /// most 10 seconds) and waits until the endpoint is down.
+    pub async fn shutdown(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl LocalDriver {
+    /// Starts the S3 endpoint on the configured address (port 0 picks a
+    /// free port; unless an endpoint URL was configured, the URL given to
+    /// workloads follows the bound address).
+    pub async fn start_s3(&self) -> Result<S3Server, Error> {
+        let addr = self.inner.s3_address;
+        let listener = TcpListener::bind(addr)
+            .await
+            .map_err(Error::io("binding the S3 endpoint to", addr.to_string()))?;
+        self.start_s3_on(listener)
+    }
+
+    /// Starts the S3 endpoint on an already bound listener.
+    pub fn start_s3_on(&self, listener: TcpListener) -> Result<S3Server, Error> {
+        let addr = listener
+            .local_addr()
+            .map_err(Error::io("reading the address of", "the S3 listener"))?;
+        self.set_bound_address(addr);
+        let url = self.endpoint_url();
+        if addr.ip().is_unspecified() && self.inner.configured_url.is_none() {
+            tracing::warn!(
+                endpoint = %url,
+                "the S3 endpoint listens on all interfaces but no --s3-endpoint-url is set: workloads will get an unreachable URL"
+            );
+        }
+        let (stop, stopped) = oneshot::channel();
+        let service = crate::s3::s3_service(self);
+        let task = tokio::spawn(serve_http(listener, service, stopped));
+        tracing::info!(address = %addr, endpoint = %url, "S3 endpoint listening");
+        Ok(S3Server {
+            addr,
+            url,
+            stop: Some(stop),
+            task: Some(task),
+        })
+    }
+}
+
+async fn serve_http(
+    listener: TcpListener,
+    service: s3s::service::S3Service,
+    stopped: oneshot::Receiver<()>,
+) {
+    let http = ConnBuilder::new(TokioExecutor::new());
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut stopped = std::pin::pin!(stopped);
+    loop {
+        let socket = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((socket, _)) => socket,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accepting an S3 connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopped.as_mut() => break,
+        };
+        let conn = http.serve_connection(TokioIo::new(socket), service.clone());
+        let conn = graceful.watch(conn.into_owned());
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!("S3 requests still running after the drain timeout were cut off");
+    }
+    tracing::info!("S3 endpoint stopped");
+}
+
+/// Opens the driver and serves the COSI gRPC API on `endpoint` and the S3
+/// endpoint on `config.s3_address` until `shutdown` completes.
+pub async fn run(
+    config: Config,
+    endpoint: &cosi_driver::Endpoint,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), Error> {
+    let driver = LocalDriver::open(&config)?;
+    let s3 = driver.start_s3().await?;
+    let served = cosi_driver::serve(endpoint, driver.clone(), driver, shutdown).await;
+    s3.shutdown().await;
+    Ok(served?)
+}

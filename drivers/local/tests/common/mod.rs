@@ -1,0 +1,259 @@
+//! A local driver served for real: gRPC on a temporary UNIX socket (called
+//! through `DriverClient`) and the S3 endpoint on 127.0.0.1:0 (called with
+//! the AWS SDK), over a temporary data directory.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_s3::config::{BehaviorVersion, Credentials as AwsCredentials, Region};
+use cosi_driver::proto::*;
+use cosi_driver::{DriverClient, Endpoint};
+use cosi_driver_local::{Config, LocalDriver, S3Server};
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+
+pub struct Harness {
+    pub dir: TempDir,
+    pub driver: LocalDriver,
+    pub client: DriverClient,
+    pub s3: S3Server,
+    stop: oneshot::Sender<()>,
+    grpc: tokio::task::JoinHandle<Result<(), cosi_driver::ServeError>>,
+}
+
+pub fn config(dir: &TempDir) -> Config {
+    let mut c = Config::new(dir.path().join("data"));
+    c.s3_address = "127.0.0.1:0".parse().unwrap();
+    c
+}
+
+impl Harness {
+    pub async fn start() -> Self {
+        Self::start_in(tempfile::tempdir().unwrap()).await
+    }
+
+    /// Starts a driver over an existing data directory (a restart).
+    pub async fn start_in(dir: TempDir) -> Self {
+        let driver = LocalDriver::open(&config(&dir)).unwrap();
+        let s3 = driver.start_s3().await.unwrap();
+        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let grpc = tokio::spawn({
+            let (endpoint, driver) = (endpoint.clone(), driver.clone());
+            async move {
+                cosi_driver::serve(&endpoint, driver.clone(), driver, async {
+                    let _ = stopped.await;
+                })
+                .await
+            }
+        });
+        let client = connect(&endpoint).await;
+        Self {
+            dir,
+            driver,
+            client,
+            s3,
+            stop,
+            grpc,
+        }
+    }
+
+    /// Stops both servers and drops the driver, handing back the data.
+    pub async fn stop(self) -> TempDir {
+        let _ = self.stop.send(());
+        self.grpc.await.unwrap().unwrap();
+        self.s3.shutdown().await;
+        drop(self.client);
+        drop(self.driver);
+        self.dir
+    }
+
+    pub fn provisioner(
+        &self,
+    ) -> cosi_driver::proto::provisioner_client::ProvisionerClient<tonic::transport::Channel> {
+        self.client.provisioner.clone()
+    }
+
+    /// Creates a bucket through both phases; returns its ID.
+    pub async fn bucket(&self, name: &str, params: &[(&str, &str)]) -> String {
+        let mut p = self.provisioner();
+        let parameters = map(params);
+        let id = p
+            .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
+                name: name.into(),
+                protocols: vec![ObjectProtocol::S3 as i32],
+                parameters: parameters.clone(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .bucket_id;
+        p.driver_create_bucket(DriverCreateBucketRequest {
+            bucket_id: id.clone(),
+            protocols: vec![ObjectProtocol::S3 as i32],
+            parameters,
+        })
+        .await
+        .unwrap();
+        id
+    }
+
+    /// Grants `account` access through both phases; returns the credentials.
+    pub async fn grant(&self, account: &str, buckets: &[(&str, AccessModes)]) -> S3Credentials {
+        let mut p = self.provisioner();
+        let buckets = accessed(buckets);
+        let id = p
+            .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
+                account_name: account.into(),
+                buckets: buckets.clone(),
+                protocol: ObjectProtocol::S3 as i32,
+                authentication_type: AuthenticationType::Key as i32,
+                service_account: None,
+                parameters: HashMap::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .account_id;
+        p.driver_grant_bucket_access(grant_request(&id, buckets))
+            .await
+            .unwrap()
+            .into_inner()
+            .credentials
+            .unwrap()
+            .s3
+            .unwrap()
+    }
+
+    pub async fn revoke(&self, account_id: &str, bucket: &str) {
+        self.provisioner()
+            .driver_revoke_bucket_access(revoke_request(account_id, bucket))
+            .await
+            .unwrap();
+    }
+
+    /// An S3 client for `creds` against the embedded endpoint.
+    pub fn s3_client(&self, creds: &S3Credentials) -> aws_sdk_s3::Client {
+        s3_client(
+            self.s3.endpoint_url(),
+            &creds.access_key_id,
+            &creds.access_secret_key,
+        )
+    }
+}
+
+pub fn s3_client(endpoint: &str, access_key: &str, secret: &str) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(endpoint)
+        .credentials_provider(AwsCredentials::new(
+            access_key,
+            secret,
+            None,
+            None,
+            "cosi-test",
+        ))
+        .force_path_style(true)
+        .retry_config(aws_sdk_s3::config::retry::RetryConfig::disabled())
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+async fn connect(endpoint: &Endpoint) -> DriverClient {
+    for _ in 0..200 {
+        if let Ok(c) = DriverClient::connect(endpoint).await {
+            return c;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("driver did not start listening on {endpoint}");
+}
+
+pub fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+pub fn modes(
+    object_data: AccessMode,
+    object_metadata: AccessMode,
+    bucket_metadata: AccessMode,
+) -> AccessModes {
+    AccessModes {
+        object_data: object_data as i32,
+        object_metadata: object_metadata as i32,
+        bucket_metadata: bucket_metadata as i32,
+    }
+}
+
+pub fn rw() -> AccessModes {
+    modes(
+        AccessMode::ReadWrite,
+        AccessMode::Unspecified,
+        AccessMode::Unspecified,
+    )
+}
+
+pub fn accessed(buckets: &[(&str, AccessModes)]) -> Vec<AccessedBucket> {
+    buckets
+        .iter()
+        .map(|(b, m)| AccessedBucket {
+            bucket_id: (*b).to_owned(),
+            access_mode: Some(*m),
+        })
+        .collect()
+}
+
+pub fn grant_request(
+    account_id: &str,
+    buckets: Vec<AccessedBucket>,
+) -> DriverGrantBucketAccessRequest {
+    DriverGrantBucketAccessRequest {
+        account_id: account_id.into(),
+        buckets,
+        protocol: ObjectProtocol::S3 as i32,
+        authentication_type: AuthenticationType::Key as i32,
+        service_account: None,
+        parameters: HashMap::new(),
+    }
+}
+
+pub fn revoke_request(account_id: &str, bucket: &str) -> DriverRevokeBucketAccessRequest {
+    DriverRevokeBucketAccessRequest {
+        account_id: account_id.into(),
+        buckets: vec![RevokedBucket {
+            bucket_id: bucket.into(),
+        }],
+        protocol: ObjectProtocol::S3 as i32,
+        authentication_type: AuthenticationType::Key as i32,
+        service_account: None,
+        parameters: HashMap::new(),
+    }
+}
+
+/// The S3 error code of a failed SDK call, or `HTTP <status>` for bodiless
+/// responses such as HEAD.
+pub fn s3_code<E>(
+    err: &aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
+) -> String
+where
+    E: aws_sdk_s3::error::ProvideErrorMetadata + std::fmt::Debug,
+{
+    use aws_sdk_s3::error::ProvideErrorMetadata as _;
+    if let Some(code) = err.code() {
+        return code.to_owned();
+    }
+    match err.raw_response() {
+        Some(r) => format!("HTTP {}", r.status().as_u16()),
+        None => format!("{err:?}"),
+    }
+}
+
+pub fn body(bytes: &'static [u8]) -> aws_sdk_s3::primitives::ByteStream {
+    aws_sdk_s3::primitives::ByteStream::from_static(bytes)
+}

@@ -1,0 +1,761 @@
+//! The S3 data path with a real S3 client: credentials from grants work on
+//! their buckets, in the granted directions and categories, and nowhere else.
+
+mod common;
+
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Tag, Tagging};
+use common::*;
+use cosi_driver::proto::AccessMode::{ReadOnly, ReadWrite, Unspecified, WriteOnly};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn read_all(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec<u8> {
+    let out = s3
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .unwrap();
+    out.body.collect().await.unwrap().into_bytes().to_vec()
+}
+
+#[tokio::test]
+async fn read_write_credentials_write_and_read_their_bucket() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-d1", &[]).await;
+    let s3 = h.s3_client(&h.grant("ba-d1", &[(&id, rw())]).await);
+    let put = s3
+        .put_object()
+        .bucket(&id)
+        .key("dir/hello.txt")
+        .content_type("text/plain")
+        .metadata("owner", "team-a")
+        .body(body(b"hello world"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.e_tag(), Some("\"5eb63bbbe01eeed093cb22bb8f5acdc3\""));
+    assert_eq!(read_all(&s3, &id, "dir/hello.txt").await, b"hello world");
+
+    let head = s3
+        .head_object()
+        .bucket(&id)
+        .key("dir/hello.txt")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(head.content_length(), Some(11));
+    assert_eq!(head.content_type(), Some("text/plain"));
+    assert_eq!(head.metadata().unwrap()["owner"], "team-a");
+
+    let ranged = s3
+        .get_object()
+        .bucket(&id)
+        .key("dir/hello.txt")
+        .range("bytes=6-")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        ranged.body.collect().await.unwrap().into_bytes().as_ref(),
+        b"world"
+    );
+
+    s3.put_object()
+        .bucket(&id)
+        .key("top")
+        .body(body(b"x"))
+        .send()
+        .await
+        .unwrap();
+    let listed = s3
+        .list_objects_v2()
+        .bucket(&id)
+        .delimiter("/")
+        .send()
+        .await
+        .unwrap();
+    let keys: Vec<_> = listed.contents().iter().filter_map(|o| o.key()).collect();
+    let prefixes: Vec<_> = listed
+        .common_prefixes()
+        .iter()
+        .filter_map(|p| p.prefix())
+        .collect();
+    assert_eq!(keys, ["top"]);
+    assert_eq!(prefixes, ["dir/"]);
+
+    s3.copy_object()
+        .bucket(&id)
+        .key("copy")
+        .copy_source(format!("{id}/top"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read_all(&s3, &id, "copy").await, b"x");
+
+    s3.delete_object()
+        .bucket(&id)
+        .key("top")
+        .send()
+        .await
+        .unwrap();
+    let err = s3
+        .get_object()
+        .bucket(&id)
+        .key("top")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "NoSuchKey");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn read_only_credentials_cannot_write() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-d2", &[]).await;
+    let writer = h.s3_client(&h.grant("ba-d2w", &[(&id, rw())]).await);
+    writer
+        .put_object()
+        .bucket(&id)
+        .key("k")
+        .body(body(b"v"))
+        .send()
+        .await
+        .unwrap();
+    let ro = modes(ReadOnly, Unspecified, Unspecified);
+    let reader = h.s3_client(&h.grant("ba-d2r", &[(&id, ro)]).await);
+    assert_eq!(read_all(&reader, &id, "k").await, b"v");
+    reader.list_objects_v2().bucket(&id).send().await.unwrap();
+    let err = reader
+        .put_object()
+        .bucket(&id)
+        .key("k2")
+        .body(body(b"v"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = reader
+        .delete_object()
+        .bucket(&id)
+        .key("k")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = reader
+        .create_multipart_upload()
+        .bucket(&id)
+        .key("m")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn write_only_credentials_cannot_read() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-d3", &[]).await;
+    let wo = modes(WriteOnly, Unspecified, Unspecified);
+    let s3 = h.s3_client(&h.grant("ba-d3", &[(&id, wo)]).await);
+    s3.put_object()
+        .bucket(&id)
+        .key("k")
+        .body(body(b"v"))
+        .send()
+        .await
+        .unwrap();
+    let err = s3
+        .get_object()
+        .bucket(&id)
+        .key("k")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = s3.list_objects_v2().bucket(&id).send().await.unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = s3
+        .head_object()
+        .bucket(&id)
+        .key("k")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "HTTP 403");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn other_buckets_are_denied_and_not_listed() {
+    let h = Harness::start().await;
+    let mine = h.bucket("bc-d4a", &[]).await;
+    let theirs = h.bucket("bc-d4b", &[]).await;
+    let s3 = h.s3_client(&h.grant("ba-d4", &[(&mine, rw())]).await);
+    let err = s3
+        .put_object()
+        .bucket(&theirs)
+        .key("k")
+        .body(body(b"v"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = s3
+        .list_objects_v2()
+        .bucket(&theirs)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = s3.head_bucket().bucket(&theirs).send().await.unwrap_err();
+    assert_eq!(s3_code(&err), "HTTP 403");
+    s3.head_bucket().bucket(&mine).send().await.unwrap();
+    let listed = s3.list_buckets().send().await.unwrap();
+    let names: Vec<_> = listed.buckets().iter().filter_map(|b| b.name()).collect();
+    assert_eq!(names, [mine.as_str()]);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn buckets_cannot_be_created_or_deleted_through_s3() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-d5", &[]).await;
+    let all = modes(ReadWrite, ReadWrite, ReadWrite);
+    let s3 = h.s3_client(&h.grant("ba-d5", &[(&id, all)]).await);
+    let err = s3
+        .create_bucket()
+        .bucket("sneaky")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = s3.delete_bucket().bucket(&id).send().await.unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    assert_eq!(h.driver.backend_state().unwrap().buckets.len(), 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn one_key_works_on_every_bucket_of_a_multi_bucket_grant() {
+    let h = Harness::start().await;
+    let a = h.bucket("bc-d6a", &[]).await;
+    let b = h.bucket("bc-d6b", &[]).await;
+    let ro = modes(ReadOnly, Unspecified, Unspecified);
+    let creds = h.grant("ba-d6", &[(&a, rw()), (&b, ro)]).await;
+    let s3 = h.s3_client(&creds);
+    s3.put_object()
+        .bucket(&a)
+        .key("k")
+        .body(body(b"in a"))
+        .send()
+        .await
+        .unwrap();
+    // Copy from a to b is refused (b is read-only); b is still readable.
+    let err = s3
+        .put_object()
+        .bucket(&b)
+        .key("k")
+        .body(body(b"v"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    s3.list_objects_v2().bucket(&b).send().await.unwrap();
+    let names: Vec<String> = s3
+        .list_buckets()
+        .send()
+        .await
+        .unwrap()
+        .buckets()
+        .iter()
+        .filter_map(|x| x.name().map(str::to_owned))
+        .collect();
+    assert_eq!(names, [a.clone(), b.clone()]);
+    let state = h.driver.backend_state().unwrap();
+    assert_eq!(state.accounts[0].buckets, [a, b]);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_revoked_key_fails_on_its_next_request() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-d7", &[]).await;
+    let s3 = h.s3_client(&h.grant("ba-d7", &[(&id, rw())]).await);
+    s3.put_object()
+        .bucket(&id)
+        .key("k")
+        .body(body(b"v"))
+        .send()
+        .await
+        .unwrap();
+    h.revoke("ba-d7", &id).await;
+    let err = s3
+        .get_object()
+        .bucket(&id)
+        .key("k")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "InvalidAccessKeyId");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_wrong_secret_key_is_a_signature_mismatch() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-d8", &[]).await;
+    let creds = h.grant("ba-d8", &[(&id, rw())]).await;
+    let s3 = s3_client(
+        h.s3.endpoint_url(),
+        &creds.access_key_id,
+        "not-the-secret-key-at-all-000000000000000",
+    );
+    let err = s3.list_objects_v2().bucket(&id).send().await.unwrap_err();
+    assert_eq!(s3_code(&err), "SignatureDoesNotMatch");
+    let unknown = s3_client(h.s3.endpoint_url(), "LCLUNKNOWNKEY0000000", "whatever");
+    let err = unknown
+        .list_objects_v2()
+        .bucket(&id)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "InvalidAccessKeyId");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn anonymous_requests_are_denied() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-d9", &[]).await;
+    let mut conn = tokio::net::TcpStream::connect(h.s3.local_addr())
+        .await
+        .unwrap();
+    let request = format!(
+        "GET /{id}/k HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
+        h.s3.local_addr()
+    );
+    conn.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    conn.read_to_string(&mut response).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 403"), "{response}");
+    assert!(response.contains("<Code>AccessDenied</Code>"), "{response}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn bucket_metadata_needs_the_bucket_metadata_mode() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-d10", &[]).await;
+    let data_only = h.s3_client(&h.grant("ba-d10a", &[(&id, rw())]).await);
+    let tagging = Tagging::builder()
+        .tag_set(Tag::builder().key("team").value("a").build().unwrap())
+        .build()
+        .unwrap();
+    let err = data_only
+        .put_bucket_tagging()
+        .bucket(&id)
+        .tagging(tagging.clone())
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = data_only
+        .get_bucket_versioning()
+        .bucket(&id)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = data_only
+        .get_bucket_location()
+        .bucket(&id)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+
+    let meta_rw = modes(Unspecified, Unspecified, ReadWrite);
+    let admin = h.s3_client(&h.grant("ba-d10b", &[(&id, meta_rw)]).await);
+    admin
+        .put_bucket_tagging()
+        .bucket(&id)
+        .tagging(tagging)
+        .send()
+        .await
+        .unwrap();
+    let tags = admin.get_bucket_tagging().bucket(&id).send().await.unwrap();
+    assert_eq!(tags.tag_set()[0].key(), "team");
+    admin
+        .get_bucket_versioning()
+        .bucket(&id)
+        .send()
+        .await
+        .unwrap();
+    admin
+        .get_bucket_location()
+        .bucket(&id)
+        .send()
+        .await
+        .unwrap();
+    let err = admin
+        .get_bucket_policy()
+        .bucket(&id)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "NoSuchBucketPolicy");
+    // Bucket metadata does not give object data.
+    let err = admin
+        .list_objects_v2()
+        .bucket(&id)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+
+    let meta_ro = modes(Unspecified, Unspecified, ReadOnly);
+    let viewer = h.s3_client(&h.grant("ba-d10c", &[(&id, meta_ro)]).await);
+    viewer
+        .get_bucket_tagging()
+        .bucket(&id)
+        .send()
+        .await
+        .unwrap();
+    let err = viewer
+        .delete_bucket_tagging()
+        .bucket(&id)
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn object_tags_need_the_object_metadata_mode() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-d11", &[]).await;
+    let data_only = h.s3_client(&h.grant("ba-d11a", &[(&id, rw())]).await);
+    data_only
+        .put_object()
+        .bucket(&id)
+        .key("k")
+        .body(body(b"v"))
+        .send()
+        .await
+        .unwrap();
+    let tagging = Tagging::builder()
+        .tag_set(Tag::builder().key("class").value("gold").build().unwrap())
+        .build()
+        .unwrap();
+    let err = data_only
+        .put_object_tagging()
+        .bucket(&id)
+        .key("k")
+        .tagging(tagging.clone())
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    // Tags on upload are object metadata too.
+    let err = data_only
+        .put_object()
+        .bucket(&id)
+        .key("t")
+        .tagging("class=gold")
+        .body(body(b"v"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+
+    let both = modes(ReadWrite, ReadWrite, Unspecified);
+    let tagger = h.s3_client(&h.grant("ba-d11b", &[(&id, both)]).await);
+    tagger
+        .put_object_tagging()
+        .bucket(&id)
+        .key("k")
+        .tagging(tagging)
+        .send()
+        .await
+        .unwrap();
+    tagger
+        .put_object()
+        .bucket(&id)
+        .key("t")
+        .tagging("class=silver&tier=2")
+        .body(body(b"v"))
+        .send()
+        .await
+        .unwrap();
+    let got = tagger
+        .get_object_tagging()
+        .bucket(&id)
+        .key("t")
+        .send()
+        .await
+        .unwrap();
+    let tags: Vec<(&str, &str)> = got.tag_set().iter().map(|t| (t.key(), t.value())).collect();
+    assert_eq!(tags, [("class", "silver"), ("tier", "2")]);
+    tagger
+        .get_object_acl()
+        .bucket(&id)
+        .key("k")
+        .send()
+        .await
+        .unwrap();
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn copies_need_read_access_to_the_source_bucket() {
+    let h = Harness::start().await;
+    let src = h.bucket("bc-d12a", &[]).await;
+    let dst = h.bucket("bc-d12b", &[]).await;
+    let owner = h.s3_client(&h.grant("ba-d12a", &[(&src, rw())]).await);
+    owner
+        .put_object()
+        .bucket(&src)
+        .key("secret")
+        .body(body(b"s"))
+        .send()
+        .await
+        .unwrap();
+    let other = h.s3_client(&h.grant("ba-d12b", &[(&dst, rw())]).await);
+    let err = other
+        .copy_object()
+        .bucket(&dst)
+        .key("stolen")
+        .copy_source(format!("{src}/secret"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "AccessDenied");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn multipart_uploads_assemble_their_parts() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-d13", &[]).await;
+    let s3 = h.s3_client(&h.grant("ba-d13", &[(&id, rw())]).await);
+    let up = s3
+        .create_multipart_upload()
+        .bucket(&id)
+        .key("big")
+        .send()
+        .await
+        .unwrap();
+    let upload_id = up.upload_id().unwrap();
+    let part1 = vec![b'a'; 5 * 1024 * 1024];
+    let mut parts = Vec::new();
+    for (n, data) in [(1, part1.clone()), (2, b"tail".to_vec())] {
+        let out = s3
+            .upload_part()
+            .bucket(&id)
+            .key("big")
+            .upload_id(upload_id)
+            .part_number(n)
+            .body(data.into())
+            .send()
+            .await
+            .unwrap();
+        parts.push(
+            CompletedPart::builder()
+                .part_number(n)
+                .e_tag(out.e_tag().unwrap())
+                .build(),
+        );
+    }
+    let listed = s3
+        .list_parts()
+        .bucket(&id)
+        .key("big")
+        .upload_id(upload_id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.parts().len(), 2);
+    let done = s3
+        .complete_multipart_upload()
+        .bucket(&id)
+        .key("big")
+        .upload_id(upload_id)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .set_parts(Some(parts))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        done.e_tag().unwrap().ends_with("-2\""),
+        "{:?}",
+        done.e_tag()
+    );
+    let data = read_all(&s3, &id, "big").await;
+    assert_eq!(data.len(), part1.len() + 4);
+    assert!(data.ends_with(b"tail"));
+    // Only the assembled object remains on disk.
+    assert_eq!(
+        std::fs::read_dir(h.driver.bucket_dir(&id)).unwrap().count(),
+        1
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_size_quota_refuses_puts_and_multipart_completions_over_it() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-d14", &[("maxSizeBytes", "6Mi")]).await;
+    let s3 = h.s3_client(&h.grant("ba-d14", &[(&id, rw())]).await);
+    s3.put_object()
+        .bucket(&id)
+        .key("small")
+        .body(vec![0u8; 1024 * 1024].into())
+        .send()
+        .await
+        .unwrap();
+    let err = s3
+        .put_object()
+        .bucket(&id)
+        .key("too-big")
+        .body(vec![0u8; 6 * 1024 * 1024].into())
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "QuotaExceeded");
+
+    let up = s3
+        .create_multipart_upload()
+        .bucket(&id)
+        .key("mp")
+        .send()
+        .await
+        .unwrap();
+    let upload_id = up.upload_id().unwrap();
+    let mut parts = Vec::new();
+    for n in 1..=2 {
+        let size = if n == 1 { 5 * 1024 * 1024 } else { 512 * 1024 };
+        let out = s3
+            .upload_part()
+            .bucket(&id)
+            .key("mp")
+            .upload_id(upload_id)
+            .part_number(n)
+            .body(vec![1u8; size].into())
+            .send()
+            .await
+            .unwrap();
+        parts.push(
+            CompletedPart::builder()
+                .part_number(n)
+                .e_tag(out.e_tag().unwrap())
+                .build(),
+        );
+    }
+    // 1 MiB stored + 5.5 MiB assembled > 6 MiB.
+    let err = s3
+        .complete_multipart_upload()
+        .bucket(&id)
+        .key("mp")
+        .upload_id(upload_id)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .set_parts(Some(parts.clone()))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "QuotaExceeded");
+    // Freeing space lets the same upload complete.
+    s3.delete_object()
+        .bucket(&id)
+        .key("small")
+        .send()
+        .await
+        .unwrap();
+    s3.complete_multipart_upload()
+        .bucket(&id)
+        .key("mp")
+        .upload_id(upload_id)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .set_parts(Some(parts))
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let state = h.driver.backend_state().unwrap();
+    assert_eq!(state.buckets[0].used_bytes, 5 * 1024 * 1024 + 512 * 1024);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn listings_paginate_with_continuation_tokens() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-d15", &[]).await;
+    let s3 = h.s3_client(&h.grant("ba-d15", &[(&id, rw())]).await);
+    for i in 0..5 {
+        s3.put_object()
+            .bucket(&id)
+            .key(format!("k{i}"))
+            .body(body(b"v"))
+            .send()
+            .await
+            .unwrap();
+    }
+    let mut keys = Vec::new();
+    let mut token: Option<String> = None;
+    for _ in 0..10 {
+        let page = s3
+            .list_objects_v2()
+            .bucket(&id)
+            .max_keys(2)
+            .set_continuation_token(token.clone())
+            .send()
+            .await
+            .unwrap();
+        keys.extend(
+            page.contents()
+                .iter()
+                .filter_map(|o| o.key().map(str::to_owned)),
+        );
+        token = page.next_continuation_token().map(str::to_owned);
+        if !page.is_truncated().unwrap_or(false) {
+            break;
+        }
+    }
+    assert_eq!(keys, ["k0", "k1", "k2", "k3", "k4"]);
+    let deleted = s3
+        .delete_objects()
+        .bucket(&id)
+        .delete(
+            aws_sdk_s3::types::Delete::builder()
+                .set_objects(Some(
+                    keys.iter()
+                        .map(|k| {
+                            aws_sdk_s3::types::ObjectIdentifier::builder()
+                                .key(k)
+                                .build()
+                                .unwrap()
+                        })
+                        .collect(),
+                ))
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.deleted().len(), 5);
+    assert_eq!(h.driver.backend_state().unwrap().buckets[0].objects, 0);
+    h.stop().await;
+}

@@ -1,0 +1,260 @@
+//! State survives restarts, and a crash between any two steps of a
+//! provisioning call neither leaks nor duplicates: a retry converges.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+use cosi_driver::Code;
+use cosi_driver::proto::*;
+use cosi_driver_local::{BucketState, CrashPoint};
+
+#[tokio::test]
+async fn state_and_credentials_survive_a_restart() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-r1", &[("maxSizeBytes", "1Mi")]).await;
+    let creds = h.grant("ba-r1", &[(&id, rw())]).await;
+    h.s3_client(&creds)
+        .put_object()
+        .bucket(&id)
+        .key("kept")
+        .body(body(b"still here"))
+        .send()
+        .await
+        .unwrap();
+    let before = h.driver.backend_state().unwrap();
+    let dir = h.stop().await;
+
+    let h = Harness::start_in(dir).await;
+    assert_eq!(h.driver.backend_state().unwrap(), before);
+    // The endpoint moved (new port); the same key works against it.
+    let s3 = h.s3_client(&creds);
+    let got = s3
+        .get_object()
+        .bucket(&id)
+        .key("kept")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        got.body.collect().await.unwrap().into_bytes().as_ref(),
+        b"still here"
+    );
+    // Grants repeated after the restart hand back the same key.
+    let again = h.grant("ba-r1", &[(&id, rw())]).await;
+    assert_eq!(again, creds);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn create_bucket_retried_after_a_crash_at_any_step_converges_to_one_bucket() {
+    for point in [
+        CrashPoint::AfterBucketRecorded,
+        CrashPoint::AfterBucketDirectory,
+    ] {
+        let h = Harness::start().await;
+        let mut p = h.provisioner();
+        let id = p
+            .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
+                name: "bc-c1".into(),
+                protocols: vec![],
+                parameters: HashMap::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .bucket_id;
+        let req = DriverCreateBucketRequest {
+            bucket_id: id.clone(),
+            protocols: vec![ObjectProtocol::S3 as i32],
+            parameters: HashMap::new(),
+        };
+        h.driver.crash_once_at(point);
+        let err = p.driver_create_bucket(req.clone()).await.unwrap_err();
+        assert_eq!(err.code(), Code::Unavailable, "{point:?}");
+        // The half-made bucket is visible (nothing leaks) but not served.
+        let state = h.driver.backend_state().unwrap();
+        assert_eq!(state.buckets.len(), 1, "{point:?}");
+        assert_eq!(state.buckets[0].state, BucketState::Creating);
+        let missing = p
+            .driver_get_bucket(DriverGetBucketRequest {
+                bucket_id: id.clone(),
+                ..Default::default()
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(missing.code(), Code::NotFound);
+
+        // A restart in between changes nothing; the retry finishes the job.
+        let h = Harness::start_in(h.stop().await).await;
+        let mut p = h.provisioner();
+        p.driver_create_bucket(req.clone()).await.unwrap();
+        p.driver_create_bucket(req).await.unwrap();
+        let state = h.driver.backend_state().unwrap();
+        assert_eq!(state.buckets.len(), 1, "{point:?}");
+        assert_eq!(state.buckets[0].state, BucketState::Ready);
+        assert!(state.buckets[0].directory_exists);
+        assert!(state.stray_directories.is_empty());
+        h.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn a_bucket_abandoned_mid_creation_is_deleted_cleanly() {
+    let h = Harness::start().await;
+    h.driver.crash_once_at(CrashPoint::AfterBucketDirectory);
+    let mut p = h.provisioner();
+    p.driver_create_bucket(DriverCreateBucketRequest {
+        bucket_id: "bc-c2".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap_err();
+    p.driver_delete_bucket(DriverDeleteBucketRequest {
+        bucket_id: "bc-c2".into(),
+        parameters: HashMap::new(),
+    })
+    .await
+    .unwrap();
+    let state = h.driver.backend_state().unwrap();
+    assert!(state.buckets.is_empty());
+    assert!(state.stray_directories.is_empty());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn delete_bucket_retried_after_a_crash_finishes() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-c3", &[]).await;
+    let creds = h.grant("ba-c3", &[(&id, rw())]).await;
+    let s3 = h.s3_client(&creds);
+    s3.put_object()
+        .bucket(&id)
+        .key("k")
+        .body(body(b"v"))
+        .send()
+        .await
+        .unwrap();
+    h.driver.crash_once_at(CrashPoint::AfterBucketDataRemoved);
+    let req = DriverDeleteBucketRequest {
+        bucket_id: id.clone(),
+        parameters: HashMap::new(),
+    };
+    let mut p = h.provisioner();
+    assert_eq!(
+        p.driver_delete_bucket(req.clone())
+            .await
+            .unwrap_err()
+            .code(),
+        Code::Unavailable
+    );
+    // Half-deleted: no longer served.
+    let err = s3
+        .get_object()
+        .bucket(&id)
+        .key("k")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "NoSuchBucket");
+    let state = h.driver.backend_state().unwrap();
+    assert_eq!(state.buckets[0].state, BucketState::Deleting);
+    assert!(!state.buckets[0].directory_exists);
+
+    let h = Harness::start_in(h.stop().await).await;
+    h.provisioner().driver_delete_bucket(req).await.unwrap();
+    let state = h.driver.backend_state().unwrap();
+    assert!(state.buckets.is_empty());
+    assert!(state.stray_directories.is_empty());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_grant_whose_reply_was_lost_is_answered_again_with_the_same_key() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-c4", &[]).await;
+    h.driver.crash_once_at(CrashPoint::AfterAccountRecorded);
+    let mut p = h.provisioner();
+    let req = grant_request("ba-c4", accessed(&[(&id, rw())]));
+    assert_eq!(
+        p.driver_grant_bucket_access(req.clone())
+            .await
+            .unwrap_err()
+            .code(),
+        Code::Unavailable
+    );
+    let h = Harness::start_in(h.stop().await).await;
+    let mut p = h.provisioner();
+    let a = p
+        .driver_grant_bucket_access(req.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    let b = p
+        .driver_grant_bucket_access(req)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(a.credentials, b.credentials);
+    let state = h.driver.backend_state().unwrap();
+    assert_eq!(state.accounts.len(), 1);
+    assert_eq!(state.access_keys, 1);
+    let creds = a.credentials.unwrap().s3.unwrap();
+    h.s3_client(&creds)
+        .list_objects_v2()
+        .bucket(&id)
+        .send()
+        .await
+        .unwrap();
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn blobs_left_by_an_interrupted_write_are_swept_at_start_up() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-c5", &[]).await;
+    let creds = h.grant("ba-c5", &[(&id, rw())]).await;
+    h.s3_client(&creds)
+        .put_object()
+        .bucket(&id)
+        .key("k")
+        .body(body(b"v"))
+        .send()
+        .await
+        .unwrap();
+    let bucket_dir = h.driver.bucket_dir(&id);
+    let dir = h.stop().await;
+    // A blob written but never committed, as a crash mid-PutObject leaves.
+    std::fs::write(
+        bucket_dir.join("0123456789abcdef0123456789abcdef"),
+        b"orphan",
+    )
+    .unwrap();
+    assert_eq!(std::fs::read_dir(&bucket_dir).unwrap().count(), 2);
+    let h = Harness::start_in(dir).await;
+    assert_eq!(std::fs::read_dir(&bucket_dir).unwrap().count(), 1);
+    let got = h
+        .s3_client(&creds)
+        .get_object()
+        .bucket(&id)
+        .key("k")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        got.body.collect().await.unwrap().into_bytes().as_ref(),
+        b"v"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_state_file_is_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = Harness::start().await;
+    let path = h.driver.data_dir().join(cosi_driver_local::STATE_FILE);
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    h.stop().await;
+}

@@ -1,0 +1,433 @@
+//! Every COSI RPC of the local driver over a real UNIX socket: results,
+//! idempotency and error codes.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::*;
+use cosi_driver::Code;
+use cosi_driver::proto::*;
+
+#[tokio::test]
+async fn get_info_reports_the_name_and_s3_only() {
+    let h = Harness::start().await;
+    let info = h.client.get_info().await.unwrap();
+    assert_eq!(info.name, "local.cosi-rs.dev");
+    assert_eq!(info.supported_protocols, [ObjectProtocol::S3 as i32]);
+    cosi_driver::validate::driver_info(&info).unwrap();
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_driver_name_is_configurable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(&dir);
+    config.driver_name = "edge.example.com".into();
+    let driver = cosi_driver_local::LocalDriver::open(&config).unwrap();
+    let info = cosi_driver::Identity::driver_get_info(
+        &driver,
+        cosi_driver::Request::new(DriverGetInfoRequest {}),
+    )
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!(info.name, "edge.example.com");
+    config.driver_name = "not a name".into();
+    drop(driver);
+    assert!(cosi_driver_local::LocalDriver::open(&config).is_err());
+}
+
+#[tokio::test]
+async fn bucket_ids_are_deterministic_and_create_nothing() {
+    let h = Harness::start().await;
+    let mut p = h.provisioner();
+    let req = DriverGenerateBucketIdRequest {
+        name: "bc-1111".into(),
+        protocols: vec![ObjectProtocol::S3 as i32],
+        parameters: HashMap::new(),
+    };
+    let a = p
+        .driver_generate_bucket_id(req.clone())
+        .await
+        .unwrap()
+        .into_inner()
+        .bucket_id;
+    let b = p
+        .driver_generate_bucket_id(req)
+        .await
+        .unwrap()
+        .into_inner()
+        .bucket_id;
+    assert_eq!(a, "bc-1111");
+    assert_eq!(a, b);
+    assert!(h.driver.backend_state().unwrap().buckets.is_empty());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn create_bucket_is_idempotent_and_returns_s3_info() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-2222", &[]).await;
+    let mut p = h.provisioner();
+    let req = DriverCreateBucketRequest {
+        bucket_id: id.clone(),
+        protocols: vec![ObjectProtocol::S3 as i32],
+        parameters: HashMap::new(),
+    };
+    let again = p.driver_create_bucket(req).await.unwrap().into_inner();
+    let s3 = again.protocols.unwrap().s3.unwrap();
+    assert_eq!(s3.bucket_name, id);
+    assert_eq!(s3.region, "us-east-1");
+    assert_eq!(s3.endpoint, h.s3.endpoint_url());
+    assert!(s3.endpoint.starts_with("http://127.0.0.1:"));
+    assert_eq!(s3.addressing_style, S3AddressingStyle::Path as i32);
+    let state = h.driver.backend_state().unwrap();
+    assert_eq!(state.buckets.len(), 1);
+    assert!(state.buckets[0].directory_exists);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn create_bucket_with_other_parameters_is_already_exists() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-3333", &[("maxSizeBytes", "1Mi")]).await;
+    let mut p = h.provisioner();
+    let err = p
+        .driver_create_bucket(DriverCreateBucketRequest {
+            bucket_id: id.clone(),
+            protocols: vec![],
+            parameters: map(&[("maxSizeBytes", "2Mi")]),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    assert!(
+        err.message().contains("maxSizeBytes 1048576"),
+        "{}",
+        err.message()
+    );
+    let err = p
+        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
+            name: "bc-3333".into(),
+            protocols: vec![],
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_parameters_and_protocols_are_invalid_arguments() {
+    let h = Harness::start().await;
+    let mut p = h.provisioner();
+    let err = p
+        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
+            name: "bc-4444".into(),
+            protocols: vec![],
+            parameters: map(&[("quota", "1")]),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().contains("\"maxSizeBytes\""),
+        "{}",
+        err.message()
+    );
+    let err = p
+        .driver_create_bucket(DriverCreateBucketRequest {
+            bucket_id: "bc-4444".into(),
+            protocols: vec![ObjectProtocol::Azure as i32],
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("only the S3 protocol"));
+    let err = p
+        .driver_create_bucket(DriverCreateBucketRequest {
+            bucket_id: "Not_A_Bucket".into(),
+            protocols: vec![],
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(h.driver.backend_state().unwrap().buckets.is_empty());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn missing_fields_are_invalid_arguments() {
+    let h = Harness::start().await;
+    let mut p = h.provisioner();
+    let codes = [
+        p.driver_generate_bucket_id(DriverGenerateBucketIdRequest::default())
+            .await
+            .unwrap_err(),
+        p.driver_create_bucket(DriverCreateBucketRequest::default())
+            .await
+            .unwrap_err(),
+        p.driver_get_bucket(DriverGetBucketRequest::default())
+            .await
+            .unwrap_err(),
+        p.driver_delete_bucket(DriverDeleteBucketRequest::default())
+            .await
+            .unwrap_err(),
+        p.driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest::default())
+            .await
+            .unwrap_err(),
+        p.driver_grant_bucket_access(DriverGrantBucketAccessRequest::default())
+            .await
+            .unwrap_err(),
+        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest::default())
+            .await
+            .unwrap_err(),
+    ];
+    for status in codes {
+        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn get_bucket_finds_existing_buckets_only() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-5555", &[("maxSizeBytes", "1000")]).await;
+    let mut p = h.provisioner();
+    let got = p
+        .driver_get_bucket(DriverGetBucketRequest {
+            bucket_id: id.clone(),
+            protocols: vec![ObjectProtocol::S3 as i32],
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(got.protocols.unwrap().s3.unwrap().bucket_name, id);
+    let missing = p
+        .driver_get_bucket(DriverGetBucketRequest {
+            bucket_id: "no-such-bucket".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+    let incompatible = p
+        .driver_get_bucket(DriverGetBucketRequest {
+            bucket_id: id,
+            protocols: vec![],
+            parameters: map(&[("maxSizeBytes", "2000")]),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(incompatible.code(), Code::AlreadyExists);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn delete_bucket_removes_the_data_on_disk_and_is_ok_when_absent() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-6666", &[]).await;
+    let creds = h.grant("ba-6666", &[(&id, rw())]).await;
+    let s3 = h.s3_client(&creds);
+    s3.put_object()
+        .bucket(&id)
+        .key("k")
+        .body(body(b"data"))
+        .send()
+        .await
+        .unwrap();
+    let dir = h.driver.bucket_dir(&id);
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        1,
+        "one blob on disk"
+    );
+
+    let mut p = h.provisioner();
+    let req = DriverDeleteBucketRequest {
+        bucket_id: id.clone(),
+        parameters: HashMap::new(),
+    };
+    p.driver_delete_bucket(req.clone()).await.unwrap();
+    assert!(!dir.exists(), "bucket directory removed");
+    let state = h.driver.backend_state().unwrap();
+    assert!(state.buckets.is_empty());
+    assert!(state.stray_directories.is_empty());
+    p.driver_delete_bucket(req).await.unwrap();
+    let err = s3
+        .get_object()
+        .bucket(&id)
+        .key("k")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "NoSuchBucket");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn repeated_grants_return_the_same_credentials_and_one_key() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-7777", &[]).await;
+    let first = h.grant("ba-7777", &[(&id, rw())]).await;
+    let mut p = h.provisioner();
+    for _ in 0..3 {
+        let again = p
+            .driver_grant_bucket_access(grant_request("ba-7777", accessed(&[(&id, rw())])))
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(again.buckets.len(), 1);
+        assert_eq!(again.buckets[0].bucket_id, id);
+        let info = again.buckets[0].bucket_info.clone().unwrap().s3.unwrap();
+        assert_eq!(info.endpoint, h.s3.endpoint_url());
+        assert_eq!(again.credentials.unwrap().s3.unwrap(), first);
+    }
+    let state = h.driver.backend_state().unwrap();
+    assert_eq!(state.accounts.len(), 1);
+    assert_eq!(state.access_keys, 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_grant_for_other_buckets_on_the_same_account_is_already_exists() {
+    let h = Harness::start().await;
+    let a = h.bucket("bc-8881", &[]).await;
+    let b = h.bucket("bc-8882", &[]).await;
+    h.grant("ba-8888", &[(&a, rw())]).await;
+    let mut p = h.provisioner();
+    let err = p
+        .driver_grant_bucket_access(grant_request(
+            "ba-8888",
+            accessed(&[(&a, rw()), (&b, rw())]),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists);
+    assert!(err.message().contains("revoke"), "{}", err.message());
+    let ro = modes(
+        AccessMode::ReadOnly,
+        AccessMode::Unspecified,
+        AccessMode::Unspecified,
+    );
+    let err = p
+        .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
+            account_name: "ba-8888".into(),
+            buckets: accessed(&[(&a, ro)]),
+            protocol: ObjectProtocol::S3 as i32,
+            authentication_type: AuthenticationType::Key as i32,
+            service_account: None,
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists);
+    assert_eq!(h.driver.backend_state().unwrap().access_keys, 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn grants_to_unknown_buckets_are_not_found() {
+    let h = Harness::start().await;
+    let err = h
+        .provisioner()
+        .driver_grant_bucket_access(grant_request(
+            "ba-9999",
+            accessed(&[("no-such-bucket", rw())]),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    assert!(h.driver.backend_state().unwrap().accounts.is_empty());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn service_account_authentication_is_refused_with_a_clear_message() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-1010", &[]).await;
+    let mut req = grant_request("ba-1010", accessed(&[(&id, rw())]));
+    req.authentication_type = AuthenticationType::ServiceAccount as i32;
+    req.service_account = Some(ServiceAccount {
+        namespace: "apps".into(),
+        name: "web".into(),
+    });
+    let err = h
+        .provisioner()
+        .driver_grant_bucket_access(req)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message()
+            .starts_with("cosi-driver-local supports only Key authentication"),
+        "{}",
+        err.message()
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn access_parameters_are_refused_because_none_are_known() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-1111", &[]).await;
+    let mut req = grant_request("ba-1111", accessed(&[(&id, rw())]));
+    req.parameters = map(&[("policy", "admin")]);
+    let err = h
+        .provisioner()
+        .driver_grant_bucket_access(req)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(err.message().contains("knows none"), "{}", err.message());
+    assert!(!err.message().contains("admin"), "values are never quoted");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn revoke_removes_the_account_and_is_ok_when_absent() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-1212", &[]).await;
+    h.grant("ba-1212", &[(&id, rw())]).await;
+    h.revoke("ba-1212", &id).await;
+    let state = h.driver.backend_state().unwrap();
+    assert!(state.accounts.is_empty());
+    assert_eq!(state.access_keys, 0);
+    h.revoke("ba-1212", &id).await;
+    h.revoke("ba-never-granted", &id).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_regranted_account_gets_a_fresh_key() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-1313", &[]).await;
+    let first = h.grant("ba-1313", &[(&id, rw())]).await;
+    h.revoke("ba-1313", &id).await;
+    let second = h.grant("ba-1313", &[(&id, rw())]).await;
+    assert_ne!(first.access_key_id, second.access_key_id);
+    assert_ne!(first.access_secret_key, second.access_secret_key);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn debug_output_of_grants_hides_credentials() {
+    let h = Harness::start().await;
+    let id = h.bucket("bc-1414", &[]).await;
+    let resp = h
+        .provisioner()
+        .driver_grant_bucket_access(grant_request("ba-1414", accessed(&[(&id, rw())])))
+        .await
+        .unwrap()
+        .into_inner();
+    let creds = resp.credentials.clone().unwrap().s3.unwrap();
+    let shown = format!("{resp:?} {:?}", h.driver.backend_state().unwrap());
+    assert!(!shown.contains(&creds.access_key_id));
+    assert!(!shown.contains(&creds.access_secret_key));
+    h.stop().await;
+}

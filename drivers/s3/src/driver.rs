@@ -1,0 +1,370 @@
+//! The COSI services: [`S3Driver`] answers Identity and Provisioner calls by
+//! checking the request (pure functions below), then calling
+//! [`crate::buckets`] and [`crate::accounts`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cosi_driver::proto::*;
+use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+
+use crate::backend::{AdminCredentials, Backend};
+use crate::config::{Config, ConfigError};
+use crate::errors::Error;
+use crate::params::{AccessParams, BucketParams, LOCATION_CONSTRAINT, PURGE_ON_DELETE};
+use crate::{accounts, buckets, names, policy};
+
+/// The S3 + IAM COSI driver.
+#[derive(Clone, Debug)]
+pub struct S3Driver {
+    cfg: Arc<Config>,
+    backend: Backend,
+}
+
+impl S3Driver {
+    /// Builds the driver's clients from `cfg` and the admin credentials.
+    pub async fn new(cfg: Config, credentials: AdminCredentials) -> Result<Self, ConfigError> {
+        let backend = Backend::connect(&cfg, credentials).await?;
+        Ok(Self {
+            cfg: Arc::new(cfg),
+            backend,
+        })
+    }
+
+    /// The driver's configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The backend clients (admin).
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    fn bucket_info(&self, located: &buckets::Located) -> ProtocolBucketInfo {
+        ProtocolBucketInfo {
+            s3: Some(S3BucketInfo {
+                bucket_name: located.name.clone(),
+                region: located.region.clone(),
+                endpoint: self.cfg.client_endpoint(&located.region),
+                addressing_style: self.cfg.effective_addressing_style().to_proto() as i32,
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+/// Refuses any protocol other than S3.
+pub fn check_protocols(protocols: &[i32]) -> Result<(), Error> {
+    for p in protocols {
+        let p = ObjectProtocol::try_from(*p).unwrap_or(ObjectProtocol::Unspecified);
+        if p != ObjectProtocol::S3 {
+            return Err(Error::InvalidArgument(format!(
+                "this driver serves only the S3 protocol; {} was requested",
+                p.api_name().unwrap_or("an unknown protocol")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses what an access request asks that this driver cannot provide.
+pub fn check_access(protocol: i32, authentication_type: i32) -> Result<(), Error> {
+    check_protocols(&[protocol])?;
+    match AuthenticationType::try_from(authentication_type) {
+        Ok(AuthenticationType::Key) => Ok(()),
+        Ok(AuthenticationType::ServiceAccount) => Err(Error::InvalidArgument(
+            "ServiceAccount authentication is not supported by this driver: it issues IAM access keys; use a \
+             BucketAccessClass with authenticationType: Key"
+                .into(),
+        )),
+        _ => Err(Error::InvalidArgument("authentication_type is required".into())),
+    }
+}
+
+fn invalid(e: String) -> Error {
+    Error::InvalidArgument(e)
+}
+
+/// The IAM user name for an access (the account ID).
+pub fn account_id_for(
+    account_name: &str,
+    params: &HashMap<String, String>,
+) -> Result<String, Error> {
+    let params = AccessParams::parse(params).map_err(invalid)?;
+    names::user_name(&params.user_name_prefix, account_name).map_err(invalid)
+}
+
+/// The policy for an access, checked against the configured size limit.
+pub fn access_policy(cfg: &Config, buckets: &[AccessedBucket]) -> Result<String, Error> {
+    let grants: Vec<(String, AccessModes)> = buckets
+        .iter()
+        .map(|b| (b.bucket_id.clone(), b.access_mode.unwrap_or_default()))
+        .collect();
+    let doc = policy::document(&cfg.arn_partition, &grants).ok_or_else(|| {
+        Error::InvalidArgument("the request grants no access to any bucket".into())
+    })?;
+    let limit = cfg.max_inline_policy_size;
+    if limit > 0 && doc.len() > limit {
+        return Err(Error::OutOfRange(format!(
+            "the IAM policy for {} bucket(s) with the requested access modes is {} characters, over the \
+             backend's limit of {limit} (--max-inline-policy-size): request fewer buckets or narrower modes per \
+             BucketAccess",
+            buckets.len(),
+            doc.len()
+        )));
+    }
+    Ok(doc)
+}
+
+fn check_bucket_ids(buckets: &[AccessedBucket]) -> Result<(), Error> {
+    for b in buckets {
+        if !names::is_plausible_existing_bucket_name(&b.bucket_id) {
+            return Err(Error::InvalidArgument(format!(
+                "bucket_id {:?} is not an S3 bucket name",
+                b.bucket_id
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn check_user(account_id: &str) -> Result<(), Error> {
+    if names::is_valid_user_name(account_id) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "account_id {account_id:?} is not an IAM user name this driver generates"
+        )))
+    }
+}
+
+#[tonic::async_trait]
+impl Identity for S3Driver {
+    async fn driver_get_info(
+        &self,
+        _: Request<DriverGetInfoRequest>,
+    ) -> Result<Response<DriverGetInfoResponse>, Status> {
+        Ok(Response::new(DriverGetInfoResponse {
+            name: self.cfg.driver_name.clone(),
+            supported_protocols: vec![ObjectProtocol::S3 as i32],
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl Provisioner for S3Driver {
+    async fn driver_generate_bucket_id(
+        &self,
+        request: Request<DriverGenerateBucketIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        let r = request.into_inner();
+        check_protocols(&r.protocols)?;
+        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
+        let bucket_id = names::bucket_name(&params.name_prefix, &r.name).map_err(invalid)?;
+        Ok(Response::new(DriverGenerateBucketIdResponse { bucket_id }))
+    }
+
+    async fn driver_create_bucket(
+        &self,
+        request: Request<DriverCreateBucketRequest>,
+    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        let r = request.into_inner();
+        check_protocols(&r.protocols)?;
+        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
+        if !names::is_valid_new_bucket_name(&r.bucket_id) {
+            return Err(invalid(format!(
+                "bucket_id {:?} is not a valid S3 bucket name; use the ID DriverGenerateBucketId returned",
+                r.bucket_id
+            ))
+            .into());
+        }
+        let located = buckets::create(&self.backend.s3, &self.cfg, &r.bucket_id, &params).await?;
+        Ok(Response::new(DriverCreateBucketResponse {
+            protocols: Some(self.bucket_info(&located)),
+        }))
+    }
+
+    async fn driver_get_bucket(
+        &self,
+        request: Request<DriverGetBucketRequest>,
+    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        let r = request.into_inner();
+        check_protocols(&r.protocols)?;
+        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
+        if !names::is_plausible_existing_bucket_name(&r.bucket_id) {
+            return Err(invalid(format!(
+                "existing bucket ID {:?} is not an S3 bucket name",
+                r.bucket_id
+            ))
+            .into());
+        }
+        let hint = params
+            .location_constraint
+            .unwrap_or_else(|| self.cfg.region.clone());
+        let located = buckets::locate(&self.backend.s3, &self.cfg, &r.bucket_id, &hint).await?;
+        Ok(Response::new(DriverGetBucketResponse {
+            protocols: Some(self.bucket_info(&located)),
+        }))
+    }
+
+    async fn driver_delete_bucket(
+        &self,
+        request: Request<DriverDeleteBucketRequest>,
+    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        let r = request.into_inner();
+        // Only the two keys deletion needs are read, so that a class edited
+        // (or a driver upgraded) after creation can never block deletion.
+        let purge = r
+            .parameters
+            .get(PURGE_ON_DELETE)
+            .is_some_and(|v| v == "true");
+        let hint = r
+            .parameters
+            .get(LOCATION_CONSTRAINT)
+            .cloned()
+            .unwrap_or_else(|| self.cfg.region.clone());
+        if !names::is_plausible_existing_bucket_name(&r.bucket_id) {
+            return Err(invalid(format!(
+                "bucket_id {:?} is not an S3 bucket name",
+                r.bucket_id
+            ))
+            .into());
+        }
+        buckets::delete(&self.backend.s3, &self.cfg, &r.bucket_id, &hint, purge).await?;
+        Ok(Response::new(DriverDeleteBucketResponse {}))
+    }
+
+    async fn driver_generate_bucket_access_id(
+        &self,
+        request: Request<DriverGenerateBucketAccessIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        let r = request.into_inner();
+        check_access(r.protocol, r.authentication_type)?;
+        check_bucket_ids(&r.buckets)?;
+        let account_id = account_id_for(&r.account_name, &r.parameters)?;
+        access_policy(&self.cfg, &r.buckets)?;
+        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
+            account_id,
+        }))
+    }
+
+    async fn driver_grant_bucket_access(
+        &self,
+        request: Request<DriverGrantBucketAccessRequest>,
+    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        let r = request.into_inner();
+        check_access(r.protocol, r.authentication_type)?;
+        AccessParams::parse(&r.parameters).map_err(invalid)?;
+        check_user(&r.account_id)?;
+        check_bucket_ids(&r.buckets)?;
+        let doc = access_policy(&self.cfg, &r.buckets)?;
+        let mut granted = Vec::with_capacity(r.buckets.len());
+        for b in &r.buckets {
+            let located =
+                buckets::locate(&self.backend.s3, &self.cfg, &b.bucket_id, &self.cfg.region)
+                    .await?;
+            granted.push(GrantedBucket {
+                bucket_id: b.bucket_id.clone(),
+                bucket_info: Some(self.bucket_info(&located)),
+            });
+        }
+        let key = accounts::grant(&self.backend.iam, &self.cfg, &r.account_id, &doc).await?;
+        Ok(Response::new(DriverGrantBucketAccessResponse {
+            buckets: granted,
+            credentials: Some(Credentials {
+                s3: Some(S3Credentials {
+                    access_key_id: key.access_key_id,
+                    access_secret_key: key.secret_access_key,
+                }),
+                certificate_authority: self.cfg.ca_pem.clone().unwrap_or_default(),
+                ..Default::default()
+            }),
+        }))
+    }
+
+    async fn driver_revoke_bucket_access(
+        &self,
+        request: Request<DriverRevokeBucketAccessRequest>,
+    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        let r = request.into_inner();
+        check_user(&r.account_id)?;
+        accounts::revoke(&self.backend.iam, &self.cfg, &r.account_id).await?;
+        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::Code;
+
+    fn bucket(id: &str, data: AccessMode) -> AccessedBucket {
+        AccessedBucket {
+            bucket_id: id.into(),
+            access_mode: Some(AccessModes {
+                object_data: data as i32,
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn only_s3_is_served() {
+        assert!(check_protocols(&[]).is_ok());
+        assert!(check_protocols(&[ObjectProtocol::S3 as i32]).is_ok());
+        let e = check_protocols(&[ObjectProtocol::S3 as i32, ObjectProtocol::Azure as i32])
+            .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.to_string().contains("Azure"), "{e}");
+    }
+
+    #[test]
+    fn service_account_authentication_is_refused_clearly() {
+        let e = check_access(
+            ObjectProtocol::S3 as i32,
+            AuthenticationType::ServiceAccount as i32,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.to_string().contains("authenticationType: Key"), "{e}");
+        assert!(check_access(ObjectProtocol::S3 as i32, AuthenticationType::Key as i32).is_ok());
+        assert!(check_access(ObjectProtocol::Gcs as i32, AuthenticationType::Key as i32).is_err());
+    }
+
+    #[test]
+    fn account_ids_are_user_names_with_the_class_prefix() {
+        let mut params = HashMap::new();
+        assert_eq!(account_id_for("ba-1", &params).unwrap(), "ba-1");
+        params.insert("userNamePrefix".into(), "team-".into());
+        assert_eq!(account_id_for("ba-1", &params).unwrap(), "team-ba-1");
+        params.insert("bogus".into(), "x".into());
+        assert_eq!(
+            account_id_for("ba-1", &params).unwrap_err().code(),
+            Code::InvalidArgument
+        );
+    }
+
+    #[test]
+    fn oversized_policies_are_out_of_range() {
+        let cfg = Config::default();
+        let many: Vec<_> = (0..40)
+            .map(|i| {
+                bucket(
+                    &format!("bc-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f{i:02}"),
+                    AccessMode::ReadWrite,
+                )
+            })
+            .collect();
+        assert_eq!(
+            access_policy(&cfg, &many).unwrap_err().code(),
+            Code::OutOfRange
+        );
+        let unlimited = Config {
+            max_inline_policy_size: 0,
+            ..Config::default()
+        };
+        assert!(access_policy(&unlimited, &many).is_ok());
+        assert!(access_policy(&cfg, &many[..1]).is_ok());
+    }
+}

@@ -1,0 +1,147 @@
+//! `cosi-driver-s3`: parses flags (each also an environment variable), loads
+//! the admin credentials from the AWS credential chain, and serves the
+//! driver on `COSI_ENDPOINT` until SIGTERM/SIGINT.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, ValueEnum};
+use cosi_driver_s3::config::{self, AddressingStyle, Config};
+use cosi_driver_s3::{AdminCredentials, S3Driver};
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Style {
+    Path,
+    Virtual,
+}
+
+/// COSI driver for AWS S3 and S3-compatible stores with an IAM API.
+///
+/// Admin credentials come from the standard AWS credential chain
+/// (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_SHARED_CREDENTIALS_FILE and
+/// AWS_PROFILE, web identity, ...). The socket is named by COSI_ENDPOINT.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Args {
+    /// Name the driver registers under (BucketClass.driverName).
+    #[arg(long, env = "DRIVER_NAME", default_value = config::DEFAULT_DRIVER_NAME)]
+    driver_name: String,
+    /// S3 endpoint URL the driver calls (default: AWS's regional endpoint).
+    #[arg(long, env = "S3_ENDPOINT")]
+    s3_endpoint: Option<String>,
+    /// S3 endpoint URL given to workloads in bucket info (default: --s3-endpoint).
+    #[arg(long, env = "PUBLIC_S3_ENDPOINT")]
+    public_s3_endpoint: Option<String>,
+    /// IAM endpoint URL (default: AWS's IAM endpoint).
+    #[arg(long, env = "IAM_ENDPOINT")]
+    iam_endpoint: Option<String>,
+    /// Region to sign requests for and create buckets in.
+    #[arg(long, env = "AWS_REGION", default_value = config::DEFAULT_REGION)]
+    region: String,
+    /// How buckets are addressed (default: path with --s3-endpoint, virtual on AWS).
+    #[arg(long, env = "S3_ADDRESSING_STYLE", value_enum)]
+    addressing_style: Option<Style>,
+    /// PEM file of CA certificates to trust in addition to the system's roots.
+    #[arg(long, env = "CA_FILE")]
+    ca_file: Option<PathBuf>,
+    /// ARN partition used in IAM policies.
+    #[arg(long, env = "ARN_PARTITION", default_value = "aws")]
+    arn_partition: String,
+    /// IAM path of the users the driver creates.
+    #[arg(long, env = "IAM_USER_PATH", default_value = config::DEFAULT_USER_PATH)]
+    iam_user_path: String,
+    /// Largest inline policy written to a user, in characters (0: no limit).
+    #[arg(long, env = "MAX_INLINE_POLICY_SIZE", default_value_t = config::AWS_INLINE_POLICY_LIMIT)]
+    max_inline_policy_size: usize,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
+    log_format: LogFormat,
+}
+
+impl Args {
+    fn config(&self) -> anyhow::Result<Config> {
+        let ca_pem = match &self.ca_file {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("--ca-file: cannot read {}", path.display()))?,
+            ),
+            None => None,
+        };
+        let cfg = Config {
+            driver_name: self.driver_name.clone(),
+            s3_endpoint: self.s3_endpoint.clone(),
+            public_s3_endpoint: self.public_s3_endpoint.clone(),
+            iam_endpoint: self.iam_endpoint.clone(),
+            region: self.region.clone(),
+            addressing_style: self.addressing_style.map(|s| match s {
+                Style::Path => AddressingStyle::Path,
+                Style::Virtual => AddressingStyle::Virtual,
+            }),
+            ca_pem,
+            arn_partition: self.arn_partition.clone(),
+            user_path: self.iam_user_path.clone(),
+            max_inline_policy_size: self.max_inline_policy_size,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+/// The AWS SDK's request tracing (debug and below) prints the resolved
+/// identity, signing input and parsed IAM responses, which hold access key
+/// IDs: it is capped at `info` whatever RUST_LOG asks.
+const CREDENTIAL_SAFE_DIRECTIVES: [&str; 4] = [
+    "aws_smithy_runtime=info",
+    "aws_smithy_runtime::client::orchestrator=info",
+    "aws_sigv4=info",
+    "aws_sigv4::http_request=info",
+];
+
+fn init_logging(format: LogFormat) {
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    for directive in CREDENTIAL_SAFE_DIRECTIVES {
+        if let Ok(d) = directive.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_logging(args.log_format);
+    let cfg = args.config()?;
+    let driver = S3Driver::new(cfg, AdminCredentials::Chain).await?;
+    let who = driver
+        .backend()
+        .check_credentials()
+        .await
+        .map_err(anyhow::Error::msg)?;
+    let cfg = driver.config();
+    tracing::info!(
+        driver = %cfg.driver_name,
+        s3_endpoint = cfg.s3_endpoint.as_deref().unwrap_or("AWS"),
+        iam_endpoint = cfg.iam_endpoint.as_deref().unwrap_or("AWS"),
+        region = %cfg.region,
+        addressing_style = %cfg.effective_addressing_style(),
+        custom_ca = cfg.ca_pem.is_some(),
+        admin = %who,
+        "starting cosi-driver-s3"
+    );
+    cosi_driver::serve_from_env(driver.clone(), driver).await?;
+    Ok(())
+}

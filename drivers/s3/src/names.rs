@@ -1,0 +1,233 @@
+//! Backend names derived from COSI names. Both derivations are INVARIANTS:
+//! a bucket ID and an account ID are persisted in Kubernetes and every later
+//! call finds the backend resource by them, so for a given input they must
+//! never change across driver versions.
+//!
+//! - bucket: `<bucketNamePrefix><Bucket name>`, e.g. `bc-<uuid>` (39
+//!   characters), when that is a valid DNS-compatible S3 bucket name;
+//! - IAM user: `<userNamePrefix><account_name>`, e.g. `ba-<uuid>`;
+//!
+//! Inputs that do not fit (too long, dots, other characters) get a readable
+//! head and the first 8 hex digits of the input's SHA-256, so the result is
+//! still deterministic and valid.
+
+use sha2::{Digest, Sha256};
+
+/// Longest S3 bucket name.
+pub const MAX_BUCKET_NAME: usize = 63;
+/// Longest IAM user name.
+pub const MAX_USER_NAME: usize = 64;
+/// Longest prefix accepted for either name: a `bc-<uuid>` / `ba-<uuid>`
+/// name (39 characters) always fits after it without hashing.
+pub const MAX_PREFIX: usize = 24;
+
+const HASH_DIGITS: usize = 8;
+
+/// The S3 bucket name for the Bucket `name` with `prefix` (already checked
+/// with [`check_bucket_prefix`]).
+pub fn bucket_name(prefix: &str, name: &str) -> Result<String, String> {
+    let direct = format!("{prefix}{name}");
+    if is_valid_new_bucket_name(&direct) && !direct.contains('.') {
+        return Ok(direct);
+    }
+    let sanitized: String = name
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '-') => c,
+            _ => '-',
+        })
+        .collect();
+    let hashed = hashed_name(prefix, &sanitized, name, MAX_BUCKET_NAME);
+    if is_valid_new_bucket_name(&hashed) {
+        Ok(hashed)
+    } else {
+        Err(format!(
+            "cannot derive a valid S3 bucket name from Bucket {name:?} with prefix {prefix:?}"
+        ))
+    }
+}
+
+/// The IAM user name for `account_name` with `prefix` (already checked with
+/// [`check_user_prefix`]).
+pub fn user_name(prefix: &str, account_name: &str) -> Result<String, String> {
+    let direct = format!("{prefix}{account_name}");
+    if is_valid_user_name(&direct) {
+        return Ok(direct);
+    }
+    let sanitized: String = account_name
+        .chars()
+        .map(|c| if is_user_name_char(c) { c } else { '-' })
+        .collect();
+    let hashed = hashed_name(prefix, &sanitized, account_name, MAX_USER_NAME);
+    if is_valid_user_name(&hashed) {
+        Ok(hashed)
+    } else {
+        Err(format!(
+            "cannot derive a valid IAM user name from account {account_name:?} with prefix {prefix:?}"
+        ))
+    }
+}
+
+fn hashed_name(prefix: &str, sanitized: &str, original: &str, limit: usize) -> String {
+    let digest = hex::encode(Sha256::digest(original.as_bytes()));
+    let budget = limit.saturating_sub(prefix.len() + 1 + HASH_DIGITS);
+    let head: String = sanitized.chars().take(budget).collect();
+    let head = head.trim_end_matches(['-', '.']);
+    let mut out = String::from(prefix);
+    out.push_str(head);
+    if !out.is_empty() && !out.ends_with('-') {
+        out.push('-');
+    }
+    out.push_str(&digest[..HASH_DIGITS]);
+    out
+}
+
+/// Checks a `bucketNamePrefix`: lowercase letters, digits and `-`, starting
+/// with a letter or digit, at most [`MAX_PREFIX`] characters.
+pub fn check_bucket_prefix(prefix: &str) -> Result<(), String> {
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    let ok = prefix.len() <= MAX_PREFIX
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && prefix.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be at most {MAX_PREFIX} lowercase letters, digits and '-', starting with a letter or digit"
+        ))
+    }
+}
+
+/// Checks a `userNamePrefix`: IAM user name characters, at most [`MAX_PREFIX`].
+pub fn check_user_prefix(prefix: &str) -> Result<(), String> {
+    if prefix.len() <= MAX_PREFIX && prefix.chars().all(is_user_name_char) {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be at most {MAX_PREFIX} characters of letters, digits and +=,.@_-"
+        ))
+    }
+}
+
+/// True when `name` may be used for a new bucket on AWS: 3-63 characters of
+/// lowercase letters, digits, `.` and `-`, alphanumeric at both ends, no
+/// `..`, not an IP address, no reserved prefix or suffix.
+pub fn is_valid_new_bucket_name(name: &str) -> bool {
+    let len_ok = (3..=MAX_BUCKET_NAME).contains(&name.len());
+    let chars_ok = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-');
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let ends_ok = alnum(name.chars().next()) && alnum(name.chars().last());
+    let ip_like = name.split('.').count() == 4 && name.split('.').all(|p| p.parse::<u8>().is_ok());
+    let reserved = ["xn--", "sthree-", "amzn-s3-demo-"]
+        .iter()
+        .any(|p| name.starts_with(p))
+        || ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"]
+            .iter()
+            .any(|s| name.ends_with(s));
+    len_ok && chars_ok && ends_ok && !name.contains("..") && !ip_like && !reserved
+}
+
+/// True when `id` may name an existing bucket (brownfield): AWS's legacy
+/// us-east-1 names allow uppercase and `_` and up to 255 characters.
+pub fn is_plausible_existing_bucket_name(id: &str) -> bool {
+    (3..=255).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+}
+
+fn is_user_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "+=,.@_-".contains(c)
+}
+
+/// True when `name` is a valid IAM user name (1-64 of `[A-Za-z0-9+=,.@_-]`).
+pub fn is_valid_user_name(name: &str) -> bool {
+    (1..=MAX_USER_NAME).contains(&name.len()) && name.chars().all(is_user_name_char)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLAIM: &str = "bc-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60";
+    const ACCESS: &str = "ba-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60";
+
+    #[test]
+    fn dynamic_bucket_names_are_used_as_they_are() {
+        assert_eq!(CLAIM.len(), 39);
+        assert_eq!(bucket_name("", CLAIM).unwrap(), CLAIM);
+        assert_eq!(
+            bucket_name("team-a-", CLAIM).unwrap(),
+            format!("team-a-{CLAIM}")
+        );
+        let longest = "p".repeat(MAX_PREFIX);
+        assert_eq!(bucket_name(&longest, CLAIM).unwrap().len(), 63);
+    }
+
+    #[test]
+    fn names_that_do_not_fit_are_hashed_deterministically() {
+        let long = format!("{}-x", "a".repeat(80));
+        let a = bucket_name("", &long).unwrap();
+        assert_eq!(a, bucket_name("", &long).unwrap());
+        assert!(a.len() <= 63 && is_valid_new_bucket_name(&a), "{a}");
+        let dotted = bucket_name("", "my.bucket").unwrap();
+        assert!(
+            dotted.starts_with("my-bucket-") && !dotted.contains('.'),
+            "{dotted}"
+        );
+        assert_ne!(dotted, bucket_name("", "my-bucket").unwrap());
+        let short = bucket_name("", "ab").unwrap();
+        assert!(is_valid_new_bucket_name(&short), "{short}");
+    }
+
+    #[test]
+    fn user_names_follow_iam_rules() {
+        assert_eq!(user_name("", ACCESS).unwrap(), ACCESS);
+        assert_eq!(
+            user_name("cosi-", ACCESS).unwrap(),
+            format!("cosi-{ACCESS}")
+        );
+        let long = user_name("", &"b".repeat(100)).unwrap();
+        assert!(long.len() <= 64 && is_valid_user_name(&long), "{long}");
+        assert_eq!(long, user_name("", &"b".repeat(100)).unwrap());
+    }
+
+    #[test]
+    fn prefixes_are_checked() {
+        assert!(check_bucket_prefix("").is_ok());
+        assert!(check_bucket_prefix("team-a-").is_ok());
+        assert!(check_bucket_prefix("-team").is_err());
+        assert!(check_bucket_prefix("Team").is_err());
+        assert!(check_bucket_prefix(&"a".repeat(25)).is_err());
+        assert!(check_user_prefix("cosi.").is_ok());
+        assert!(check_user_prefix("co si").is_err());
+    }
+
+    #[test]
+    fn bucket_name_rules_match_aws() {
+        for ok in ["abc", "my-bucket", "a.b.c", CLAIM] {
+            assert!(is_valid_new_bucket_name(ok), "{ok}");
+        }
+        for bad in [
+            "ab",
+            "-abc",
+            "abc-",
+            "ABC",
+            "a..b",
+            "192.168.1.1",
+            "xn--abc",
+            "abc-s3alias",
+            "a_b",
+        ] {
+            assert!(!is_valid_new_bucket_name(bad), "{bad}");
+        }
+        assert!(is_plausible_existing_bucket_name("Legacy_Bucket"));
+        assert!(!is_plausible_existing_bucket_name("a/b"));
+    }
+}

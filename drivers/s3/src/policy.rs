@@ -1,0 +1,311 @@
+//! Access modes → IAM actions, and the inline policy of an access's user.
+//!
+//! Each of the three COSI access categories maps to a set of read actions
+//! and a set of write actions; `ReadWrite` grants both, `ReadOnly` only the
+//! read set, `WriteOnly` only the write set, unspecified none. Bucket-level
+//! actions apply to `arn:<partition>:s3:::<bucket>`, object-level actions to
+//! `arn:<partition>:s3:::<bucket>/*`. Buckets with identical action sets
+//! share a statement, so one policy covers many buckets compactly.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cosi_driver::proto::{AccessMode, AccessModes};
+use serde::Serialize;
+
+/// Actions of one mode of one category.
+#[derive(Clone, Copy, Debug)]
+pub struct Actions {
+    /// Actions on the bucket resource.
+    pub bucket: &'static [&'static str],
+    /// Actions on the objects of the bucket.
+    pub object: &'static [&'static str],
+}
+
+/// Granted for every bucket of an access: SDKs and tools look up a bucket's
+/// region before using it, and the region is all it reveals.
+pub const ALWAYS: &str = "s3:GetBucketLocation";
+
+/// Object data, read: get and list objects, versions and uploads.
+pub const OBJECT_DATA_READ: Actions = Actions {
+    bucket: &[
+        "s3:ListBucket",
+        "s3:ListBucketVersions",
+        "s3:ListBucketMultipartUploads",
+    ],
+    object: &["s3:GetObject", "s3:GetObjectVersion"],
+};
+/// Object data, write: put (including multipart) and delete objects.
+pub const OBJECT_DATA_WRITE: Actions = Actions {
+    bucket: &[],
+    object: &[
+        "s3:PutObject",
+        "s3:DeleteObject",
+        "s3:DeleteObjectVersion",
+        "s3:AbortMultipartUpload",
+        "s3:ListMultipartUploadParts",
+    ],
+};
+/// Object metadata, read: tags, ACLs, attributes, retention and legal hold.
+pub const OBJECT_METADATA_READ: Actions = Actions {
+    bucket: &[],
+    object: &[
+        "s3:GetObjectTagging",
+        "s3:GetObjectVersionTagging",
+        "s3:GetObjectAcl",
+        "s3:GetObjectVersionAcl",
+        "s3:GetObjectAttributes",
+        "s3:GetObjectRetention",
+        "s3:GetObjectLegalHold",
+    ],
+};
+/// Object metadata, write: tags, ACLs, retention and legal hold.
+pub const OBJECT_METADATA_WRITE: Actions = Actions {
+    bucket: &[],
+    object: &[
+        "s3:PutObjectTagging",
+        "s3:PutObjectVersionTagging",
+        "s3:DeleteObjectTagging",
+        "s3:DeleteObjectVersionTagging",
+        "s3:PutObjectAcl",
+        "s3:PutObjectVersionAcl",
+        "s3:PutObjectRetention",
+        "s3:PutObjectLegalHold",
+    ],
+};
+/// Bucket metadata, read: tags, policy, versioning, ACL, CORS, lifecycle,
+/// object lock and encryption configuration.
+pub const BUCKET_METADATA_READ: Actions = Actions {
+    bucket: &[
+        "s3:GetBucketTagging",
+        "s3:GetBucketPolicy",
+        "s3:GetBucketVersioning",
+        "s3:GetBucketAcl",
+        "s3:GetBucketCORS",
+        "s3:GetLifecycleConfiguration",
+        "s3:GetBucketObjectLockConfiguration",
+        "s3:GetEncryptionConfiguration",
+    ],
+    object: &[],
+};
+/// Bucket metadata, write: the same configurations, set or deleted.
+pub const BUCKET_METADATA_WRITE: Actions = Actions {
+    bucket: &[
+        "s3:PutBucketTagging",
+        "s3:PutBucketPolicy",
+        "s3:DeleteBucketPolicy",
+        "s3:PutBucketVersioning",
+        "s3:PutBucketAcl",
+        "s3:PutBucketCORS",
+        "s3:PutLifecycleConfiguration",
+        "s3:PutBucketObjectLockConfiguration",
+        "s3:PutEncryptionConfiguration",
+    ],
+    object: &[],
+};
+
+/// The action sets a mode grants for a category's read and write sets.
+fn for_mode(mode: AccessMode, read: Actions, write: Actions) -> Vec<Actions> {
+    match mode {
+        AccessMode::ReadWrite => vec![read, write],
+        AccessMode::ReadOnly => vec![read],
+        AccessMode::WriteOnly => vec![write],
+        AccessMode::Unspecified => vec![],
+    }
+}
+
+/// The bucket-level and object-level actions `modes` grant on one bucket.
+pub fn actions_for(modes: &AccessModes) -> (BTreeSet<&'static str>, BTreeSet<&'static str>) {
+    let mode = |v: i32| AccessMode::try_from(v).unwrap_or(AccessMode::Unspecified);
+    let sets = [
+        for_mode(mode(modes.object_data), OBJECT_DATA_READ, OBJECT_DATA_WRITE),
+        for_mode(
+            mode(modes.object_metadata),
+            OBJECT_METADATA_READ,
+            OBJECT_METADATA_WRITE,
+        ),
+        for_mode(
+            mode(modes.bucket_metadata),
+            BUCKET_METADATA_READ,
+            BUCKET_METADATA_WRITE,
+        ),
+    ];
+    let mut bucket = BTreeSet::new();
+    let mut object = BTreeSet::new();
+    for a in sets.iter().flatten() {
+        bucket.extend(a.bucket.iter().copied());
+        object.extend(a.object.iter().copied());
+    }
+    if !bucket.is_empty() || !object.is_empty() {
+        bucket.insert(ALWAYS);
+    }
+    (bucket, object)
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Document {
+    version: &'static str,
+    statement: Vec<Statement>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct Statement {
+    effect: &'static str,
+    action: Vec<&'static str>,
+    resource: Vec<String>,
+}
+
+/// The compact JSON policy document granting each `(bucket name, modes)`.
+/// `None` when nothing is granted.
+pub fn document(partition: &str, grants: &[(String, AccessModes)]) -> Option<String> {
+    let mut by_bucket_actions: BTreeMap<Vec<&'static str>, BTreeSet<String>> = BTreeMap::new();
+    let mut by_object_actions: BTreeMap<Vec<&'static str>, BTreeSet<String>> = BTreeMap::new();
+    for (bucket, modes) in grants {
+        let (b, o) = actions_for(modes);
+        if !b.is_empty() {
+            by_bucket_actions
+                .entry(b.into_iter().collect())
+                .or_default()
+                .insert(format!("arn:{partition}:s3:::{bucket}"));
+        }
+        if !o.is_empty() {
+            by_object_actions
+                .entry(o.into_iter().collect())
+                .or_default()
+                .insert(format!("arn:{partition}:s3:::{bucket}/*"));
+        }
+    }
+    let statement: Vec<Statement> = by_bucket_actions
+        .into_iter()
+        .chain(by_object_actions)
+        .map(|(action, resources)| Statement {
+            effect: "Allow",
+            action,
+            resource: resources.into_iter().collect(),
+        })
+        .collect();
+    if statement.is_empty() {
+        return None;
+    }
+    let doc = Document {
+        version: "2012-10-17",
+        statement,
+    };
+    Some(serde_json::to_string(&doc).expect("a policy document always serializes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn modes(data: AccessMode, obj_meta: AccessMode, bucket_meta: AccessMode) -> AccessModes {
+        AccessModes {
+            object_data: data as i32,
+            object_metadata: obj_meta as i32,
+            bucket_metadata: bucket_meta as i32,
+        }
+    }
+
+    const U: AccessMode = AccessMode::Unspecified;
+
+    #[test]
+    fn read_only_grants_no_write_action() {
+        let (b, o) = actions_for(&modes(
+            AccessMode::ReadOnly,
+            AccessMode::ReadOnly,
+            AccessMode::ReadOnly,
+        ));
+        assert!(o.contains("s3:GetObject") && b.contains("s3:ListBucket"));
+        let writes = ["Put", "Delete", "Abort"];
+        for a in b.iter().chain(&o) {
+            assert!(
+                !writes.iter().any(|w| a.contains(w)),
+                "{a} is a write action"
+            );
+        }
+    }
+
+    #[test]
+    fn write_only_grants_no_read_action_but_the_bucket_location() {
+        let (b, o) = actions_for(&modes(
+            AccessMode::WriteOnly,
+            AccessMode::WriteOnly,
+            AccessMode::WriteOnly,
+        ));
+        assert!(o.contains("s3:PutObject") && b.contains("s3:PutBucketTagging"));
+        for a in b.iter().chain(&o).filter(|a| **a != ALWAYS) {
+            assert!(
+                !a.contains("Get") && !a.contains("s3:ListBucket"),
+                "{a} is a read action"
+            );
+        }
+    }
+
+    #[test]
+    fn unspecified_categories_grant_nothing() {
+        let (b, o) = actions_for(&modes(AccessMode::ReadWrite, U, U));
+        assert!(!o.contains("s3:GetObjectTagging"));
+        assert!(!b.contains("s3:GetBucketPolicy"));
+        assert_eq!(
+            actions_for(&modes(U, U, U)),
+            (BTreeSet::new(), BTreeSet::new())
+        );
+        assert!(document("aws", &[("b".into(), modes(U, U, U))]).is_none());
+    }
+
+    #[test]
+    fn buckets_with_the_same_modes_share_statements() {
+        let rw = modes(AccessMode::ReadWrite, U, U);
+        let doc = document("aws", &[("bkt-a".into(), rw), ("bkt-b".into(), rw)]).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        let statements = v["Statement"].as_array().unwrap();
+        assert_eq!(statements.len(), 2, "{doc}");
+        assert_eq!(
+            statements[0]["Resource"],
+            serde_json::json!(["arn:aws:s3:::bkt-a", "arn:aws:s3:::bkt-b"])
+        );
+        assert_eq!(
+            statements[1]["Resource"],
+            serde_json::json!(["arn:aws:s3:::bkt-a/*", "arn:aws:s3:::bkt-b/*"])
+        );
+    }
+
+    #[test]
+    fn different_modes_get_separate_statements() {
+        let doc = document(
+            "aws-cn",
+            &[
+                ("bkt-a".into(), modes(AccessMode::ReadWrite, U, U)),
+                ("bkt-b".into(), modes(AccessMode::ReadOnly, U, U)),
+            ],
+        )
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
+        assert_eq!(v["Statement"].as_array().unwrap().len(), 3, "{doc}");
+        assert!(doc.contains("arn:aws-cn:s3:::bkt-b/*"));
+    }
+
+    #[test]
+    fn a_full_access_to_several_buckets_fits_the_aws_inline_policy_limit() {
+        let rw = modes(
+            AccessMode::ReadWrite,
+            AccessMode::ReadWrite,
+            AccessMode::ReadWrite,
+        );
+        let bucket = |i: usize| format!("bc-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f6{i}");
+        let one = document("aws", &[(bucket(0), rw)]).unwrap();
+        let three: Vec<_> = (0..3).map(|i| (bucket(i), rw)).collect();
+        let three = document("aws", &three).unwrap();
+        println!(
+            "full access policy: 1 bucket {} chars, 3 buckets {} chars",
+            one.len(),
+            three.len()
+        );
+        assert!(
+            three.len() <= crate::config::AWS_INLINE_POLICY_LIMIT,
+            "{}",
+            three.len()
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! Accesses: IAM users, policies and keys, checked on the data path.
+
+use cosi_driver::Code;
+use cosi_driver::proto::*;
+use cosi_driver_s3::accounts::{MANAGED_TAG, POLICY_NAME};
+
+use crate::common::{Moto, Served, access, get, keys_of, keys_of_user, list, put, users_under};
+
+#[tokio::test]
+async fn granted_credentials_reach_their_bucket_and_no_other() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let mine = d.new_bucket(&[]).await;
+    let other = d.new_bucket(&[]).await;
+    let admin = moto.s3(&moto.admin);
+    put(&admin, &other, "secret", "not yours").await.unwrap();
+
+    let (_, keys) = d.new_access(&[access(&mine, AccessMode::ReadWrite)]).await;
+    let s3 = moto.s3(&keys);
+    put(&s3, &mine, "hello", "world").await.unwrap();
+    assert_eq!(get(&s3, &mine, "hello").await.unwrap(), "world");
+    assert_eq!(list(&s3, &mine).await.unwrap(), ["hello"]);
+    s3.delete_object()
+        .bucket(&mine)
+        .key("hello")
+        .send()
+        .await
+        .unwrap();
+
+    assert_eq!(
+        get(&s3, &other, "secret").await.unwrap_err(),
+        "AccessDenied"
+    );
+    assert_eq!(list(&s3, &other).await.unwrap_err(), "AccessDenied");
+    assert_eq!(
+        put(&s3, &other, "x", "y").await.unwrap_err(),
+        "AccessDenied"
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn grant_returns_info_for_every_bucket_and_no_other() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let a = d.new_bucket(&[]).await;
+    let b = d.new_bucket(&[]).await;
+    let buckets = [
+        access(&a, AccessMode::ReadWrite),
+        access(&b, AccessMode::ReadOnly),
+    ];
+    let id = d
+        .generate_access_id(&format!("ba-{}", uuid::Uuid::new_v4()), &buckets)
+        .await
+        .unwrap();
+    let resp = d.grant(&id, &buckets).await.unwrap();
+    let mut ids: Vec<_> = resp.buckets.iter().map(|g| g.bucket_id.clone()).collect();
+    ids.sort();
+    let mut want = vec![a.clone(), b.clone()];
+    want.sort();
+    assert_eq!(ids, want);
+    for g in &resp.buckets {
+        let s3 = g
+            .bucket_info
+            .as_ref()
+            .and_then(|i| i.s3.as_ref())
+            .expect("S3 info");
+        assert_eq!(s3.bucket_name, g.bucket_id);
+        assert_eq!(s3.endpoint, moto.endpoint);
+        assert_eq!(s3.region, "us-east-1");
+    }
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn read_only_access_cannot_write() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let bucket = d.new_bucket(&[]).await;
+    put(&moto.s3(&moto.admin), &bucket, "doc", "content")
+        .await
+        .unwrap();
+
+    let (_, keys) = d.new_access(&[access(&bucket, AccessMode::ReadOnly)]).await;
+    let s3 = moto.s3(&keys);
+    assert_eq!(get(&s3, &bucket, "doc").await.unwrap(), "content");
+    assert_eq!(list(&s3, &bucket).await.unwrap(), ["doc"]);
+    assert_eq!(
+        put(&s3, &bucket, "new", "x").await.unwrap_err(),
+        "AccessDenied"
+    );
+    let del = s3
+        .delete_object()
+        .bucket(&bucket)
+        .key("doc")
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(crate::common::s3_error_code(&del), "AccessDenied");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn write_only_access_cannot_read() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let bucket = d.new_bucket(&[]).await;
+    let (_, keys) = d
+        .new_access(&[access(&bucket, AccessMode::WriteOnly)])
+        .await;
+    let s3 = moto.s3(&keys);
+    put(&s3, &bucket, "drop", "box").await.unwrap();
+    assert_eq!(get(&s3, &bucket, "drop").await.unwrap_err(), "AccessDenied");
+    assert_eq!(list(&s3, &bucket).await.unwrap_err(), "AccessDenied");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn revoked_key_fails_on_next_request() {
+    let moto = Moto::shared();
+    let cfg = moto.config();
+    let path = cfg.user_path.clone();
+    let d = Served::start(cfg, &moto.admin).await;
+    let bucket = d.new_bucket(&[]).await;
+    let (account, keys) = d
+        .new_access(&[access(&bucket, AccessMode::ReadWrite)])
+        .await;
+    let s3 = moto.s3(&keys);
+    put(&s3, &bucket, "k", "v").await.unwrap();
+
+    d.revoke(&account, &[&bucket]).await.unwrap();
+    assert_eq!(
+        get(&s3, &bucket, "k").await.unwrap_err(),
+        "InvalidAccessKeyId"
+    );
+    assert!(
+        users_under(&moto.iam(), &path).await.is_empty(),
+        "the user must be deleted"
+    );
+    d.revoke(&account, &[&bucket]).await.unwrap();
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn interrupted_grant_retried_leaves_one_user_with_one_key() {
+    let moto = Moto::shared();
+    let cfg = moto.config();
+    let path = cfg.user_path.clone();
+    let d = Served::start(cfg, &moto.admin).await;
+    let bucket = d.new_bucket(&[]).await;
+    let buckets = [access(&bucket, AccessMode::ReadWrite)];
+    let name = format!("ba-{}", uuid::Uuid::new_v4());
+
+    // The sidecar crashed after phase 1 and asks again: same ID, nothing created.
+    let id = d.generate_access_id(&name, &buckets).await.unwrap();
+    assert!(
+        users_under(&moto.iam(), &path).await.is_empty(),
+        "phase 1 creates nothing"
+    );
+    assert_eq!(d.generate_access_id(&name, &buckets).await.unwrap(), id);
+
+    // Phase 2 runs, its answer is lost, and it is retried twice.
+    let lost = keys_of(&d.grant(&id, &buckets).await.unwrap());
+    let retried = keys_of(&d.grant(&id, &buckets).await.unwrap());
+    let last = keys_of(&d.grant(&id, &buckets).await.unwrap());
+    assert_ne!(lost.id, last.id);
+    assert_ne!(retried.id, last.id);
+
+    let iam = moto.iam();
+    assert_eq!(users_under(&iam, &path).await, vec![id.clone()]);
+    assert_eq!(keys_of_user(&iam, &id).await, vec![last.id.clone()]);
+    put(&moto.s3(&last), &bucket, "k", "v").await.unwrap();
+    assert_eq!(
+        put(&moto.s3(&lost), &bucket, "k", "v").await.unwrap_err(),
+        "InvalidAccessKeyId"
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn one_access_to_several_buckets_is_one_user_with_one_policy() {
+    let moto = Moto::shared();
+    let cfg = moto.config();
+    let path = cfg.user_path.clone();
+    let d = Served::start(cfg, &moto.admin).await;
+    let a = d.new_bucket(&[]).await;
+    let b = d.new_bucket(&[]).await;
+    let (account, keys) = d
+        .new_access(&[
+            access(&a, AccessMode::ReadWrite),
+            access(&b, AccessMode::ReadWrite),
+        ])
+        .await;
+    let s3 = moto.s3(&keys);
+    put(&s3, &a, "in-a", "1").await.unwrap();
+    put(&s3, &b, "in-b", "2").await.unwrap();
+
+    let iam = moto.iam();
+    assert_eq!(users_under(&iam, &path).await, vec![account.clone()]);
+    let policies = iam
+        .list_user_policies()
+        .user_name(&account)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(policies.policy_names(), [POLICY_NAME]);
+    let tags = iam
+        .list_user_tags()
+        .user_name(&account)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        tags.tags()
+            .iter()
+            .any(|t| t.key() == MANAGED_TAG && t.value() == "s3.cosi-rs.dev")
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn foreign_iam_user_is_refused_and_left_alone() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let bucket = d.new_bucket(&[]).await;
+    let buckets = [access(&bucket, AccessMode::ReadWrite)];
+    let name = format!("ba-{}", uuid::Uuid::new_v4());
+    let id = d.generate_access_id(&name, &buckets).await.unwrap();
+    let iam = moto.iam();
+    iam.create_user().user_name(&id).send().await.unwrap();
+
+    let err = d.grant(&id, &buckets).await.unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    assert!(
+        err.message().contains("not created by driver"),
+        "{}",
+        err.message()
+    );
+    assert!(keys_of_user(&iam, &id).await.is_empty());
+
+    d.revoke(&id, &[&bucket]).await.unwrap();
+    iam.get_user()
+        .user_name(&id)
+        .send()
+        .await
+        .expect("the foreign user must survive revoke");
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn grant_to_a_missing_bucket_is_not_found_and_creates_nothing() {
+    let moto = Moto::shared();
+    let cfg = moto.config();
+    let path = cfg.user_path.clone();
+    let d = Served::start(cfg, &moto.admin).await;
+    let missing = format!("bc-{}", uuid::Uuid::new_v4());
+    let buckets = [access(&missing, AccessMode::ReadWrite)];
+    let id = d
+        .generate_access_id(&format!("ba-{}", uuid::Uuid::new_v4()), &buckets)
+        .await
+        .unwrap();
+    let err = d.grant(&id, &buckets).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert!(users_under(&moto.iam(), &path).await.is_empty());
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn service_account_authentication_is_refused() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let mut p = d.client.provisioner.clone();
+    let err = p
+        .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
+            account_name: format!("ba-{}", uuid::Uuid::new_v4()),
+            buckets: vec![access("bc-any", AccessMode::ReadWrite)],
+            protocol: ObjectProtocol::S3 as i32,
+            authentication_type: AuthenticationType::ServiceAccount as i32,
+            service_account: Some(ServiceAccount {
+                namespace: "apps".into(),
+                name: "app".into(),
+            }),
+            parameters: Default::default(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message()
+            .contains("ServiceAccount authentication is not supported"),
+        "{}",
+        err.message()
+    );
+    d.stop().await;
+}

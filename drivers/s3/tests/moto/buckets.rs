@@ -1,0 +1,191 @@
+//! Buckets: creation, class parameters, brownfield lookup, deletion.
+
+use cosi_driver::Code;
+use cosi_driver::proto::S3AddressingStyle;
+
+use crate::common::{Moto, Served, put};
+
+#[tokio::test]
+async fn create_bucket_is_idempotent_and_reports_client_facing_info() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let name = format!("bc-{}", uuid::Uuid::new_v4());
+    let id = d.generate_bucket_id(&name, &[]).await.unwrap();
+    assert_eq!(id, name, "a bc-<uuid> name is a valid bucket name as it is");
+    assert_eq!(d.generate_bucket_id(&name, &[]).await.unwrap(), id);
+
+    let first = d.create_bucket(&id, &[]).await.unwrap();
+    let again = d.create_bucket(&id, &[]).await.unwrap();
+    assert_eq!(first, again);
+    assert_eq!(first.bucket_name, id);
+    assert_eq!(first.region, "us-east-1");
+    assert_eq!(first.endpoint, moto.endpoint);
+    assert_eq!(first.addressing_style, S3AddressingStyle::Path as i32);
+
+    let listed = moto.s3(&moto.admin).list_buckets().send().await.unwrap();
+    let same: Vec<_> = listed
+        .buckets()
+        .iter()
+        .filter(|b| b.name() == Some(id.as_str()))
+        .collect();
+    assert_eq!(same.len(), 1);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn class_parameters_prefix_version_and_tag_the_bucket() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let params = [
+        ("bucketNamePrefix", "team-a-"),
+        ("versioning", "true"),
+        ("tags", "team=a,env=test"),
+    ];
+    let name = format!("bc-{}", uuid::Uuid::new_v4());
+    let id = d.generate_bucket_id(&name, &params).await.unwrap();
+    assert_eq!(id, format!("team-a-{name}"));
+    d.create_bucket(&id, &params).await.unwrap();
+    d.create_bucket(&id, &params).await.unwrap();
+
+    // Checked by behaviour: moto's GetBucketVersioning reply does not parse.
+    let s3 = moto.s3(&moto.admin);
+    put(&s3, &id, "doc", "v1").await.unwrap();
+    put(&s3, &id, "doc", "v2").await.unwrap();
+    let versions = s3.list_object_versions().bucket(&id).send().await.unwrap();
+    assert_eq!(
+        versions.versions().len(),
+        2,
+        "versioning keeps both versions"
+    );
+    let tags = s3.get_bucket_tagging().bucket(&id).send().await.unwrap();
+    let mut got: Vec<_> = tags
+        .tag_set()
+        .iter()
+        .map(|t| format!("{}={}", t.key(), t.value()))
+        .collect();
+    got.sort();
+    assert_eq!(got, ["env=test", "team=a"]);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn existing_bucket_without_object_lock_is_incompatible() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let id = d.new_bucket(&[]).await;
+    let err = d
+        .create_bucket(&id, &[("objectLock", "true")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    assert!(err.message().contains("Object Lock"), "{}", err.message());
+
+    let locked = d.new_bucket(&[("objectLock", "true")]).await;
+    d.create_bucket(&locked, &[("objectLock", "true")])
+        .await
+        .unwrap();
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn brownfield_get_bucket_finds_existing_buckets_and_reports_missing_ones() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let existing = format!("legacy-{}", uuid::Uuid::new_v4());
+    moto.s3(&moto.admin)
+        .create_bucket()
+        .bucket(&existing)
+        .send()
+        .await
+        .unwrap();
+    let info = d.get_bucket(&existing).await.unwrap();
+    assert_eq!(info.bucket_name, existing);
+    assert_eq!(info.endpoint, moto.endpoint);
+    assert_eq!(info.region, "us-east-1");
+
+    let missing = format!("missing-{}", uuid::Uuid::new_v4());
+    let err = d.get_bucket(&missing).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert!(err.message().contains(&missing), "{}", err.message());
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_a_non_empty_bucket_is_a_retryable_refusal() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let id = d.new_bucket(&[]).await;
+    let s3 = moto.s3(&moto.admin);
+    put(&s3, &id, "keep", "data").await.unwrap();
+
+    let err = d.delete_bucket(&id, &[]).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message().contains("not empty") && err.message().contains("purgeOnDelete"),
+        "{}",
+        err.message()
+    );
+    assert!(
+        s3.head_bucket().bucket(&id).send().await.is_ok(),
+        "the bucket must survive"
+    );
+
+    s3.delete_object()
+        .bucket(&id)
+        .key("keep")
+        .send()
+        .await
+        .unwrap();
+    d.delete_bucket(&id, &[]).await.unwrap();
+    assert!(
+        s3.head_bucket().bucket(&id).send().await.is_err(),
+        "the bucket must be gone"
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn purge_on_delete_removes_objects_versions_and_uploads() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let params = [("versioning", "true"), ("purgeOnDelete", "true")];
+    let id = d.new_bucket(&params).await;
+    let s3 = moto.s3(&moto.admin);
+    for i in 0..5 {
+        put(&s3, &id, &format!("obj-{i}"), "v1").await.unwrap();
+        put(&s3, &id, &format!("obj-{i}"), "v2").await.unwrap();
+    }
+    s3.delete_object()
+        .bucket(&id)
+        .key("obj-0")
+        .send()
+        .await
+        .unwrap();
+    s3.create_multipart_upload()
+        .bucket(&id)
+        .key("big")
+        .send()
+        .await
+        .unwrap();
+
+    d.delete_bucket(&id, &params).await.unwrap();
+    assert!(
+        s3.head_bucket().bucket(&id).send().await.is_err(),
+        "the bucket must be gone"
+    );
+    d.delete_bucket(&id, &params).await.unwrap();
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_an_absent_bucket_succeeds() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    d.delete_bucket(&format!("bc-{}", uuid::Uuid::new_v4()), &[])
+        .await
+        .unwrap();
+    let id = d.new_bucket(&[]).await;
+    d.delete_bucket(&id, &[]).await.unwrap();
+    d.delete_bucket(&id, &[]).await.unwrap();
+    d.stop().await;
+}

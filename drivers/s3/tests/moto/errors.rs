@@ -1,0 +1,198 @@
+//! Backend failures and bad requests become the documented gRPC codes, with
+//! messages that help an admin and never carry a credential.
+
+use cosi_driver::Code;
+use cosi_driver::proto::*;
+
+use crate::common::{Keys, Moto, Served, access, map};
+
+fn assert_no_credentials(message: &str, keys: &[&Keys]) {
+    for k in keys {
+        assert!(!message.contains(&k.id), "access key ID leaked: {message}");
+        assert!(!message.contains(&k.secret), "secret leaked: {message}");
+    }
+}
+
+#[tokio::test]
+async fn driver_reports_its_name_and_protocol() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let info = d.client.get_info().await.unwrap();
+    assert_eq!(info.name, "s3.cosi-rs.dev");
+    assert_eq!(info.supported_protocols, [ObjectProtocol::S3 as i32]);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn wrong_admin_secret_is_unauthenticated() {
+    let moto = Moto::shared();
+    let wrong = Keys {
+        id: moto.admin.id.clone(),
+        secret: "wJalrXUtnFEMIK7MDENGbPxRfiCYWRONGSECRET1".into(),
+    };
+    let d = Served::start(moto.config(), &wrong).await;
+    let err = d
+        .create_bucket(&format!("bc-{}", uuid::Uuid::new_v4()), &[])
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+    assert!(
+        err.message().contains("SignatureDoesNotMatch"),
+        "{}",
+        err.message()
+    );
+    assert!(
+        err.message().contains("admin credentials"),
+        "{}",
+        err.message()
+    );
+    assert_no_credentials(err.message(), &[&wrong, &moto.admin]);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn unknown_admin_key_is_unauthenticated() {
+    let moto = Moto::shared();
+    let unknown = Keys {
+        id: "AKIAIOSFODNN7UNKNOWN".into(),
+        secret: "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".into(),
+    };
+    let d = Served::start(moto.config(), &unknown).await;
+    let err = d.get_bucket("some-bucket").await.unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
+    assert_no_credentials(err.message(), &[&unknown]);
+
+    let mut p = d.client.provisioner.clone();
+    let err = p
+        .driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
+            account_id: "ba-unknown".into(),
+            buckets: vec![RevokedBucket {
+                bucket_id: "bc-unknown".into(),
+            }],
+            protocol: ObjectProtocol::S3 as i32,
+            authentication_type: AuthenticationType::Key as i32,
+            service_account: None,
+            parameters: Default::default(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unauthenticated, "IAM too: {err:?}");
+    assert_no_credentials(err.message(), &[&unknown]);
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn admin_without_permissions_is_permission_denied() {
+    let moto = Moto::shared();
+    let iam = moto.iam();
+    let user = format!(
+        "powerless-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    iam.create_user().user_name(&user).send().await.unwrap();
+    let out = iam
+        .create_access_key()
+        .user_name(&user)
+        .send()
+        .await
+        .unwrap();
+    let key = out.access_key().unwrap();
+    let powerless = Keys {
+        id: key.access_key_id().into(),
+        secret: key.secret_access_key().into(),
+    };
+    let d = Served::start(moto.config(), &powerless).await;
+    let err = d
+        .create_bucket(&format!("bc-{}", uuid::Uuid::new_v4()), &[])
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    assert!(
+        err.message().contains("S3 CreateBucket") && err.message().contains("admin policy"),
+        "{}",
+        err.message()
+    );
+    assert_no_credentials(err.message(), &[&powerless, &moto.admin]);
+
+    let admin = Served::on(moto).await;
+    let bucket = admin.new_bucket(&[]).await;
+    let buckets = [access(&bucket, AccessMode::ReadWrite)];
+    let id = d
+        .generate_access_id(&format!("ba-{}", uuid::Uuid::new_v4()), &buckets)
+        .await
+        .unwrap();
+    let err = d.grant(&id, &buckets).await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    admin.stop().await;
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn unreachable_backend_is_unavailable() {
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let moto = Moto::shared();
+    let cfg = cosi_driver_s3::Config {
+        s3_endpoint: Some(closed.clone()),
+        iam_endpoint: Some(closed),
+        ..moto.config()
+    };
+    let d = Served::start(cfg, &moto.admin).await;
+    let err = d.get_bucket("some-bucket").await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    assert!(
+        err.message().contains("cannot reach the backend"),
+        "{}",
+        err.message()
+    );
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_requests_are_invalid_argument() {
+    let moto = Moto::shared();
+    let d = Served::on(moto).await;
+    let name = format!("bc-{}", uuid::Uuid::new_v4());
+
+    let err = d
+        .generate_bucket_id(&name, &[("versionning", "true")])
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().contains("unknown parameter \"versionning\""),
+        "{}",
+        err.message()
+    );
+
+    let err = d.create_bucket("Not_A_Bucket", &[]).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+
+    let mut p = d.client.provisioner.clone();
+    let err = p
+        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
+            name,
+            protocols: vec![ObjectProtocol::Azure as i32],
+            parameters: map(&[]),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().contains("only the S3 protocol"),
+        "{}",
+        err.message()
+    );
+
+    let err = d
+        .create_bucket(
+            &format!("bc-{}", uuid::Uuid::new_v4()),
+            &[("locationConstraint", "Mars")],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    d.stop().await;
+}
