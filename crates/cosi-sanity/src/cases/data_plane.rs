@@ -1,0 +1,294 @@
+//! The data plane (S3): granted credentials reach exactly what they were
+//! granted. Positive checks are retried until the propagation timeout
+//! (new keys take seconds on some backends); a denial is asserted only
+//! after the same credentials were seen working, so that "not yet valid"
+//! is never mistaken for "denied".
+
+use std::future::Future;
+use std::time::Duration;
+
+use cosi_driver::Code;
+use cosi_driver::proto::*;
+use tokio::time::Instant;
+
+use crate::checks::protocol_name;
+use crate::context::{Ctx, Grant, Step, Stop, fail, skip};
+use crate::names;
+use crate::s3::{Access, S3Target};
+
+const POLL_INTERVAL: Duration = Duration::from_millis(250);
+const BODY: &[u8] = b"written by cosi-sanity";
+
+fn enabled(ctx: &Ctx) -> Step {
+    if !ctx.config.data_plane {
+        skip!("data-plane checks are off (enable with --data-plane)");
+    }
+    let protocol = ctx.protocol()?;
+    if protocol != ObjectProtocol::S3 {
+        skip!(
+            "data-plane checks exist for S3 only; the protocol under test is {}",
+            protocol_name(protocol)
+        );
+    }
+    Ok(())
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    Allowed,
+    Denied,
+}
+
+/// Repeats `attempt` until it gives what is wanted or `timeout` passes;
+/// returns the last answer.
+async fn poll<T, F, Fut>(timeout: Duration, want: Want, mut attempt: F) -> Access<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Access<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        let got = attempt().await;
+        let done = matches!(
+            (&got, want),
+            (Access::Allowed(_), Want::Allowed) | (Access::Denied(_), Want::Denied)
+        );
+        if done || Instant::now() >= deadline {
+            return got;
+        }
+        tokio::time::sleep(POLL_INTERVAL).await;
+    }
+}
+
+fn secs(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64())
+}
+
+/// Writes an object with `target` (retrying while the grant propagates)
+/// and has `cleaner` delete it at cleanup.
+async fn write(
+    ctx: &mut Ctx,
+    who: &str,
+    target: &S3Target,
+    cleaner: &S3Target,
+) -> Result<String, Stop> {
+    let key = names::object_key();
+    let timeout = ctx.config.propagation_timeout;
+    match poll(timeout, Want::Allowed, || target.put(&key, BODY)).await {
+        Access::Allowed(()) => {
+            ctx.track_object(cleaner, &key);
+            Ok(key)
+        }
+        Access::Denied(e) | Access::Failed(e) => fail!(
+            "{who} could not write to bucket {:?} within {}: {}",
+            target.bucket(),
+            secs(timeout),
+            ctx.redact(&e)
+        ),
+    }
+}
+
+/// Reads `key` with `target` (retrying while the grant propagates) and
+/// compares it with what was written.
+async fn read(ctx: &Ctx, who: &str, target: &S3Target, key: &str) -> Step {
+    let timeout = ctx.config.propagation_timeout;
+    match poll(timeout, Want::Allowed, || target.get(key)).await {
+        Access::Allowed(body) if body == BODY => Ok(()),
+        Access::Allowed(body) => fail!(
+            "{who} read {} bytes from {key:?} in bucket {:?}, not the {} bytes written",
+            body.len(),
+            target.bucket(),
+            BODY.len()
+        ),
+        Access::Denied(e) | Access::Failed(e) => fail!(
+            "{who} could not read {key:?} from bucket {:?} within {}: {}",
+            target.bucket(),
+            secs(timeout),
+            ctx.redact(&e)
+        ),
+    }
+}
+
+/// Checks that a write with `target` is denied; a write that succeeds
+/// anyway is deleted by `cleaner`.
+async fn write_denied(ctx: &mut Ctx, who: &str, target: &S3Target, cleaner: &S3Target) -> Step {
+    let key = names::object_key();
+    match target.put(&key, BODY).await {
+        Access::Denied(_) => Ok(()),
+        Access::Allowed(()) => {
+            ctx.track_object(cleaner, &key);
+            fail!("{who} wrote {key:?} to bucket {:?}", target.bucket())
+        }
+        Access::Failed(e) => fail!(
+            "a write by {who} to bucket {:?} failed without a denial: {}",
+            target.bucket(),
+            ctx.redact(&e)
+        ),
+    }
+}
+
+/// Checks that reading `key` with `target` is denied.
+async fn read_denied(ctx: &Ctx, who: &str, target: &S3Target, key: &str) -> Step {
+    match target.get(key).await {
+        Access::Denied(_) => Ok(()),
+        Access::Allowed(_) => fail!("{who} read {key:?} from bucket {:?}", target.bucket()),
+        Access::Failed(e) => fail!(
+            "a read by {who} from bucket {:?} failed without a denial: {}",
+            target.bucket(),
+            ctx.redact(&e)
+        ),
+    }
+}
+
+/// Grants `mode` on `bucket_id`; a mode the driver refuses with
+/// InvalidArgument skips the case.
+async fn grant_mode(ctx: &mut Ctx, bucket_id: &str, mode: AccessMode) -> Result<Grant, Stop> {
+    let spec = ctx.spec(&[bucket_id], mode)?;
+    match ctx.try_grant(&spec).await {
+        Ok(grant) => Ok(grant),
+        Err(e) if e.status.code() == Code::InvalidArgument => Err(Stop::Skip(format!(
+            "the driver does not grant {} access ({e})",
+            mode.api_name().unwrap_or("this")
+        ))),
+        Err(e) => Err(e.setup("granting access")),
+    }
+}
+
+pub(super) async fn read_write(ctx: &mut Ctx) -> Step {
+    enabled(ctx)?;
+    let bucket = ctx.new_bucket().await?;
+    let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
+    let grant = ctx.grant(&spec).await?;
+    let rw = ctx.s3_target(&grant, &bucket.id)?;
+    let key = write(ctx, "ReadWrite credentials", &rw, &rw).await?;
+    read(ctx, "ReadWrite credentials", &rw, &key).await
+}
+
+pub(super) async fn repeated_grant_works(ctx: &mut Ctx) -> Step {
+    enabled(ctx)?;
+    let bucket = ctx.new_bucket().await?;
+    let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
+    let first = ctx.grant(&spec).await?;
+    let response = ctx
+        .grant_access(spec.grant_request(&first.account_id))
+        .await
+        .map_err(super::answered("a repeated DriverGrantBucketAccess"))?;
+    let again = Grant { response, ..first };
+    let target = ctx.s3_target(&again, &bucket.id)?;
+    let who = "the credentials of the repeated grant";
+    let key = write(ctx, who, &target, &target).await?;
+    read(ctx, who, &target, &key).await
+}
+
+pub(super) async fn read_only_cannot_write(ctx: &mut Ctx) -> Step {
+    enabled(ctx)?;
+    let bucket = ctx.new_bucket().await?;
+    let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
+    let keeper = ctx.grant(&spec).await?;
+    let keeper = ctx.s3_target(&keeper, &bucket.id)?;
+    let ro = grant_mode(ctx, &bucket.id, AccessMode::ReadOnly).await?;
+    let ro = ctx.s3_target(&ro, &bucket.id)?;
+    let key = write(ctx, "ReadWrite credentials", &keeper, &keeper).await?;
+    read(ctx, "ReadOnly credentials", &ro, &key).await?;
+    write_denied(ctx, "ReadOnly credentials", &ro, &keeper).await
+}
+
+pub(super) async fn write_only_cannot_read(ctx: &mut Ctx) -> Step {
+    enabled(ctx)?;
+    let bucket = ctx.new_bucket().await?;
+    let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
+    let keeper = ctx.grant(&spec).await?;
+    let keeper = ctx.s3_target(&keeper, &bucket.id)?;
+    let wo = grant_mode(ctx, &bucket.id, AccessMode::WriteOnly).await?;
+    let wo = ctx.s3_target(&wo, &bucket.id)?;
+    let key = write(ctx, "WriteOnly credentials", &wo, &keeper).await?;
+    read(ctx, "ReadWrite credentials", &keeper, &key).await?;
+    read_denied(ctx, "WriteOnly credentials", &wo, &key).await
+}
+
+pub(super) async fn other_bucket_is_denied(ctx: &mut Ctx) -> Step {
+    enabled(ctx)?;
+    let a = ctx.new_bucket().await?;
+    let b = ctx.new_bucket().await?;
+    let spec_a = ctx.spec(&[&a.id], AccessMode::ReadWrite)?;
+    let spec_b = ctx.spec(&[&b.id], AccessMode::ReadWrite)?;
+    let grant_a = ctx.grant(&spec_a).await?;
+    let grant_b = ctx.grant(&spec_b).await?;
+    let a_on_a = ctx.s3_target(&grant_a, &a.id)?;
+    let b_on_b = ctx.s3_target(&grant_b, &b.id)?;
+    // Bucket B as a workload holding only A's Secret would address it.
+    let b_info = grant_b
+        .response
+        .buckets
+        .iter()
+        .find(|g| g.bucket_id == b.id)
+        .and_then(|g| g.bucket_info.as_ref())
+        .and_then(|i| i.s3.as_ref())
+        .ok_or_else(|| Stop::Fail("setup: the grant has no S3 info for the other bucket".into()))?;
+    let a_creds = grant_a.response.credentials.as_ref();
+    let a_s3 = a_creds
+        .and_then(|c| c.s3.as_ref())
+        .ok_or_else(|| Stop::Fail("setup: the grant has no S3 credentials".into()))?;
+    let a_on_b = ctx.s3_client(
+        b_info,
+        a_s3,
+        a_creds.map(|c| c.certificate_authority.as_str()),
+    )?;
+
+    let key_b = write(ctx, "the other bucket's credentials", &b_on_b, &b_on_b).await?;
+    let key_a = write(ctx, "the credentials", &a_on_a, &a_on_a).await?;
+    read(ctx, "the credentials", &a_on_a, &key_a).await?;
+    let who = "credentials granted for another bucket";
+    read_denied(ctx, who, &a_on_b, &key_b).await?;
+    write_denied(ctx, who, &a_on_b, &b_on_b).await
+}
+
+pub(super) async fn multi_bucket_credential(ctx: &mut Ctx) -> Step {
+    enabled(ctx)?;
+    let a = ctx.new_bucket().await?;
+    let b = ctx.new_bucket().await?;
+    let spec = ctx.spec(&[&a.id, &b.id], AccessMode::ReadWrite)?;
+    let grant = match ctx.try_grant(&spec).await {
+        Ok(grant) => grant,
+        Err(e) if e.status.code() == Code::OutOfRange => {
+            skip!("the driver does not grant several buckets with one credential (OutOfRange)")
+        }
+        Err(e) => return Err(e.setup("granting access to two buckets")),
+    };
+    for id in [&a.id, &b.id] {
+        let target = ctx.s3_target(&grant, id)?;
+        let who = "the multi-bucket credentials";
+        let key = write(ctx, who, &target, &target).await?;
+        read(ctx, who, &target, &key).await?;
+    }
+    Ok(())
+}
+
+pub(super) async fn revoked_credentials_fail(ctx: &mut Ctx) -> Step {
+    enabled(ctx)?;
+    let bucket = ctx.new_bucket().await?;
+    let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
+    let keeper = ctx.grant(&spec).await?;
+    let keeper = ctx.s3_target(&keeper, &bucket.id)?;
+    let probe = ctx.grant(&spec).await?;
+    let probe_target = ctx.s3_target(&probe, &bucket.id)?;
+    let key = write(ctx, "ReadWrite credentials", &keeper, &keeper).await?;
+    read(ctx, "the credentials to be revoked", &probe_target, &key).await?;
+    ctx.revoke_access(spec.revoke_request(&probe.account_id))
+        .await
+        .map_err(super::answered("DriverRevokeBucketAccess"))?;
+    let timeout = ctx.config.propagation_timeout;
+    match poll(timeout, Want::Denied, || probe_target.get(&key)).await {
+        Access::Denied(_) => {}
+        Access::Allowed(_) => fail!(
+            "revoked credentials still read bucket {:?} {} after DriverRevokeBucketAccess returned OK",
+            probe_target.bucket(),
+            secs(timeout)
+        ),
+        Access::Failed(e) => fail!(
+            "a read with revoked credentials failed without a denial: {}",
+            ctx.redact(&e)
+        ),
+    }
+    write_denied(ctx, "revoked credentials", &probe_target, &keeper).await
+}

@@ -1,0 +1,36 @@
+//! A conformance suite any COSI v1alpha2 driver can be run against: the
+//! COSI analogue of csi-sanity. It calls the driver's gRPC API on its UNIX
+//! socket and checks every MUST and SHOULD of the KEP's "COSI Driver"
+//! section and of the driver specification (idempotency, error codes,
+//! required fields, credential hygiene) and, optionally, that granted S3
+//! credentials reach exactly what was granted.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use cosi_sanity::{Config, run};
+//! let endpoint = cosi_driver::Endpoint::parse("unix:///run/cosi/cosi.sock").unwrap();
+//! let report = run(&Config::new(endpoint)).await;
+//! report.print();
+//! assert!(report.success(), "{}", report.summary_line());
+//! # }
+//! ```
+//!
+//! Every case works under fresh names (`bc-<uuid>`, `ba-<uuid>`), so runs
+//! in parallel against one driver never collide, and removes what it
+//! created when it ends, whatever its outcome.
+
+#![warn(missing_docs)]
+
+mod cases;
+mod checks;
+pub mod config;
+mod context;
+mod names;
+pub mod report;
+mod s3;
+mod secrets;
+mod suite;
+
+pub use config::{Config, ConfigError, ParameterFile, Parameters, ParseError, parse_protocol};
+pub use report::{CaseResult, Outcome, Report};
+pub use suite::{SETUP_CASE, case_names, run, selected_names};

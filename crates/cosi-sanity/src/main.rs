@@ -1,0 +1,95 @@
+//! `cosi-sanity`: runs the conformance suite against a COSI driver and
+//! exits non-zero when any case fails.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use cosi_driver::Endpoint;
+use cosi_sanity::{Config, ParameterFile, parse_protocol};
+
+/// Checks a running COSI driver against the COSI v1alpha2 driver requirements.
+#[derive(Debug, Parser)]
+#[command(name = "cosi-sanity", version)]
+struct Args {
+    /// The driver's endpoint, unix:///path/to/driver.sock.
+    #[arg(long, env = "COSI_ENDPOINT", required_unless_present = "list")]
+    endpoint: Option<String>,
+    /// YAML or JSON BucketClass parameters for created buckets: a flat map, or
+    /// {parameters, incompatibleParameters, invalidParameters}.
+    #[arg(long, value_name = "FILE")]
+    parameters: Option<PathBuf>,
+    /// YAML or JSON BucketAccessClass parameters for granted accesses, in the
+    /// same form as --parameters.
+    #[arg(long, value_name = "FILE")]
+    access_parameters: Option<PathBuf>,
+    /// The protocol to exercise: S3, Azure or GCS (default: S3 if the driver
+    /// supports it, else its first protocol).
+    #[arg(long, value_name = "PROTOCOL")]
+    protocol: Option<String>,
+    /// Also check the object store with the granted credentials (S3 only).
+    #[arg(long)]
+    data_plane: bool,
+    /// Run only the cases whose name matches this regular expression.
+    #[arg(long, value_name = "PATTERN")]
+    filter: Option<String>,
+    /// Seconds one driver call may take.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    rpc_timeout: u64,
+    /// Seconds the object store may take to honour a grant or revocation.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    propagation_timeout: u64,
+    /// Print the names of the selected cases and exit.
+    #[arg(long)]
+    list: bool,
+}
+
+fn config(args: &Args) -> anyhow::Result<Config> {
+    let endpoint = Endpoint::parse(args.endpoint.as_deref().unwrap_or_default())?;
+    let mut config = Config::new(endpoint);
+    if let Some(path) = &args.parameters {
+        config = config.with_bucket_parameters(ParameterFile::load(path)?);
+    }
+    if let Some(path) = &args.access_parameters {
+        config = config.with_access_parameters(ParameterFile::load(path)?);
+    }
+    config.protocol = args.protocol.as_deref().map(parse_protocol).transpose()?;
+    config.data_plane = args.data_plane;
+    config.filter = args.filter.clone();
+    config.rpc_timeout = Duration::from_secs(args.rpc_timeout.max(1));
+    config.propagation_timeout = Duration::from_secs(args.propagation_timeout);
+    Ok(config)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    if args.list {
+        return match cosi_sanity::selected_names(args.filter.as_deref()) {
+            Ok(names) => {
+                names.iter().for_each(|n| println!("{n}"));
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: invalid --filter pattern: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
+    let config = match config(&args).context("invalid configuration") {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let report = cosi_sanity::run(&config).await;
+    report.print();
+    if report.success() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

@@ -1,0 +1,170 @@
+//! The outcome of a run: one [`CaseResult`] per case, printed one line each,
+//! and the closing `N passed, N failed, N skipped` line.
+
+use std::fmt;
+
+/// How one case ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// The driver did what the specification requires.
+    Passed,
+    /// The driver broke a requirement; the text says which and how.
+    Failed(String),
+    /// The case could not be checked; the text says why (e.g. an input was not given).
+    Skipped(String),
+}
+
+impl Outcome {
+    /// True for [`Outcome::Passed`].
+    pub fn is_passed(&self) -> bool {
+        matches!(self, Outcome::Passed)
+    }
+
+    /// True for [`Outcome::Failed`].
+    pub fn is_failed(&self) -> bool {
+        matches!(self, Outcome::Failed(_))
+    }
+
+    /// True for [`Outcome::Skipped`].
+    pub fn is_skipped(&self) -> bool {
+        matches!(self, Outcome::Skipped(_))
+    }
+
+    /// The reason of a failure or skip; empty for a pass.
+    pub fn reason(&self) -> &str {
+        match self {
+            Outcome::Passed => "",
+            Outcome::Failed(r) | Outcome::Skipped(r) => r,
+        }
+    }
+}
+
+/// The result of one case.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CaseResult {
+    /// The case's name, `"<RPC or area>: <expected behaviour>"`.
+    pub name: String,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
+impl fmt::Display for CaseResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.outcome {
+            Outcome::Passed => write!(f, "PASS {}", self.name),
+            Outcome::Failed(reason) => write!(f, "FAIL {}: {reason}", self.name),
+            Outcome::Skipped(reason) => write!(f, "SKIP {}: {reason}", self.name),
+        }
+    }
+}
+
+/// Everything a run found, in the order the cases ran.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// One entry per case that was selected.
+    pub cases: Vec<CaseResult>,
+}
+
+impl Report {
+    /// How many cases passed.
+    pub fn passed(&self) -> usize {
+        self.cases.iter().filter(|c| c.outcome.is_passed()).count()
+    }
+
+    /// How many cases failed.
+    pub fn failed(&self) -> usize {
+        self.cases.iter().filter(|c| c.outcome.is_failed()).count()
+    }
+
+    /// How many cases were skipped.
+    pub fn skipped(&self) -> usize {
+        self.cases.iter().filter(|c| c.outcome.is_skipped()).count()
+    }
+
+    /// True when no case failed.
+    pub fn success(&self) -> bool {
+        self.failed() == 0
+    }
+
+    /// The result of the case named `name`, if it ran.
+    pub fn case(&self, name: &str) -> Option<&CaseResult> {
+        self.cases.iter().find(|c| c.name == name)
+    }
+
+    /// `"N passed, N failed, N skipped"`.
+    pub fn summary_line(&self) -> String {
+        format!(
+            "{} passed, {} failed, {} skipped",
+            self.passed(),
+            self.failed(),
+            self.skipped()
+        )
+    }
+
+    /// Prints one line per case, then the summary line, to standard output.
+    pub fn print(&self) {
+        print!("{self}");
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for case in &self.cases {
+            writeln!(f, "{case}")?;
+        }
+        writeln!(f, "{}", self.summary_line())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn case(name: &str, outcome: Outcome) -> CaseResult {
+        CaseResult {
+            name: name.into(),
+            outcome,
+        }
+    }
+
+    #[test]
+    fn counts_and_summary_reflect_every_outcome() {
+        let report = Report {
+            cases: vec![
+                case("a", Outcome::Passed),
+                case("b", Outcome::Failed("wrong code".into())),
+                case("c", Outcome::Skipped("no input".into())),
+                case("d", Outcome::Passed),
+            ],
+        };
+        assert_eq!(
+            (report.passed(), report.failed(), report.skipped()),
+            (2, 1, 1)
+        );
+        assert_eq!(report.summary_line(), "2 passed, 1 failed, 1 skipped");
+        assert!(!report.success());
+        assert_eq!(report.case("b").unwrap().outcome.reason(), "wrong code");
+    }
+
+    #[test]
+    fn printed_lines_name_the_outcome_and_reason() {
+        let report = Report {
+            cases: vec![
+                case("x: works", Outcome::Passed),
+                case("y: fails", Outcome::Failed("because".into())),
+                case("z: skipped", Outcome::Skipped("no file".into())),
+            ],
+        };
+        assert_eq!(
+            report.to_string(),
+            "PASS x: works\nFAIL y: fails: because\nSKIP z: skipped: no file\n1 passed, 1 failed, 1 skipped\n"
+        );
+    }
+
+    #[test]
+    fn an_empty_report_is_a_success() {
+        let report = Report::default();
+        assert!(report.success());
+        assert_eq!(report.summary_line(), "0 passed, 0 failed, 0 skipped");
+    }
+}

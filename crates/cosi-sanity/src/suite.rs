@@ -1,0 +1,203 @@
+//! Running the selected cases one after another against one driver, each
+//! followed by the removal of what it created.
+
+use cosi_driver::DriverClient;
+use regex::Regex;
+
+use crate::cases::{self, Case};
+use crate::checks::{self, describe};
+use crate::config::Config;
+use crate::context::{Ctx, Step, Stop};
+use crate::report::{CaseResult, Outcome, Report};
+
+/// The name of the entry reported when the suite cannot start.
+pub const SETUP_CASE: &str = "Suite setup: connect to the driver and call DriverGetInfo";
+
+/// The names of every case, in run order.
+pub fn case_names() -> Vec<&'static str> {
+    cases::all().iter().map(|c| c.name).collect()
+}
+
+/// The names of the cases `filter` selects (all when `None`).
+pub fn selected_names(filter: Option<&str>) -> Result<Vec<&'static str>, regex::Error> {
+    let filter = filter.map(Regex::new).transpose()?;
+    Ok(case_names()
+        .into_iter()
+        .filter(|n| filter.as_ref().is_none_or(|f| f.is_match(n)))
+        .collect())
+}
+
+/// Runs every selected case against the driver at `config.endpoint`.
+/// Driver misbehaviour never panics or aborts the run: it becomes a failed
+/// case. Everything a case creates is removed after it, whatever the outcome.
+pub async fn run(config: &Config) -> Report {
+    let all = cases::all();
+    let filter = match config.filter.as_deref().map(Regex::new).transpose() {
+        Ok(f) => f,
+        Err(e) => return setup_failure(&[], format!("invalid filter pattern: {e}")),
+    };
+    let selected: Vec<&Case> = all
+        .iter()
+        .filter(|c| filter.as_ref().is_none_or(|f| f.is_match(c.name)))
+        .collect();
+    if selected.is_empty() {
+        return setup_failure(
+            &[],
+            "the filter selects no case (list them with --list)".into(),
+        );
+    }
+    let client = match DriverClient::connect(&config.endpoint).await {
+        Ok(c) => c,
+        Err(e) => {
+            return setup_failure(
+                &selected,
+                format!("cannot connect to {}: {}", config.endpoint, error_chain(&e)),
+            );
+        }
+    };
+    let info = match tokio::time::timeout(config.rpc_timeout, client.get_info()).await {
+        Ok(Ok(info)) => info,
+        Ok(Err(s)) => {
+            return setup_failure(
+                &selected,
+                format!("DriverGetInfo answered {}", describe(&s)),
+            );
+        }
+        Err(_) => {
+            return setup_failure(
+                &selected,
+                format!(
+                    "DriverGetInfo did not answer within {}s",
+                    config.rpc_timeout.as_secs_f64()
+                ),
+            );
+        }
+    };
+    if let Some(requested) = config.protocol
+        && let Err(e) = checks::choose_protocol(&info.supported_protocols, Some(requested))
+    {
+        return setup_failure(&selected, e);
+    }
+    let mut ctx = Ctx::new(client, config.clone(), info);
+    let mut report = Report::default();
+    for case in selected {
+        let step = (case.run)(&mut ctx).await;
+        let cleanup = ctx.cleanup().await;
+        let violations = ctx.take_violations();
+        report.cases.push(CaseResult {
+            name: case.name.to_owned(),
+            outcome: combine(step, violations, cleanup),
+        });
+    }
+    report
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        source = s.source();
+    }
+    out
+}
+
+fn setup_failure(selected: &[&Case], reason: String) -> Report {
+    let mut cases = vec![CaseResult {
+        name: SETUP_CASE.to_owned(),
+        outcome: Outcome::Failed(reason),
+    }];
+    cases.extend(selected.iter().map(|c| CaseResult {
+        name: c.name.to_owned(),
+        outcome: Outcome::Skipped("the suite could not start (see the setup failure)".into()),
+    }));
+    Report { cases }
+}
+
+/// The outcome of a case from its body's result, the requirements broken
+/// in passing (credential leaks...) and what cleanup could not remove.
+pub fn combine(step: Step, violations: Vec<String>, cleanup: Vec<String>) -> Outcome {
+    let mut problems = Vec::new();
+    let skipped = match step {
+        Ok(()) => None,
+        Err(Stop::Fail(reason)) => {
+            problems.push(reason);
+            None
+        }
+        Err(Stop::Skip(reason)) => Some(reason),
+    };
+    problems.extend(violations);
+    if !cleanup.is_empty() {
+        problems.push(format!("cleanup: {}", cleanup.join("; ")));
+    }
+    match (problems.is_empty(), skipped) {
+        (true, None) => Outcome::Passed,
+        (true, Some(reason)) => Outcome::Skipped(reason),
+        (false, _) => Outcome::Failed(problems.join("; ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clean_pass_passes() {
+        assert_eq!(combine(Ok(()), vec![], vec![]), Outcome::Passed);
+    }
+
+    #[test]
+    fn a_skip_with_nothing_else_stays_a_skip() {
+        assert_eq!(
+            combine(Err(Stop::Skip("no input".into())), vec![], vec![]),
+            Outcome::Skipped("no input".into())
+        );
+    }
+
+    #[test]
+    fn cleanup_problems_fail_even_a_passed_or_skipped_case() {
+        let out = combine(
+            Ok(()),
+            vec![],
+            vec!["DriverDeleteBucket answered Internal".into()],
+        );
+        assert_eq!(
+            out,
+            Outcome::Failed("cleanup: DriverDeleteBucket answered Internal".into())
+        );
+        let out = combine(Err(Stop::Skip("x".into())), vec![], vec!["y".into()]);
+        assert!(out.is_failed());
+    }
+
+    #[test]
+    fn violations_are_added_to_the_failure_reason() {
+        let out = combine(
+            Err(Stop::Fail("wrong code".into())),
+            vec!["leaked a credential".into()],
+            vec![],
+        );
+        assert_eq!(
+            out,
+            Outcome::Failed("wrong code; leaked a credential".into())
+        );
+    }
+
+    #[test]
+    fn the_run_future_can_be_spawned() {
+        fn is_send<T: Send>(_: &T) {}
+        let endpoint = cosi_driver::Endpoint::parse("unix:///nonexistent/cosi.sock").unwrap();
+        let config = Config::new(endpoint);
+        let future = run(&config);
+        is_send(&future);
+    }
+
+    #[test]
+    fn filters_are_regular_expressions_over_case_names() {
+        let names = selected_names(Some("^DriverGetInfo: ")).unwrap();
+        assert_eq!(names.len(), 3);
+        assert!(selected_names(Some("Revoke|Grant")).unwrap().len() > 5);
+        assert_eq!(selected_names(None).unwrap().len(), case_names().len());
+        assert!(selected_names(Some("(")).is_err());
+    }
+}

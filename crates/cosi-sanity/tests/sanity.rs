@@ -1,0 +1,425 @@
+//! The suite against in-process drivers on temporary sockets: a correct
+//! driver passes every case and is left empty; each deliberately broken
+//! driver fails the case that checks what it breaks, with a reason that
+//! says so. Also the binary's exit codes and output.
+
+mod support;
+
+use std::time::Duration;
+
+use cosi_sanity::{Config, Outcome, Report, SETUP_CASE, case_names, run};
+use support::{Fault, config, start};
+
+const NAME_CASE: &str = "DriverGetInfo: the name is in domain-name notation, at most 63 characters";
+const PROTOCOLS_CASE: &str = "DriverGetInfo: advertises at least one known protocol, each once";
+const GENERATE_IDEMPOTENT: &str =
+    "DriverGenerateBucketId: is idempotent: the same name gives the same bucket_id";
+const GENERATE_CREATES_NOTHING: &str = "DriverGenerateBucketId: creates no backend bucket";
+const GENERATE_NEEDS_NAME: &str = "DriverGenerateBucketId: a missing name is InvalidArgument";
+const CREATE_COVERS: &str =
+    "DriverCreateBucket: creates a bucket with info for every requested protocol";
+const CREATE_IDEMPOTENT: &str =
+    "DriverCreateBucket: is idempotent: a repeat returns OK and the same info";
+const CREATE_INCOMPATIBLE: &str = "DriverCreateBucket: an incompatible repeat is AlreadyExists";
+const CREATE_UNSUPPORTED: &str = "DriverCreateBucket: an unsupported protocol is InvalidArgument";
+const GET_UNKNOWN: &str = "DriverGetBucket: an unknown bucket_id is NotFound";
+const DELETE_ABSENT: &str = "DriverDeleteBucket: deleting an absent bucket is OK";
+const GRANT_COMPLETE: &str = "DriverGrantBucketAccess: returns complete credentials and info for exactly the requested bucket";
+const GRANT_SEVERAL: &str =
+    "DriverGrantBucketAccess: several buckets get one credential, or OutOfRange";
+const GRANT_SERVICE_ACCOUNT: &str =
+    "DriverGrantBucketAccess: ServiceAccount authentication is granted or InvalidArgument";
+const GRANT_NEEDS_FIELDS: &str =
+    "DriverGrantBucketAccess: missing required fields are InvalidArgument";
+const REVOKE_ABSENT: &str = "DriverRevokeBucketAccess: revoking an absent access is OK";
+const NO_LEAKS: &str = "Errors: messages and bucket info never contain a credential";
+const DATA_READ_ONLY: &str = "Data plane: ReadOnly credentials cannot write";
+const DATA_REVOKED: &str = "Data plane: revoked credentials stop working";
+
+fn outcome<'a>(report: &'a Report, name: &str) -> &'a Outcome {
+    &report
+        .case(name)
+        .unwrap_or_else(|| panic!("case {name:?} did not run:\n{report}"))
+        .outcome
+}
+
+/// Asserts that case `name` failed with a reason containing `words`.
+fn assert_failed(report: &Report, name: &str, words: &str) {
+    match outcome(report, name) {
+        Outcome::Failed(reason) => {
+            assert!(
+                reason.contains(words),
+                "{name}: reason {reason:?} lacks {words:?}"
+            )
+        }
+        other => panic!("{name} should have failed but is {other:?}\n{report}"),
+    }
+    assert!(!report.success());
+}
+
+async fn run_against(fault: Fault) -> Report {
+    let driver = start(fault).await;
+    run(&config(&driver)).await
+}
+
+#[tokio::test]
+async fn a_correct_driver_passes_every_case_and_is_left_empty() {
+    let driver = start(Fault::None).await;
+    let report = run(&config(&driver)).await;
+    assert_eq!(report.failed(), 0, "{report}");
+    assert_eq!(report.skipped(), 0, "{report}");
+    assert_eq!(report.passed(), case_names().len(), "{report}");
+    assert!(report.success());
+    let state = driver.driver.state();
+    assert!(
+        state.buckets.is_empty(),
+        "buckets left: {:?}",
+        state.buckets.keys()
+    );
+    assert!(
+        state.accounts.is_empty(),
+        "accounts left: {:?}",
+        state.accounts.keys()
+    );
+    assert!(state.keys.is_empty(), "keys left: {}", state.keys.len());
+    assert!(
+        state.objects.is_empty(),
+        "objects left: {:?}",
+        state.objects.keys()
+    );
+}
+
+#[tokio::test]
+async fn cases_without_their_inputs_are_skipped_with_the_reason() {
+    let driver = start(Fault::None).await;
+    let report = run(&Config::new(driver.endpoint.clone())).await;
+    assert_eq!(report.failed(), 0, "{report}");
+    match outcome(&report, CREATE_INCOMPATIBLE) {
+        Outcome::Skipped(reason) => assert!(reason.contains("incompatibleParameters"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    match outcome(&report, DATA_REVOKED) {
+        Outcome::Skipped(reason) => assert!(reason.contains("--data-plane"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    // 3 parameter-gated bucket cases, 3 access ones, 7 data-plane ones.
+    assert_eq!(report.skipped(), 13, "{report}");
+    assert!(driver.driver.state().buckets.is_empty());
+}
+
+#[tokio::test]
+async fn a_name_that_is_not_a_domain_name_fails() {
+    let report = run_against(Fault::BadName).await;
+    assert_failed(&report, NAME_CASE, "\"Mem Driver!\"");
+}
+
+#[tokio::test]
+async fn a_driver_without_protocols_fails_and_its_provisioner_cases_are_skipped() {
+    let report = run_against(Fault::NoProtocols).await;
+    assert_failed(&report, PROTOCOLS_CASE, "supported_protocols is empty");
+    assert!(outcome(&report, CREATE_IDEMPOTENT).is_skipped(), "{report}");
+}
+
+#[tokio::test]
+async fn random_bucket_ids_fail_idempotency() {
+    let report = run_against(Fault::RandomBucketId).await;
+    assert_failed(&report, GENERATE_IDEMPOTENT, "different bucket_ids");
+    assert!(outcome(&report, GENERATE_CREATES_NOTHING).is_skipped());
+}
+
+#[tokio::test]
+async fn a_bucket_created_in_phase_one_fails() {
+    let report = run_against(Fault::GenerateCreatesBucket).await;
+    assert_failed(
+        &report,
+        GENERATE_CREATES_NOTHING,
+        "phase 1 must not create a backend bucket",
+    );
+}
+
+#[tokio::test]
+async fn a_create_that_refuses_an_identical_repeat_fails_idempotency() {
+    let report = run_against(Fault::CreateFailsOnRepeat).await;
+    assert_failed(&report, CREATE_IDEMPOTENT, "answered AlreadyExists");
+}
+
+#[tokio::test]
+async fn an_accepted_incompatible_repeat_fails() {
+    let report = run_against(Fault::CreateIgnoresIncompatibleRepeat).await;
+    assert_failed(
+        &report,
+        CREATE_INCOMPATIBLE,
+        "succeeded instead of answering AlreadyExists",
+    );
+}
+
+#[tokio::test]
+async fn an_accepted_unsupported_protocol_fails() {
+    let report = run_against(Fault::CreateAcceptsAnyProtocol).await;
+    assert_failed(&report, CREATE_UNSUPPORTED, "protocols [Azure]");
+}
+
+#[tokio::test]
+async fn bucket_info_without_the_requested_protocol_fails() {
+    let report = run_against(Fault::CreateReturnsWrongProtocol).await;
+    assert_failed(&report, CREATE_COVERS, "lacks requested protocol S3");
+}
+
+#[tokio::test]
+async fn a_wrong_code_for_an_unknown_bucket_fails() {
+    let report = run_against(Fault::GetMissingIsInternal).await;
+    assert_failed(
+        &report,
+        GET_UNKNOWN,
+        "answered Internal: lookup failed instead of NotFound",
+    );
+}
+
+#[tokio::test]
+async fn deleting_an_absent_bucket_must_be_ok() {
+    let report = run_against(Fault::DeleteAbsentIsNotFound).await;
+    assert_failed(&report, DELETE_ABSENT, "never created answered NotFound");
+}
+
+#[tokio::test]
+async fn a_grant_that_leaves_out_a_bucket_fails() {
+    let report = run_against(Fault::GrantDropsABucket).await;
+    assert_failed(&report, GRANT_SEVERAL, "no entry for requested bucket");
+}
+
+#[tokio::test]
+async fn a_grant_without_a_secret_key_fails() {
+    let report = run_against(Fault::GrantOmitsSecretKey).await;
+    assert_failed(
+        &report,
+        GRANT_COMPLETE,
+        "S3 credentials lack access_secret_key",
+    );
+}
+
+#[tokio::test]
+async fn a_credential_in_an_error_message_fails_without_being_repeated() {
+    let driver = start(Fault::CredentialInErrors).await;
+    let report = run(&config(&driver)).await;
+    assert_failed(
+        &report,
+        NO_LEAKS,
+        "contains a credential returned by a grant",
+    );
+    let secret = driver.driver.state().last_secret.clone();
+    assert!(!secret.is_empty());
+    assert!(
+        !report.to_string().contains(&secret),
+        "the report quotes a credential"
+    );
+}
+
+#[tokio::test]
+async fn revoking_an_absent_access_must_be_ok() {
+    let report = run_against(Fault::RevokeAbsentIsNotFound).await;
+    assert_failed(&report, REVOKE_ABSENT, "never granted answered NotFound");
+}
+
+#[tokio::test]
+async fn a_wrong_code_for_unsupported_service_accounts_fails() {
+    let report = run_against(Fault::ServiceAccountPermissionDenied).await;
+    assert_failed(
+        &report,
+        GRANT_SERVICE_ACCOUNT,
+        "must answer InvalidArgument",
+    );
+}
+
+#[tokio::test]
+async fn out_of_range_for_a_single_bucket_fails() {
+    let report = run_against(Fault::OutOfRangeAlways).await;
+    assert_failed(&report, GRANT_SEVERAL, "a single-bucket grant also fails");
+    assert_failed(
+        &report,
+        GRANT_COMPLETE,
+        "OutOfRange for a single-bucket request",
+    );
+}
+
+#[tokio::test]
+async fn accepted_requests_without_required_fields_fail() {
+    let report = run_against(Fault::AcceptsMissingFields).await;
+    assert_failed(
+        &report,
+        GENERATE_NEEDS_NAME,
+        "succeeded instead of answering InvalidArgument",
+    );
+    assert_failed(&report, GRANT_NEEDS_FIELDS, "with no buckets succeeded");
+}
+
+#[tokio::test]
+async fn revoked_credentials_that_keep_working_fail() {
+    let report = run_against(Fault::RevokeKeepsKeys).await;
+    assert_failed(
+        &report,
+        DATA_REVOKED,
+        "revoked credentials still read bucket",
+    );
+}
+
+#[tokio::test]
+async fn read_only_credentials_that_can_write_fail() {
+    let report = run_against(Fault::ReadOnlyCanWrite).await;
+    assert_failed(&report, DATA_READ_ONLY, "ReadOnly credentials wrote");
+}
+
+#[tokio::test]
+async fn what_cleanup_cannot_remove_fails_the_case() {
+    let report = run_against(Fault::DeleteFails).await;
+    assert_failed(
+        &report,
+        CREATE_COVERS,
+        "cleanup: DriverDeleteBucket of bucket",
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_driver_fails_the_setup_and_skips_every_case() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = cosi_driver::Endpoint::from_path(dir.path().join("absent.sock")).unwrap();
+    let report = run(&Config::new(endpoint)).await;
+    assert_failed(&report, SETUP_CASE, "cannot connect to unix://");
+    assert_eq!(report.failed(), 1);
+    assert_eq!(report.skipped(), case_names().len());
+}
+
+#[tokio::test]
+async fn an_invalid_filter_fails_the_setup() {
+    let driver = start(Fault::None).await;
+    let mut config = Config::new(driver.endpoint.clone());
+    config.filter = Some("(".into());
+    let report = run(&config).await;
+    assert_failed(&report, SETUP_CASE, "invalid filter pattern");
+}
+
+#[tokio::test]
+async fn the_filter_selects_the_cases_that_run() {
+    let driver = start(Fault::BadName).await;
+    let mut config = config(&driver);
+    config.filter = Some("^DriverGetInfo: advertises".into());
+    let report = run(&config).await;
+    assert_eq!(report.cases.len(), 1, "{report}");
+    assert!(report.success(), "{report}");
+}
+
+#[tokio::test]
+async fn a_requested_protocol_the_driver_lacks_fails_the_setup() {
+    let driver = start(Fault::None).await;
+    let mut config = Config::new(driver.endpoint.clone());
+    config.protocol = Some(cosi_driver::proto::ObjectProtocol::Gcs);
+    let report = run(&config).await;
+    assert_failed(
+        &report,
+        SETUP_CASE,
+        "does not advertise protocol GCS (it advertises S3)",
+    );
+    assert!(outcome(&report, CREATE_IDEMPOTENT).is_skipped());
+}
+
+#[tokio::test]
+async fn a_filter_that_selects_nothing_fails() {
+    let driver = start(Fault::None).await;
+    let mut config = Config::new(driver.endpoint.clone());
+    config.filter = Some("no such case".into());
+    let report = run(&config).await;
+    assert_failed(&report, SETUP_CASE, "selects no case");
+}
+
+fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+async fn cli(args: &[&str]) -> std::process::Output {
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_cosi-sanity"))
+        .args(args)
+        .env_remove("COSI_ENDPOINT")
+        .kill_on_drop(true)
+        .output();
+    tokio::time::timeout(Duration::from_secs(120), child)
+        .await
+        .expect("cosi-sanity finished")
+        .expect("cosi-sanity ran")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_passes_a_correct_driver_and_prints_one_line_per_case() {
+    let driver = start(Fault::None).await;
+    let dir = tempfile::tempdir().unwrap();
+    let params = write(
+        dir.path(),
+        "b.yaml",
+        "parameters: {tier: standard}\nincompatibleParameters: {tier: gold}\ninvalidParameters: {tier: x}\n",
+    );
+    let access = write(dir.path(), "a.json", r#"{"policy": "default"}"#);
+    let endpoint = driver.endpoint.to_string();
+    let out = cli(&[
+        "--endpoint",
+        &endpoint,
+        "--parameters",
+        &params,
+        "--access-parameters",
+        &access,
+        "--protocol",
+        "S3",
+        "--data-plane",
+        "--propagation-timeout",
+        "1",
+    ])
+    .await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), case_names().len() + 1, "{stdout}");
+    let total = case_names().len();
+    assert_eq!(
+        lines.last().copied(),
+        Some(format!("{} passed, 0 failed, 3 skipped", total - 3).as_str()),
+        "{stdout}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("SKIP DriverGrantBucketAccess: an incompatible repeat"))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_exits_non_zero_for_a_broken_driver() {
+    let driver = start(Fault::RevokeAbsentIsNotFound).await;
+    let endpoint = driver.endpoint.to_string();
+    let out = cli(&["--endpoint", &endpoint, "--filter", "absent access"]).await;
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!("FAIL {REVOKE_ABSENT}: ")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("0 passed, 1 failed, 0 skipped\n"),
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn the_binary_lists_cases_and_refuses_bad_input() {
+    let out = cli(&["--list", "--filter", "^Data plane"]).await;
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 7);
+    let out = cli(&["--endpoint", "tcp://127.0.0.1:1"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not a UNIX socket"));
+    let out = cli(&["--endpoint", "unix:///tmp/x.sock", "--protocol", "NFS"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown protocol"));
+}
