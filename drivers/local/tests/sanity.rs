@@ -1,0 +1,90 @@
+//! The conformance suite (`cosi-sanity`, data plane included) against the
+//! local driver served for real: gRPC on a temporary UNIX socket, S3 on
+//! 127.0.0.1:0. Every case must pass or be one of the skips listed below,
+//! and the suite must leave the driver empty.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::Harness;
+use cosi_driver::Endpoint;
+use cosi_sanity::{Config, ParameterFile, Report};
+
+/// BucketClass parameters: a quota well above what the suite writes; a
+/// repeat with another quota must be refused, and a malformed size too.
+const BUCKET_PARAMETERS: &str = r#"
+parameters: {maxSizeBytes: 1Mi}
+incompatibleParameters: {maxSizeBytes: 2Mi}
+invalidParameters: {maxSizeBytes: "10 MB"}
+"#;
+
+/// BucketAccessClass parameters: the driver knows none, so any key is
+/// invalid and no set can be merely incompatible.
+const ACCESS_PARAMETERS: &str = r#"
+parameters: {}
+invalidParameters: {role: admin}
+"#;
+
+/// The cases the local driver cannot exercise, and why. A case that starts
+/// skipping (or stops skipping) fails the test, so coverage cannot shrink
+/// unnoticed.
+const EXPECTED_SKIPS: &[(&str, &str)] = &[(
+    "DriverGrantBucketAccess: an incompatible repeat is AlreadyExists",
+    "the driver knows no BucketAccessClass parameter, so no set is valid yet incompatible",
+)];
+
+fn sanity_config(endpoint: Endpoint) -> Config {
+    let mut config = Config::new(endpoint)
+        .with_bucket_parameters(ParameterFile::parse(BUCKET_PARAMETERS).unwrap())
+        .with_access_parameters(ParameterFile::parse(ACCESS_PARAMETERS).unwrap());
+    config.data_plane = true;
+    config
+}
+
+/// Checks that the skipped cases are exactly [`EXPECTED_SKIPS`].
+fn assert_expected_skips(report: &Report) {
+    let skipped: BTreeSet<&str> = report
+        .cases
+        .iter()
+        .filter(|c| c.outcome.is_skipped())
+        .map(|c| c.name.as_str())
+        .collect();
+    let expected: BTreeSet<&str> = EXPECTED_SKIPS.iter().map(|(name, _)| *name).collect();
+    assert_eq!(
+        skipped, expected,
+        "the skipped cases are not the expected ones (left: skipped, right: expected)\n{report}"
+    );
+}
+
+#[tokio::test]
+async fn the_conformance_suite_passes_with_the_data_plane() {
+    let h = Harness::start().await;
+    let endpoint = Endpoint::from_path(h.dir.path().join("cosi.sock")).unwrap();
+
+    let report = cosi_sanity::run(&sanity_config(endpoint)).await;
+    report.print();
+
+    assert_eq!(report.failed(), 0, "cosi-sanity found failures:\n{report}");
+    assert_eq!(
+        report.cases.len(),
+        cosi_sanity::case_names().len(),
+        "every case runs:\n{report}"
+    );
+    assert_expected_skips(&report);
+
+    let state = h.driver.backend_state().unwrap();
+    assert!(
+        state.buckets.is_empty() && state.accounts.is_empty() && state.access_keys == 0,
+        "the suite left state behind: {} buckets, {} accounts, {} keys",
+        state.buckets.len(),
+        state.accounts.len(),
+        state.access_keys
+    );
+    assert!(
+        state.stray_directories.is_empty(),
+        "stray bucket directories: {:?}",
+        state.stray_directories
+    );
+    h.stop().await;
+}
