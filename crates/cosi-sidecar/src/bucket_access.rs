@@ -1,0 +1,1274 @@
+//! The BucketAccess reconciler: KEP "Generating Bucket Access Credentials"
+//! step 4 and "Deleting a BucketAccess" step 3.
+//!
+//! A BucketAccess is ignored until the controller hands it off (its status
+//! names this driver, the authentication type and one Bucket per claim).
+//! Access is granted in two phases: DriverGenerateBucketAccessId (keyed by
+//! `ba-<UID>`), the ID persisted in `status.accountID`, then
+//! DriverGrantBucketAccess. The whole reply is validated before any Secret
+//! is written; one Secret per claim carries the bucket's info and the shared
+//! credentials. A Secret of that name that this access does not own is
+//! never touched. On deletion the Secrets go first, then the access is
+//! revoked, then `sidecar-cleanup-finished` tells the controller.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cosi_api::conditions::{Desired, Status, find, is_true, status_of};
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types, names, reasons};
+use cosi_api::{AuthenticationType, Bucket, BucketAccess, BucketAccessClaim};
+use cosi_driver::proto::{
+    self, DriverGenerateBucketAccessIdRequest, DriverGrantBucketAccessRequest,
+    DriverRevokeBucketAccessRequest, RevokedBucket,
+};
+use cosi_runtime::patch;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, PostParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Resource, ResourceExt};
+use serde_json::{Map, Value, json};
+
+use crate::context::Context;
+use crate::convert::{access_modes_to_proto, auth_to_proto, protocol_to_proto};
+use crate::driver::{DriverInfo, Method};
+use crate::error::{ApiContext, ApiError, Failure};
+use crate::gate::Admission;
+use crate::outcome::{
+    api_failure, condition_reasons, event_reasons, failure_reason, is_refusal, updated_conditions,
+};
+use crate::reply::grant_reply;
+use crate::secret::{self, Ownership};
+
+/// The key of a BucketAccess in gates and health.
+pub fn key(namespace: &str, name: &str) -> String {
+    format!("BucketAccess/{namespace}/{name}")
+}
+
+/// The next thing to do for a BucketAccess, decided from the object alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Not this sidecar's business (yet), already cleaned up, or refused
+    /// for this generation.
+    Ignore,
+    /// Being deleted: delete the Secrets, revoke, mark cleanup finished.
+    Cleanup,
+    /// Add the protection finalizer (normally the controller already did).
+    AddFinalizer,
+    /// Grant access (or check an existing grant); needs the Buckets and Secrets.
+    Provision,
+}
+
+fn is_ours(ba: &BucketAccess, driver: &DriverInfo) -> bool {
+    ba.status
+        .as_ref()
+        .is_some_and(|s| s.driver_name == driver.name)
+}
+
+fn refused_for_this_generation(ba: &BucketAccess) -> bool {
+    find(ba.conditions(), condition_types::PROVISIONED).is_some_and(|c| {
+        c.status == Status::False.as_str()
+            && c.reason == reasons::PROVISION_REFUSED
+            && c.observed_generation == ba.metadata.generation
+    })
+}
+
+/// Decides the next step for `ba`.
+pub fn decide(ba: &BucketAccess, driver: &DriverInfo) -> Step {
+    if !is_ours(ba, driver) {
+        return Step::Ignore;
+    }
+    if patch::is_deleting(ba) {
+        let done = ba
+            .annotations()
+            .contains_key(annotations::SIDECAR_CLEANUP_FINISHED);
+        return if !done && (ba.is_handed_to_sidecar() || ba.account_id().is_some()) {
+            Step::Cleanup
+        } else {
+            Step::Ignore
+        };
+    }
+    if !ba.is_handed_to_sidecar() {
+        return Step::Ignore;
+    }
+    if !patch::has_finalizer(ba, PROTECTION_FINALIZER) {
+        return Step::AddFinalizer;
+    }
+    if refused_for_this_generation(ba) {
+        return Step::Ignore;
+    }
+    Step::Provision
+}
+
+/// True when the access was granted for its current generation and no
+/// grant has failed since: only its Secrets need checking.
+pub fn looks_ready(ba: &BucketAccess) -> bool {
+    let provisioned = find(ba.conditions(), condition_types::PROVISIONED);
+    provisioned.is_some_and(|c| {
+        c.status == Status::True.as_str() && c.observed_generation == ba.metadata.generation
+    }) && ba.account_id().is_some()
+        && status_of(ba.conditions(), condition_types::PROVISION_FAILED) != Status::True
+}
+
+/// One claim of the access with the Bucket the controller resolved for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target<'a> {
+    /// The `spec.bucketClaims` entry.
+    pub claim: &'a BucketAccessClaim,
+    /// The Bucket's name, from `status.accessedBuckets`.
+    pub bucket_name: &'a str,
+    /// The bucket ID the controller recorded (may be empty).
+    pub recorded_id: &'a str,
+}
+
+/// The access's claims paired with their Buckets, in `spec.bucketClaims`
+/// order; an error names a claim with no (or no usable) accessed Bucket.
+pub fn targets(ba: &BucketAccess) -> Result<Vec<Target<'_>>, String> {
+    let accessed = ba
+        .status
+        .as_ref()
+        .map(|s| s.accessed_buckets.as_slice())
+        .unwrap_or_default();
+    ba.spec
+        .bucket_claims
+        .iter()
+        .map(|claim| {
+            accessed
+                .iter()
+                .find(|a| a.bucket_claim_name == claim.bucket_claim_name)
+                .filter(|a| !a.bucket_name.is_empty())
+                .map(|a| Target {
+                    claim,
+                    bucket_name: &a.bucket_name,
+                    recorded_id: &a.bucket_id,
+                })
+                .ok_or_else(|| {
+                    format!(
+                        "status.accessedBuckets has no Bucket for BucketClaim {:?}; the BucketAccess status is inconsistent",
+                        claim.bucket_claim_name
+                    )
+                })
+        })
+        .collect()
+}
+
+/// What was read for a grant: per target, its Bucket and its Secret.
+#[derive(Clone, Debug, Default)]
+pub struct Observed {
+    /// The Bucket of each target (`None`: not found).
+    pub buckets: Vec<Option<Bucket>>,
+    /// The Secret of each target (`None`: not found).
+    pub secrets: Vec<Option<Secret>>,
+}
+
+/// The next step of a grant, decided from the access, its Buckets and Secrets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GrantStep {
+    /// Already granted and every Secret is in place.
+    Ready,
+    /// A Bucket is not provisioned yet.
+    Wait {
+        /// The Bucket waited for.
+        bucket: String,
+        /// Why.
+        why: String,
+    },
+    /// Refuse without retrying (conditions to set).
+    Refuse(Vec<Desired>),
+    /// A Secret name is taken by a Secret this access does not own
+    /// (conditions to set); checked again with backoff, nothing else written.
+    SecretConflict(Vec<Desired>),
+    /// An owned Secret is being deleted: let it go, then write it anew.
+    ReleaseSecret(usize),
+    /// Phase 1: DriverGenerateBucketAccessId, persist the ID.
+    GenerateAccountId,
+    /// Phase 2: DriverGrantBucketAccess and write the Secrets.
+    Grant,
+}
+
+fn refusal(ba: &BucketAccess, reason: &str, message: String) -> Vec<Desired> {
+    let mut out = vec![Desired::new(
+        condition_types::RESOURCES_VALIDATED,
+        Status::False,
+        reason,
+        message.clone(),
+    )];
+    if !is_true(ba.conditions(), condition_types::PROVISIONED) {
+        out.push(Desired::new(
+            condition_types::PROVISIONED,
+            Status::False,
+            reason,
+            message,
+        ));
+    }
+    out
+}
+
+fn secrets_ready(ba: &BucketAccess, targets: &[Target<'_>], secrets: &[Option<Secret>]) -> bool {
+    let uid = ba.uid().unwrap_or_default();
+    let auth = ba
+        .status
+        .as_ref()
+        .and_then(|s| s.authentication_type)
+        .unwrap_or_default();
+    targets.iter().zip(secrets).all(|(t, s)| {
+        s.as_ref().is_some_and(|s| {
+            secret::ownership(Some(s), &uid) == Ownership::Owned
+                && secret::is_complete(s, ba, &t.claim.bucket_claim_name, ba.spec.protocol, auth)
+        })
+    })
+}
+
+/// Decides the next grant step (KEP 4.4–4.8, after the controller's hand-off).
+pub fn decide_grant(
+    ba: &BucketAccess,
+    driver: &DriverInfo,
+    targets: &[Target<'_>],
+    observed: &Observed,
+) -> GrantStep {
+    if looks_ready(ba) && secrets_ready(ba, targets, &observed.secrets) {
+        return GrantStep::Ready;
+    }
+    let auth = ba.status.as_ref().and_then(|s| s.authentication_type);
+    if auth == Some(AuthenticationType::ServiceAccount) && ba.spec.service_account_name.is_empty() {
+        return GrantStep::Refuse(refusal(
+            ba,
+            reasons::INVALID,
+            "ServiceAccount authentication needs spec.serviceAccountName: name the ServiceAccount your Pods run as".into(),
+        ));
+    }
+    let protocol = ba.spec.protocol;
+    for (t, bucket) in targets.iter().zip(&observed.buckets) {
+        let Some(bucket) = bucket else {
+            return GrantStep::Wait {
+                bucket: t.bucket_name.to_owned(),
+                why: format!("Bucket {} does not exist (yet)", t.bucket_name),
+            };
+        };
+        if patch::is_deleting(bucket)
+            || bucket
+                .annotations()
+                .contains_key(annotations::BUCKETCLAIM_BEING_DELETED)
+        {
+            return GrantStep::Refuse(refusal(
+                ba,
+                condition_reasons::BUCKET_BEING_DELETED,
+                format!(
+                    "Bucket {} (BucketClaim {:?}) is being deleted; access to it cannot be granted",
+                    t.bucket_name, t.claim.bucket_claim_name
+                ),
+            ));
+        }
+        if bucket.spec.driver_name != driver.name {
+            return GrantStep::Refuse(refusal(
+                ba,
+                reasons::INVALID,
+                format!(
+                    "Bucket {} belongs to driver {}, but this BucketAccess uses driver {}; use a BucketAccessClass of driver {}",
+                    t.bucket_name, bucket.spec.driver_name, driver.name, bucket.spec.driver_name
+                ),
+            ));
+        }
+        if !is_true(bucket.conditions(), condition_types::PROVISIONED)
+            || bucket.bucket_id().is_none()
+        {
+            return GrantStep::Wait {
+                bucket: t.bucket_name.to_owned(),
+                why: format!("Bucket {} is not provisioned yet", t.bucket_name),
+            };
+        }
+        let bucket_protocols = bucket
+            .status
+            .as_ref()
+            .map(|s| s.protocols.as_slice())
+            .unwrap_or_default();
+        if !bucket_protocols.contains(&protocol) {
+            let have: Vec<&str> = bucket_protocols.iter().map(|p| p.as_str()).collect();
+            return GrantStep::Refuse(refusal(
+                ba,
+                condition_reasons::PROTOCOL_NOT_SUPPORTED,
+                format!(
+                    "the bucket of BucketClaim {:?} supports {}, not {protocol}; request one of those protocols",
+                    t.claim.bucket_claim_name,
+                    if have.is_empty() {
+                        "no protocol".to_owned()
+                    } else {
+                        have.join(", ")
+                    }
+                ),
+            ));
+        }
+    }
+    if !driver.supports(protocol) {
+        let have: Vec<&str> = driver.protocols.iter().map(|p| p.as_str()).collect();
+        return GrantStep::Refuse(refusal(
+            ba,
+            condition_reasons::PROTOCOL_NOT_SUPPORTED,
+            format!(
+                "driver {} does not support protocol {protocol}; it supports {}",
+                driver.name,
+                have.join(", ")
+            ),
+        ));
+    }
+    let uid = ba.uid().unwrap_or_default();
+    let ns = ba.namespace().unwrap_or_default();
+    for (i, (t, s)) in targets.iter().zip(&observed.secrets).enumerate() {
+        match secret::ownership(s.as_ref(), &uid) {
+            Ownership::Foreign => {
+                let message = format!(
+                    "Secret {ns}/{} already exists and is not owned by this BucketAccess; COSI will not overwrite it. Delete it or choose another accessSecretName",
+                    t.claim.access_secret_name
+                );
+                return GrantStep::SecretConflict(vec![Desired::new(
+                    condition_types::RESOURCES_VALIDATED,
+                    Status::False,
+                    condition_reasons::SECRET_NOT_OWNED,
+                    message,
+                )]);
+            }
+            Ownership::Owned
+                if s.as_ref()
+                    .is_some_and(|s| s.metadata.deletion_timestamp.is_some()) =>
+            {
+                return GrantStep::ReleaseSecret(i);
+            }
+            _ => {}
+        }
+    }
+    if ba.account_id().is_none() {
+        GrantStep::GenerateAccountId
+    } else {
+        GrantStep::Grant
+    }
+}
+
+/// The grant parameters shared by phase 1 and phase 2.
+struct GrantParams {
+    buckets: Vec<proto::AccessedBucket>,
+    protocol: i32,
+    authentication_type: i32,
+    service_account: Option<proto::ServiceAccount>,
+    parameters: std::collections::HashMap<String, String>,
+}
+
+fn service_account(ba: &BucketAccess) -> Option<proto::ServiceAccount> {
+    let auth = ba.status.as_ref().and_then(|s| s.authentication_type);
+    (auth == Some(AuthenticationType::ServiceAccount)).then(|| proto::ServiceAccount {
+        namespace: ba.namespace().unwrap_or_default(),
+        name: ba.spec.service_account_name.clone(),
+    })
+}
+
+fn grant_params(ba: &BucketAccess, targets: &[Target<'_>], bucket_ids: &[String]) -> GrantParams {
+    let status = ba.status.clone().unwrap_or_default();
+    GrantParams {
+        buckets: targets
+            .iter()
+            .zip(bucket_ids)
+            .map(|(t, id)| proto::AccessedBucket {
+                bucket_id: id.clone(),
+                access_mode: Some(access_modes_to_proto(&t.claim.access_modes)),
+            })
+            .collect(),
+        protocol: protocol_to_proto(ba.spec.protocol) as i32,
+        authentication_type: auth_to_proto(status.authentication_type.unwrap_or_default()) as i32,
+        service_account: service_account(ba),
+        parameters: status.parameters.into_iter().collect(),
+    }
+}
+
+/// Maps a changed Bucket to the BucketAccesses of this driver still waiting to be granted on it.
+pub(crate) fn waiting_on(
+    bucket: &Bucket,
+    accesses: &[Arc<BucketAccess>],
+    driver: &str,
+) -> Vec<ObjectRef<BucketAccess>> {
+    let name = bucket.name_any();
+    accesses
+        .iter()
+        .filter(|ba| {
+            ba.status.as_ref().is_some_and(|s| {
+                s.driver_name == driver && s.accessed_buckets.iter().any(|a| a.bucket_name == name)
+            }) && !looks_ready(ba)
+        })
+        .map(|ba| ObjectRef::from_obj(ba.as_ref()))
+        .collect()
+}
+
+/// Reconciles one BucketAccess. Never fails: every error is turned into
+/// conditions, Events and a retry delay here.
+pub(crate) async fn reconcile(
+    cached: Arc<BucketAccess>,
+    ctx: Arc<Context>,
+) -> Result<Action, std::convert::Infallible> {
+    let info = ctx.info();
+    let step = decide(&cached, &info);
+    if step == Step::Ignore {
+        return Ok(Action::await_change());
+    }
+    let ns = cached.namespace().unwrap_or_default();
+    let name = cached.name_any();
+    let key = key(&ns, &name);
+    let mut worker = Worker {
+        ctx: &ctx,
+        api: Api::namespaced(ctx.client.clone(), &ns),
+        secrets: Api::namespaced(ctx.client.clone(), &ns),
+        info,
+        key,
+        access: cached.as_ref().clone(),
+    };
+    let result = async {
+        // Resync of a granted access: read its Secrets, write nothing.
+        if step == Step::Provision && looks_ready(&cached) {
+            let targets = targets(&cached).unwrap_or_default();
+            let secrets = worker.read_secrets(&targets).await?;
+            if !targets.is_empty() && secrets_ready(&cached, &targets, &secrets) {
+                return Ok(Action::requeue(ctx.config.secret_check_interval));
+            }
+        }
+        match worker
+            .api
+            .get_opt(&name)
+            .await
+            .api("get", "bucketaccesses", &worker.key)?
+        {
+            Some(fresh) => worker.access = fresh,
+            None => return Ok(Action::await_change()),
+        }
+        worker.run().await
+    }
+    .await;
+    Ok(match result {
+        Ok(action) => {
+            ctx.health.allowed(&worker.key);
+            action
+        }
+        Err(failure) => worker.failed(failure).await,
+    })
+}
+
+struct Worker<'a> {
+    ctx: &'a Context,
+    api: Api<BucketAccess>,
+    secrets: Api<Secret>,
+    info: DriverInfo,
+    key: String,
+    /// The latest version of the BucketAccess (after our own writes).
+    access: BucketAccess,
+}
+
+impl Worker<'_> {
+    fn generation(&self) -> Option<i64> {
+        self.access.metadata.generation
+    }
+
+    fn secret_key(&self, name: &str) -> String {
+        format!("{}/{name}", self.access.namespace().unwrap_or_default())
+    }
+
+    async fn run(&mut self) -> Result<Action, Failure> {
+        for _ in 0..4 {
+            match decide(&self.access, &self.info) {
+                Step::Ignore => return Ok(Action::await_change()),
+                Step::Cleanup => return self.cleanup().await,
+                Step::AddFinalizer => {
+                    if let Some(ba) =
+                        patch::add_finalizer(&self.api, &self.access, PROTECTION_FINALIZER)
+                            .await
+                            .api("patch", "bucketaccesses", &self.key)?
+                    {
+                        self.access = ba;
+                    }
+                }
+                Step::Provision => return self.provision().await,
+            }
+        }
+        Ok(Action::requeue(Duration::from_millis(100)))
+    }
+
+    fn admit(&self) -> Option<Action> {
+        match self
+            .ctx
+            .gates
+            .admit(&self.key, self.generation(), Instant::now())
+        {
+            Admission::Open => None,
+            Admission::Wait(d) => Some(Action::requeue(d)),
+            Admission::UntilChanged => Some(Action::await_change()),
+        }
+    }
+
+    async fn read_secrets(&self, targets: &[Target<'_>]) -> Result<Vec<Option<Secret>>, ApiError> {
+        let mut out = Vec::with_capacity(targets.len());
+        for t in targets {
+            let name = &t.claim.access_secret_name;
+            out.push(self.secrets.get_opt(name).await.api(
+                "get",
+                "secrets",
+                &self.secret_key(name),
+            )?);
+        }
+        Ok(out)
+    }
+
+    async fn read_buckets(&self, targets: &[Target<'_>]) -> Result<Vec<Option<Bucket>>, ApiError> {
+        let api: Api<Bucket> = Api::all(self.ctx.client.clone());
+        let mut out = Vec::with_capacity(targets.len());
+        for t in targets {
+            out.push(
+                api.get_opt(t.bucket_name)
+                    .await
+                    .api("get", "buckets", t.bucket_name)?,
+            );
+        }
+        Ok(out)
+    }
+
+    async fn write_status(
+        &mut self,
+        desired: &[Desired],
+        mut fields: Map<String, Value>,
+    ) -> Result<bool, Failure> {
+        let conditions = updated_conditions(self.access.conditions(), desired, self.generation());
+        if conditions.is_none() && fields.is_empty() {
+            return Ok(false);
+        }
+        if let Some(c) = conditions {
+            fields.insert("conditions".into(), json!(c));
+        }
+        self.access = patch::patch_status(&self.api, &self.access, &Value::Object(fields))
+            .await
+            .api("patch", "bucketaccesses/status", &self.key)?;
+        Ok(true)
+    }
+
+    async fn provision(&mut self) -> Result<Action, Failure> {
+        let access = self.access.clone();
+        let targets = match targets(&access) {
+            Ok(t) => t,
+            Err(message) => {
+                let desired = refusal(&access, reasons::INVALID, message.clone());
+                return self.refuse(&desired, message).await;
+            }
+        };
+        for _ in 0..2 {
+            let observed = Observed {
+                buckets: self.read_buckets(&targets).await?,
+                secrets: self.read_secrets(&targets).await?,
+            };
+            let step = decide_grant(&self.access, &self.info, &targets, &observed);
+            tracing::debug!(access = %self.key, ?step, "grant step");
+            match step {
+                GrantStep::Ready => {
+                    self.ctx.stop_waiting(&self.key);
+                    return Ok(Action::requeue(self.ctx.config.secret_check_interval));
+                }
+                GrantStep::Wait { bucket, why } => {
+                    if self.ctx.start_waiting(&self.key) {
+                        tracing::info!(access = %self.key, %bucket, "{why}; waiting");
+                        self.ctx
+                            .note(
+                                &self.access.object_ref(&()),
+                                event_reasons::WAITING_FOR_BUCKET,
+                                "GrantAccess",
+                                format!("{why}; access will be granted once it is provisioned"),
+                            )
+                            .await;
+                    }
+                    return Ok(Action::requeue(self.ctx.gates.backoff(&self.key)));
+                }
+                GrantStep::Refuse(desired) => {
+                    let message = desired[0].message.clone();
+                    return self.refuse(&desired, message).await;
+                }
+                GrantStep::SecretConflict(desired) => {
+                    if self.write_status(&desired, Map::new()).await? {
+                        tracing::warn!(access = %self.key, "{}", desired[0].message);
+                        self.ctx
+                            .warn(
+                                &self.access.object_ref(&()),
+                                event_reasons::FAILED_GRANT_ACCESS,
+                                "GrantAccess",
+                                desired[0].message.clone(),
+                            )
+                            .await;
+                    }
+                    return Ok(Action::requeue(self.ctx.gates.backoff(&self.key)));
+                }
+                GrantStep::ReleaseSecret(i) => {
+                    let name = &targets[i].claim.access_secret_name;
+                    if let Some(s) = &observed.secrets[i] {
+                        patch::remove_finalizer(&self.secrets, s, PROTECTION_FINALIZER)
+                            .await
+                            .api("patch", "secrets", &self.secret_key(name))?;
+                    }
+                    return Ok(Action::requeue(Duration::from_millis(200)));
+                }
+                GrantStep::GenerateAccountId => {
+                    if let Some(action) = self.admit() {
+                        return Ok(action);
+                    }
+                    let ids = bucket_ids(&observed);
+                    self.generate_account_id(&targets, &ids).await?;
+                }
+                GrantStep::Grant => {
+                    if let Some(action) = self.admit() {
+                        return Ok(action);
+                    }
+                    let ids = bucket_ids(&observed);
+                    return self.grant(&targets, &ids, &observed.secrets).await;
+                }
+            }
+        }
+        Ok(Action::requeue(Duration::from_millis(100)))
+    }
+
+    async fn refuse(&mut self, desired: &[Desired], message: String) -> Result<Action, Failure> {
+        self.ctx.stop_waiting(&self.key);
+        if self.write_status(desired, Map::new()).await? {
+            tracing::warn!(access = %self.key, "refusing to grant access: {message}");
+            self.ctx
+                .warn(
+                    &self.access.object_ref(&()),
+                    event_reasons::FAILED_GRANT_ACCESS,
+                    "GrantAccess",
+                    message,
+                )
+                .await;
+        }
+        Ok(Action::await_change())
+    }
+
+    async fn generate_account_id(
+        &mut self,
+        targets: &[Target<'_>],
+        bucket_ids: &[String],
+    ) -> Result<(), Failure> {
+        let p = grant_params(&self.access, targets, bucket_ids);
+        let reply = self
+            .ctx
+            .driver
+            .generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
+                account_name: names::account_name(&self.access.uid().unwrap_or_default()),
+                buckets: p.buckets,
+                protocol: p.protocol,
+                authentication_type: p.authentication_type,
+                service_account: p.service_account,
+                parameters: p.parameters,
+            })
+            .await?;
+        cosi_driver::validate::identifier("account_id", &reply.account_id).map_err(|s| {
+            Failure::BadReply {
+                method: Method::GenerateBucketAccessId,
+                message: s.message().to_owned(),
+            }
+        })?;
+        tracing::info!(access = %self.key, account_id = %reply.account_id, "account ID generated");
+        let mut fields = Map::new();
+        fields.insert("accountID".into(), json!(reply.account_id));
+        self.write_status(&[], fields).await?;
+        Ok(())
+    }
+
+    async fn grant(
+        &mut self,
+        targets: &[Target<'_>],
+        bucket_ids: &[String],
+        secrets: &[Option<Secret>],
+    ) -> Result<Action, Failure> {
+        let p = grant_params(&self.access, targets, bucket_ids);
+        let account_id = self.access.account_id().unwrap_or_default().to_owned();
+        let reply = self
+            .ctx
+            .driver
+            .grant_bucket_access(DriverGrantBucketAccessRequest {
+                account_id,
+                buckets: p.buckets,
+                protocol: p.protocol,
+                authentication_type: p.authentication_type,
+                service_account: p.service_account,
+                parameters: p.parameters,
+            })
+            .await?;
+        let auth = self
+            .access
+            .status
+            .as_ref()
+            .and_then(|s| s.authentication_type)
+            .unwrap_or_default();
+        let protocol = self.access.spec.protocol;
+        let granted = grant_reply(&reply, bucket_ids, protocol, auth).map_err(|message| {
+            Failure::BadReply {
+                method: Method::GrantBucketAccess,
+                message,
+            }
+        })?;
+        drop(reply);
+        // Every Secret's data is known before the first one is written.
+        let mut written = Vec::new();
+        for ((t, id), existing) in targets.iter().zip(bucket_ids).zip(secrets) {
+            let data = secret::secret_data(
+                protocol,
+                granted.buckets.get(id).unwrap_or(&Default::default()),
+                &granted.credentials,
+            );
+            let name = &t.claim.access_secret_name;
+            let claim = &t.claim.bucket_claim_name;
+            match existing {
+                None => {
+                    let s = secret::new_secret(&self.access, claim, name, data);
+                    self.secrets.create(&PostParams::default(), &s).await.api(
+                        "create",
+                        "secrets",
+                        &self.secret_key(name),
+                    )?;
+                }
+                Some(existing) => {
+                    if let Some(s) = secret::updated_secret(existing, &self.access, claim, data) {
+                        self.secrets
+                            .replace(name, &PostParams::default(), &s)
+                            .await
+                            .api("update", "secrets", &self.secret_key(name))?;
+                    }
+                }
+            }
+            written.push(format!(
+                "{}/{name}",
+                self.access.namespace().unwrap_or_default()
+            ));
+        }
+        let was_provisioned = is_true(self.access.conditions(), condition_types::PROVISIONED);
+        let mut desired = vec![
+            Desired::new(
+                condition_types::PROVISIONED,
+                Status::True,
+                reasons::PROVISIONED,
+                format!(
+                    "access granted by driver {}; credentials are in Secret(s) {}",
+                    self.info.name,
+                    written.join(", ")
+                ),
+            ),
+            Desired::new(
+                condition_types::PROVISION_FAILED,
+                Status::False,
+                reasons::PROVISION_SUCCEEDED,
+                format!("{} succeeded", Method::GrantBucketAccess),
+            ),
+        ];
+        if !is_true(
+            self.access.conditions(),
+            condition_types::RESOURCES_VALIDATED,
+        ) {
+            desired.push(Desired::new(
+                condition_types::RESOURCES_VALIDATED,
+                Status::True,
+                reasons::VALID,
+                "the BucketAccess, its Buckets and its Secrets are valid",
+            ));
+        }
+        self.write_status(&desired, Map::new()).await?;
+        self.ctx.gates.succeeded(&self.key);
+        self.ctx.stop_waiting(&self.key);
+        tracing::info!(access = %self.key, secrets = %written.join(","), "access granted");
+        if !was_provisioned {
+            self.ctx
+                .note(
+                    &self.access.object_ref(&()),
+                    event_reasons::ACCESS_GRANTED,
+                    "GrantAccess",
+                    format!(
+                        "access granted by driver {}; credentials written to Secret(s) {}",
+                        self.info.name,
+                        written.join(", ")
+                    ),
+                )
+                .await;
+        }
+        Ok(Action::requeue(self.ctx.config.secret_check_interval))
+    }
+
+    /// KEP "Deleting a BucketAccess" step 3.
+    async fn cleanup(&mut self) -> Result<Action, Failure> {
+        let uid = self.access.uid().unwrap_or_default();
+        let claims = self.access.spec.bucket_claims.clone();
+        for claim in &claims {
+            let name = &claim.access_secret_name;
+            let skey = self.secret_key(name);
+            let Some(s) = self
+                .secrets
+                .get_opt(name)
+                .await
+                .api("get", "secrets", &skey)?
+            else {
+                continue;
+            };
+            if secret::ownership(Some(&s), &uid) != Ownership::Owned {
+                continue;
+            }
+            let s = match patch::remove_finalizer(&self.secrets, &s, PROTECTION_FINALIZER).await {
+                Ok(updated) => updated.unwrap_or(s),
+                Err(e) if patch::is_not_found(&e) => continue,
+                Err(e) => return Err(ApiError::new("patch", "secrets", skey, e).into()),
+            };
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: s.uid(),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            match self.secrets.delete(name, &dp).await {
+                Ok(_) => {
+                    tracing::info!(access = %self.key, secret = %skey, "access Secret deleted")
+                }
+                Err(e) if patch::is_not_found(&e) => {}
+                Err(e) => return Err(ApiError::new("delete", "secrets", skey, e).into()),
+            }
+        }
+        if let Some(account_id) = self.access.account_id().map(str::to_owned) {
+            if let Some(action) = self.admit() {
+                return Ok(action);
+            }
+            let buckets = self.revoked_buckets().await?;
+            let p = self.access.status.clone().unwrap_or_default();
+            self.ctx
+                .driver
+                .revoke_bucket_access(DriverRevokeBucketAccessRequest {
+                    account_id: account_id.clone(),
+                    buckets,
+                    protocol: protocol_to_proto(self.access.spec.protocol) as i32,
+                    authentication_type: auth_to_proto(p.authentication_type.unwrap_or_default())
+                        as i32,
+                    service_account: service_account(&self.access),
+                    parameters: p.parameters.into_iter().collect(),
+                })
+                .await?;
+            tracing::info!(access = %self.key, %account_id, "access revoked");
+        }
+        patch::set_annotations(
+            &self.api,
+            &self.access,
+            &[(annotations::SIDECAR_CLEANUP_FINISHED, Some("true"))],
+        )
+        .await
+        .api("patch", "bucketaccesses", &self.key)?;
+        self.ctx.gates.succeeded(&self.key);
+        self.ctx.stop_waiting(&self.key);
+        Ok(Action::await_change())
+    }
+
+    /// The bucket IDs the access was granted on: as recorded by the
+    /// controller, else read from the Buckets.
+    async fn revoked_buckets(&self) -> Result<Vec<RevokedBucket>, Failure> {
+        let accessed = self
+            .access
+            .status
+            .as_ref()
+            .map(|s| s.accessed_buckets.clone())
+            .unwrap_or_default();
+        let api: Api<Bucket> = Api::all(self.ctx.client.clone());
+        let mut out = Vec::new();
+        for a in accessed {
+            let id = if a.bucket_id.is_empty() {
+                api.get_opt(&a.bucket_name)
+                    .await
+                    .api("get", "buckets", &a.bucket_name)?
+                    .and_then(|b| b.bucket_id().map(str::to_owned))
+            } else {
+                Some(a.bucket_id)
+            };
+            if let Some(bucket_id) = id {
+                out.push(RevokedBucket { bucket_id });
+            }
+        }
+        if out.is_empty() {
+            return Err(Failure::BadReply {
+                method: Method::RevokeBucketAccess,
+                message: "no bucket ID of this access is known (its Buckets are gone and status.accessedBuckets records no ID); an admin must revoke the account in the backend and add the sidecar-cleanup-finished annotation".into(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Turns a failed step into conditions, an Event and a retry delay.
+    async fn failed(&mut self, failure: Failure) -> Action {
+        let regarding = self.access.object_ref(&());
+        let deleting = patch::is_deleting(&self.access);
+        let (event, action) = if deleting {
+            (event_reasons::FAILED_REVOKE_ACCESS, "RevokeAccess")
+        } else {
+            (event_reasons::FAILED_GRANT_ACCESS, "GrantAccess")
+        };
+        let failure = match failure {
+            Failure::Api(e) => {
+                return api_failure(self.ctx, &self.key, &regarding, action, &e).await;
+            }
+            other => other,
+        };
+        let refused = is_refusal(&failure);
+        let reason = failure_reason(&failure);
+        let generation = self.generation();
+        let (message, next) = if refused {
+            self.ctx.gates.refused(&self.key, generation);
+            let hint = if deleting {
+                "the driver refuses to revoke the access; fix the driver or backend"
+            } else {
+                "the driver refuses the request as it is; check the BucketAccessClass (authentication type, parameters), the access modes and the number of claims; COSI retries when the BucketAccess changes"
+            };
+            (format!("{failure}: {hint}"), Action::await_change())
+        } else {
+            let delay = self
+                .ctx
+                .gates
+                .retry_later(&self.key, generation, Instant::now());
+            (
+                format!("{failure}; retrying with backoff"),
+                Action::requeue(delay),
+            )
+        };
+        tracing::warn!(access = %self.key, error = %failure, refused, "bucket access step failed");
+        let mut desired = vec![Desired::new(
+            condition_types::PROVISION_FAILED,
+            Status::True,
+            reason,
+            message.clone(),
+        )];
+        let provisioned = status_of(self.access.conditions(), condition_types::PROVISIONED);
+        if !deleting && provisioned != Status::True {
+            let status = if refused {
+                Status::False
+            } else {
+                Status::Unknown
+            };
+            desired.push(Desired::new(
+                condition_types::PROVISIONED,
+                status,
+                reason,
+                message.clone(),
+            ));
+        }
+        if let Err(e) = self.write_status(&desired, Map::new()).await {
+            let Failure::Api(e) = e else { return next };
+            return api_failure(self.ctx, &self.key, &regarding, action, &e).await;
+        }
+        self.ctx.warn(&regarding, event, action, message).await;
+        next
+    }
+}
+
+fn bucket_ids(observed: &Observed) -> Vec<String> {
+    observed
+        .buckets
+        .iter()
+        .map(|b| {
+            b.as_ref()
+                .and_then(|b| b.bucket_id())
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosi_api::{
+        AccessedBucket, BucketAccessMode, BucketAccessModes, BucketAccessSpec, BucketAccessStatus,
+        BucketClaimReference, BucketSpec, BucketStatus, Condition, DeletionPolicy, Protocol,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn driver() -> DriverInfo {
+        DriverInfo {
+            name: "d.example.com".into(),
+            protocols: vec![Protocol::S3],
+        }
+    }
+
+    fn cond(type_: &str, status: &str, reason: &str, generation: i64) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            observed_generation: Some(generation),
+            last_transition_time: Time(Timestamp::UNIX_EPOCH),
+        }
+    }
+
+    struct A(BucketAccess);
+
+    impl A {
+        fn new() -> Self {
+            let mut a = BucketAccess::new(
+                "ba1",
+                BucketAccessSpec {
+                    bucket_claims: vec![BucketAccessClaim {
+                        bucket_claim_name: "c1".into(),
+                        access_secret_name: "s1".into(),
+                        access_modes: BucketAccessModes::objects(BucketAccessMode::ReadWrite),
+                    }],
+                    bucket_access_class_name: "class".into(),
+                    protocol: Protocol::S3,
+                    service_account_name: String::new(),
+                },
+            );
+            a.metadata.namespace = Some("ns".into());
+            a.metadata.uid = Some("u1".into());
+            a.metadata.generation = Some(1);
+            Self(a)
+        }
+        fn handed_off(mut self) -> Self {
+            self.0.status = Some(BucketAccessStatus {
+                accessed_buckets: vec![AccessedBucket {
+                    bucket_name: "bc-1".into(),
+                    bucket_id: String::new(),
+                    bucket_claim_name: "c1".into(),
+                }],
+                driver_name: "d.example.com".into(),
+                authentication_type: Some(AuthenticationType::Key),
+                ..Default::default()
+            });
+            self
+        }
+        fn finalized(mut self) -> Self {
+            self.0.metadata.finalizers = Some(vec![PROTECTION_FINALIZER.into()]);
+            self
+        }
+        fn account(mut self) -> Self {
+            self.0.status.as_mut().unwrap().account_id = "acct-1".into();
+            self
+        }
+        fn condition(mut self, c: Condition) -> Self {
+            self.0.status.as_mut().unwrap().conditions.push(c);
+            self
+        }
+        fn deleting(mut self) -> Self {
+            self.0.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+            self
+        }
+    }
+
+    fn bucket(provisioned: bool) -> Bucket {
+        let mut b = Bucket::new(
+            "bc-1",
+            BucketSpec {
+                driver_name: "d.example.com".into(),
+                deletion_policy: DeletionPolicy::Delete,
+                protocols: vec![],
+                parameters: Default::default(),
+                bucket_claim_ref: BucketClaimReference::default(),
+                existing_bucket_id: String::new(),
+            },
+        );
+        if provisioned {
+            b.status = Some(BucketStatus {
+                conditions: vec![cond(condition_types::PROVISIONED, "True", "Provisioned", 1)],
+                bucket_id: "id-1".into(),
+                protocols: vec![Protocol::S3],
+                bucket_info: Default::default(),
+            });
+        }
+        b
+    }
+
+    fn observed(bucket: Option<Bucket>, secret: Option<Secret>) -> Observed {
+        Observed {
+            buckets: vec![bucket],
+            secrets: vec![secret],
+        }
+    }
+
+    fn grant_step(a: &BucketAccess, o: &Observed) -> GrantStep {
+        let t = targets(a).unwrap();
+        decide_grant(a, &driver(), &t, o)
+    }
+
+    #[test]
+    fn accesses_are_ignored_until_handed_off_to_this_driver() {
+        assert_eq!(decide(&A::new().0, &driver()), Step::Ignore);
+        let mut other = A::new().handed_off();
+        other.0.status.as_mut().unwrap().driver_name = "other.example.com".into();
+        assert_eq!(decide(&other.0, &driver()), Step::Ignore);
+        assert_eq!(
+            decide(&A::new().handed_off().0, &driver()),
+            Step::AddFinalizer
+        );
+        assert_eq!(
+            decide(&A::new().handed_off().finalized().0, &driver()),
+            Step::Provision
+        );
+    }
+
+    #[test]
+    fn deletion_is_cleaned_up_once() {
+        let a = A::new().handed_off().finalized().account().deleting();
+        assert_eq!(decide(&a.0, &driver()), Step::Cleanup);
+        let mut done = a;
+        done.0
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(annotations::SIDECAR_CLEANUP_FINISHED.into(), "true".into());
+        assert_eq!(decide(&done.0, &driver()), Step::Ignore);
+        assert_eq!(decide(&A::new().deleting().0, &driver()), Step::Ignore);
+    }
+
+    #[test]
+    fn a_refused_access_is_not_retried_for_the_same_generation() {
+        let a = A::new().handed_off().finalized().condition(cond(
+            condition_types::PROVISIONED,
+            "False",
+            reasons::PROVISION_REFUSED,
+            1,
+        ));
+        assert_eq!(decide(&a.0, &driver()), Step::Ignore);
+    }
+
+    #[test]
+    fn grants_wait_for_provisioned_buckets() {
+        let a = A::new().handed_off().finalized();
+        assert!(matches!(
+            grant_step(&a.0, &observed(None, None)),
+            GrantStep::Wait { .. }
+        ));
+        assert!(matches!(
+            grant_step(&a.0, &observed(Some(bucket(false)), None)),
+            GrantStep::Wait { .. }
+        ));
+        assert_eq!(
+            grant_step(&a.0, &observed(Some(bucket(true)), None)),
+            GrantStep::GenerateAccountId
+        );
+        let a = a.account();
+        assert_eq!(
+            grant_step(&a.0, &observed(Some(bucket(true)), None)),
+            GrantStep::Grant
+        );
+    }
+
+    #[test]
+    fn a_bucket_being_deleted_is_refused() {
+        let a = A::new().handed_off().finalized();
+        let mut b = bucket(true);
+        b.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(annotations::BUCKETCLAIM_BEING_DELETED.into(), String::new());
+        let GrantStep::Refuse(d) = grant_step(&a.0, &observed(Some(b), None)) else {
+            panic!("expected a refusal");
+        };
+        assert_eq!(d[0].reason, condition_reasons::BUCKET_BEING_DELETED);
+        assert_eq!(d[1].type_, condition_types::PROVISIONED);
+        assert_eq!(d[1].status, Status::False);
+    }
+
+    #[test]
+    fn a_protocol_the_bucket_lacks_is_refused() {
+        let mut a = A::new().handed_off().finalized();
+        a.0.spec.protocol = Protocol::Azure;
+        let GrantStep::Refuse(d) = grant_step(&a.0, &observed(Some(bucket(true)), None)) else {
+            panic!("expected a refusal");
+        };
+        assert!(
+            d[0].message.contains("supports S3, not Azure"),
+            "{}",
+            d[0].message
+        );
+    }
+
+    #[test]
+    fn a_secret_owned_by_someone_else_is_a_conflict() {
+        let a = A::new().handed_off().finalized();
+        let foreign = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some("s1".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let GrantStep::SecretConflict(d) =
+            grant_step(&a.0, &observed(Some(bucket(true)), Some(foreign)))
+        else {
+            panic!("expected a conflict");
+        };
+        assert_eq!(d[0].status, Status::False);
+        assert!(d[0].message.contains("ns/s1"), "{}", d[0].message);
+    }
+
+    #[test]
+    fn a_granted_access_with_complete_secrets_is_ready() {
+        let a = A::new().handed_off().finalized().account().condition(cond(
+            condition_types::PROVISIONED,
+            "True",
+            "Provisioned",
+            1,
+        ));
+        assert!(looks_ready(&a.0));
+        let data = secret::secret_data(
+            Protocol::S3,
+            &crate::reply::SecretData(
+                [
+                    ("AWS_ENDPOINT_URL", "e"),
+                    ("BUCKET_NAME", "b"),
+                    ("AWS_DEFAULT_REGION", "r"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            ),
+            &crate::reply::SecretData(
+                [("AWS_ACCESS_KEY_ID", "i"), ("AWS_SECRET_ACCESS_KEY", "k")]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
+            ),
+        );
+        let s = secret::new_secret(&a.0, "c1", "s1", data);
+        assert_eq!(
+            grant_step(&a.0, &observed(Some(bucket(true)), Some(s))),
+            GrantStep::Ready
+        );
+        // The Secret is gone: grant again (same account).
+        assert_eq!(
+            grant_step(&a.0, &observed(Some(bucket(true)), None)),
+            GrantStep::Grant
+        );
+    }
+
+    #[test]
+    fn service_account_auth_sends_the_workload_identity_only_then() {
+        let mut a = A::new().handed_off();
+        assert!(service_account(&a.0).is_none());
+        a.0.status.as_mut().unwrap().authentication_type = Some(AuthenticationType::ServiceAccount);
+        a.0.spec.service_account_name = "app".into();
+        let sa = service_account(&a.0).unwrap();
+        assert_eq!((sa.namespace.as_str(), sa.name.as_str()), ("ns", "app"));
+    }
+
+    #[test]
+    fn inconsistent_hand_off_is_named() {
+        let mut a = A::new().handed_off();
+        a.0.status.as_mut().unwrap().accessed_buckets[0].bucket_claim_name = "other".into();
+        assert!(targets(&a.0).unwrap_err().contains("\"c1\""));
+    }
+
+    #[test]
+    fn only_waiting_accesses_of_this_driver_are_mapped_from_a_bucket() {
+        let waiting = Arc::new(A::new().handed_off().finalized().0);
+        let ready = Arc::new(
+            A::new()
+                .handed_off()
+                .finalized()
+                .account()
+                .condition(cond(condition_types::PROVISIONED, "True", "Provisioned", 1))
+                .0,
+        );
+        let refs = waiting_on(&bucket(true), &[waiting, ready], "d.example.com");
+        assert_eq!(refs.len(), 1);
+        assert!(waiting_on(&bucket(true), &[Arc::new(A::new().handed_off().0)], "x").is_empty());
+    }
+}

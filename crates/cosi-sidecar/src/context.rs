@@ -1,0 +1,147 @@
+//! The sidecar's configuration ([`Config`]) and what every reconcile shares
+//! ([`Context`]): the API client, the instrumented driver and what it said
+//! about itself, the Event reporter, health, and retry gates.
+
+use std::collections::HashSet;
+use std::sync::{Mutex, RwLock};
+use std::time::Duration;
+
+use cosi_runtime::backoff::Backoff;
+use cosi_runtime::metrics::SidecarMetrics;
+use cosi_runtime::{EventReporter, Readiness};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+
+use crate::driver::{Driver, DriverInfo};
+use crate::gate::Gates;
+use crate::health::Health;
+
+/// The name the sidecar reports Events under.
+pub const COMPONENT: &str = "cosi-sidecar";
+
+/// How the sidecar runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The KEP's per-RPC metrics, registered in the component's registry.
+    pub metrics: SidecarMetrics,
+    /// Published readiness: driver reachable, watches working, no missing permission.
+    pub readiness: Readiness,
+    /// Retry delays after failures (driver errors, bad replies, API errors).
+    pub backoff: Backoff,
+    /// How often DriverGetInfo is called to check the driver is still there.
+    pub driver_probe_interval: Duration,
+    /// Deadline of one driver call.
+    pub driver_call_timeout: Duration,
+    /// How often a provisioned BucketAccess's Secrets are checked (reads
+    /// only; a missing or damaged Secret triggers a new grant).
+    pub secret_check_interval: Duration,
+    /// Reconciles run at the same time, per kind.
+    pub workers: u16,
+}
+
+impl Config {
+    /// Defaults: 1 s doubling to 5 min backoff, a driver probe every 10 s,
+    /// 2 min per driver call, Secrets checked every 10 min, 8 workers per kind.
+    pub fn new(metrics: SidecarMetrics, readiness: Readiness) -> Self {
+        Self {
+            metrics,
+            readiness,
+            backoff: Backoff::default(),
+            driver_probe_interval: Duration::from_secs(10),
+            driver_call_timeout: Duration::from_secs(120),
+            secret_check_interval: Duration::from_secs(600),
+            workers: 8,
+        }
+    }
+}
+
+/// What every reconcile shares.
+pub(crate) struct Context {
+    pub client: Client,
+    pub driver: Driver,
+    info: RwLock<DriverInfo>,
+    pub events: EventReporter,
+    pub health: Health,
+    pub gates: Gates,
+    pub config: Config,
+    /// BucketAccesses told (by an Event) that they wait for a Bucket.
+    waiting: Mutex<HashSet<String>>,
+}
+
+impl Context {
+    pub fn new(
+        client: Client,
+        driver: Driver,
+        info: DriverInfo,
+        health: Health,
+        config: Config,
+    ) -> Self {
+        Self {
+            events: EventReporter::new(client.clone(), COMPONENT),
+            client,
+            driver,
+            info: RwLock::new(info),
+            health,
+            gates: Gates::new(config.backoff),
+            config,
+            waiting: Mutex::default(),
+        }
+    }
+
+    /// What DriverGetInfo last said.
+    pub fn info(&self) -> DriverInfo {
+        self.info.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The driver's name.
+    pub fn driver_name(&self) -> String {
+        self.info
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .name
+            .clone()
+    }
+
+    /// Records a newer DriverGetInfo answer (same name; protocols may change).
+    pub fn set_info(&self, info: DriverInfo) {
+        *self.info.write().unwrap_or_else(|e| e.into_inner()) = info;
+    }
+
+    /// Marks `key` as told it waits; true the first time.
+    pub fn start_waiting(&self, key: &str) -> bool {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key.to_owned())
+    }
+
+    /// `key` no longer waits.
+    pub fn stop_waiting(&self, key: &str) {
+        self.waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    /// A Warning Event.
+    pub async fn warn(
+        &self,
+        regarding: &ObjectReference,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        self.events.warning(regarding, reason, action, note).await;
+    }
+
+    /// A Normal Event.
+    pub async fn note(
+        &self,
+        regarding: &ObjectReference,
+        reason: &str,
+        action: &str,
+        note: String,
+    ) {
+        self.events.normal(regarding, reason, action, note).await;
+    }
+}

@@ -1,0 +1,155 @@
+//! What a reconcile step's result leads to, shared by both reconcilers:
+//! Event reasons, condition reasons, condition updates that write nothing
+//! when nothing changes, and the handling of Kubernetes API failures
+//! (conflicts are retried quietly, then reported as an Event; a missing
+//! permission is logged, shown on `/readyz` and reported as an Event).
+
+use std::time::Duration;
+
+use cosi_api::Condition;
+use cosi_api::conditions::{Desired, set_all};
+use cosi_api::constants::reasons;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::controller::Action;
+
+use crate::context::Context;
+use crate::error::{ApiError, Failure};
+use crate::retry::{RetryPolicy, policy};
+
+/// Event reasons (KEP "Monitoring Requirements", plus the success and API ones).
+pub mod event_reasons {
+    /// A Bucket could not be provisioned (created or, for a static Bucket, found).
+    pub const FAILED_CREATE_BUCKET: &str = "FailedCreateBucket";
+    /// A Bucket could not be deleted.
+    pub const FAILED_DELETE_BUCKET: &str = "FailedDeleteBucket";
+    /// Access could not be granted.
+    pub const FAILED_GRANT_ACCESS: &str = "FailedGrantAccess";
+    /// Access could not be revoked.
+    pub const FAILED_REVOKE_ACCESS: &str = "FailedRevokeAccess";
+    /// A BucketAccess waits for one of its Buckets to be provisioned.
+    pub const WAITING_FOR_BUCKET: &str = "WaitingForBucket";
+    /// Access was granted and the Secrets written.
+    pub const ACCESS_GRANTED: &str = "AccessGranted";
+    /// The sidecar's ClusterRole lacks a permission it needs.
+    pub const PERMISSION_DENIED: &str = "PermissionDenied";
+    /// Writes kept conflicting with concurrent changes.
+    pub const UPDATE_CONFLICT: &str = "UpdateConflict";
+}
+
+/// Condition reasons the sidecar adds to `cosi_api::constants::reasons`.
+pub mod condition_reasons {
+    /// A Bucket the access needs is being deleted.
+    pub const BUCKET_BEING_DELETED: &str = "BucketBeingDeleted";
+    /// A requested protocol is not supported by the driver or the bucket.
+    pub const PROTOCOL_NOT_SUPPORTED: &str = "ProtocolNotSupported";
+    /// An access Secret's name is taken by a Secret this access does not own.
+    pub const SECRET_NOT_OWNED: &str = "SecretNotOwned";
+}
+
+/// Consecutive conflicts after which an Event reports them.
+const CONFLICTS_BEFORE_EVENT: u32 = 3;
+
+/// The condition reason for a failed driver step.
+pub fn failure_reason(failure: &Failure) -> &'static str {
+    match failure {
+        Failure::BadReply { .. } => reasons::INVALID_DRIVER_RESPONSE,
+        Failure::Driver(e) if policy(e.code()) == RetryPolicy::Refused => {
+            reasons::PROVISION_REFUSED
+        }
+        _ => reasons::PROVISION_RETRYING,
+    }
+}
+
+/// True when the failure is a refusal (no retry until the object changes).
+pub fn is_refusal(failure: &Failure) -> bool {
+    matches!(failure, Failure::Driver(e) if policy(e.code()) == RetryPolicy::Refused)
+}
+
+/// The conditions after applying `desired`, or `None` when nothing changes.
+pub fn updated_conditions(
+    current: &[Condition],
+    desired: &[Desired],
+    generation: Option<i64>,
+) -> Option<Vec<Condition>> {
+    let mut conditions = current.to_vec();
+    set_all(&mut conditions, desired, generation, Timestamp::now()).then_some(conditions)
+}
+
+/// Handles a failed Kubernetes API request and says when to try again.
+pub(crate) async fn api_failure(
+    ctx: &Context,
+    key: &str,
+    regarding: &ObjectReference,
+    action: &str,
+    e: &ApiError,
+) -> Action {
+    let delay = ctx.gates.backoff(key);
+    if e.is_conflict() {
+        tracing::debug!(object = key, error = %e, "write conflicted; re-reading");
+        if ctx.gates.failures(key) == CONFLICTS_BEFORE_EVENT {
+            ctx.warn(
+                regarding,
+                event_reasons::UPDATE_CONFLICT,
+                action,
+                format!("{e}; retrying"),
+            )
+            .await;
+        }
+        return Action::requeue(delay.min(Duration::from_secs(5)));
+    }
+    if e.is_forbidden() {
+        let message = format!("{e}; the sidecar's ClusterRole must allow it");
+        if ctx.health.denied(key, message.clone()) {
+            tracing::error!(
+                object = key,
+                verb = e.verb,
+                resource = e.resource,
+                "{message}"
+            );
+            ctx.warn(regarding, event_reasons::PERMISSION_DENIED, action, message)
+                .await;
+        }
+        return Action::requeue(delay);
+    }
+    tracing::warn!(object = key, error = %e, retry_in = ?delay, "Kubernetes API request failed");
+    Action::requeue(delay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::{DriverError, Method};
+    use cosi_api::conditions::Status;
+    use cosi_api::constants::condition_types::PROVISIONED;
+
+    #[test]
+    fn failures_map_to_condition_reasons() {
+        let refused = Failure::Driver(DriverError {
+            method: Method::CreateBucket,
+            status: tonic::Status::invalid_argument("x"),
+        });
+        assert_eq!(failure_reason(&refused), reasons::PROVISION_REFUSED);
+        assert!(is_refusal(&refused));
+        let retry = Failure::Driver(DriverError {
+            method: Method::GetBucket,
+            status: tonic::Status::not_found("x"),
+        });
+        assert_eq!(failure_reason(&retry), reasons::PROVISION_RETRYING);
+        assert!(!is_refusal(&retry));
+        let bad = Failure::BadReply {
+            method: Method::GrantBucketAccess,
+            message: "m".into(),
+        };
+        assert_eq!(failure_reason(&bad), reasons::INVALID_DRIVER_RESPONSE);
+        assert!(!is_refusal(&bad));
+    }
+
+    #[test]
+    fn identical_conditions_need_no_write() {
+        let d = [Desired::new(PROVISIONED, Status::True, "Provisioned", "ok")];
+        let first = updated_conditions(&[], &d, Some(1)).expect("a change");
+        assert!(updated_conditions(&first, &d, Some(1)).is_none());
+        assert!(updated_conditions(&first, &d, Some(2)).is_some());
+    }
+}

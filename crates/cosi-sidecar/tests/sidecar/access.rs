@@ -1,0 +1,519 @@
+//! BucketAccesses: grants with one Secret per claim, waiting for Buckets,
+//! refusals, Secrets never clobbered, bad replies, re-grants and deletion.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use cosi_api::AuthenticationType;
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types, reasons};
+use cosi_driver::proto::{AzureCredentials, Credentials, GrantedBucket};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use crate::common::fake::*;
+use crate::common::*;
+
+#[tokio::test]
+async fn access_is_granted_with_one_secret_per_claim_holding_shared_credentials() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    let _sidecar = h.start_sidecar();
+    h.provision_bucket("bc-a").await;
+    h.provision_bucket("bc-b").await;
+
+    let a = h
+        .grant(
+            "ba-two",
+            &[
+                ("claim-a", "bc-a", "creds-a"),
+                ("claim-b", "bc-b", "creds-b"),
+            ],
+        )
+        .await;
+    let ba_uid = uid(&a);
+    let status = a.status.clone().unwrap();
+    assert_eq!(status.account_id, format!("acct-ba-{ba_uid}"));
+    assert!(has(
+        a.conditions(),
+        condition_types::PROVISION_FAILED,
+        "False"
+    ));
+    assert!(has(
+        a.conditions(),
+        condition_types::RESOURCES_VALIDATED,
+        "True"
+    ));
+
+    let (key_id, key) = FakeDriver::credentials(1);
+    for (secret, claim, bucket_id) in [
+        ("creds-a", "claim-a", "id-bc-a"),
+        ("creds-b", "claim-b", "id-bc-b"),
+    ] {
+        let s = h.secret(secret).await.expect("Secret written");
+        let keys: BTreeSet<String> = s.data.clone().unwrap().into_keys().collect();
+        let want: BTreeSet<String> = [
+            "COSI_PROTOCOL",
+            "AWS_ENDPOINT_URL",
+            "BUCKET_NAME",
+            "AWS_DEFAULT_REGION",
+            "AWS_S3_ADDRESSING_STYLE",
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+        assert_eq!(keys, want);
+        assert_eq!(secret_string(&s, "COSI_PROTOCOL").unwrap(), "S3");
+        assert_eq!(secret_string(&s, "BUCKET_NAME").unwrap(), bucket_id);
+        assert_eq!(
+            secret_string(&s, "AWS_DEFAULT_REGION").unwrap(),
+            "us-east-1"
+        );
+        assert_eq!(
+            secret_string(&s, "AWS_ENDPOINT_URL").unwrap(),
+            "https://s3-v1.example.test"
+        );
+        assert_eq!(
+            secret_string(&s, "AWS_S3_ADDRESSING_STYLE").unwrap(),
+            "path"
+        );
+        assert_eq!(secret_string(&s, "AWS_ACCESS_KEY_ID").unwrap(), key_id);
+        assert_eq!(secret_string(&s, "AWS_SECRET_ACCESS_KEY").unwrap(), key);
+        assert_eq!(s.finalizers(), [PROTECTION_FINALIZER.to_owned()]);
+        assert_eq!(
+            s.annotations()[annotations::BUCKETACCESS_REFERENCE],
+            "apps/ba-two"
+        );
+        assert_eq!(
+            s.annotations()[annotations::BUCKETCLAIM_REFERENCE],
+            format!("apps/{claim}")
+        );
+        let owner = &s.owner_references()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.uid.as_str()),
+            ("BucketAccess", ba_uid.as_str())
+        );
+        assert_eq!(owner.controller, Some(true));
+    }
+
+    let generate = h.fake.calls_of(GENERATE_ACCESS_ID);
+    assert_eq!(generate.len(), 1);
+    assert_eq!(generate[0].key, format!("ba-{ba_uid}"));
+    let grant = h.fake.calls_of(GRANT);
+    assert_eq!(grant.len(), 1);
+    assert_eq!(grant[0].key, status.account_id);
+    for req in [&generate[0].request, &grant[0].request] {
+        assert!(req.contains("service_account: None"), "{req}");
+        assert!(req.contains(r#""role": "app""#), "{req}");
+        assert!(
+            req.contains(r#"bucket_id: "id-bc-a""#) && req.contains(r#"bucket_id: "id-bc-b""#),
+            "{req}"
+        );
+    }
+    assert_eq!(h.events(NS, "ba-two", "AccessGranted").await.len(), 1);
+    assert_eq!(h.fake.lock().accounts_created.len(), 1);
+    h.fake.assert_no_unexpected_calls();
+}
+
+#[tokio::test]
+async fn service_account_authentication_sends_the_workload_identity() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    let _sidecar = h.start_sidecar();
+    h.provision_bucket("bc-sa").await;
+    let mut a = access("ba-sa", &[("claim-sa", "creds-sa")]);
+    a.spec.service_account_name = "app-runner".into();
+    h.create_access(&a).await;
+    h.hand_off(
+        "ba-sa",
+        &[("claim-sa", "bc-sa")],
+        AuthenticationType::ServiceAccount,
+    )
+    .await;
+    h.granted_access("ba-sa").await;
+    for call in [
+        &h.fake.calls_of(GENERATE_ACCESS_ID)[0],
+        &h.fake.calls_of(GRANT)[0],
+    ] {
+        assert!(
+            call.request.contains(
+                r#"service_account: Some(ServiceAccount { namespace: "apps", name: "app-runner" })"#
+            ),
+            "{}",
+            call.request
+        );
+        assert!(
+            call.request.contains("authentication_type: ServiceAccount"),
+            "{}",
+            call.request
+        );
+    }
+    h.fake.assert_no_unexpected_calls();
+}
+
+#[tokio::test]
+async fn a_grant_waits_for_its_bucket_to_be_provisioned() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    let hold = h.fake.hold(CREATE_BUCKET);
+    let _sidecar = h.start_sidecar();
+    h.create_bucket(&dynamic_bucket("bc-late")).await;
+    hold.entered.notified().await;
+
+    h.create_access(&access("ba-early", &[("claim-late", "creds-late")]))
+        .await;
+    h.hand_off(
+        "ba-early",
+        &[("claim-late", "bc-late")],
+        AuthenticationType::Key,
+    )
+    .await;
+    let e = h.event_seen(NS, "ba-early", "WaitingForBucket").await;
+    assert!(e.note.unwrap_or_default().contains("bc-late"));
+    assert!(h.fake.calls_of(GENERATE_ACCESS_ID).is_empty());
+
+    h.fake.release(CREATE_BUCKET);
+    h.granted_access("ba-early").await;
+    assert!(h.secret("creds-late").await.is_some());
+    assert_eq!(h.events(NS, "ba-early", "WaitingForBucket").await.len(), 1);
+    h.fake.assert_no_unexpected_calls();
+}
+
+#[tokio::test]
+async fn access_to_a_bucket_being_deleted_is_refused_without_calling_the_driver() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    let _sidecar = h.start_sidecar();
+    h.provision_bucket("bc-going").await;
+    h.claim_deleted("bc-going", false).await;
+
+    h.create_access(&access("ba-late", &[("claim-going", "creds-going")]))
+        .await;
+    h.hand_off(
+        "ba-late",
+        &[("claim-going", "bc-going")],
+        AuthenticationType::Key,
+    )
+    .await;
+    let a = h
+        .access_when("ba-late", "ResourcesValidated=False", |a| {
+            has(
+                a.conditions(),
+                condition_types::RESOURCES_VALIDATED,
+                "False",
+            )
+        })
+        .await;
+    let rv = condition(a.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
+    assert_eq!(rv.reason, "BucketBeingDeleted");
+    assert!(rv.message.contains("bc-going"), "{}", rv.message);
+    assert!(has(a.conditions(), condition_types::PROVISIONED, "False"));
+    h.event_seen(NS, "ba-late", "FailedGrantAccess").await;
+    assert!(h.secret("creds-going").await.is_none());
+    h.fake.assert_no_unexpected_calls();
+}
+
+#[tokio::test]
+async fn a_secret_the_access_does_not_own_is_never_overwritten() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    let _sidecar = h.start_sidecar();
+    h.provision_bucket("bc-clash").await;
+    let mine = Secret {
+        metadata: ObjectMeta {
+            name: Some("taken".into()),
+            namespace: Some(NS.into()),
+            ..Default::default()
+        },
+        data: Some([("password".to_owned(), ByteString(b"hunter2".to_vec()))].into()),
+        ..Default::default()
+    };
+    let mine = h
+        .secrets()
+        .create(&PostParams::default(), &mine)
+        .await
+        .unwrap();
+
+    h.create_access(&access("ba-clash", &[("claim-clash", "taken")]))
+        .await;
+    h.hand_off(
+        "ba-clash",
+        &[("claim-clash", "bc-clash")],
+        AuthenticationType::Key,
+    )
+    .await;
+    let a = h
+        .access_when("ba-clash", "ResourcesValidated=False", |a| {
+            has(
+                a.conditions(),
+                condition_types::RESOURCES_VALIDATED,
+                "False",
+            )
+        })
+        .await;
+    let rv = condition(a.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
+    assert_eq!(rv.reason, "SecretNotOwned");
+    assert!(rv.message.contains("apps/taken"), "{}", rv.message);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let still = h.secret("taken").await.unwrap();
+    assert_eq!(still.resource_version(), mine.resource_version());
+    assert!(h.fake.calls_of(GENERATE_ACCESS_ID).is_empty());
+    h.fake.assert_no_unexpected_calls();
+
+    // Once the user removes their Secret, access is granted.
+    h.fake.expect(&PROVISION_ACCESS);
+    h.secrets()
+        .delete("taken", &DeleteParams::default())
+        .await
+        .unwrap();
+    let a = h.granted_access("ba-clash").await;
+    assert!(has(
+        a.conditions(),
+        condition_types::RESOURCES_VALIDATED,
+        "True"
+    ));
+    let s = h.secret("taken").await.unwrap();
+    assert_eq!(secret_string(&s, "BUCKET_NAME").unwrap(), "id-bc-clash");
+}
+
+#[tokio::test]
+async fn invalid_grant_replies_are_failures_and_write_no_secret() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    let _sidecar = h.start_sidecar();
+    h.provision_bucket("bc-r").await;
+
+    type Mutator = fn(&mut cosi_driver::proto::DriverGrantBucketAccessResponse);
+    let cases: [(&str, Mutator, &str); 5] = [
+        ("no-creds", |r| r.credentials = None, "no credentials"),
+        (
+            "wrong-proto",
+            |r| {
+                r.credentials = Some(Credentials {
+                    azure: Some(AzureCredentials {
+                        access_token: format!("{SECRET_MARKER}-sas"),
+                        expiry_timestamp: None,
+                    }),
+                    ..Default::default()
+                })
+            },
+            "credentials for Azure",
+        ),
+        (
+            "unknown-bucket",
+            |r| {
+                let mut extra = r.buckets[0].clone();
+                extra.bucket_id = "id-stranger".into();
+                r.buckets.push(extra);
+            },
+            "not requested",
+        ),
+        (
+            "missing-bucket",
+            |r| r.buckets.clear(),
+            "no entry for requested bucket",
+        ),
+        (
+            "no-region",
+            |r| {
+                let b: &mut GrantedBucket = &mut r.buckets[0];
+                if let Some(s3) = b.bucket_info.as_mut().and_then(|i| i.s3.as_mut()) {
+                    s3.region.clear();
+                }
+            },
+            "region",
+        ),
+    ];
+    for (name, mutate, expected) in cases {
+        h.fake.mutate_grant(mutate);
+        let ba = format!("ba-{name}");
+        let secret = format!("creds-{name}");
+        h.create_access(&access(&ba, &[("claim-r", &secret)])).await;
+        h.hand_off(&ba, &[("claim-r", "bc-r")], AuthenticationType::Key)
+            .await;
+        let a = h
+            .access_when(&ba, "ProvisionFailed=True", |a| {
+                has(a.conditions(), condition_types::PROVISION_FAILED, "True")
+            })
+            .await;
+        let pf = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
+        assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE, "{name}");
+        assert!(pf.message.contains(expected), "{name}: {}", pf.message);
+        assert!(
+            !pf.message.contains(SECRET_MARKER),
+            "{name}: {}",
+            pf.message
+        );
+        assert!(
+            !has(a.conditions(), condition_types::PROVISIONED, "True"),
+            "{name}"
+        );
+        assert!(
+            h.secret(&secret).await.is_none(),
+            "{name}: no Secret may be written"
+        );
+        h.event_seen(NS, &ba, "FailedGrantAccess").await;
+    }
+    h.fake.assert_no_unexpected_calls();
+}
+
+#[tokio::test]
+async fn a_new_grant_refreshes_every_secret_when_the_driver_answer_changes() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
+        c.secret_check_interval = Duration::from_millis(300);
+    });
+    h.provision_bucket("bc-x").await;
+    h.provision_bucket("bc-y").await;
+    h.grant(
+        "ba-rot",
+        &[
+            ("claim-x", "bc-x", "creds-x"),
+            ("claim-y", "bc-y", "creds-y"),
+        ],
+    )
+    .await;
+
+    // The driver would now answer differently; the user deletes one Secret.
+    h.fake.lock().version = 2;
+    h.secrets()
+        .delete("creds-x", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (_, key2) = FakeDriver::credentials(2);
+    for name in ["creds-x", "creds-y"] {
+        eventually(format!("{name} to hold the new answer"), || async {
+            h.secret(name).await.filter(|s| {
+                s.metadata.deletion_timestamp.is_none()
+                    && secret_string(s, "AWS_SECRET_ACCESS_KEY").as_deref() == Some(key2.as_str())
+                    && secret_string(s, "AWS_ENDPOINT_URL").as_deref()
+                        == Some("https://s3-v2.example.test")
+            })
+        })
+        .await;
+    }
+    assert_eq!(
+        h.fake.calls_of(GENERATE_ACCESS_ID).len(),
+        1,
+        "the account ID is reused"
+    );
+    assert_eq!(h.fake.lock().accounts_created.len(), 1);
+    assert_eq!(h.events(NS, "ba-rot", "AccessGranted").await.len(), 1);
+    h.fake.assert_no_unexpected_calls();
+}
+
+#[tokio::test]
+async fn deleting_an_access_removes_its_secrets_before_revoking() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    let _sidecar = h.start_sidecar();
+    h.provision_bucket("bc-d1").await;
+    h.provision_bucket("bc-d2").await;
+    let a = h
+        .grant(
+            "ba-gone",
+            &[
+                ("claim-1", "bc-d1", "creds-1"),
+                ("claim-2", "bc-d2", "creds-2"),
+            ],
+        )
+        .await;
+    let account = a.status.unwrap().account_id;
+
+    h.fake.expect(&[REVOKE]);
+    let hold = h.fake.hold(REVOKE);
+    h.accesses()
+        .delete("ba-gone", &DeleteParams::default())
+        .await
+        .unwrap();
+    hold.entered.notified().await;
+    assert!(
+        h.secret("creds-1").await.is_none(),
+        "Secrets go before the revoke"
+    );
+    assert!(
+        h.secret("creds-2").await.is_none(),
+        "Secrets go before the revoke"
+    );
+    h.fake.release(REVOKE);
+
+    let a = h
+        .access_when("ba-gone", "sidecar-cleanup-finished", |a| {
+            a.annotations()
+                .contains_key(annotations::SIDECAR_CLEANUP_FINISHED)
+        })
+        .await;
+    assert!(
+        a.finalizers().contains(&PROTECTION_FINALIZER.to_owned()),
+        "the controller removes it"
+    );
+    let revokes = h.fake.calls_of(REVOKE);
+    assert_eq!(revokes.len(), 1);
+    assert_eq!(revokes[0].key, account);
+    assert!(revokes[0].request.contains("id-bc-d1") && revokes[0].request.contains("id-bc-d2"));
+    assert!(h.fake.lock().accounts.is_empty());
+
+    // The controller finishes; nothing more is asked of the driver.
+    h.accesses()
+        .patch(
+            "ba-gone",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    eventually("the BucketAccess to be gone", || async {
+        h.access("ba-gone").await.is_none().then_some(())
+    })
+    .await;
+    assert_eq!(h.fake.calls_of(REVOKE).len(), 1);
+    h.fake.assert_no_unexpected_calls();
+}
+
+#[tokio::test]
+async fn a_refused_grant_fails_once_and_is_not_retried() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    h.fake.fail_always(
+        GENERATE_ACCESS_ID,
+        cosi_driver::Status::out_of_range("one credential cannot cover several buckets"),
+    );
+    let _sidecar = h.start_sidecar();
+    h.provision_bucket("bc-oor").await;
+    h.create_access(&access("ba-oor", &[("claim-oor", "creds-oor")]))
+        .await;
+    h.hand_off(
+        "ba-oor",
+        &[("claim-oor", "bc-oor")],
+        AuthenticationType::Key,
+    )
+    .await;
+    let a = h
+        .access_when("ba-oor", "Provisioned=False", |a| {
+            has(a.conditions(), condition_types::PROVISIONED, "False")
+        })
+        .await;
+    let pf = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
+    assert_eq!(
+        (pf.status.as_str(), pf.reason.as_str()),
+        ("True", reasons::PROVISION_REFUSED)
+    );
+    assert!(pf.message.contains("OutOfRange"), "{}", pf.message);
+    h.event_seen(NS, "ba-oor", "FailedGrantAccess").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.fake.calls_of(GENERATE_ACCESS_ID).len(), 1);
+    assert!(h.fake.calls_of(GRANT).is_empty());
+    assert!(h.secret("creds-oor").await.is_none());
+}

@@ -1,0 +1,440 @@
+//! A programmable fake driver served over a real UNIX socket. It keeps a
+//! backend (buckets and accounts by ID) to count what provisioning created,
+//! records every call, answers any gRPC code on demand, can hold a call
+//! until the test releases it, and records any call the test did not
+//! expect (asserted by `assert_no_unexpected_calls`).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use cosi_driver::proto::*;
+use cosi_driver::{Endpoint, Request, Response, Status};
+use tokio::sync::{Notify, Semaphore, oneshot};
+use tokio::task::JoinHandle;
+
+/// Every credential the fake hands out contains this marker.
+pub const SECRET_MARKER: &str = "cosi-test-secret";
+
+pub const GET_INFO: &str = "DriverGetInfo";
+pub const GENERATE_BUCKET_ID: &str = "DriverGenerateBucketId";
+pub const CREATE_BUCKET: &str = "DriverCreateBucket";
+pub const GET_BUCKET: &str = "DriverGetBucket";
+pub const DELETE_BUCKET: &str = "DriverDeleteBucket";
+pub const GENERATE_ACCESS_ID: &str = "DriverGenerateBucketAccessId";
+pub const GRANT: &str = "DriverGrantBucketAccess";
+pub const REVOKE: &str = "DriverRevokeBucketAccess";
+
+pub const PROVISION_BUCKET: [&str; 2] = [GENERATE_BUCKET_ID, CREATE_BUCKET];
+pub const PROVISION_ACCESS: [&str; 2] = [GENERATE_ACCESS_ID, GRANT];
+
+/// One recorded call.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub method: &'static str,
+    /// The idempotency key (name, bucket ID or account ID).
+    pub key: String,
+    /// The request's (redacted) Debug form.
+    pub request: String,
+}
+
+/// A call held until released.
+pub struct Hold {
+    pub entered: Notify,
+    gate: Semaphore,
+}
+
+type GrantMutator = Arc<dyn Fn(&mut DriverGrantBucketAccessResponse) + Send + Sync>;
+type CreateMutator = Arc<dyn Fn(&mut DriverCreateBucketResponse) + Send + Sync>;
+
+pub struct State {
+    pub name: String,
+    pub protocols: Vec<ObjectProtocol>,
+    pub expected: HashSet<&'static str>,
+    pub calls: Vec<Call>,
+    pub unexpected: Vec<String>,
+    /// Backend buckets by ID.
+    pub buckets: BTreeSet<String>,
+    /// Every bucket ID ever created (with repeats when created again after deletion).
+    pub created: Vec<String>,
+    /// Backend accounts by ID.
+    pub accounts: BTreeSet<String>,
+    pub accounts_created: Vec<String>,
+    /// Buckets that exist for DriverGetBucket.
+    pub existing: BTreeSet<String>,
+    failures: HashMap<&'static str, VecDeque<Status>>,
+    always: HashMap<&'static str, Status>,
+    grant_mutator: Option<GrantMutator>,
+    create_mutator: Option<CreateMutator>,
+    /// Bumped to make grants return new credentials / info.
+    pub version: u32,
+    holds: HashMap<&'static str, Arc<Hold>>,
+}
+
+#[derive(Clone)]
+pub struct FakeDriver {
+    pub state: Arc<Mutex<State>>,
+}
+
+impl FakeDriver {
+    pub fn new(name: &str) -> Self {
+        Self {
+            state: Arc::new(Mutex::new(State {
+                name: name.to_owned(),
+                protocols: vec![ObjectProtocol::S3, ObjectProtocol::Azure],
+                expected: HashSet::new(),
+                calls: Vec::new(),
+                unexpected: Vec::new(),
+                buckets: BTreeSet::new(),
+                created: Vec::new(),
+                accounts: BTreeSet::new(),
+                accounts_created: Vec::new(),
+                existing: BTreeSet::new(),
+                failures: HashMap::new(),
+                always: HashMap::new(),
+                grant_mutator: None,
+                create_mutator: None,
+                version: 1,
+                holds: HashMap::new(),
+            })),
+        }
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Allows these methods (DriverGetInfo is always allowed).
+    pub fn expect(&self, methods: &[&'static str]) {
+        self.lock().expected.extend(methods.iter().copied());
+    }
+
+    /// Disallows these methods again.
+    pub fn forbid(&self, methods: &[&'static str]) {
+        let mut s = self.lock();
+        for m in methods {
+            s.expected.remove(m);
+        }
+    }
+
+    /// The next `n` calls of `method` fail with `status`.
+    pub fn fail(&self, method: &'static str, status: Status, n: usize) {
+        let mut s = self.lock();
+        let q = s.failures.entry(method).or_default();
+        for _ in 0..n {
+            q.push_back(status.clone());
+        }
+    }
+
+    /// Every call of `method` fails with `status` (until `heal`).
+    pub fn fail_always(&self, method: &'static str, status: Status) {
+        self.lock().always.insert(method, status);
+    }
+
+    pub fn heal(&self, method: &'static str) {
+        let mut s = self.lock();
+        s.always.remove(method);
+        s.failures.remove(method);
+    }
+
+    pub fn mutate_grant(
+        &self,
+        f: impl Fn(&mut DriverGrantBucketAccessResponse) + Send + Sync + 'static,
+    ) {
+        self.lock().grant_mutator = Some(Arc::new(f));
+    }
+
+    pub fn clear_grant_mutator(&self) {
+        self.lock().grant_mutator = None;
+    }
+
+    pub fn mutate_create(
+        &self,
+        f: impl Fn(&mut DriverCreateBucketResponse) + Send + Sync + 'static,
+    ) {
+        self.lock().create_mutator = Some(Arc::new(f));
+    }
+
+    /// Holds every call of `method` until `release`.
+    pub fn hold(&self, method: &'static str) -> Arc<Hold> {
+        let hold = Arc::new(Hold {
+            entered: Notify::new(),
+            gate: Semaphore::new(0),
+        });
+        self.lock().holds.insert(method, hold.clone());
+        hold
+    }
+
+    pub fn release(&self, method: &'static str) {
+        if let Some(h) = self.lock().holds.remove(method) {
+            h.gate.add_permits(1 << 20);
+        }
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.lock().calls.clone()
+    }
+
+    pub fn calls_of(&self, method: &str) -> Vec<Call> {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.method == method)
+            .cloned()
+            .collect()
+    }
+
+    /// Calls other than DriverGetInfo.
+    pub fn provisioner_calls(&self) -> Vec<Call> {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.method != GET_INFO)
+            .cloned()
+            .collect()
+    }
+
+    pub fn clear_calls(&self) {
+        self.lock().calls.clear();
+    }
+
+    pub fn assert_no_unexpected_calls(&self) {
+        let s = self.lock();
+        assert!(
+            s.unexpected.is_empty(),
+            "unexpected driver calls: {:#?}",
+            s.unexpected
+        );
+    }
+
+    pub fn credentials(version: u32) -> (String, String) {
+        (
+            format!("AKID-{SECRET_MARKER}-{version}"),
+            format!("{SECRET_MARKER}-key-{version}-wJalrXUtnFEMI"),
+        )
+    }
+
+    /// Records the call and decides whether to proceed; may wait on a hold.
+    async fn enter<T: std::fmt::Debug>(
+        &self,
+        method: &'static str,
+        key: &str,
+        request: &T,
+    ) -> Result<(), Status> {
+        let hold = {
+            let mut s = self.lock();
+            s.calls.push(Call {
+                method,
+                key: key.to_owned(),
+                request: format!("{request:?}"),
+            });
+            if method != GET_INFO && !s.expected.contains(method) {
+                s.unexpected.push(format!("{method}({key})"));
+                return Err(Status::internal(format!(
+                    "the test did not expect {method}"
+                )));
+            }
+            s.holds.get(method).cloned()
+        };
+        if let Some(h) = hold {
+            h.entered.notify_one();
+            if let Ok(p) = h.gate.acquire().await {
+                p.forget();
+            }
+        }
+        let mut s = self.lock();
+        if let Some(status) = s.always.get(method) {
+            return Err(status.clone());
+        }
+        if let Some(status) = s.failures.get_mut(method).and_then(VecDeque::pop_front) {
+            return Err(status);
+        }
+        Ok(())
+    }
+
+    fn s3_info(&self, id: &str, version: u32) -> ProtocolBucketInfo {
+        ProtocolBucketInfo {
+            s3: Some(S3BucketInfo {
+                bucket_name: id.to_owned(),
+                region: "us-east-1".into(),
+                endpoint: format!("https://s3-v{version}.example.test"),
+                addressing_style: S3AddressingStyle::Path as i32,
+            }),
+            azure: Some(AzureBucketInfo {
+                storage_account: format!("acct-{id}"),
+            }),
+            gcs: None,
+        }
+    }
+
+    /// Serves on `endpoint` until the returned sender fires (or is dropped).
+    pub fn serve(&self, endpoint: &Endpoint) -> (oneshot::Sender<()>, JoinHandle<()>) {
+        let (tx, rx) = oneshot::channel::<()>();
+        let endpoint = endpoint.clone();
+        let me = self.clone();
+        let task = tokio::spawn(async move {
+            let _ = cosi_driver::serve(&endpoint, me.clone(), me, async {
+                let _ = rx.await;
+            })
+            .await;
+        });
+        (tx, task)
+    }
+}
+
+#[tonic::async_trait]
+impl cosi_driver::Identity for FakeDriver {
+    async fn driver_get_info(
+        &self,
+        request: Request<DriverGetInfoRequest>,
+    ) -> Result<Response<DriverGetInfoResponse>, Status> {
+        self.enter(GET_INFO, "", request.get_ref()).await?;
+        let s = self.lock();
+        Ok(Response::new(DriverGetInfoResponse {
+            name: s.name.clone(),
+            supported_protocols: s.protocols.iter().map(|p| *p as i32).collect(),
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl cosi_driver::Provisioner for FakeDriver {
+    async fn driver_generate_bucket_id(
+        &self,
+        request: Request<DriverGenerateBucketIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        let r = request.into_inner();
+        self.enter(GENERATE_BUCKET_ID, &r.name, &r).await?;
+        Ok(Response::new(DriverGenerateBucketIdResponse {
+            bucket_id: format!("id-{}", r.name),
+        }))
+    }
+
+    async fn driver_create_bucket(
+        &self,
+        request: Request<DriverCreateBucketRequest>,
+    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        let r = request.into_inner();
+        self.enter(CREATE_BUCKET, &r.bucket_id, &r).await?;
+        let (version, mutator) = {
+            let mut s = self.lock();
+            if s.buckets.insert(r.bucket_id.clone()) {
+                s.created.push(r.bucket_id.clone());
+            }
+            (s.version, s.create_mutator.clone())
+        };
+        let mut reply = DriverCreateBucketResponse {
+            protocols: Some(self.s3_info(&r.bucket_id, version)),
+        };
+        if let Some(m) = mutator {
+            m(&mut reply);
+        }
+        Ok(Response::new(reply))
+    }
+
+    async fn driver_get_bucket(
+        &self,
+        request: Request<DriverGetBucketRequest>,
+    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        let r = request.into_inner();
+        self.enter(GET_BUCKET, &r.bucket_id, &r).await?;
+        let (exists, version) = {
+            let s = self.lock();
+            (s.existing.contains(&r.bucket_id), s.version)
+        };
+        if !exists {
+            return Err(Status::not_found(format!(
+                "bucket {} does not exist",
+                r.bucket_id
+            )));
+        }
+        Ok(Response::new(DriverGetBucketResponse {
+            protocols: Some(self.s3_info(&r.bucket_id, version)),
+        }))
+    }
+
+    async fn driver_delete_bucket(
+        &self,
+        request: Request<DriverDeleteBucketRequest>,
+    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        let r = request.into_inner();
+        self.enter(DELETE_BUCKET, &r.bucket_id, &r).await?;
+        self.lock().buckets.remove(&r.bucket_id);
+        Ok(Response::new(DriverDeleteBucketResponse {}))
+    }
+
+    async fn driver_generate_bucket_access_id(
+        &self,
+        request: Request<DriverGenerateBucketAccessIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        let r = request.into_inner();
+        self.enter(GENERATE_ACCESS_ID, &r.account_name, &r).await?;
+        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
+            account_id: format!("acct-{}", r.account_name),
+        }))
+    }
+
+    async fn driver_grant_bucket_access(
+        &self,
+        request: Request<DriverGrantBucketAccessRequest>,
+    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        let r = request.into_inner();
+        self.enter(GRANT, &r.account_id, &r).await?;
+        let (version, mutator) = {
+            let mut s = self.lock();
+            if s.accounts.insert(r.account_id.clone()) {
+                s.accounts_created.push(r.account_id.clone());
+            }
+            (s.version, s.grant_mutator.clone())
+        };
+        let (id, key) = Self::credentials(version);
+        let mut reply = DriverGrantBucketAccessResponse {
+            buckets: r
+                .buckets
+                .iter()
+                .map(|b| GrantedBucket {
+                    bucket_id: b.bucket_id.clone(),
+                    bucket_info: Some(self.s3_info(&b.bucket_id, version)),
+                })
+                .collect(),
+            credentials: Some(if r.protocol == ObjectProtocol::Azure as i32 {
+                Credentials {
+                    azure: Some(AzureCredentials {
+                        access_token: key,
+                        expiry_timestamp: None,
+                    }),
+                    ..Default::default()
+                }
+            } else {
+                Credentials {
+                    s3: Some(S3Credentials {
+                        access_key_id: id,
+                        access_secret_key: key,
+                    }),
+                    ..Default::default()
+                }
+            }),
+        };
+        if let Some(m) = mutator {
+            m(&mut reply);
+        }
+        Ok(Response::new(reply))
+    }
+
+    async fn driver_revoke_bucket_access(
+        &self,
+        request: Request<DriverRevokeBucketAccessRequest>,
+    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        let r = request.into_inner();
+        self.enter(REVOKE, &r.account_id, &r).await?;
+        self.lock().accounts.remove(&r.account_id);
+        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+    }
+}
+
+/// Parameters as sent in requests, for comparisons.
+pub fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}

@@ -1,0 +1,542 @@
+//! The test bed: kube-sim with the COSI CRDs, a fake driver on a real UNIX
+//! socket, a sidecar started (and aborted) as a task, builders for the
+//! objects the controller would write, bounded waits, and captured logs.
+
+#![allow(dead_code)]
+
+pub mod fake;
+pub mod logs;
+
+use std::fmt::Display;
+use std::future::Future;
+use std::time::Duration;
+
+use cosi_api::conditions::{Desired, Status, set_all};
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types, reasons};
+use cosi_api::{
+    AccessedBucket, AuthenticationType, Bucket, BucketAccess, BucketAccessClaim, BucketAccessMode,
+    BucketAccessModes, BucketAccessSpec, BucketAccessStatus, BucketClaimReference, BucketSpec,
+    Condition, DeletionPolicy, Protocol,
+};
+use cosi_driver::{DriverClient, Endpoint};
+use cosi_runtime::backoff::Backoff;
+use cosi_runtime::metrics::SidecarMetrics;
+use cosi_runtime::{Readiness, Shutdown};
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use kube_sim::KubeSim;
+use serde_json::json;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use fake::FakeDriver;
+
+/// The fake driver's name.
+pub const DRIVER: &str = "fake.cosi.example.com";
+/// The user the sidecar authenticates as (when RBAC is off).
+pub const SIDECAR_USER: &str = "cosi-sidecar-under-test";
+/// The namespace of the test BucketAccesses.
+pub const NS: &str = "apps";
+
+pub struct Harness {
+    pub sim: KubeSim,
+    pub admin: Client,
+    pub fake: FakeDriver,
+    pub endpoint: Endpoint,
+    pub sidecar_token: String,
+    driver: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+    _dir: tempfile::TempDir,
+}
+
+pub async fn install_crds(client: &Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (_, crd) in cosi_api::crd::all() {
+        api.create(&PostParams::default(), &crd)
+            .await
+            .expect("install CRD");
+    }
+}
+
+impl Harness {
+    pub async fn new() -> Self {
+        Self::with_sim(KubeSim::start().await.expect("start kube-sim")).await
+    }
+
+    pub async fn with_sim(sim: KubeSim) -> Self {
+        logs::init();
+        let admin = sim.client();
+        install_crds(&admin).await;
+        let namespaces: Api<Namespace> = Api::all(admin.clone());
+        for ns in [NS, "cosi-system"] {
+            let ns = Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            namespaces
+                .create(&PostParams::default(), &ns)
+                .await
+                .expect("create namespace");
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).expect("endpoint");
+        let fake = FakeDriver::new(DRIVER);
+        let driver = Some(fake.serve(&endpoint));
+        let sidecar_token = sim.add_user(SIDECAR_USER, &["system:masters"]);
+        wait_for_socket(&endpoint).await;
+        Self {
+            sim,
+            admin,
+            fake,
+            endpoint,
+            sidecar_token,
+            driver,
+            _dir: dir,
+        }
+    }
+
+    pub fn sidecar_client(&self) -> Client {
+        self.sim.client_for_token(&self.sidecar_token)
+    }
+
+    pub fn start_sidecar(&self) -> Sidecar {
+        self.start_sidecar_with(self.sidecar_client(), |_| {})
+    }
+
+    pub fn start_sidecar_with(
+        &self,
+        client: Client,
+        tweak: impl FnOnce(&mut cosi_sidecar::Config),
+    ) -> Sidecar {
+        let registry = prometheus::Registry::new();
+        let metrics = SidecarMetrics::register(&registry).expect("metrics");
+        let readiness = Readiness::new("starting");
+        let mut config = test_config(metrics, readiness.clone());
+        tweak(&mut config);
+        let shutdown = Shutdown::new();
+        let driver = DriverClient::connect_lazy(&self.endpoint);
+        let task = tokio::spawn(cosi_sidecar::run(client, driver, config, shutdown.clone()));
+        Sidecar {
+            task: Some(task),
+            shutdown,
+            readiness,
+            registry,
+        }
+    }
+
+    /// Stops serving the driver (the socket disappears).
+    pub async fn stop_driver(&mut self) {
+        if let Some((tx, task)) = self.driver.take() {
+            let _ = tx.send(());
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+    }
+
+    /// Serves the driver again on the same socket.
+    pub async fn restart_driver(&mut self) {
+        self.stop_driver().await;
+        self.driver = Some(self.fake.serve(&self.endpoint));
+        wait_for_socket(&self.endpoint).await;
+    }
+
+    pub fn sidecar_writes(&self) -> u64 {
+        self.sim.counters().writes_by_user(SIDECAR_USER)
+    }
+
+    pub fn buckets(&self) -> Api<Bucket> {
+        Api::all(self.admin.clone())
+    }
+
+    pub fn accesses(&self) -> Api<BucketAccess> {
+        Api::namespaced(self.admin.clone(), NS)
+    }
+
+    pub fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.admin.clone(), NS)
+    }
+}
+
+pub fn test_config(metrics: SidecarMetrics, readiness: Readiness) -> cosi_sidecar::Config {
+    let mut config = cosi_sidecar::Config::new(metrics, readiness);
+    config.backoff = Backoff {
+        base: Duration::from_millis(100),
+        max: Duration::from_millis(800),
+    };
+    config.driver_probe_interval = Duration::from_millis(200);
+    config.driver_call_timeout = Duration::from_secs(20);
+    config.secret_check_interval = Duration::from_secs(3600);
+    config.workers = 4;
+    config
+}
+
+async fn wait_for_socket(endpoint: &Endpoint) {
+    eventually("the driver socket to appear", || async {
+        endpoint.path().exists().then_some(())
+    })
+    .await;
+}
+
+/// A running sidecar; aborted when dropped.
+pub struct Sidecar {
+    task: Option<JoinHandle<Result<(), cosi_sidecar::Error>>>,
+    pub shutdown: Shutdown,
+    pub readiness: Readiness,
+    pub registry: prometheus::Registry,
+}
+
+impl Sidecar {
+    /// Kills the sidecar mid-flight, like a crash.
+    pub async fn abort(mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+
+    /// Graceful shutdown; returns what `run` returned.
+    pub async fn stop(mut self) -> Result<(), cosi_sidecar::Error> {
+        self.shutdown.trigger();
+        let task = self.task.take().expect("running");
+        tokio::time::timeout(Duration::from_secs(20), task)
+            .await
+            .expect("the sidecar stops within 20 s")
+            .expect("the sidecar task did not panic")
+    }
+
+    /// Waits for `run` to return by itself.
+    pub async fn finished(mut self) -> Result<(), cosi_sidecar::Error> {
+        let task = self.task.take().expect("running");
+        tokio::time::timeout(Duration::from_secs(20), task)
+            .await
+            .expect("the sidecar stops within 20 s")
+            .expect("the sidecar task did not panic")
+    }
+
+    pub async fn ready(&self) {
+        let r = self.readiness.clone();
+        eventually("the sidecar to be ready", || {
+            let r = r.clone();
+            async move { r.get().ok() }
+        })
+        .await;
+    }
+
+    pub fn metrics(&self) -> String {
+        cosi_runtime::metrics::render(&self.registry)
+    }
+}
+
+impl Drop for Sidecar {
+    fn drop(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+        }
+    }
+}
+
+/// Polls `f` every 50 ms until it returns `Some`, for at most 20 s.
+pub async fn eventually<T, F, Fut>(what: impl Display, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// ---- conditions -----------------------------------------------------------
+
+pub fn condition<'a>(conds: &'a [Condition], type_: &str) -> Option<&'a Condition> {
+    conds.iter().find(|c| c.type_ == type_)
+}
+
+pub fn has(conds: &[Condition], type_: &str, status: &str) -> bool {
+    condition(conds, type_).is_some_and(|c| c.status == status)
+}
+
+// ---- Buckets (as the controller or an admin writes them) -------------------
+
+pub fn dynamic_bucket(name: &str) -> Bucket {
+    let mut b = Bucket::new(
+        name,
+        BucketSpec {
+            driver_name: DRIVER.into(),
+            deletion_policy: DeletionPolicy::Delete,
+            protocols: vec![Protocol::S3],
+            parameters: [("tier".to_owned(), "gold".to_owned())].into(),
+            bucket_claim_ref: BucketClaimReference {
+                name: format!("claim-{name}"),
+                namespace: NS.into(),
+                uid: format!("uid-{name}"),
+            },
+            existing_bucket_id: String::new(),
+        },
+    );
+    b.metadata.finalizers = Some(vec![PROTECTION_FINALIZER.into()]);
+    b
+}
+
+pub fn static_bucket(name: &str, existing_id: &str) -> Bucket {
+    let mut b = dynamic_bucket(name);
+    b.metadata.finalizers = None;
+    b.spec.deletion_policy = DeletionPolicy::Retain;
+    b.spec.existing_bucket_id = existing_id.into();
+    b.spec.bucket_claim_ref.uid = String::new();
+    b
+}
+
+impl Harness {
+    pub async fn create_bucket(&self, b: &Bucket) -> Bucket {
+        self.buckets()
+            .create(&PostParams::default(), b)
+            .await
+            .expect("create Bucket")
+    }
+
+    pub async fn bucket(&self, name: &str) -> Option<Bucket> {
+        self.buckets().get_opt(name).await.expect("get Bucket")
+    }
+
+    /// Waits until `pred` holds for the Bucket.
+    pub async fn bucket_when(
+        &self,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&Bucket) -> bool,
+    ) -> Bucket {
+        eventually(format!("Bucket {name}: {what}"), || async {
+            self.bucket(name).await.filter(|b| pred(b))
+        })
+        .await
+    }
+
+    pub async fn provisioned_bucket(&self, name: &str) -> Bucket {
+        self.bucket_when(name, "Provisioned=True", |b| {
+            has(b.conditions(), condition_types::PROVISIONED, "True")
+        })
+        .await
+    }
+
+    /// Creates a dynamic Bucket and waits until it is provisioned.
+    pub async fn provision_bucket(&self, name: &str) -> Bucket {
+        self.create_bucket(&dynamic_bucket(name)).await;
+        self.provisioned_bucket(name).await
+    }
+
+    /// The controller's part of claim deletion: annotate, then delete.
+    pub async fn claim_deleted(&self, name: &str, delete: bool) {
+        self.buckets()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {annotations::BUCKETCLAIM_BEING_DELETED: ""}}})),
+            )
+            .await
+            .expect("annotate Bucket");
+        if delete {
+            self.buckets()
+                .delete(name, &DeleteParams::default())
+                .await
+                .expect("delete Bucket");
+        }
+    }
+
+    pub async fn bucket_gone(&self, name: &str) {
+        eventually(format!("Bucket {name} to be gone"), || async {
+            self.bucket(name).await.is_none().then_some(())
+        })
+        .await;
+    }
+}
+
+// ---- BucketAccesses ---------------------------------------------------------
+
+/// A user's BucketAccess for `(claim, secret)` pairs.
+pub fn access(name: &str, claims: &[(&str, &str)]) -> BucketAccess {
+    let mut a = BucketAccess::new(
+        name,
+        BucketAccessSpec {
+            bucket_claims: claims
+                .iter()
+                .map(|(claim, secret)| BucketAccessClaim {
+                    bucket_claim_name: (*claim).into(),
+                    access_secret_name: (*secret).into(),
+                    access_modes: BucketAccessModes::objects(BucketAccessMode::ReadWrite),
+                })
+                .collect(),
+            bucket_access_class_name: "standard".into(),
+            protocol: Protocol::S3,
+            service_account_name: String::new(),
+        },
+    );
+    a.metadata.namespace = Some(NS.into());
+    a
+}
+
+impl Harness {
+    pub async fn create_access(&self, a: &BucketAccess) -> BucketAccess {
+        self.accesses()
+            .create(&PostParams::default(), a)
+            .await
+            .expect("create BucketAccess")
+    }
+
+    pub async fn access(&self, name: &str) -> Option<BucketAccess> {
+        self.accesses()
+            .get_opt(name)
+            .await
+            .expect("get BucketAccess")
+    }
+
+    /// The controller's hand-off: finalizer, then status with the accessed
+    /// Buckets (`(claim, bucket)` pairs), driver, auth, parameters and the
+    /// initial conditions.
+    pub async fn hand_off(
+        &self,
+        name: &str,
+        buckets: &[(&str, &str)],
+        auth: AuthenticationType,
+    ) -> BucketAccess {
+        let api = self.accesses();
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": [PROTECTION_FINALIZER]}})),
+        )
+        .await
+        .expect("add BucketAccess finalizer");
+        let current = api.get(name).await.expect("get BucketAccess");
+        let mut conditions = Vec::new();
+        set_all(
+            &mut conditions,
+            &[
+                Desired::new(
+                    condition_types::RESOURCES_VALIDATED,
+                    Status::True,
+                    reasons::VALID,
+                    "valid",
+                ),
+                Desired::new(
+                    condition_types::PROVISIONED,
+                    Status::Unknown,
+                    reasons::PROVISIONING,
+                    "handed to the sidecar",
+                ),
+                Desired::new(
+                    condition_types::PROVISION_FAILED,
+                    Status::Unknown,
+                    reasons::PENDING,
+                    "handed to the sidecar",
+                ),
+            ],
+            current.metadata.generation,
+            Timestamp::now(),
+        );
+        let status = BucketAccessStatus {
+            conditions,
+            account_id: String::new(),
+            accessed_buckets: buckets
+                .iter()
+                .map(|(claim, bucket)| AccessedBucket {
+                    bucket_name: (*bucket).into(),
+                    bucket_id: String::new(),
+                    bucket_claim_name: (*claim).into(),
+                })
+                .collect(),
+            driver_name: DRIVER.into(),
+            authentication_type: Some(auth),
+            parameters: [("role".to_owned(), "app".to_owned())].into(),
+        };
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "status": status })),
+        )
+        .await
+        .expect("hand off BucketAccess")
+    }
+
+    pub async fn access_when(
+        &self,
+        name: &str,
+        what: &str,
+        pred: impl Fn(&BucketAccess) -> bool,
+    ) -> BucketAccess {
+        eventually(format!("BucketAccess {name}: {what}"), || async {
+            self.access(name).await.filter(|a| pred(a))
+        })
+        .await
+    }
+
+    pub async fn granted_access(&self, name: &str) -> BucketAccess {
+        self.access_when(name, "Provisioned=True", |a| {
+            has(a.conditions(), condition_types::PROVISIONED, "True")
+        })
+        .await
+    }
+
+    /// Creates a BucketAccess to `buckets` (`(claim, bucket, secret)`),
+    /// hands it off and waits until it is granted.
+    pub async fn grant(&self, name: &str, buckets: &[(&str, &str, &str)]) -> BucketAccess {
+        let claims: Vec<(&str, &str)> = buckets.iter().map(|(c, _, s)| (*c, *s)).collect();
+        self.create_access(&access(name, &claims)).await;
+        let pairs: Vec<(&str, &str)> = buckets.iter().map(|(c, b, _)| (*c, *b)).collect();
+        self.hand_off(name, &pairs, AuthenticationType::Key).await;
+        self.granted_access(name).await
+    }
+
+    pub async fn secret(&self, name: &str) -> Option<Secret> {
+        self.secrets().get_opt(name).await.expect("get Secret")
+    }
+
+    /// Events about `object` (in `namespace`) with `reason`.
+    pub async fn events(&self, namespace: &str, object: &str, reason: &str) -> Vec<Event> {
+        let api: Api<Event> = Api::namespaced(self.admin.clone(), namespace);
+        api.list(&ListParams::default())
+            .await
+            .expect("list Events")
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object)
+                    && e.reason.as_deref() == Some(reason)
+            })
+            .collect()
+    }
+
+    pub async fn event_seen(&self, namespace: &str, object: &str, reason: &str) -> Event {
+        eventually(format!("Event {reason} about {object}"), || async {
+            self.events(namespace, object, reason)
+                .await
+                .into_iter()
+                .next()
+        })
+        .await
+    }
+}
+
+pub fn secret_string(s: &Secret, key: &str) -> Option<String> {
+    s.data
+        .as_ref()?
+        .get(key)
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+}
+
+pub fn uid(obj: &impl ResourceExt) -> String {
+    obj.uid().expect("a stored object has a UID")
+}

@@ -1,0 +1,198 @@
+//! Operations: resync costs nothing, the write budget, the KEP's metrics,
+//! and no credential in any log line.
+
+use std::time::Duration;
+
+use base64::Engine as _;
+use kube::ResourceExt;
+
+use crate::common::fake::*;
+use crate::common::*;
+
+#[tokio::test]
+async fn a_resync_of_ready_objects_writes_nothing_and_calls_no_provisioning_rpc() {
+    const N: usize = 5;
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    let first = h.start_sidecar();
+    for i in 0..N {
+        let bucket = format!("bc-r{i}");
+        h.provision_bucket(&bucket).await;
+        h.grant(
+            &format!("ba-r{i}"),
+            &[("claim", &bucket, &format!("creds-r{i}"))],
+        )
+        .await;
+    }
+    first.stop().await.expect("graceful stop");
+
+    h.fake.forbid(&PROVISION_BUCKET);
+    h.fake.forbid(&PROVISION_ACCESS);
+    h.fake.clear_calls();
+    let before = h.sim.counters();
+    let second = h.start_sidecar();
+    second.ready().await;
+    // Every access's Secrets are checked (reads only) before we count.
+    eventually("the resync to read every Secret", || async {
+        let c = h.sim.counters().since(&before);
+        (c.count_for("get", "secrets", SIDECAR_USER) >= N as u64).then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let during = h.sim.counters().since(&before);
+    let writes = during.writes_by_user(SIDECAR_USER);
+    println!(
+        "resync of {N} Buckets + {N} BucketAccesses: {writes} API writes, {} driver provisioning calls",
+        h.fake.provisioner_calls().len()
+    );
+    assert_eq!(writes, 0, "{:?}", during.entries().collect::<Vec<_>>());
+    assert!(
+        h.fake.provisioner_calls().is_empty(),
+        "{:#?}",
+        h.fake.provisioner_calls()
+    );
+    h.fake.assert_no_unexpected_calls();
+}
+
+#[tokio::test]
+async fn one_bucket_and_one_access_cost_the_sidecar_at_most_six_writes() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    let sidecar = h.start_sidecar();
+    sidecar.ready().await;
+    let before = h.sim.counters();
+    h.provision_bucket("bc-budget").await;
+    h.grant("ba-budget", &[("claim", "bc-budget", "creds-budget")])
+        .await;
+    assert!(h.secret("creds-budget").await.is_some());
+    // Let anything our own writes triggered settle before counting.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let during = h.sim.counters().since(&before);
+    let writes = during.writes_by_user(SIDECAR_USER);
+    let breakdown: Vec<_> = during
+        .entries()
+        .filter(|(v, _, u, _)| *u == SIDECAR_USER && kube_sim::counters::WRITE_VERBS.contains(v))
+        .map(|(v, r, _, n)| format!("{v} {r}: {n}"))
+        .collect();
+    println!(
+        "sidecar writes for one Bucket + one BucketAccess: {writes} ({})",
+        breakdown.join(", ")
+    );
+    assert!(writes <= 6, "{writes} writes: {breakdown:?}");
+    assert_eq!(during.count_for("patch", "buckets/status", SIDECAR_USER), 2);
+    assert_eq!(
+        during.count_for("patch", "bucketaccesses/status", SIDECAR_USER),
+        2
+    );
+    assert_eq!(during.count_for("create", "secrets", SIDECAR_USER), 1);
+}
+
+#[tokio::test]
+async fn metrics_use_the_kep_names_labels_and_buckets() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&[GET_BUCKET]);
+    let sidecar = h.start_sidecar();
+    h.provision_bucket("bc-m").await;
+    h.create_bucket(&static_bucket("static-m", "missing")).await;
+    eventually("a DriverGetBucket error", || async {
+        (!h.fake.calls_of(GET_BUCKET).is_empty()).then_some(())
+    })
+    .await;
+    let text = eventually("the metrics to show both calls", || async {
+        let t = sidecar.metrics();
+        t.contains("cosi_sidecar_operation_errors_total{driver_name=\"fake.cosi.example.com\",method_name=\"DriverGetBucket\"}")
+            .then_some(t)
+    })
+    .await;
+    for line in [
+        r#"cosi_sidecar_operation_duration_seconds_count{driver_name="fake.cosi.example.com",grpc_status_code="OK",method_name="DriverCreateBucket"} 1"#,
+        r#"cosi_sidecar_operation_duration_seconds_count{driver_name="fake.cosi.example.com",grpc_status_code="OK",method_name="DriverGenerateBucketId"} 1"#,
+        r#"grpc_status_code="NotFound",method_name="DriverGetBucket""#,
+        r#"grpc_status_code="OK",method_name="DriverGetInfo""#,
+        r#"method_name="DriverCreateBucket",le="600"} 1"#,
+        "# TYPE cosi_sidecar_operation_duration_seconds histogram",
+        "# TYPE cosi_sidecar_operation_errors_total counter",
+    ] {
+        assert!(text.contains(line), "missing {line}\n{text}");
+    }
+    assert!(!text.contains(r#"cosi_sidecar_operation_errors_total{driver_name="fake.cosi.example.com",method_name="DriverCreateBucket"}"#));
+}
+
+#[tokio::test]
+async fn no_credential_appears_in_any_log_line() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    h.fake.expect(&[REVOKE]);
+    let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
+        c.secret_check_interval = Duration::from_millis(300);
+    });
+    h.provision_bucket("bc-log").await;
+    // A bad reply (a credential missing), then good ones.
+    h.fake.mutate_grant(|r| {
+        if let Some(s3) = r.credentials.as_mut().and_then(|c| c.s3.as_mut()) {
+            s3.access_key_id.clear();
+        }
+    });
+    h.create_access(&access("ba-log", &[("claim", "creds-log")]))
+        .await;
+    h.hand_off(
+        "ba-log",
+        &[("claim", "bc-log")],
+        cosi_api::AuthenticationType::Key,
+    )
+    .await;
+    h.access_when("ba-log", "a failed grant", |a| {
+        has(
+            a.conditions(),
+            cosi_api::constants::condition_types::PROVISION_FAILED,
+            "True",
+        )
+    })
+    .await;
+    h.fake.clear_grant_mutator();
+    h.granted_access("ba-log").await;
+    h.fake.lock().version = 7;
+    h.secrets()
+        .delete("creds-log", &Default::default())
+        .await
+        .unwrap();
+    let (_, key7) = FakeDriver::credentials(7);
+    eventually("the refreshed Secret", || async {
+        h.secret("creds-log")
+            .await
+            .filter(|s| secret_string(s, "AWS_SECRET_ACCESS_KEY").as_deref() == Some(key7.as_str()))
+    })
+    .await;
+    h.accesses()
+        .delete("ba-log", &Default::default())
+        .await
+        .unwrap();
+    h.access_when("ba-log", "cleaned up", |a| {
+        a.annotations()
+            .contains_key(cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED)
+    })
+    .await;
+
+    let logs = logs::captured();
+    assert!(logs.contains("access granted"), "the capture works");
+    let mut values = vec![SECRET_MARKER.to_owned()];
+    for v in 1..=7 {
+        let (id, key) = FakeDriver::credentials(v);
+        values.push(id);
+        values.push(key);
+    }
+    let engine = base64::engine::general_purpose::STANDARD;
+    let encoded: Vec<String> = values.iter().map(|v| engine.encode(v)).collect();
+    for (i, line) in logs.lines().enumerate() {
+        for v in values.iter().chain(&encoded) {
+            assert!(
+                !line.contains(v.as_str()),
+                "log line {i} holds a credential: {line}"
+            );
+        }
+    }
+}
