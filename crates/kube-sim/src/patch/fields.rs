@@ -1,0 +1,453 @@
+//! Field ownership (`metadata.managedFields`) as server-side apply tracks it:
+//! field paths in the `fieldsV1` token form (`f:name`, `k:{"type":"Ready"}`,
+//! `v:"x"`), the set of paths an object (or an applied configuration)
+//! touches, the paths an update changed, and the conversion of path sets to
+//! and from the `fieldsV1` tree.
+
+use serde_json::{Map, Value, json};
+use std::collections::BTreeSet;
+
+/// One path: tokens from the object root.
+pub type FieldPath = Vec<String>;
+/// A set of paths.
+pub type FieldSet = BTreeSet<FieldPath>;
+
+/// How a list at some path merges: atomically, as a set, or as a map keyed
+/// by some fields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListKind {
+    /// Replaced whole.
+    Atomic,
+    /// Items are scalars, unique, merged by value.
+    Set,
+    /// Items are objects, merged by these key fields.
+    Map(Vec<String>),
+}
+
+/// Tells the list kind of the list at a path of plain field names.
+pub trait ListTypes {
+    /// The kind of the list at `path` (field names only, no indices).
+    fn list_kind(&self, path: &[&str]) -> ListKind;
+}
+
+/// List kinds of built-in objects: the metadata lists, everything else atomic.
+pub struct BuiltinLists;
+
+impl ListTypes for BuiltinLists {
+    fn list_kind(&self, path: &[&str]) -> ListKind {
+        match path {
+            ["metadata", "ownerReferences"] => ListKind::Map(vec!["uid".into()]),
+            ["metadata", "finalizers"] => ListKind::Set,
+            _ => ListKind::Atomic,
+        }
+    }
+}
+
+/// List kinds from a CRD schema (plus the metadata lists).
+pub struct SchemaLists<'a>(pub Option<&'a crate::validation::schema::Schema>);
+
+impl ListTypes for SchemaLists<'_> {
+    fn list_kind(&self, path: &[&str]) -> ListKind {
+        if path.first() == Some(&"metadata") {
+            return BuiltinLists.list_kind(path);
+        }
+        match self.0.and_then(|s| s.list_type_at(path)) {
+            Some((t, keys)) if t == "map" && !keys.is_empty() => ListKind::Map(keys),
+            Some((t, _)) if t == "set" => ListKind::Set,
+            _ => ListKind::Atomic,
+        }
+    }
+}
+
+/// Metadata fields whose ownership is tracked.
+const TRACKED_META: &[&str] = &["labels", "annotations", "finalizers", "ownerReferences"];
+
+/// The key token of a map-list item.
+pub fn key_token(item: &Value, keys: &[String]) -> String {
+    let mut m = Map::new();
+    for k in keys {
+        if let Some(v) = item.get(k) {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    format!("k:{}", Value::Object(m))
+}
+
+/// The paths an object sets (leaves, plus map-list items themselves),
+/// excluding identity metadata, apiVersion and kind. `skip_status` leaves out
+/// `status` (the main endpoint of a resource with a status subresource);
+/// `only_status` keeps only `status`.
+pub fn field_set(obj: &Value, lists: &dyn ListTypes, scope: Scope) -> FieldSet {
+    let mut out = FieldSet::new();
+    let Some(map) = obj.as_object() else {
+        return out;
+    };
+    for (k, v) in map {
+        match k.as_str() {
+            "apiVersion" | "kind" => continue,
+            "status" if scope == Scope::NoStatus => continue,
+            "metadata" => {
+                if scope == Scope::OnlyStatus {
+                    continue;
+                }
+                if let Some(meta) = v.as_object() {
+                    for (mk, mv) in meta {
+                        if TRACKED_META.contains(&mk.as_str()) {
+                            let mut path = vec!["f:metadata".to_string(), format!("f:{mk}")];
+                            let mut names = vec!["metadata", mk.as_str()];
+                            walk(mv, &mut path, &mut names, lists, &mut out);
+                        }
+                    }
+                }
+            }
+            _ => {
+                if scope == Scope::OnlyStatus && k != "status" {
+                    continue;
+                }
+                let mut path = vec![format!("f:{k}")];
+                let mut names = vec![k.as_str()];
+                walk(v, &mut path, &mut names, lists, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// Which part of an object a write may touch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything.
+    All,
+    /// Everything but `status`.
+    NoStatus,
+    /// Only `status`.
+    OnlyStatus,
+}
+
+fn walk<'a>(
+    v: &'a Value,
+    path: &mut FieldPath,
+    names: &mut Vec<&'a str>,
+    lists: &dyn ListTypes,
+    out: &mut FieldSet,
+) {
+    match v {
+        Value::Object(map) if !map.is_empty() => {
+            for (k, child) in map {
+                path.push(format!("f:{k}"));
+                names.push(k.as_str());
+                walk(child, path, names, lists, out);
+                path.pop();
+                names.pop();
+            }
+        }
+        Value::Array(items) if !items.is_empty() => match lists.list_kind(names) {
+            ListKind::Atomic => {
+                out.insert(path.clone());
+            }
+            ListKind::Set => {
+                for item in items {
+                    let mut p = path.clone();
+                    p.push(format!("v:{item}"));
+                    out.insert(p);
+                }
+            }
+            ListKind::Map(keys) => {
+                for item in items {
+                    path.push(key_token(item, &keys));
+                    out.insert(path.clone());
+                    if let Some(obj) = item.as_object() {
+                        for (k, child) in obj {
+                            path.push(format!("f:{k}"));
+                            names.push(k.as_str());
+                            walk(child, path, names, lists, out);
+                            path.pop();
+                            names.pop();
+                        }
+                    }
+                    path.pop();
+                }
+            }
+        },
+        _ => {
+            out.insert(path.clone());
+        }
+    }
+}
+
+/// Resolves a path in an object.
+pub fn resolve<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
+    let mut cur = obj;
+    for tok in path {
+        cur = step(cur, tok)?;
+    }
+    Some(cur)
+}
+
+fn step<'a>(cur: &'a Value, tok: &str) -> Option<&'a Value> {
+    if let Some(name) = tok.strip_prefix("f:") {
+        return cur.get(name);
+    }
+    let items = cur.as_array()?;
+    if let Some(k) = tok.strip_prefix("k:") {
+        let key: Value = serde_json::from_str(k).ok()?;
+        let key = key.as_object()?;
+        return items
+            .iter()
+            .find(|item| key.iter().all(|(kk, kv)| item.get(kk) == Some(kv)));
+    }
+    if let Some(v) = tok.strip_prefix("v:") {
+        let val: Value = serde_json::from_str(v).ok()?;
+        return items.iter().find(|item| **item == val);
+    }
+    None
+}
+
+/// Removes the field at a path; returns whether something was removed.
+pub fn remove(obj: &mut Value, path: &[String]) -> bool {
+    let Some((last, parent_path)) = path.split_last() else {
+        return false;
+    };
+    let mut cur = obj;
+    for tok in parent_path {
+        let next = step_mut(cur, tok);
+        match next {
+            Some(n) => cur = n,
+            None => return false,
+        }
+    }
+    if let Some(name) = last.strip_prefix("f:") {
+        return cur.as_object_mut().and_then(|m| m.remove(name)).is_some();
+    }
+    let Some(items) = cur.as_array_mut() else {
+        return false;
+    };
+    let before = items.len();
+    if let Some(k) = last.strip_prefix("k:") {
+        if let Ok(Value::Object(key)) = serde_json::from_str::<Value>(k) {
+            items.retain(|item| !key.iter().all(|(kk, kv)| item.get(kk) == Some(kv)));
+        }
+    } else if let Some(v) = last.strip_prefix("v:")
+        && let Ok(val) = serde_json::from_str::<Value>(v)
+    {
+        items.retain(|item| *item != val);
+    }
+    items.len() != before
+}
+
+fn step_mut<'a>(cur: &'a mut Value, tok: &str) -> Option<&'a mut Value> {
+    if let Some(name) = tok.strip_prefix("f:") {
+        return cur.get_mut(name);
+    }
+    let items = cur.as_array_mut()?;
+    if let Some(k) = tok.strip_prefix("k:") {
+        let key: Value = serde_json::from_str(k).ok()?;
+        let key = key.as_object()?.clone();
+        return items
+            .iter_mut()
+            .find(|item| key.iter().all(|(kk, kv)| item.get(kk) == Some(kv)));
+    }
+    if let Some(v) = tok.strip_prefix("v:") {
+        let val: Value = serde_json::from_str(v).ok()?;
+        return items.iter_mut().find(|item| **item == val);
+    }
+    None
+}
+
+/// Paths whose value differs between two objects (added, changed or
+/// removed), at leaf granularity.
+pub fn changed_paths(old: &Value, new: &Value, lists: &dyn ListTypes, scope: Scope) -> FieldSet {
+    let a = field_set(old, lists, scope);
+    let b = field_set(new, lists, scope);
+    let mut out = FieldSet::new();
+    for p in a.symmetric_difference(&b) {
+        out.insert(p.clone());
+    }
+    for p in a.intersection(&b) {
+        let is_item = p.last().is_some_and(|t| t.starts_with("k:"));
+        if !is_item && resolve(old, p) != resolve(new, p) {
+            out.insert(p.clone());
+        }
+    }
+    out
+}
+
+/// Converts a path set to the `fieldsV1` tree.
+pub fn to_fields_v1(set: &FieldSet) -> Value {
+    let mut root = Map::new();
+    for path in set {
+        let mut node = &mut root;
+        for tok in path {
+            let child = node.entry(tok.clone()).or_insert_with(|| json!({}));
+            node = child.as_object_mut().expect("nodes are objects");
+        }
+        if !node.is_empty() {
+            node.insert(".".into(), json!({}));
+        }
+    }
+    mark_self(&mut root, set, &mut Vec::new());
+    Value::Object(root)
+}
+
+fn mark_self(node: &mut Map<String, Value>, set: &FieldSet, path: &mut FieldPath) {
+    for (k, v) in node.iter_mut() {
+        if k == "." {
+            continue;
+        }
+        path.push(k.clone());
+        if let Some(child) = v.as_object_mut() {
+            if !child.is_empty() && set.contains(path) {
+                child.insert(".".into(), json!({}));
+            }
+            mark_self(child, set, path);
+        }
+        path.pop();
+    }
+}
+
+/// Converts a `fieldsV1` tree to a path set.
+pub fn from_fields_v1(tree: &Value) -> FieldSet {
+    let mut out = FieldSet::new();
+    if let Some(map) = tree.as_object() {
+        collect(map, &mut Vec::new(), &mut out);
+    }
+    out
+}
+
+fn collect(node: &Map<String, Value>, path: &mut FieldPath, out: &mut FieldSet) {
+    for (k, v) in node {
+        if k == "." {
+            out.insert(path.clone());
+            continue;
+        }
+        path.push(k.clone());
+        match v.as_object() {
+            Some(child) if !child.is_empty() => collect(child, path, out),
+            _ => {
+                out.insert(path.clone());
+            }
+        }
+        path.pop();
+    }
+}
+
+/// Whether two paths overlap (one is a prefix of the other).
+pub fn overlaps(a: &[String], b: &[String]) -> bool {
+    let n = a.len().min(b.len());
+    a[..n] == b[..n]
+}
+
+/// Renders a path like the API server's conflict messages
+/// (`.spec.holderIdentity`, `.status.conditions[type="Ready"]`).
+pub fn display_path(path: &[String]) -> String {
+    let mut s = String::new();
+    for tok in path {
+        if let Some(n) = tok.strip_prefix("f:") {
+            s.push('.');
+            s.push_str(n);
+        } else if let Some(k) = tok.strip_prefix("k:") {
+            let inner = serde_json::from_str::<Value>(k)
+                .ok()
+                .and_then(|v| v.as_object().cloned())
+                .map(|m| {
+                    m.iter()
+                        .map(|(kk, vv)| format!("{kk}={vv}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            s.push_str(&format!("[{inner}]"));
+        } else if let Some(v) = tok.strip_prefix("v:") {
+            s.push_str(&format!("[={v}]"));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct CondLists;
+    impl ListTypes for CondLists {
+        fn list_kind(&self, path: &[&str]) -> ListKind {
+            match path {
+                ["status", "conditions"] => ListKind::Map(vec!["type".into()]),
+                ["spec", "tags"] => ListKind::Set,
+                _ => BuiltinLists.list_kind(path),
+            }
+        }
+    }
+
+    fn p(tokens: &[&str]) -> FieldPath {
+        tokens.iter().map(|t| t.to_string()).collect()
+    }
+
+    #[test]
+    fn field_sets_name_leaves_items_and_tracked_metadata() {
+        let obj = json!({
+            "apiVersion": "v1", "kind": "X",
+            "metadata": {"name": "n", "labels": {"a": "b"}, "finalizers": ["f"]},
+            "spec": {"x": 1, "tags": ["t"], "list": [1, 2]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+        });
+        let set = field_set(&obj, &CondLists, Scope::All);
+        assert!(set.contains(&p(&["f:metadata", "f:labels", "f:a"])));
+        assert!(set.contains(&p(&["f:metadata", "f:finalizers", "v:\"f\""])));
+        assert!(set.contains(&p(&["f:spec", "f:x"])));
+        assert!(set.contains(&p(&["f:spec", "f:tags", "v:\"t\""])));
+        assert!(set.contains(&p(&["f:spec", "f:list"])));
+        assert!(set.contains(&p(&["f:status", "f:conditions", "k:{\"type\":\"Ready\"}"])));
+        assert!(set.contains(&p(&[
+            "f:status",
+            "f:conditions",
+            "k:{\"type\":\"Ready\"}",
+            "f:status"
+        ])));
+        assert!(
+            !set.iter()
+                .any(|x| x[0] == "f:apiVersion" || x.contains(&"f:name".to_string()))
+        );
+        let no_status = field_set(&obj, &CondLists, Scope::NoStatus);
+        assert!(!no_status.iter().any(|x| x[0] == "f:status"));
+    }
+
+    #[test]
+    fn fields_v1_round_trips() {
+        let obj = json!({"spec": {"a": 1, "b": {"c": "d"}}, "status": {"conditions": [{"type": "R", "status": "T"}]}});
+        let set = field_set(&obj, &CondLists, Scope::All);
+        let tree = to_fields_v1(&set);
+        assert_eq!(
+            tree["f:status"]["f:conditions"]["k:{\"type\":\"R\"}"]["."],
+            json!({})
+        );
+        assert_eq!(from_fields_v1(&tree), set);
+    }
+
+    #[test]
+    fn changed_paths_find_modified_added_and_removed_leaves() {
+        let old = json!({"spec": {"a": 1, "b": 2, "gone": true}});
+        let new = json!({"spec": {"a": 1, "b": 3, "new": "x"}});
+        let changed = changed_paths(&old, &new, &CondLists, Scope::All);
+        assert_eq!(
+            changed,
+            [
+                p(&["f:spec", "f:b"]),
+                p(&["f:spec", "f:gone"]),
+                p(&["f:spec", "f:new"])
+            ]
+            .into_iter()
+            .collect()
+        );
+    }
+
+    #[test]
+    fn paths_resolve_and_remove_through_keyed_items() {
+        let mut obj = json!({"status": {"conditions": [{"type": "A", "status": "1"}, {"type": "B", "status": "2"}]}});
+        let path = p(&["f:status", "f:conditions", "k:{\"type\":\"B\"}", "f:status"]);
+        assert_eq!(resolve(&obj, &path), Some(&json!("2")));
+        assert!(remove(&mut obj, &path[..3]));
+        assert_eq!(obj["status"]["conditions"].as_array().unwrap().len(), 1);
+        assert_eq!(display_path(&path), ".status.conditions[type=\"B\"].status");
+    }
+}

@@ -1,0 +1,796 @@
+//! The object store: one mutex-guarded [`State`] holding every object (per
+//! storage key, a `BTreeMap` ordered by namespace and name, as etcd orders
+//! keys), one cluster-wide monotonic resourceVersion, the retained window of
+//! change events that watches resume from, and the registered watchers,
+//! which are fed synchronously on commit so that no event can slip between a
+//! list and a watch. Reads ([`Store::get`], [`Store::list`]) live here;
+//! writes are in [`write`](self::write); watch streams are served by `crate::watch`.
+
+pub mod write;
+
+use crate::builtin::{self, Builtin};
+use crate::meta;
+use crate::resource::{Registry, ResourceInfo};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+use base64::Engine;
+use bytes::Bytes;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use tokio::sync::{Notify, mpsc};
+
+/// (namespace, name) of an object; namespace is "" for cluster objects.
+pub type ObjKey = (String, String);
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Created.
+    Added,
+    /// Changed.
+    Modified,
+    /// Removed.
+    Deleted,
+}
+
+impl EventType {
+    /// The watch event type string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as retained in the window and sent to watchers.
+#[derive(Debug)]
+pub struct Event {
+    /// The resourceVersion of the change.
+    pub rv: u64,
+    /// Storage key of the object.
+    pub storage: Arc<str>,
+    /// What happened.
+    pub etype: EventType,
+    /// The object after the change (for deletions: its last state).
+    pub object: Arc<Value>,
+    /// The object before the change.
+    pub prev: Option<Arc<Value>>,
+    /// Cached JSON encoding of `object`.
+    pub encoded: OnceLock<Bytes>,
+}
+
+impl Event {
+    /// The JSON bytes of the object, encoded once.
+    pub fn encoded(&self) -> &Bytes {
+        self.encoded
+            .get_or_init(|| Bytes::from(serde_json::to_vec(&*self.object).unwrap_or_default()))
+    }
+}
+
+struct WatcherSink {
+    id: u64,
+    storage: Arc<str>,
+    namespace: Option<String>,
+    tx: mpsc::Sender<Arc<Event>>,
+}
+
+/// How many events a slow watcher may fall behind before it is closed.
+const WATCH_BUFFER: usize = 16 * 1024;
+
+/// The mutable state behind the store's lock.
+pub struct State {
+    /// The last resourceVersion handed out.
+    pub rv: u64,
+    /// Served resources.
+    pub registry: Registry,
+    objects: HashMap<Arc<str>, BTreeMap<ObjKey, Arc<Value>>>,
+    log: VecDeque<Arc<Event>>,
+    window_start: u64,
+    window: usize,
+    watchers: Vec<WatcherSink>,
+    next_watcher: u64,
+    uid_index: HashMap<String, (Arc<str>, ObjKey)>,
+    owner_index: HashMap<String, BTreeSet<(Arc<str>, ObjKey)>>,
+    /// Uids whose dependents the garbage collector must look at.
+    pub gc_queue: VecDeque<String>,
+    /// Objects being deleted that controllers must finish (namespaces,
+    /// CRDs, owners with the orphan or foregroundDeletion finalizer).
+    pub finalizing: BTreeSet<(Arc<str>, ObjKey)>,
+    /// Bumped whenever an RBAC object changes.
+    pub rbac_epoch: u64,
+    /// Set when controllers (GC, namespace, CRD cleanup) have work.
+    pub controllers_pending: bool,
+}
+
+/// The store shared by the server, the controllers and the library API.
+pub struct Store {
+    state: Mutex<State>,
+    /// Woken when controllers have work.
+    pub controllers: Notify,
+}
+
+/// Options of a list request.
+#[derive(Debug, Clone, Default)]
+pub struct ListOptions {
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+    /// `limit` (0 = none).
+    pub limit: usize,
+    /// `continue`.
+    pub continue_token: Option<String>,
+    /// `resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `resourceVersionMatch`.
+    pub resource_version_match: Option<String>,
+}
+
+/// A list answer.
+#[derive(Debug, Clone)]
+pub struct ListResult {
+    /// The objects (storage form).
+    pub items: Vec<Arc<Value>>,
+    /// The list's resourceVersion.
+    pub resource_version: u64,
+    /// Continue token, when more remain.
+    pub continue_token: Option<String>,
+    /// Remaining item count, when known.
+    pub remaining: Option<u64>,
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store::new(10_000)
+    }
+}
+
+impl Store {
+    /// A store retaining `window` events, with built-in kinds registered and
+    /// the `default`, `kube-system`, `kube-public` and `kube-node-lease`
+    /// namespaces created.
+    pub fn new(window: usize) -> Self {
+        let mut registry = Registry::default();
+        for info in builtin::builtin_resources() {
+            registry.insert(info);
+        }
+        let store = Store {
+            state: Mutex::new(State {
+                rv: 0,
+                registry,
+                objects: HashMap::new(),
+                log: VecDeque::new(),
+                window_start: 0,
+                window: window.max(1),
+                watchers: Vec::new(),
+                next_watcher: 0,
+                uid_index: HashMap::new(),
+                owner_index: HashMap::new(),
+                gc_queue: VecDeque::new(),
+                finalizing: BTreeSet::new(),
+                rbac_epoch: 0,
+                controllers_pending: false,
+            }),
+            controllers: Notify::new(),
+        };
+        {
+            let mut st = store.lock();
+            let ns_info = st
+                .registry
+                .get("", "v1", "namespaces")
+                .expect("namespaces are built in");
+            for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+                let body =
+                    json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+                let _ = st.create(&ns_info, "", body, &write::WriteOptions::internal());
+            }
+            let cr_info = st
+                .registry
+                .get("rbac.authorization.k8s.io", "v1", "clusterroles")
+                .expect("clusterroles are built in");
+            let crb_info = st
+                .registry
+                .get("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
+                .expect("clusterrolebindings are built in");
+            let admin = json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "cluster-admin"},
+                "rules": [
+                    {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                    {"nonResourceURLs": ["*"], "verbs": ["*"]}
+                ]
+            });
+            let _ = st.create(&cr_info, "", admin, &write::WriteOptions::internal());
+            let binding = json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "cluster-admin"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]
+            });
+            let _ = st.create(&crb_info, "", binding, &write::WriteOptions::internal());
+            // As in every cluster: anyone authenticated may review their own
+            // access (`kubectl auth can-i`).
+            let basic = json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "system:basic-user"},
+                "rules": [{"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]}]
+            });
+            let _ = st.create(&cr_info, "", basic, &write::WriteOptions::internal());
+            let basic_binding = json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "system:basic-user"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:basic-user"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]
+            });
+            let _ = st.create(
+                &crb_info,
+                "",
+                basic_binding,
+                &write::WriteOptions::internal(),
+            );
+        }
+        store
+    }
+
+    /// Locks the state.
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Wakes the controllers if a write left them work.
+    pub fn notify_if_pending(&self) {
+        let pending = {
+            let mut st = self.lock();
+            std::mem::take(&mut st.controllers_pending)
+        };
+        if pending {
+            self.controllers.notify_one();
+        }
+    }
+
+    /// Reads one object (storage form).
+    pub fn get(&self, info: &ResourceInfo, ns: &str, name: &str) -> Result<Arc<Value>, ApiError> {
+        let st = self.lock();
+        st.get_obj(&info.storage, ns, name)
+            .ok_or_else(|| ApiError::not_found(&info.gr, name))
+    }
+
+    /// Lists objects of a resource (in one namespace or all).
+    pub fn list(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ListResult, ApiError> {
+        let st = self.lock();
+        st.list(info, ns, opts)
+    }
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ContinueToken {
+    rv: u64,
+    ns: String,
+    name: String,
+}
+
+fn encode_continue(rv: u64, key: &ObjKey) -> String {
+    let tok = ContinueToken {
+        rv,
+        ns: key.0.clone(),
+        name: key.1.clone(),
+    };
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(serde_json::to_vec(&tok).unwrap_or_default())
+}
+
+fn decode_continue(s: &str) -> Result<ContinueToken, ApiError> {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s)
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .ok_or_else(|| ApiError::bad_request("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)"))
+}
+
+/// Whether an object (storage form) passes a request's selectors, judged
+/// on the representation the request sees.
+pub fn selected(
+    info: &ResourceInfo,
+    obj: &Value,
+    labels: &LabelSelector,
+    fields: &FieldSelector,
+) -> bool {
+    if !labels.is_empty() && !labels.matches(meta::labels(obj)) {
+        return false;
+    }
+    if fields.is_empty() {
+        return true;
+    }
+    if info.builtin == Some(Builtin::EventV1) {
+        fields.matches(&builtin::to_view(info, obj))
+    } else {
+        fields.matches(obj)
+    }
+}
+
+impl State {
+    /// The stored object at a key.
+    pub fn get_obj(&self, storage: &str, ns: &str, name: &str) -> Option<Arc<Value>> {
+        self.objects
+            .get(storage)?
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Every stored object of a storage key in a namespace (or all).
+    pub fn objects_of(&self, storage: &str, ns: Option<&str>) -> Vec<Arc<Value>> {
+        let Some(map) = self.objects.get(storage) else {
+            return Vec::new();
+        };
+        match ns {
+            None => map.values().cloned().collect(),
+            Some(ns) => map
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .map(|(_, v)| v.clone())
+                .collect(),
+        }
+    }
+
+    /// Whether any object of a storage key exists in a namespace (or at all).
+    pub fn any_objects(&self, storage: &str, ns: Option<&str>) -> bool {
+        let Some(map) = self.objects.get(storage) else {
+            return false;
+        };
+        match ns {
+            None => !map.is_empty(),
+            Some(ns) => map
+                .range((ns.to_string(), String::new())..)
+                .next()
+                .is_some_and(|((n, _), _)| n == ns),
+        }
+    }
+
+    /// Storage keys that hold objects.
+    pub fn storage_keys(&self) -> Vec<Arc<str>> {
+        self.objects
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
+    /// The object a uid names.
+    pub fn by_uid(&self, uid: &str) -> Option<(Arc<str>, Arc<Value>)> {
+        let (storage, key) = self.uid_index.get(uid)?;
+        let obj = self.objects.get(storage)?.get(key)?.clone();
+        Some((storage.clone(), obj))
+    }
+
+    /// Objects whose ownerReferences name `uid`.
+    pub fn dependents_of(&self, uid: &str) -> Vec<(Arc<str>, Arc<Value>)> {
+        self.owner_index
+            .get(uid)
+            .map(|set| {
+                set.iter()
+                    .filter_map(|(storage, key)| {
+                        self.objects
+                            .get(storage)
+                            .and_then(|m| m.get(key))
+                            .map(|o| (storage.clone(), o.clone()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The oldest resourceVersion a watch may still resume from.
+    pub fn window_start(&self) -> u64 {
+        self.window_start
+    }
+
+    fn index_remove(&mut self, storage: &Arc<str>, key: &ObjKey, obj: &Value) {
+        let uid = meta::uid(obj);
+        if !uid.is_empty() {
+            self.uid_index.remove(uid);
+        }
+        for owner in owner_uids(obj) {
+            if let Some(set) = self.owner_index.get_mut(&owner) {
+                set.remove(&(storage.clone(), key.clone()));
+                if set.is_empty() {
+                    self.owner_index.remove(&owner);
+                }
+            }
+        }
+    }
+
+    fn index_add(&mut self, storage: &Arc<str>, key: &ObjKey, obj: &Value) {
+        let uid = meta::uid(obj);
+        if !uid.is_empty() {
+            self.uid_index
+                .insert(uid.to_string(), (storage.clone(), key.clone()));
+        }
+        for owner in owner_uids(obj) {
+            if !self.uid_index.contains_key(&owner) {
+                self.gc_queue.push_back(owner.clone());
+                self.controllers_pending = true;
+            }
+            self.owner_index
+                .entry(owner)
+                .or_default()
+                .insert((storage.clone(), key.clone()));
+        }
+    }
+
+    /// Stores a change: assigns the next resourceVersion, updates indices,
+    /// appends to the event window and feeds the watchers.
+    pub fn commit(
+        &mut self,
+        storage: &Arc<str>,
+        etype: EventType,
+        mut obj: Value,
+        prev: Option<Arc<Value>>,
+    ) -> Arc<Value> {
+        self.rv += 1;
+        let rv = self.rv;
+        meta::set_meta(&mut obj, "resourceVersion", Some(json!(rv.to_string())));
+        let key = (
+            meta::namespace(&obj).to_string(),
+            meta::name(&obj).to_string(),
+        );
+        let obj = Arc::new(obj);
+        if let Some(p) = &prev {
+            self.index_remove(storage, &key, p);
+        }
+        let bucket = self.objects.entry(storage.clone()).or_default();
+        match etype {
+            EventType::Deleted => {
+                bucket.remove(&key);
+            }
+            _ => {
+                bucket.insert(key.clone(), obj.clone());
+            }
+        }
+        if etype == EventType::Deleted {
+            let uid = meta::uid(&obj).to_string();
+            if self.owner_index.contains_key(&uid) {
+                self.gc_queue.push_back(uid);
+                self.controllers_pending = true;
+            }
+        } else {
+            self.index_add(storage, &key, &obj);
+        }
+        let needs_controller = etype != EventType::Deleted
+            && meta::is_deleting(&obj)
+            && (&**storage == builtin::NAMESPACES
+                || &**storage == builtin::CRDS
+                || meta::finalizers(&obj)
+                    .iter()
+                    .any(|f| f == write::FOREGROUND || f == write::ORPHAN));
+        if needs_controller {
+            self.finalizing.insert((storage.clone(), key.clone()));
+            self.controllers_pending = true;
+        } else {
+            self.finalizing.remove(&(storage.clone(), key.clone()));
+        }
+        let event = Arc::new(Event {
+            rv,
+            storage: storage.clone(),
+            etype,
+            object: obj.clone(),
+            prev,
+            encoded: OnceLock::new(),
+        });
+        self.log.push_back(event.clone());
+        while self.log.len() > self.window {
+            if let Some(old) = self.log.pop_front() {
+                self.window_start = old.rv;
+            }
+        }
+        let ns = key.0.as_str();
+        self.watchers.retain(|w| {
+            if *w.storage != **storage || w.namespace.as_deref().is_some_and(|n| n != ns) {
+                return !w.tx.is_closed();
+            }
+            w.tx.try_send(event.clone()).is_ok()
+        });
+        obj
+    }
+
+    /// Registers a watcher; returns its id and receiver.
+    pub fn add_watcher(
+        &mut self,
+        storage: Arc<str>,
+        namespace: Option<String>,
+    ) -> (u64, mpsc::Receiver<Arc<Event>>) {
+        let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+        self.next_watcher += 1;
+        let id = self.next_watcher;
+        self.watchers.push(WatcherSink {
+            id,
+            storage,
+            namespace,
+            tx,
+        });
+        (id, rx)
+    }
+
+    /// Closes every open watch.
+    pub fn drop_watchers(&mut self) {
+        self.watchers.clear();
+    }
+
+    /// Closes one watch.
+    pub fn remove_watcher(&mut self, id: u64) {
+        self.watchers.retain(|w| w.id != id);
+    }
+
+    /// Number of open watches.
+    pub fn watcher_count(&self) -> usize {
+        self.watchers.iter().filter(|w| !w.tx.is_closed()).count()
+    }
+
+    /// Events after `rv` for a storage key, or `None` when `rv` left the
+    /// window.
+    pub fn events_since(&self, storage: &str, rv: u64) -> Option<Vec<Arc<Event>>> {
+        if rv < self.window_start {
+            return None;
+        }
+        let start = self.log.partition_point(|e| e.rv <= rv);
+        Some(
+            self.log
+                .range(start..)
+                .filter(|e| &*e.storage == storage)
+                .cloned()
+                .collect(),
+        )
+    }
+
+    /// The objects of a storage key as they were at `rv`, rebuilt from the
+    /// event window; `None` when `rv` left the window.
+    fn snapshot_at(&self, storage: &str, rv: u64) -> Option<BTreeMap<ObjKey, Arc<Value>>> {
+        if rv < self.window_start {
+            return None;
+        }
+        let mut map = self.objects.get(storage).cloned().unwrap_or_default();
+        for ev in self.log.iter().rev() {
+            if ev.rv <= rv {
+                break;
+            }
+            if &*ev.storage != storage {
+                continue;
+            }
+            let key = (
+                meta::namespace(&ev.object).to_string(),
+                meta::name(&ev.object).to_string(),
+            );
+            match (ev.etype, &ev.prev) {
+                (EventType::Added, _) => {
+                    map.remove(&key);
+                }
+                (_, Some(prev)) => {
+                    map.insert(key, prev.clone());
+                }
+                (_, None) => {
+                    map.remove(&key);
+                }
+            }
+        }
+        Some(map)
+    }
+
+    fn list(
+        &self,
+        info: &ResourceInfo,
+        ns: Option<&str>,
+        opts: &ListOptions,
+    ) -> Result<ListResult, ApiError> {
+        let current = self.rv;
+        let (snapshot_rv, start_after) = match &opts.continue_token {
+            Some(tok) if !tok.is_empty() => {
+                let t = decode_continue(tok)?;
+                (t.rv, Some((t.ns, t.name)))
+            }
+            _ => {
+                let requested = opts
+                    .resource_version
+                    .as_deref()
+                    .filter(|s| !s.is_empty())
+                    .map(|s| {
+                        s.parse::<u64>().map_err(|_| {
+                            ApiError::bad_request(format!("invalid resource version: {s}"))
+                        })
+                    })
+                    .transpose()?;
+                match (requested, opts.resource_version_match.as_deref()) {
+                    (None, Some(m)) if !m.is_empty() => {
+                        return Err(ApiError::bad_request(
+                            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                        ));
+                    }
+                    (Some(0), Some("Exact")) => {
+                        return Err(ApiError::bad_request(
+                            "resourceVersionMatch \"Exact\" is forbidden for resourceVersion \"0\"",
+                        ));
+                    }
+                    (Some(r), Some("Exact")) => {
+                        if r > current {
+                            return Err(too_large(r, current));
+                        }
+                        (r, None)
+                    }
+                    (Some(r), _) if r > current => return Err(too_large(r, current)),
+                    _ => (current, None),
+                }
+            }
+        };
+        let owned;
+        let map: &BTreeMap<ObjKey, Arc<Value>> = if snapshot_rv == current {
+            static EMPTY: OnceLock<BTreeMap<ObjKey, Arc<Value>>> = OnceLock::new();
+            self.objects
+                .get(&*info.storage)
+                .unwrap_or_else(|| EMPTY.get_or_init(BTreeMap::new))
+        } else {
+            owned = self.snapshot_at(&info.storage, snapshot_rv).ok_or_else(|| {
+                if opts.continue_token.is_some() {
+                    ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.")
+                } else {
+                    ApiError::expired(format!(
+                        "too old resource version: {snapshot_rv} ({})",
+                        self.window_start + 1
+                    ))
+                }
+            })?;
+            &owned
+        };
+        let lower = match (&start_after, ns) {
+            (Some(k), _) => std::ops::Bound::Excluded(k.clone()),
+            (None, Some(ns)) => std::ops::Bound::Included((ns.to_string(), String::new())),
+            (None, None) => std::ops::Bound::Unbounded,
+        };
+        let mut items = Vec::new();
+        let mut last_key: Option<&ObjKey> = None;
+        let mut more = false;
+        let mut remaining = 0u64;
+        let selecting = !opts.labels.is_empty() || !opts.fields.is_empty();
+        for (key, obj) in map.range((lower, std::ops::Bound::Unbounded)) {
+            if let Some(ns) = ns
+                && key.0 != ns
+            {
+                break;
+            }
+            if !selected(info, obj, &opts.labels, &opts.fields) {
+                continue;
+            }
+            if opts.limit > 0 && items.len() >= opts.limit {
+                more = true;
+                if selecting {
+                    break;
+                }
+                remaining += 1;
+                continue;
+            }
+            items.push(obj.clone());
+            last_key = Some(key);
+        }
+        let continue_token = if more {
+            last_key.map(|k| encode_continue(snapshot_rv, k))
+        } else {
+            None
+        };
+        Ok(ListResult {
+            items,
+            resource_version: snapshot_rv,
+            continue_token,
+            remaining: (more && !selecting).then_some(remaining),
+        })
+    }
+}
+
+fn too_large(requested: u64, current: u64) -> ApiError {
+    let mut e = ApiError::timeout(format!(
+        "Timeout: Too large resource version: {requested}, current: {current}"
+    ));
+    e.details = Some(
+        json!({"causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}], "retryAfterSeconds": 1}),
+    );
+    e
+}
+
+/// Uids an object's ownerReferences name.
+pub fn owner_uids(obj: &Value) -> Vec<String> {
+    obj.get("metadata")
+        .and_then(|m| m.get("ownerReferences"))
+        .and_then(Value::as_array)
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| r.get("uid").and_then(Value::as_str).map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+    }
+
+    #[test]
+    fn a_list_at_a_future_resource_version_times_out_like_the_real_server() {
+        let store = Store::new(100);
+        let info = store.lock().registry.get("", "v1", "configmaps").unwrap();
+        let opts = ListOptions {
+            resource_version: Some("999999".into()),
+            resource_version_match: Some("NotOlderThan".into()),
+            ..ListOptions::default()
+        };
+        let err = store.list(&info, Some("default"), &opts).unwrap_err();
+        assert_eq!(err.code, 504);
+        assert!(err.message.contains("Too large resource version"));
+    }
+
+    #[test]
+    fn exact_lists_rebuild_the_past_from_the_window() {
+        let store = Store::new(100);
+        let info = store.lock().registry.get("", "v1", "configmaps").unwrap();
+        let opts = write::WriteOptions::internal();
+        store
+            .lock()
+            .create(&info, "default", cm("a"), &opts)
+            .unwrap();
+        let rv = store.lock().rv;
+        store
+            .lock()
+            .create(&info, "default", cm("b"), &opts)
+            .unwrap();
+        let a = store.get(&info, "default", "a").unwrap();
+        store
+            .lock()
+            .delete(&info, "default", "a", &write::DeleteOptions::default())
+            .unwrap();
+        let past = ListOptions {
+            resource_version: Some(rv.to_string()),
+            resource_version_match: Some("Exact".into()),
+            ..ListOptions::default()
+        };
+        let items = store.list(&info, Some("default"), &past).unwrap().items;
+        assert_eq!(items.len(), 1);
+        assert_eq!(items[0], a);
+        let now = store
+            .list(&info, Some("default"), &ListOptions::default())
+            .unwrap()
+            .items;
+        assert_eq!(now.len(), 1);
+        assert_eq!(meta::name(&now[0]), "b");
+    }
+
+    #[test]
+    fn events_beyond_the_window_are_gone() {
+        let store = Store::new(3);
+        let info = store.lock().registry.get("", "v1", "configmaps").unwrap();
+        let start = store.lock().rv;
+        for i in 0..5 {
+            store
+                .lock()
+                .create(
+                    &info,
+                    "default",
+                    cm(&format!("c{i}")),
+                    &write::WriteOptions::internal(),
+                )
+                .unwrap();
+        }
+        let st = store.lock();
+        assert!(st.events_since(&info.storage, start).is_none());
+        let recent = st.events_since(&info.storage, st.rv - 2).unwrap();
+        assert_eq!(recent.len(), 2);
+    }
+}

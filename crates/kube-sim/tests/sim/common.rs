@@ -1,0 +1,176 @@
+//! Shared fixtures: a started simulator, the Widget CRD used across tests
+//! and small helpers.
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::CustomResource;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube_sim::KubeSim;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// The spec of the test CRD.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "example.com",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    status = "WidgetStatus",
+    schema = "disabled"
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WidgetSpec {
+    pub size: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub color: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Vec<String>>,
+}
+
+/// The status of the test CRD.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct WidgetStatus {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Value>>,
+}
+
+pub fn widget_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "shortNames": ["wd"], "categories": ["toys"]},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "subresources": {"status": {}},
+                "additionalPrinterColumns": [
+                    {"name": "Size", "type": "integer", "jsonPath": ".spec.size"},
+                    {"name": "Ready", "type": "string", "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
+                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
+                ],
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "description": "A Widget is a test object.",
+                    "required": ["spec"],
+                    "properties": {
+                        "spec": {
+                            "type": "object",
+                            "description": "What the widget should be.",
+                            "required": ["size"],
+                            "properties": {
+                                "size": {"type": "integer", "minimum": 1, "maximum": 100, "description": "How big."},
+                                "color": {"type": "string", "enum": ["red", "blue", "green"], "default": "red"},
+                                "driver": {"type": "string", "pattern": "^[a-z][a-z0-9.-]*$", "maxLength": 63},
+                                "namespace": {"type": "string"},
+                                "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set", "maxItems": 4}
+                            },
+                            "x-kubernetes-validations": [
+                                {"rule": "!has(oldSelf.driver) || (has(self.driver) && self.driver == oldSelf.driver)", "message": "driver is immutable once set"},
+                                {"rule": "!has(self.__namespace__) || self.__namespace__ != 'forbidden'", "message": "namespace may not be 'forbidden'"}
+                            ]
+                        },
+                        "status": {
+                            "type": "object",
+                            "nullable": true,
+                            "properties": {
+                                "phase": {"type": "string"},
+                                "observedGeneration": {"type": "integer"},
+                                "conditions": {
+                                    "type": "array",
+                                    "x-kubernetes-list-type": "map",
+                                    "x-kubernetes-list-map-keys": ["type"],
+                                    "items": {"type": "object", "required": ["type", "status"], "properties": {
+                                        "type": {"type": "string"}, "status": {"type": "string"}, "reason": {"type": "string"}
+                                    }}
+                                }
+                            }
+                        }
+                    }
+                }}
+            }]
+        }
+    })
+}
+
+pub fn widget_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("example.com", "v1", "Widget"),
+        "widgets",
+    )
+}
+
+/// A simulator with the Widget CRD installed.
+pub async fn sim_with_widgets() -> KubeSim {
+    let sim = KubeSim::start().await.expect("kube-sim starts");
+    install_widgets(&sim).await;
+    sim
+}
+
+pub async fn install_widgets(sim: &KubeSim) {
+    let crds: Api<DynamicObject> = Api::all_with(
+        sim.client(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+            "customresourcedefinitions",
+        ),
+    );
+    let crd: DynamicObject = serde_json::from_value(widget_crd()).expect("valid CRD json");
+    crds.create(&PostParams::default(), &crd)
+        .await
+        .expect("CRD is accepted");
+}
+
+pub fn widget(name: &str, size: i64) -> Widget {
+    Widget::new(
+        name,
+        WidgetSpec {
+            size,
+            ..WidgetSpec::default()
+        },
+    )
+}
+
+pub async fn create_namespace(sim: &KubeSim, name: &str) {
+    let api: Api<Namespace> = Api::all(sim.client());
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace json");
+    api.create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace is created");
+}
+
+pub fn api_error(e: kube::Error) -> kube::core::Status {
+    match e {
+        kube::Error::Api(s) => *s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}
+
+/// Polls `check` every 20 ms, up to `secs` seconds.
+pub async fn eventually<F, Fut>(secs: u64, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

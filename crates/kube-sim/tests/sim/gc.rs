@@ -1,0 +1,152 @@
+//! Garbage collection through ownerReferences: background deletion of
+//! dependents, finalizers on dependents, orphaning and foreground deletion.
+
+use crate::common::*;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::{Resource, ResourceExt};
+use kube_sim::KubeSim;
+use serde_json::json;
+
+fn owned_secret(name: &str, owner: &ConfigMap, block: bool, finalizers: Vec<String>) -> Secret {
+    let mut s = Secret::default();
+    s.metadata.name = Some(name.into());
+    s.metadata.finalizers = (!finalizers.is_empty()).then_some(finalizers);
+    let mut oref: OwnerReference = owner.controller_owner_ref(&()).unwrap();
+    oref.block_owner_deletion = Some(block);
+    s.metadata.owner_references = Some(vec![oref]);
+    s
+}
+
+async fn owner(sim: &KubeSim, name: &str) -> ConfigMap {
+    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap()
+}
+
+#[tokio::test]
+async fn dependents_are_deleted_in_the_background_after_their_owner() {
+    let sim = KubeSim::start().await.unwrap();
+    let o = owner(&sim, "owner").await;
+    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
+    secrets
+        .create(
+            &PostParams::default(),
+            &owned_secret("dep", &o, false, vec![]),
+        )
+        .await
+        .unwrap();
+    secrets
+        .create(
+            &PostParams::default(),
+            &owned_secret("held", &o, false, vec!["example.com/keep".into()]),
+        )
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    cms.delete("owner", &DeleteParams::background())
+        .await
+        .unwrap();
+    assert!(eventually(5, || async { secrets.get("dep").await.is_err() }).await);
+    assert!(
+        eventually(5, || async {
+            secrets
+                .get("held")
+                .await
+                .is_ok_and(|s| s.metadata.deletion_timestamp.is_some())
+        })
+        .await
+    );
+    secrets
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    assert!(secrets.get("held").await.is_err());
+}
+
+#[tokio::test]
+async fn orphan_propagation_keeps_dependents_and_drops_their_owner_reference() {
+    let sim = KubeSim::start().await.unwrap();
+    let o = owner(&sim, "o2").await;
+    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
+    secrets
+        .create(
+            &PostParams::default(),
+            &owned_secret("kept", &o, false, vec![]),
+        )
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    cms.delete("o2", &DeleteParams::orphan()).await.unwrap();
+    assert!(eventually(5, || async { cms.get("o2").await.is_err() }).await);
+    let kept = secrets.get("kept").await.unwrap();
+    assert!(kept.owner_references().is_empty());
+}
+
+#[tokio::test]
+async fn foreground_deletion_waits_for_blocking_dependents() {
+    let sim = KubeSim::start().await.unwrap();
+    let o = owner(&sim, "o3").await;
+    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
+    secrets
+        .create(
+            &PostParams::default(),
+            &owned_secret("blocker", &o, true, vec!["example.com/slow".into()]),
+        )
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let dp = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Foreground),
+        ..DeleteParams::default()
+    };
+    let marked = cms
+        .delete("o3", &dp)
+        .await
+        .unwrap()
+        .left()
+        .expect("the owner waits");
+    assert!(
+        marked
+            .finalizers()
+            .contains(&"foregroundDeletion".to_string())
+    );
+    assert!(
+        eventually(5, || async {
+            secrets
+                .get("blocker")
+                .await
+                .is_ok_and(|s| s.metadata.deletion_timestamp.is_some())
+        })
+        .await
+    );
+    assert!(
+        cms.get("o3").await.is_ok(),
+        "the owner stays while a blocking dependent exists"
+    );
+    secrets
+        .patch(
+            "blocker",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    assert!(eventually(5, || async { cms.get("o3").await.is_err() }).await);
+}
+
+#[tokio::test]
+async fn a_dependent_whose_owner_never_existed_is_collected() {
+    let sim = KubeSim::start().await.unwrap();
+    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
+    let s: Secret = serde_json::from_value(json!({"metadata": {"name": "dangling", "ownerReferences": [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}
+    ]}})).unwrap();
+    secrets.create(&PostParams::default(), &s).await.unwrap();
+    assert!(eventually(5, || async { secrets.get("dangling").await.is_err() }).await);
+}

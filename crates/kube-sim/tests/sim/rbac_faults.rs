@@ -1,0 +1,287 @@
+//! Authentication, RBAC, counters and fault injection.
+
+use crate::common::*;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube_sim::{FaultRule, KubeSim};
+use serde_json::json;
+use std::time::Duration;
+
+async fn grant(sim: &KubeSim, ns: &str, role: serde_json::Value, binding: serde_json::Value) {
+    let roles: Api<Role> = Api::namespaced(sim.client(), ns);
+    roles
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(role).unwrap(),
+        )
+        .await
+        .unwrap();
+    let bindings: Api<RoleBinding> = Api::namespaced(sim.client(), ns);
+    bindings
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(binding).unwrap(),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_identity_without_a_verb_is_forbidden_and_with_it_succeeds() {
+    let sim = KubeSim::builder().rbac(true).start().await.unwrap();
+    let token = sim.add_user("alice", &["devs"]);
+    let alice: Api<ConfigMap> = Api::namespaced(sim.client_for_token(&token), "default");
+    let err = api_error(alice.list(&ListParams::default()).await.unwrap_err());
+    assert_eq!(err.code, 403);
+    assert_eq!(
+        err.message,
+        "configmaps is forbidden: User \"alice\" cannot list resource \"configmaps\" in API group \"\" in the namespace \"default\""
+    );
+    grant(
+        &sim,
+        "default",
+        json!({"metadata": {"name": "cm-reader"}, "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]}),
+        json!({"metadata": {"name": "devs-read"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "cm-reader"},
+               "subjects": [{"kind": "Group", "name": "devs", "apiGroup": "rbac.authorization.k8s.io"}]}),
+    )
+    .await;
+    assert!(alice.list(&ListParams::default()).await.is_ok());
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "x"}})).unwrap();
+    let err = api_error(alice.create(&PostParams::default(), &cm).await.unwrap_err());
+    assert_eq!(err.code, 403);
+    assert!(
+        err.message
+            .contains("cannot create resource \"configmaps\""),
+        "{}",
+        err.message
+    );
+    let other_ns: Api<ConfigMap> = Api::namespaced(sim.client_for_token(&token), "kube-system");
+    assert_eq!(
+        api_error(other_ns.list(&ListParams::default()).await.unwrap_err()).code,
+        403
+    );
+    let bogus: Api<ConfigMap> = Api::namespaced(sim.client_for_token("not-a-token"), "default");
+    assert_eq!(
+        api_error(bogus.list(&ListParams::default()).await.unwrap_err()).code,
+        401
+    );
+}
+
+#[tokio::test]
+async fn service_accounts_get_exactly_their_cluster_role_including_subresources_and_names() {
+    let sim = sim_with_widgets().await;
+    drop(sim);
+    let sim = KubeSim::builder().rbac(true).start().await.unwrap();
+    install_widgets(&sim).await;
+    let sas: Api<ServiceAccount> = Api::namespaced(sim.client(), "default");
+    sas.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "sidecar"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let cr: Api<ClusterRole> = Api::all(sim.client());
+    cr.create(&PostParams::default(), &serde_json::from_value(json!({
+        "metadata": {"name": "widget-status"},
+        "rules": [
+            {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get", "list", "watch"]},
+            {"apiGroups": ["example.com"], "resources": ["widgets/status"], "verbs": ["patch"]},
+            {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["allowed"], "verbs": ["get"]}
+        ]
+    })).unwrap()).await.unwrap();
+    let crb: Api<ClusterRoleBinding> = Api::all(sim.client());
+    crb.create(&PostParams::default(), &serde_json::from_value(json!({
+        "metadata": {"name": "sidecar-widget-status"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "widget-status"},
+        "subjects": [{"kind": "ServiceAccount", "name": "sidecar", "namespace": "default"}]
+    })).unwrap()).await.unwrap();
+    let admin: Api<Widget> = Api::namespaced(sim.client(), "default");
+    admin
+        .create(&PostParams::default(), &widget("w", 1))
+        .await
+        .unwrap();
+
+    let token = sim.service_account_token("default", "sidecar");
+    let sa: Api<Widget> = Api::namespaced(sim.client_for_token(&token), "default");
+    assert!(sa.get("w").await.is_ok());
+    assert!(
+        sa.patch_status(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"phase": "Ok"}}))
+        )
+        .await
+        .is_ok()
+    );
+    let err = api_error(
+        sa.patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"size": 2}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(err.code, 403);
+    assert_eq!(
+        err.message,
+        "widgets.example.com \"w\" is forbidden: User \"system:serviceaccount:default:sidecar\" cannot patch resource \"widgets\" in API group \"example.com\" in the namespace \"default\""
+    );
+    let secrets: Api<Secret> = Api::namespaced(sim.client_for_token(&token), "default");
+    let admin_secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
+    for name in ["allowed", "denied"] {
+        admin_secrets
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": name}})).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    assert!(secrets.get("allowed").await.is_ok());
+    assert_eq!(
+        api_error(secrets.get("denied").await.unwrap_err()).code,
+        403
+    );
+}
+
+#[tokio::test]
+async fn counters_count_requests_by_verb_resource_and_user() {
+    let sim = sim_with_widgets().await;
+    sim.reset_counters();
+    let token = sim.add_user("ctrl", &[]);
+    let api: Api<Widget> = Api::namespaced(sim.client_for_token(&token), "default");
+    api.create(&PostParams::default(), &widget("c", 1))
+        .await
+        .unwrap();
+    api.get("c").await.unwrap();
+    api.patch_status(
+        "c",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"phase": "X"}})),
+    )
+    .await
+    .unwrap();
+    let before = sim.counters();
+    api.delete("c", &Default::default()).await.unwrap();
+    let c = sim.counters();
+    assert_eq!(c.writes(), 3);
+    assert_eq!(c.count("create", "widgets"), 1);
+    assert_eq!(c.count("patch", "widgets/status"), 1);
+    assert_eq!(c.count_for("get", "widgets", "ctrl"), 1);
+    assert_eq!(c.writes_by_user("ctrl"), 3);
+    assert_eq!(c.since(&before).writes(), 1);
+    sim.reset_counters();
+    assert_eq!(sim.counters().total(), 0);
+}
+
+#[tokio::test]
+async fn injected_errors_follow_the_rules_and_carry_retry_after() {
+    let sim = KubeSim::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    // kube's client retries 429 itself, honouring Retry-After: the request
+    // that got the injected 429 is retried once and then succeeds.
+    sim.faults().inject(
+        FaultRule::new(429)
+            .verb("create")
+            .resource("configmaps")
+            .retry_after(1)
+            .times(1),
+    );
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "f"}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    assert_eq!(sim.counters().count("create", "configmaps"), 2);
+    sim.faults()
+        .inject(FaultRule::new(500).verb("delete").times(1));
+    assert_eq!(
+        api_error(api.delete("f", &Default::default()).await.unwrap_err()).code,
+        500
+    );
+    sim.faults().inject(FaultRule::new(500).verb("get"));
+    assert_eq!(api_error(api.get("f").await.unwrap_err()).code, 500);
+    sim.faults().clear();
+    assert!(api.get("f").await.is_ok());
+    sim.faults().seed(7);
+    sim.faults()
+        .inject(FaultRule::new(409).verb("patch").rate(0.5));
+    let mut failures = 0;
+    for _ in 0..40 {
+        if api
+            .patch(
+                "f",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"data": {"k": "v"}})),
+            )
+            .await
+            .is_err()
+        {
+            failures += 1;
+        }
+    }
+    assert!((5..35).contains(&failures), "{failures}");
+}
+
+#[tokio::test]
+async fn watches_can_be_dropped_now_or_after_n_events() {
+    let sim = KubeSim::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let mut stream = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    assert!(eventually(5, || async { sim.open_watches() == 1 }).await);
+    sim.faults().drop_watches();
+    let end = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap();
+    assert!(end.is_none(), "the stream ended");
+
+    sim.faults().drop_watches_after(Some(2));
+    let mut stream = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    for i in 0..3 {
+        let cm: ConfigMap =
+            serde_json::from_value(json!({"metadata": {"name": format!("n{i}")}})).unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let mut seen = 0;
+    while let Some(ev) = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap()
+    {
+        assert!(matches!(ev.unwrap(), WatchEvent::Added(_)));
+        seen += 1;
+    }
+    assert_eq!(seen, 2);
+}
+
+#[tokio::test]
+async fn token_requests_issue_service_account_tokens() {
+    let sim = KubeSim::builder().rbac(true).start().await.unwrap();
+    let sas: Api<ServiceAccount> = Api::namespaced(sim.client(), "default");
+    sas.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({"metadata": {"name": "bot"}})).unwrap(),
+    )
+    .await
+    .unwrap();
+    let req = k8s_openapi::api::authentication::v1::TokenRequest::default();
+    let tr = sas
+        .create_token_request("bot", &PostParams::default(), &req)
+        .await
+        .unwrap();
+    let token = tr.status.unwrap().token.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(sim.client_for_token(&token), "default");
+    let err = api_error(api.list(&ListParams::default()).await.unwrap_err());
+    assert!(
+        err.message.contains("system:serviceaccount:default:bot"),
+        "{}",
+        err.message
+    );
+}
