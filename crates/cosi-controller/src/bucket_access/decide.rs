@@ -1,0 +1,640 @@
+//! What a BucketAccess needs next, decided from the observed access, its
+//! BucketAccessClass, its claims and their Buckets alone (no I/O). Each
+//! call returns the single next write; the reconciler applies it and asks
+//! again.
+//!
+//! KEP steps: "Generating Bucket Access Credentials" 3.1–3.8, "Deleting a
+//! BucketAccess" 2 and 4, and the BucketAccess condition list, as divided
+//! between controller and sidecar by the controller⇄sidecar contract: the
+//! controller writes conditions before hand-off; after it, only
+//! ResourcesValidated=False when a claim goes missing or degrades.
+//!
+//! # Deleting an access the sidecar never provisioned
+//!
+//! The sidecar cleans up (and then sets `sidecar-cleanup-finished`) only
+//! for accesses it provisioned, i.e. with `status.accountID` set. When an
+//! access being deleted has no account ID, the controller finishes the
+//! deletion itself. This is safe against a sidecar that is granting at
+//! that very moment: the sidecar persists the account ID *before* it asks
+//! the driver to grant anything (2-phase provisioning), and both writers
+//! guard their writes with the resourceVersion they read. Either the
+//! sidecar's account ID lands first, and the controller's finalizer removal
+//! (made at the older resourceVersion) fails with a conflict, is decided
+//! again on a fresh read and now waits for the sidecar; or the finalizer
+//! removal lands first, the object is gone, and the sidecar's write fails
+//! before any grant was made. No backend access can be left behind.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use cosi_api::conditions::{Desired, Status, find, set_all};
+use cosi_api::constants::PROTECTION_FINALIZER;
+use cosi_api::constants::annotations::{HAS_BUCKETACCESS_REFERENCES, SIDECAR_CLEANUP_FINISHED};
+use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
+use cosi_api::{
+    AccessedBucket, AuthenticationType, Bucket, BucketAccess, BucketAccessClass, BucketAccessMode,
+    BucketAccessStatus, BucketClaim, MultiBucketAccess,
+};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use crate::bucket_claim::decide::{Binding, binding};
+use crate::conditions::{all_current, transitions};
+use crate::notice::{Notice, actions, reasons};
+use crate::validate;
+
+/// One entry of `spec.bucketClaims` as observed.
+#[derive(Clone, Copy, Debug)]
+pub struct ClaimView<'a> {
+    /// `bucketClaimName`.
+    pub name: &'a str,
+    /// The claim, when it exists.
+    pub claim: Option<&'a BucketClaim>,
+    /// The Bucket named by the claim's `status.boundBucketName`, when both exist.
+    pub bucket: Option<&'a Bucket>,
+}
+
+/// Everything the decision looks at.
+#[derive(Clone, Debug)]
+pub struct Observed<'a> {
+    /// The access, as fresh as the reconciler could read it.
+    pub access: &'a BucketAccess,
+    /// Its BucketAccessClass, when it exists.
+    pub class: Option<&'a BucketAccessClass>,
+    /// One view per `spec.bucketClaims` entry, in spec order.
+    pub claims: Vec<ClaimView<'a>>,
+    /// Claims (by name) that other accesses of the namespace still hold (see
+    /// [`holds_claims`]); only consulted while deleting.
+    pub held_by_others: BTreeSet<String>,
+}
+
+/// The next thing to do for an access.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// Add the protection finalizer (KEP 3.4).
+    AddFinalizer,
+    /// Annotate a claim `has-bucketaccess-references` (KEP 3.5).
+    AnnotateClaim {
+        /// The claim's name.
+        claim: String,
+    },
+    /// Write the access's status (conditions, and the hand-off fields).
+    WriteStatus(Box<StatusUpdate>),
+    /// Remove `has-bucketaccess-references` from a claim no other access holds (deletion 4.1).
+    UnannotateClaim {
+        /// The claim's name.
+        claim: String,
+    },
+    /// Remove the access's finalizer (deletion 4.2).
+    RemoveFinalizer,
+    /// Nothing to write now; a change of the access, its class, claims or
+    /// Buckets triggers a new decision.
+    Done(Idle),
+}
+
+/// Why an access needs nothing now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Idle {
+    /// Status is up to date (handed off, or waiting/refused as the status says).
+    UpToDate,
+    /// A claim is still being bound by the claim reconciler; its own update triggers us.
+    ClaimBinding,
+    /// Being deleted, waiting for the sidecar's `sidecar-cleanup-finished`.
+    WaitingForSidecar,
+    /// Being deleted, our finalizer already gone.
+    Released,
+}
+
+/// A status write.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatusUpdate {
+    /// The hand-off fields, written once.
+    pub handoff: Option<Handoff>,
+    /// Conditions to set (others are kept as they are).
+    pub conditions: Vec<Desired>,
+    /// Events to publish once the write succeeded.
+    pub notices: Vec<Notice>,
+}
+
+impl StatusUpdate {
+    /// The access status after this update is applied at `now`.
+    pub fn applied(
+        &self,
+        current: Option<&BucketAccessStatus>,
+        generation: Option<i64>,
+        now: Timestamp,
+    ) -> BucketAccessStatus {
+        let mut status = current.cloned().unwrap_or_default();
+        set_all(&mut status.conditions, &self.conditions, generation, now);
+        if let Some(h) = &self.handoff {
+            status.accessed_buckets.clone_from(&h.accessed_buckets);
+            status.driver_name.clone_from(&h.driver_name);
+            status.authentication_type = Some(h.authentication_type);
+            status.parameters.clone_from(&h.parameters);
+        }
+        status
+    }
+}
+
+/// What the controller hands to the sidecar (KEP 3.8).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Handoff {
+    /// One per `spec.bucketClaims` entry.
+    pub accessed_buckets: Vec<AccessedBucket>,
+    /// The class's driver.
+    pub driver_name: String,
+    /// The class's authentication type.
+    pub authentication_type: AuthenticationType,
+    /// The class's parameters.
+    pub parameters: BTreeMap<String, String>,
+}
+
+/// True when `access` still protects the claims it references: it carries
+/// our finalizer (so its own deletion will run the claim cleanup) and is
+/// not a deletion whose backend cleanup is over (or was never needed).
+pub fn holds_claims(access: &BucketAccess) -> bool {
+    access
+        .finalizers()
+        .iter()
+        .any(|f| f == PROTECTION_FINALIZER)
+        && !(access.metadata.deletion_timestamp.is_some() && cleanup_done(access))
+}
+
+/// True when nothing of the access remains in the backend: the sidecar said
+/// so, or it never recorded an account (see the module docs).
+pub fn cleanup_done(access: &BucketAccess) -> bool {
+    access.annotations().contains_key(SIDECAR_CLEANUP_FINISHED) || access.account_id().is_none()
+}
+
+/// Decides the next step for an access.
+pub fn decide(obs: &Observed<'_>) -> Step {
+    let access = obs.access;
+    let finalized = access
+        .finalizers()
+        .iter()
+        .any(|f| f == PROTECTION_FINALIZER);
+    if access.metadata.deletion_timestamp.is_some() {
+        return if finalized {
+            decide_deletion(obs)
+        } else {
+            Step::Done(Idle::Released)
+        };
+    }
+    if access.is_handed_to_sidecar() {
+        decide_after_handoff(obs, finalized)
+    } else {
+        decide_before_handoff(obs, finalized)
+    }
+}
+
+fn decide_deletion(obs: &Observed<'_>) -> Step {
+    if !cleanup_done(obs.access) {
+        return Step::Done(Idle::WaitingForSidecar);
+    }
+    for view in &obs.claims {
+        if let Some(claim) = view.claim
+            && claim
+                .annotations()
+                .contains_key(HAS_BUCKETACCESS_REFERENCES)
+            && !obs.held_by_others.contains(view.name)
+        {
+            return Step::UnannotateClaim {
+                claim: view.name.to_owned(),
+            };
+        }
+    }
+    Step::RemoveFinalizer
+}
+
+/// Keeps the claims protected, and reports a claim that went missing or no
+/// longer matches what was handed off. Never re-asserts True.
+fn decide_after_handoff(obs: &Observed<'_>, finalized: bool) -> Step {
+    if !finalized {
+        return Step::AddFinalizer;
+    }
+    if let Some(step) = annotate_step(obs) {
+        return step;
+    }
+    let accessed = obs
+        .access
+        .status
+        .as_ref()
+        .map(|s| s.accessed_buckets.as_slice())
+        .unwrap_or_default();
+    let mut problems: Vec<(&'static str, String)> = Vec::new();
+    for view in &obs.claims {
+        let want = accessed
+            .iter()
+            .find(|a| a.bucket_claim_name == view.name)
+            .map(|a| a.bucket_name.as_str());
+        match view.claim {
+            None => problems.push((
+                reasons::BUCKET_CLAIM_MISSING,
+                format!(
+                    "BucketClaim {:?} no longer exists; this access cannot be kept up to date; delete it",
+                    view.name
+                ),
+            )),
+            Some(claim) if claim.bound_bucket_name() != want => problems.push((
+                reasons::BUCKET_CLAIM_DEGRADED,
+                format!(
+                    "BucketClaim {:?} is no longer bound to Bucket {:?} that this access was granted for",
+                    view.name,
+                    want.unwrap_or_default()
+                ),
+            )),
+            Some(_) if view.bucket.is_none() => problems.push((
+                reasons::BUCKET_CLAIM_DEGRADED,
+                format!(
+                    "Bucket {:?} of BucketClaim {:?} no longer exists",
+                    want.unwrap_or_default(),
+                    view.name
+                ),
+            )),
+            Some(_) => {}
+        }
+    }
+    let Some((reason, _)) = problems.first() else {
+        return Step::Done(Idle::UpToDate);
+    };
+    let conds = obs.access.conditions();
+    if find(conds, RESOURCES_VALIDATED).is_some_and(|c| c.status == Status::False.as_str()) {
+        // Already reported (by us or by the sidecar); do not fight over the message.
+        return Step::Done(Idle::UpToDate);
+    }
+    let message = join(&problems);
+    Step::WriteStatus(Box::new(StatusUpdate {
+        handoff: None,
+        conditions: vec![Desired::new(
+            RESOURCES_VALIDATED,
+            Status::False,
+            *reason,
+            message.clone(),
+        )],
+        notices: vec![Notice::warning(reason, actions::GRANT, message)],
+    }))
+}
+
+fn decide_before_handoff(obs: &Observed<'_>, finalized: bool) -> Step {
+    let access = obs.access;
+    // KEP 3.1: the class.
+    let Some(class) = obs.class else {
+        let message = format!(
+            "BucketAccessClass {:?} not found; create it, or recreate this access with an existing spec.bucketAccessClassName",
+            access.spec.bucket_access_class_name
+        );
+        return waiting(access, reasons::WAITING_FOR_BUCKET_ACCESS_CLASS, message);
+    };
+    // KEP 3.2 and 3.7, plus the protocol check: every reason to refuse, collected.
+    let mut refusals = policy_problems(access, class);
+    let mut missing = Vec::new();
+    for view in &obs.claims {
+        match view.claim {
+            None => missing.push(view.name),
+            Some(claim) => refusals.extend(claim_problems(access, claim)),
+        }
+    }
+    if !refusals.is_empty() {
+        return refused(access, &refusals);
+    }
+    // KEP 3.3: the claims.
+    if !missing.is_empty() {
+        let message = format!(
+            "BucketClaim{} {} not found in namespace {:?}; create {}, or recreate this access naming existing claims",
+            if missing.len() == 1 { "" } else { "s" },
+            missing
+                .iter()
+                .map(|m| format!("{m:?}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            access.namespace().unwrap_or_default(),
+            if missing.len() == 1 { "it" } else { "them" },
+        );
+        return waiting(access, reasons::WAITING_FOR_BUCKET_CLAIM, message);
+    }
+    // A claim the claim reconciler has not reported on yet is about to be
+    // bound; its status update triggers us again. Writing nothing until then
+    // saves writes and conflicts on the claim.
+    if obs
+        .claims
+        .iter()
+        .any(|v| v.claim.is_some_and(|c| c.conditions().is_empty()))
+    {
+        return Step::Done(Idle::ClaimBinding);
+    }
+    // KEP 3.4 and 3.5.
+    if !finalized {
+        return Step::AddFinalizer;
+    }
+    if let Some(step) = annotate_step(obs) {
+        return step;
+    }
+    // KEP 3.6: every claim bound to a known Bucket (provisioned or not).
+    let mut unbound = Vec::new();
+    let mut accessed_buckets = Vec::new();
+    let mut mismatched = Vec::new();
+    for view in &obs.claims {
+        let Some(claim) = view.claim else { continue };
+        match (claim.bound_bucket_name(), view.bucket) {
+            (Some(_), Some(bucket)) if binding(bucket, claim) == Binding::Bound => {
+                if bucket.spec.driver_name != class.spec.driver_name {
+                    mismatched.push((
+                        reasons::DRIVER_MISMATCH,
+                        format!(
+                            "BucketAccessClass {:?} uses driver {:?} but BucketClaim {:?} is on Bucket {:?} of driver {:?}; \
+                             use an access class of that driver",
+                            class.name_any(),
+                            class.spec.driver_name,
+                            view.name,
+                            bucket.name_any(),
+                            bucket.spec.driver_name
+                        ),
+                    ));
+                }
+                accessed_buckets.push(AccessedBucket {
+                    bucket_name: bucket.name_any(),
+                    bucket_id: bucket.bucket_id().unwrap_or_default().to_owned(),
+                    bucket_claim_name: view.name.to_owned(),
+                });
+            }
+            _ => unbound.push(claim),
+        }
+    }
+    if !unbound.is_empty() {
+        let message = unbound
+            .iter()
+            .map(|c| {
+                let why = find(c.conditions(), RESOURCES_VALIDATED)
+                    .map(|rv| format!(": {}", rv.message))
+                    .unwrap_or_default();
+                format!(
+                    "BucketClaim {:?} is not bound to a Bucket yet{why}",
+                    c.name_any()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        return waiting(access, reasons::WAITING_FOR_BUCKET, message);
+    }
+    if !mismatched.is_empty() {
+        return refused(access, &mismatched);
+    }
+    // KEP 3.8: hand off.
+    let driver = class.spec.driver_name.clone();
+    let conditions = vec![
+        Desired::new(
+            PROVISIONED,
+            Status::Unknown,
+            reasons::PROVISIONING,
+            format!("Waiting for driver {driver:?} to grant access"),
+        ),
+        Desired::new(
+            RESOURCES_VALIDATED,
+            Status::True,
+            reasons::VALID,
+            format!(
+                "BucketAccessClass {:?} and every referenced BucketClaim are valid",
+                class.name_any()
+            ),
+        ),
+        Desired::new(
+            PROVISION_FAILED,
+            Status::Unknown,
+            reasons::PENDING,
+            "No provisioning result reported yet",
+        ),
+    ];
+    Step::WriteStatus(Box::new(StatusUpdate {
+        handoff: Some(Handoff {
+            accessed_buckets,
+            driver_name: driver,
+            authentication_type: class.spec.authentication_type,
+            parameters: class.spec.parameters.clone(),
+        }),
+        conditions,
+        notices: vec![],
+    }))
+}
+
+/// Annotates the first referenced claim that is not yet protected (and is
+/// not being deleted: annotating one would only block its deletion).
+fn annotate_step(obs: &Observed<'_>) -> Option<Step> {
+    obs.claims.iter().find_map(|view| {
+        let claim = view.claim?;
+        (claim.metadata.deletion_timestamp.is_none()
+            && !claim
+                .annotations()
+                .contains_key(HAS_BUCKETACCESS_REFERENCES))
+        .then(|| Step::AnnotateClaim {
+            claim: view.name.to_owned(),
+        })
+    })
+}
+
+/// KEP 3.2: what the class forbids or the spec lacks.
+fn policy_problems(
+    access: &BucketAccess,
+    class: &BucketAccessClass,
+) -> Vec<(&'static str, String)> {
+    let class_name = class.name_any();
+    let mut problems = Vec::new();
+    let invalid = validate::class(&class.spec.driver_name, &class.spec.parameters);
+    if !invalid.is_empty() {
+        problems.push((
+            reasons::INVALID_BUCKET_ACCESS_CLASS,
+            format!(
+                "BucketAccessClass {class_name:?} is invalid: {}; an admin must fix the class (delete and recreate it)",
+                invalid.join("; ")
+            ),
+        ));
+    }
+    let refs = &access.spec.bucket_claims;
+    let mut seen = BTreeSet::new();
+    for r in refs {
+        if !seen.insert(r.bucket_claim_name.as_str()) {
+            problems.push((
+                reasons::INVALID_BUCKET_ACCESS,
+                format!(
+                    "spec.bucketClaims names BucketClaim {:?} more than once; each claim may appear once",
+                    r.bucket_claim_name
+                ),
+            ));
+        }
+    }
+    if refs.len() > 1 && class.spec.multi_bucket_access() == MultiBucketAccess::SingleBucket {
+        problems.push((
+            reasons::MULTI_BUCKET_ACCESS_NOT_ALLOWED,
+            format!(
+                "BucketAccessClass {class_name:?} allows one BucketClaim per BucketAccess (multiBucketAccess: SingleBucket) \
+                 but spec.bucketClaims lists {}; use a class with multiBucketAccess: MultipleBuckets, or one BucketAccess per claim",
+                refs.len()
+            ),
+        ));
+    }
+    let disallowed = &class.spec.disallowed_bucket_access_modes;
+    for r in refs {
+        for (category, mode) in r.access_modes.requested() {
+            let forbidden: &[BucketAccessMode] = match category {
+                "objectData" => &disallowed.object_data,
+                "objectMetadata" => &disallowed.object_metadata,
+                _ => &disallowed.bucket_metadata,
+            };
+            if forbidden.contains(&mode) {
+                problems.push((
+                    reasons::ACCESS_MODE_NOT_ALLOWED,
+                    format!(
+                        "BucketClaim {:?}: accessModes.{category} {mode} is disallowed by BucketAccessClass {class_name:?} \
+                         (disallowed {category} modes: {}); request another mode",
+                        r.bucket_claim_name,
+                        forbidden
+                            .iter()
+                            .map(|m| m.as_str())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    if class.spec.authentication_type == AuthenticationType::ServiceAccount
+        && access.spec.service_account_name.is_empty()
+    {
+        problems.push((
+            reasons::SERVICE_ACCOUNT_NAME_REQUIRED,
+            format!(
+                "BucketAccessClass {class_name:?} uses ServiceAccount authentication; set spec.serviceAccountName \
+                 to the ServiceAccount your Pods run as"
+            ),
+        ));
+    }
+    problems
+}
+
+/// KEP 3.7 and the protocol check of the contract, for one existing claim.
+fn claim_problems(access: &BucketAccess, claim: &BucketClaim) -> Vec<(&'static str, String)> {
+    let name = claim.name_any();
+    let mut problems = Vec::new();
+    if claim.metadata.deletion_timestamp.is_some() {
+        problems.push((
+            reasons::BUCKET_CLAIM_BEING_DELETED,
+            format!("BucketClaim {name:?} is being deleted; no new access can be granted to it"),
+        ));
+    }
+    let protocol = access.spec.protocol;
+    let spec = &claim.spec.protocols;
+    if !spec.is_empty() && !spec.contains(&protocol) {
+        problems.push((
+            reasons::UNSUPPORTED_PROTOCOL,
+            format!(
+                "spec.protocol {protocol} is not among the protocols of BucketClaim {name:?} ({}); request one of them",
+                list(spec)
+            ),
+        ));
+    } else if cosi_api::conditions::is_true(claim.conditions(), PROVISIONED) {
+        let supported = claim
+            .status
+            .as_ref()
+            .map(|s| s.protocols.as_slice())
+            .unwrap_or_default();
+        if !supported.contains(&protocol) {
+            problems.push((
+                reasons::UNSUPPORTED_PROTOCOL,
+                format!(
+                    "spec.protocol {protocol} is not supported by the bucket of BucketClaim {name:?} (it supports: {}); \
+                     request one of those",
+                    if supported.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        list(supported)
+                    }
+                ),
+            ));
+        }
+    }
+    problems
+}
+
+fn list(protocols: &[cosi_api::Protocol]) -> String {
+    protocols
+        .iter()
+        .map(|p| p.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn join(problems: &[(&'static str, String)]) -> String {
+    problems
+        .iter()
+        .map(|(_, m)| m.as_str())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Waiting on something that does not exist yet (KEP: ResourcesValidated
+/// Unknown while references are not present), with an Event when it starts.
+fn waiting(access: &BucketAccess, reason: &'static str, message: String) -> Step {
+    let conditions = vec![
+        Desired::new(PROVISIONED, Status::Unknown, reason, message.clone()),
+        Desired::new(
+            RESOURCES_VALIDATED,
+            Status::Unknown,
+            reason,
+            message.clone(),
+        ),
+        Desired::new(
+            PROVISION_FAILED,
+            Status::Unknown,
+            reasons::PENDING,
+            "No provisioning result reported yet",
+        ),
+    ];
+    let notice = if reason == reasons::WAITING_FOR_BUCKET {
+        // The KEP names this Event; waiting is progress, not a failure.
+        Notice::normal(reason, actions::GRANT, message)
+    } else {
+        Notice::warning(reason, actions::GRANT, message)
+    };
+    status_step(access, conditions, notice)
+}
+
+/// Refused until the access or its class changes (KEP 3.2 "exit without
+/// retry"): ResourcesValidated and Provisioned False, every problem named.
+fn refused(access: &BucketAccess, problems: &[(&'static str, String)]) -> Step {
+    let reason = problems
+        .first()
+        .map_or(reasons::INVALID_BUCKET_ACCESS, |p| p.0);
+    let message = join(problems);
+    let conditions = vec![
+        Desired::new(PROVISIONED, Status::False, reason, message.clone()),
+        Desired::new(RESOURCES_VALIDATED, Status::False, reason, message.clone()),
+        Desired::new(
+            PROVISION_FAILED,
+            Status::Unknown,
+            reasons::PENDING,
+            "No provisioning result reported yet",
+        ),
+    ];
+    status_step(
+        access,
+        conditions,
+        Notice::warning(reason, actions::GRANT, message),
+    )
+}
+
+fn status_step(access: &BucketAccess, conditions: Vec<Desired>, notice: Notice) -> Step {
+    let conds = access.conditions();
+    if all_current(conds, &conditions, access.metadata.generation) {
+        return Step::Done(Idle::UpToDate);
+    }
+    let rv = &conditions[1];
+    let announce = transitions(conds, rv)
+        || find(conds, RESOURCES_VALIDATED)
+            .is_some_and(|c| c.reason != rv.reason || c.message != rv.message);
+    Step::WriteStatus(Box::new(StatusUpdate {
+        handoff: None,
+        conditions,
+        notices: if announce { vec![notice] } else { vec![] },
+    }))
+}
+
+#[cfg(test)]
+mod tests;

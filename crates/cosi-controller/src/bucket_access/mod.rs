@@ -1,0 +1,368 @@
+//! The BucketAccess reconciler: fetch → [`decide`] → apply, one write at a
+//! time, until nothing is left to write. As for claims, a decision that
+//! calls for a write is made again on objects re-read from the API.
+
+pub mod decide;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cosi_api::constants::PROTECTION_FINALIZER;
+use cosi_api::constants::annotations::HAS_BUCKETACCESS_REFERENCES;
+use cosi_api::{Bucket, BucketAccess, BucketClaim};
+use cosi_runtime::patch;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::Action;
+use serde_json::{Map, Value, json};
+
+use crate::context::{Context, OwnWrites, describe, get};
+use crate::error::Error;
+use crate::notice::{Notice, actions, reasons};
+use decide::{ClaimView, Observed, Step, holds_claims};
+
+const KIND: &str = "BucketAccess";
+/// Writes one reconcile may make before it gives up.
+const MAX_STEPS: usize = 16;
+/// Conflicting writes tolerated in one reconcile.
+const MAX_CONFLICTS: u32 = 5;
+
+/// What was read for one decision.
+struct Snapshot {
+    access: BucketAccess,
+    class: Option<cosi_api::BucketAccessClass>,
+    /// One entry per `spec.bucketClaims`: (name, claim, its bound Bucket).
+    claims: Vec<(String, Option<BucketClaim>, Option<Bucket>)>,
+    held_by_others: BTreeSet<String>,
+}
+
+impl Snapshot {
+    fn observed(&self) -> Observed<'_> {
+        Observed {
+            access: &self.access,
+            class: self.class.as_ref(),
+            claims: self
+                .claims
+                .iter()
+                .map(|(name, claim, bucket)| ClaimView {
+                    name,
+                    claim: claim.as_ref(),
+                    bucket: bucket.as_ref(),
+                })
+                .collect(),
+            held_by_others: self.held_by_others.clone(),
+        }
+    }
+
+    /// True when a cached object shows a version our own writes replaced.
+    fn is_stale(&self, ctx: &Context) -> bool {
+        let own = &ctx.own_writes;
+        let namespace = self.access.namespace();
+        let ns = namespace.as_deref();
+        own.is_stale(ns, &self.access.name_any(), Some(&self.access))
+            || self.claims.iter().any(|(name, claim, bucket)| {
+                own.is_stale(ns, name, claim.as_ref())
+                    || claim
+                        .as_ref()
+                        .and_then(|c| c.bound_bucket_name())
+                        .is_some_and(|b| own.is_stale(None, b, bucket.as_ref()))
+            })
+    }
+
+    fn replace_claim(&mut self, written: BucketClaim) {
+        let name = written.name_any();
+        if let Some(entry) = self.claims.iter_mut().find(|(n, _, _)| *n == name) {
+            entry.1 = Some(written);
+        }
+    }
+
+    fn claim(&self, name: &str) -> Option<&BucketClaim> {
+        self.claims
+            .iter()
+            .find(|(n, _, _)| n == name)
+            .and_then(|(_, c, _)| c.as_ref())
+    }
+}
+
+async fn observe(ctx: &Context, access: BucketAccess, fresh: bool) -> Result<Snapshot, Error> {
+    let namespace = access.namespace().unwrap_or_default();
+    let class = if access.is_handed_to_sidecar() {
+        None
+    } else {
+        ctx.access_class(&access.spec.bucket_access_class_name, fresh)
+            .await?
+    };
+    let mut claims = Vec::with_capacity(access.spec.bucket_claims.len());
+    for r in &access.spec.bucket_claims {
+        let name = r.bucket_claim_name.clone();
+        let claim = ctx.claim(&namespace, &name, fresh).await?;
+        let bucket = match claim.as_ref().and_then(|c| c.bound_bucket_name()) {
+            Some(b) => ctx.bucket(b, fresh).await?,
+            None => None,
+        };
+        claims.push((name, claim, bucket));
+    }
+    let deleting = access.metadata.deletion_timestamp.is_some();
+    let held_by_others = if deleting && decide::cleanup_done(&access) {
+        held_by_others(ctx, &access, fresh).await?
+    } else {
+        BTreeSet::new()
+    };
+    Ok(Snapshot {
+        access,
+        class,
+        claims,
+        held_by_others,
+    })
+}
+
+/// Claims that other accesses of the namespace still hold. Read from the
+/// API before a write: a cache lagging behind a concurrent deletion could
+/// otherwise leave a claim annotated forever.
+async fn held_by_others(
+    ctx: &Context,
+    access: &BucketAccess,
+    fresh: bool,
+) -> Result<BTreeSet<String>, Error> {
+    let namespace = access.namespace().unwrap_or_default();
+    let others: Vec<BucketAccess> = if fresh {
+        let api: Api<BucketAccess> = Api::namespaced(ctx.client.clone(), &namespace);
+        api.list(&ListParams::default())
+            .await
+            .map_err(|source| Error::ListAccesses {
+                namespace: namespace.clone(),
+                source,
+            })?
+            .items
+    } else {
+        ctx.caches
+            .accesses
+            .state()
+            .iter()
+            .filter(|a| a.namespace().as_deref() == Some(namespace.as_str()))
+            .map(|a| (**a).clone())
+            .collect()
+    };
+    Ok(others
+        .iter()
+        .filter(|a| a.uid() != access.uid() && holds_claims(a))
+        .flat_map(|a| {
+            a.spec
+                .bucket_claims
+                .iter()
+                .map(|r| r.bucket_claim_name.clone())
+        })
+        .collect())
+}
+
+/// Reconciles one BucketAccess.
+pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.wait_ready().await?;
+    let key = describe(access.as_ref());
+    let name = access.name_any();
+    let namespace = access.namespace().unwrap_or_default();
+    let api: Api<BucketAccess> = Api::namespaced(ctx.client.clone(), &namespace);
+    ctx.operations.access_observed(&access);
+    let mut snapshot = observe(&ctx, (*access).clone(), false).await?;
+    if snapshot.is_stale(&ctx) {
+        // The events of our own last writes are on their way and will
+        // trigger a reconcile that sees them.
+        tracing::debug!(access = %key, "cache behind our own writes");
+        return Ok(Action::await_change());
+    }
+    // Cached until a write is called for; then read from the API once, and
+    // from then on known from what each write returned.
+    let mut fresh = false;
+    let mut reread = false;
+    let mut conflicts = 0;
+    for _ in 0..MAX_STEPS {
+        if reread {
+            let Some(current) = get(&api, KIND, &name).await? else {
+                return Ok(Action::await_change());
+            };
+            snapshot = observe(&ctx, current, true).await?;
+            reread = false;
+            fresh = true;
+        }
+        let step = decide::decide(&snapshot.observed());
+        if let Step::Done(idle) = step {
+            tracing::debug!(access = %key, ?idle, "nothing to write");
+            ctx.failures.succeeded(&key);
+            return Ok(Action::await_change());
+        }
+        if !fresh {
+            reread = true;
+            continue;
+        }
+        tracing::debug!(access = %key, ?step, "applying");
+        match apply(&ctx, &api, &snapshot, step).await {
+            Ok(Applied::Access(a)) => snapshot.access = a,
+            Ok(Applied::Claim(written)) => snapshot.replace_claim(written),
+            Ok(Applied::Reread) => reread = true,
+            Ok(Applied::Released) => {
+                ctx.failures.succeeded(&key);
+                return Ok(Action::await_change());
+            }
+            Err(e) if e.is_conflict() => {
+                reread = true;
+                conflicts += 1;
+                if conflicts > MAX_CONFLICTS {
+                    ctx.publish(
+                        &snapshot.access,
+                        &[Notice::warning(
+                            reasons::UPDATE_CONFLICT,
+                            actions::GRANT,
+                            format!("Writes kept conflicting with other writers ({e}); retrying with backoff"),
+                        )],
+                    )
+                    .await;
+                    return Err(Error::Conflicts {
+                        kind: KIND,
+                        name: key,
+                        attempts: conflicts,
+                    });
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Unsettled {
+        kind: KIND,
+        name: key,
+        steps: MAX_STEPS,
+    })
+}
+
+/// Backoff after a failed reconcile.
+pub fn error_policy(access: Arc<BucketAccess>, err: &Error, ctx: Arc<Context>) -> Action {
+    let key = describe(access.as_ref());
+    let delay = ctx.failures.failed(&key);
+    tracing::warn!(access = %key, error = %err, kind = err.label(), retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay.max(Duration::from_millis(100)))
+}
+
+/// What a write left behind, so the next decision needs no re-read.
+enum Applied {
+    /// The access as written.
+    Access(BucketAccess),
+    /// A claim as written.
+    Claim(BucketClaim),
+    /// Written, but the result is unknown: read again.
+    Reread,
+    /// The access's finalizer is gone; nothing more to do.
+    Released,
+}
+
+fn patch_err(
+    what: &'static str,
+    kind: &'static str,
+    name: String,
+) -> impl FnOnce(kube::Error) -> Error {
+    move |source| Error::Patch {
+        what,
+        kind,
+        name,
+        source,
+    }
+}
+
+async fn apply(
+    ctx: &Context,
+    api: &Api<BucketAccess>,
+    snapshot: &Snapshot,
+    step: Step,
+) -> Result<Applied, Error> {
+    let access = &snapshot.access;
+    let key = describe(access);
+    let namespace = access.namespace().unwrap_or_default();
+    let claims: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &namespace);
+    let own = &ctx.own_writes;
+    let access_name = access.name_any();
+    let applied = match step {
+        Step::AddFinalizer => {
+            let written = patch::add_finalizer(api, access, PROTECTION_FINALIZER)
+                .await
+                .map_err(patch_err("add finalizer", KIND, key))?;
+            if let Some(w) = &written {
+                own.replaced(access, w);
+            }
+            written.map_or(Applied::Reread, Applied::Access)
+        }
+        Step::AnnotateClaim { claim } => {
+            set_reference(own, &claims, snapshot, &claim, Some("true")).await?
+        }
+        Step::UnannotateClaim { claim } => {
+            let applied = set_reference(own, &claims, snapshot, &claim, None).await?;
+            tracing::info!(access = %key, %claim, "released claim");
+            applied
+        }
+        Step::WriteStatus(update) => {
+            let status = update.applied(
+                access.status.as_ref(),
+                access.metadata.generation,
+                Timestamp::now(),
+            );
+            // Only the controller's fields: the sidecar's stay as they are.
+            let mut body = Map::new();
+            body.insert("conditions".into(), json!(status.conditions));
+            let handed_off = update.handoff.is_some();
+            if let Some(h) = update.handoff {
+                body.insert("accessedBuckets".into(), json!(h.accessed_buckets));
+                body.insert("driverName".into(), json!(h.driver_name));
+                body.insert("authenticationType".into(), json!(h.authentication_type));
+                if !h.parameters.is_empty() {
+                    body.insert("parameters".into(), json!(h.parameters));
+                }
+            }
+            let written = patch::patch_status(api, access, &Value::Object(body))
+                .await
+                .map_err(patch_err("write status", KIND, key.clone()))?;
+            own.replaced(access, &written);
+            ctx.publish(&written, &update.notices).await;
+            if handed_off {
+                tracing::info!(access = %key, "handed to the sidecar");
+                ctx.operations.access_observed(&written);
+            }
+            Applied::Access(written)
+        }
+        Step::RemoveFinalizer => {
+            patch::remove_finalizer(api, access, PROTECTION_FINALIZER)
+                .await
+                .map_err(patch_err("remove finalizer", KIND, key.clone()))?;
+            own.forget::<BucketAccess>(Some(&namespace), &access_name);
+            let class_driver = snapshot.class.as_ref().map(|c| c.spec.driver_name.as_str());
+            ctx.operations.access_released(access, class_driver);
+            tracing::info!(access = %key, "access released");
+            Applied::Released
+        }
+        Step::Done(_) => Applied::Reread,
+    };
+    Ok(applied)
+}
+
+/// Sets (`Some`) or removes (`None`) `has-bucketaccess-references` on a claim.
+async fn set_reference(
+    own: &OwnWrites,
+    claims: &Api<BucketClaim>,
+    snapshot: &Snapshot,
+    name: &str,
+    value: Option<&str>,
+) -> Result<Applied, Error> {
+    let Some(claim) = snapshot.claim(name) else {
+        return Ok(Applied::Reread);
+    };
+    let what = if value.is_some() {
+        "annotate has-bucketaccess-references"
+    } else {
+        "remove has-bucketaccess-references"
+    };
+    let written = patch::set_annotations(claims, claim, &[(HAS_BUCKETACCESS_REFERENCES, value)])
+        .await
+        .map_err(patch_err(what, "BucketClaim", describe(claim)))?;
+    if let Some(w) = &written {
+        own.replaced(claim, w);
+    }
+    Ok(written.map_or(Applied::Reread, Applied::Claim))
+}

@@ -1,0 +1,333 @@
+//! The BucketClaim reconciler: fetch → [`decide`] → apply, one write at a
+//! time, until nothing is left to write.
+//!
+//! Decisions are first made on the watch caches; only when one calls for a
+//! write are the claim and its Bucket re-read from the API and the decision
+//! made again, so every write rests on fresh state and carries its
+//! resourceVersion. A conflict re-reads and decides again.
+
+pub mod decide;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cosi_api::constants::PROTECTION_FINALIZER;
+use cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED;
+use cosi_api::{Bucket, BucketClaim, BucketClaimStatus};
+use cosi_runtime::patch;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::runtime::controller::Action;
+use serde_json::json;
+
+use crate::context::{Context, describe, get};
+use crate::error::Error;
+use crate::notice::{Notice, actions, reasons};
+use decide::{Observed, Step};
+
+const KIND: &str = "BucketClaim";
+/// Writes one reconcile may make before it gives up (a full dynamic
+/// provisioning takes 3; deletion 3).
+const MAX_STEPS: usize = 12;
+/// Conflicting writes tolerated in one reconcile.
+const MAX_CONFLICTS: u32 = 5;
+
+/// Reconciles one BucketClaim.
+pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Action, Error> {
+    ctx.wait_ready().await?;
+    let key = describe(claim.as_ref());
+    let namespace = claim.namespace().unwrap_or_default();
+    let api: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &namespace);
+    let mut claim = (*claim).clone();
+    let mut bucket = None;
+    // Cached until a write is called for; then read from the API once, and
+    // from then on known from what each write returned.
+    let mut fresh = false;
+    let mut reread = false;
+    let mut conflicts = 0;
+    for _ in 0..MAX_STEPS {
+        let name = decide::bucket_name(&claim);
+        if reread {
+            match get(&api, KIND, &claim.name_any()).await? {
+                Some(c) => claim = c,
+                None => return Ok(Action::await_change()),
+            }
+            bucket = match &name {
+                Some(name) => ctx.bucket(name, true).await?,
+                None => None,
+            };
+            reread = false;
+            fresh = true;
+        } else if !fresh {
+            bucket = match &name {
+                Some(name) => ctx.bucket(name, false).await?,
+                None => None,
+            };
+            let own = &ctx.own_writes;
+            if own.is_stale(Some(&namespace), &claim.name_any(), Some(&claim))
+                || name
+                    .as_deref()
+                    .is_some_and(|n| own.is_stale(None, n, bucket.as_ref()))
+            {
+                // The events of our own last writes are on their way and
+                // will trigger a reconcile that sees them.
+                tracing::debug!(claim = %key, "cache behind our own writes");
+                return Ok(Action::await_change());
+            }
+        }
+        let class = if claim.is_static() || bucket.is_some() {
+            None
+        } else {
+            ctx.bucket_class(&claim.spec.bucket_class_name, fresh)
+                .await?
+        };
+        let step = decide::decide(&Observed {
+            claim: &claim,
+            class: class.as_ref(),
+            bucket: bucket.as_ref(),
+        });
+        if let Step::Done(idle) = step {
+            tracing::debug!(claim = %key, ?idle, "nothing to write");
+            ctx.failures.succeeded(&key);
+            return Ok(Action::await_change());
+        }
+        if !fresh {
+            // Decide again on what the API says now before writing.
+            reread = true;
+            continue;
+        }
+        tracing::debug!(claim = %key, ?step, "applying");
+        match apply(&ctx, &api, &claim, bucket.as_ref(), step).await {
+            Ok(Applied::Claim(c)) => claim = c,
+            Ok(Applied::Bucket(b)) => bucket = b,
+            Ok(Applied::Reread) => reread = true,
+            Ok(Applied::Released) => {
+                ctx.failures.succeeded(&key);
+                return Ok(Action::await_change());
+            }
+            Err(e) if e.is_conflict() => {
+                reread = true;
+                conflicts += 1;
+                if conflicts > MAX_CONFLICTS {
+                    ctx.publish(
+                        &claim,
+                        &[Notice::warning(
+                            reasons::UPDATE_CONFLICT,
+                            actions::PROVISION,
+                            format!("Writes kept conflicting with other writers ({e}); retrying with backoff"),
+                        )],
+                    )
+                    .await;
+                    return Err(Error::Conflicts {
+                        kind: KIND,
+                        name: key,
+                        attempts: conflicts,
+                    });
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::Unsettled {
+        kind: KIND,
+        name: key,
+        steps: MAX_STEPS,
+    })
+}
+
+/// Backoff after a failed reconcile.
+pub fn error_policy(claim: Arc<BucketClaim>, err: &Error, ctx: Arc<Context>) -> Action {
+    let key = describe(claim.as_ref());
+    let delay = ctx.failures.failed(&key);
+    tracing::warn!(claim = %key, error = %err, kind = err.label(), retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay.max(Duration::from_millis(100)))
+}
+
+/// What a write left behind, so the next decision needs no re-read.
+enum Applied {
+    /// The claim as written.
+    Claim(BucketClaim),
+    /// The Bucket as written (`None`: gone).
+    Bucket(Option<Bucket>),
+    /// Written, but the result is unknown: read again.
+    Reread,
+    /// The claim's finalizer is gone; nothing more to do.
+    Released,
+}
+
+fn patch_err(
+    what: &'static str,
+    kind: &'static str,
+    name: String,
+) -> impl FnOnce(kube::Error) -> Error {
+    move |source| Error::Patch {
+        what,
+        kind,
+        name,
+        source,
+    }
+}
+
+async fn apply(
+    ctx: &Context,
+    api: &Api<BucketClaim>,
+    claim: &BucketClaim,
+    bucket: Option<&Bucket>,
+    step: Step,
+) -> Result<Applied, Error> {
+    let buckets: Api<Bucket> = Api::all(ctx.client.clone());
+    let key = describe(claim);
+    let own = &ctx.own_writes;
+    let namespace = claim.namespace();
+    let ns = namespace.as_deref();
+    let claim_name = claim.name_any();
+    let applied = match step {
+        Step::AddFinalizer => {
+            let written = patch::add_finalizer(api, claim, PROTECTION_FINALIZER)
+                .await
+                .map_err(patch_err("add finalizer", KIND, key))?;
+            if let Some(w) = &written {
+                own.replaced(claim, w);
+            }
+            written.map_or(Applied::Reread, Applied::Claim)
+        }
+        Step::CreateBucket(desired) => {
+            let name = desired.name_any();
+            match buckets.create(&PostParams::default(), &desired).await {
+                Ok(created) => {
+                    tracing::info!(claim = %key, bucket = %name, "created Bucket");
+                    Applied::Bucket(Some(created))
+                }
+                // An earlier attempt created it; the next decision reads it.
+                Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" => Applied::Reread,
+                Err(source) => {
+                    ctx.publish(
+                        claim,
+                        &[Notice::warning(
+                            reasons::FAILED_CREATE_BUCKET,
+                            actions::PROVISION,
+                            format!("Cannot create Bucket {name:?}: {source}"),
+                        )],
+                    )
+                    .await;
+                    return Err(Error::CreateBucket { name, source });
+                }
+            }
+        }
+        Step::BindBucket {
+            bucket: name,
+            claim_uid,
+        } => {
+            let rv = bucket.and_then(|b| b.resource_version());
+            let body = json!({
+                "metadata": { "resourceVersion": rv },
+                "spec": { "bucketClaimRef": { "uid": claim_uid } },
+            });
+            let bound = buckets
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+                .map_err(patch_err("bind claim", "Bucket", name.clone()))?;
+            if let Some(before) = bucket {
+                own.replaced(before, &bound);
+            }
+            tracing::info!(claim = %key, bucket = %name, "bound existing Bucket");
+            Applied::Bucket(Some(bound))
+        }
+        Step::WriteStatus(update) => {
+            let status = update.applied(
+                claim.status.as_ref(),
+                claim.metadata.generation,
+                Timestamp::now(),
+            );
+            let written = patch::patch_status(api, claim, &status_patch(&status))
+                .await
+                .map_err(patch_err("write status", KIND, key.clone()))?;
+            own.replaced(claim, &written);
+            ctx.publish(&written, &update.notices).await;
+            if update.provisioned
+                && let Some(bucket) = bucket
+            {
+                tracing::info!(claim = %key, bucket = %bucket.name_any(), "claim provisioned");
+                ctx.operations.claim_provisioned(&written, bucket);
+            }
+            Applied::Claim(written)
+        }
+        Step::MarkBucketClaimDeleting { bucket: name } => match bucket {
+            Some(bucket) => {
+                let written = patch::set_annotations(
+                    &buckets,
+                    bucket,
+                    &[(BUCKETCLAIM_BEING_DELETED, Some("true"))],
+                )
+                .await
+                .map_err(patch_err(
+                    "annotate bucketclaim-being-deleted",
+                    "Bucket",
+                    name.clone(),
+                ))?;
+                if let Some(w) = &written {
+                    own.replaced(bucket, w);
+                }
+                written.map_or(Applied::Reread, |b| Applied::Bucket(Some(b)))
+            }
+            None => Applied::Reread,
+        },
+        Step::DeleteBucket { bucket: name, uid } => {
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match buckets.delete(&name, &params).await {
+                Ok(deleted) => {
+                    tracing::info!(claim = %key, bucket = %name, "deleted Bucket (policy Delete)");
+                    Applied::Bucket(deleted.left())
+                }
+                Err(e) if patch::is_not_found(&e) => Applied::Bucket(None),
+                Err(source) => {
+                    ctx.publish(
+                        claim,
+                        &[Notice::warning(
+                            reasons::FAILED_DELETE_BUCKET,
+                            actions::DELETE,
+                            format!("Cannot delete Bucket {name:?}: {source}"),
+                        )],
+                    )
+                    .await;
+                    return Err(Error::DeleteBucket { name, source });
+                }
+            }
+        }
+        Step::RemoveFinalizer { notices } => {
+            patch::remove_finalizer(api, claim, PROTECTION_FINALIZER)
+                .await
+                .map_err(patch_err("remove finalizer", KIND, key.clone()))?;
+            own.forget::<BucketClaim>(ns, &claim_name);
+            if let Some(b) = bucket {
+                own.forget::<Bucket>(None, &b.name_any());
+            }
+            ctx.publish(claim, &notices).await;
+            let driver = bucket
+                .map(|b| b.spec.driver_name.clone())
+                .unwrap_or_default();
+            ctx.operations.claim_released(claim, &driver);
+            tracing::info!(claim = %key, "claim released");
+            Applied::Released
+        }
+        Step::Done(_) => Applied::Reread,
+    };
+    Ok(applied)
+}
+
+/// The fields of a claim status the controller writes. Every field is
+/// sent (empty ones as explicit values) so the merge patch states them all.
+fn status_patch(status: &BucketClaimStatus) -> serde_json::Value {
+    json!({
+        "conditions": status.conditions,
+        "boundBucketName": if status.bound_bucket_name.is_empty() { serde_json::Value::Null } else { json!(status.bound_bucket_name) },
+        "protocols": if status.protocols.is_empty() { serde_json::Value::Null } else { json!(status.protocols) },
+    })
+}

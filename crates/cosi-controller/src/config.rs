@@ -1,0 +1,45 @@
+//! How the controller is run: where it reports metrics and readiness, and
+//! how many objects it reconciles at once.
+
+use std::time::Duration;
+
+use cosi_runtime::Readiness;
+use cosi_runtime::metrics::ControllerMetrics;
+use prometheus::Registry;
+
+use crate::error::Error;
+
+/// Name under which the controller publishes Events and takes its Lease.
+pub const COMPONENT: &str = "cosi-controller";
+
+/// Settings of [`crate::run`]. Cheap to clone; one `Config` may be used for
+/// several runs (e.g. after a restart) without registering metrics twice.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The KEP's operation metrics.
+    pub metrics: ControllerMetrics,
+    /// Set ready once every watch cache is filled, not ready when stopping.
+    pub readiness: Readiness,
+    /// Objects of one kind reconciled at the same time.
+    pub concurrency: u16,
+    /// How long an object's triggers must stay quiet before it is
+    /// reconciled. The watch events of the controller's own writes then
+    /// arrive before the next reconcile instead of making it decide on a
+    /// cache that has not caught up yet (which costs a re-read).
+    pub debounce: Duration,
+    /// Name shown as the reporting controller of Events.
+    pub component: String,
+}
+
+impl Config {
+    /// A configuration whose metrics are registered into `registry`.
+    pub fn new(registry: &Registry) -> Result<Self, Error> {
+        Ok(Self {
+            metrics: ControllerMetrics::register(registry)?,
+            readiness: Readiness::new("watch caches not filled yet"),
+            concurrency: 32,
+            debounce: Duration::from_millis(50),
+            component: COMPONENT.to_owned(),
+        })
+    }
+}

@@ -1,0 +1,122 @@
+//! What can go wrong in the controller. Variants name the failed operation;
+//! [`Error::label`] gives a short stable name for logs.
+
+/// A controller failure.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading an object from the API failed.
+    #[error("cannot read {kind} {name}: {source}")]
+    Read {
+        /// Kind of the object.
+        kind: &'static str,
+        /// `namespace/name` or `name`.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing the BucketAccesses of a namespace failed.
+    #[error("cannot list BucketAccesses in namespace {namespace}: {source}")]
+    ListAccesses {
+        /// The namespace.
+        namespace: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Creating the intermediate Bucket failed.
+    #[error("cannot create Bucket {name}: {source}")]
+    CreateBucket {
+        /// The Bucket.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting a Bucket failed.
+    #[error("cannot delete Bucket {name}: {source}")]
+    DeleteBucket {
+        /// The Bucket.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Patching an object (metadata, spec or status) failed.
+    #[error("cannot {what} on {kind} {name}: {source}")]
+    Patch {
+        /// What was being written, e.g. "add finalizer".
+        what: &'static str,
+        /// Kind of the object.
+        kind: &'static str,
+        /// `namespace/name` or `name`.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// Writes kept conflicting with concurrent writers.
+    #[error("{kind} {name} kept changing during reconcile ({attempts} conflicting writes)")]
+    Conflicts {
+        /// Kind of the object.
+        kind: &'static str,
+        /// `namespace/name` or `name`.
+        name: String,
+        /// How many writes conflicted.
+        attempts: u32,
+    },
+    /// A reconcile did not settle within its step budget.
+    #[error("{kind} {name} did not settle after {steps} writes in one reconcile")]
+    Unsettled {
+        /// Kind of the object.
+        kind: &'static str,
+        /// `namespace/name` or `name`.
+        name: String,
+        /// The step budget.
+        steps: usize,
+    },
+    /// A watch cache stopped before it was filled.
+    #[error("the {kind} watch cache stopped before it was ready")]
+    CacheClosed {
+        /// Kind of the cache.
+        kind: &'static str,
+    },
+    /// The metrics could not be registered.
+    #[error("cannot register the controller metrics: {0}")]
+    Metrics(#[from] prometheus::Error),
+}
+
+impl Error {
+    /// A short, stable name of the failure for logs.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::Read { .. } => "read",
+            Error::ListAccesses { .. } => "list_accesses",
+            Error::CreateBucket { .. } => "create_bucket",
+            Error::DeleteBucket { .. } => "delete_bucket",
+            Error::Patch { .. } => "patch",
+            Error::Conflicts { .. } => "conflicts",
+            Error::Unsettled { .. } => "unsettled",
+            Error::CacheClosed { .. } => "cache_closed",
+            Error::Metrics(_) => "metrics",
+        }
+    }
+
+    /// The underlying API error, if any.
+    pub fn api_error(&self) -> Option<&kube::Error> {
+        match self {
+            Error::Read { source, .. }
+            | Error::ListAccesses { source, .. }
+            | Error::CreateBucket { source, .. }
+            | Error::DeleteBucket { source, .. }
+            | Error::Patch { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+
+    /// True when the failure is an API conflict (409) worth an immediate re-read.
+    pub fn is_conflict(&self) -> bool {
+        self.api_error()
+            .is_some_and(cosi_runtime::patch::is_conflict)
+    }
+}

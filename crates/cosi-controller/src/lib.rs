@@ -1,0 +1,200 @@
+//! The central COSI controller (KEP-1979 "Controller overview"): it binds
+//! BucketClaims to Buckets (creating intermediate Buckets for dynamic
+//! claims), coordinates claim deletion with the sidecar, and validates
+//! BucketAccesses before handing them to the driver's sidecar. It never
+//! talks to a driver.
+//!
+//! [`run`] drives both reconcilers until shutdown; leader election and the
+//! HTTP endpoints are the binary's business. All state lives in the API, so
+//! stopping at any point and running again converges.
+
+#![warn(missing_docs)]
+
+pub mod bucket_access;
+pub mod bucket_claim;
+pub mod cache;
+pub mod conditions;
+pub mod config;
+pub mod context;
+pub mod error;
+pub mod metrics;
+pub mod notice;
+pub mod validate;
+pub mod watches;
+
+#[cfg(test)]
+mod fixtures;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use cosi_runtime::{Backoff, EventReporter, FailureTracker, Shutdown};
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::controller::{self, Controller};
+use kube::{Client, ResourceExt};
+
+pub use config::{COMPONENT, Config};
+pub use error::Error;
+
+use context::{Caches, Context};
+use metrics::Operations;
+
+/// A future that completes on `shutdown`, in the form the kube-runtime
+/// Controller's graceful shutdown accepts.
+fn stopped(shutdown: &Shutdown) -> impl Future<Output = ()> + Send + Sync + 'static {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let s = shutdown.clone();
+    tokio::spawn(async move {
+        s.wait().await;
+        let _ = tx.send(());
+    });
+    async move {
+        let _ = rx.await;
+    }
+}
+
+/// Runs the BucketClaim and BucketAccess reconcilers until `shutdown`.
+///
+/// Readiness (in `config`) turns ready once every watch cache is filled,
+/// and not ready again when stopping.
+pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(), Error> {
+    let operations = Arc::new(Operations::new(config.metrics.clone()));
+    let readiness = config.readiness.clone();
+    readiness.set_not_ready("filling watch caches");
+
+    // Each reconciler gets its own caches, fed by the streams that trigger it.
+    let (claims, claim_triggers) = cache::watch(Api::<BucketClaim>::all(client.clone()), None);
+    let on_access_delete: cache::OnDelete<BucketAccess> = {
+        let operations = operations.clone();
+        Box::new(move |a| operations.access_gone(a))
+    };
+    let (accesses, access_triggers) = cache::watch(
+        Api::<BucketAccess>::all(client.clone()),
+        Some(on_access_delete),
+    );
+    // Bucket deletions are recorded from the watch: the only place the
+    // controller sees a Bucket's finalizer go.
+    let on_delete: cache::OnDelete<Bucket> = {
+        let operations = operations.clone();
+        Box::new(move |b| operations.bucket_deleted(b))
+    };
+    let (claim_buckets, claim_bucket_triggers) =
+        cache::watch(Api::<Bucket>::all(client.clone()), Some(on_delete));
+    let (bucket_classes, class_triggers) =
+        cache::watch(Api::<BucketClass>::all(client.clone()), None);
+    let (access_claims, access_claim_triggers) =
+        cache::watch(Api::<BucketClaim>::all(client.clone()), None);
+    let (access_buckets, access_bucket_triggers) =
+        cache::watch(Api::<Bucket>::all(client.clone()), None);
+    let (access_classes, access_class_triggers) =
+        cache::watch(Api::<BucketAccessClass>::all(client.clone()), None);
+
+    let events = EventReporter::new(client.clone(), &config.component);
+    let own_writes = Arc::new(context::OwnWrites::default());
+    let context = |caches| {
+        Arc::new(Context {
+            client: client.clone(),
+            caches,
+            events: events.clone(),
+            operations: operations.clone(),
+            failures: FailureTracker::new(Backoff::default()),
+            own_writes: own_writes.clone(),
+        })
+    };
+    let claim_ctx = context(Caches {
+        buckets: claim_buckets,
+        bucket_classes: bucket_classes.clone(),
+        access_classes: access_classes.clone(),
+        claims: claims.clone(),
+        accesses: accesses.clone(),
+    });
+    let access_ctx = context(Caches {
+        buckets: access_buckets,
+        bucket_classes,
+        access_classes,
+        claims: access_claims,
+        accesses: accesses.clone(),
+    });
+
+    let ctl_config = controller::Config::default()
+        .concurrency(config.concurrency)
+        .debounce(config.debounce);
+    let claim_run = Controller::for_stream(claim_triggers, claims.clone())
+        .with_config(ctl_config.clone())
+        .watches_stream(claim_bucket_triggers, |b| watches::bucket_to_claim(&b))
+        .watches_stream(class_triggers, {
+            let claims = claims.clone();
+            move |class| watches::class_to_claims(&class, &claims.state())
+        })
+        .graceful_shutdown_on(stopped(&shutdown))
+        .run(
+            bucket_claim::reconcile,
+            bucket_claim::error_policy,
+            claim_ctx.clone(),
+        )
+        .for_each(|res| {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "claim controller");
+            }
+            futures::future::ready(())
+        });
+
+    let access_run = Controller::for_stream(access_triggers, accesses.clone())
+        .with_config(ctl_config)
+        .watches_stream(access_claim_triggers, {
+            let accesses = accesses.clone();
+            move |claim| {
+                let namespace = claim.namespace().unwrap_or_default();
+                watches::claim_to_accesses(&namespace, &claim.name_any(), &accesses.state())
+            }
+        })
+        .watches_stream(access_bucket_triggers, {
+            let accesses = accesses.clone();
+            move |bucket| watches::bucket_to_accesses(&bucket, &accesses.state())
+        })
+        .watches_stream(access_class_triggers, {
+            let accesses = accesses.clone();
+            move |class| watches::access_class_to_accesses(&class, &accesses.state())
+        })
+        .graceful_shutdown_on(stopped(&shutdown))
+        .run(
+            bucket_access::reconcile,
+            bucket_access::error_policy,
+            access_ctx.clone(),
+        )
+        .for_each(|res| {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "access controller");
+            }
+            futures::future::ready(())
+        });
+
+    let ready = {
+        let readiness = readiness.clone();
+        async move {
+            let filled = async {
+                claim_ctx.wait_ready().await?;
+                access_ctx.wait_ready().await
+            };
+            match filled.await {
+                Ok(()) => {
+                    tracing::info!("watch caches filled; reconciling");
+                    readiness.set_ready();
+                }
+                Err(e) => readiness.set_not_ready(e.to_string()),
+            }
+            futures::future::pending::<()>().await;
+        }
+    };
+
+    tracing::info!("controller starting");
+    tokio::select! {
+        _ = async { tokio::join!(claim_run, access_run) } => {}
+        _ = ready => {}
+    }
+    readiness.set_not_ready("stopped");
+    tracing::info!("controller stopped");
+    Ok(())
+}

@@ -1,0 +1,75 @@
+//! `cosi-controller`: flags → client → HTTP endpoints → leader election →
+//! [`cosi_controller::run`].
+
+use anyhow::Context as _;
+use clap::Parser;
+use cosi_controller::{COMPONENT, Config};
+use cosi_runtime::leader::{LeaderElection, run_as_leader};
+use cosi_runtime::{CommonArgs, Shutdown, client, http, logging};
+use prometheus::Registry;
+
+/// The central COSI controller: binds BucketClaims to Buckets and hands
+/// validated BucketAccesses to driver sidecars (KEP-1979, v1alpha2).
+#[derive(Parser, Debug)]
+#[command(name = "cosi-controller", version, about, long_about = None)]
+struct Cli {
+    #[command(flatten)]
+    common: CommonArgs,
+
+    /// Objects of each kind reconciled at the same time.
+    #[arg(long, default_value_t = 32, value_name = "N")]
+    concurrency: u16,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    logging::init(cli.common.log_format);
+    let shutdown = Shutdown::on_signals();
+
+    let client = client::kube_client(cli.common.kubeconfig.as_deref())
+        .await
+        .context("building the Kubernetes client")?;
+    let registry = Registry::new();
+    let mut config = Config::new(&registry)?;
+    config.concurrency = cli.concurrency.max(1);
+
+    let (bound, endpoints) = http::serve(
+        cli.common.metrics_address,
+        cli.common.health_address,
+        registry,
+        config.readiness.clone(),
+        shutdown.clone(),
+    )
+    .await
+    .context("binding the metrics and health endpoints")?;
+    tracing::info!(metrics = %bound.metrics, health = %bound.health, "serving /metrics, /healthz and /readyz");
+
+    let result = if cli.common.leader_election_enabled() {
+        let election = LeaderElection::new(
+            cli.common.lease_namespace(),
+            cli.common
+                .leader_election_lease_name
+                .clone()
+                .unwrap_or_else(|| COMPONENT.to_owned()),
+        );
+        // A standby replica is healthy and ready to take over; `run` turns
+        // readiness off while it fills its caches once leading.
+        config.readiness.set_ready();
+        let leader_client = client.clone();
+        run_as_leader(leader_client, election, &shutdown, move |stop| async move {
+            if let Err(e) = cosi_controller::run(client, config, stop).await {
+                tracing::error!(error = %e, "controller failed");
+            }
+        })
+        .await
+        .map_err(anyhow::Error::from)
+    } else {
+        cosi_controller::run(client, config, shutdown.clone())
+            .await
+            .map_err(anyhow::Error::from)
+    };
+    shutdown.trigger();
+    let _ = endpoints.await;
+    result
+}

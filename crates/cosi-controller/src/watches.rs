@@ -1,0 +1,145 @@
+//! Which objects to reconcile when a related object changes. Buckets are
+//! cluster-scoped, so claims do not own them: a Bucket maps to its claim
+//! through `spec.bucketClaimRef`, a claim to the accesses naming it through
+//! the access cache, a class to the objects still waiting on it.
+
+use std::sync::Arc;
+
+use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use kube::ResourceExt;
+use kube::runtime::reflector::ObjectRef;
+
+/// The claim a Bucket names in `spec.bucketClaimRef` (bound or reserved).
+pub fn bucket_to_claim(bucket: &Bucket) -> Option<ObjectRef<BucketClaim>> {
+    let r = &bucket.spec.bucket_claim_ref;
+    (!r.name.is_empty() && !r.namespace.is_empty())
+        .then(|| ObjectRef::new(&r.name).within(&r.namespace))
+}
+
+/// The claims of `class` not bound yet: only they still read their class.
+pub fn class_to_claims(
+    class: &BucketClass,
+    claims: &[Arc<BucketClaim>],
+) -> Vec<ObjectRef<BucketClaim>> {
+    let name = class.name_any();
+    claims
+        .iter()
+        .filter(|c| c.spec.bucket_class_name == name && c.bound_bucket_name().is_none())
+        .map(|c| ObjectRef::from_obj(c.as_ref()))
+        .collect()
+}
+
+/// The accesses of the claim's namespace that name the claim.
+pub fn claim_to_accesses(
+    namespace: &str,
+    claim: &str,
+    accesses: &[Arc<BucketAccess>],
+) -> Vec<ObjectRef<BucketAccess>> {
+    accesses
+        .iter()
+        .filter(|a| {
+            a.namespace().as_deref() == Some(namespace)
+                && a.spec
+                    .bucket_claims
+                    .iter()
+                    .any(|r| r.bucket_claim_name == claim)
+        })
+        .map(|a| ObjectRef::from_obj(a.as_ref()))
+        .collect()
+}
+
+/// The accesses naming the claim a Bucket is bound to.
+pub fn bucket_to_accesses(
+    bucket: &Bucket,
+    accesses: &[Arc<BucketAccess>],
+) -> Vec<ObjectRef<BucketAccess>> {
+    let r = &bucket.spec.bucket_claim_ref;
+    if r.name.is_empty() {
+        return Vec::new();
+    }
+    claim_to_accesses(&r.namespace, &r.name, accesses)
+}
+
+/// The accesses of `class` not handed to a sidecar yet: only they still read their class.
+pub fn access_class_to_accesses(
+    class: &BucketAccessClass,
+    accesses: &[Arc<BucketAccess>],
+) -> Vec<ObjectRef<BucketAccess>> {
+    let name = class.name_any();
+    accesses
+        .iter()
+        .filter(|a| a.spec.bucket_access_class_name == name && !a.is_handed_to_sidecar())
+        .map(|a| ObjectRef::from_obj(a.as_ref()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::*;
+    use cosi_api::DeletionPolicy;
+
+    #[test]
+    fn a_bucket_maps_to_the_claim_it_names() {
+        let b = static_bucket("brownfield", "apps", "legacy");
+        let r = bucket_to_claim(&b).unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.namespace.as_deref()),
+            ("legacy", Some("apps"))
+        );
+    }
+
+    #[test]
+    fn a_class_maps_only_to_its_unbound_claims() {
+        let waiting = claim("waiting");
+        let c = claim("bound").finalized();
+        let bound = c.clone().bound_to(&bucket_for(&c));
+        let mut other = claim("other");
+        other.spec.bucket_class_name = "premium".into();
+        let claims: Vec<_> = [waiting, bound, other].into_iter().map(Arc::new).collect();
+        let refs = class_to_claims(&class(DeletionPolicy::Delete), &claims);
+        assert_eq!(refs.len(), 1);
+        assert_eq!(refs[0].name, "waiting");
+    }
+
+    #[test]
+    fn a_claim_maps_to_the_accesses_naming_it_in_its_namespace() {
+        let mut elsewhere = access("elsewhere", &["photos"]);
+        elsewhere.metadata.namespace = Some("other".into());
+        let accesses: Vec<_> = [
+            access("one", &["photos"]),
+            access("two", &["videos", "photos"]),
+            access("three", &["videos"]),
+            elsewhere,
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        let mut names: Vec<_> = claim_to_accesses(NS, "photos", &accesses)
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        names.sort();
+        assert_eq!(names, ["one", "two"]);
+        let b = bucket_for(&claim("photos"));
+        assert_eq!(bucket_to_accesses(&b, &accesses).len(), 2);
+    }
+
+    #[test]
+    fn an_access_class_maps_only_to_accesses_not_handed_off() {
+        let mut handed = access("handed", &["photos"]);
+        handed.status = Some(cosi_api::BucketAccessStatus {
+            driver_name: DRIVER.into(),
+            authentication_type: Some(cosi_api::AuthenticationType::Key),
+            accessed_buckets: vec![cosi_api::AccessedBucket::default()],
+            ..Default::default()
+        });
+        let accesses: Vec<_> = [access("new", &["photos"]), handed]
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let refs = access_class_to_accesses(&access_class(), &accesses);
+        assert_eq!(refs.len(), 1);
+        assert_eq!(refs[0].name, "new");
+    }
+}

@@ -1,0 +1,489 @@
+//! BucketClaim control flows: creating a Bucket (dynamic), accessing an
+//! existing OSP bucket (static), deleting a Bucket, and the invalid cases.
+
+use std::time::Duration;
+
+use cosi_api::conditions::{Desired, Status};
+use cosi_api::constants::PROTECTION_FINALIZER;
+use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCESS_REFERENCES};
+use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
+use cosi_api::{BucketClaimSpec, BucketClass, BucketClassSpec, DeletionPolicy, Protocol};
+use kube::ResourceExt;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube_sim::FaultRule;
+use serde_json::json;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
+    let mut env = Env::new().await;
+    env.create_class("standard", DeletionPolicy::Delete).await;
+    env.start_controller();
+    env.create_claim_with(
+        "photos",
+        BucketClaimSpec {
+            bucket_class_name: "standard".into(),
+            protocols: vec![Protocol::S3],
+            ..BucketClaimSpec::default()
+        },
+    )
+    .await;
+
+    // Bound before provisioning, waiting on the sidecar.
+    let claim = env
+        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
+        .await;
+    let name = bucket_of(&claim);
+    assert_eq!(claim.bound_bucket_name(), Some(name.as_str()));
+    assert!(
+        claim
+            .finalizers()
+            .contains(&PROTECTION_FINALIZER.to_owned())
+    );
+    let conds = claim.conditions();
+    assert!(has(conds, PROVISIONED, "Unknown", "Provisioning"));
+    assert!(has(conds, RESOURCES_VALIDATED, "True", "Valid"));
+    assert_eq!(condition(conds, PROVISION_FAILED).unwrap().0, "Unknown");
+    let generation = claim.metadata.generation;
+    assert!(conds.iter().all(|c| c.observed_generation == generation));
+
+    // The intermediate Bucket carries the class and the full claim reference.
+    let bucket = env.buckets().get(&name).await.expect("Bucket exists");
+    assert_eq!(bucket.spec.driver_name, DRIVER);
+    assert_eq!(bucket.spec.deletion_policy, DeletionPolicy::Delete);
+    assert_eq!(
+        bucket.spec.parameters.get("tier").map(String::as_str),
+        Some("gold")
+    );
+    assert_eq!(bucket.spec.protocols, vec![Protocol::S3]);
+    let r = &bucket.spec.bucket_claim_ref;
+    assert_eq!((r.namespace.as_str(), r.name.as_str()), (NS, "photos"));
+    assert_eq!(Some(r.uid.clone()), claim.uid());
+    assert!(
+        bucket
+            .finalizers()
+            .contains(&PROTECTION_FINALIZER.to_owned())
+    );
+
+    // The sidecar provisions it; the claim mirrors it.
+    env.provision_bucket(&name, &[Protocol::S3]).await;
+    let claim = env
+        .wait_claim("photos", "provisioned", |c| {
+            has(c.conditions(), PROVISIONED, "True", "Provisioned")
+        })
+        .await;
+    assert_eq!(claim.status.as_ref().unwrap().protocols, vec![Protocol::S3]);
+    assert!(has(
+        claim.conditions(),
+        PROVISION_FAILED,
+        "False",
+        "ProvisionSucceeded"
+    ));
+    assert!(has(
+        claim.conditions(),
+        RESOURCES_VALIDATED,
+        "True",
+        "Valid"
+    ));
+    env.wait_event("photos", "Normal", "Provisioned").await;
+    env.controller_idle(Duration::from_millis(300)).await;
+    let provisioned_events = env
+        .events_for("photos")
+        .await
+        .into_iter()
+        .filter(|(_, r, _)| r == "Provisioned")
+        .count();
+    assert_eq!(provisioned_events, 1, "the success Event is sent once");
+
+    let metrics = env.metrics_text();
+    assert!(metrics.contains(&format!(
+        r#"cosi_operation_count{{driver_name="{DRIVER}",operation="Create",resource_kind="BucketClaim",status="Succeeded"}} 1"#
+    )), "{metrics}");
+    assert!(metrics.contains(&format!(
+        r#"cosi_operation_count{{driver_name="{DRIVER}",operation="Create",resource_kind="Bucket",status="Succeeded"}} 1"#
+    )), "{metrics}");
+    env.stop_controller().await;
+}
+
+#[tokio::test]
+async fn claim_deletion_waits_for_accesses_then_deletes_a_delete_policy_bucket() {
+    let mut env = Env::new().await;
+    env.create_class("standard", DeletionPolicy::Delete).await;
+    env.start_controller();
+    env.create_claim("photos", "standard").await;
+    let claim = env
+        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
+        .await;
+    let name = bucket_of(&claim);
+    env.provision_bucket(&name, &[Protocol::S3]).await;
+    env.wait_claim("photos", "provisioned", |c| {
+        has(c.conditions(), PROVISIONED, "True", "Provisioned")
+    })
+    .await;
+
+    // An access reference blocks deletion.
+    let body = json!({"metadata": {"annotations": {HAS_BUCKETACCESS_REFERENCES: "true"}}});
+    env.claims()
+        .patch("photos", &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .unwrap();
+    env.delete_claim("photos").await;
+    env.controller_idle(Duration::from_millis(300)).await;
+    let bucket = env.buckets().get(&name).await.unwrap();
+    assert!(!bucket.annotations().contains_key(BUCKETCLAIM_BEING_DELETED));
+    assert!(bucket.metadata.deletion_timestamp.is_none());
+    assert!(env.claims().get_opt("photos").await.unwrap().is_some());
+
+    // Once released, the Bucket is marked and deleted, and the claim goes.
+    let body = json!({"metadata": {"annotations": {HAS_BUCKETACCESS_REFERENCES: null}}});
+    env.claims()
+        .patch("photos", &PatchParams::default(), &Patch::Merge(&body))
+        .await
+        .unwrap();
+    let bucket = env
+        .wait_bucket(&name, "deleted", |b| {
+            b.metadata.deletion_timestamp.is_some()
+        })
+        .await;
+    assert!(bucket.annotations().contains_key(BUCKETCLAIM_BEING_DELETED));
+    env.wait_gone(&env.claims(), "photos").await;
+    env.release_bucket(&name).await;
+    env.wait_gone(&env.buckets(), &name).await;
+
+    let metrics = env.metrics_text();
+    assert!(metrics.contains(&format!(
+        r#"cosi_operation_count{{driver_name="{DRIVER}",operation="Delete",resource_kind="BucketClaim",status="Succeeded"}} 1"#
+    )), "{metrics}");
+    env.stop_controller().await;
+}
+
+#[tokio::test]
+async fn claim_deletion_with_policy_retain_marks_the_bucket_and_keeps_it() {
+    let mut env = Env::new().await;
+    env.create_class("keep", DeletionPolicy::Retain).await;
+    env.start_controller();
+    env.create_claim("photos", "keep").await;
+    let claim = env
+        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
+        .await;
+    let name = bucket_of(&claim);
+    env.delete_claim("photos").await;
+    env.wait_gone(&env.claims(), "photos").await;
+    let bucket = env.buckets().get(&name).await.unwrap();
+    assert!(bucket.annotations().contains_key(BUCKETCLAIM_BEING_DELETED));
+    assert!(bucket.metadata.deletion_timestamp.is_none());
+    // A deleted, never provisioned claim is a cancelled create.
+    let metrics = env.metrics_text();
+    assert!(
+        metrics.contains(r#"operation="Create",resource_kind="BucketClaim",status="Canceled"} 1"#),
+        "{metrics}"
+    );
+    env.stop_controller().await;
+}
+
+#[tokio::test]
+async fn a_missing_class_waits_and_provisioning_starts_when_it_appears() {
+    let mut env = Env::new().await;
+    env.start_controller();
+    env.create_claim("photos", "later").await;
+    let claim = env
+        .wait_claim("photos", "waiting for its class", |c| {
+            has(
+                c.conditions(),
+                RESOURCES_VALIDATED,
+                "Unknown",
+                "WaitingForBucketClass",
+            )
+        })
+        .await;
+    assert!(has(
+        claim.conditions(),
+        PROVISIONED,
+        "Unknown",
+        "WaitingForBucketClass"
+    ));
+    let note = env
+        .wait_event("photos", "Warning", "WaitingForBucketClass")
+        .await;
+    assert!(note.contains("\"later\""), "{note}");
+
+    env.create_class("later", DeletionPolicy::Delete).await;
+    let claim = env
+        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
+        .await;
+    assert!(has(
+        claim.conditions(),
+        RESOURCES_VALIDATED,
+        "True",
+        "Valid"
+    ));
+    env.stop_controller().await;
+}
+
+#[tokio::test]
+async fn an_invalid_class_is_refused_with_a_message_naming_the_problem() {
+    let mut env = Env::new().await;
+    env.create_class_with(BucketClass::new(
+        "broken",
+        BucketClassSpec {
+            driver_name: "Not_A_Driver".into(),
+            deletion_policy: DeletionPolicy::Delete,
+            parameters: Default::default(),
+        },
+    ))
+    .await;
+    env.start_controller();
+    env.create_claim("photos", "broken").await;
+    let claim = env
+        .wait_claim("photos", "refused", |c| {
+            has(
+                c.conditions(),
+                RESOURCES_VALIDATED,
+                "False",
+                "InvalidBucketClass",
+            )
+        })
+        .await;
+    assert!(has(
+        claim.conditions(),
+        PROVISIONED,
+        "False",
+        "InvalidBucketClass"
+    ));
+    let note = env
+        .wait_event("photos", "Warning", "InvalidBucketClass")
+        .await;
+    assert!(note.contains("'_'"), "{note}");
+    let buckets = env.buckets().list(&ListParams::default()).await.unwrap();
+    assert!(buckets.items.is_empty(), "no Bucket for an invalid class");
+    env.stop_controller().await;
+}
+
+#[tokio::test]
+async fn a_claim_whose_bucket_vanished_is_an_error_and_is_never_reprovisioned() {
+    let mut env = Env::new().await;
+    env.create_class("standard", DeletionPolicy::Delete).await;
+    env.start_controller();
+    env.create_claim("photos", "standard").await;
+    let claim = env
+        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
+        .await;
+    let name = bucket_of(&claim);
+    env.provision_bucket(&name, &[Protocol::S3]).await;
+    env.wait_claim("photos", "provisioned", |c| {
+        has(c.conditions(), PROVISIONED, "True", "Provisioned")
+    })
+    .await;
+
+    // An admin removes the Bucket behind COSI's back.
+    env.release_bucket(&name).await;
+    env.buckets()
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let claim = env
+        .wait_claim("photos", "degraded", |c| {
+            has(
+                c.conditions(),
+                RESOURCES_VALIDATED,
+                "False",
+                "BucketMissing",
+            )
+        })
+        .await;
+    assert!(
+        has(claim.conditions(), PROVISIONED, "True", "Provisioned"),
+        "a provisioned claim is not un-provisioned by a missing Bucket object"
+    );
+    env.wait_event("photos", "Warning", "BucketMissing").await;
+    env.controller_idle(Duration::from_millis(300)).await;
+    assert!(
+        env.buckets().get_opt(&name).await.unwrap().is_none(),
+        "no re-provisioning"
+    );
+    env.stop_controller().await;
+}
+
+#[tokio::test]
+async fn a_static_claim_waits_for_its_bucket_then_binds_it_by_uid() {
+    let mut env = Env::new().await;
+    env.start_controller();
+    env.create_claim_with(
+        "legacy",
+        BucketClaimSpec {
+            existing_bucket_name: "brownfield".into(),
+            ..BucketClaimSpec::default()
+        },
+    )
+    .await;
+    env.wait_claim("legacy", "waiting", |c| {
+        has(
+            c.conditions(),
+            RESOURCES_VALIDATED,
+            "Unknown",
+            "WaitingForBucket",
+        )
+    })
+    .await;
+    env.wait_event("legacy", "Warning", "WaitingForBucket")
+        .await;
+
+    env.create_static_bucket("brownfield", "legacy").await;
+    let bucket = env
+        .wait_bucket("brownfield", "bound", |b| {
+            !b.spec.bucket_claim_ref.uid.is_empty()
+        })
+        .await;
+    let claim = env
+        .wait_claim("legacy", "bound", |c| {
+            c.bound_bucket_name() == Some("brownfield")
+        })
+        .await;
+    assert_eq!(Some(bucket.spec.bucket_claim_ref.uid.clone()), claim.uid());
+    assert!(has(
+        claim.conditions(),
+        PROVISIONED,
+        "Unknown",
+        "Provisioning"
+    ));
+
+    env.provision_bucket("brownfield", &[Protocol::S3]).await;
+    env.wait_claim("legacy", "provisioned", |c| {
+        has(c.conditions(), PROVISIONED, "True", "Provisioned")
+    })
+    .await;
+
+    // Deleting it (Retain) leaves the Bucket, marked.
+    env.delete_claim("legacy").await;
+    env.wait_gone(&env.claims(), "legacy").await;
+    let bucket = env.buckets().get("brownfield").await.unwrap();
+    assert!(bucket.annotations().contains_key(BUCKETCLAIM_BEING_DELETED));
+    assert!(bucket.metadata.deletion_timestamp.is_none());
+    env.stop_controller().await;
+}
+
+#[tokio::test]
+async fn a_static_bucket_reserved_for_another_claim_is_refused_and_left_untouched() {
+    let mut env = Env::new().await;
+    env.create_static_bucket("brownfield", "someone-else").await;
+    env.start_controller();
+    env.create_claim_with(
+        "thief",
+        BucketClaimSpec {
+            existing_bucket_name: "brownfield".into(),
+            ..BucketClaimSpec::default()
+        },
+    )
+    .await;
+    let claim = env
+        .wait_claim("thief", "refused", |c| {
+            has(
+                c.conditions(),
+                RESOURCES_VALIDATED,
+                "False",
+                "BucketBoundToAnotherClaim",
+            )
+        })
+        .await;
+    assert!(has(
+        claim.conditions(),
+        PROVISIONED,
+        "False",
+        "BucketBoundToAnotherClaim"
+    ));
+    assert!(claim.bound_bucket_name().is_none());
+    let note = env
+        .wait_event("thief", "Warning", "BucketBoundToAnotherClaim")
+        .await;
+    assert!(note.contains("someone-else"), "{note}");
+
+    env.delete_claim("thief").await;
+    env.wait_gone(&env.claims(), "thief").await;
+    let bucket = env.buckets().get("brownfield").await.unwrap();
+    assert!(bucket.spec.bucket_claim_ref.uid.is_empty());
+    assert!(
+        bucket.annotations().is_empty(),
+        "the other claim's Bucket is not marked"
+    );
+    env.stop_controller().await;
+}
+
+#[tokio::test]
+async fn driver_failures_reported_on_the_bucket_reach_the_claim() {
+    let mut env = Env::new().await;
+    env.create_class("standard", DeletionPolicy::Delete).await;
+    env.start_controller();
+    env.create_claim("photos", "standard").await;
+    let claim = env
+        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
+        .await;
+    let bucket = env.buckets().get(&bucket_of(&claim)).await.unwrap();
+    env.set_bucket_conditions(
+        &bucket,
+        &[Desired::new(
+            PROVISION_FAILED,
+            Status::True,
+            "ProvisionRetrying",
+            "backend unavailable",
+        )],
+        None,
+    )
+    .await;
+    let claim = env
+        .wait_claim("photos", "failure mirrored", |c| {
+            has(
+                c.conditions(),
+                PROVISION_FAILED,
+                "True",
+                "ProvisionRetrying",
+            )
+        })
+        .await;
+    assert!(has(
+        claim.conditions(),
+        PROVISIONED,
+        "Unknown",
+        "Provisioning"
+    ));
+    let note = env
+        .wait_event("photos", "Warning", "FailedCreateBucket")
+        .await;
+    assert!(note.contains("backend unavailable"), "{note}");
+    env.stop_controller().await;
+}
+
+#[tokio::test]
+async fn a_crash_between_bucket_creation_and_binding_converges_on_one_bucket() {
+    let mut env = Env::new().await;
+    env.create_class("standard", DeletionPolicy::Delete).await;
+    // Every claim status write fails: the controller creates the Bucket but
+    // cannot record the binding.
+    env.sim.faults().inject(
+        FaultRule::new(500)
+            .verb("patch")
+            .resource("bucketclaims/status")
+            .user(&env.controller_user),
+    );
+    env.start_controller();
+    let claim = env.create_claim("photos", "standard").await;
+    let name = bucket_of(&claim);
+    env.wait_bucket(&name, "created", |_| true).await;
+    env.kill_controller().await;
+
+    env.sim.faults().clear();
+    env.start_controller();
+    let claim = env
+        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
+        .await;
+    assert_eq!(claim.bound_bucket_name(), Some(name.as_str()));
+    assert!(has(
+        claim.conditions(),
+        RESOURCES_VALIDATED,
+        "True",
+        "Valid"
+    ));
+    let buckets = env.buckets().list(&ListParams::default()).await.unwrap();
+    assert_eq!(buckets.items.len(), 1, "exactly one Bucket");
+    env.stop_controller().await;
+}

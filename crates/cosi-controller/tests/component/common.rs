@@ -1,0 +1,598 @@
+//! The test environment: kube-sim with the COSI CRDs, a namespace, the
+//! controller running under its own identity, and helpers with which the
+//! test plays the user, the admin and the sidecar.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use cosi_api::conditions::{Desired, Status, find, set_all};
+use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
+use cosi_api::*;
+use cosi_controller::{Config, Error};
+use cosi_runtime::Shutdown;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use kube_sim::KubeSim;
+use prometheus::Registry;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use tokio::task::JoinHandle;
+
+pub const NS: &str = "apps";
+pub const DRIVER: &str = "test.cosi.dev";
+pub const CONTROLLER_USER: &str = "cosi-controller-under-test";
+
+/// How long any wait in a test may take before it fails.
+const WAIT: Duration = Duration::from_secs(20);
+
+/// A running controller.
+pub struct Running {
+    shutdown: Shutdown,
+    task: JoinHandle<Result<(), Error>>,
+    pub config: Config,
+    pub registry: Registry,
+}
+
+/// kube-sim, the CRDs, namespace `apps`, and (once started) the controller.
+pub struct Env {
+    pub sim: KubeSim,
+    /// The test's own (admin) client: user, admin and sidecar.
+    pub client: Client,
+    /// The identity the controller runs as.
+    pub controller_client: Client,
+    /// The user name the controller's writes are counted under.
+    pub controller_user: String,
+    pub controller: Option<Running>,
+}
+
+impl Env {
+    /// kube-sim without RBAC, the controller not started yet.
+    pub async fn new() -> Env {
+        let sim = KubeSim::start().await.expect("kube-sim starts");
+        let token = sim.add_user(CONTROLLER_USER, &[]);
+        let controller_client = sim.client_for_token(&token);
+        Self::prepare(sim, controller_client, CONTROLLER_USER.to_owned()).await
+    }
+
+    /// An environment on `sim`, where the controller runs as `controller_client`.
+    pub async fn prepare(sim: KubeSim, controller_client: Client, controller_user: String) -> Env {
+        let client = sim.client();
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        for (_, crd) in cosi_api::crd::all() {
+            crds.create(&PostParams::default(), &crd)
+                .await
+                .expect("COSI CRD is accepted");
+        }
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": NS}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace is created");
+        Env {
+            sim,
+            client,
+            controller_client,
+            controller_user,
+            controller: None,
+        }
+    }
+
+    /// Starts the controller (with a fresh metrics registry).
+    pub fn start_controller(&mut self) {
+        assert!(self.controller.is_none(), "controller already running");
+        let registry = Registry::new();
+        let config = Config::new(&registry).expect("metrics register");
+        let shutdown = Shutdown::new();
+        let task = tokio::spawn(cosi_controller::run(
+            self.controller_client.clone(),
+            config.clone(),
+            shutdown.clone(),
+        ));
+        self.controller = Some(Running {
+            shutdown,
+            task,
+            config,
+            registry,
+        });
+    }
+
+    /// Stops the controller and waits for it to finish.
+    pub async fn stop_controller(&mut self) {
+        let running = self.controller.take().expect("controller running");
+        running.shutdown.trigger();
+        tokio::time::timeout(WAIT, running.task)
+            .await
+            .expect("controller stops in time")
+            .expect("controller task does not panic")
+            .expect("controller stops cleanly");
+    }
+
+    /// Kills the controller abruptly, as a crash would.
+    pub async fn kill_controller(&mut self) {
+        let running = self.controller.take().expect("controller running");
+        running.task.abort();
+        let _ = running.task.await;
+    }
+
+    /// Waits until the running controller's caches are filled.
+    pub async fn wait_controller_ready(&self) {
+        let readiness = self
+            .controller
+            .as_ref()
+            .expect("controller running")
+            .config
+            .readiness
+            .clone();
+        eventually("controller ready", || {
+            let r = readiness.clone();
+            async move { r.get().is_ok() }
+        })
+        .await;
+    }
+
+    /// The controller's metrics in the Prometheus text format.
+    pub fn metrics_text(&self) -> String {
+        let running = self.controller.as_ref().expect("controller running");
+        cosi_runtime::metrics::render(&running.registry)
+    }
+
+    /// Writes made by the controller so far.
+    pub fn controller_writes(&self) -> u64 {
+        self.sim.counters().writes_by_user(&self.controller_user)
+    }
+
+    /// Waits until the controller has made no write for `quiet`, and returns
+    /// its write count then.
+    pub async fn controller_idle(&self, quiet: Duration) -> u64 {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        let mut last = self.controller_writes();
+        let mut since = tokio::time::Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            let now = self.controller_writes();
+            if now != last {
+                last = now;
+                since = tokio::time::Instant::now();
+            } else if since.elapsed() >= quiet {
+                return now;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "controller never went idle"
+            );
+        }
+    }
+
+    pub fn claims(&self) -> Api<BucketClaim> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    pub fn accesses(&self) -> Api<BucketAccess> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    pub fn buckets(&self) -> Api<Bucket> {
+        Api::all(self.client.clone())
+    }
+
+    // ---- admin ----
+
+    pub async fn create_class(&self, name: &str, policy: DeletionPolicy) -> BucketClass {
+        let mut parameters = BTreeMap::new();
+        parameters.insert("tier".to_owned(), "gold".to_owned());
+        self.create_class_with(BucketClass::new(
+            name,
+            BucketClassSpec {
+                driver_name: DRIVER.to_owned(),
+                deletion_policy: policy,
+                parameters,
+            },
+        ))
+        .await
+    }
+
+    pub async fn create_class_with(&self, class: BucketClass) -> BucketClass {
+        Api::<BucketClass>::all(self.client.clone())
+            .create(&PostParams::default(), &class)
+            .await
+            .expect("BucketClass is created")
+    }
+
+    pub async fn create_access_class(&self, class: BucketAccessClass) -> BucketAccessClass {
+        Api::<BucketAccessClass>::all(self.client.clone())
+            .create(&PostParams::default(), &class)
+            .await
+            .expect("BucketAccessClass is created")
+    }
+
+    /// A static Bucket for an existing OSP bucket, reserved for `apps/<claim>`.
+    pub async fn create_static_bucket(&self, name: &str, claim: &str) -> Bucket {
+        let bucket = Bucket::new(
+            name,
+            BucketSpec {
+                driver_name: DRIVER.to_owned(),
+                deletion_policy: DeletionPolicy::Retain,
+                protocols: vec![Protocol::S3],
+                parameters: BTreeMap::new(),
+                bucket_claim_ref: BucketClaimReference {
+                    name: claim.to_owned(),
+                    namespace: NS.to_owned(),
+                    uid: String::new(),
+                },
+                existing_bucket_id: format!("osp-{name}"),
+            },
+        );
+        self.buckets()
+            .create(&PostParams::default(), &bucket)
+            .await
+            .expect("static Bucket is created")
+    }
+
+    // ---- user ----
+
+    pub async fn create_claim(&self, name: &str, class: &str) -> BucketClaim {
+        self.create_claim_with(
+            name,
+            BucketClaimSpec {
+                bucket_class_name: class.to_owned(),
+                ..BucketClaimSpec::default()
+            },
+        )
+        .await
+    }
+
+    pub async fn create_claim_with(&self, name: &str, spec: BucketClaimSpec) -> BucketClaim {
+        self.claims()
+            .create(&PostParams::default(), &BucketClaim::new(name, spec))
+            .await
+            .expect("BucketClaim is created")
+    }
+
+    pub async fn create_access(&self, access: BucketAccess) -> BucketAccess {
+        self.accesses()
+            .create(&PostParams::default(), &access)
+            .await
+            .expect("BucketAccess is created")
+    }
+
+    pub async fn delete_claim(&self, name: &str) {
+        self.claims()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("claim deletion is accepted");
+    }
+
+    pub async fn delete_access(&self, name: &str) {
+        self.accesses()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("access deletion is accepted");
+    }
+
+    // ---- sidecar ----
+
+    /// Plays the sidecar provisioning a Bucket: bucket ID, then conditions
+    /// and protocols (the two status writes of the contract).
+    pub async fn provision_bucket(&self, name: &str, protocols: &[Protocol]) {
+        let api = self.buckets();
+        let b = api.get(name).await.expect("Bucket exists");
+        let body = json!({
+            "metadata": {"resourceVersion": b.resource_version()},
+            "status": {"bucketID": format!("osp-{name}")},
+        });
+        let b = api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .expect("sidecar writes the bucket ID");
+        self.set_bucket_conditions(
+            &b,
+            &[
+                Desired::new(PROVISIONED, Status::True, "Provisioned", "bucket created"),
+                Desired::new(
+                    RESOURCES_VALIDATED,
+                    Status::True,
+                    "Valid",
+                    "bucket is valid",
+                ),
+                Desired::new(PROVISION_FAILED, Status::False, "ProvisionSucceeded", "ok"),
+            ],
+            Some(protocols),
+        )
+        .await;
+    }
+
+    /// Plays the sidecar provisioning a Bucket in a single status write.
+    pub async fn provision_bucket_at_once(&self, bucket: &Bucket, protocols: &[Protocol]) {
+        let mut conditions = Vec::new();
+        set_all(
+            &mut conditions,
+            &[
+                Desired::new(PROVISIONED, Status::True, "Provisioned", "bucket created"),
+                Desired::new(
+                    RESOURCES_VALIDATED,
+                    Status::True,
+                    "Valid",
+                    "bucket is valid",
+                ),
+                Desired::new(PROVISION_FAILED, Status::False, "ProvisionSucceeded", "ok"),
+            ],
+            bucket.metadata.generation,
+            Timestamp::now(),
+        );
+        let body = json!({
+            "metadata": {"resourceVersion": bucket.resource_version()},
+            "status": {
+                "bucketID": format!("osp-{}", bucket.name_any()),
+                "protocols": protocols,
+                "conditions": conditions,
+            },
+        });
+        self.buckets()
+            .patch_status(
+                &bucket.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&body),
+            )
+            .await
+            .expect("sidecar provisions the Bucket");
+    }
+
+    /// Plays the sidecar setting Bucket conditions (and protocols).
+    pub async fn set_bucket_conditions(
+        &self,
+        bucket: &Bucket,
+        desired: &[Desired],
+        protocols: Option<&[Protocol]>,
+    ) -> Bucket {
+        let mut conditions = bucket.conditions().to_vec();
+        set_all(
+            &mut conditions,
+            desired,
+            bucket.metadata.generation,
+            Timestamp::now(),
+        );
+        let mut status = json!({ "conditions": conditions });
+        if let Some(p) = protocols {
+            status["protocols"] = json!(p);
+        }
+        let body = json!({
+            "metadata": {"resourceVersion": bucket.resource_version()},
+            "status": status,
+        });
+        self.buckets()
+            .patch_status(
+                &bucket.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&body),
+            )
+            .await
+            .expect("sidecar writes Bucket conditions")
+    }
+
+    /// Plays the sidecar granting an access: account ID, then Provisioned.
+    pub async fn grant_access(&self, name: &str) {
+        let api = self.accesses();
+        let a = api.get(name).await.expect("access exists");
+        assert!(
+            a.is_handed_to_sidecar(),
+            "the sidecar only acts after hand-off"
+        );
+        let body = json!({
+            "metadata": {"resourceVersion": a.resource_version()},
+            "status": {"accountID": format!("acct-{name}")},
+        });
+        let a = api
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .expect("sidecar writes the account ID");
+        let mut conditions = a.conditions().to_vec();
+        set_all(
+            &mut conditions,
+            &[
+                Desired::new(PROVISIONED, Status::True, "Provisioned", "access granted"),
+                Desired::new(PROVISION_FAILED, Status::False, "ProvisionSucceeded", "ok"),
+            ],
+            a.metadata.generation,
+            Timestamp::now(),
+        );
+        let body = json!({
+            "metadata": {"resourceVersion": a.resource_version()},
+            "status": {"conditions": conditions},
+        });
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .expect("sidecar marks the access provisioned");
+    }
+
+    /// Plays the sidecar finishing its cleanup of a deleted access.
+    pub async fn finish_sidecar_cleanup(&self, name: &str) {
+        let body = json!({"metadata": {"annotations": {
+            cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED: "true"
+        }}});
+        self.accesses()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .expect("sidecar annotates cleanup finished");
+    }
+
+    /// Plays the sidecar releasing a deleted Bucket (removes its finalizer).
+    pub async fn release_bucket(&self, name: &str) {
+        let body = json!({"metadata": {"finalizers": null}});
+        self.buckets()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .expect("sidecar removes the Bucket finalizer");
+    }
+
+    // ---- observation ----
+
+    /// Waits until the claim satisfies `check`.
+    pub async fn wait_claim(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&BucketClaim) -> bool,
+    ) -> BucketClaim {
+        wait_for(&self.claims(), name, what, check).await
+    }
+
+    /// Waits until the access satisfies `check`.
+    pub async fn wait_access(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&BucketAccess) -> bool,
+    ) -> BucketAccess {
+        wait_for(&self.accesses(), name, what, check).await
+    }
+
+    /// Waits until the Bucket satisfies `check`.
+    pub async fn wait_bucket(
+        &self,
+        name: &str,
+        what: &str,
+        check: impl Fn(&Bucket) -> bool,
+    ) -> Bucket {
+        wait_for(&self.buckets(), name, what, check).await
+    }
+
+    /// Waits until an object is gone.
+    pub async fn wait_gone<K>(&self, api: &Api<K>, name: &str)
+    where
+        K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        eventually(&format!("{name} is gone"), || async {
+            matches!(api.get_opt(name).await, Ok(None))
+        })
+        .await;
+    }
+
+    /// Events about an object, as (type, reason, note).
+    pub async fn events_for(&self, name: &str) -> Vec<(String, String, String)> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), NS);
+        api.list(&ListParams::default())
+            .await
+            .expect("events list")
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .map(|e| {
+                (
+                    e.type_.unwrap_or_default(),
+                    e.reason.unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                )
+            })
+            .collect()
+    }
+
+    /// Waits until an Event with `reason` about `name` exists; returns its note.
+    pub async fn wait_event(&self, name: &str, type_: &str, reason: &str) -> String {
+        let deadline = tokio::time::Instant::now() + WAIT;
+        loop {
+            if let Some((_, _, note)) = self
+                .events_for(name)
+                .await
+                .into_iter()
+                .find(|(t, r, _)| t == type_ && r == reason)
+            {
+                return note;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no {type_} Event {reason} about {name}; got {:?}",
+                self.events_for(name).await
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+}
+
+/// Waits (bounded) until `get(name)` satisfies `check`.
+pub async fn wait_for<K>(api: &Api<K>, name: &str, what: &str, check: impl Fn(&K) -> bool) -> K
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let current = api.get_opt(name).await.expect("read succeeds");
+        if let Some(obj) = &current
+            && check(obj)
+        {
+            return obj.clone();
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{name}: never {what}; last seen: {current:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls `check` (bounded) until it holds.
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !check().await {
+        assert!(tokio::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The (status, reason) of a condition, `None` when absent.
+pub fn condition(conditions: &[Condition], type_: &str) -> Option<(String, String)> {
+    find(conditions, type_).map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// True when the condition has this status and reason.
+pub fn has(conditions: &[Condition], type_: &str, status: &str, reason: &str) -> bool {
+    condition(conditions, type_) == Some((status.to_owned(), reason.to_owned()))
+}
+
+/// An S3 access of `class` to `claims`, read-write on objects.
+pub fn access(name: &str, class: &str, claims: &[&str]) -> BucketAccess {
+    BucketAccess::new(
+        name,
+        BucketAccessSpec {
+            bucket_claims: claims
+                .iter()
+                .map(|c| BucketAccessClaim {
+                    bucket_claim_name: (*c).to_owned(),
+                    access_secret_name: format!("{c}-{name}-creds"),
+                    access_modes: BucketAccessModes::objects(BucketAccessMode::ReadWrite),
+                })
+                .collect(),
+            bucket_access_class_name: class.to_owned(),
+            protocol: Protocol::S3,
+            service_account_name: String::new(),
+        },
+    )
+}
+
+/// A Key-authenticated access class of the test driver.
+pub fn access_class(name: &str) -> BucketAccessClass {
+    BucketAccessClass::new(
+        name,
+        BucketAccessClassSpec {
+            driver_name: DRIVER.to_owned(),
+            authentication_type: AuthenticationType::Key,
+            parameters: BTreeMap::from([("role".to_owned(), "app".to_owned())]),
+            multi_bucket_access: None,
+            disallowed_bucket_access_modes: DisallowedBucketAccessModes::default(),
+        },
+    )
+}
+
+/// The dynamic Bucket name of a claim.
+pub fn bucket_of(claim: &BucketClaim) -> String {
+    cosi_api::constants::names::bucket_name(&claim.uid().expect("claim has a UID"))
+}
