@@ -29,6 +29,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use cosi_runtime::reconcile_loop::until_stopped;
 use cosi_runtime::{Backoff, EventReporter, FailureTracker, Shutdown};
 use futures::StreamExt;
 use kube::api::Api;
@@ -189,6 +190,8 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         }
     };
 
+    let claim_run = until_stopped(claim_run, claims.clone(), shutdown.clone());
+    let access_run = until_stopped(access_run, accesses.clone(), shutdown.clone());
     tracing::info!("controller starting");
     tokio::select! {
         _ = async { tokio::join!(claim_run, access_run) } => {}

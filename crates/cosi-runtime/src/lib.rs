@@ -13,6 +13,7 @@ pub mod leader;
 pub mod logging;
 pub mod metrics;
 pub mod patch;
+pub mod reconcile_loop;
 pub mod shutdown;
 
 pub use backoff::{Backoff, FailureTracker};

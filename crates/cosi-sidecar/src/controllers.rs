@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess};
 use cosi_runtime::Shutdown;
+use cosi_runtime::reconcile_loop::until_stopped;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
@@ -120,8 +121,8 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         bucket_access::waiting_on(&b, &mapper_store.state(), &mapper_ctx.driver_name())
     });
 
-    let bucket_ready = mark_ready(ctx.clone(), bucket_store, BUCKETS);
-    let access_ready = mark_ready(ctx.clone(), access_store, BUCKET_ACCESSES);
+    let bucket_ready = mark_ready(ctx.clone(), bucket_store.clone(), BUCKETS);
+    let access_ready = mark_ready(ctx.clone(), access_store.clone(), BUCKET_ACCESSES);
 
     let bucket_run = bucket_loop
         .run(bucket::reconcile, never, ctx.clone())
@@ -129,12 +130,14 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             observe(&ctx, BUCKETS, r);
             std::future::ready(())
         });
+    let bucket_run = until_stopped(bucket_run, bucket_store, shutdown.clone());
     let access_run = access_loop
         .run(bucket_access::reconcile, never, ctx.clone())
         .for_each(|r| {
             observe(&ctx, BUCKET_ACCESSES, r);
             std::future::ready(())
         });
+    let access_run = until_stopped(access_run, access_store, shutdown.clone());
     // The readiness futures end early or never (if the watch never lists);
     // the loops end at shutdown.
     let readiness = async {

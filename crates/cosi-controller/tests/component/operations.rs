@@ -298,3 +298,17 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
         .unwrap()
         .expect("leader election ends cleanly");
 }
+
+#[tokio::test]
+async fn a_controller_stopped_before_its_first_list_stops_promptly() {
+    let mut env = Env::new().await;
+    // Slow lists keep every watch cache unfilled while the stop arrives.
+    env.sim
+        .faults()
+        .latency(Some("list"), None, Duration::from_secs(600));
+    env.start_controller();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Fails with "controller stops in time" if the stop waits for the lists.
+    env.stop_controller().await;
+    env.sim.faults().clear();
+}

@@ -166,3 +166,27 @@ async fn a_different_driver_on_the_socket_stops_the_sidecar() {
     let b = h.bucket("bc-before").await.unwrap();
     assert!(has(b.conditions(), condition_types::PROVISIONED, "True"));
 }
+
+#[tokio::test]
+async fn a_sidecar_stopped_before_its_first_list_stops_promptly() {
+    let h = Harness::new().await;
+    // Buckets cannot be listed, so the Bucket loop's store never fills.
+    h.sim.faults().inject(
+        kube_sim::FaultRule::new(500)
+            .verb("list")
+            .resource("buckets"),
+    );
+    let sidecar = h.start_sidecar();
+    let r = sidecar.readiness.clone();
+    let reason = eventually("the Bucket watch to fail", || {
+        let r = r.clone();
+        async move { r.get().err().filter(|e| e.contains("cannot watch buckets")) }
+    })
+    .await;
+    assert!(reason.contains("cannot watch buckets"), "{reason}");
+    // Within Sidecar::stop's bound, not never.
+    sidecar
+        .stop()
+        .await
+        .expect("a graceful stop before the first list is clean");
+}
