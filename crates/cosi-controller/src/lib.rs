@@ -10,6 +10,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bucket;
 pub mod bucket_access;
 pub mod bucket_claim;
 pub mod cache;
@@ -192,9 +193,10 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
 
     let claim_run = until_stopped(claim_run, claims.clone(), shutdown.clone());
     let access_run = until_stopped(access_run, accesses.clone(), shutdown.clone());
+    let bucket_run = bucket::run(client.clone(), shutdown.clone());
     tracing::info!("controller starting");
     tokio::select! {
-        _ = async { tokio::join!(claim_run, access_run) } => {}
+        _ = async { tokio::join!(claim_run, access_run, bucket_run) } => {}
         _ = ready => {}
     }
     readiness.set_not_ready("stopped");

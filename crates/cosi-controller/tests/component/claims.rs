@@ -9,7 +9,7 @@ use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCE
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
 use cosi_api::{BucketClaimSpec, BucketClass, BucketClassSpec, DeletionPolicy, Protocol};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube_sim::FaultRule;
 use serde_json::json;
 
@@ -486,4 +486,68 @@ async fn a_crash_between_bucket_creation_and_binding_converges_on_one_bucket() {
     let buckets = env.buckets().list(&ListParams::default()).await.unwrap();
     assert_eq!(buckets.items.len(), 1, "exactly one Bucket");
     env.stop_controller().await;
+}
+
+#[tokio::test]
+async fn a_deleted_static_bucket_no_claim_is_bound_to_is_released_to_the_sidecar() {
+    let mut env = Env::new().await;
+    env.start_controller();
+    let mut bucket = env.create_static_bucket("unclaimed", "nobody").await;
+    // The sidecar's finalizer holds the Bucket until it has deprovisioned it.
+    bucket.metadata.finalizers = Some(vec![PROTECTION_FINALIZER.to_owned()]);
+    env.buckets()
+        .replace("unclaimed", &PostParams::default(), &bucket)
+        .await
+        .unwrap();
+    env.buckets()
+        .delete("unclaimed", &DeleteParams::default())
+        .await
+        .unwrap();
+    env.wait_bucket("unclaimed", "marked bucketclaim-being-deleted", |b| {
+        b.annotations().contains_key(BUCKETCLAIM_BEING_DELETED)
+    })
+    .await;
+    env.release_bucket("unclaimed").await;
+    env.wait_gone(&env.buckets(), "unclaimed").await;
+}
+
+#[tokio::test]
+async fn a_deleted_static_bucket_waits_while_its_claim_is_bound() {
+    let mut env = Env::new().await;
+    env.start_controller();
+    env.create_static_bucket("held", "holder").await;
+    env.create_claim_with(
+        "holder",
+        BucketClaimSpec {
+            existing_bucket_name: "held".into(),
+            ..Default::default()
+        },
+    )
+    .await;
+    env.wait_bucket("held", "bound to its claim", |b| {
+        !b.spec.bucket_claim_ref.uid.is_empty()
+    })
+    .await;
+    let mut bucket = env.buckets().get("held").await.unwrap();
+    bucket.metadata.finalizers = Some(vec![PROTECTION_FINALIZER.to_owned()]);
+    env.buckets()
+        .replace("held", &PostParams::default(), &bucket)
+        .await
+        .unwrap();
+    env.buckets()
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap();
+    // Deleting the claim is what releases the Bucket (the claim reconciler marks it).
+    env.controller_idle(Duration::from_millis(500)).await;
+    let held = env.buckets().get("held").await.unwrap();
+    assert!(
+        !held.annotations().contains_key(BUCKETCLAIM_BEING_DELETED),
+        "the bound claim still holds it"
+    );
+    env.delete_claim("holder").await;
+    env.wait_bucket("held", "marked once its claim is deleting", |b| {
+        b.annotations().contains_key(BUCKETCLAIM_BEING_DELETED)
+    })
+    .await;
 }
