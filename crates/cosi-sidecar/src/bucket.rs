@@ -35,7 +35,7 @@ use crate::convert::protocols_to_proto;
 use crate::driver::{DriverInfo, Method};
 use crate::error::{ApiContext, Failure};
 use crate::gate::Admission;
-use crate::outcome::{api_failure, event_reasons, failure_reason, is_refusal, updated_conditions};
+use crate::outcome::{FailurePlan, api_failure, event_reasons, plan_failure, updated_conditions};
 use crate::reply::{ProvisionedBucket, bucket_reply};
 
 /// The key of a Bucket in gates and health.
@@ -535,48 +535,27 @@ impl Worker<'_> {
             }
             other => other,
         };
-        let refused = is_refusal(&failure);
-        let reason = failure_reason(&failure);
-        let generation = self.generation();
-        let (message, next) = if refused {
-            self.ctx.gates.refused(&self.key, generation);
-            let hint = if deleting {
-                "the driver refuses to delete the bucket; fix the driver or backend, then change the Bucket to retry"
-            } else {
-                "the driver refuses the request as it is; fix the Bucket's parameters or protocols (from its BucketClass) or the driver's configuration; COSI retries when the Bucket changes"
-            };
-            (format!("{failure}: {hint}"), Action::await_change())
+        let hint = if deleting {
+            "the driver refuses to delete the bucket; fix the driver or backend, then change the Bucket to retry"
         } else {
-            let delay = self
-                .ctx
-                .gates
-                .retry_later(&self.key, generation, Instant::now());
-            (
-                format!("{failure}; retrying with backoff"),
-                Action::requeue(delay),
-            )
+            "the driver refuses the request as it is; fix the Bucket's parameters or protocols (from its BucketClass) or the driver's configuration; COSI retries when the Bucket changes"
         };
-        tracing::warn!(bucket = %self.name(), error = %failure, refused, "bucket step failed");
-        let mut desired = vec![Desired::new(
-            condition_types::PROVISION_FAILED,
-            Status::True,
-            reason,
-            message.clone(),
-        )];
         let provisioned = status_of(self.bucket.conditions(), condition_types::PROVISIONED);
-        if !deleting && provisioned != Status::True {
-            let status = if refused {
-                Status::False
-            } else {
-                Status::Unknown
-            };
-            desired.push(Desired::new(
-                condition_types::PROVISIONED,
-                status,
-                reason,
-                message.clone(),
-            ));
-        }
+        let FailurePlan {
+            message,
+            desired,
+            next,
+            refused,
+        } = plan_failure(
+            self.ctx,
+            &self.key,
+            self.generation(),
+            &failure,
+            deleting,
+            provisioned,
+            hint,
+        );
+        tracing::warn!(bucket = %self.name(), error = %failure, refused, "bucket step failed");
         if let Err(e) = self.write_status(&desired, Map::new()).await {
             let Failure::Api(e) = e else { return next };
             return api_failure(self.ctx, &self.key, &regarding, action, &e).await;

@@ -35,7 +35,7 @@ use crate::driver::{DriverInfo, Method};
 use crate::error::{ApiContext, ApiError, Failure};
 use crate::gate::Admission;
 use crate::outcome::{
-    api_failure, condition_reasons, event_reasons, failure_reason, is_refusal, updated_conditions,
+    FailurePlan, api_failure, condition_reasons, event_reasons, plan_failure, updated_conditions,
 };
 use crate::reply::grant_reply;
 use crate::secret::{self, Ownership};
@@ -907,48 +907,27 @@ impl Worker<'_> {
             }
             other => other,
         };
-        let refused = is_refusal(&failure);
-        let reason = failure_reason(&failure);
-        let generation = self.generation();
-        let (message, next) = if refused {
-            self.ctx.gates.refused(&self.key, generation);
-            let hint = if deleting {
-                "the driver refuses to revoke the access; fix the driver or backend"
-            } else {
-                "the driver refuses the request as it is; check the BucketAccessClass (authentication type, parameters), the access modes and the number of claims; COSI retries when the BucketAccess changes"
-            };
-            (format!("{failure}: {hint}"), Action::await_change())
+        let hint = if deleting {
+            "the driver refuses to revoke the access; fix the driver or backend"
         } else {
-            let delay = self
-                .ctx
-                .gates
-                .retry_later(&self.key, generation, Instant::now());
-            (
-                format!("{failure}; retrying with backoff"),
-                Action::requeue(delay),
-            )
+            "the driver refuses the request as it is; check the BucketAccessClass (authentication type, parameters), the access modes and the number of claims; COSI retries when the BucketAccess changes"
         };
-        tracing::warn!(access = %self.key, error = %failure, refused, "bucket access step failed");
-        let mut desired = vec![Desired::new(
-            condition_types::PROVISION_FAILED,
-            Status::True,
-            reason,
-            message.clone(),
-        )];
         let provisioned = status_of(self.access.conditions(), condition_types::PROVISIONED);
-        if !deleting && provisioned != Status::True {
-            let status = if refused {
-                Status::False
-            } else {
-                Status::Unknown
-            };
-            desired.push(Desired::new(
-                condition_types::PROVISIONED,
-                status,
-                reason,
-                message.clone(),
-            ));
-        }
+        let FailurePlan {
+            message,
+            desired,
+            next,
+            refused,
+        } = plan_failure(
+            self.ctx,
+            &self.key,
+            self.generation(),
+            &failure,
+            deleting,
+            provisioned,
+            hint,
+        );
+        tracing::warn!(access = %self.key, error = %failure, refused, "bucket access step failed");
         if let Err(e) = self.write_status(&desired, Map::new()).await {
             let Failure::Api(e) = e else { return next };
             return api_failure(self.ctx, &self.key, &regarding, action, &e).await;

@@ -7,8 +7,10 @@
 use std::time::Duration;
 
 use cosi_api::Condition;
-use cosi_api::conditions::{Desired, set_all};
-use cosi_api::constants::reasons;
+use std::time::Instant;
+
+use cosi_api::conditions::{Desired, Status, set_all};
+use cosi_api::constants::{condition_types, reasons};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::controller::Action;
@@ -77,6 +79,70 @@ pub fn updated_conditions(
 }
 
 /// Handles a failed Kubernetes API request and says when to try again.
+/// What a failed driver step of a Bucket or BucketAccess becomes.
+pub(crate) struct FailurePlan {
+    /// The condition message (also the Event note).
+    pub message: String,
+    /// `ProvisionFailed=True`, and `Provisioned` False (refused) or Unknown
+    /// (retried) unless the object is already provisioned or being deleted.
+    pub desired: Vec<Desired>,
+    /// No retry until the object changes (refused), or a backoff requeue.
+    pub next: Action,
+    /// True when the driver refused the request (no retry).
+    pub refused: bool,
+}
+
+/// Plans the conditions and the retry of a failed (non-API) step, and
+/// records it in the object's retry gate. `refusal_hint` tells the user
+/// what to fix when the driver refuses.
+pub(crate) fn plan_failure(
+    ctx: &Context,
+    key: &str,
+    generation: Option<i64>,
+    failure: &Failure,
+    deleting: bool,
+    provisioned: Status,
+    refusal_hint: &str,
+) -> FailurePlan {
+    let refused = is_refusal(failure);
+    let reason = failure_reason(failure);
+    let (message, next) = if refused {
+        ctx.gates.refused(key, generation);
+        (format!("{failure}: {refusal_hint}"), Action::await_change())
+    } else {
+        let delay = ctx.gates.retry_later(key, generation, Instant::now());
+        (
+            format!("{failure}; retrying with backoff"),
+            Action::requeue(delay),
+        )
+    };
+    let mut desired = vec![Desired::new(
+        condition_types::PROVISION_FAILED,
+        Status::True,
+        reason,
+        message.clone(),
+    )];
+    if !deleting && provisioned != Status::True {
+        let status = if refused {
+            Status::False
+        } else {
+            Status::Unknown
+        };
+        desired.push(Desired::new(
+            condition_types::PROVISIONED,
+            status,
+            reason,
+            message.clone(),
+        ));
+    }
+    FailurePlan {
+        message,
+        desired,
+        next,
+        refused,
+    }
+}
+
 pub(crate) async fn api_failure(
     ctx: &Context,
     key: &str,
