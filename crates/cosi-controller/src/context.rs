@@ -9,17 +9,22 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use cosi_runtime::{EventReporter, FailureTracker};
 use kube::api::Api;
+use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use crate::error::Error;
 use crate::metrics::Operations;
-use crate::notice::{Notice, Severity};
+use crate::notice::{Notice, Severity, reasons};
+
+/// Conflicting writes tolerated in one reconcile.
+pub const MAX_CONFLICTS: u32 = 5;
 
 /// The watch caches the reconcilers read.
 #[derive(Clone)]
@@ -258,6 +263,51 @@ impl Context {
         let api = Api::namespaced(self.client.clone(), namespace);
         let key = ObjectRef::new(name).within(namespace);
         lookup(&self.caches.claims, api, "BucketClaim", key, fresh, false).await
+    }
+
+    /// Counts one more conflicting write of `obj` during a reconcile. Past
+    /// [`MAX_CONFLICTS`] it tells the user with an Event and gives up, so
+    /// the reconcile is retried with backoff.
+    pub async fn conflicted<K>(
+        &self,
+        obj: &K,
+        kind: &'static str,
+        action: &'static str,
+        conflicts: &mut u32,
+        err: &Error,
+    ) -> Result<(), Error>
+    where
+        K: Resource<DynamicType = ()> + ResourceExt,
+    {
+        *conflicts += 1;
+        if *conflicts <= MAX_CONFLICTS {
+            return Ok(());
+        }
+        self.publish(
+            obj,
+            &[Notice::warning(
+                reasons::UPDATE_CONFLICT,
+                action,
+                format!(
+                    "Writes kept conflicting with other writers ({err}); retrying with backoff"
+                ),
+            )],
+        )
+        .await;
+        Err(Error::Conflicts {
+            kind,
+            name: describe(obj),
+            attempts: *conflicts,
+        })
+    }
+
+    /// The requeue after a failed reconcile of `obj`: capped exponential
+    /// backoff per object.
+    pub fn retry_after<K: ResourceExt>(&self, obj: &K, err: &Error) -> Action {
+        let key = describe(obj);
+        let delay = self.failures.failed(&key);
+        tracing::warn!(object = %key, error = %err, kind = err.label(), retry_in = ?delay, "reconcile failed");
+        Action::requeue(delay.max(Duration::from_millis(100)))
     }
 
     /// Publishes `notices` about `obj`.

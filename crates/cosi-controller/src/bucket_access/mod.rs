@@ -6,7 +6,6 @@ pub mod decide;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Duration;
 
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::HAS_BUCKETACCESS_REFERENCES;
@@ -20,14 +19,12 @@ use serde_json::{Map, Value, json};
 
 use crate::context::{Context, OwnWrites, describe, get};
 use crate::error::Error;
-use crate::notice::{Notice, actions, reasons};
+use crate::notice::actions;
 use decide::{ClaimView, Observed, Step, holds_claims};
 
 const KIND: &str = "BucketAccess";
 /// Writes one reconcile may make before it gives up.
 const MAX_STEPS: usize = 16;
-/// Conflicting writes tolerated in one reconcile.
-const MAX_CONFLICTS: u32 = 5;
 
 /// What was read for one decision.
 struct Snapshot {
@@ -207,23 +204,8 @@ pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<A
             }
             Err(e) if e.is_conflict() => {
                 reread = true;
-                conflicts += 1;
-                if conflicts > MAX_CONFLICTS {
-                    ctx.publish(
-                        &snapshot.access,
-                        &[Notice::warning(
-                            reasons::UPDATE_CONFLICT,
-                            actions::GRANT,
-                            format!("Writes kept conflicting with other writers ({e}); retrying with backoff"),
-                        )],
-                    )
-                    .await;
-                    return Err(Error::Conflicts {
-                        kind: KIND,
-                        name: key,
-                        attempts: conflicts,
-                    });
-                }
+                ctx.conflicted(&snapshot.access, KIND, actions::GRANT, &mut conflicts, &e)
+                    .await?;
             }
             Err(e) => return Err(e),
         }
@@ -237,10 +219,7 @@ pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<A
 
 /// Backoff after a failed reconcile.
 pub fn error_policy(access: Arc<BucketAccess>, err: &Error, ctx: Arc<Context>) -> Action {
-    let key = describe(access.as_ref());
-    let delay = ctx.failures.failed(&key);
-    tracing::warn!(access = %key, error = %err, kind = err.label(), retry_in = ?delay, "reconcile failed");
-    Action::requeue(delay.max(Duration::from_millis(100)))
+    ctx.retry_after(access.as_ref(), err)
 }
 
 /// What a write left behind, so the next decision needs no re-read.

@@ -9,7 +9,6 @@
 pub mod decide;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED;
@@ -30,8 +29,6 @@ const KIND: &str = "BucketClaim";
 /// Writes one reconcile may make before it gives up (a full dynamic
 /// provisioning takes 3; deletion 3).
 const MAX_STEPS: usize = 12;
-/// Conflicting writes tolerated in one reconcile.
-const MAX_CONFLICTS: u32 = 5;
 
 /// Reconciles one BucketClaim.
 pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -108,23 +105,8 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
             }
             Err(e) if e.is_conflict() => {
                 reread = true;
-                conflicts += 1;
-                if conflicts > MAX_CONFLICTS {
-                    ctx.publish(
-                        &claim,
-                        &[Notice::warning(
-                            reasons::UPDATE_CONFLICT,
-                            actions::PROVISION,
-                            format!("Writes kept conflicting with other writers ({e}); retrying with backoff"),
-                        )],
-                    )
-                    .await;
-                    return Err(Error::Conflicts {
-                        kind: KIND,
-                        name: key,
-                        attempts: conflicts,
-                    });
-                }
+                ctx.conflicted(&claim, KIND, actions::PROVISION, &mut conflicts, &e)
+                    .await?;
             }
             Err(e) => return Err(e),
         }
@@ -138,10 +120,7 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
 
 /// Backoff after a failed reconcile.
 pub fn error_policy(claim: Arc<BucketClaim>, err: &Error, ctx: Arc<Context>) -> Action {
-    let key = describe(claim.as_ref());
-    let delay = ctx.failures.failed(&key);
-    tracing::warn!(claim = %key, error = %err, kind = err.label(), retry_in = ?delay, "reconcile failed");
-    Action::requeue(delay.max(Duration::from_millis(100)))
+    ctx.retry_after(claim.as_ref(), err)
 }
 
 /// What a write left behind, so the next decision needs no re-read.
