@@ -8,37 +8,80 @@
 //! During a (re)list the reflector keeps the previous contents until the
 //! list is complete, so listed objects are held back and yielded together
 //! once the cache has swapped them in.
+//!
+//! Whether a cache is filled is told by [`Filled`], not by
+//! `Store::wait_until_ready`: the latter wakes only the task that polled it
+//! last, so reconciles waiting on it in parallel could wait forever.
+//!
+//! Watch errors are logged and kept from the reconcile loop (the watcher
+//! retries with backoff by itself), for the reason told in
+//! [`cosi_runtime::reconcile_loop::errors_handled`].
 
 use std::fmt::Debug;
 
 use futures::{Stream, StreamExt};
-use kube::Resource;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher};
+use kube::{Resource, ResourceExt as _};
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::error::Error;
 
 /// What to do with objects as they leave the API (e.g. record metrics).
 pub type OnDelete<K> = Box<dyn Fn(&K) + Send + Sync>;
 
-/// A cache of every `K` and the stream of objects that changed, each
-/// yielded after the cache holds it. The cache is only filled while the
-/// stream is polled.
+/// Turns true once a cache holds its first full list; any number of tasks
+/// may wait on it.
+#[derive(Clone, Debug)]
+pub struct Filled {
+    kind: String,
+    rx: watch::Receiver<bool>,
+}
+
+impl Filled {
+    /// Waits until the cache is filled; fails if its watch stream was
+    /// dropped before that.
+    pub async fn wait(&self) -> Result<(), Error> {
+        let mut rx = self.rx.clone();
+        match rx.wait_for(|filled| *filled).await {
+            Ok(_) => Ok(()),
+            Err(_) => Err(Error::CacheClosed {
+                kind: self.kind.clone(),
+            }),
+        }
+    }
+}
+
+/// A cache of every `K`, its [`Filled`] signal and the stream of objects
+/// that changed, each yielded after the cache holds it. The cache is only
+/// filled while the stream is polled.
 pub fn watch<K>(
     api: Api<K>,
     on_delete: Option<OnDelete<K>>,
 ) -> (
     Store<K>,
+    Filled,
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     let (store, writer) = reflector::store();
+    let (filled_tx, rx) = watch::channel(false);
+    let filled = Filled {
+        kind: K::kind(&()).into_owned(),
+        rx,
+    };
     let events = reflector::reflector(
         writer,
-        watcher(api, watcher::Config::default()).default_backoff(),
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            // Field ownership is never read here; dropping it keeps the
+            // cache a fraction of the size.
+            .modify(|obj| obj.managed_fields_mut().clear()),
     );
     let triggers = events
         .scan(Vec::new(), move |listed, event| {
@@ -59,15 +102,18 @@ where
                     Vec::new()
                 }
                 Ok(watcher::Event::InitDone) => {
+                    // The reflector has swapped the list in by now.
+                    filled_tx.send_replace(true);
                     std::mem::take(listed).into_iter().map(Ok).collect()
                 }
+                // Kept from the reconcile loop: see `errors_handled`.
                 Err(e) => {
                     tracing::warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying");
-                    vec![Err(e)]
+                    Vec::new()
                 }
             };
             futures::future::ready(Some(futures::stream::iter(out)))
         })
         .flatten();
-    (store, triggers)
+    (store, filled, triggers)
 }

@@ -19,6 +19,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+use crate::cache::Filled;
 use crate::error::Error;
 use crate::metrics::Operations;
 use crate::notice::{Notice, Severity, reasons};
@@ -39,6 +40,8 @@ pub struct Caches {
     pub claims: Store<BucketClaim>,
     /// Every BucketAccess (the access controller's own cache).
     pub accesses: Store<BucketAccess>,
+    /// The filled signals of all five caches.
+    pub filled: Vec<Filled>,
 }
 
 /// The resourceVersions this controller's own writes replaced, per object.
@@ -176,28 +179,9 @@ impl Context {
     /// Waits until every cache holds a full list, so no decision is made
     /// on a half-filled cache (which would look like missing objects).
     pub async fn wait_ready(&self) -> Result<(), Error> {
-        let c = &self.caches;
-        let closed = |kind| move |_| Error::CacheClosed { kind };
-        c.buckets
-            .wait_until_ready()
-            .await
-            .map_err(closed("Bucket"))?;
-        c.bucket_classes
-            .wait_until_ready()
-            .await
-            .map_err(closed("BucketClass"))?;
-        c.access_classes
-            .wait_until_ready()
-            .await
-            .map_err(closed("BucketAccessClass"))?;
-        c.claims
-            .wait_until_ready()
-            .await
-            .map_err(closed("BucketClaim"))?;
-        c.accesses
-            .wait_until_ready()
-            .await
-            .map_err(closed("BucketAccess"))?;
+        for filled in &self.caches.filled {
+            filled.wait().await?;
+        }
         Ok(())
     }
 

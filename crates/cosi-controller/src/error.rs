@@ -79,7 +79,7 @@ pub enum Error {
     #[error("the {kind} watch cache stopped before it was ready")]
     CacheClosed {
         /// Kind of the cache.
-        kind: &'static str,
+        kind: String,
     },
     /// The metrics could not be registered.
     #[error("cannot register the controller metrics: {0}")]

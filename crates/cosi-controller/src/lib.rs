@@ -67,12 +67,13 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     readiness.set_not_ready("filling watch caches");
 
     // Each reconciler gets its own caches, fed by the streams that trigger it.
-    let (claims, claim_triggers) = cache::watch(Api::<BucketClaim>::all(client.clone()), None);
+    let (claims, claims_filled, claim_triggers) =
+        cache::watch(Api::<BucketClaim>::all(client.clone()), None);
     let on_access_delete: cache::OnDelete<BucketAccess> = {
         let operations = operations.clone();
         Box::new(move |a| operations.access_gone(a))
     };
-    let (accesses, access_triggers) = cache::watch(
+    let (accesses, accesses_filled, access_triggers) = cache::watch(
         Api::<BucketAccess>::all(client.clone()),
         Some(on_access_delete),
     );
@@ -82,15 +83,15 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         let operations = operations.clone();
         Box::new(move |b| operations.bucket_deleted(b))
     };
-    let (claim_buckets, claim_bucket_triggers) =
+    let (claim_buckets, claim_buckets_filled, claim_bucket_triggers) =
         cache::watch(Api::<Bucket>::all(client.clone()), Some(on_delete));
-    let (bucket_classes, class_triggers) =
+    let (bucket_classes, bucket_classes_filled, class_triggers) =
         cache::watch(Api::<BucketClass>::all(client.clone()), None);
-    let (access_claims, access_claim_triggers) =
+    let (access_claims, access_claims_filled, access_claim_triggers) =
         cache::watch(Api::<BucketClaim>::all(client.clone()), None);
-    let (access_buckets, access_bucket_triggers) =
+    let (access_buckets, access_buckets_filled, access_bucket_triggers) =
         cache::watch(Api::<Bucket>::all(client.clone()), None);
-    let (access_classes, access_class_triggers) =
+    let (access_classes, access_classes_filled, access_class_triggers) =
         cache::watch(Api::<BucketAccessClass>::all(client.clone()), None);
 
     let events = EventReporter::new(client.clone(), &config.component);
@@ -111,6 +112,13 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         access_classes: access_classes.clone(),
         claims: claims.clone(),
         accesses: accesses.clone(),
+        filled: vec![
+            claim_buckets_filled,
+            bucket_classes_filled.clone(),
+            access_classes_filled.clone(),
+            claims_filled.clone(),
+            accesses_filled.clone(),
+        ],
     });
     let access_ctx = context(Caches {
         buckets: access_buckets,
@@ -118,6 +126,13 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         access_classes,
         claims: access_claims,
         accesses: accesses.clone(),
+        filled: vec![
+            access_buckets_filled,
+            bucket_classes_filled,
+            access_classes_filled,
+            access_claims_filled,
+            accesses_filled,
+        ],
     });
 
     let ctl_config = controller::Config::default()

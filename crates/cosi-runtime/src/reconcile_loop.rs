@@ -5,11 +5,17 @@
 //! once: kube-runtime holds every reconcile until then, and a shutdown that
 //! comes first would wait forever. Nothing can be in flight in that case, so
 //! the loop is dropped at once.
+//!
+//! Watch errors are handled before the loop sees them ([`errors_handled`]):
+//! kube-runtime's `Controller` can lose the wake-up of a trigger stream
+//! that yields an error (its split of a stream into `Ok`s and `Err`s
+//! returns `Pending` without waking when the item is for the other side),
+//! and then stalls until some unrelated timer fires, possibly forever.
 
 use std::future::Future;
 use std::hash::Hash;
 
-use futures::FutureExt as _;
+use futures::{FutureExt as _, Stream, StreamExt as _};
 use kube::runtime::reflector::Store;
 
 use crate::shutdown::Shutdown;
@@ -31,5 +37,34 @@ where
     tokio::select! {
         () = run => {}
         () = stopped_unlisted => tracing::debug!("stopped before the initial list"),
+    }
+}
+
+/// The `Ok`s of a watch stream; each error is passed to `on_error` (to log
+/// it or show it on readiness) and dropped. The watcher behind the stream
+/// retries by itself (give it `default_backoff()`), so nothing is lost.
+pub fn errors_handled<T, E>(
+    stream: impl Stream<Item = Result<T, E>>,
+    mut on_error: impl FnMut(&E),
+) -> impl Stream<Item = Result<T, E>> {
+    stream.filter(move |item| {
+        if let Err(e) = item {
+            on_error(e);
+        }
+        std::future::ready(item.is_ok())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn errors_go_to_the_handler_and_oks_go_on() {
+        let items = futures::stream::iter(vec![Ok(1), Err("list failed"), Ok(2), Err("gone")]);
+        let mut seen = Vec::new();
+        let out: Vec<Result<i32, &str>> = errors_handled(items, |e| seen.push(*e)).collect().await;
+        assert_eq!(out, vec![Ok(1), Ok(2)]);
+        assert_eq!(seen, vec!["list failed", "gone"]);
     }
 }

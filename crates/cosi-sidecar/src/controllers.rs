@@ -10,12 +10,13 @@ use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess};
 use cosi_runtime::Shutdown;
-use cosi_runtime::reconcile_loop::until_stopped;
+use cosi_runtime::reconcile_loop::{errors_handled, until_stopped};
 use futures::StreamExt;
+use kube::ResourceExt as _;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
-use kube::runtime::reflector::Store;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::context::Context;
 use crate::{bucket, bucket_access};
@@ -34,26 +35,6 @@ type RunResult<K> = Result<
     controller::Error<Infallible, watcher::Error>,
 >;
 
-/// The resource a watch error is about: the API names it in a 403's
-/// details (a BucketAccess loop also watches Buckets); else `fallback`.
-fn failing_resource(e: &watcher::Error, fallback: &'static str) -> &'static str {
-    let api_error = match e {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => Some(e),
-        _ => None,
-    };
-    let kind = api_error.and_then(|e| match e {
-        kube::Error::Api(s) => s.details.as_ref().map(|d| d.kind.as_str()),
-        _ => None,
-    });
-    match kind {
-        Some(BUCKETS) => BUCKETS,
-        Some(BUCKET_ACCESSES) => BUCKET_ACCESSES,
-        _ => fallback,
-    }
-}
-
 fn is_forbidden(e: &watcher::Error) -> bool {
     matches!(
         e,
@@ -63,27 +44,60 @@ fn is_forbidden(e: &watcher::Error) -> bool {
     )
 }
 
-fn observe<K: kube::Resource>(ctx: &Context, resource: &'static str, result: RunResult<K>) {
+/// Shows a failed list/watch of `resource` on readiness (logged once per
+/// change of problem); the watcher retries by itself.
+fn watch_failed(ctx: &Context, resource: &'static str, e: &watcher::Error) {
+    let message = if is_forbidden(e) {
+        format!(
+            "permission denied: cannot list/watch {resource} (objectstorage.k8s.io): {e}; the sidecar's ClusterRole must allow get, list and watch on {resource}"
+        )
+    } else {
+        format!("cannot watch {resource}: {e}")
+    };
+    if ctx.health.watch_failed(resource, message.clone()) {
+        tracing::error!(resource, "{message}");
+    }
+}
+
+fn observe<K: kube::Resource>(resource: &'static str, result: RunResult<K>) {
     match result {
         Ok(_) => {}
-        Err(controller::Error::QueueError(e)) => {
-            let resource = failing_resource(&e, resource);
-            let message = if is_forbidden(&e) {
-                format!(
-                    "permission denied: cannot list/watch {resource} (objectstorage.k8s.io): {e}; the sidecar's ClusterRole must allow get, list and watch on {resource}"
-                )
-            } else {
-                format!("cannot watch {resource}: {e}")
-            };
-            if ctx.health.watch_failed(resource, message.clone()) {
-                tracing::error!(resource, "{message}");
-            }
-        }
         Err(controller::Error::ObjectNotFound(r)) => {
             tracing::debug!(object = %r, "object vanished before its reconcile");
         }
         Err(e) => tracing::warn!(resource, error = %e, "reconcile loop error"),
     }
+}
+
+/// A cached watch of every `K` and the stream of changed objects that
+/// triggers its reconciles; watch errors go to readiness, not the loop.
+fn watch<K>(
+    ctx: &Arc<Context>,
+    api: Api<K>,
+    resource: &'static str,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        // Field ownership is never read here; dropping it keeps the cache a
+        // fraction of the size.
+        .modify(|obj| obj.managed_fields_mut().clear());
+    let events = reflector(writer, events).applied_objects();
+    let ctx = ctx.clone();
+    let events = errors_handled(events, move |e| watch_failed(&ctx, resource, e));
+    (store, events)
 }
 
 /// Clears the "waiting for the initial list" problem once `store` is filled.
@@ -104,22 +118,31 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let buckets: Api<Bucket> = Api::all(ctx.client.clone());
     let accesses: Api<BucketAccess> = Api::all(ctx.client.clone());
 
+    let (bucket_store, bucket_events) = watch(&ctx, buckets.clone(), BUCKETS);
     let stop = shutdown.clone();
-    let bucket_loop = Controller::new(buckets.clone(), watcher::Config::default())
+    let bucket_loop = Controller::for_stream(bucket_events, bucket_store.clone())
         .with_config(concurrency.clone())
         .graceful_shutdown_on(async move { stop.wait().await });
-    let bucket_store = bucket_loop.store();
 
+    let (access_store, access_events) = watch(&ctx, accesses, BUCKET_ACCESSES);
+    // BucketAccesses waiting on a Bucket are woken by its changes; this
+    // watch needs no cache of its own.
+    let bucket_changes = watcher(buckets, watcher::Config::default())
+        .default_backoff()
+        .touched_objects();
+    let bucket_changes = errors_handled(bucket_changes, {
+        let ctx = ctx.clone();
+        move |e| watch_failed(&ctx, BUCKETS, e)
+    });
     let stop = shutdown.clone();
-    let access_loop = Controller::new(accesses, watcher::Config::default())
-        .with_config(concurrency)
-        .graceful_shutdown_on(async move { stop.wait().await });
-    let access_store = access_loop.store();
     let mapper_store = access_store.clone();
     let mapper_ctx = ctx.clone();
-    let access_loop = access_loop.watches(buckets, watcher::Config::default(), move |b: Bucket| {
-        bucket_access::waiting_on(&b, &mapper_store.state(), &mapper_ctx.driver_name())
-    });
+    let access_loop = Controller::for_stream(access_events, access_store.clone())
+        .with_config(concurrency)
+        .watches_stream(bucket_changes, move |b: Bucket| {
+            bucket_access::waiting_on(&b, &mapper_store.state(), &mapper_ctx.driver_name())
+        })
+        .graceful_shutdown_on(async move { stop.wait().await });
 
     let bucket_ready = mark_ready(ctx.clone(), bucket_store.clone(), BUCKETS);
     let access_ready = mark_ready(ctx.clone(), access_store.clone(), BUCKET_ACCESSES);
@@ -127,14 +150,14 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let bucket_run = bucket_loop
         .run(bucket::reconcile, never, ctx.clone())
         .for_each(|r| {
-            observe(&ctx, BUCKETS, r);
+            observe(BUCKETS, r);
             std::future::ready(())
         });
     let bucket_run = until_stopped(bucket_run, bucket_store, shutdown.clone());
     let access_run = access_loop
         .run(bucket_access::reconcile, never, ctx.clone())
         .for_each(|r| {
-            observe(&ctx, BUCKET_ACCESSES, r);
+            observe(BUCKET_ACCESSES, r);
             std::future::ready(())
         });
     let access_run = until_stopped(access_run, access_store, shutdown.clone());

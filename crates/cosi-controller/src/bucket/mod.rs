@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED;
 use cosi_api::{Bucket, BucketClaim};
+use cosi_runtime::reconcile_loop::errors_handled;
 use cosi_runtime::{Shutdown, patch};
 use futures::StreamExt;
 use kube::api::Api;
@@ -28,8 +29,11 @@ pub async fn run(client: Client, shutdown: Shutdown) {
     let buckets: Api<Bucket> = Api::all(client.clone());
     let events = watcher(buckets.clone(), watcher::Config::default())
         .default_backoff()
-        .applied_objects()
-        .filter_map(|b| async move { b.ok().filter(decide::is_candidate) });
+        .applied_objects();
+    let events = errors_handled(events, |e| {
+        tracing::warn!(kind = KIND, error = %e, "watch failed; retrying");
+    })
+    .filter_map(|b| async move { b.ok().filter(decide::is_candidate) });
     let mut events = std::pin::pin!(events.take_until(shutdown.wait()));
     while let Some(bucket) = events.next().await {
         let name = bucket.name_any();

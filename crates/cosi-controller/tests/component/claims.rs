@@ -551,3 +551,28 @@ async fn a_deleted_static_bucket_waits_while_its_claim_is_bound() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn claims_waiting_in_parallel_for_a_cache_whose_first_list_failed_all_proceed() {
+    // Every claim's reconcile waits for the Bucket cache, whose first list
+    // fails; once the retry fills it, every waiting reconcile must wake,
+    // not only the last one that looked.
+    let mut env = Env::new().await;
+    env.create_class("standard", DeletionPolicy::Delete).await;
+    let names: Vec<String> = (0..6).map(|i| format!("claim-{i}")).collect();
+    for name in &names {
+        env.create_claim(name, "standard").await;
+    }
+    // All three Bucket watches of the controller fail their first list.
+    env.sim.faults().inject(
+        FaultRule::new(409)
+            .verb("list")
+            .resource("buckets")
+            .times(3),
+    );
+    env.start_controller();
+    for name in &names {
+        env.wait_claim(name, "bound", |c| c.bound_bucket_name().is_some())
+            .await;
+    }
+}
