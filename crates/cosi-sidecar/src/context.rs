@@ -2,9 +2,9 @@
 //! ([`Context`]): the API client, the instrumented driver and what it said
 //! about itself, the Event reporter, health, and retry gates.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::{Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cosi_runtime::backoff::Backoff;
 use cosi_runtime::metrics::SidecarMetrics;
@@ -55,6 +55,16 @@ impl Config {
     }
 }
 
+/// How long a BucketAccess waits for its Bucket before an Event says so.
+pub(crate) const WAIT_NOTICE: Duration = Duration::from_secs(1);
+
+/// A BucketAccess waiting for a Bucket: since when, and whether told.
+#[derive(Debug)]
+pub(crate) struct Wait {
+    since: Instant,
+    told: bool,
+}
+
 /// What every reconcile shares.
 pub(crate) struct Context {
     pub client: Client,
@@ -65,7 +75,7 @@ pub(crate) struct Context {
     pub gates: Gates,
     pub config: Config,
     /// BucketAccesses told (by an Event) that they wait for a Bucket.
-    waiting: Mutex<HashSet<String>>,
+    waiting: Mutex<HashMap<String, Wait>>,
 }
 
 impl Context {
@@ -107,12 +117,20 @@ impl Context {
         *self.info.write().unwrap_or_else(|e| e.into_inner()) = info;
     }
 
-    /// Marks `key` as told it waits; true the first time.
+    /// Notes that `key` waits; true once, when the wait has lasted
+    /// [`WAIT_NOTICE`] (a Bucket still being provisioned a moment ago, as
+    /// in any burst, is not worth an Event).
     pub fn start_waiting(&self, key: &str) -> bool {
-        self.waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(key.to_owned())
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let wait = waiting.entry(key.to_owned()).or_insert_with(|| Wait {
+            since: Instant::now(),
+            told: false,
+        });
+        if wait.told || wait.since.elapsed() < WAIT_NOTICE {
+            return false;
+        }
+        wait.told = true;
+        true
     }
 
     /// `key` no longer waits.
