@@ -1,0 +1,491 @@
+//! `cosi bench`: provisioning throughput, latency, API writes, resync cost
+//! and memory of the whole system, measured in one run on the embedded
+//! stack with the local driver.
+//!
+//! kube-sim and the local driver run in the benchmark's process; the
+//! controller and the sidecar run as child processes (`cosi __run ...`),
+//! each with its own ServiceAccount identity under RBAC, so their memory
+//! and CPU are measured apart and their API writes are told apart by user.
+//!
+//! What is counted:
+//! - latency: from just before a pair's BucketClaim is created to the moment
+//!   its BucketAccess is Provisioned=True *and* its Secret holds data;
+//! - throughput: pairs ÷ (first creation → last pair ready);
+//! - API writes per pair: every create, update, patch and delete (Events
+//!   included) by the controller and the sidecar from the burst's start
+//!   until both are idle again, ÷ pairs; the benchmark's own two creates
+//!   per pair are not included (they are printed apart);
+//! - raw write rate: kube-sim's own ceiling, ConfigMap creates by 16
+//!   concurrent clients, measured in the same run after the burst;
+//! - resync: both components are stopped with everything ready and started
+//!   again; the writes they issue until both are idle (no write, no driver
+//!   call and no CPU use for a second), and the seconds that took. Objects
+//!   counted: BucketClaims + Buckets + BucketAccesses;
+//! - RSS: peak resident memory (VmHWM) of each component process, the
+//!   larger of its two runs (burst, resync).
+
+pub mod child;
+pub mod idle;
+pub mod load;
+pub mod process;
+pub mod report;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use cosi_api::{Bucket, DeletionPolicy, MultiBucketAccess};
+use cosi_api::{BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, ListParams, PostParams};
+use kube_sim::Counters;
+use tokio::time::Instant;
+
+use crate::faults::driver::DriverHost;
+use crate::stack::{SYSTEM_NAMESPACE, Stack, StackOptions};
+use crate::{manifests, wait};
+use child::Component;
+use idle::Sample;
+use load::ReadyWatch;
+use process::{ComponentProcess, Launch};
+pub use report::{Details, Report};
+
+/// The namespace the benchmark's claims and accesses live in.
+pub const NAMESPACE: &str = "cosi-bench";
+/// The BucketClass and BucketAccessClass the benchmark uses.
+const CLASS: &str = "bench";
+/// How long nothing may move for the components to count as idle.
+const QUIET: Duration = Duration::from_secs(1);
+
+/// Flags of `cosi bench`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct Args {
+    /// BucketClaim + BucketAccess pairs created in the burst.
+    #[arg(long, default_value_t = 1000)]
+    pub pairs: usize,
+    /// Print the report as one JSON line.
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the JSON line to this file.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// COSI objects (BucketClaims + Buckets + BucketAccesses) present when
+    /// controller and sidecar restart; ready pairs are added after the
+    /// burst to reach it (default: the burst's objects only).
+    #[arg(long, value_name = "N")]
+    pub resync_objects: Option<u64>,
+    /// Clients creating pairs at the same time.
+    #[arg(long, default_value_t = 32)]
+    pub concurrency: usize,
+    /// Keep state and component logs here instead of a temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// Everything a benchmark run needs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The flags.
+    pub args: Args,
+    /// The `cosi` executable that runs the components (`cosi __run`).
+    pub exe: PathBuf,
+}
+
+impl Options {
+    /// Options for `args`, running components with this very executable.
+    pub fn new(args: Args) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("locating the cosi executable")?;
+        Ok(Self { args, exe })
+    }
+}
+
+/// Runs `cosi bench`: prints the report (JSON with `--json`) and which
+/// targets were met. Fails only when the benchmark could not run.
+pub async fn run(args: Args) -> anyhow::Result<()> {
+    init_logging();
+    let opts = Options::new(args)?;
+    let (report, details) = measure(&opts).await?;
+    let json = report.to_json();
+    if let Some(path) = &opts.args.out {
+        std::fs::write(path, format!("{json}\n"))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    if opts.args.json {
+        println!("{json}");
+        for t in report::targets(&report).iter().filter(|t| !t.met) {
+            eprintln!(
+                "target missed: {} {} (measured {})",
+                t.name, t.bound, t.measured
+            );
+        }
+    } else {
+        print!("{}", report::human(&report, &details));
+    }
+    Ok(())
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
+        .add_directive(
+            cosi_driver_local::SECRET_SAFE_LOG_DIRECTIVE
+                .parse()
+                .expect("a valid directive"),
+        );
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn user(component: Component) -> String {
+    let sa = match component {
+        Component::Controller => "cosi-controller",
+        Component::Sidecar => "cosi-sidecar",
+    };
+    format!("system:serviceaccount:{SYSTEM_NAMESPACE}:{sa}")
+}
+
+/// The system under test: API server, driver and the two component processes.
+struct Bench {
+    stack: Stack,
+    driver: DriverHost,
+    launch: [Launch; 2],
+    procs: Vec<ComponentProcess>,
+    peak_rss: [u64; 2],
+    users: [String; 2],
+}
+
+impl Bench {
+    async fn start(dir: &std::path::Path, exe: &std::path::Path) -> anyhow::Result<Self> {
+        let stack = Stack::start_api(StackOptions::new(dir.join("stack")))
+            .await
+            .context("starting the API server")?;
+        let mut config = cosi_driver_local::Config::new(&stack.options().data_dir);
+        config.driver_name = stack.driver_name().to_owned();
+        config.s3_endpoint_url = Some(stack.s3_endpoint_url().to_owned());
+        let mut driver = DriverHost::new(config, stack.driver_endpoint().clone());
+        driver.start().await.context("starting the local driver")?;
+        let mut launch = Vec::new();
+        for (component, sa) in [
+            (Component::Controller, "cosi-controller"),
+            (Component::Sidecar, "cosi-sidecar"),
+        ] {
+            let token = stack.sim().service_account_token(SYSTEM_NAMESPACE, sa);
+            let kubeconfig = dir.join(format!("{}.kubeconfig", component.name()));
+            stack
+                .sim()
+                .write_kubeconfig(&kubeconfig, Some(&token))
+                .context("writing a kubeconfig")?;
+            launch.push(Launch {
+                exe: exe.to_owned(),
+                kubeconfig,
+                driver_endpoint: stack.driver_endpoint().to_string(),
+                log: dir.join(format!("{}.log", component.name())),
+            });
+        }
+        let launch: [Launch; 2] = launch.try_into().expect("two components");
+        let mut bench = Self {
+            stack,
+            driver,
+            launch,
+            procs: Vec::new(),
+            peak_rss: [0; 2],
+            users: [user(Component::Controller), user(Component::Sidecar)],
+        };
+        bench.start_components().await?;
+        Ok(bench)
+    }
+
+    async fn start_components(&mut self) -> anyhow::Result<()> {
+        for (i, component) in [Component::Controller, Component::Sidecar]
+            .into_iter()
+            .enumerate()
+        {
+            self.procs
+                .push(ComponentProcess::spawn(component, &self.launch[i])?);
+        }
+        for p in &mut self.procs {
+            p.wait_ready(Duration::from_secs(120)).await?;
+        }
+        Ok(())
+    }
+
+    fn record_rss(&mut self) {
+        for (i, p) in self.procs.iter().enumerate() {
+            self.peak_rss[i] = self.peak_rss[i].max(p.peak_rss_bytes().unwrap_or(0));
+        }
+    }
+
+    async fn stop_components(&mut self) {
+        self.record_rss();
+        for p in self.procs.drain(..) {
+            p.stop(Duration::from_secs(10)).await;
+        }
+    }
+
+    fn component_writes(&self, c: &Counters) -> u64 {
+        self.users.iter().map(|u| c.writes_by_user(u)).sum()
+    }
+
+    fn sample(&self) -> Sample {
+        Sample {
+            writes: self.component_writes(&self.stack.sim().counters()),
+            driver_calls: self.driver.hooks().total_calls(),
+            cpu_ticks: self
+                .procs
+                .iter()
+                .map(|p| p.cpu_ticks().unwrap_or(0))
+                .collect(),
+        }
+    }
+
+    /// CPU milliseconds so far: controller, sidecar, this process.
+    fn cpu_ms(&self) -> [u64; 3] {
+        let child = |i: usize| self.procs.get(i).and_then(|p| p.cpu_ms()).unwrap_or(0);
+        [child(0), child(1), process::own_cpu_ms().unwrap_or(0)]
+    }
+
+    async fn wait_idle(&self, since: Instant, deadline: Duration) -> anyhow::Result<Instant> {
+        Ok(idle::wait_idle(
+            || self.sample(),
+            since,
+            QUIET,
+            Duration::from_millis(100),
+            deadline,
+        )
+        .await?)
+    }
+
+    async fn shutdown(mut self) {
+        self.stop_components().await;
+        self.driver.stop().await;
+        self.stack.shutdown().await;
+    }
+}
+
+/// Objects the run needs before the burst: namespace and classes.
+async fn create_setup(client: &kube::Client, driver_name: &str) -> anyhow::Result<()> {
+    let pp = PostParams::default();
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(NAMESPACE.to_owned());
+    Api::<Namespace>::all(client.clone())
+        .create(&pp, &ns)
+        .await
+        .context("creating the namespace")?;
+    Api::<BucketClass>::all(client.clone())
+        .create(
+            &pp,
+            &manifests::bucket_class(CLASS, driver_name, DeletionPolicy::Delete),
+        )
+        .await
+        .context("creating the BucketClass")?;
+    Api::<BucketAccessClass>::all(client.clone())
+        .create(
+            &pp,
+            &manifests::access_class(CLASS, driver_name, MultiBucketAccess::SingleBucket),
+        )
+        .await
+        .context("creating the BucketAccessClass")?;
+    Ok(())
+}
+
+/// How long `pairs` pairs may take to become ready.
+fn ready_timeout(pairs: usize) -> Duration {
+    Duration::from_secs(60) + Duration::from_millis(100) * pairs as u32
+}
+
+/// Runs the benchmark and returns its report and details.
+pub async fn measure(opts: &Options) -> anyhow::Result<(Report, Details)> {
+    let args = &opts.args;
+    let tmp;
+    let dir = match &args.data_dir {
+        Some(d) => {
+            std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+            let used = std::fs::read_dir(d)
+                .with_context(|| format!("reading {}", d.display()))?
+                .next()
+                .is_some();
+            anyhow::ensure!(
+                !used,
+                "--data-dir {} is not empty: the benchmark needs a fresh driver state",
+                d.display()
+            );
+            d.clone()
+        }
+        None => {
+            tmp = tempfile::tempdir().context("creating a temporary directory")?;
+            tmp.path().to_owned()
+        }
+    };
+    let mut bench = Bench::start(&dir, &opts.exe).await?;
+    let result = measure_on(&mut bench, args).await;
+    bench.shutdown().await;
+    result
+}
+
+async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, Details)> {
+    let client = bench.stack.client();
+    create_setup(&client, bench.stack.driver_name()).await?;
+    let watch = ReadyWatch::start(&client, NAMESPACE).await?;
+    let mut details = Details::default();
+    let mut report = Report {
+        pairs: args.pairs as u64,
+        ..Report::default()
+    };
+
+    // The burst.
+    bench.stack.sim().reset_counters();
+    let calls_before = bench.driver.hooks().total_calls();
+    let cpu_before = bench.cpu_ms();
+    let created = load::create_pairs(
+        &client,
+        NAMESPACE,
+        "pair",
+        0..args.pairs,
+        args.concurrency,
+        CLASS,
+    )
+    .await?;
+    let names: Vec<String> = created.iter().map(|(n, _)| n.clone()).collect();
+    let ready = watch.wait_all(&names, ready_timeout(args.pairs)).await?;
+    let start = created.iter().map(|(_, t)| *t).min();
+    let end = ready.iter().copied().max();
+    let latencies: Vec<Duration> = created
+        .iter()
+        .zip(&ready)
+        .map(|((_, t0), t1)| t1.duration_since(*t0))
+        .collect();
+    details.burst_seconds = match (start, end) {
+        (Some(s), Some(e)) => e.duration_since(s).as_secs_f64(),
+        _ => 0.0,
+    };
+    report.pairs_per_s = report::round(report::rate(report.pairs, details.burst_seconds), 1);
+    report.latency_ms = report::latency(latencies);
+    bench
+        .wait_idle(end.unwrap_or_else(Instant::now), Duration::from_secs(120))
+        .await?;
+    let burst = bench.stack.sim().counters();
+    let cpu_after = bench.cpu_ms();
+    for i in 0..3 {
+        details.burst_cpu_ms[i] = cpu_after[i].saturating_sub(cpu_before[i]);
+    }
+    let component_writes = bench.component_writes(&burst);
+    details.total_writes = burst.writes();
+    details.bench_writes = details.total_writes - component_writes;
+    details.driver_calls = bench.driver.hooks().total_calls() - calls_before;
+    let by_kind = |writes: bool| {
+        burst
+            .entries()
+            .filter(|(v, _, u, _)| {
+                kube_sim::counters::WRITE_VERBS.contains(v) == writes
+                    && bench.users.iter().any(|x| x == u)
+            })
+            .map(|(v, r, u, n)| {
+                let who = u.rsplit(':').next().unwrap_or(u).to_owned();
+                (v.to_owned(), r.to_owned(), who, n)
+            })
+            .collect::<Vec<_>>()
+    };
+    details.writes_by_kind = by_kind(true);
+    details.reads_by_kind = by_kind(false);
+    report.api_writes_per_pair =
+        report::round(report::rate(component_writes, args.pairs.max(1) as f64), 2);
+
+    // kube-sim's own ceiling, in the same run.
+    let raw_n = (details.total_writes as usize).clamp(2_000, 20_000);
+    report.api_raw_writes_per_s = report::round(
+        kube_sim::bench::raw_write_rate(bench.stack.sim(), raw_n).await,
+        0,
+    );
+    report.efficiency = report::round(
+        report::efficiency(
+            report.pairs_per_s,
+            report.api_writes_per_pair,
+            report.api_raw_writes_per_s,
+        ),
+        2,
+    );
+    wait_for_bench_namespaces_gone(&client).await?;
+
+    // More ready objects for the resync, if asked.
+    let pairs_for = |objects: u64| objects.div_ceil(3) as usize;
+    let target_pairs = args
+        .resync_objects
+        .map_or(args.pairs, |o| pairs_for(o).max(args.pairs));
+    if target_pairs > args.pairs {
+        let created = load::create_pairs(
+            &client,
+            NAMESPACE,
+            "pair",
+            args.pairs..target_pairs,
+            args.concurrency,
+            CLASS,
+        )
+        .await?;
+        let names: Vec<String> = created.into_iter().map(|(n, _)| n).collect();
+        let ready = watch.wait_all(&names, ready_timeout(names.len())).await?;
+        let end = ready.into_iter().max().unwrap_or_else(Instant::now);
+        bench.wait_idle(end, Duration::from_secs(300)).await?;
+    }
+    drop(watch);
+
+    // The resync.
+    report.resync.objects = count_objects(&client).await?;
+    details.resync_pairs = target_pairs as u64;
+    bench.stop_components().await;
+    bench.stack.sim().reset_counters();
+    let calls_before = bench.driver.hooks().total_calls();
+    let restarted = Instant::now();
+    bench.start_components().await?;
+    // Both report ready once their watches have listed everything; the
+    // work that follows (reconciling every object) is caught by sampling.
+    let ready_at = Instant::now();
+    let idle_at = bench.wait_idle(ready_at, Duration::from_secs(600)).await?;
+    let resync = bench.stack.sim().counters();
+    report.resync.writes = bench.component_writes(&resync);
+    report.resync.seconds = report::round(idle_at.duration_since(restarted).as_secs_f64(), 2);
+    details.resync_reads =
+        bench.users.iter().map(|u| resync.by_user(u)).sum::<u64>() - report.resync.writes;
+    details.resync_driver_calls = bench.driver.hooks().total_calls() - calls_before;
+    bench.record_rss();
+    report.rss_mb.controller = report::mib(bench.peak_rss[0]);
+    report.rss_mb.sidecar = report::mib(bench.peak_rss[1]);
+    Ok((report, details))
+}
+
+/// BucketClaims + Buckets + BucketAccesses in the cluster.
+async fn count_objects(client: &kube::Client) -> anyhow::Result<u64> {
+    let lp = ListParams::default();
+    let claims = Api::<BucketClaim>::all(client.clone())
+        .list_metadata(&lp)
+        .await?;
+    let buckets = Api::<Bucket>::all(client.clone())
+        .list_metadata(&lp)
+        .await?;
+    let accesses = Api::<BucketAccess>::all(client.clone())
+        .list_metadata(&lp)
+        .await?;
+    Ok((claims.items.len() + buckets.items.len() + accesses.items.len()) as u64)
+}
+
+/// Waits until the namespaces the raw write measure created are gone, so
+/// their garbage collection does not overlap the resync.
+async fn wait_for_bench_namespaces_gone(client: &kube::Client) -> anyhow::Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let list = namespaces.list_metadata(&ListParams::default()).await?;
+    for ns in list.items {
+        let name = ns.metadata.name.unwrap_or_default();
+        if name.starts_with("kube-sim-bench-") {
+            wait::until(
+                &namespaces,
+                &name,
+                "the raw write measure's namespace to be deleted",
+                Duration::from_secs(120),
+                wait::deleted(),
+            )
+            .await?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,254 @@
+//! The load: BucketClaim + BucketAccess pairs created by concurrent
+//! clients, and a watch that records when each pair became ready (its
+//! BucketAccess Provisioned=True and its Secret holding data).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cosi_api::conditions;
+use cosi_api::constants::condition_types::PROVISIONED;
+use cosi_api::{BucketAccess, BucketAccessMode, BucketClaim};
+use futures::{StreamExt as _, TryStreamExt as _};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt as _};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use crate::manifests;
+
+/// Why the load could not be applied or did not become ready.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// Creating an object failed.
+    #[error("creating {what} {name}: {source}")]
+    Create {
+        /// The kind.
+        what: &'static str,
+        /// The object.
+        name: String,
+        /// The API error.
+        source: kube::Error,
+    },
+    /// The watch of Secrets or BucketAccesses failed to start.
+    #[error("watching {0} failed: {1}")]
+    Watch(&'static str, String),
+    /// Not every pair was ready in time.
+    #[error("{ready} of {expected} pairs ready after {timeout:?}")]
+    Timeout {
+        /// Pairs ready.
+        ready: usize,
+        /// Pairs expected.
+        expected: usize,
+        /// How long was waited.
+        timeout: Duration,
+    },
+}
+
+/// The name of pair `i` (claim, access and Secret share it).
+pub fn pair_name(prefix: &str, i: usize) -> String {
+    format!("{prefix}-{i:05}")
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct PairState {
+    secret: Option<Instant>,
+    access: Option<Instant>,
+}
+
+impl PairState {
+    fn ready_at(&self) -> Option<Instant> {
+        Some(self.secret?.max(self.access?))
+    }
+}
+
+type States = Arc<Mutex<HashMap<String, PairState>>>;
+
+/// Records, from watches, when each pair of a namespace became ready.
+pub struct ReadyWatch {
+    states: States,
+    changed: Arc<Notify>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for ReadyWatch {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn lock(states: &States) -> std::sync::MutexGuard<'_, HashMap<String, PairState>> {
+    states.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ReadyWatch {
+    /// Starts watching Secrets and BucketAccesses in `namespace`; returns
+    /// once both watches have listed what exists.
+    pub async fn start(client: &Client, namespace: &str) -> Result<Self, LoadError> {
+        let states: States = Arc::default();
+        let changed = Arc::new(Notify::new());
+        let (secrets_listed, secrets_task) = spawn_watch(
+            Api::<Secret>::namespaced(client.clone(), namespace),
+            states.clone(),
+            changed.clone(),
+            |s: &Secret| s.data.as_ref().is_some_and(|d| !d.is_empty()),
+            |state, at| {
+                state.secret.get_or_insert(at);
+            },
+        );
+        let (accesses_listed, accesses_task) = spawn_watch(
+            Api::<BucketAccess>::namespaced(client.clone(), namespace),
+            states.clone(),
+            changed.clone(),
+            |a: &BucketAccess| conditions::is_true(a.conditions(), PROVISIONED),
+            |state, at| {
+                state.access.get_or_insert(at);
+            },
+        );
+        let watch = Self {
+            states,
+            changed,
+            tasks: vec![secrets_task, accesses_task],
+        };
+        let listed = async {
+            secrets_listed
+                .await
+                .map_err(|_| LoadError::Watch("Secrets", "the watch ended".into()))?;
+            accesses_listed
+                .await
+                .map_err(|_| LoadError::Watch("BucketAccesses", "the watch ended".into()))
+        };
+        tokio::time::timeout(Duration::from_secs(30), listed)
+            .await
+            .map_err(|_| {
+                LoadError::Watch("Secrets and BucketAccesses", "no initial list".into())
+            })??;
+        Ok(watch)
+    }
+
+    /// Waits until every pair in `names` is ready and returns when each
+    /// became ready.
+    pub async fn wait_all(
+        &self,
+        names: &[String],
+        timeout: Duration,
+    ) -> Result<Vec<Instant>, LoadError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let notified = self.changed.notified();
+            let ready: Vec<Option<Instant>> = {
+                let states = lock(&self.states);
+                names
+                    .iter()
+                    .map(|n| states.get(n).and_then(PairState::ready_at))
+                    .collect()
+            };
+            if ready.iter().all(Option::is_some) {
+                return Ok(ready.into_iter().flatten().collect());
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return Err(LoadError::Timeout {
+                    ready: ready.iter().filter(|r| r.is_some()).count(),
+                    expected: names.len(),
+                    timeout,
+                });
+            }
+        }
+    }
+}
+
+fn spawn_watch<K>(
+    api: Api<K>,
+    states: States,
+    changed: Arc<Notify>,
+    is_ready: fn(&K) -> bool,
+    mark: fn(&mut PairState, Instant),
+) -> (tokio::sync::oneshot::Receiver<()>, JoinHandle<()>)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let (listed_tx, listed_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut listed = Some(listed_tx);
+        let stream = watcher::watcher(api, watcher::Config::default());
+        futures::pin_mut!(stream);
+        loop {
+            match stream.try_next().await {
+                Ok(Some(Event::InitDone)) => {
+                    if let Some(tx) = listed.take() {
+                        let _ = tx.send(());
+                    }
+                }
+                Ok(Some(Event::Apply(obj) | Event::InitApply(obj))) => {
+                    if is_ready(&obj) {
+                        let now = Instant::now();
+                        mark(lock(&states).entry(obj.name_any()).or_default(), now);
+                        changed.notify_waiters();
+                    }
+                }
+                Ok(Some(_)) => {}
+                Ok(None) => return,
+                // The watcher resumes by itself after an error.
+                Err(e) => tracing::debug!(error = %e, "benchmark watch error"),
+            }
+        }
+    });
+    (listed_rx, task)
+}
+
+/// Creates pairs `range` in `namespace` with `concurrency` clients at
+/// once: the claim, then the access. Returns the names and the instant
+/// just before each pair's claim was created.
+pub async fn create_pairs(
+    client: &Client,
+    namespace: &str,
+    prefix: &str,
+    range: std::ops::Range<usize>,
+    concurrency: usize,
+    class: &str,
+) -> Result<Vec<(String, Instant)>, LoadError> {
+    let claims: Api<BucketClaim> = Api::namespaced(client.clone(), namespace);
+    let accesses: Api<BucketAccess> = Api::namespaced(client.clone(), namespace);
+    futures::stream::iter(range)
+        .map(|i| {
+            let (claims, accesses) = (claims.clone(), accesses.clone());
+            let name = pair_name(prefix, i);
+            async move {
+                let pp = PostParams::default();
+                let claim = manifests::claim(namespace, &name, class);
+                let access = manifests::access(
+                    namespace,
+                    &name,
+                    class,
+                    &[(&name, &name)],
+                    BucketAccessMode::ReadWrite,
+                );
+                let t0 = Instant::now();
+                claims
+                    .create(&pp, &claim)
+                    .await
+                    .map_err(|source| LoadError::Create {
+                        what: "BucketClaim",
+                        name: name.clone(),
+                        source,
+                    })?;
+                accesses
+                    .create(&pp, &access)
+                    .await
+                    .map_err(|source| LoadError::Create {
+                        what: "BucketAccess",
+                        name: name.clone(),
+                        source,
+                    })?;
+                Ok((name, t0))
+            }
+        })
+        .buffer_unordered(concurrency.max(1))
+        .try_collect()
+        .await
+}

@@ -1,0 +1,404 @@
+//! The benchmark's figures: the one-line JSON report, the details printed
+//! for people, the targets the project holds itself to, and the pure
+//! arithmetic behind them (percentiles, rates, efficiency).
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde::Serialize;
+
+/// Latency from creating a pair to its Secret being ready, in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Latency {
+    /// Median.
+    pub p50: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Slowest pair.
+    pub max: f64,
+}
+
+/// The restart of controller and sidecar with everything ready.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Resync {
+    /// COSI objects present (BucketClaims + Buckets + BucketAccesses).
+    pub objects: u64,
+    /// API writes by controller and sidecar until both were idle.
+    pub writes: u64,
+    /// Seconds from the restart until both were idle.
+    pub seconds: f64,
+}
+
+/// Peak resident memory, in MiB.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Rss {
+    /// The controller process.
+    pub controller: f64,
+    /// The sidecar process.
+    pub sidecar: f64,
+}
+
+/// The report `cosi bench --json` prints (field order is the contract).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Report {
+    /// Pairs (BucketClaim + BucketAccess) created in the burst.
+    pub pairs: u64,
+    /// Pairs ready per second over the burst.
+    pub pairs_per_s: f64,
+    /// Creation → Secret ready.
+    pub latency_ms: Latency,
+    /// API writes by controller and sidecar per pair (creates, updates,
+    /// patches, deletes, Events included; the benchmark's own creates not).
+    pub api_writes_per_pair: f64,
+    /// The API server's raw write rate, measured in the same run.
+    pub api_raw_writes_per_s: f64,
+    /// pairs_per_s × api_writes_per_pair ÷ api_raw_writes_per_s.
+    pub efficiency: f64,
+    /// The restart with all objects ready.
+    pub resync: Resync,
+    /// Peak memory of each component process.
+    pub rss_mb: Rss,
+}
+
+impl Report {
+    /// The report as one JSON line.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| "{}".into())
+    }
+}
+
+/// Figures beyond the report, printed for people.
+#[derive(Clone, Debug, Default)]
+pub struct Details {
+    /// Seconds from the first creation to the last pair ready.
+    pub burst_seconds: f64,
+    /// Writes during the burst by (verb, resource, user) → count, components only.
+    pub writes_by_kind: Vec<(String, String, String, u64)>,
+    /// Reads (get, list, watch) during the burst by (verb, resource, user)
+    /// → count, components only.
+    pub reads_by_kind: Vec<(String, String, String, u64)>,
+    /// Every write during the burst, the benchmark's own creates included.
+    pub total_writes: u64,
+    /// Writes by the benchmark itself during the burst.
+    pub bench_writes: u64,
+    /// Driver calls during the burst.
+    pub driver_calls: u64,
+    /// Reads (get, list, watch) by controller and sidecar during the resync.
+    pub resync_reads: u64,
+    /// Driver calls during the resync.
+    pub resync_driver_calls: u64,
+    /// Pairs present at the resync.
+    pub resync_pairs: u64,
+    /// CPU milliseconds used during the burst: controller, sidecar, and
+    /// the benchmark process (API server, driver and the load itself).
+    pub burst_cpu_ms: [u64; 3],
+}
+
+/// A target and whether the run met it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// What is held.
+    pub name: &'static str,
+    /// The bound, as text.
+    pub bound: String,
+    /// The measured value, as text.
+    pub measured: String,
+    /// Whether it was met.
+    pub met: bool,
+}
+
+/// Targets for a 2-core machine (pair counts below 1,000 and object counts
+/// below 10,000 make the throughput and memory targets indicative only).
+pub fn targets(r: &Report) -> Vec<Target> {
+    let mut t = Vec::new();
+    let mut add = |name, bound: &str, measured: String, met| {
+        t.push(Target {
+            name,
+            bound: bound.to_owned(),
+            measured,
+            met,
+        })
+    };
+    add(
+        "latency p99",
+        "< 2000 ms",
+        format!("{:.0} ms", r.latency_ms.p99),
+        r.latency_ms.p99 < 2000.0,
+    );
+    add(
+        "throughput",
+        ">= 250 pairs/s",
+        format!("{:.1} pairs/s", r.pairs_per_s),
+        r.pairs_per_s >= 250.0,
+    );
+    add(
+        "writes per pair",
+        "<= 14",
+        format!("{:.2}", r.api_writes_per_pair),
+        r.api_writes_per_pair <= 14.0,
+    );
+    add(
+        "efficiency",
+        ">= 0.5",
+        format!("{:.2}", r.efficiency),
+        r.efficiency >= 0.5,
+    );
+    add(
+        "resync writes",
+        "== 0",
+        r.resync.writes.to_string(),
+        r.resync.writes == 0,
+    );
+    add(
+        "controller RSS",
+        "< 150 MB",
+        format!("{:.1} MB", r.rss_mb.controller),
+        r.rss_mb.controller < 150.0,
+    );
+    add(
+        "sidecar RSS",
+        "< 150 MB",
+        format!("{:.1} MB", r.rss_mb.sidecar),
+        r.rss_mb.sidecar < 150.0,
+    );
+    t
+}
+
+/// The human-readable report.
+pub fn human(r: &Report, d: &Details) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "cosi bench: {} pairs (BucketClaim + BucketAccess)",
+        r.pairs
+    );
+    let _ = writeln!(
+        s,
+        "  throughput      {:.1} pairs/s ({} pairs in {:.2} s)",
+        r.pairs_per_s, r.pairs, d.burst_seconds
+    );
+    let _ = writeln!(
+        s,
+        "  latency         p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (creation -> Secret ready)",
+        r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.max
+    );
+    let _ = writeln!(
+        s,
+        "  API writes      {:.2} per pair by controller + sidecar; {} in all with the benchmark's own {} creates",
+        r.api_writes_per_pair, d.total_writes, d.bench_writes
+    );
+    for (verb, resource, user, n) in &d.writes_by_kind {
+        let per_pair = if r.pairs == 0 {
+            0.0
+        } else {
+            *n as f64 / r.pairs as f64
+        };
+        let _ = writeln!(
+            s,
+            "                  {per_pair:>6.2}  {verb} {resource} ({user})"
+        );
+    }
+    let reads: u64 = d.reads_by_kind.iter().map(|(_, _, _, n)| n).sum();
+    let _ = writeln!(
+        s,
+        "  API reads       {:.2} per pair by controller + sidecar (get, list, watch)",
+        if r.pairs == 0 {
+            0.0
+        } else {
+            reads as f64 / r.pairs as f64
+        }
+    );
+    for (verb, resource, user, n) in &d.reads_by_kind {
+        let per_pair = if r.pairs == 0 {
+            0.0
+        } else {
+            *n as f64 / r.pairs as f64
+        };
+        let _ = writeln!(
+            s,
+            "                  {per_pair:>6.2}  {verb} {resource} ({user})"
+        );
+    }
+    let _ = writeln!(s, "  driver calls    {} during the burst", d.driver_calls);
+    let [c, sc, api] = d.burst_cpu_ms;
+    let per = |ms: u64| {
+        if r.pairs == 0 {
+            0.0
+        } else {
+            ms as f64 / r.pairs as f64
+        }
+    };
+    let _ = writeln!(
+        s,
+        "  CPU per pair    controller {:.2} ms, sidecar {:.2} ms, API server + driver + load {:.2} ms",
+        per(c),
+        per(sc),
+        per(api)
+    );
+    let _ = writeln!(
+        s,
+        "  raw API writes  {:.0} writes/s; efficiency {:.2}",
+        r.api_raw_writes_per_s, r.efficiency
+    );
+    let _ = writeln!(
+        s,
+        "  resync          {} objects ({} pairs): {} writes, {} reads, {} driver calls, idle after {:.2} s",
+        r.resync.objects,
+        d.resync_pairs,
+        r.resync.writes,
+        d.resync_reads,
+        d.resync_driver_calls,
+        r.resync.seconds
+    );
+    let _ = writeln!(
+        s,
+        "  peak RSS        controller {:.1} MB, sidecar {:.1} MB",
+        r.rss_mb.controller, r.rss_mb.sidecar
+    );
+    let _ = writeln!(s, "targets:");
+    for t in targets(r) {
+        let _ = writeln!(
+            s,
+            "  [{}] {:<16} {:<16} measured {}",
+            if t.met { "met   " } else { "MISSED" },
+            t.name,
+            t.bound,
+            t.measured
+        );
+    }
+    s
+}
+
+/// The `q`-quantile (0 < q <= 1) of `sorted` by the nearest-rank method.
+pub fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = (q * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+/// p50, p99 and max of `latencies`, in milliseconds.
+pub fn latency(mut latencies: Vec<Duration>) -> Latency {
+    latencies.sort();
+    let ms = |d: Duration| round(d.as_secs_f64() * 1000.0, 1);
+    Latency {
+        p50: ms(percentile(&latencies, 0.50)),
+        p99: ms(percentile(&latencies, 0.99)),
+        max: ms(latencies.last().copied().unwrap_or_default()),
+    }
+}
+
+/// `count` per `seconds` (0 when no time passed).
+pub fn rate(count: u64, seconds: f64) -> f64 {
+    if seconds <= 0.0 {
+        0.0
+    } else {
+        count as f64 / seconds
+    }
+}
+
+/// The share of the API server's raw write capacity the pipeline used.
+pub fn efficiency(pairs_per_s: f64, writes_per_pair: f64, raw_writes_per_s: f64) -> f64 {
+    if raw_writes_per_s <= 0.0 {
+        0.0
+    } else {
+        pairs_per_s * writes_per_pair / raw_writes_per_s
+    }
+}
+
+/// `x` rounded to `digits` decimals.
+pub fn round(x: f64, digits: i32) -> f64 {
+    let f = 10f64.powi(digits);
+    (x * f).round() / f
+}
+
+/// Bytes in MiB, one decimal.
+pub fn mib(bytes: u64) -> f64 {
+    round(bytes as f64 / (1024.0 * 1024.0), 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn percentiles_use_the_nearest_rank() {
+        let sorted: Vec<Duration> = (1..=1000).map(ms).collect();
+        assert_eq!(percentile(&sorted, 0.5), ms(500));
+        assert_eq!(percentile(&sorted, 0.99), ms(990));
+        assert_eq!(percentile(&sorted, 1.0), ms(1000));
+        assert_eq!(percentile(&[ms(7)], 0.99), ms(7));
+        assert_eq!(percentile(&[], 0.5), Duration::ZERO);
+    }
+
+    #[test]
+    fn latency_sorts_its_samples_first() {
+        let l = latency(vec![ms(30), ms(10), ms(20)]);
+        assert_eq!((l.p50, l.p99, l.max), (20.0, 30.0, 30.0));
+    }
+
+    #[test]
+    fn efficiency_relates_the_pipeline_to_the_raw_write_rate() {
+        assert_eq!(efficiency(250.0, 12.0, 6000.0), 0.5);
+        assert_eq!(efficiency(250.0, 12.0, 0.0), 0.0);
+        assert_eq!(rate(10, 0.0), 0.0);
+        assert_eq!(rate(10, 2.0), 5.0);
+    }
+
+    #[test]
+    fn the_json_line_has_the_documented_fields_in_order() {
+        let r = Report {
+            pairs: 2,
+            ..Default::default()
+        };
+        let json = r.to_json();
+        let keys = [
+            "\"pairs\"",
+            "\"pairs_per_s\"",
+            "\"latency_ms\":{\"p50\"",
+            "\"p99\"",
+            "\"max\"",
+            "\"api_writes_per_pair\"",
+            "\"api_raw_writes_per_s\"",
+            "\"efficiency\"",
+            "\"resync\":{\"objects\"",
+            "\"writes\"",
+            "\"seconds\"",
+            "\"rss_mb\":{\"controller\"",
+            "\"sidecar\"",
+        ];
+        let mut at = 0;
+        for k in keys {
+            let found = json[at..]
+                .find(k)
+                .unwrap_or_else(|| panic!("{k} in {json}"));
+            at += found + k.len();
+        }
+        assert!(!json.contains('\n'));
+    }
+
+    #[test]
+    fn targets_report_misses_as_well_as_hits() {
+        let mut r = Report {
+            pairs: 1000,
+            pairs_per_s: 300.0,
+            api_writes_per_pair: 12.0,
+            efficiency: 0.6,
+            ..Default::default()
+        };
+        r.latency_ms.p99 = 2500.0;
+        r.rss_mb = Rss {
+            controller: 40.0,
+            sidecar: 200.0,
+        };
+        let t = targets(&r);
+        let missed: Vec<&str> = t.iter().filter(|t| !t.met).map(|t| t.name).collect();
+        assert_eq!(missed, ["latency p99", "sidecar RSS"]);
+        assert!(human(&r, &Details::default()).contains("[MISSED] latency p99"));
+    }
+}

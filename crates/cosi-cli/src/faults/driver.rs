@@ -1,0 +1,480 @@
+//! The local driver behind a wrapper that counts every Provisioner call
+//! and can fail or "crash" chosen calls, served on the driver socket by a
+//! [`DriverHost`] that kills and restarts it as a process would be.
+//!
+//! A crash makes the driver unreachable until it is restarted: the call
+//! that crashed and every later call answer `UNAVAILABLE` (as a dead socket
+//! does), and the host is told so it can restart the driver, reopening its
+//! state from disk exactly as a new process would.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cosi_driver::proto::*;
+use cosi_driver::{Code, Endpoint, Provisioner, Request, Response, Status};
+use cosi_driver_local::{BackendState, LocalDriver};
+use cosi_runtime::Shutdown;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// The Provisioner RPCs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Rpc {
+    /// DriverGenerateBucketId.
+    GenerateBucketId,
+    /// DriverCreateBucket.
+    CreateBucket,
+    /// DriverGetBucket.
+    GetBucket,
+    /// DriverDeleteBucket.
+    DeleteBucket,
+    /// DriverGenerateBucketAccessId.
+    GenerateBucketAccessId,
+    /// DriverGrantBucketAccess.
+    GrantBucketAccess,
+    /// DriverRevokeBucketAccess.
+    RevokeBucketAccess,
+}
+
+impl Rpc {
+    /// Every RPC.
+    pub const ALL: [Rpc; 7] = [
+        Rpc::GenerateBucketId,
+        Rpc::CreateBucket,
+        Rpc::GetBucket,
+        Rpc::DeleteBucket,
+        Rpc::GenerateBucketAccessId,
+        Rpc::GrantBucketAccess,
+        Rpc::RevokeBucketAccess,
+    ];
+}
+
+/// When a fault strikes relative to the real call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// The backend is not touched.
+    Before,
+    /// The backend did the work; the reply is lost.
+    After,
+}
+
+/// What happens to the chosen call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultAction {
+    /// The call fails with this code (the driver keeps running).
+    Fail(Code),
+    /// The driver process dies: this and every later call fail with
+    /// `UNAVAILABLE` until the host restarts it.
+    Crash,
+}
+
+/// A fault on the `nth` (1-based) call of `rpc` (any RPC when `None`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DriverFault {
+    /// Which RPC; `None` counts every Provisioner call.
+    pub rpc: Option<Rpc>,
+    /// Which matching call (1 = the first).
+    pub nth: u64,
+    /// Before or after the real call.
+    pub when: When,
+    /// What happens.
+    pub action: FaultAction,
+}
+
+#[derive(Debug)]
+struct Armed {
+    fault: DriverFault,
+    seen: u64,
+    fired: bool,
+}
+
+/// Call counters and armed faults, shared by every incarnation of the driver.
+#[derive(Debug)]
+pub struct DriverHooks {
+    calls: Mutex<HashMap<Rpc, u64>>,
+    total: AtomicU64,
+    armed: Mutex<Vec<Armed>>,
+    crashes: watch::Sender<u64>,
+    injected: AtomicU64,
+}
+
+impl Default for DriverHooks {
+    fn default() -> Self {
+        Self {
+            calls: Mutex::default(),
+            total: AtomicU64::new(0),
+            armed: Mutex::default(),
+            crashes: watch::channel(0).0,
+            injected: AtomicU64::new(0),
+        }
+    }
+}
+
+impl DriverHooks {
+    /// Arms a fault.
+    pub fn arm(&self, fault: DriverFault) {
+        lock(&self.armed).push(Armed {
+            fault,
+            seen: 0,
+            fired: false,
+        });
+    }
+
+    /// Disarms every fault that has not fired.
+    pub fn disarm(&self) {
+        lock(&self.armed).clear();
+    }
+
+    /// Provisioner calls received so far (every RPC).
+    pub fn total_calls(&self) -> u64 {
+        self.total.load(Ordering::Relaxed)
+    }
+
+    /// Calls of one RPC received so far.
+    pub fn calls(&self, rpc: Rpc) -> u64 {
+        lock(&self.calls).get(&rpc).copied().unwrap_or(0)
+    }
+
+    /// Faults that have fired so far (failures and crashes).
+    pub fn injected(&self) -> u64 {
+        self.injected.load(Ordering::Relaxed)
+    }
+
+    /// A receiver that changes on every crash.
+    pub fn crashes(&self) -> watch::Receiver<u64> {
+        self.crashes.subscribe()
+    }
+
+    fn record(&self, rpc: Rpc) {
+        self.total.fetch_add(1, Ordering::Relaxed);
+        *lock(&self.calls).entry(rpc).or_default() += 1;
+    }
+
+    /// Counts the call against every armed fault and returns the faults
+    /// that fire on it, per moment.
+    fn due(&self, rpc: Rpc) -> (Option<FaultAction>, Option<FaultAction>) {
+        let mut before = None;
+        let mut after = None;
+        for armed in lock(&self.armed).iter_mut() {
+            if armed.fired || armed.fault.rpc.is_some_and(|r| r != rpc) {
+                continue;
+            }
+            armed.seen += 1;
+            if armed.seen == armed.fault.nth {
+                armed.fired = true;
+                let slot = match armed.fault.when {
+                    When::Before => &mut before,
+                    When::After => &mut after,
+                };
+                slot.get_or_insert(armed.fault.action);
+            }
+        }
+        (before, after)
+    }
+
+    fn crashed(&self) {
+        self.crashes.send_modify(|n| *n += 1);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One incarnation of the driver: the local driver behind the hooks.
+#[derive(Clone)]
+pub struct FaultyDriver {
+    inner: LocalDriver,
+    hooks: Arc<DriverHooks>,
+    alive: Arc<AtomicBool>,
+}
+
+fn dead() -> Status {
+    Status::unavailable("the driver is not running")
+}
+
+impl FaultyDriver {
+    /// Wraps `inner`; calls fail with `UNAVAILABLE` once `alive` is false.
+    pub fn new(inner: LocalDriver, hooks: Arc<DriverHooks>, alive: Arc<AtomicBool>) -> Self {
+        Self {
+            inner,
+            hooks,
+            alive,
+        }
+    }
+
+    fn strike(&self, action: FaultAction, rpc: Rpc) -> Status {
+        self.hooks.injected.fetch_add(1, Ordering::Relaxed);
+        match action {
+            FaultAction::Fail(code) => {
+                tracing::info!(?rpc, ?code, "injected driver error");
+                Status::new(code, format!("injected {code:?} on {rpc:?}"))
+            }
+            FaultAction::Crash => {
+                tracing::info!(?rpc, "injected driver crash");
+                self.die();
+                dead()
+            }
+        }
+    }
+
+    fn die(&self) {
+        if self.alive.swap(false, Ordering::SeqCst) {
+            self.hooks.crashed();
+        }
+    }
+
+    async fn call<T, F>(&self, rpc: Rpc, f: F) -> Result<Response<T>, Status>
+    where
+        F: Future<Output = Result<Response<T>, Status>>,
+    {
+        if !self.alive.load(Ordering::SeqCst) {
+            return Err(dead());
+        }
+        self.hooks.record(rpc);
+        let (before, after) = self.hooks.due(rpc);
+        if let Some(action) = before {
+            return Err(self.strike(action, rpc));
+        }
+        let result = f.await;
+        // A crash point armed inside the local driver stops the call as
+        // a crash would: the process is gone.
+        if let Err(s) = &result
+            && s.code() == Code::Unavailable
+            && s.message().starts_with("injected crash")
+        {
+            self.hooks.injected.fetch_add(1, Ordering::Relaxed);
+            self.die();
+            return Err(dead());
+        }
+        if !self.alive.load(Ordering::SeqCst) {
+            return Err(dead());
+        }
+        match after {
+            Some(action) => Err(self.strike(action, rpc)),
+            None => result,
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Provisioner for FaultyDriver {
+    async fn driver_generate_bucket_id(
+        &self,
+        request: Request<DriverGenerateBucketIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        self.call(
+            Rpc::GenerateBucketId,
+            self.inner.driver_generate_bucket_id(request),
+        )
+        .await
+    }
+
+    async fn driver_create_bucket(
+        &self,
+        request: Request<DriverCreateBucketRequest>,
+    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        self.call(Rpc::CreateBucket, self.inner.driver_create_bucket(request))
+            .await
+    }
+
+    async fn driver_get_bucket(
+        &self,
+        request: Request<DriverGetBucketRequest>,
+    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        self.call(Rpc::GetBucket, self.inner.driver_get_bucket(request))
+            .await
+    }
+
+    async fn driver_delete_bucket(
+        &self,
+        request: Request<DriverDeleteBucketRequest>,
+    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        self.call(Rpc::DeleteBucket, self.inner.driver_delete_bucket(request))
+            .await
+    }
+
+    async fn driver_generate_bucket_access_id(
+        &self,
+        request: Request<DriverGenerateBucketAccessIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        self.call(
+            Rpc::GenerateBucketAccessId,
+            self.inner.driver_generate_bucket_access_id(request),
+        )
+        .await
+    }
+
+    async fn driver_grant_bucket_access(
+        &self,
+        request: Request<DriverGrantBucketAccessRequest>,
+    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        self.call(
+            Rpc::GrantBucketAccess,
+            self.inner.driver_grant_bucket_access(request),
+        )
+        .await
+    }
+
+    async fn driver_revoke_bucket_access(
+        &self,
+        request: Request<DriverRevokeBucketAccessRequest>,
+    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        self.call(
+            Rpc::RevokeBucketAccess,
+            self.inner.driver_revoke_bucket_access(request),
+        )
+        .await
+    }
+}
+
+/// Why the driver could not be (re)started.
+#[derive(Debug, thiserror::Error)]
+pub enum DriverHostError {
+    /// The local driver could not open its state.
+    #[error("local driver: {0}")]
+    Open(#[from] cosi_driver_local::Error),
+}
+
+struct Running {
+    driver: LocalDriver,
+    alive: Arc<AtomicBool>,
+    shutdown: Shutdown,
+    task: JoinHandle<()>,
+}
+
+/// Serves a [`FaultyDriver`] on the driver socket, and kills and restarts it.
+pub struct DriverHost {
+    config: cosi_driver_local::Config,
+    endpoint: Endpoint,
+    hooks: Arc<DriverHooks>,
+    running: Option<Running>,
+    restarts: u64,
+}
+
+/// How long a restart may wait for the previous incarnation to release
+/// the state file (calls it was running when killed still finish).
+const REOPEN_DEADLINE: Duration = Duration::from_secs(20);
+
+impl DriverHost {
+    /// A host for the local driver with `config`, serving on `endpoint`.
+    /// Nothing runs until [`start`](Self::start).
+    pub fn new(config: cosi_driver_local::Config, endpoint: Endpoint) -> Self {
+        Self {
+            config,
+            endpoint,
+            hooks: Arc::new(DriverHooks::default()),
+            running: None,
+            restarts: 0,
+        }
+    }
+
+    /// The counters and fault switches, shared by every incarnation.
+    pub fn hooks(&self) -> &Arc<DriverHooks> {
+        &self.hooks
+    }
+
+    /// The socket the driver serves on.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// How many times the driver was started after a kill.
+    pub fn restarts(&self) -> u64 {
+        self.restarts
+    }
+
+    /// The running driver, for crash points and inspection.
+    pub fn driver(&self) -> Option<&LocalDriver> {
+        self.running.as_ref().map(|r| &r.driver)
+    }
+
+    /// True while serving (false after a crash until restarted).
+    pub fn is_alive(&self) -> bool {
+        self.running
+            .as_ref()
+            .is_some_and(|r| r.alive.load(Ordering::SeqCst))
+    }
+
+    /// Opens the driver's state and serves it (no-op when running).
+    pub async fn start(&mut self) -> Result<(), DriverHostError> {
+        if self.running.is_some() {
+            return Ok(());
+        }
+        let driver = self.open().await?;
+        let alive = Arc::new(AtomicBool::new(true));
+        let faulty = FaultyDriver::new(driver.clone(), self.hooks.clone(), alive.clone());
+        let shutdown = Shutdown::new();
+        let (endpoint, stop, identity) = (self.endpoint.clone(), shutdown.clone(), driver.clone());
+        let task = tokio::spawn(async move {
+            let served =
+                cosi_driver::serve(
+                    &endpoint,
+                    identity,
+                    faulty,
+                    async move { stop.wait().await },
+                )
+                .await;
+            if let Err(e) = served {
+                tracing::error!(error = %e, "driver server failed");
+            }
+        });
+        self.running = Some(Running {
+            driver,
+            alive,
+            shutdown,
+            task,
+        });
+        Ok(())
+    }
+
+    async fn open(&self) -> Result<LocalDriver, DriverHostError> {
+        let deadline = tokio::time::Instant::now() + REOPEN_DEADLINE;
+        loop {
+            match LocalDriver::open(&self.config) {
+                Ok(d) => return Ok(d),
+                Err(e) if tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(error = %e, "driver state still held by the killed driver; retrying");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Kills the driver: it stops answering at once (calls already inside
+    /// the backend finish, as a process's last write would), and its server
+    /// task is aborted.
+    pub async fn kill(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.alive.store(false, Ordering::SeqCst);
+            r.task.abort();
+            let _ = r.task.await;
+        }
+    }
+
+    /// Stops the driver gracefully.
+    pub async fn stop(&mut self) {
+        if let Some(r) = self.running.take() {
+            r.shutdown.trigger();
+            let _ = r.task.await;
+        }
+    }
+
+    /// Kills and starts the driver again.
+    pub async fn restart(&mut self) -> Result<(), DriverHostError> {
+        self.kill().await;
+        self.restarts += 1;
+        self.start().await
+    }
+
+    /// What the backend holds now (opens the state when the driver is down).
+    pub async fn backend_state(&self) -> Result<BackendState, DriverHostError> {
+        match &self.running {
+            Some(r) => Ok(r.driver.backend_state()?),
+            None => Ok(self.open().await?.backend_state()?),
+        }
+    }
+}

@@ -1,0 +1,434 @@
+//! The whole COSI system in one process: kube-sim (the API server), the
+//! five CRDs, cosi-controller, cosi-sidecar and cosi-driver-local with its
+//! S3 endpoint. Each component can be stopped gracefully, killed (a
+//! simulated crash: its task is aborted at whatever await point it is at)
+//! and started again, which the end-to-end, benchmark and fault suites use.
+//!
+//! The controller and sidecar run with the ServiceAccounts and ClusterRoles
+//! of `deploy/`, under kube-sim's RBAC enforcement, so what works here works
+//! with the permissions a cluster install grants.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cosi_driver::{DriverClient, Endpoint};
+use cosi_driver_local::{BackendState, LocalDriver, S3Server};
+use cosi_runtime::metrics::SidecarMetrics;
+use cosi_runtime::{Readiness, Shutdown};
+use kube::Client;
+use kube_sim::KubeSim;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+
+/// The namespace the components' ServiceAccounts live in.
+pub const SYSTEM_NAMESPACE: &str = "cosi-system";
+
+const CONTROLLER_RBAC: &[&str] = &[
+    include_str!("../../../deploy/controller/namespace.yaml"),
+    include_str!("../../../deploy/controller/serviceaccount.yaml"),
+    include_str!("../../../deploy/controller/clusterrole.yaml"),
+    include_str!("../../../deploy/controller/clusterrolebinding.yaml"),
+    include_str!("../../../deploy/controller/role.yaml"),
+    include_str!("../../../deploy/controller/rolebinding.yaml"),
+];
+const SIDECAR_RBAC: &[&str] = &[
+    include_str!("../../../deploy/sidecar/serviceaccount.yaml"),
+    include_str!("../../../deploy/sidecar/clusterrole.yaml"),
+    include_str!("../../../deploy/sidecar/leader-election-role.yaml"),
+    include_str!("../../../deploy/sidecar/rolebindings.yaml"),
+];
+
+/// How to start the stack.
+#[derive(Clone, Debug)]
+pub struct StackOptions {
+    /// Where the local driver keeps its state and objects, and its socket.
+    pub data_dir: PathBuf,
+    /// Address of the embedded S3 endpoint (port 0 picks a free one).
+    pub s3_address: SocketAddr,
+    /// Port of the API server (0 picks a free one).
+    pub api_port: u16,
+    /// The local driver's name.
+    pub driver_name: String,
+    /// Run controller and sidecar with their deploy/ RBAC, enforced.
+    pub rbac: bool,
+}
+
+impl StackOptions {
+    /// Defaults: free ports on 127.0.0.1, driver `local.cosi-rs.dev`, RBAC on.
+    pub fn new(data_dir: impl Into<PathBuf>) -> Self {
+        Self {
+            data_dir: data_dir.into(),
+            s3_address: "127.0.0.1:0".parse().expect("valid address"),
+            api_port: 0,
+            driver_name: cosi_driver_local::DEFAULT_DRIVER_NAME.to_owned(),
+            rbac: true,
+        }
+    }
+}
+
+/// Why the stack could not start or a component failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StackError {
+    /// kube-sim failed.
+    #[error("API server: {0}")]
+    Api(String),
+    /// The local driver failed.
+    #[error("local driver: {0}")]
+    Driver(#[from] cosi_driver_local::Error),
+    /// The driver socket path is unusable.
+    #[error("driver endpoint: {0}")]
+    Endpoint(#[from] cosi_driver::endpoint::EndpointError),
+    /// Creating the data directory or binding a port failed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// A component's metrics could not be registered.
+    #[error("metrics: {0}")]
+    Metrics(String),
+}
+
+/// A running component: its shutdown token and task.
+struct Component {
+    shutdown: Shutdown,
+    task: JoinHandle<()>,
+}
+
+impl Component {
+    fn spawn<F>(shutdown: Shutdown, name: &'static str, fut: F) -> Self
+    where
+        F: Future<Output = Result<(), String>> + Send + 'static,
+    {
+        let task = tokio::spawn(async move {
+            if let Err(e) = fut.await {
+                tracing::error!(component = name, error = %e, "component stopped with an error");
+            }
+        });
+        Self { shutdown, task }
+    }
+
+    async fn stop(self) {
+        self.shutdown.trigger();
+        let _ = self.task.await;
+    }
+
+    async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+}
+
+struct DriverComponent {
+    component: Component,
+    s3: S3Server,
+    driver: LocalDriver,
+}
+
+/// The running system.
+pub struct Stack {
+    sim: KubeSim,
+    opts: StackOptions,
+    endpoint: Endpoint,
+    s3_address: SocketAddr,
+    s3_endpoint_url: String,
+    controller_client: Client,
+    sidecar_client: Client,
+    controller: Option<Component>,
+    sidecar: Option<Component>,
+    driver: Option<DriverComponent>,
+    controller_registry: prometheus::Registry,
+    sidecar_registry: prometheus::Registry,
+    controller_readiness: Readiness,
+    sidecar_readiness: Readiness,
+}
+
+impl Stack {
+    /// Starts kube-sim, installs the CRDs and RBAC, and starts the driver,
+    /// the sidecar and the controller.
+    pub async fn start(opts: StackOptions) -> Result<Stack, StackError> {
+        let mut stack = Self::start_api(opts).await?;
+        stack.start_driver().await?;
+        stack.start_sidecar()?;
+        stack.start_controller()?;
+        Ok(stack)
+    }
+
+    /// Starts kube-sim with the CRDs and RBAC installed, and binds the S3
+    /// address, but starts no component.
+    pub async fn start_api(opts: StackOptions) -> Result<Stack, StackError> {
+        std::fs::create_dir_all(&opts.data_dir)?;
+        let sim = KubeSim::builder()
+            .port(opts.api_port)
+            .rbac(opts.rbac)
+            .start()
+            .await
+            .map_err(|e| StackError::Api(e.to_string()))?;
+        for (_, crd) in cosi_api::crd::all() {
+            let json = serde_json::to_string(&crd).map_err(|e| StackError::Api(e.to_string()))?;
+            sim.apply_manifest(&json)
+                .map_err(|e| StackError::Api(e.to_string()))?;
+        }
+        for doc in CONTROLLER_RBAC.iter().chain(SIDECAR_RBAC) {
+            apply_in_namespace(&sim, doc, SYSTEM_NAMESPACE)?;
+        }
+        let (controller_client, sidecar_client) = if opts.rbac {
+            let c = sim.service_account_token(SYSTEM_NAMESPACE, "cosi-controller");
+            let s = sim.service_account_token(SYSTEM_NAMESPACE, "cosi-sidecar");
+            (sim.client_for_token(&c), sim.client_for_token(&s))
+        } else {
+            (sim.client(), sim.client())
+        };
+        // Reserve the S3 port now so it stays the same across driver restarts:
+        // access Secrets carry the endpoint URL.
+        let probe = std::net::TcpListener::bind(opts.s3_address)?;
+        let s3_address = probe.local_addr()?;
+        drop(probe);
+        let endpoint = Endpoint::from_path(opts.data_dir.join("cosi.sock"))?;
+        Ok(Stack {
+            s3_endpoint_url: format!("http://{s3_address}"),
+            sim,
+            opts,
+            endpoint,
+            s3_address,
+            controller_client,
+            sidecar_client,
+            controller: None,
+            sidecar: None,
+            driver: None,
+            controller_registry: prometheus::Registry::new(),
+            sidecar_registry: prometheus::Registry::new(),
+            controller_readiness: Readiness::default(),
+            sidecar_readiness: Readiness::default(),
+        })
+    }
+
+    /// The API server.
+    pub fn sim(&self) -> &KubeSim {
+        &self.sim
+    }
+
+    /// An admin client (a user of the cluster).
+    pub fn client(&self) -> Client {
+        self.sim.client()
+    }
+
+    /// The driver's name.
+    pub fn driver_name(&self) -> &str {
+        &self.opts.driver_name
+    }
+
+    /// The S3 endpoint URL written into access Secrets.
+    pub fn s3_endpoint_url(&self) -> &str {
+        &self.s3_endpoint_url
+    }
+
+    /// The driver's gRPC endpoint.
+    pub fn driver_endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// The options the stack was started with.
+    pub fn options(&self) -> &StackOptions {
+        &self.opts
+    }
+
+    /// The controller's metrics registry.
+    pub fn controller_registry(&self) -> &prometheus::Registry {
+        &self.controller_registry
+    }
+
+    /// The sidecar's metrics registry.
+    pub fn sidecar_registry(&self) -> &prometheus::Registry {
+        &self.sidecar_registry
+    }
+
+    /// The controller's and the sidecar's readiness.
+    pub fn readiness(&self) -> (&Readiness, &Readiness) {
+        (&self.controller_readiness, &self.sidecar_readiness)
+    }
+
+    /// Starts the controller (no-op when running).
+    pub fn start_controller(&mut self) -> Result<(), StackError> {
+        if self.controller.is_some() {
+            return Ok(());
+        }
+        self.controller_registry = prometheus::Registry::new();
+        let config = cosi_controller::Config::new(&self.controller_registry)
+            .map_err(|e| StackError::Metrics(e.to_string()))?;
+        self.controller_readiness = config.readiness.clone();
+        let shutdown = Shutdown::new();
+        let client = self.controller_client.clone();
+        let stop = shutdown.clone();
+        self.controller = Some(Component::spawn(shutdown, "controller", async move {
+            cosi_controller::run(client, config, stop)
+                .await
+                .map_err(|e| e.to_string())
+        }));
+        Ok(())
+    }
+
+    /// Starts the sidecar (no-op when running).
+    pub fn start_sidecar(&mut self) -> Result<(), StackError> {
+        if self.sidecar.is_some() {
+            return Ok(());
+        }
+        self.sidecar_registry = prometheus::Registry::new();
+        let metrics = SidecarMetrics::register(&self.sidecar_registry)
+            .map_err(|e| StackError::Metrics(e.to_string()))?;
+        self.sidecar_readiness = Readiness::default();
+        let config = cosi_sidecar::Config::new(metrics, self.sidecar_readiness.clone());
+        let shutdown = Shutdown::new();
+        let client = self.sidecar_client.clone();
+        let driver = DriverClient::connect_lazy(&self.endpoint);
+        let stop = shutdown.clone();
+        self.sidecar = Some(Component::spawn(shutdown, "sidecar", async move {
+            cosi_sidecar::run(client, driver, config, stop)
+                .await
+                .map_err(|e| e.to_string())
+        }));
+        Ok(())
+    }
+
+    /// Starts the local driver and its S3 endpoint (no-op when running).
+    pub async fn start_driver(&mut self) -> Result<(), StackError> {
+        if self.driver.is_some() {
+            return Ok(());
+        }
+        let mut config = cosi_driver_local::Config::new(&self.opts.data_dir);
+        config.driver_name = self.opts.driver_name.clone();
+        config.s3_address = self.s3_address;
+        config.s3_endpoint_url = Some(self.s3_endpoint_url.clone());
+        let driver = LocalDriver::open(&config)?;
+        let listener = bind_reusing(self.s3_address).await?;
+        let s3 = driver.start_s3_on(listener)?;
+        let shutdown = Shutdown::new();
+        let (serve_driver, endpoint, stop) =
+            (driver.clone(), self.endpoint.clone(), shutdown.clone());
+        let component = Component::spawn(shutdown, "driver", async move {
+            cosi_driver::serve(&endpoint, serve_driver.clone(), serve_driver, async move {
+                stop.wait().await
+            })
+            .await
+            .map_err(|e| e.to_string())
+        });
+        self.driver = Some(DriverComponent {
+            component,
+            s3,
+            driver,
+        });
+        // Serving: the socket answers DriverGetInfo.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(client) = DriverClient::connect(&self.endpoint).await
+                && client.get_info().await.is_ok()
+            {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() > deadline {
+                return Err(StackError::Io(std::io::Error::other(format!(
+                    "the local driver did not answer on {} within 10 s",
+                    self.endpoint
+                ))));
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Stops the controller gracefully.
+    pub async fn stop_controller(&mut self) {
+        if let Some(c) = self.controller.take() {
+            c.stop().await;
+        }
+    }
+
+    /// Stops the sidecar gracefully.
+    pub async fn stop_sidecar(&mut self) {
+        if let Some(c) = self.sidecar.take() {
+            c.stop().await;
+        }
+    }
+
+    /// Stops the driver and its S3 endpoint gracefully.
+    pub async fn stop_driver(&mut self) {
+        if let Some(d) = self.driver.take() {
+            d.component.stop().await;
+            d.s3.shutdown().await;
+        }
+    }
+
+    /// Kills the controller: its task is aborted wherever it is.
+    pub async fn kill_controller(&mut self) {
+        if let Some(c) = self.controller.take() {
+            c.kill().await;
+        }
+    }
+
+    /// Kills the sidecar: its task is aborted wherever it is.
+    pub async fn kill_sidecar(&mut self) {
+        if let Some(c) = self.sidecar.take() {
+            c.kill().await;
+        }
+    }
+
+    /// Kills the driver's gRPC server and its S3 endpoint.
+    pub async fn kill_driver(&mut self) {
+        if let Some(d) = self.driver.take() {
+            d.component.kill().await;
+            d.s3.shutdown().await;
+        }
+    }
+
+    /// The running driver, for inspection and fault injection.
+    pub fn driver(&self) -> Option<&LocalDriver> {
+        self.driver.as_ref().map(|d| &d.driver)
+    }
+
+    /// What the backend holds now (opens the store when the driver is down).
+    pub fn backend_state(&self) -> Result<BackendState, StackError> {
+        match &self.driver {
+            Some(d) => Ok(d.driver.backend_state()?),
+            None => {
+                let mut config = cosi_driver_local::Config::new(&self.opts.data_dir);
+                config.driver_name = self.opts.driver_name.clone();
+                Ok(LocalDriver::open(&config)?.backend_state()?)
+            }
+        }
+    }
+
+    /// Stops every component, then the API server.
+    pub async fn shutdown(mut self) {
+        self.stop_controller().await;
+        self.stop_sidecar().await;
+        self.stop_driver().await;
+        self.sim.shutdown().await;
+    }
+
+    /// Writes an admin kubeconfig for kubectl to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        self.sim.write_kubeconfig(path, None)
+    }
+}
+
+/// Applies a manifest, putting namespaced objects that name no namespace
+/// into `namespace` (as kustomize's `namespace:` does for deploy/).
+fn apply_in_namespace(sim: &KubeSim, yaml: &str, namespace: &str) -> Result<(), StackError> {
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(yaml).map_err(|e| StackError::Api(e.to_string()))?;
+    for mut doc in docs.into_iter().filter(Value::is_object) {
+        let kind = doc["kind"].as_str().unwrap_or_default();
+        let namespaced = matches!(kind, "ServiceAccount" | "Role" | "RoleBinding");
+        if namespaced && doc["metadata"]["namespace"].is_null() {
+            doc["metadata"]["namespace"] = Value::from(namespace);
+        }
+        let json = serde_json::to_string(&doc).map_err(|e| StackError::Api(e.to_string()))?;
+        sim.apply_manifest(&json)
+            .map_err(|e| StackError::Api(e.to_string()))?;
+    }
+    Ok(())
+}
+
+async fn bind_reusing(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(1024)
+}

@@ -1,0 +1,93 @@
+//! `cosi bench`, the built binary, at a small scale: the report is one JSON
+//! line with every field the contract names, its figures are consistent,
+//! and the counts the project holds itself to (API writes per pair, writes
+//! on resync) hold. Speed is reported, never asserted.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn number(report: &Value, path: &[&str]) -> f64 {
+    let mut v = report;
+    for key in path {
+        v = &v[key];
+    }
+    v.as_f64()
+        .unwrap_or_else(|| panic!("{} is not a number in {report}", path.join(".")))
+}
+
+#[test]
+fn bench_reports_one_json_line_with_bounded_writes_and_a_silent_resync() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_file = dir.path().join("bench.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_cosi"))
+        .args([
+            "bench",
+            "--pairs",
+            "40",
+            "--resync-objects",
+            "300",
+            "--json",
+            "--out",
+        ])
+        .arg(&out_file)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run cosi bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "cosi bench failed:\n{stdout}\n{stderr}"
+    );
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 1, "--json prints one line: {stdout}");
+    let report: Value = serde_json::from_str(lines[0]).expect("the line is JSON");
+    let written = std::fs::read_to_string(&out_file).expect("--out writes the report");
+    assert_eq!(written.trim(), lines[0], "--out holds the same line");
+
+    // Every field of the contract, in its order.
+    let fields = [
+        "pairs",
+        "pairs_per_s",
+        "latency_ms",
+        "api_writes_per_pair",
+        "api_raw_writes_per_s",
+        "efficiency",
+        "resync",
+        "rss_mb",
+    ];
+    assert_eq!(report.as_object().expect("an object").len(), fields.len());
+    let positions: Vec<usize> = fields
+        .iter()
+        .map(|f| {
+            lines[0]
+                .find(&format!("\"{f}\":"))
+                .unwrap_or_else(|| panic!("{f} missing: {report}"))
+        })
+        .collect();
+    assert!(positions.is_sorted(), "fields out of order: {}", lines[0]);
+    assert_eq!(report["pairs"], 40);
+    let (p50, p99, max) = (
+        number(&report, &["latency_ms", "p50"]),
+        number(&report, &["latency_ms", "p99"]),
+        number(&report, &["latency_ms", "max"]),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{report}");
+    assert!(number(&report, &["pairs_per_s"]) > 0.0, "{report}");
+    assert!(number(&report, &["api_raw_writes_per_s"]) > 0.0, "{report}");
+    let writes = number(&report, &["api_writes_per_pair"]);
+    // Controller 7 + sidecar 5, plus one success Event each; a few retries
+    // on conflicts may add a little, never a pair's worth.
+    assert!((12.0..=14.5).contains(&writes), "writes per pair: {report}");
+    let efficiency = number(&report, &["efficiency"]);
+    let expected =
+        number(&report, &["pairs_per_s"]) * writes / number(&report, &["api_raw_writes_per_s"]);
+    assert!((efficiency - expected).abs() < 0.02, "{report}");
+
+    // Restarting with everything ready writes nothing.
+    assert!(number(&report, &["resync", "objects"]) >= 300.0, "{report}");
+    assert_eq!(report["resync"]["writes"], 0, "{report}");
+    assert!(number(&report, &["rss_mb", "controller"]) > 1.0, "{report}");
+    assert!(number(&report, &["rss_mb", "sidecar"]) > 1.0, "{report}");
+}

@@ -1,0 +1,300 @@
+//! `cosi dev`, the built binary, used with the real `kubectl`: the example
+//! the banner prints is applied, waited for, described, used through S3
+//! and deleted; SIGINT stops the stack with exit status 0.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use cosi_cli::dev::{EXAMPLE_MANIFEST, READY_LINE};
+
+use crate::common::{get, put};
+
+const STARTUP: Duration = Duration::from_secs(60);
+
+pub fn kubectl_path() -> PathBuf {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("kubectl"))
+        .chain([PathBuf::from("/usr/bin/kubectl")])
+        .find(|p| p.is_file())
+        .expect("kubectl is installed (the e2e suite drives cosi dev with it)")
+}
+
+struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+}
+
+impl Kubectl {
+    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+        let mut child = Command::new(&self.bin)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--request-timeout=30s")
+            .args(args)
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn kubectl");
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(input.as_bytes())
+                .unwrap();
+        }
+        child.wait_with_output().expect("kubectl runs")
+    }
+
+    /// Runs kubectl and returns its stdout; panics with its stderr on failure.
+    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+        let out = self.run(args, stdin);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    }
+}
+
+/// `cosi dev`, killed if the test fails before stopping it.
+struct Dev {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Dev {
+    fn spawn(kubeconfig: &Path, data: &Path) -> Dev {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cosi"))
+            .args([
+                "dev",
+                "--api-port",
+                "0",
+                "--s3-address",
+                "127.0.0.1:0",
+                "--kubeconfig-out",
+            ])
+            .arg(kubeconfig)
+            .arg("--data-dir")
+            .arg(data)
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn cosi dev");
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Dev { child, lines }
+    }
+
+    /// Lines up to and including the first one starting with `prefix`.
+    fn read_until(&self, prefix: &str, within: Duration) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let done = line.starts_with(prefix);
+                    seen.push(line);
+                    if done {
+                        return seen;
+                    }
+                }
+                Err(e) => panic!(
+                    "no line starting with {prefix:?} ({e}); got:\n{}",
+                    seen.join("\n")
+                ),
+            }
+        }
+    }
+
+    fn interrupt(&self) {
+        let status = Command::new("kill")
+            .args(["-INT", &self.child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+    }
+
+    /// Waits for the process to exit, within `within`.
+    fn wait(&mut self, within: Duration) -> std::process::ExitStatus {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "cosi dev did not stop within {within:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Dev {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_stack_serves_kubectl_until_interrupted() {
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let data = dir.path().join("data");
+    let mut dev = Dev::spawn(&kubeconfig, &data);
+    let banner = dev.read_until(READY_LINE, STARTUP);
+    let rest = dev.read_until("Stop with Ctrl-C.", Duration::from_secs(5));
+    let text = banner
+        .iter()
+        .chain(&rest)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(
+        text.contains(&format!("kubeconfig   {}", kubeconfig.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("export KUBECONFIG={}", kubeconfig.display())),
+        "{text}"
+    );
+
+    let k = Kubectl {
+        bin: kubectl_path(),
+        kubeconfig: kubeconfig.clone(),
+    };
+    let classes = k.ok(&["get", "bucketclasses,bucketaccessclasses"], None);
+    for name in [
+        "bucketclass.objectstorage.k8s.io/local ",
+        "bucketclass.objectstorage.k8s.io/local-retain ",
+        "bucketaccessclass.objectstorage.k8s.io/local ",
+    ] {
+        assert!(classes.contains(name), "missing {name} in\n{classes}");
+    }
+    assert!(classes.contains("MultipleBuckets"), "{classes}");
+
+    // The example the banner prints, as a user would paste it.
+    let applied = k.ok(&["apply", "-f", "-"], Some(EXAMPLE_MANIFEST));
+    assert!(
+        applied.contains("bucketclaim.objectstorage.k8s.io/photos created"),
+        "{applied}"
+    );
+    assert!(
+        applied.contains("bucketaccess.objectstorage.k8s.io/photos-rw created"),
+        "{applied}"
+    );
+    let waited = k.ok(
+        &[
+            "wait",
+            "--for=condition=Provisioned",
+            "bucketclaim/photos",
+            "bucketaccess/photos-rw",
+            "--timeout=60s",
+        ],
+        None,
+    );
+    assert_eq!(waited.matches("condition met").count(), 2, "{waited}");
+
+    let described = k.ok(&["describe", "bucketclaim", "photos"], None);
+    for needle in [
+        "Bound Bucket Name:",
+        "Type:                  Provisioned",
+        "Events:",
+        "Provisioned",
+    ] {
+        assert!(
+            described.contains(needle),
+            "missing {needle:?} in\n{described}"
+        );
+    }
+    let bucket = k.ok(
+        &[
+            "get",
+            "bucketclaim",
+            "photos",
+            "-o",
+            "jsonpath={.status.boundBucketName}",
+        ],
+        None,
+    );
+    assert!(bucket.starts_with("bc-"), "{bucket}");
+    let buckets = k.ok(&["get", "buckets"], None);
+    assert!(
+        buckets.contains(&bucket) && buckets.contains("True"),
+        "{buckets}"
+    );
+
+    // The Secret, read through kubectl, drives a real S3 client.
+    let decoded = k.ok(
+        &[
+            "get",
+            "secret",
+            "photos-rw",
+            "-o",
+            r#"go-template={{range $k, $v := .data}}{{$k}}={{$v | base64decode}}{{"\n"}}{{end}}"#,
+        ],
+        None,
+    );
+    let secret: BTreeMap<String, String> = decoded
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+        .collect();
+    let (s3c, bucket_name) =
+        cosi_cli::s3::client_from_secret(&secret).expect("a complete S3 Secret");
+    put(&s3c, &bucket_name, "from-kubectl", b"hi")
+        .await
+        .unwrap();
+    assert_eq!(
+        get(&s3c, &bucket_name, "from-kubectl").await.unwrap(),
+        b"hi"
+    );
+
+    k.ok(&["delete", "bucketaccess", "photos-rw"], None);
+    k.ok(&["delete", "bucketclaim", "photos"], None);
+    let left = k.run(&["get", "buckets,bucketclaims,bucketaccesses", "-A"], None);
+    assert!(left.status.success());
+    assert!(
+        String::from_utf8_lossy(&left.stdout).trim().is_empty(),
+        "left behind: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+
+    dev.interrupt();
+    let tail = dev.read_until("cosi dev: stopped.", Duration::from_secs(30));
+    assert!(
+        tail.iter().any(|l| l == "cosi dev: stopping..."),
+        "{tail:?}"
+    );
+    let status = dev.wait(Duration::from_secs(30));
+    assert!(status.success(), "cosi dev exited with {status}");
+    assert!(
+        data.join(cosi_driver_local::STATE_FILE).exists(),
+        "--data-dir persists"
+    );
+}

@@ -1,0 +1,447 @@
+//! The fixture every end-to-end test starts from: a whole stack of its own
+//! (kube-sim, controller, sidecar, local driver) in a temporary directory,
+//! classes for the local driver, and helpers that read like the scenario.
+
+use std::collections::BTreeMap;
+use std::fmt::Debug;
+use std::time::Duration;
+
+use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata};
+use aws_sdk_s3::primitives::ByteStream;
+use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
+use cosi_api::*;
+use cosi_cli::describe::{condition_lines, event_line, events_about};
+use cosi_cli::{Stack, StackOptions, manifests, s3, wait};
+use cosi_driver_local::BackendState;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::wait::Condition as WaitCondition;
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tempfile::TempDir;
+
+/// How long any one wait may take before the test fails.
+pub const TIMEOUT: Duration = Duration::from_secs(30);
+/// The namespace of every claim and access.
+pub const NS: &str = "default";
+/// BucketClass, deletion policy Delete.
+pub const DELETE: &str = "delete";
+/// BucketClass, deletion policy Retain.
+pub const RETAIN: &str = "retain";
+/// BucketAccessClass, one claim per access.
+pub const SINGLE: &str = "single";
+/// BucketAccessClass, several claims per access.
+pub const MULTI: &str = "multi";
+/// How long a test lets the system run before checking that something did
+/// *not* happen (a blocked deletion stays blocked).
+pub const SETTLE: Duration = Duration::from_millis(800);
+
+/// A running system and the user's view of it.
+pub struct Env {
+    pub stack: Stack,
+    pub client: Client,
+    _dir: TempDir,
+}
+
+impl Env {
+    /// Starts a stack and creates the four classes.
+    pub async fn start() -> Env {
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let stack = Stack::start(StackOptions::new(dir.path()))
+            .await
+            .expect("the stack starts");
+        let env = Env {
+            client: stack.client(),
+            stack,
+            _dir: dir,
+        };
+        env.create_classes().await;
+        env
+    }
+
+    async fn create_classes(&self) {
+        let driver = self.stack.driver_name().to_owned();
+        let pp = PostParams::default();
+        let classes: Api<BucketClass> = Api::all(self.client.clone());
+        for (name, policy) in [
+            (DELETE, DeletionPolicy::Delete),
+            (RETAIN, DeletionPolicy::Retain),
+        ] {
+            classes
+                .create(&pp, &manifests::bucket_class(name, &driver, policy))
+                .await
+                .expect("create BucketClass");
+        }
+        let access_classes: Api<BucketAccessClass> = Api::all(self.client.clone());
+        for (name, multi) in [
+            (SINGLE, MultiBucketAccess::SingleBucket),
+            (MULTI, MultiBucketAccess::MultipleBuckets),
+        ] {
+            access_classes
+                .create(&pp, &manifests::access_class(name, &driver, multi))
+                .await
+                .expect("create BucketAccessClass");
+        }
+    }
+
+    pub fn claims(&self) -> Api<BucketClaim> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    pub fn accesses(&self) -> Api<BucketAccess> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    pub fn secrets(&self) -> Api<Secret> {
+        Api::namespaced(self.client.clone(), NS)
+    }
+
+    pub fn buckets(&self) -> Api<Bucket> {
+        Api::all(self.client.clone())
+    }
+
+    /// Creates a dynamic S3 claim of `class`.
+    pub async fn claim(&self, name: &str, class: &str) -> BucketClaim {
+        self.claims()
+            .create(&PostParams::default(), &manifests::claim(NS, name, class))
+            .await
+            .expect("create BucketClaim")
+    }
+
+    /// Creates an access to `claims` (each Secret named after the access
+    /// and the claim) with one mode for object data and metadata.
+    pub async fn access(
+        &self,
+        name: &str,
+        class: &str,
+        claims: &[&str],
+        mode: BucketAccessMode,
+    ) -> BucketAccess {
+        let secret_names: Vec<String> = claims
+            .iter()
+            .map(|c| secret_name(name, claims, c))
+            .collect();
+        let pairs: Vec<(&str, &str)> = claims
+            .iter()
+            .zip(&secret_names)
+            .map(|(c, s)| (*c, s.as_str()))
+            .collect();
+        self.accesses()
+            .create(
+                &PostParams::default(),
+                &manifests::access(NS, name, class, &pairs, mode),
+            )
+            .await
+            .expect("create BucketAccess")
+    }
+
+    /// Creates a dynamic claim and waits until it is provisioned.
+    pub async fn provisioned_claim(&self, name: &str, class: &str) -> BucketClaim {
+        self.claim(name, class).await;
+        self.wait_claim_provisioned(name).await
+    }
+
+    /// Creates an access and waits until it is provisioned.
+    pub async fn provisioned_access(
+        &self,
+        name: &str,
+        class: &str,
+        claims: &[&str],
+        mode: BucketAccessMode,
+    ) -> BucketAccess {
+        self.access(name, class, claims, mode).await;
+        self.wait_access_provisioned(name).await
+    }
+
+    pub async fn wait_claim_provisioned(&self, name: &str) -> BucketClaim {
+        self.wait_for(
+            &self.claims(),
+            "BucketClaim",
+            name,
+            "to be provisioned",
+            wait::provisioned(BucketClaim::conditions),
+        )
+        .await
+        .expect("claim exists")
+    }
+
+    pub async fn wait_access_provisioned(&self, name: &str) -> BucketAccess {
+        self.wait_for(
+            &self.accesses(),
+            "BucketAccess",
+            name,
+            "to be provisioned",
+            wait::provisioned(BucketAccess::conditions),
+        )
+        .await
+        .expect("access exists")
+    }
+
+    pub async fn wait_bucket_provisioned(&self, name: &str) -> Bucket {
+        self.wait_for(
+            &self.buckets(),
+            "Bucket",
+            name,
+            "to be provisioned",
+            wait::provisioned(Bucket::conditions),
+        )
+        .await
+        .expect("bucket exists")
+    }
+
+    /// Waits until the object `name` is gone.
+    pub async fn wait_gone<K>(&self, api: &Api<K>, kind: &str, name: &str)
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    {
+        self.wait_for(api, kind, name, "to be gone", wait::deleted())
+            .await;
+    }
+
+    /// Waits for `cond` on an object; on failure, panics with its
+    /// conditions and Events.
+    pub async fn wait_for<K>(
+        &self,
+        api: &Api<K>,
+        kind: &str,
+        name: &str,
+        what: &str,
+        cond: impl WaitCondition<K>,
+    ) -> Option<K>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    {
+        match wait::until(api, name, &format!("{kind} {name} {what}"), TIMEOUT, cond).await {
+            Ok(obj) => obj,
+            Err(e) => panic!("{e}\n{}", self.explain(kind, name).await),
+        }
+    }
+
+    /// Every COSI object's conditions and the Events about `kind/name`.
+    pub async fn explain(&self, kind: &str, name: &str) -> String {
+        let mut lines = Vec::new();
+        for c in self
+            .claims()
+            .list(&Default::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            lines.push(format!(
+                "BucketClaim {}: {:?} {:?}",
+                c.name_any(),
+                condition_lines(c.conditions()),
+                c.annotations()
+            ));
+        }
+        for b in self
+            .buckets()
+            .list(&Default::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            lines.push(format!(
+                "Bucket {}: {:?}",
+                b.name_any(),
+                condition_lines(b.conditions())
+            ));
+        }
+        for a in self
+            .accesses()
+            .list(&Default::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default()
+        {
+            lines.push(format!(
+                "BucketAccess {}: {:?}",
+                a.name_any(),
+                condition_lines(a.conditions())
+            ));
+        }
+        for e in events_about(&self.client, kind, name)
+            .await
+            .unwrap_or_default()
+        {
+            lines.push(format!("Event: {}", event_line(&e)));
+        }
+        lines.join("\n")
+    }
+
+    /// The Bucket a claim is bound to.
+    pub async fn bucket_of(&self, claim: &BucketClaim) -> Bucket {
+        let name = claim.bound_bucket_name().expect("claim is bound");
+        self.buckets().get(name).await.expect("bound Bucket exists")
+    }
+
+    /// The data of an access Secret.
+    pub async fn secret(&self, name: &str) -> BTreeMap<String, String> {
+        s3::secret_data(&self.secrets().get(name).await.expect("Secret exists"))
+    }
+
+    /// An S3 client from an access Secret, and its bucket.
+    pub async fn s3(&self, secret: &str) -> (aws_sdk_s3::Client, String) {
+        s3::client_from_secret(&self.secret(secret).await).expect("a complete S3 Secret")
+    }
+
+    pub async fn delete_access(&self, name: &str) {
+        self.accesses()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete BucketAccess");
+    }
+
+    pub async fn delete_claim(&self, name: &str) {
+        self.claims()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete BucketClaim");
+    }
+
+    /// Deletes the access and waits until it is gone.
+    pub async fn remove_access(&self, name: &str) {
+        self.delete_access(name).await;
+        self.wait_gone(&self.accesses(), "BucketAccess", name).await;
+    }
+
+    /// Deletes the claim and waits until it is gone and, when its Bucket's
+    /// policy is Delete, until the Bucket is gone too (the sidecar deletes
+    /// the backend bucket after the claim's finalizer is removed).
+    pub async fn remove_claim(&self, name: &str) {
+        let claim = self.claims().get(name).await.expect("claim exists");
+        let bucket = match claim.bound_bucket_name() {
+            Some(b) => self.buckets().get_opt(b).await.expect("read Bucket"),
+            None => None,
+        };
+        self.delete_claim(name).await;
+        self.wait_gone(&self.claims(), "BucketClaim", name).await;
+        if let Some(bucket) = bucket.filter(|b| b.spec.deletion_policy == DeletionPolicy::Delete) {
+            self.wait_gone(&self.buckets(), "Bucket", &bucket.name_any())
+                .await;
+        }
+    }
+
+    pub fn backend(&self) -> BackendState {
+        self.stack.backend_state().expect("backend state readable")
+    }
+
+    /// The backend holds exactly these bucket IDs, no account, no key, and
+    /// no stray directory.
+    pub fn assert_backend_holds_only(&self, bucket_ids: &[&str]) {
+        let state = self.backend();
+        let mut ids: Vec<&str> = state.buckets.iter().map(|b| b.id.as_str()).collect();
+        ids.sort_unstable();
+        let mut want = bucket_ids.to_vec();
+        want.sort_unstable();
+        assert_eq!(ids, want, "backend buckets: {state:?}");
+        assert!(
+            state.accounts.is_empty(),
+            "leaked accounts: {:?}",
+            state.accounts
+        );
+        assert_eq!(state.access_keys, 0, "leaked access keys");
+        assert!(
+            state.stray_directories.is_empty(),
+            "stray directories: {:?}",
+            state.stray_directories
+        );
+    }
+
+    /// Stops every component; the test ends here.
+    pub async fn stop(self) {
+        self.stack.shutdown().await;
+    }
+}
+
+/// The Secret name [`Env::access`] gives `claim` in access `access`.
+pub fn secret_name(access: &str, claims: &[&str], claim: &str) -> String {
+    if claims.len() == 1 {
+        access.to_owned()
+    } else {
+        format!("{access}-{claim}")
+    }
+}
+
+/// `status` of condition `type_`.
+pub fn condition(conds: &[Condition], type_: &str) -> Option<(String, String)> {
+    cosi_api::conditions::find(conds, type_).map(|c| (c.status.clone(), c.reason.clone()))
+}
+
+/// A wait condition: condition `type_` has `status`.
+pub fn has_condition<K>(
+    conditions_of: fn(&K) -> &[Condition],
+    type_: &'static str,
+    status: &'static str,
+) -> impl WaitCondition<K> {
+    move |obj: Option<&K>| {
+        obj.is_some_and(|o| {
+            cosi_api::conditions::find(conditions_of(o), type_).is_some_and(|c| c.status == status)
+        })
+    }
+}
+
+/// A wait condition: the Bucket was provisioned and then marked failed, or
+/// reports its latest driver call failed.
+pub fn provision_failed<K>(conditions_of: fn(&K) -> &[Condition]) -> impl WaitCondition<K> {
+    has_condition(conditions_of, PROVISION_FAILED, "True")
+}
+
+/// A wait condition: `ResourcesValidated=False`.
+pub fn invalid<K>(conditions_of: fn(&K) -> &[Condition]) -> impl WaitCondition<K> {
+    has_condition(conditions_of, RESOURCES_VALIDATED, "False")
+}
+
+/// Not `Provisioned=True`.
+pub fn not_provisioned(conds: &[Condition]) -> bool {
+    !cosi_api::conditions::is_true(conds, PROVISIONED)
+}
+
+/// A wait condition: the object carries annotation `key`.
+pub fn annotated<K: ResourceExt>(key: &'static str) -> impl WaitCondition<K> {
+    move |obj: Option<&K>| obj.is_some_and(|o| o.annotations().contains_key(key))
+}
+
+/// A wait condition: the object has a deletion timestamp.
+pub fn being_deleted<K: ResourceExt>() -> impl WaitCondition<K> {
+    |obj: Option<&K>| obj.is_some_and(|o| o.meta().deletion_timestamp.is_some())
+}
+
+/// Puts an object; the S3 error code on failure.
+pub async fn put(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    body: &[u8],
+) -> Result<(), String> {
+    client
+        .put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(ByteStream::from(body.to_vec()))
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            e.code()
+                .map(str::to_owned)
+                .unwrap_or_else(|| DisplayErrorContext(e).to_string())
+        })
+}
+
+/// Gets an object's bytes; the S3 error code on failure.
+pub async fn get(client: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
+    let out = client
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| {
+            e.code()
+                .map(str::to_owned)
+                .unwrap_or_else(|| DisplayErrorContext(e).to_string())
+        })?;
+    let bytes = out.body.collect().await.map_err(|e| e.to_string())?;
+    Ok(bytes.into_bytes().to_vec())
+}

@@ -1,0 +1,193 @@
+//! KEP "Deleting a Bucket": policies Delete and Retain, and a claim's
+//! deletion held while BucketAccesses still reference it.
+
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations};
+use cosi_api::*;
+use kube::api::DeleteParams;
+use kube::{Resource as _, ResourceExt};
+
+use crate::common::*;
+
+#[tokio::test]
+async fn delete_policy_removes_the_bucket_object_and_the_backend_bucket_with_its_data() {
+    let env = Env::start().await;
+    let claim = env.provisioned_claim("scratch", DELETE).await;
+    let bucket = env.bucket_of(&claim).await;
+    env.provisioned_access("writer", SINGLE, &["scratch"], BucketAccessMode::ReadWrite)
+        .await;
+    let (s3c, name) = env.s3("writer").await;
+    for i in 0..5 {
+        put(&s3c, &name, &format!("obj-{i}"), b"data")
+            .await
+            .unwrap();
+    }
+    assert_eq!(env.backend().buckets[0].objects, 5);
+
+    env.remove_access("writer").await;
+    env.remove_claim("scratch").await;
+    env.wait_gone(&env.buckets(), "Bucket", &bucket.name_any())
+        .await;
+    env.assert_backend_holds_only(&[]);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn retain_policy_keeps_the_bucket_object_and_the_backend_data() {
+    let env = Env::start().await;
+    let claim = env.provisioned_claim("archive", RETAIN).await;
+    let bucket = env.bucket_of(&claim).await;
+    let bucket_id = bucket.bucket_id().unwrap().to_owned();
+    env.provisioned_access(
+        "archiver",
+        SINGLE,
+        &["archive"],
+        BucketAccessMode::ReadWrite,
+    )
+    .await;
+    let (s3c, name) = env.s3("archiver").await;
+    put(&s3c, &name, "keep-me", b"precious").await.unwrap();
+
+    env.remove_access("archiver").await;
+    env.remove_claim("archive").await;
+
+    // The Bucket stays, marked as released by its claim, never deleted.
+    let bucket = env
+        .wait_for(
+            &env.buckets(),
+            "Bucket",
+            &bucket.name_any(),
+            "to be marked",
+            annotated(annotations::BUCKETCLAIM_BEING_DELETED),
+        )
+        .await
+        .unwrap();
+    assert!(bucket.meta().deletion_timestamp.is_none());
+    assert_eq!(bucket.spec.deletion_policy, DeletionPolicy::Retain);
+    tokio::time::sleep(SETTLE).await;
+    let bucket = env.buckets().get(&bucket.name_any()).await.unwrap();
+    assert!(
+        bucket.meta().deletion_timestamp.is_none(),
+        "a retained Bucket was deleted"
+    );
+    let state = env.backend();
+    assert_eq!(state.buckets.len(), 1);
+    assert_eq!(
+        (state.buckets[0].id.as_str(), state.buckets[0].objects),
+        (bucket_id.as_str(), 1)
+    );
+
+    // An admin deleting the retained Bucket object keeps the backend bucket.
+    env.buckets()
+        .delete(&bucket.name_any(), &DeleteParams::default())
+        .await
+        .unwrap();
+    env.wait_gone(&env.buckets(), "Bucket", &bucket.name_any())
+        .await;
+    env.assert_backend_holds_only(&[&bucket_id]);
+    assert_eq!(env.backend().buckets[0].objects, 1);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn claim_deletion_waits_until_its_accesses_are_gone() {
+    let env = Env::start().await;
+    let claim = env.provisioned_claim("busy", DELETE).await;
+    let bucket = env.bucket_of(&claim).await;
+    env.provisioned_access("reader", SINGLE, &["busy"], BucketAccessMode::ReadOnly)
+        .await;
+    env.provisioned_access("writer", SINGLE, &["busy"], BucketAccessMode::ReadWrite)
+        .await;
+
+    env.delete_claim("busy").await;
+    env.wait_for(
+        &env.claims(),
+        "BucketClaim",
+        "busy",
+        "to be deleting",
+        being_deleted(),
+    )
+    .await;
+    tokio::time::sleep(SETTLE).await;
+
+    // Held: the claim keeps its finalizer, the Bucket is untouched, the
+    // data path still works.
+    let claim = env.claims().get("busy").await.unwrap();
+    assert!(
+        claim
+            .finalizers()
+            .contains(&PROTECTION_FINALIZER.to_owned())
+    );
+    assert!(
+        claim
+            .annotations()
+            .contains_key(annotations::HAS_BUCKETACCESS_REFERENCES)
+    );
+    let held = env.buckets().get(&bucket.name_any()).await.unwrap();
+    assert!(held.meta().deletion_timestamp.is_none());
+    assert!(
+        !held
+            .annotations()
+            .contains_key(annotations::BUCKETCLAIM_BEING_DELETED)
+    );
+    let (s3c, name) = env.s3("writer").await;
+    put(&s3c, &name, "still-works", b"yes").await.unwrap();
+
+    // One access gone is not enough.
+    env.remove_access("reader").await;
+    tokio::time::sleep(SETTLE).await;
+    assert!(env.claims().get_opt("busy").await.unwrap().is_some());
+    assert_eq!(env.backend().buckets.len(), 1);
+
+    // The last one gone lets the deletion proceed.
+    env.remove_access("writer").await;
+    env.wait_gone(&env.claims(), "BucketClaim", "busy").await;
+    env.wait_gone(&env.buckets(), "Bucket", &bucket.name_any())
+        .await;
+    env.assert_backend_holds_only(&[]);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_new_access_to_a_claim_being_deleted_is_refused() {
+    let env = Env::start().await;
+    let claim = env.provisioned_claim("leaving", DELETE).await;
+    let bucket = claim.bound_bucket_name().unwrap().to_owned();
+    env.provisioned_access("holder", SINGLE, &["leaving"], BucketAccessMode::ReadOnly)
+        .await;
+    env.delete_claim("leaving").await;
+    env.wait_for(
+        &env.claims(),
+        "BucketClaim",
+        "leaving",
+        "to be deleting",
+        being_deleted(),
+    )
+    .await;
+
+    env.access("late", SINGLE, &["leaving"], BucketAccessMode::ReadWrite)
+        .await;
+    let late = env
+        .wait_for(
+            &env.accesses(),
+            "BucketAccess",
+            "late",
+            "to be refused",
+            invalid(BucketAccess::conditions),
+        )
+        .await
+        .unwrap();
+    assert!(not_provisioned(late.conditions()));
+    assert!(env.secrets().get_opt("late").await.unwrap().is_none());
+    assert_eq!(
+        env.backend().accounts.len(),
+        1,
+        "only the holder's account exists"
+    );
+
+    env.remove_access("late").await;
+    env.remove_access("holder").await;
+    env.wait_gone(&env.claims(), "BucketClaim", "leaving").await;
+    env.wait_gone(&env.buckets(), "Bucket", &bucket).await;
+    env.assert_backend_holds_only(&[]);
+    env.stop().await;
+}

@@ -1,0 +1,122 @@
+//! `deploy/` renders with kustomize (`kubectl kustomize`, as `kubectl apply
+//! -k` does) into every object of the install, and an overlay that sets the
+//! driver image (what the README tells admins to write) works.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::cli_dev::kubectl_path;
+
+fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../deploy")
+        .canonicalize()
+        .expect("deploy/ exists")
+}
+
+fn kustomize(dir: &Path) -> String {
+    let out = Command::new(kubectl_path())
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .expect("run kubectl kustomize");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 YAML")
+}
+
+/// `(kind, name)` of every rendered object.
+fn objects(yaml: &str) -> Vec<(String, String)> {
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(yaml).expect("valid YAML");
+    docs.iter()
+        .filter(|d| d.is_object())
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap_or_default().to_owned(),
+                d["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn deploy_renders_the_crds_the_controller_and_the_sidecar() {
+    let rendered = objects(&kustomize(&deploy_dir()));
+    for (kind, name) in [
+        ("Namespace", "cosi-system"),
+        ("CustomResourceDefinition", "buckets.objectstorage.k8s.io"),
+        (
+            "CustomResourceDefinition",
+            "bucketclaims.objectstorage.k8s.io",
+        ),
+        (
+            "CustomResourceDefinition",
+            "bucketclasses.objectstorage.k8s.io",
+        ),
+        (
+            "CustomResourceDefinition",
+            "bucketaccesses.objectstorage.k8s.io",
+        ),
+        (
+            "CustomResourceDefinition",
+            "bucketaccessclasses.objectstorage.k8s.io",
+        ),
+        ("ServiceAccount", "cosi-controller"),
+        ("ClusterRole", "cosi-controller"),
+        ("ClusterRoleBinding", "cosi-controller"),
+        ("Deployment", "cosi-controller"),
+        ("ServiceAccount", "cosi-sidecar"),
+        ("ClusterRole", "cosi-sidecar"),
+        ("Deployment", "cosi-driver"),
+    ] {
+        assert!(
+            rendered.iter().any(|(k, n)| k == kind && n == name),
+            "{kind} {name} missing from `kubectl kustomize deploy/`: {rendered:?}"
+        );
+    }
+}
+
+/// `target` as a path relative to `from` (kustomize refuses absolute ones);
+/// both absolute.
+fn relative_to(target: &Path, from: &Path) -> PathBuf {
+    let from = from.canonicalize().expect("overlay exists");
+    let mut rel = PathBuf::new();
+    for _ in from.components().skip(1) {
+        rel.push("..");
+    }
+    rel.join(target.strip_prefix("/").expect("absolute"))
+}
+
+#[test]
+fn an_overlay_sets_the_driver_image() {
+    let overlay = tempfile::tempdir().unwrap();
+    std::fs::write(
+        overlay.path().join("kustomization.yaml"),
+        format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - {}
+images:
+  - name: DRIVER_IMAGE
+    newName: registry.example.com/my-driver
+    newTag: v1.0.0
+",
+            relative_to(&deploy_dir(), overlay.path()).display()
+        ),
+    )
+    .unwrap();
+    let yaml = kustomize(overlay.path());
+    assert!(
+        yaml.contains("image: registry.example.com/my-driver:v1.0.0"),
+        "{yaml}"
+    );
+    assert!(!yaml.contains("DRIVER_IMAGE"));
+}

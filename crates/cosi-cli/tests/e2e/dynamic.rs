@@ -1,0 +1,152 @@
+//! KEP "Creating a Bucket", "Generating Bucket Access Credentials",
+//! "Deleting a BucketAccess" and "Deleting a Bucket" (policy Delete), end to
+//! end: a claim and an access become a bucket and a Secret whose
+//! credentials work; deleting them leaves nothing behind.
+
+use cosi_api::constants::secret_keys::{COSI_PROTOCOL, s3};
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations, names};
+use cosi_api::*;
+use kube::ResourceExt;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn a_claim_and_an_access_become_a_working_bucket_and_secret() {
+    let env = Env::start().await;
+    let claim = env.provisioned_claim("photos", DELETE).await;
+    let claim_uid = claim.uid().unwrap();
+
+    // The Bucket: named bc-<claim UID>, bound to the claim with its UID.
+    let bucket = env.bucket_of(&claim).await;
+    assert_eq!(bucket.name_any(), names::bucket_name(&claim_uid));
+    assert_eq!(bucket.spec.bucket_claim_ref.uid, claim_uid);
+    assert_eq!(bucket.spec.deletion_policy, DeletionPolicy::Delete);
+    assert!(
+        bucket
+            .finalizers()
+            .contains(&PROTECTION_FINALIZER.to_owned())
+    );
+    let bucket_id = bucket.bucket_id().expect("bucket ID recorded").to_owned();
+    let claim_status = claim.status.clone().unwrap();
+    assert_eq!(claim_status.protocols, vec![Protocol::S3]);
+    assert!(
+        claim
+            .finalizers()
+            .contains(&PROTECTION_FINALIZER.to_owned())
+    );
+
+    let access = env
+        .provisioned_access(
+            "photos-rw",
+            SINGLE,
+            &["photos"],
+            BucketAccessMode::ReadWrite,
+        )
+        .await;
+    assert_eq!(
+        access.account_id(),
+        Some(names::account_name(&access.uid().unwrap()).as_str())
+    );
+    let claim = env.claims().get("photos").await.unwrap();
+    assert!(
+        claim
+            .annotations()
+            .contains_key(annotations::HAS_BUCKETACCESS_REFERENCES)
+    );
+
+    // The Secret: KEP keys, protected, annotated and owned by its access.
+    let secret = env.secrets().get("photos-rw").await.unwrap();
+    assert!(
+        secret
+            .finalizers()
+            .contains(&PROTECTION_FINALIZER.to_owned())
+    );
+    assert_eq!(
+        secret
+            .annotations()
+            .get(annotations::BUCKETACCESS_REFERENCE)
+            .map(String::as_str),
+        Some("default/photos-rw")
+    );
+    assert_eq!(
+        secret
+            .annotations()
+            .get(annotations::BUCKETCLAIM_REFERENCE)
+            .map(String::as_str),
+        Some("default/photos")
+    );
+    let owner = &secret.owner_references()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str()),
+        ("BucketAccess", access.uid().unwrap().as_str())
+    );
+    let data = env.secret("photos-rw").await;
+    assert_eq!(data[COSI_PROTOCOL], "S3");
+    assert_eq!(data[s3::BUCKET_NAME], bucket_id);
+    assert_eq!(data[s3::AWS_ENDPOINT_URL], env.stack.s3_endpoint_url());
+    assert_eq!(data[s3::AWS_S3_ADDRESSING_STYLE], "path");
+    assert!(!data[s3::AWS_DEFAULT_REGION].is_empty());
+    assert!(!data[s3::AWS_ACCESS_KEY_ID].is_empty() && !data[s3::AWS_SECRET_ACCESS_KEY].is_empty());
+
+    // The credentials work on the data path.
+    let (s3c, bucket_name) = env.s3("photos-rw").await;
+    put(&s3c, &bucket_name, "a/b.txt", b"hello").await.unwrap();
+    assert_eq!(get(&s3c, &bucket_name, "a/b.txt").await.unwrap(), b"hello");
+
+    // The backend holds exactly one bucket (with the object) and one account.
+    let state = env.backend();
+    assert_eq!(state.buckets.len(), 1);
+    assert_eq!(
+        (state.buckets[0].id.as_str(), state.buckets[0].objects),
+        (bucket_id.as_str(), 1)
+    );
+    assert_eq!(state.accounts.len(), 1);
+    assert_eq!(state.accounts[0].buckets, vec![bucket_id.clone()]);
+
+    // Deleting the access deletes its Secret and revokes its key; deleting
+    // the claim deletes the Bucket and the backend bucket with its data.
+    env.remove_access("photos-rw").await;
+    assert!(env.secrets().get_opt("photos-rw").await.unwrap().is_none());
+    let claim = env.claims().get("photos").await.unwrap();
+    assert!(
+        !claim
+            .annotations()
+            .contains_key(annotations::HAS_BUCKETACCESS_REFERENCES)
+    );
+    env.remove_claim("photos").await;
+    env.wait_gone(&env.buckets(), "Bucket", &bucket.name_any())
+        .await;
+    env.assert_backend_holds_only(&[]);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn each_access_to_a_claim_gets_credentials_of_its_own() {
+    let env = Env::start().await;
+    env.provisioned_claim("shared", DELETE).await;
+    env.provisioned_access("app-a", SINGLE, &["shared"], BucketAccessMode::ReadWrite)
+        .await;
+    env.provisioned_access("app-b", SINGLE, &["shared"], BucketAccessMode::ReadWrite)
+        .await;
+    let (a, b) = (env.secret("app-a").await, env.secret("app-b").await);
+    assert_ne!(a[s3::AWS_ACCESS_KEY_ID], b[s3::AWS_ACCESS_KEY_ID]);
+    assert_eq!(a[s3::BUCKET_NAME], b[s3::BUCKET_NAME]);
+    assert_eq!(env.backend().accounts.len(), 2);
+
+    // Both see the same data; revoking one leaves the other working.
+    let (ca, bucket) = env.s3("app-a").await;
+    let (cb, _) = env.s3("app-b").await;
+    put(&ca, &bucket, "from-a", b"1").await.unwrap();
+    assert_eq!(get(&cb, &bucket, "from-a").await.unwrap(), b"1");
+    env.remove_access("app-a").await;
+    assert_eq!(
+        get(&ca, &bucket, "from-a").await.unwrap_err(),
+        "InvalidAccessKeyId"
+    );
+    assert_eq!(get(&cb, &bucket, "from-a").await.unwrap(), b"1");
+
+    env.remove_access("app-b").await;
+    env.remove_claim("shared").await;
+    env.assert_backend_holds_only(&[]);
+    env.stop().await;
+}

@@ -1,0 +1,20 @@
+//! End-to-end tests of the whole system in one process: kube-sim as the API
+//! server with the CRDs and the deploy/ RBAC, cosi-controller, cosi-sidecar
+//! and cosi-driver-local, driven the way a user and an admin drive a
+//! cluster, with the data path checked through a real S3 client and the
+//! backend checked for leaks after every deletion. Each test runs its own
+//! stack, so they run in parallel. The `cosi` binary itself is tested too:
+//! `cosi quickstart` as the README runs it, and `cosi dev` with kubectl.
+
+mod access_modes;
+mod cli_bench;
+mod cli_dev;
+mod cli_quickstart;
+mod common;
+mod deletion;
+mod deploy;
+mod dynamic;
+mod multi_bucket;
+mod readme_driver;
+mod restarts;
+mod static_provisioning;

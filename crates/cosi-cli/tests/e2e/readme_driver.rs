@@ -1,0 +1,184 @@
+//! The driver skeleton the README shows driver authors, compiled and served
+//! here so the README never shows code that does not build or answer.
+
+// README example begins
+use cosi_driver::proto::*;
+use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+
+/// A driver for the object store at `endpoint`.
+pub struct MyDriver {
+    pub endpoint: String,
+}
+
+#[async_trait::async_trait]
+impl Identity for MyDriver {
+    async fn driver_get_info(
+        &self,
+        _: Request<DriverGetInfoRequest>,
+    ) -> Result<Response<DriverGetInfoResponse>, Status> {
+        Ok(Response::new(DriverGetInfoResponse {
+            name: "objects.example.com".into(), // BucketClass/BucketAccessClass driverName
+            supported_protocols: vec![ObjectProtocol::S3 as i32],
+        }))
+    }
+}
+
+#[async_trait::async_trait]
+impl Provisioner for MyDriver {
+    async fn driver_generate_bucket_id(
+        &self,
+        request: Request<DriverGenerateBucketIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        // Phase 1 creates nothing: the same name must always give the same ID.
+        let name = request.into_inner().name; // "bc-<BucketClaim UID>"
+        Ok(Response::new(DriverGenerateBucketIdResponse {
+            bucket_id: name,
+        }))
+    }
+
+    async fn driver_create_bucket(
+        &self,
+        request: Request<DriverCreateBucketRequest>,
+    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        let bucket_id = request.into_inner().bucket_id;
+        // Create `bucket_id` in the object store here; OK when it already
+        // exists with the same parameters, AlreadyExists when they differ.
+        Ok(Response::new(DriverCreateBucketResponse {
+            protocols: Some(ProtocolBucketInfo {
+                s3: Some(S3BucketInfo {
+                    bucket_name: bucket_id,
+                    region: "us-east-1".into(),
+                    endpoint: self.endpoint.clone(),
+                    addressing_style: S3AddressingStyle::Path as i32,
+                }),
+                ..Default::default()
+            }),
+        }))
+    }
+
+    async fn driver_get_bucket(
+        &self,
+        _: Request<DriverGetBucketRequest>,
+    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        // Static provisioning: NotFound unless the bucket exists.
+        Err(Status::not_found("look the bucket up in the object store"))
+    }
+
+    async fn driver_delete_bucket(
+        &self,
+        _: Request<DriverDeleteBucketRequest>,
+    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        // Delete the bucket; OK when it is already gone.
+        Ok(Response::new(DriverDeleteBucketResponse {}))
+    }
+
+    async fn driver_generate_bucket_access_id(
+        &self,
+        request: Request<DriverGenerateBucketAccessIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        let account_name = request.into_inner().account_name; // "ba-<BucketAccess UID>"
+        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
+            account_id: account_name,
+        }))
+    }
+
+    async fn driver_grant_bucket_access(
+        &self,
+        _: Request<DriverGrantBucketAccessRequest>,
+    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        // Create the account and its key with the requested modes on each
+        // bucket; a repeat returns the same key. InvalidArgument for what
+        // the store cannot honour.
+        Err(Status::unimplemented("grant access in the object store"))
+    }
+
+    async fn driver_revoke_bucket_access(
+        &self,
+        _: Request<DriverRevokeBucketAccessRequest>,
+    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        // Delete the account and its keys; OK when already gone.
+        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+    }
+}
+// README example ends
+
+#[allow(dead_code)]
+// README main begins
+#[tokio::main]
+async fn main() -> Result<(), cosi_driver::ServeError> {
+    // Serves on COSI_ENDPOINT until SIGTERM/SIGINT.
+    let driver = || MyDriver {
+        endpoint: "https://objects.example.com".into(),
+    };
+    cosi_driver::serve_from_env(driver(), driver()).await
+}
+// README main ends
+
+use cosi_driver::{DriverClient, Endpoint};
+
+/// The lines between the `// README <part> begins` and `ends` markers above.
+fn example_source(part: &str) -> String {
+    let source = include_str!("readme_driver.rs");
+    let begin = format!("// README {part} begins\n");
+    let start = source.find(&begin).unwrap() + begin.len();
+    let end = source.find(&format!("// README {part} ends")).unwrap();
+    source[start..end].to_owned()
+}
+
+#[test]
+fn the_readme_shows_the_driver_example_exactly_as_compiled_here() {
+    let readme = include_str!("../../../../README.md");
+    for part in ["example", "main"] {
+        assert!(
+            readme.contains(&format!("```rust\n{}```", example_source(part))),
+            "README.md's driver {part} differs from tests/e2e/readme_driver.rs"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_readme_driver_example_answers_over_its_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = {
+        let endpoint = endpoint.clone();
+        let driver = || MyDriver {
+            endpoint: "https://objects.example.com".into(),
+        };
+        tokio::spawn(async move {
+            cosi_driver::serve(&endpoint, driver(), driver(), async {
+                let _ = stopped.await;
+            })
+            .await
+        })
+    };
+    let client = DriverClient::connect_lazy(&endpoint);
+    let mut info = None;
+    for _ in 0..200 {
+        if let Ok(i) = client.get_info().await {
+            info = Some(i);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        info.expect("the driver answers").name,
+        "objects.example.com"
+    );
+    let id = client
+        .provisioner
+        .clone()
+        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
+            name: "bc-1".into(),
+            protocols: vec![ObjectProtocol::S3 as i32],
+            parameters: Default::default(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .bucket_id;
+    assert_eq!(id, "bc-1");
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+}

@@ -1,0 +1,354 @@
+//! Components stopped, killed and restarted in the middle of the control
+//! flows: the system converges, with exactly one backend bucket and one
+//! account per claim and access, and deletion still leaves nothing behind.
+
+use std::time::Duration;
+
+use cosi_api::constants::annotations;
+use cosi_api::*;
+use cosi_driver_local::CrashPoint;
+use kube::ResourceExt;
+
+use crate::common::*;
+
+/// Waits until the controller and the sidecar both say they are ready.
+async fn ready(env: &Env) {
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    loop {
+        let (c, s) = env.stack.readiness();
+        if c.get().is_ok() && s.get().is_ok() {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not ready: {:?} {:?}",
+            c.get(),
+            s.get()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Exactly one bucket (the claim's) and `accounts` accounts in the backend.
+async fn assert_one_bucket(env: &Env, claim: &str, accounts: usize) {
+    let claim = env.claims().get(claim).await.unwrap();
+    let id = env.bucket_of(&claim).await.bucket_id().unwrap().to_owned();
+    let state = env.backend();
+    let ids: Vec<&str> = state.buckets.iter().map(|b| b.id.as_str()).collect();
+    assert_eq!(ids, vec![id.as_str()], "exactly one backend bucket");
+    assert_eq!(
+        state.accounts.len(),
+        accounts,
+        "accounts: {:?}",
+        state.accounts
+    );
+    assert_eq!(state.access_keys, accounts as u64, "one key per account");
+    assert_eq!(
+        env.buckets()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .len(),
+        1,
+        "one Bucket object"
+    );
+}
+
+async fn works(env: &Env, secret: &str) {
+    let (s3c, bucket) = env.s3(secret).await;
+    put(&s3c, &bucket, "probe", b"ok").await.unwrap();
+    assert_eq!(get(&s3c, &bucket, "probe").await.unwrap(), b"ok");
+}
+
+async fn clean_up(env: Env, access: &str, claim: &str) {
+    env.remove_access(access).await;
+    env.remove_claim(claim).await;
+    env.assert_backend_holds_only(&[]);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn claim_and_access_made_while_the_controller_is_down_converge_once_it_starts() {
+    let mut env = Env::start().await;
+    env.stack.stop_controller().await;
+    env.claim("early", DELETE).await;
+    env.access("early-rw", SINGLE, &["early"], BucketAccessMode::ReadWrite)
+        .await;
+    env.stack.start_controller().unwrap();
+    env.wait_claim_provisioned("early").await;
+    env.wait_access_provisioned("early-rw").await;
+    assert_one_bucket(&env, "early", 1).await;
+    works(&env, "early-rw").await;
+    clean_up(env, "early-rw", "early").await;
+}
+
+#[tokio::test]
+async fn sidecar_killed_as_the_bucket_appears_converges_to_one_backend_bucket() {
+    let mut env = Env::start().await;
+    env.claim("racy", DELETE).await;
+    let claim = env
+        .wait_for(
+            &env.claims(),
+            "BucketClaim",
+            "racy",
+            "to be bound",
+            |c: Option<&BucketClaim>| c.is_some_and(|c| c.bound_bucket_name().is_some()),
+        )
+        .await
+        .unwrap();
+    let bucket = claim.bound_bucket_name().unwrap().to_owned();
+    env.wait_for(
+        &env.buckets(),
+        "Bucket",
+        &bucket,
+        "to exist",
+        cosi_cli::wait::exists(),
+    )
+    .await;
+    env.stack.kill_sidecar().await;
+    env.access("racy-rw", SINGLE, &["racy"], BucketAccessMode::ReadWrite)
+        .await;
+    env.stack.start_sidecar().unwrap();
+    env.wait_claim_provisioned("racy").await;
+    env.wait_access_provisioned("racy-rw").await;
+    assert_one_bucket(&env, "racy", 1).await;
+    works(&env, "racy-rw").await;
+    clean_up(env, "racy-rw", "racy").await;
+}
+
+#[tokio::test]
+async fn driver_down_during_provisioning_is_reported_then_converges_once_it_is_back() {
+    let mut env = Env::start().await;
+    env.stack.stop_driver().await;
+    let claim = env.claim("patient", DELETE).await;
+    let bucket = cosi_api::constants::names::bucket_name(&claim.uid().unwrap());
+    let failing = env
+        .wait_for(
+            &env.buckets(),
+            "Bucket",
+            &bucket,
+            "to report the driver failure",
+            provision_failed(Bucket::conditions),
+        )
+        .await
+        .unwrap();
+    assert!(not_provisioned(failing.conditions()));
+    assert!(env.backend().buckets.is_empty());
+
+    env.stack.start_driver().await.unwrap();
+    env.wait_claim_provisioned("patient").await;
+    env.provisioned_access(
+        "patient-rw",
+        SINGLE,
+        &["patient"],
+        BucketAccessMode::ReadWrite,
+    )
+    .await;
+    assert_one_bucket(&env, "patient", 1).await;
+    works(&env, "patient-rw").await;
+    clean_up(env, "patient-rw", "patient").await;
+}
+
+#[tokio::test]
+async fn a_grant_interrupted_by_a_driver_crash_and_a_sidecar_kill_converges_to_one_account() {
+    let mut env = Env::start().await;
+    env.provisioned_claim("fragile", DELETE).await;
+    env.stack
+        .driver()
+        .unwrap()
+        .crash_once_at(CrashPoint::AfterAccountRecorded);
+    env.access(
+        "fragile-rw",
+        SINGLE,
+        &["fragile"],
+        BucketAccessMode::ReadWrite,
+    )
+    .await;
+    env.wait_for(
+        &env.accesses(),
+        "BucketAccess",
+        "fragile-rw",
+        "to report the crash",
+        provision_failed(BucketAccess::conditions),
+    )
+    .await;
+    env.stack.kill_sidecar().await;
+    env.stack.start_sidecar().unwrap();
+    env.wait_access_provisioned("fragile-rw").await;
+    assert_one_bucket(&env, "fragile", 1).await;
+    works(&env, "fragile-rw").await;
+    clean_up(env, "fragile-rw", "fragile").await;
+}
+
+#[tokio::test]
+async fn every_component_killed_after_provisioning_restarts_with_no_writes_and_still_cleans_up() {
+    let mut env = Env::start().await;
+    env.provisioned_claim("sturdy", DELETE).await;
+    env.provisioned_access(
+        "sturdy-rw",
+        SINGLE,
+        &["sturdy"],
+        BucketAccessMode::ReadWrite,
+    )
+    .await;
+    let before = env.secret("sturdy-rw").await;
+
+    env.stack.kill_controller().await;
+    env.stack.kill_sidecar().await;
+    env.stack.kill_driver().await;
+    env.stack.sim().reset_counters();
+    env.stack.start_driver().await.unwrap();
+    env.stack.start_sidecar().unwrap();
+    env.stack.start_controller().unwrap();
+    ready(&env).await;
+    tokio::time::sleep(SETTLE).await;
+    assert_eq!(
+        env.stack.sim().counters().writes(),
+        0,
+        "a restart over ready objects writes nothing"
+    );
+
+    assert_eq!(
+        env.secret("sturdy-rw").await,
+        before,
+        "the Secret is unchanged"
+    );
+    works(&env, "sturdy-rw").await;
+    assert_one_bucket(&env, "sturdy", 1).await;
+    clean_up(env, "sturdy-rw", "sturdy").await;
+}
+
+#[tokio::test]
+async fn controller_killed_during_access_deletion_finishes_it_after_restart() {
+    let mut env = Env::start().await;
+    env.provisioned_claim("handoff", DELETE).await;
+    env.provisioned_access(
+        "handoff-rw",
+        SINGLE,
+        &["handoff"],
+        BucketAccessMode::ReadWrite,
+    )
+    .await;
+    env.stack.kill_controller().await;
+    env.delete_access("handoff-rw").await;
+
+    // The sidecar does its part alone: Secret deleted, key revoked, annotation set.
+    env.wait_for(
+        &env.accesses(),
+        "BucketAccess",
+        "handoff-rw",
+        "to be cleaned up by the sidecar",
+        annotated(annotations::SIDECAR_CLEANUP_FINISHED),
+    )
+    .await;
+    env.wait_gone(&env.secrets(), "Secret", "handoff-rw").await;
+    assert!(env.backend().accounts.is_empty());
+    let claim = env.claims().get("handoff").await.unwrap();
+    assert!(
+        claim
+            .annotations()
+            .contains_key(annotations::HAS_BUCKETACCESS_REFERENCES)
+    );
+
+    env.stack.start_controller().unwrap();
+    env.wait_gone(&env.accesses(), "BucketAccess", "handoff-rw")
+        .await;
+    env.wait_for(
+        &env.claims(),
+        "BucketClaim",
+        "handoff",
+        "to lose its access reference",
+        |c: Option<&BucketClaim>| {
+            c.is_some_and(|c| {
+                !c.annotations()
+                    .contains_key(annotations::HAS_BUCKETACCESS_REFERENCES)
+            })
+        },
+    )
+    .await;
+    env.remove_claim("handoff").await;
+    env.assert_backend_holds_only(&[]);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn sidecar_down_during_claim_deletion_keeps_the_bucket_until_it_returns() {
+    let mut env = Env::start().await;
+    let claim = env.provisioned_claim("pending", DELETE).await;
+    let bucket = env.bucket_of(&claim).await.name_any();
+    env.stack.stop_sidecar().await;
+    env.delete_claim("pending").await;
+    env.wait_gone(&env.claims(), "BucketClaim", "pending").await;
+
+    // The controller has asked for the Bucket's deletion; only the sidecar may finish it.
+    env.wait_for(
+        &env.buckets(),
+        "Bucket",
+        &bucket,
+        "to be deleting",
+        being_deleted(),
+    )
+    .await;
+    tokio::time::sleep(SETTLE).await;
+    assert!(env.buckets().get_opt(&bucket).await.unwrap().is_some());
+    assert_eq!(env.backend().buckets.len(), 1);
+
+    env.stack.start_sidecar().unwrap();
+    env.wait_gone(&env.buckets(), "Bucket", &bucket).await;
+    env.assert_backend_holds_only(&[]);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_driver_restart_keeps_issued_credentials_and_data() {
+    let mut env = Env::start().await;
+    env.provisioned_claim("durable", DELETE).await;
+    env.provisioned_access(
+        "durable-rw",
+        SINGLE,
+        &["durable"],
+        BucketAccessMode::ReadWrite,
+    )
+    .await;
+    let (s3c, bucket) = env.s3("durable-rw").await;
+    put(&s3c, &bucket, "kept", b"across restarts")
+        .await
+        .unwrap();
+
+    env.stack.stop_driver().await;
+    assert!(
+        get(&s3c, &bucket, "kept").await.is_err(),
+        "the endpoint is down"
+    );
+    env.stack.start_driver().await.unwrap();
+    assert_eq!(
+        get(&s3c, &bucket, "kept").await.unwrap(),
+        b"across restarts"
+    );
+    assert_one_bucket(&env, "durable", 1).await;
+    clean_up(env, "durable-rw", "durable").await;
+}
+
+#[tokio::test]
+async fn components_stopped_right_after_starting_stop_promptly() {
+    for _ in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut stack = cosi_cli::Stack::start(cosi_cli::StackOptions::new(dir.path()))
+            .await
+            .unwrap();
+        let limit = Duration::from_secs(10);
+        tokio::time::timeout(limit, stack.stop_controller())
+            .await
+            .expect("the controller stops");
+        tokio::time::timeout(limit, stack.stop_sidecar())
+            .await
+            .expect("the sidecar stops");
+        tokio::time::timeout(limit, stack.stop_driver())
+            .await
+            .expect("the driver stops");
+        tokio::time::timeout(limit, stack.shutdown())
+            .await
+            .expect("the API server stops");
+    }
+}
