@@ -102,7 +102,7 @@ impl Options {
 /// Runs `cosi bench`: prints the report (JSON with `--json`) and which
 /// targets were met. Fails only when the benchmark could not run.
 pub async fn run(args: Args) -> anyhow::Result<()> {
-    init_logging();
+    child::init_logging();
     let opts = Options::new(args)?;
     let (report, details) = measure(&opts).await?;
     let json = report.to_json();
@@ -122,20 +122,6 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         print!("{}", report::human(&report, &details));
     }
     Ok(())
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"))
-        .add_directive(
-            cosi_driver_local::SECRET_SAFE_LOG_DIRECTIVE
-                .parse()
-                .expect("a valid directive"),
-        );
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
 }
 
 fn user(component: Component) -> String {

@@ -85,7 +85,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
 /// Logs to stderr: warnings by default, `RUST_LOG` when set; the driver
 /// libraries' secret-bearing debug output is always off.
-fn init_logging() {
+/// Logs warnings and errors (or `RUST_LOG`) to stderr, never credentials.
+pub(crate) fn init_logging() {
     let filter = EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| EnvFilter::new("warn"))
         .add_directive(
