@@ -35,7 +35,9 @@ use crate::convert::protocols_to_proto;
 use crate::driver::{DriverInfo, Method};
 use crate::error::{ApiContext, Failure};
 use crate::gate::Admission;
-use crate::outcome::{FailurePlan, api_failure, event_reasons, plan_failure, updated_conditions};
+use crate::outcome::{
+    FailurePlan, api_failure, event_reasons, failure_unrecorded, plan_failure, updated_conditions,
+};
 use crate::reply::{ProvisionedBucket, bucket_reply};
 
 /// The key of a Bucket in gates and health.
@@ -558,7 +560,11 @@ impl Worker<'_> {
         tracing::warn!(bucket = %self.name(), error = %failure, refused, "bucket step failed");
         if let Err(e) = self.write_status(&desired, Map::new()).await {
             let Failure::Api(e) = e else { return next };
-            return api_failure(self.ctx, &self.key, &regarding, action, &e).await;
+            let generation = self.generation();
+            return failure_unrecorded(
+                self.ctx, &self.key, generation, refused, &regarding, action, &e,
+            )
+            .await;
         }
         self.ctx.warn(&regarding, event, action, message).await;
         next

@@ -35,7 +35,8 @@ use crate::driver::{DriverInfo, Method};
 use crate::error::{ApiContext, ApiError, Failure};
 use crate::gate::Admission;
 use crate::outcome::{
-    FailurePlan, api_failure, condition_reasons, event_reasons, plan_failure, updated_conditions,
+    FailurePlan, api_failure, condition_reasons, event_reasons, failure_unrecorded, plan_failure,
+    updated_conditions,
 };
 use crate::reply::grant_reply;
 use crate::secret::{self, Ownership};
@@ -930,7 +931,11 @@ impl Worker<'_> {
         tracing::warn!(access = %self.key, error = %failure, refused, "bucket access step failed");
         if let Err(e) = self.write_status(&desired, Map::new()).await {
             let Failure::Api(e) = e else { return next };
-            return api_failure(self.ctx, &self.key, &regarding, action, &e).await;
+            let generation = self.generation();
+            return failure_unrecorded(
+                self.ctx, &self.key, generation, refused, &regarding, action, &e,
+            )
+            .await;
         }
         self.ctx.warn(&regarding, event, action, message).await;
         next

@@ -55,8 +55,10 @@ impl Config {
     }
 }
 
-/// How long a BucketAccess waits for its Bucket before an Event says so.
-pub(crate) const WAIT_NOTICE: Duration = Duration::from_secs(1);
+/// How long a BucketAccess waits for its Bucket before an Event says so:
+/// long enough that a Bucket being provisioned as usual (even in a burst
+/// of hundreds) is not reported, short enough to tell a stuck one.
+pub(crate) const WAIT_NOTICE: Duration = Duration::from_secs(5);
 
 /// A BucketAccess waiting for a Bucket: since when, and whether told.
 #[derive(Debug)]

@@ -143,6 +143,26 @@ pub(crate) fn plan_failure(
     }
 }
 
+/// The conditions of a failed step could not be written (`e`). A refusal
+/// closed the object's gate until it changes; with nothing on the object
+/// to show for it, nothing would change, so the step is retried with
+/// backoff instead (the driver refuses again, and the refusal is recorded
+/// then).
+pub(crate) async fn failure_unrecorded(
+    ctx: &Context,
+    key: &str,
+    generation: Option<i64>,
+    refused: bool,
+    regarding: &ObjectReference,
+    action: &str,
+    e: &ApiError,
+) -> Action {
+    if refused {
+        ctx.gates.retry_later(key, generation, Instant::now());
+    }
+    api_failure(ctx, key, regarding, action, e).await
+}
+
 pub(crate) async fn api_failure(
     ctx: &Context,
     key: &str,

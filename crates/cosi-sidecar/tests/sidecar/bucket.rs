@@ -361,3 +361,34 @@ async fn a_bucket_asking_for_an_unsupported_protocol_is_invalid_without_a_driver
     assert!(has(b.conditions(), condition_types::PROVISIONED, "False"));
     assert!(h.fake.provisioner_calls().is_empty());
 }
+
+#[tokio::test]
+async fn a_refusal_whose_conditions_cannot_be_written_is_retried_until_recorded() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.fail_always(
+        CREATE_BUCKET,
+        Status::invalid_argument("parameter tier=gold is not offered"),
+    );
+    let hold = h.fake.hold(CREATE_BUCKET);
+    let _sidecar = h.start_sidecar();
+    h.create_bucket(&dynamic_bucket("bc-unrecorded")).await;
+    hold.entered.notified().await;
+    // The write of the refusal's conditions conflicts once.
+    h.sim.faults().inject(
+        kube_sim::FaultRule::new(409)
+            .verb("patch")
+            .resource("buckets/status")
+            .times(1),
+    );
+    h.fake.release(CREATE_BUCKET);
+
+    let b = h
+        .bucket_when("bc-unrecorded", "Provisioned=False", |b| {
+            has(b.conditions(), condition_types::PROVISIONED, "False")
+        })
+        .await;
+    let p = condition(b.conditions(), condition_types::PROVISIONED).unwrap();
+    assert_eq!(p.reason, reasons::PROVISION_REFUSED);
+    assert_eq!(h.fake.calls_of(CREATE_BUCKET).len(), 2);
+}
