@@ -15,7 +15,6 @@
 //! claim, an admin adds the `bucketclaim-being-deleted` annotation.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use cosi_api::conditions::{Desired, Status, is_current, is_true, status_of};
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types, reasons};
@@ -34,9 +33,8 @@ use crate::context::Context;
 use crate::convert::protocols_to_proto;
 use crate::driver::{DriverInfo, Method};
 use crate::error::{ApiContext, Failure};
-use crate::gate::Admission;
 use crate::outcome::{
-    FailurePlan, api_failure, event_reasons, failure_unrecorded, plan_failure, updated_conditions,
+    api_failure, event_reasons, plan_failure, report_failure, updated_conditions,
 };
 use crate::reply::{ProvisionedBucket, bucket_reply};
 
@@ -320,19 +318,19 @@ impl Worker<'_> {
                     return Ok(Action::await_change());
                 }
                 Step::GenerateId => {
-                    if let Some(action) = self.admit() {
+                    if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
                         return Ok(action);
                     }
                     self.generate_id().await?;
                 }
                 Step::Create { bucket_id } => {
-                    if let Some(action) = self.admit() {
+                    if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
                         return Ok(action);
                     }
                     return self.create(bucket_id).await;
                 }
                 Step::Import { bucket_id } => {
-                    if let Some(action) = self.admit() {
+                    if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
                         return Ok(action);
                     }
                     return self.import(bucket_id).await;
@@ -340,19 +338,6 @@ impl Worker<'_> {
             }
         }
         Ok(Action::requeue(std::time::Duration::from_millis(100)))
-    }
-
-    /// `Some(action)` when a recent failure closes the gate to the driver.
-    fn admit(&self) -> Option<Action> {
-        match self
-            .ctx
-            .gates
-            .admit(&self.key, self.generation(), Instant::now())
-        {
-            Admission::Open => None,
-            Admission::Wait(d) => Some(Action::requeue(d)),
-            Admission::UntilChanged => Some(Action::await_change()),
-        }
     }
 
     async fn write_status(
@@ -503,7 +488,7 @@ impl Worker<'_> {
     }
 
     async fn delete_backend(&mut self, bucket_id: String) -> Result<Action, Failure> {
-        if let Some(action) = self.admit() {
+        if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
             return Ok(action);
         }
         self.ctx
@@ -543,31 +528,22 @@ impl Worker<'_> {
             "the driver refuses the request as it is; fix the Bucket's parameters or protocols (from its BucketClass) or the driver's configuration; COSI retries when the Bucket changes"
         };
         let provisioned = status_of(self.bucket.conditions(), condition_types::PROVISIONED);
-        let FailurePlan {
-            message,
-            desired,
-            next,
-            refused,
-        } = plan_failure(
+        let generation = self.generation();
+        let plan = plan_failure(
             self.ctx,
             &self.key,
-            self.generation(),
+            generation,
             &failure,
             deleting,
             provisioned,
             hint,
         );
-        tracing::warn!(bucket = %self.name(), error = %failure, refused, "bucket step failed");
-        if let Err(e) = self.write_status(&desired, Map::new()).await {
-            let Failure::Api(e) = e else { return next };
-            let generation = self.generation();
-            return failure_unrecorded(
-                self.ctx, &self.key, generation, refused, &regarding, action, &e,
-            )
-            .await;
-        }
-        self.ctx.warn(&regarding, event, action, message).await;
-        next
+        tracing::warn!(bucket = %self.name(), error = %failure, refused = plan.refused, "bucket step failed");
+        let written = self.write_status(&plan.desired, Map::new()).await;
+        report_failure(
+            self.ctx, &self.key, generation, &regarding, event, action, plan, written,
+        )
+        .await
     }
 }
 

@@ -12,7 +12,7 @@
 //! revoked, then `sidecar-cleanup-finished` tells the controller.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cosi_api::conditions::{Desired, Status, find, is_true, status_of};
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types, names, reasons};
@@ -33,10 +33,8 @@ use crate::context::Context;
 use crate::convert::{access_modes_to_proto, auth_to_proto, protocol_to_proto};
 use crate::driver::{DriverInfo, Method};
 use crate::error::{ApiContext, ApiError, Failure};
-use crate::gate::Admission;
 use crate::outcome::{
-    FailurePlan, api_failure, condition_reasons, event_reasons, failure_unrecorded, plan_failure,
-    updated_conditions,
+    api_failure, condition_reasons, event_reasons, plan_failure, report_failure, updated_conditions,
 };
 use crate::reply::grant_reply;
 use crate::secret::{self, Ownership};
@@ -488,18 +486,6 @@ impl Worker<'_> {
         Ok(Action::requeue(Duration::from_millis(100)))
     }
 
-    fn admit(&self) -> Option<Action> {
-        match self
-            .ctx
-            .gates
-            .admit(&self.key, self.generation(), Instant::now())
-        {
-            Admission::Open => None,
-            Admission::Wait(d) => Some(Action::requeue(d)),
-            Admission::UntilChanged => Some(Action::await_change()),
-        }
-    }
-
     async fn read_secrets(&self, targets: &[Target<'_>]) -> Result<Vec<Option<Secret>>, ApiError> {
         let mut out = Vec::with_capacity(targets.len());
         for t in targets {
@@ -607,14 +593,14 @@ impl Worker<'_> {
                     return Ok(Action::requeue(Duration::from_millis(200)));
                 }
                 GrantStep::GenerateAccountId => {
-                    if let Some(action) = self.admit() {
+                    if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
                         return Ok(action);
                     }
                     let ids = bucket_ids(&observed);
                     self.generate_account_id(&targets, &ids).await?;
                 }
                 GrantStep::Grant => {
-                    if let Some(action) = self.admit() {
+                    if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
                         return Ok(action);
                     }
                     let ids = bucket_ids(&observed);
@@ -829,7 +815,7 @@ impl Worker<'_> {
             }
         }
         if let Some(account_id) = self.access.account_id().map(str::to_owned) {
-            if let Some(action) = self.admit() {
+            if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
                 return Ok(action);
             }
             let buckets = self.revoked_buckets().await?;
@@ -914,31 +900,25 @@ impl Worker<'_> {
             "the driver refuses the request as it is; check the BucketAccessClass (authentication type, parameters), the access modes and the number of claims; COSI retries when the BucketAccess changes"
         };
         let provisioned = status_of(self.access.conditions(), condition_types::PROVISIONED);
-        let FailurePlan {
-            message,
-            desired,
-            next,
-            refused,
-        } = plan_failure(
+        let generation = self.generation();
+        let plan = plan_failure(
             self.ctx,
             &self.key,
-            self.generation(),
+            generation,
             &failure,
             deleting,
             provisioned,
             hint,
         );
-        tracing::warn!(access = %self.key, error = %failure, refused, "bucket access step failed");
-        if let Err(e) = self.write_status(&desired, Map::new()).await {
-            let Failure::Api(e) = e else { return next };
-            let generation = self.generation();
-            return failure_unrecorded(
-                self.ctx, &self.key, generation, refused, &regarding, action, &e,
-            )
-            .await;
-        }
-        self.ctx.warn(&regarding, event, action, message).await;
-        next
+        tracing::warn!(access = %self.key, error = %failure, refused = plan.refused, "bucket access step failed");
+        let written = self
+            .write_status(&plan.desired, Map::new())
+            .await
+            .map(|_| ());
+        report_failure(
+            self.ctx, &self.key, generation, &regarding, event, action, plan, written,
+        )
+        .await
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cosi_runtime::backoff::{Backoff, FailureTracker};
+use kube::runtime::controller::Action;
 
 #[derive(Clone, Copy, Debug)]
 struct Gate {
@@ -62,6 +63,16 @@ impl Gates {
             None => Admission::UntilChanged,
             Some(t) if t > now => Admission::Wait(t - now),
             Some(_) => Admission::Open,
+        }
+    }
+
+    /// What a reconcile of `key`, now at `generation`, does instead of
+    /// calling the driver: `None` when the gate is open.
+    pub fn hold(&self, key: &str, generation: Option<i64>) -> Option<Action> {
+        match self.admit(key, generation, Instant::now()) {
+            Admission::Open => None,
+            Admission::Wait(d) => Some(Action::requeue(d)),
+            Admission::UntilChanged => Some(Action::await_change()),
         }
     }
 

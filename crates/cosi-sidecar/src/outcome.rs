@@ -78,7 +78,6 @@ pub fn updated_conditions(
     set_all(&mut conditions, desired, generation, Timestamp::now()).then_some(conditions)
 }
 
-/// Handles a failed Kubernetes API request and says when to try again.
 /// What a failed driver step of a Bucket or BucketAccess becomes.
 pub(crate) struct FailurePlan {
     /// The condition message (also the Event note).
@@ -92,9 +91,10 @@ pub(crate) struct FailurePlan {
     pub refused: bool,
 }
 
-/// Plans the conditions and the retry of a failed (non-API) step, and
-/// records it in the object's retry gate. `refusal_hint` tells the user
-/// what to fix when the driver refuses.
+/// Plans the conditions and the retry of a failed (non-API) step; a
+/// retryable failure closes the object's retry gate for its backoff delay
+/// (a refusal closes it in [`report_failure`], once recorded).
+/// `refusal_hint` tells the user what to fix when the driver refuses.
 pub(crate) fn plan_failure(
     ctx: &Context,
     key: &str,
@@ -107,7 +107,6 @@ pub(crate) fn plan_failure(
     let refused = is_refusal(failure);
     let reason = failure_reason(failure);
     let (message, next) = if refused {
-        ctx.gates.refused(key, generation);
         (format!("{failure}: {refusal_hint}"), Action::await_change())
     } else {
         let delay = ctx.gates.retry_later(key, generation, Instant::now());
@@ -143,26 +142,41 @@ pub(crate) fn plan_failure(
     }
 }
 
-/// The conditions of a failed step could not be written (`e`). A refusal
-/// closed the object's gate until it changes; with nothing on the object
-/// to show for it, nothing would change, so the step is retried with
-/// backoff instead (the driver refuses again, and the refusal is recorded
-/// then).
-pub(crate) async fn failure_unrecorded(
+/// Ends a failed step once its conditions were written (`written`): a
+/// Warning Event, and for a refusal a gate closed until the object
+/// changes. If the conditions could not be written, nothing on the object
+/// shows the refusal and nothing would change it, so the gate stays as it
+/// was and the step is retried after the API failure's backoff.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn report_failure(
     ctx: &Context,
     key: &str,
     generation: Option<i64>,
-    refused: bool,
     regarding: &ObjectReference,
+    event: &str,
     action: &str,
-    e: &ApiError,
+    plan: FailurePlan,
+    written: Result<(), Failure>,
 ) -> Action {
-    if refused {
-        ctx.gates.retry_later(key, generation, Instant::now());
+    match written {
+        Ok(()) => {
+            if plan.refused {
+                ctx.gates.refused(key, generation);
+            }
+            ctx.warn(regarding, event, action, plan.message).await;
+            plan.next
+        }
+        Err(Failure::Api(e)) => api_failure(ctx, key, regarding, action, &e).await,
+        Err(_) => {
+            if plan.refused {
+                ctx.gates.refused(key, generation);
+            }
+            plan.next
+        }
     }
-    api_failure(ctx, key, regarding, action, e).await
 }
 
+/// Handles a failed Kubernetes API request and says when to try again.
 pub(crate) async fn api_failure(
     ctx: &Context,
     key: &str,
