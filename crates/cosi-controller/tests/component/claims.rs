@@ -111,16 +111,7 @@ async fn claim_deletion_waits_for_accesses_then_deletes_a_delete_policy_bucket()
     let mut env = Env::new().await;
     env.create_class("standard", DeletionPolicy::Delete).await;
     env.start_controller();
-    env.create_claim("photos", "standard").await;
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
-    let name = bucket_of(&claim);
-    env.provision_bucket(&name, &[Protocol::S3]).await;
-    env.wait_claim("photos", "provisioned", |c| {
-        has(c.conditions(), PROVISIONED, "True", "Provisioned")
-    })
-    .await;
+    let name = env.provisioned_claim("photos", "standard").await;
 
     // An access reference blocks deletion.
     let body = json!({"metadata": {"annotations": {HAS_BUCKETACCESS_REFERENCES: "true"}}});
@@ -265,16 +256,7 @@ async fn a_claim_whose_bucket_vanished_is_an_error_and_is_never_reprovisioned() 
     let mut env = Env::new().await;
     env.create_class("standard", DeletionPolicy::Delete).await;
     env.start_controller();
-    env.create_claim("photos", "standard").await;
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
-    let name = bucket_of(&claim);
-    env.provision_bucket(&name, &[Protocol::S3]).await;
-    env.wait_claim("photos", "provisioned", |c| {
-        has(c.conditions(), PROVISIONED, "True", "Provisioned")
-    })
-    .await;
+    let name = env.provisioned_claim("photos", "standard").await;
 
     // An admin removes the Bucket behind COSI's back.
     env.release_bucket(&name).await;

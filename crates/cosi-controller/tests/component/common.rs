@@ -277,6 +277,23 @@ impl Env {
 
     // ---- sidecar ----
 
+    /// Creates claim `name` of class `class`, plays the sidecar provisioning
+    /// its Bucket and waits until the claim is provisioned; returns the
+    /// Bucket's name.
+    pub async fn provisioned_claim(&self, name: &str, class: &str) -> String {
+        self.create_claim(name, class).await;
+        let claim = self
+            .wait_claim(name, "bound", |c| c.bound_bucket_name().is_some())
+            .await;
+        let bucket = bucket_of(&claim);
+        self.provision_bucket(&bucket, &[Protocol::S3]).await;
+        self.wait_claim(name, "provisioned", |c| {
+            has(c.conditions(), PROVISIONED, "True", "Provisioned")
+        })
+        .await;
+        bucket
+    }
+
     /// Plays the sidecar provisioning a Bucket: bucket ID, then conditions
     /// and protocols (the two status writes of the contract).
     pub async fn provision_bucket(&self, name: &str, protocols: &[Protocol]) {
@@ -290,21 +307,8 @@ impl Env {
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
             .await
             .expect("sidecar writes the bucket ID");
-        self.set_bucket_conditions(
-            &b,
-            &[
-                Desired::new(PROVISIONED, Status::True, "Provisioned", "bucket created"),
-                Desired::new(
-                    RESOURCES_VALIDATED,
-                    Status::True,
-                    "Valid",
-                    "bucket is valid",
-                ),
-                Desired::new(PROVISION_FAILED, Status::False, "ProvisionSucceeded", "ok"),
-            ],
-            Some(protocols),
-        )
-        .await;
+        self.set_bucket_conditions(&b, &provisioned_conditions(), Some(protocols))
+            .await;
     }
 
     /// Plays the sidecar provisioning a Bucket in a single status write.
@@ -312,16 +316,7 @@ impl Env {
         let mut conditions = Vec::new();
         set_all(
             &mut conditions,
-            &[
-                Desired::new(PROVISIONED, Status::True, "Provisioned", "bucket created"),
-                Desired::new(
-                    RESOURCES_VALIDATED,
-                    Status::True,
-                    "Valid",
-                    "bucket is valid",
-                ),
-                Desired::new(PROVISION_FAILED, Status::False, "ProvisionSucceeded", "ok"),
-            ],
+            &provisioned_conditions(),
             bucket.metadata.generation,
             Timestamp::now(),
         );
@@ -595,4 +590,18 @@ pub fn access_class(name: &str) -> BucketAccessClass {
 /// The dynamic Bucket name of a claim.
 pub fn bucket_of(claim: &BucketClaim) -> String {
     cosi_api::constants::names::bucket_name(&claim.uid().expect("claim has a UID"))
+}
+
+/// The conditions the sidecar writes on a provisioned Bucket.
+fn provisioned_conditions() -> [Desired; 3] {
+    [
+        Desired::new(PROVISIONED, Status::True, "Provisioned", "bucket created"),
+        Desired::new(
+            RESOURCES_VALIDATED,
+            Status::True,
+            "Valid",
+            "bucket is valid",
+        ),
+        Desired::new(PROVISION_FAILED, Status::False, "ProvisionSucceeded", "ok"),
+    ]
 }
