@@ -102,6 +102,20 @@ impl Error {
         }
     }
 
+    /// Wraps the API error of writing `what` on the `kind` object `name`.
+    pub fn patch(
+        what: &'static str,
+        kind: &'static str,
+        name: String,
+    ) -> impl FnOnce(kube::Error) -> Error {
+        move |source| Error::Patch {
+            what,
+            kind,
+            name,
+            source,
+        }
+    }
+
     /// The underlying API error, if any.
     pub fn api_error(&self) -> Option<&kube::Error> {
         match self {

@@ -234,19 +234,6 @@ enum Applied {
     Released,
 }
 
-fn patch_err(
-    what: &'static str,
-    kind: &'static str,
-    name: String,
-) -> impl FnOnce(kube::Error) -> Error {
-    move |source| Error::Patch {
-        what,
-        kind,
-        name,
-        source,
-    }
-}
-
 async fn apply(
     ctx: &Context,
     api: &Api<BucketAccess>,
@@ -263,7 +250,7 @@ async fn apply(
         Step::AddFinalizer => {
             let written = patch::add_finalizer(api, access, PROTECTION_FINALIZER)
                 .await
-                .map_err(patch_err("add finalizer", KIND, key))?;
+                .map_err(Error::patch("add finalizer", KIND, key))?;
             if let Some(w) = &written {
                 own.replaced(access, w);
             }
@@ -297,7 +284,7 @@ async fn apply(
             }
             let written = patch::patch_status(api, access, &Value::Object(body))
                 .await
-                .map_err(patch_err("write status", KIND, key.clone()))?;
+                .map_err(Error::patch("write status", KIND, key.clone()))?;
             own.replaced(access, &written);
             ctx.publish(&written, &update.notices).await;
             if handed_off {
@@ -309,7 +296,7 @@ async fn apply(
         Step::RemoveFinalizer => {
             patch::remove_finalizer(api, access, PROTECTION_FINALIZER)
                 .await
-                .map_err(patch_err("remove finalizer", KIND, key.clone()))?;
+                .map_err(Error::patch("remove finalizer", KIND, key.clone()))?;
             own.forget::<BucketAccess>(Some(&namespace), &access_name);
             let class_driver = snapshot.class.as_ref().map(|c| c.spec.driver_name.as_str());
             ctx.operations.access_released(access, class_driver);
@@ -339,7 +326,7 @@ async fn set_reference(
     };
     let written = patch::set_annotations(claims, claim, &[(HAS_BUCKETACCESS_REFERENCES, value)])
         .await
-        .map_err(patch_err(what, "BucketClaim", describe(claim)))?;
+        .map_err(Error::patch(what, "BucketClaim", describe(claim)))?;
     if let Some(w) = &written {
         own.replaced(claim, w);
     }

@@ -135,19 +135,6 @@ enum Applied {
     Released,
 }
 
-fn patch_err(
-    what: &'static str,
-    kind: &'static str,
-    name: String,
-) -> impl FnOnce(kube::Error) -> Error {
-    move |source| Error::Patch {
-        what,
-        kind,
-        name,
-        source,
-    }
-}
-
 async fn apply(
     ctx: &Context,
     api: &Api<BucketClaim>,
@@ -165,7 +152,7 @@ async fn apply(
         Step::AddFinalizer => {
             let written = patch::add_finalizer(api, claim, PROTECTION_FINALIZER)
                 .await
-                .map_err(patch_err("add finalizer", KIND, key))?;
+                .map_err(Error::patch("add finalizer", KIND, key))?;
             if let Some(w) = &written {
                 own.replaced(claim, w);
             }
@@ -206,7 +193,7 @@ async fn apply(
             let bound = buckets
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
                 .await
-                .map_err(patch_err("bind claim", "Bucket", name.clone()))?;
+                .map_err(Error::patch("bind claim", "Bucket", name.clone()))?;
             if let Some(before) = bucket {
                 own.replaced(before, &bound);
             }
@@ -221,7 +208,7 @@ async fn apply(
             );
             let written = patch::patch_status(api, claim, &status_patch(&status))
                 .await
-                .map_err(patch_err("write status", KIND, key.clone()))?;
+                .map_err(Error::patch("write status", KIND, key.clone()))?;
             own.replaced(claim, &written);
             ctx.publish(&written, &update.notices).await;
             if update.provisioned
@@ -240,7 +227,7 @@ async fn apply(
                     &[(BUCKETCLAIM_BEING_DELETED, Some("true"))],
                 )
                 .await
-                .map_err(patch_err(
+                .map_err(Error::patch(
                     "annotate bucketclaim-being-deleted",
                     "Bucket",
                     name.clone(),
@@ -283,7 +270,7 @@ async fn apply(
         Step::RemoveFinalizer { notices } => {
             patch::remove_finalizer(api, claim, PROTECTION_FINALIZER)
                 .await
-                .map_err(patch_err("remove finalizer", KIND, key.clone()))?;
+                .map_err(Error::patch("remove finalizer", KIND, key.clone()))?;
             own.forget::<BucketClaim>(ns, &claim_name);
             if let Some(b) = bucket {
                 own.forget::<Bucket>(None, &b.name_any());
