@@ -30,8 +30,9 @@ use tokio::sync::watch;
 
 use crate::error::Error;
 
-/// What to do with objects as they leave the API (e.g. record metrics).
-pub type OnDelete<K> = Box<dyn Fn(&K) + Send + Sync>;
+/// Sees every watch event as the cache applies it, before the object is
+/// yielded as a trigger (to record metrics, or keep an index in step).
+pub type Observer<K> = Box<dyn Fn(&watcher::Event<K>) + Send + Sync>;
 
 /// Turns true once a cache holds its first full list; any number of tasks
 /// may wait on it.
@@ -60,7 +61,7 @@ impl Filled {
 /// filled while the stream is polled.
 pub fn watch<K>(
     api: Api<K>,
-    on_delete: Option<OnDelete<K>>,
+    observer: Option<Observer<K>>,
 ) -> (
     Store<K>,
     Filled,
@@ -85,14 +86,11 @@ where
     );
     let triggers = events
         .scan(Vec::new(), move |listed, event| {
+            if let (Some(observe), Ok(event)) = (&observer, &event) {
+                observe(event);
+            }
             let out = match event {
-                Ok(watcher::Event::Apply(obj)) => vec![Ok(obj)],
-                Ok(watcher::Event::Delete(obj)) => {
-                    if let Some(f) = &on_delete {
-                        f(&obj);
-                    }
-                    vec![Ok(obj)]
-                }
+                Ok(watcher::Event::Apply(obj) | watcher::Event::Delete(obj)) => vec![Ok(obj)],
                 Ok(watcher::Event::Init) => {
                     listed.clear();
                     Vec::new()

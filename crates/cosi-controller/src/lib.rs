@@ -18,6 +18,7 @@ pub mod conditions;
 pub mod config;
 pub mod context;
 pub mod error;
+pub mod index;
 pub mod metrics;
 pub mod notice;
 pub mod validate;
@@ -35,6 +36,7 @@ use cosi_runtime::{Backoff, EventReporter, FailureTracker, Shutdown};
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
 pub use config::{COMPONENT, Config};
@@ -69,19 +71,30 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     // Each reconciler gets its own caches, fed by the streams that trigger it.
     let (claims, claims_filled, claim_triggers) =
         cache::watch(Api::<BucketClaim>::all(client.clone()), None);
-    let on_access_delete: cache::OnDelete<BucketAccess> = {
+    let claim_accesses = index::ClaimAccesses::default();
+    let access_observer: cache::Observer<BucketAccess> = {
         let operations = operations.clone();
-        Box::new(move |a| operations.access_gone(a))
+        let index = claim_accesses.clone();
+        Box::new(move |event| {
+            index.observe(event);
+            if let watcher::Event::Delete(a) = event {
+                operations.access_gone(a);
+            }
+        })
     };
     let (accesses, accesses_filled, access_triggers) = cache::watch(
         Api::<BucketAccess>::all(client.clone()),
-        Some(on_access_delete),
+        Some(access_observer),
     );
     // Bucket deletions are recorded from the watch: the only place the
     // controller sees a Bucket's finalizer go.
-    let on_delete: cache::OnDelete<Bucket> = {
+    let on_delete: cache::Observer<Bucket> = {
         let operations = operations.clone();
-        Box::new(move |b| operations.bucket_deleted(b))
+        Box::new(move |event| {
+            if let watcher::Event::Delete(b) = event {
+                operations.bucket_deleted(b);
+            }
+        })
     };
     let (claim_buckets, claim_buckets_filled, claim_bucket_triggers) =
         cache::watch(Api::<Bucket>::all(client.clone()), Some(on_delete));
@@ -95,7 +108,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         cache::watch(Api::<BucketAccessClass>::all(client.clone()), None);
 
     let events = EventReporter::new(client.clone(), &config.component);
-    let own_writes = Arc::new(context::OwnWrites::default());
+    let own_writes = Arc::new(cosi_runtime::OwnWrites::default());
     let context = |caches| {
         Arc::new(Context {
             client: client.clone(),
@@ -161,15 +174,15 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     let access_run = Controller::for_stream(access_triggers, accesses.clone())
         .with_config(ctl_config)
         .watches_stream(access_claim_triggers, {
-            let accesses = accesses.clone();
+            let index = claim_accesses.clone();
             move |claim| {
                 let namespace = claim.namespace().unwrap_or_default();
-                watches::claim_to_accesses(&namespace, &claim.name_any(), &accesses.state())
+                index.of(&namespace, &claim.name_any())
             }
         })
         .watches_stream(access_bucket_triggers, {
-            let accesses = accesses.clone();
-            move |bucket| watches::bucket_to_accesses(&bucket, &accesses.state())
+            let index = claim_accesses.clone();
+            move |bucket| watches::bucket_to_accesses(&bucket, &index)
         })
         .watches_stream(access_class_triggers, {
             let accesses = accesses.clone();

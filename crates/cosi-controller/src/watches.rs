@@ -1,13 +1,15 @@
 //! Which objects to reconcile when a related object changes. Buckets are
 //! cluster-scoped, so claims do not own them: a Bucket maps to its claim
 //! through `spec.bucketClaimRef`, a claim to the accesses naming it through
-//! the access cache, a class to the objects still waiting on it.
+//! the [`ClaimAccesses`] index, a class to the objects still waiting on it.
 
 use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
+
+use crate::index::ClaimAccesses;
 
 /// The claim a Bucket names in `spec.bucketClaimRef` (bound or reserved).
 pub fn bucket_to_claim(bucket: &Bucket) -> Option<ObjectRef<BucketClaim>> {
@@ -29,35 +31,13 @@ pub fn class_to_claims(
         .collect()
 }
 
-/// The accesses of the claim's namespace that name the claim.
-pub fn claim_to_accesses(
-    namespace: &str,
-    claim: &str,
-    accesses: &[Arc<BucketAccess>],
-) -> Vec<ObjectRef<BucketAccess>> {
-    accesses
-        .iter()
-        .filter(|a| {
-            a.namespace().as_deref() == Some(namespace)
-                && a.spec
-                    .bucket_claims
-                    .iter()
-                    .any(|r| r.bucket_claim_name == claim)
-        })
-        .map(|a| ObjectRef::from_obj(a.as_ref()))
-        .collect()
-}
-
 /// The accesses naming the claim a Bucket is bound to.
-pub fn bucket_to_accesses(
-    bucket: &Bucket,
-    accesses: &[Arc<BucketAccess>],
-) -> Vec<ObjectRef<BucketAccess>> {
+pub fn bucket_to_accesses(bucket: &Bucket, index: &ClaimAccesses) -> Vec<ObjectRef<BucketAccess>> {
     let r = &bucket.spec.bucket_claim_ref;
     if r.name.is_empty() {
         return Vec::new();
     }
-    claim_to_accesses(&r.namespace, &r.name, accesses)
+    index.of(&r.namespace, &r.name)
 }
 
 /// The accesses of `class` not handed to a sidecar yet: only they still read their class.
@@ -103,26 +83,22 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_maps_to_the_accesses_naming_it_in_its_namespace() {
-        let mut elsewhere = access("elsewhere", &["photos"]);
-        elsewhere.metadata.namespace = Some("other".into());
-        let accesses: Vec<_> = [
+    fn a_bucket_maps_to_the_accesses_naming_its_claim() {
+        let index = ClaimAccesses::default();
+        for a in [
             access("one", &["photos"]),
             access("two", &["videos", "photos"]),
             access("three", &["videos"]),
-            elsewhere,
-        ]
-        .into_iter()
-        .map(Arc::new)
-        .collect();
-        let mut names: Vec<_> = claim_to_accesses(NS, "photos", &accesses)
+        ] {
+            index.observe(&kube::runtime::watcher::Event::Apply(a));
+        }
+        let b = bucket_for(&claim("photos"));
+        let mut names: Vec<_> = bucket_to_accesses(&b, &index)
             .into_iter()
             .map(|r| r.name)
             .collect();
         names.sort();
         assert_eq!(names, ["one", "two"]);
-        let b = bucket_for(&claim("photos"));
-        assert_eq!(bucket_to_accesses(&b, &accesses).len(), 2);
     }
 
     #[test]

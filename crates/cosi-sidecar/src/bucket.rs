@@ -220,21 +220,18 @@ pub(crate) async fn reconcile(
         return Ok(Action::await_change());
     }
     let name = cached.name_any();
-    let key = key(&name);
-    let api: Api<Bucket> = Api::all(ctx.client.clone());
-    let fresh = match api.get_opt(&name).await.api("get", "buckets", &name) {
-        Ok(Some(b)) => b,
-        Ok(None) => return Ok(Action::await_change()),
-        Err(e) => {
-            return Ok(api_failure(&ctx, &key, &cached.object_ref(&()), "Reconcile", &e).await);
-        }
-    };
+    if ctx.own_writes.is_stale(None, &name, Some(cached.as_ref())) {
+        // The event of our own last write is on its way and will start a
+        // reconcile that sees it.
+        tracing::debug!(bucket = %name, "cache behind our own writes");
+        return Ok(Action::await_change());
+    }
     let mut worker = Worker {
         ctx: &ctx,
-        api,
+        api: Api::all(ctx.client.clone()),
         info,
-        key,
-        bucket: fresh,
+        key: key(&name),
+        bucket: (*cached).clone(),
     };
     let action = match worker.run().await {
         Ok(action) => {
@@ -256,6 +253,13 @@ struct Worker<'a> {
 }
 
 impl Worker<'_> {
+    /// Takes the Bucket as our write left it, remembering the version it
+    /// replaced.
+    fn wrote(&mut self, written: Bucket) {
+        self.ctx.own_writes.replaced(&self.bucket, &written);
+        self.bucket = written;
+    }
+
     fn name(&self) -> String {
         self.bucket.name_any()
     }
@@ -283,7 +287,7 @@ impl Worker<'_> {
                             .await
                             .api("patch", "buckets", &name)?
                     {
-                        self.bucket = b;
+                        self.wrote(b);
                     }
                 }
                 Step::Release => {
@@ -353,9 +357,10 @@ impl Worker<'_> {
             fields.insert("conditions".into(), json!(c));
         }
         let name = self.name();
-        self.bucket = patch::patch_status(&self.api, &self.bucket, &Value::Object(fields))
+        let written = patch::patch_status(&self.api, &self.bucket, &Value::Object(fields))
             .await
             .api("patch", "buckets/status", &name)?;
+        self.wrote(written);
         Ok(())
     }
 

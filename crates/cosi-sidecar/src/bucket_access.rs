@@ -218,6 +218,18 @@ fn secrets_ready(ba: &BucketAccess, targets: &[Target<'_>], secrets: &[Option<Se
     })
 }
 
+/// False when [`decide_grant`] will decide on the Buckets alone: the
+/// access is not granted yet and one of its Buckets cannot be used yet (so
+/// it waits, or is refused), whatever its Secrets hold.
+pub fn needs_secrets(ba: &BucketAccess, buckets: &[Option<Bucket>]) -> bool {
+    looks_ready(ba)
+        || buckets.iter().all(|b| {
+            b.as_ref().is_some_and(|b| {
+                is_true(b.conditions(), condition_types::PROVISIONED) && b.bucket_id().is_some()
+            })
+        })
+}
+
 /// Decides the next grant step (KEP 4.4–4.8, after the controller's hand-off).
 pub fn decide_grant(
     ba: &BucketAccess,
@@ -426,14 +438,14 @@ pub(crate) async fn reconcile(
                 return Ok(Action::requeue(ctx.config.secret_check_interval));
             }
         }
-        match worker
-            .api
-            .get_opt(&name)
-            .await
-            .api("get", "bucketaccesses", &worker.key)?
+        if ctx
+            .own_writes
+            .is_stale(Some(&ns), &name, Some(cached.as_ref()))
         {
-            Some(fresh) => worker.access = fresh,
-            None => return Ok(Action::await_change()),
+            // The event of our own last write is on its way and will start
+            // a reconcile that sees it.
+            tracing::debug!(access = %worker.key, "cache behind our own writes");
+            return Ok(Action::await_change());
         }
         worker.run().await
     }
@@ -458,6 +470,13 @@ struct Worker<'a> {
 }
 
 impl Worker<'_> {
+    /// Takes the access as our write left it, remembering the version it
+    /// replaced.
+    fn wrote(&mut self, written: BucketAccess) {
+        self.ctx.own_writes.replaced(&self.access, &written);
+        self.access = written;
+    }
+
     fn generation(&self) -> Option<i64> {
         self.access.metadata.generation
     }
@@ -477,7 +496,7 @@ impl Worker<'_> {
                             .await
                             .api("patch", "bucketaccesses", &self.key)?
                     {
-                        self.access = ba;
+                        self.wrote(ba);
                     }
                 }
                 Step::Provision => return self.provision().await,
@@ -499,15 +518,22 @@ impl Worker<'_> {
         Ok(out)
     }
 
+    /// The Buckets of `targets`, from the cache the access loop's wake-ups
+    /// come from.
     async fn read_buckets(&self, targets: &[Target<'_>]) -> Result<Vec<Option<Bucket>>, ApiError> {
         let api: Api<Bucket> = Api::all(self.ctx.client.clone());
         let mut out = Vec::with_capacity(targets.len());
         for t in targets {
-            out.push(
-                api.get_opt(t.bucket_name)
+            // A miss is confirmed by the API: the cache may not have seen
+            // the Bucket yet.
+            let bucket = match self.ctx.cached_bucket(t.bucket_name) {
+                Some(b) => Some(b),
+                None => api
+                    .get_opt(t.bucket_name)
                     .await
                     .api("get", "buckets", t.bucket_name)?,
-            );
+            };
+            out.push(bucket);
         }
         Ok(out)
     }
@@ -524,9 +550,10 @@ impl Worker<'_> {
         if let Some(c) = conditions {
             fields.insert("conditions".into(), json!(c));
         }
-        self.access = patch::patch_status(&self.api, &self.access, &Value::Object(fields))
+        let written = patch::patch_status(&self.api, &self.access, &Value::Object(fields))
             .await
             .api("patch", "bucketaccesses/status", &self.key)?;
+        self.wrote(written);
         Ok(true)
     }
 
@@ -540,10 +567,13 @@ impl Worker<'_> {
             }
         };
         for _ in 0..2 {
-            let observed = Observed {
-                buckets: self.read_buckets(&targets).await?,
-                secrets: self.read_secrets(&targets).await?,
+            let buckets = self.read_buckets(&targets).await?;
+            let secrets = if needs_secrets(&self.access, &buckets) {
+                self.read_secrets(&targets).await?
+            } else {
+                vec![None; targets.len()]
             };
+            let observed = Observed { buckets, secrets };
             let step = decide_grant(&self.access, &self.info, &targets, &observed);
             tracing::debug!(access = %self.key, ?step, "grant step");
             match step {
@@ -1161,6 +1191,35 @@ mod tests {
         };
         assert_eq!(d[0].status, Status::False);
         assert!(d[0].message.contains("ns/s1"), "{}", d[0].message);
+    }
+
+    #[test]
+    fn secrets_are_read_only_when_they_can_change_the_step() {
+        let a = A::new().handed_off().finalized();
+        let foreign = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some("s1".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        // Not provisioned or missing: the step is the same whatever the
+        // Secret holds, so it is not read.
+        for b in [None, Some(bucket(false))] {
+            assert!(!needs_secrets(&a.0, std::slice::from_ref(&b)));
+            assert_eq!(
+                grant_step(&a.0, &observed(b.clone(), None)),
+                grant_step(&a.0, &observed(b, Some(foreign.clone())))
+            );
+        }
+        assert!(needs_secrets(&a.0, &[Some(bucket(true))]));
+        let ready = A::new().handed_off().finalized().account().condition(cond(
+            condition_types::PROVISIONED,
+            "True",
+            "Provisioned",
+            1,
+        ));
+        assert!(needs_secrets(&ready.0, &[None]));
     }
 
     #[test]

@@ -3,14 +3,16 @@
 //! about itself, the Event reporter, health, and retry gates.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Mutex, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
+use cosi_api::Bucket;
 use cosi_runtime::backoff::Backoff;
 use cosi_runtime::metrics::SidecarMetrics;
-use cosi_runtime::{EventReporter, Readiness};
+use cosi_runtime::{EventReporter, OwnWrites, Readiness};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::driver::{Driver, DriverInfo};
 use crate::gate::Gates;
@@ -78,6 +80,12 @@ pub(crate) struct Context {
     pub config: Config,
     /// BucketAccesses told (by an Event) that they wait for a Bucket.
     waiting: Mutex<HashMap<String, Wait>>,
+    /// The versions our own writes replaced: a reconcile on a cache that
+    /// still shows one stops, and waits for the event of the write.
+    pub own_writes: OwnWrites,
+    /// Buckets as the watch that wakes waiting BucketAccesses last saw
+    /// them (set once the loops run).
+    access_buckets: OnceLock<Store<Bucket>>,
 }
 
 impl Context {
@@ -97,7 +105,22 @@ impl Context {
             gates: Gates::new(config.backoff),
             config,
             waiting: Mutex::default(),
+            own_writes: OwnWrites::default(),
+            access_buckets: OnceLock::new(),
         }
+    }
+
+    /// Hands over the cache of Buckets kept by the BucketAccess loop's watch.
+    pub fn set_access_buckets(&self, store: Store<Bucket>) {
+        let _ = self.access_buckets.set(store);
+    }
+
+    /// A Bucket from the BucketAccess loop's cache, if it holds it. A change
+    /// of a Bucket wakes the accesses waiting on it only once this cache
+    /// holds the change, so a decision on it never misses a wake-up.
+    pub fn cached_bucket(&self, name: &str) -> Option<Bucket> {
+        let store = self.access_buckets.get()?;
+        store.get(&ObjectRef::new(name)).map(|b| (*b).clone())
     }
 
     /// What DriverGetInfo last said.

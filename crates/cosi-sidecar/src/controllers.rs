@@ -125,11 +125,18 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         .graceful_shutdown_on(async move { stop.wait().await });
 
     let (access_store, access_events) = watch(&ctx, accesses, BUCKET_ACCESSES);
-    // BucketAccesses waiting on a Bucket are woken by its changes; this
-    // watch needs no cache of its own.
-    let bucket_changes = watcher(buckets, watcher::Config::default())
-        .default_backoff()
-        .touched_objects();
+    // BucketAccesses waiting on a Bucket are woken by its changes, each
+    // yielded once this watch's cache holds it: access reconciles read
+    // Buckets from that cache.
+    let (access_buckets, writer) = reflector::store();
+    ctx.set_access_buckets(access_buckets);
+    let bucket_changes = reflector(
+        writer,
+        watcher(buckets, watcher::Config::default())
+            .default_backoff()
+            .modify(|obj| obj.managed_fields_mut().clear()),
+    )
+    .touched_objects();
     let bucket_changes = errors_handled(bucket_changes, {
         let ctx = ctx.clone();
         move |e| watch_failed(&ctx, BUCKETS, e)

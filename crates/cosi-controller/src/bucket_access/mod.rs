@@ -1,6 +1,7 @@
 //! The BucketAccess reconciler: fetch → [`decide`] → apply, one write at a
-//! time, until nothing is left to write. As for claims, a decision that
-//! calls for a write is made again on objects re-read from the API.
+//! time, until nothing is left to write. As for claims, provisioning writes
+//! rest on the caches (guarded by resourceVersion), while deletion steps
+//! and conflicts are decided again on objects re-read from the API.
 
 pub mod decide;
 
@@ -17,7 +18,9 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use serde_json::{Map, Value, json};
 
-use crate::context::{Context, OwnWrites, describe, get};
+use cosi_runtime::OwnWrites;
+
+use crate::context::{Context, describe, get};
 use crate::error::Error;
 use crate::notice::actions;
 use decide::{ClaimView, Observed, Step, holds_claims};
@@ -88,7 +91,7 @@ async fn observe(ctx: &Context, access: BucketAccess, fresh: bool) -> Result<Sna
     let class = if access.is_handed_to_sidecar() {
         None
     } else {
-        ctx.access_class(&access.spec.bucket_access_class_name, fresh)
+        ctx.access_class(&access.spec.bucket_access_class_name)
             .await?
     };
     let mut claims = Vec::with_capacity(access.spec.bucket_claims.len());
@@ -169,8 +172,8 @@ pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<A
         tracing::debug!(access = %key, "cache behind our own writes");
         return Ok(Action::await_change());
     }
-    // Cached until a write is called for; then read from the API once, and
-    // from then on known from what each write returned.
+    // Cached until a deletion step or a conflict calls for a read from the
+    // API; after any write, known from what the write returned.
     let mut fresh = false;
     let mut reread = false;
     let mut conflicts = 0;
@@ -189,7 +192,7 @@ pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<A
             ctx.failures.succeeded(&key);
             return Ok(Action::await_change());
         }
-        if !fresh {
+        if !fresh && !decide::trusts_cache(&snapshot.access, &step) {
             reread = true;
             continue;
         }

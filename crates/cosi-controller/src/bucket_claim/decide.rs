@@ -186,6 +186,23 @@ pub fn intermediate_bucket(claim: &BucketClaim, class: &BucketClass, name: &str)
     }
 }
 
+/// True when `step`, decided on cached state, may be written without
+/// reading the claim and its Bucket from the API first: provisioning steps
+/// of a claim not being deleted. Their writes carry the resourceVersion of
+/// what they change (a creation fails if the Bucket exists), so a lagging
+/// cache makes them fail, never undo a change. Deletion steps cannot be
+/// taken back and always rest on a fresh read.
+pub fn trusts_cache(claim: &BucketClaim, step: &Step) -> bool {
+    claim.metadata.deletion_timestamp.is_none()
+        && matches!(
+            step,
+            Step::AddFinalizer
+                | Step::CreateBucket(_)
+                | Step::BindBucket { .. }
+                | Step::WriteStatus(_)
+        )
+}
+
 /// Decides the next step for a claim.
 pub fn decide(obs: &Observed<'_>) -> Step {
     let claim = obs.claim;

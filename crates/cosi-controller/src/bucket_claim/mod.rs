@@ -1,10 +1,12 @@
 //! The BucketClaim reconciler: fetch → [`decide`] → apply, one write at a
 //! time, until nothing is left to write.
 //!
-//! Decisions are first made on the watch caches; only when one calls for a
-//! write are the claim and its Bucket re-read from the API and the decision
-//! made again, so every write rests on fresh state and carries its
-//! resourceVersion. A conflict re-reads and decides again.
+//! Decisions are made on the watch caches. Every write carries the
+//! resourceVersion of the object it changes, so a provisioning write made
+//! on a cache that lags fails with a conflict instead of undoing a change;
+//! a conflict re-reads from the API and decides again. Deletion steps
+//! (whose effects cannot be undone) are always decided again on state read
+//! from the API first.
 
 pub mod decide;
 
@@ -38,9 +40,10 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
     let api: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &namespace);
     let mut claim = (*claim).clone();
     let mut bucket = None;
-    // Cached until a write is called for; then read from the API once, and
-    // from then on known from what each write returned.
+    // From the cache until a deletion step or a conflict calls for a read
+    // from the API; after any write, known from what the write returned.
     let mut fresh = false;
+    let mut held = false;
     let mut reread = false;
     let mut conflicts = 0;
     for _ in 0..MAX_STEPS {
@@ -56,7 +59,8 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
             };
             reread = false;
             fresh = true;
-        } else if !fresh {
+            held = true;
+        } else if !held {
             bucket = match &name {
                 Some(name) => ctx.bucket(name, false).await?,
                 None => None,
@@ -76,8 +80,7 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
         let class = if claim.is_static() || bucket.is_some() {
             None
         } else {
-            ctx.bucket_class(&claim.spec.bucket_class_name, fresh)
-                .await?
+            ctx.bucket_class(&claim.spec.bucket_class_name).await?
         };
         let step = decide::decide(&Observed {
             claim: &claim,
@@ -89,12 +92,13 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
             ctx.failures.succeeded(&key);
             return Ok(Action::await_change());
         }
-        if !fresh {
+        if !fresh && !decide::trusts_cache(&claim, &step) {
             // Decide again on what the API says now before writing.
             reread = true;
             continue;
         }
         tracing::debug!(claim = %key, ?step, "applying");
+        held = true;
         match apply(&ctx, &api, &claim, bucket.as_ref(), step).await {
             Ok(Applied::Claim(c)) => claim = c,
             Ok(Applied::Bucket(b)) => bucket = b,

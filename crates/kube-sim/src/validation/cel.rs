@@ -3,6 +3,13 @@
 //! per CRD version, evaluated on every write with `oldSelf` bound on updates
 //! (transition rules), and failures become field errors worded like the API
 //! server's (`spec: Invalid value: "object": <message>`).
+//!
+//! kube-cel converts the value at every schema node it walks into a CEL
+//! value, rules or not; walked from the root that converts the whole object
+//! (metadata and managedFields included) once per level. So a [`Plan`] of
+//! where the rules are is made at compile time, and kube-cel is only handed
+//! the subtrees whose root holds rules: the same rules see the same values
+//! and report the same paths, without converting what no rule reads.
 
 use crate::status::{FieldError, FieldErrorKind, render_value};
 use kube_cel::{CompiledSchema, ErrorKind, compile_schema};
@@ -12,6 +19,112 @@ use serde_json::Value;
 #[derive(Debug)]
 pub struct CelRules {
     compiled: CompiledSchema,
+    plan: Plan,
+}
+
+/// Where in a schema the rules are.
+#[derive(Debug, PartialEq)]
+enum Plan {
+    /// This node holds rules (its own or in an allOf/oneOf/anyOf branch):
+    /// kube-cel validates its whole subtree from here.
+    Here,
+    /// Only nodes below hold rules.
+    Below {
+        properties: Vec<(String, Plan)>,
+        items: Option<Box<Plan>>,
+        additional: Option<Box<Plan>>,
+    },
+}
+
+impl Plan {
+    /// The plan of `node`, or `None` when no rule is at or below it.
+    fn of(node: &CompiledSchema) -> Option<Plan> {
+        let branches = node.all_of.iter().chain(&node.one_of).chain(&node.any_of);
+        if !node.validations.is_empty() || branches.filter_map(Plan::of).next().is_some() {
+            return Some(Plan::Here);
+        }
+        let mut properties: Vec<(String, Plan)> = node
+            .properties
+            .iter()
+            .filter_map(|(name, child)| Plan::of(child).map(|p| (name.clone(), p)))
+            .collect();
+        properties.sort_by(|a, b| a.0.cmp(&b.0));
+        let items = node.items.as_deref().and_then(Plan::of).map(Box::new);
+        let additional = (!node.preserve_unknown_fields)
+            .then(|| node.additional_properties.as_deref().and_then(Plan::of))
+            .flatten()
+            .map(Box::new);
+        (!properties.is_empty() || items.is_some() || additional.is_some()).then_some(Plan::Below {
+            properties,
+            items,
+            additional,
+        })
+    }
+
+    /// Runs the rules of the subtrees this plan leads to, as kube-cel's own
+    /// walk from the root would (children paired with the old value by name
+    /// or index), collecting errors with paths from the root.
+    fn run(
+        &self,
+        node: &CompiledSchema,
+        value: &Value,
+        old: Option<&Value>,
+        path: &str,
+        out: &mut Vec<kube_cel::ValidationError>,
+    ) {
+        let Plan::Below {
+            properties,
+            items,
+            additional,
+        } = self
+        else {
+            out.extend(
+                kube_cel::validate_compiled(node, value, old)
+                    .into_iter()
+                    .map(|mut e| {
+                        e.field_path = under(path, &e.field_path);
+                        e
+                    }),
+            );
+            return;
+        };
+        if let Value::Object(obj) = value {
+            for (name, plan) in properties {
+                if let (Some(child), Some(v)) = (node.properties.get(name), obj.get(name)) {
+                    let old = old.and_then(|o| o.get(name));
+                    plan.run(child, v, old, &under(path, name), out);
+                }
+            }
+            if let (Some(plan), Some(child)) = (additional, &node.additional_properties) {
+                for (key, v) in obj
+                    .iter()
+                    .filter(|(k, _)| !node.properties.contains_key(*k))
+                {
+                    let old = old.and_then(|o| o.get(key));
+                    plan.run(child, v, old, &under(path, key), out);
+                }
+            }
+        }
+        if let (Some(plan), Some(child), Value::Array(list)) = (items, &node.items, value) {
+            for (i, v) in list.iter().enumerate() {
+                let old = old.and_then(|o| o.get(i));
+                plan.run(child, v, old, &under(path, &format!("[{i}]")), out);
+            }
+        }
+    }
+}
+
+/// `rel` (a path as kube-cel reports it from a subtree) below `base`.
+fn under(base: &str, rel: &str) -> String {
+    if base.is_empty() {
+        rel.to_owned()
+    } else if rel.is_empty() {
+        base.to_owned()
+    } else if rel.starts_with(['.', '[']) {
+        format!("{base}{rel}")
+    } else {
+        format!("{base}.{rel}")
+    }
 }
 
 impl CelRules {
@@ -25,7 +138,7 @@ impl CelRules {
         let mut problems = Vec::new();
         collect_compile_errors(&compiled, "openAPIV3Schema", &mut problems);
         if problems.is_empty() {
-            Ok(Some(CelRules { compiled }))
+            Ok(Plan::of(&compiled).map(|plan| CelRules { compiled, plan }))
         } else {
             Err(problems)
         }
@@ -33,7 +146,9 @@ impl CelRules {
 
     /// Evaluates the rules against `obj` (and `old` for transition rules).
     pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
-        kube_cel::validate_compiled(&self.compiled, obj, old)
+        let mut errors = Vec::new();
+        self.plan.run(&self.compiled, obj, old, "", &mut errors);
+        errors
             .into_iter()
             .map(|e| {
                 let kind = e
@@ -183,6 +298,103 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    /// A schema with rules at several depths: under an object, in list
+    /// items, in map values, with a fieldPath, and none at the root.
+    fn nested_schema() -> Value {
+        let leaf = json!({
+            "type": "object",
+            "properties": {"n": {"type": "integer"}, "fixed": {"type": "string"}},
+            "x-kubernetes-validations": [
+                {"rule": "self.n < 10", "message": "n too big", "fieldPath": ".n"},
+                {"rule": "!has(oldSelf.fixed) || self.fixed == oldSelf.fixed", "message": "fixed"}
+            ]
+        });
+        json!({
+            "type": "object",
+            "properties": {
+                "metadata": {"type": "object"},
+                "spec": {
+                    "type": "object",
+                    "properties": {
+                        "plain": {"type": "string"},
+                        "list": {"type": "array", "items": leaf.clone()},
+                        "map": {"type": "object", "additionalProperties": leaf.clone()},
+                        "deep": {"type": "object", "properties": {"leaf": leaf}}
+                    }
+                },
+                "status": {
+                    "type": "object",
+                    "properties": {"id": {"type": "string"}},
+                    "x-kubernetes-validations": [
+                        {"rule": "!has(oldSelf.id) || self.id == oldSelf.id", "message": "id is set once"}
+                    ]
+                }
+            }
+        })
+    }
+
+    #[test]
+    fn rules_see_what_a_walk_from_the_root_sees() {
+        let raw = nested_schema();
+        let rules = CelRules::compile(&raw).unwrap().unwrap();
+        let reference = compile_schema(&raw);
+        let old = json!({
+            "metadata": {"name": "a"},
+            "spec": {
+                "list": [{"n": 1, "fixed": "x"}, {"n": 2}],
+                "map": {"k": {"n": 3, "fixed": "y"}},
+                "deep": {"leaf": {"n": 4, "fixed": "z"}}
+            },
+            "status": {"id": "one"}
+        });
+        let new = json!({
+            "metadata": {"name": "a"},
+            "spec": {
+                "plain": "p",
+                "list": [{"n": 11, "fixed": "changed"}, {"n": 12}, {"n": 13}],
+                "map": {"k": {"n": 30, "fixed": "other"}, "j": {"n": 1}},
+                "deep": {"leaf": {"n": 40, "fixed": "moved"}}
+            },
+            "status": {"id": "two"}
+        });
+        let paths = |errs: Vec<kube_cel::ValidationError>| {
+            let mut p: Vec<(String, String)> = errs
+                .into_iter()
+                .map(|e| (e.field_path, e.message))
+                .collect();
+            p.sort();
+            p
+        };
+        for (obj, old) in [(&new, Some(&old)), (&new, None), (&old, Some(&old))] {
+            let mut ours = Vec::new();
+            rules.plan.run(&rules.compiled, obj, old, "", &mut ours);
+            let theirs = kube_cel::validate_compiled(&reference, obj, old);
+            assert_eq!(paths(ours), paths(theirs));
+        }
+        let errs = rules.validate(&new, Some(&old));
+        assert_eq!(errs.len(), 9, "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.to_string().starts_with("spec.list[0].n:"))
+        );
+        assert!(
+            errs.iter()
+                .any(|e| e.to_string().starts_with("spec.map.k.n:"))
+        );
+        assert!(errs.iter().any(|e| e.to_string().starts_with("status:")));
+    }
+
+    #[test]
+    fn the_plan_leads_only_to_subtrees_with_rules() {
+        let rules = CelRules::compile(&nested_schema()).unwrap().unwrap();
+        let Plan::Below { properties, .. } = &rules.plan else {
+            panic!("the root holds no rule");
+        };
+        let names: Vec<&str> = properties.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["spec", "status"]);
+        assert_eq!(properties[1].1, Plan::Here);
     }
 
     #[test]

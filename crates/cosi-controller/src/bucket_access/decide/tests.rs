@@ -440,3 +440,17 @@ fn a_bucket_vanishing_after_hand_off_degrades_the_access() {
     );
     assert!(update.notices[0].message.contains("no longer exists"));
 }
+
+#[test]
+fn only_provisioning_steps_of_a_live_access_are_written_on_cached_state() {
+    let world = World::new().bound("photos");
+    let a = access("app", &["photos"]);
+    let add = world.step(&a);
+    assert!(matches!(add, Step::AddFinalizer));
+    assert!(trusts_cache(&a, &add));
+    let gone = access("app", &["photos"]).finalized().deleting();
+    let unannotate = world.step(&gone);
+    assert!(matches!(unannotate, Step::UnannotateClaim { .. }));
+    assert!(!trusts_cache(&gone, &unannotate));
+    assert!(!trusts_cache(&gone, &add));
+}

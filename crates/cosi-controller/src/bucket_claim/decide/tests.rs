@@ -376,3 +376,21 @@ fn a_deleted_claim_without_our_finalizer_needs_nothing() {
     let c = claim("photos").deleting();
     assert!(matches!(step(&c, None, None), Step::Done(Idle::Released)));
 }
+
+#[test]
+fn only_provisioning_steps_of_a_live_claim_are_written_on_cached_state() {
+    let class = class(DeletionPolicy::Delete);
+    let c = claim("photos");
+    let add = step(&c, Some(&class), None);
+    assert!(trusts_cache(&c, &add));
+    let c = c.finalized();
+    let create = step(&c, Some(&class), None);
+    assert!(matches!(create, Step::CreateBucket(_)));
+    assert!(trusts_cache(&c, &create));
+    let gone = c.clone().deleting();
+    let remove = step(&gone, Some(&class), None);
+    assert!(matches!(remove, Step::RemoveFinalizer { .. }), "{remove:?}");
+    assert!(!trusts_cache(&gone, &remove));
+    // Even a status write waits for a fresh read once deletion began.
+    assert!(!trusts_cache(&gone, &create));
+}
