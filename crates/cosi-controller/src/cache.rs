@@ -9,6 +9,10 @@
 //! list is complete, so listed objects are held back and yielded together
 //! once the cache has swapped them in.
 //!
+//! A kind more than one loop needs (claims, Buckets) is watched once: a
+//! [`shared`] watch hands every changed object to each loop, each after
+//! the one cache holds it.
+//!
 //! Whether a cache is filled is told by [`Filled`], not by
 //! `Store::wait_until_ready`: the latter wakes only the task that polled it
 //! last, so reconciles waiting on it in parallel could wait forever.
@@ -19,7 +23,8 @@
 
 use std::fmt::Debug;
 
-use futures::{Stream, StreamExt};
+use cosi_runtime::reconcile_loop::fan_out;
+use futures::{Future, Stream, StreamExt};
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
@@ -114,4 +119,26 @@ where
         })
         .flatten();
     (store, filled, triggers)
+}
+
+/// One cache of every `K` feeding `N` loops: its [`Filled`] signal, the
+/// future that runs the watch (poll it alongside the loops; it never ends),
+/// and `N` streams that each yield every changed object once the cache
+/// holds it (see [`fan_out`]).
+pub fn shared<K, const N: usize>(
+    api: Api<K>,
+    observer: Option<Observer<K>>,
+) -> (
+    Store<K>,
+    Filled,
+    impl Future<Output = ()> + Send + 'static,
+    [impl Stream<Item = Result<K, watcher::Error>> + Send + 'static; N],
+)
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let (store, filled, triggers) = watch(api, observer);
+    // `watch` keeps errors from its stream; only objects come out of it.
+    let (run, streams) = fan_out(triggers.filter_map(|item| std::future::ready(item.ok())));
+    (store, filled, run, streams.map(|s| s.map(Ok)))
 }

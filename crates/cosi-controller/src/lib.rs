@@ -68,9 +68,10 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     let readiness = config.readiness.clone();
     readiness.set_not_ready("filling watch caches");
 
-    // Each reconciler gets its own caches, fed by the streams that trigger it.
-    let (claims, claims_filled, claim_triggers) =
-        cache::watch(Api::<BucketClaim>::all(client.clone()), None);
+    // Each kind is watched once; claims and Buckets trigger several loops,
+    // each only once the one cache holds the change.
+    let (claims, claims_filled, watch_claims, [claim_triggers, access_claim_triggers]) =
+        cache::shared(Api::<BucketClaim>::all(client.clone()), None);
     let claim_accesses = index::ClaimAccesses::default();
     let access_observer: cache::Observer<BucketAccess> = {
         let operations = operations.clone();
@@ -96,14 +97,18 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
             }
         })
     };
-    let (claim_buckets, claim_buckets_filled, claim_bucket_triggers) =
-        cache::watch(Api::<Bucket>::all(client.clone()), Some(on_delete));
+    let (
+        buckets,
+        buckets_filled,
+        watch_buckets,
+        [
+            claim_bucket_triggers,
+            access_bucket_triggers,
+            deleted_buckets,
+        ],
+    ) = cache::shared(Api::<Bucket>::all(client.clone()), Some(on_delete));
     let (bucket_classes, bucket_classes_filled, class_triggers) =
         cache::watch(Api::<BucketClass>::all(client.clone()), None);
-    let (access_claims, access_claims_filled, access_claim_triggers) =
-        cache::watch(Api::<BucketClaim>::all(client.clone()), None);
-    let (access_buckets, access_buckets_filled, access_bucket_triggers) =
-        cache::watch(Api::<Bucket>::all(client.clone()), None);
     let (access_classes, access_classes_filled, access_class_triggers) =
         cache::watch(Api::<BucketAccessClass>::all(client.clone()), None);
 
@@ -119,34 +124,22 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
             own_writes: own_writes.clone(),
         })
     };
-    let claim_ctx = context(Caches {
-        buckets: claim_buckets,
-        bucket_classes: bucket_classes.clone(),
-        access_classes: access_classes.clone(),
+    let caches = Caches {
+        buckets,
+        bucket_classes,
+        access_classes,
         claims: claims.clone(),
         accesses: accesses.clone(),
         filled: vec![
-            claim_buckets_filled,
-            bucket_classes_filled.clone(),
-            access_classes_filled.clone(),
-            claims_filled.clone(),
-            accesses_filled.clone(),
-        ],
-    });
-    let access_ctx = context(Caches {
-        buckets: access_buckets,
-        bucket_classes,
-        access_classes,
-        claims: access_claims,
-        accesses: accesses.clone(),
-        filled: vec![
-            access_buckets_filled,
+            buckets_filled,
             bucket_classes_filled,
             access_classes_filled,
-            access_claims_filled,
+            claims_filled,
             accesses_filled,
         ],
-    });
+    };
+    let claim_ctx = context(caches.clone());
+    let access_ctx = context(caches);
 
     let ctl_config = controller::Config::default()
         .concurrency(config.concurrency)
@@ -221,11 +214,13 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
 
     let claim_run = until_stopped(claim_run, claims.clone(), shutdown.clone());
     let access_run = until_stopped(access_run, accesses.clone(), shutdown.clone());
-    let bucket_run = bucket::run(client.clone(), shutdown.clone());
+    let bucket_run = bucket::run(client.clone(), deleted_buckets, shutdown.clone());
     tracing::info!("controller starting");
+    // The shared watches run until the loops they feed have ended.
     tokio::select! {
         _ = async { tokio::join!(claim_run, access_run, bucket_run) } => {}
         _ = ready => {}
+        _ = async { tokio::join!(watch_claims, watch_buckets) } => {}
     }
     readiness.set_not_ready("stopped");
     tracing::info!("controller stopped");

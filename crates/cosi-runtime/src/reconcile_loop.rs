@@ -11,10 +11,14 @@
 //! that yields an error (its split of a stream into `Ok`s and `Err`s
 //! returns `Pending` without waking when the item is for the other side),
 //! and then stalls until some unrelated timer fires, possibly forever.
+//!
+//! One watch can trigger several loops ([`fan_out`]), so a kind that more
+//! than one loop needs is read and cached once.
 
 use std::future::Future;
 use std::hash::Hash;
 
+use futures::channel::mpsc;
 use futures::{FutureExt as _, Stream, StreamExt as _};
 use kube::runtime::reflector::Store;
 
@@ -55,9 +59,49 @@ pub fn errors_handled<T, E>(
     })
 }
 
+/// Hands every item of `stream` to each of `N` streams: returns the future
+/// that drives `stream` (poll it alongside the consumers; it ends with
+/// `stream`) and the `N` streams. An item is queued for a consumer that
+/// lags rather than waited for, so a slow loop never holds the others'
+/// triggers back; a consumer that is gone is skipped.
+pub fn fan_out<T, const N: usize>(
+    stream: impl Stream<Item = T> + Send + 'static,
+) -> (
+    impl Future<Output = ()> + Send + 'static,
+    [impl Stream<Item = T> + Send + 'static; N],
+)
+where
+    T: Clone + Send + 'static,
+{
+    let mut senders = Vec::with_capacity(N);
+    let streams: [_; N] = std::array::from_fn(|_| {
+        let (tx, rx) = mpsc::unbounded();
+        senders.push(tx);
+        rx
+    });
+    let run = async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(item) = stream.next().await {
+            for tx in &senders {
+                let _ = tx.unbounded_send(item.clone());
+            }
+        }
+    };
+    (run, streams)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn every_consumer_gets_every_item_even_when_one_is_gone() {
+        let (run, [a, b, c]) = fan_out(futures::stream::iter(vec![1, 2, 3]));
+        drop(b);
+        run.await;
+        assert_eq!(a.collect::<Vec<_>>().await, [1, 2, 3]);
+        assert_eq!(c.collect::<Vec<_>>().await, [1, 2, 3]);
+    }
 
     #[tokio::test]
     async fn errors_go_to_the_handler_and_oks_go_on() {

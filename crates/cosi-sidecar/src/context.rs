@@ -83,8 +83,8 @@ pub(crate) struct Context {
     /// The versions our own writes replaced: a reconcile on a cache that
     /// still shows one stops, and waits for the event of the write.
     pub own_writes: OwnWrites,
-    /// Buckets as the watch that wakes waiting BucketAccesses last saw
-    /// them (set once the loops run).
+    /// The cache of the Bucket watch, whose changes also wake waiting
+    /// BucketAccesses (set once the loops run).
     access_buckets: OnceLock<Store<Bucket>>,
 }
 
@@ -110,14 +110,14 @@ impl Context {
         }
     }
 
-    /// Hands over the cache of Buckets kept by the BucketAccess loop's watch.
+    /// Hands over the cache of the Bucket watch.
     pub fn set_access_buckets(&self, store: Store<Bucket>) {
         let _ = self.access_buckets.set(store);
     }
 
-    /// A Bucket from the BucketAccess loop's cache, if it holds it. A change
-    /// of a Bucket wakes the accesses waiting on it only once this cache
-    /// holds the change, so a decision on it never misses a wake-up.
+    /// A Bucket from the Bucket watch's cache, if it holds it. A change of a
+    /// Bucket wakes the accesses waiting on it only once this cache holds
+    /// the change, so a decision on it never misses a wake-up.
     pub fn cached_bucket(&self, name: &str) -> Option<Bucket> {
         let store = self.access_buckets.get()?;
         store.get(&ObjectRef::new(name)).map(|b| (*b).clone())

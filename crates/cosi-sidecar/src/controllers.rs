@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess};
 use cosi_runtime::Shutdown;
-use cosi_runtime::reconcile_loop::{errors_handled, until_stopped};
+use cosi_runtime::reconcile_loop::{errors_handled, fan_out, until_stopped};
 use futures::StreamExt;
 use kube::ResourceExt as _;
 use kube::api::Api;
@@ -118,29 +118,21 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let buckets: Api<Bucket> = Api::all(ctx.client.clone());
     let accesses: Api<BucketAccess> = Api::all(ctx.client.clone());
 
-    let (bucket_store, bucket_events) = watch(&ctx, buckets.clone(), BUCKETS);
+    // One watch of Buckets triggers both loops: Bucket reconciles, and the
+    // BucketAccesses waiting on a Bucket, which read Buckets from its cache
+    // (each change is yielded once the cache holds it).
+    let (bucket_store, bucket_events) = watch(&ctx, buckets, BUCKETS);
+    ctx.set_access_buckets(bucket_store.clone());
+    let (watch_buckets, [bucket_events, bucket_changes]) =
+        fan_out(bucket_events.filter_map(|b| std::future::ready(b.ok())));
+    let [bucket_events, bucket_changes] =
+        [bucket_events, bucket_changes].map(|s| s.map(Ok::<_, watcher::Error>));
     let stop = shutdown.clone();
     let bucket_loop = Controller::for_stream(bucket_events, bucket_store.clone())
         .with_config(concurrency.clone())
         .graceful_shutdown_on(async move { stop.wait().await });
 
     let (access_store, access_events) = watch(&ctx, accesses, BUCKET_ACCESSES);
-    // BucketAccesses waiting on a Bucket are woken by its changes, each
-    // yielded once this watch's cache holds it: access reconciles read
-    // Buckets from that cache.
-    let (access_buckets, writer) = reflector::store();
-    ctx.set_access_buckets(access_buckets);
-    let bucket_changes = reflector(
-        writer,
-        watcher(buckets, watcher::Config::default())
-            .default_backoff()
-            .modify(|obj| obj.managed_fields_mut().clear()),
-    )
-    .touched_objects();
-    let bucket_changes = errors_handled(bucket_changes, {
-        let ctx = ctx.clone();
-        move |e| watch_failed(&ctx, BUCKETS, e)
-    });
     let stop = shutdown.clone();
     let mapper_store = access_store.clone();
     let mapper_ctx = ctx.clone();
@@ -174,8 +166,10 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         tokio::join!(bucket_ready, access_ready);
         std::future::pending::<()>().await;
     };
+    // The shared Bucket watch runs until the loops it feeds have ended.
     tokio::select! {
         _ = async { tokio::join!(bucket_run, access_run) } => {}
         _ = readiness => {}
+        _ = watch_buckets => {}
     }
 }

@@ -1,7 +1,8 @@
 //! The Bucket reconciler: releases a Bucket an admin deleted when no claim
-//! is bound to it (see [`decide`]). It keeps no cache: it watches Buckets,
-//! acts only on deleting Buckets not yet marked, and reads the claim they
-//! name from the API, so it costs nothing for the Buckets it ignores.
+//! is bound to it (see [`decide`]). It keeps no cache of its own: it is
+//! handed every changed Bucket by the controller's Bucket watch, acts only
+//! on deleting Buckets not yet marked, and reads the claim they name from
+//! the API, so it costs nothing for the Buckets it ignores.
 
 pub mod decide;
 
@@ -11,9 +12,9 @@ use cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED;
 use cosi_api::{Bucket, BucketClaim};
 use cosi_runtime::reconcile_loop::errors_handled;
 use cosi_runtime::{Shutdown, patch};
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use kube::api::Api;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
 use crate::context::get;
@@ -24,13 +25,15 @@ const KIND: &str = "Bucket";
 /// Attempts per Bucket event (conflicts and API errors), with doubling delays.
 const ATTEMPTS: u32 = 5;
 
-/// Watches Buckets until `shutdown`, releasing deleted Buckets no claim holds.
-pub async fn run(client: Client, shutdown: Shutdown) {
+/// Takes changed Buckets from `changes` until `shutdown`, releasing deleted
+/// Buckets no claim holds.
+pub async fn run(
+    client: Client,
+    changes: impl Stream<Item = Result<Bucket, watcher::Error>>,
+    shutdown: Shutdown,
+) {
     let buckets: Api<Bucket> = Api::all(client.clone());
-    let events = watcher(buckets.clone(), watcher::Config::default())
-        .default_backoff()
-        .applied_objects();
-    let events = errors_handled(events, |e| {
+    let events = errors_handled(changes, |e| {
         tracing::warn!(kind = KIND, error = %e, "watch failed; retrying");
     })
     .filter_map(|b| async move { b.ok().filter(decide::is_candidate) });
