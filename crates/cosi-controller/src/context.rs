@@ -23,6 +23,30 @@ use crate::error::Error;
 use crate::metrics::Operations;
 use crate::notice::{Notice, Severity, reasons};
 
+/// Serializes this controller's writes to one BucketClaim. The claim loop
+/// and the access loop both write claims; two writes made on the same
+/// version would make the second fail with a conflict (a wasted write). A
+/// writer holds the claim's lock from its last check of the version it
+/// writes on (see [`OwnWrites::superseded`]) until the write's result is
+/// recorded. Claims share 64 locks by hash.
+pub struct ClaimLocks([tokio::sync::Mutex<()>; 64]);
+
+impl Default for ClaimLocks {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| tokio::sync::Mutex::new(())))
+    }
+}
+
+impl ClaimLocks {
+    /// Waits for the lock of the claim `namespace/name`.
+    pub async fn lock(&self, namespace: &str, name: &str) -> tokio::sync::MutexGuard<'_, ()> {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let hash = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .hash_one((namespace, name));
+        self.0[(hash % self.0.len() as u64) as usize].lock().await
+    }
+}
+
 /// Conflicting writes tolerated in one reconcile.
 pub const MAX_CONFLICTS: u32 = 5;
 
@@ -57,6 +81,8 @@ pub struct Context {
     pub failures: FailureTracker,
     /// Versions replaced by our own writes (shared by both reconcilers).
     pub own_writes: Arc<OwnWrites>,
+    /// One writer per claim at a time (shared by both reconcilers).
+    pub claim_locks: Arc<ClaimLocks>,
 }
 
 /// `namespace/name` or `name`, for logs and errors.

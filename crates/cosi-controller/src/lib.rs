@@ -114,6 +114,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
 
     let events = EventReporter::new(client.clone(), &config.component);
     let own_writes = Arc::new(cosi_runtime::OwnWrites::default());
+    let claim_locks = Arc::new(context::ClaimLocks::default());
     let context = |caches| {
         Arc::new(Context {
             client: client.clone(),
@@ -122,6 +123,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
             operations: operations.clone(),
             failures: FailureTracker::new(Backoff::default()),
             own_writes: own_writes.clone(),
+            claim_locks: claim_locks.clone(),
         })
     };
     let caches = Caches {

@@ -46,6 +46,23 @@ impl OwnWrites {
             .insert(old.clone());
     }
 
+    /// True when `obj` is a version our own writes replaced. Unlike
+    /// [`is_stale`](Self::is_stale) it keeps the record: `obj` need not be
+    /// what the cache shows (e.g. checked again just before a write).
+    pub fn superseded<K: Resource<DynamicType = ()>>(&self, obj: &K) -> bool {
+        let meta = obj.meta();
+        let (Some(name), Some(rv)) = (meta.name.as_deref(), meta.resource_version.as_deref())
+        else {
+            return false;
+        };
+        let key = own_key::<K>(meta.namespace.as_deref(), name);
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+            .is_some_and(|replaced| replaced.contains(rv))
+    }
+
     /// True when the cache shows `cached`, a version our own writes
     /// replaced. Otherwise the record is dropped: the cache has caught up
     /// (or the object is gone).
@@ -101,6 +118,15 @@ mod tests {
         assert!(!own.is_stale(ns, "photos", Some(&at("3"))));
         // Caught up: the record is gone.
         assert!(!own.is_stale(ns, "photos", Some(&at("1"))));
+    }
+
+    #[test]
+    fn a_superseded_version_is_told_without_dropping_the_record() {
+        let own = OwnWrites::default();
+        own.replaced(&at("1"), &at("2"));
+        assert!(!own.superseded(&at("2")));
+        assert!(own.superseded(&at("1")));
+        assert!(own.is_stale(Some("apps"), "photos", Some(&at("1"))));
     }
 
     #[test]

@@ -18,8 +18,6 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use serde_json::{Map, Value, json};
 
-use cosi_runtime::OwnWrites;
-
 use crate::context::{Context, describe, get};
 use crate::error::Error;
 use crate::notice::actions;
@@ -205,6 +203,10 @@ pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<A
                 ctx.failures.succeeded(&key);
                 return Ok(Action::await_change());
             }
+            Ok(Applied::Superseded) => {
+                tracing::debug!(access = %key, "claim changed by our other loop; waiting for its event");
+                return Ok(Action::await_change());
+            }
             Err(e) if e.is_conflict() => {
                 reread = true;
                 ctx.conflicted(&snapshot.access, KIND, actions::GRANT, &mut conflicts, &e)
@@ -235,6 +237,9 @@ enum Applied {
     Reread,
     /// The access's finalizer is gone; nothing more to do.
     Released,
+    /// Not written: the claim version decided on was replaced by our own
+    /// write meanwhile, whose event will start a new reconcile.
+    Superseded,
 }
 
 async fn apply(
@@ -260,10 +265,10 @@ async fn apply(
             written.map_or(Applied::Reread, Applied::Access)
         }
         Step::AnnotateClaim { claim } => {
-            set_reference(own, &claims, snapshot, &claim, Some("true")).await?
+            set_reference(ctx, &claims, snapshot, &claim, Some("true")).await?
         }
         Step::UnannotateClaim { claim } => {
-            let applied = set_reference(own, &claims, snapshot, &claim, None).await?;
+            let applied = set_reference(ctx, &claims, snapshot, &claim, None).await?;
             tracing::info!(access = %key, %claim, "released claim");
             applied
         }
@@ -313,7 +318,7 @@ async fn apply(
 
 /// Sets (`Some`) or removes (`None`) `has-bucketaccess-references` on a claim.
 async fn set_reference(
-    own: &OwnWrites,
+    ctx: &Context,
     claims: &Api<BucketClaim>,
     snapshot: &Snapshot,
     name: &str,
@@ -322,6 +327,16 @@ async fn set_reference(
     let Some(claim) = snapshot.claim(name) else {
         return Ok(Applied::Reread);
     };
+    let own = &ctx.own_writes;
+    // One writer per claim at a time, on a version no write of ours has
+    // replaced yet (the claim loop writes claims too).
+    let _lock = ctx
+        .claim_locks
+        .lock(&claim.namespace().unwrap_or_default(), name)
+        .await;
+    if own.superseded(claim) {
+        return Ok(Applied::Superseded);
+    }
     let what = if value.is_some() {
         "annotate has-bucketaccess-references"
     } else {

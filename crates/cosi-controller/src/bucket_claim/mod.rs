@@ -107,6 +107,10 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
                 ctx.failures.succeeded(&key);
                 return Ok(Action::await_change());
             }
+            Ok(Applied::Superseded) => {
+                tracing::debug!(claim = %key, "claim changed by our other loop; waiting for its event");
+                return Ok(Action::await_change());
+            }
             Err(e) if e.is_conflict() => {
                 reread = true;
                 ctx.conflicted(&claim, KIND, actions::PROVISION, &mut conflicts, &e)
@@ -137,6 +141,17 @@ enum Applied {
     Reread,
     /// The claim's finalizer is gone; nothing more to do.
     Released,
+    /// Not written: the claim version decided on was replaced by our own
+    /// write meanwhile, whose event will start a new reconcile.
+    Superseded,
+}
+
+/// True when `step` writes the claim itself (not its Bucket).
+fn writes_claim(step: &Step) -> bool {
+    matches!(
+        step,
+        Step::AddFinalizer | Step::WriteStatus(_) | Step::RemoveFinalizer { .. }
+    )
 }
 
 async fn apply(
@@ -152,6 +167,20 @@ async fn apply(
     let namespace = claim.namespace();
     let ns = namespace.as_deref();
     let claim_name = claim.name_any();
+    // Writes to the claim are made one at a time, each on a version no
+    // write of ours has replaced yet.
+    let _claim_lock = if writes_claim(&step) {
+        let lock = ctx
+            .claim_locks
+            .lock(ns.unwrap_or_default(), &claim_name)
+            .await;
+        if own.superseded(claim) {
+            return Ok(Applied::Superseded);
+        }
+        Some(lock)
+    } else {
+        None
+    };
     let applied = match step {
         Step::AddFinalizer => {
             let written = patch::add_finalizer(api, claim, PROTECTION_FINALIZER)
