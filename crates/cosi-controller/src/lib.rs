@@ -18,7 +18,6 @@ pub mod conditions;
 pub mod config;
 pub mod context;
 pub mod error;
-pub mod index;
 pub mod metrics;
 pub mod notice;
 pub mod validate;
@@ -32,6 +31,7 @@ use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use cosi_runtime::reconcile_loop::until_stopped;
+use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::{Backoff, EventReporter, FailureTracker, Shutdown};
 use futures::StreamExt;
 use kube::api::Api;
@@ -72,7 +72,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     // each only once the one cache holds the change.
     let (claims, claims_filled, watch_claims, [claim_triggers, access_claim_triggers]) =
         cache::shared(Api::<BucketClaim>::all(client.clone()), None);
-    let claim_accesses = index::ClaimAccesses::default();
+    let claim_accesses = RefIndex::new(watches::claims_named);
     let access_observer: cache::Observer<BucketAccess> = {
         let operations = operations.clone();
         let index = claim_accesses.clone();
@@ -172,7 +172,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
             let index = claim_accesses.clone();
             move |claim| {
                 let namespace = claim.namespace().unwrap_or_default();
-                index.of(&namespace, &claim.name_any())
+                index.naming(&namespace, &claim.name_any())
             }
         })
         .watches_stream(access_bucket_triggers, {

@@ -1,7 +1,7 @@
 //! Which objects to reconcile when a related object changes. Buckets are
 //! cluster-scoped, so claims do not own them: a Bucket maps to its claim
 //! through `spec.bucketClaimRef`, a claim to the accesses naming it through
-//! the [`ClaimAccesses`] index, a class to the objects still waiting on it.
+//! an index of what each access names, a class to the objects still waiting on it.
 
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 
-use crate::index::ClaimAccesses;
+use cosi_runtime::ref_index::{Key, RefIndex};
 
 /// The claim a Bucket names in `spec.bucketClaimRef` (bound or reserved).
 pub fn bucket_to_claim(bucket: &Bucket) -> Option<ObjectRef<BucketClaim>> {
@@ -31,13 +31,27 @@ pub fn class_to_claims(
         .collect()
 }
 
+/// The claims an access names (the key of the claim → accesses index).
+pub fn claims_named(access: &BucketAccess) -> Vec<Key> {
+    let namespace = access.namespace().unwrap_or_default();
+    access
+        .spec
+        .bucket_claims
+        .iter()
+        .map(|r| (namespace.clone(), r.bucket_claim_name.clone()))
+        .collect()
+}
+
 /// The accesses naming the claim a Bucket is bound to.
-pub fn bucket_to_accesses(bucket: &Bucket, index: &ClaimAccesses) -> Vec<ObjectRef<BucketAccess>> {
+pub fn bucket_to_accesses(
+    bucket: &Bucket,
+    index: &RefIndex<BucketAccess>,
+) -> Vec<ObjectRef<BucketAccess>> {
     let r = &bucket.spec.bucket_claim_ref;
     if r.name.is_empty() {
         return Vec::new();
     }
-    index.of(&r.namespace, &r.name)
+    index.naming(&r.namespace, &r.name)
 }
 
 /// The accesses of `class` not handed to a sidecar yet: only they still read their class.
@@ -84,7 +98,7 @@ mod tests {
 
     #[test]
     fn a_bucket_maps_to_the_accesses_naming_its_claim() {
-        let index = ClaimAccesses::default();
+        let index = RefIndex::new(claims_named);
         for a in [
             access("one", &["photos"]),
             access("two", &["videos", "photos"]),

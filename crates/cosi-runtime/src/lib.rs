@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod own_writes;
 pub mod patch;
 pub mod reconcile_loop;
+pub mod ref_index;
 pub mod shutdown;
 
 pub use backoff::{Backoff, FailureTracker};

@@ -22,6 +22,7 @@ use cosi_driver::proto::{
     DriverRevokeBucketAccessRequest, RevokedBucket,
 };
 use cosi_runtime::patch;
+use cosi_runtime::ref_index::Key;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
@@ -389,7 +390,18 @@ fn grant_params(ba: &BucketAccess, targets: &[Target<'_>], bucket_ids: &[String]
     }
 }
 
-/// Maps a changed Bucket to the BucketAccesses of this driver still waiting to be granted on it.
+/// The Buckets an access was handed over for (the key of the Bucket →
+/// accesses index; Buckets are cluster-scoped).
+pub(crate) fn buckets_named(ba: &BucketAccess) -> Vec<Key> {
+    ba.status
+        .iter()
+        .flat_map(|s| &s.accessed_buckets)
+        .map(|a| (String::new(), a.bucket_name.clone()))
+        .collect()
+}
+
+/// Of `accesses` (those naming a changed Bucket), the ones of this driver
+/// still waiting to be granted on it.
 pub(crate) fn waiting_on(
     bucket: &Bucket,
     accesses: &[Arc<BucketAccess>],
@@ -566,12 +578,16 @@ impl Worker<'_> {
                 return self.refuse(&desired, message).await;
             }
         };
+        // Secrets read in this reconcile; still what the API holds until a
+        // step of ours writes one (each such step ends the reconcile).
+        let mut read: Option<Vec<Option<Secret>>> = None;
         for _ in 0..2 {
             let buckets = self.read_buckets(&targets).await?;
-            let secrets = if needs_secrets(&self.access, &buckets) {
-                self.read_secrets(&targets).await?
-            } else {
-                vec![None; targets.len()]
+            let fetched = read.is_some() || needs_secrets(&self.access, &buckets);
+            let secrets = match read.take() {
+                Some(secrets) => secrets,
+                None if fetched => self.read_secrets(&targets).await?,
+                None => vec![None; targets.len()],
             };
             let observed = Observed { buckets, secrets };
             let step = decide_grant(&self.access, &self.info, &targets, &observed);
@@ -628,6 +644,7 @@ impl Worker<'_> {
                     }
                     let ids = bucket_ids(&observed);
                     self.generate_account_id(&targets, &ids).await?;
+                    read = fetched.then_some(observed.secrets);
                 }
                 GrantStep::Grant => {
                     if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
@@ -1290,6 +1307,12 @@ mod tests {
                 .condition(cond(condition_types::PROVISIONED, "True", "Provisioned", 1))
                 .0,
         );
+        for a in [&waiting, &ready] {
+            let named = buckets_named(a);
+            assert_eq!(named.len(), 1);
+            assert_eq!(named[0], (String::new(), bucket(true).name_any()));
+        }
+        assert!(buckets_named(&A::new().0).is_empty());
         let refs = waiting_on(&bucket(true), &[waiting, ready], "d.example.com");
         assert_eq!(refs.len(), 1);
         assert!(waiting_on(&bucket(true), &[Arc::new(A::new().handed_off().0)], "x").is_empty());

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use cosi_api::{Bucket, BucketAccess};
 use cosi_runtime::Shutdown;
 use cosi_runtime::reconcile_loop::{errors_handled, fan_out, until_stopped};
-use futures::StreamExt;
+use cosi_runtime::ref_index::RefIndex;
+use futures::{StreamExt, TryStreamExt};
 use kube::ResourceExt as _;
 use kube::api::Api;
 use kube::runtime::controller::{self, Action, Controller};
@@ -75,6 +76,7 @@ fn watch<K>(
     ctx: &Arc<Context>,
     api: Api<K>,
     resource: &'static str,
+    index: Option<RefIndex<K>>,
 ) -> (
     Store<K>,
     impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -94,7 +96,14 @@ where
         // Field ownership is never read here; dropping it keeps the cache a
         // fraction of the size.
         .modify(|obj| obj.managed_fields_mut().clear());
-    let events = reflector(writer, events).applied_objects();
+    // The index sees each event as the cache applies it.
+    let events = reflector(writer, events)
+        .inspect_ok(move |event| {
+            if let Some(index) = &index {
+                index.observe(event);
+            }
+        })
+        .applied_objects();
     let ctx = ctx.clone();
     let events = errors_handled(events, move |e| watch_failed(&ctx, resource, e));
     (store, events)
@@ -121,7 +130,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     // One watch of Buckets triggers both loops: Bucket reconciles, and the
     // BucketAccesses waiting on a Bucket, which read Buckets from its cache
     // (each change is yielded once the cache holds it).
-    let (bucket_store, bucket_events) = watch(&ctx, buckets, BUCKETS);
+    let (bucket_store, bucket_events) = watch(&ctx, buckets, BUCKETS, None);
     ctx.set_access_buckets(bucket_store.clone());
     let (watch_buckets, [bucket_events, bucket_changes]) =
         fan_out(bucket_events.filter_map(|b| std::future::ready(b.ok())));
@@ -132,14 +141,21 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         .with_config(concurrency.clone())
         .graceful_shutdown_on(async move { stop.wait().await });
 
-    let (access_store, access_events) = watch(&ctx, accesses, BUCKET_ACCESSES);
+    let handed_over = RefIndex::new(bucket_access::buckets_named);
+    let (access_store, access_events) =
+        watch(&ctx, accesses, BUCKET_ACCESSES, Some(handed_over.clone()));
     let stop = shutdown.clone();
     let mapper_store = access_store.clone();
     let mapper_ctx = ctx.clone();
     let access_loop = Controller::for_stream(access_events, access_store.clone())
         .with_config(concurrency)
         .watches_stream(bucket_changes, move |b: Bucket| {
-            bucket_access::waiting_on(&b, &mapper_store.state(), &mapper_ctx.driver_name())
+            let named: Vec<_> = handed_over
+                .naming("", &b.name_any())
+                .iter()
+                .filter_map(|r| mapper_store.get(r))
+                .collect();
+            bucket_access::waiting_on(&b, &named, &mapper_ctx.driver_name())
         })
         .graceful_shutdown_on(async move { stop.wait().await });
 

@@ -1,0 +1,215 @@
+//! Which objects of a kind name which other objects, kept from the kind's
+//! watch: "which BucketAccesses name this claim?", "which wait on this
+//! Bucket?".
+//!
+//! Every event of the named kind asks it, and scanning the cache for the
+//! answer costs a pass over every object per event, so a burst of N objects
+//! costs O(N²). The index answers in O(objects naming it). It is fed the
+//! same watch events as the cache, at the same point of the stream, so a
+//! trigger mapped through it sees what a scan of the cache would have seen.
+//! Like the reflector, a relist keeps the old contents until it is complete.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::Event;
+use kube::{Resource, ResourceExt};
+
+/// (namespace, name); the namespace is empty for cluster-scoped objects.
+pub type Key = (String, String);
+
+#[derive(Debug, Default)]
+struct Entries {
+    /// named object → the objects naming it.
+    named_by: HashMap<Key, BTreeSet<Key>>,
+    /// object → what it names (to undo its entries on change).
+    names: HashMap<Key, Vec<Key>>,
+}
+
+impl Entries {
+    fn remove(&mut self, obj: &Key) {
+        let Some(named) = self.names.remove(obj) else {
+            return;
+        };
+        for key in named {
+            if let Some(set) = self.named_by.get_mut(&key) {
+                set.remove(obj);
+                if set.is_empty() {
+                    self.named_by.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn insert(&mut self, obj: Key, named: Vec<Key>) {
+        self.remove(&obj);
+        for key in &named {
+            self.named_by
+                .entry(key.clone())
+                .or_default()
+                .insert(obj.clone());
+        }
+        if !named.is_empty() {
+            self.names.insert(obj, named);
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    current: Entries,
+    /// Filled during a relist; swapped in when it is complete.
+    relist: Option<Entries>,
+}
+
+/// What objects of kind `K` name, by the named object; clones share it.
+pub struct RefIndex<K> {
+    inner: Arc<Mutex<Inner>>,
+    names: fn(&K) -> Vec<Key>,
+}
+
+impl<K> Clone for RefIndex<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            names: self.names,
+        }
+    }
+}
+
+fn key_of<K: Resource>(obj: &K) -> Key {
+    (obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+impl<K: Resource<DynamicType = ()>> RefIndex<K> {
+    /// An empty index of what `names` says each object names.
+    pub fn new(names: fn(&K) -> Vec<Key>) -> Self {
+        Self {
+            inner: Arc::default(),
+            names,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Applies one event of `K`'s watch.
+    pub fn observe(&self, event: &Event<K>) {
+        let mut inner = self.lock();
+        match event {
+            Event::Apply(obj) => inner.current.insert(key_of(obj), (self.names)(obj)),
+            Event::Delete(obj) => inner.current.remove(&key_of(obj)),
+            Event::Init => inner.relist = Some(Entries::default()),
+            Event::InitApply(obj) => inner
+                .relist
+                .get_or_insert_default()
+                .insert(key_of(obj), (self.names)(obj)),
+            Event::InitDone => {
+                if let Some(listed) = inner.relist.take() {
+                    inner.current = listed;
+                }
+            }
+        }
+    }
+
+    /// The objects that name `namespace/name` (namespace empty for a
+    /// cluster-scoped object).
+    pub fn naming(&self, namespace: &str, name: &str) -> Vec<ObjectRef<K>> {
+        let inner = self.lock();
+        inner
+            .current
+            .named_by
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .into_iter()
+            .flatten()
+            .map(|(ns, name)| {
+                let r = ObjectRef::new(name);
+                if ns.is_empty() { r } else { r.within(ns) }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosi_api::{BucketAccess, BucketAccessClaim, BucketAccessSpec, Protocol};
+
+    fn access(ns: &str, name: &str, claims: &[&str]) -> BucketAccess {
+        let mut a = BucketAccess::new(
+            name,
+            BucketAccessSpec {
+                bucket_claims: claims
+                    .iter()
+                    .map(|c| BucketAccessClaim {
+                        bucket_claim_name: (*c).to_owned(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                bucket_access_class_name: "keys".into(),
+                protocol: Protocol::S3,
+                service_account_name: String::new(),
+            },
+        );
+        a.metadata.namespace = Some(ns.to_owned());
+        a
+    }
+
+    fn claims_of(a: &BucketAccess) -> Vec<Key> {
+        let ns = a.namespace().unwrap_or_default();
+        a.spec
+            .bucket_claims
+            .iter()
+            .map(|r| (ns.clone(), r.bucket_claim_name.clone()))
+            .collect()
+    }
+
+    fn names(index: &RefIndex<BucketAccess>, claim: &str) -> Vec<String> {
+        index
+            .naming("apps", claim)
+            .into_iter()
+            .map(|r| r.name)
+            .collect()
+    }
+
+    #[test]
+    fn objects_are_found_by_what_they_name() {
+        let index = RefIndex::new(claims_of);
+        index.observe(&Event::Apply(access("apps", "one", &["photos"])));
+        index.observe(&Event::Apply(access("apps", "two", &["videos", "photos"])));
+        index.observe(&Event::Apply(access("other", "three", &["photos"])));
+        assert_eq!(names(&index, "photos"), ["one", "two"]);
+        assert_eq!(names(&index, "videos"), ["two"]);
+        assert!(names(&index, "music").is_empty());
+        let elsewhere = index.naming("other", "photos");
+        assert_eq!(elsewhere.len(), 1);
+        assert_eq!(elsewhere[0].namespace.as_deref(), Some("other"));
+    }
+
+    #[test]
+    fn changes_and_deletions_undo_old_entries() {
+        let index = RefIndex::new(claims_of);
+        index.observe(&Event::Apply(access("apps", "one", &["photos", "videos"])));
+        index.observe(&Event::Apply(access("apps", "one", &["videos"])));
+        assert!(names(&index, "photos").is_empty());
+        assert_eq!(names(&index, "videos"), ["one"]);
+        index.observe(&Event::Delete(access("apps", "one", &["videos"])));
+        assert!(names(&index, "videos").is_empty());
+        let inner = index.lock();
+        assert!(inner.current.names.is_empty() && inner.current.named_by.is_empty());
+    }
+
+    #[test]
+    fn a_relist_replaces_the_contents_once_complete() {
+        let index = RefIndex::new(claims_of);
+        index.observe(&Event::Apply(access("apps", "gone", &["photos"])));
+        index.observe(&Event::Init);
+        index.observe(&Event::InitApply(access("apps", "kept", &["photos"])));
+        // Until the list is done, the old contents answer.
+        assert_eq!(names(&index, "photos"), ["gone"]);
+        index.observe(&Event::InitDone);
+        assert_eq!(names(&index, "photos"), ["kept"]);
+    }
+}
