@@ -23,7 +23,7 @@
 
 use std::fmt::Debug;
 
-use cosi_runtime::reconcile_loop::fan_out;
+use cosi_runtime::reconcile_loop::fan_out_triggers;
 use futures::{Future, Stream, StreamExt};
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
@@ -124,7 +124,7 @@ where
 /// One cache of every `K` feeding `N` loops: its [`Filled`] signal, the
 /// future that runs the watch (poll it alongside the loops; it never ends),
 /// and `N` streams that each yield every changed object once the cache
-/// holds it (see [`fan_out`]).
+/// holds it (see [`fan_out_triggers`]).
 pub fn shared<K, const N: usize>(
     api: Api<K>,
     observer: Option<Observer<K>>,
@@ -137,8 +137,8 @@ pub fn shared<K, const N: usize>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    let (store, filled, triggers) = watch(api, observer);
     // `watch` keeps errors from its stream; only objects come out of it.
-    let (run, streams) = fan_out(triggers.filter_map(|item| std::future::ready(item.ok())));
-    (store, filled, run, streams.map(|s| s.map(Ok)))
+    let (store, filled, triggers) = watch(api, observer);
+    let (run, streams) = fan_out_triggers(triggers);
+    (store, filled, run, streams)
 }

@@ -39,7 +39,7 @@ impl Default for ClaimLocks {
 
 impl ClaimLocks {
     /// Waits for the lock of the claim `namespace/name`.
-    pub async fn lock(&self, namespace: &str, name: &str) -> tokio::sync::MutexGuard<'_, ()> {
+    async fn lock(&self, namespace: &str, name: &str) -> tokio::sync::MutexGuard<'_, ()> {
         use std::hash::{BuildHasher, BuildHasherDefault};
         let hash = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
             .hash_one((namespace, name));
@@ -130,6 +130,15 @@ where
 }
 
 impl Context {
+    /// Takes the write lock of `claim` (see [`ClaimLocks`]) to write on this
+    /// version of it; `None` when a write of ours has replaced that version
+    /// meanwhile (its event will start a new reconcile).
+    pub async fn lock_claim(&self, claim: &BucketClaim) -> Option<tokio::sync::MutexGuard<'_, ()>> {
+        let namespace = claim.namespace().unwrap_or_default();
+        let lock = self.claim_locks.lock(&namespace, &claim.name_any()).await;
+        (!self.own_writes.superseded(claim)).then_some(lock)
+    }
+
     /// Waits until every cache holds a full list, so no decision is made
     /// on a half-filled cache (which would look like missing objects).
     pub async fn wait_ready(&self) -> Result<(), Error> {

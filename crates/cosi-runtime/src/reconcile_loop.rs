@@ -90,9 +90,35 @@ where
     (run, streams)
 }
 
+/// [`fan_out`] for a trigger stream whose errors were taken out before
+/// (see [`errors_handled`]): watch errors cannot be cloned, and none are
+/// left to hand out.
+pub fn fan_out_triggers<K, E, const N: usize>(
+    stream: impl Stream<Item = Result<K, E>> + Send + 'static,
+) -> (
+    impl Future<Output = ()> + Send + 'static,
+    [impl Stream<Item = Result<K, E>> + Send + 'static; N],
+)
+where
+    K: Clone + Send + 'static,
+    E: Send + 'static,
+{
+    let (run, streams) = fan_out(stream.filter_map(|item| std::future::ready(item.ok())));
+    (run, streams.map(|s| s.map(Ok)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn triggers_are_handed_out_as_oks() {
+        let items = futures::stream::iter(vec![Ok(1), Err("handled before"), Ok(2)]);
+        let (run, [a, b]) = fan_out_triggers::<_, &str, 2>(items);
+        run.await;
+        assert_eq!(a.collect::<Vec<_>>().await, [Ok(1), Ok(2)]);
+        assert_eq!(b.collect::<Vec<_>>().await, [Ok(1), Ok(2)]);
+    }
 
     #[tokio::test]
     async fn every_consumer_gets_every_item_even_when_one_is_gone() {

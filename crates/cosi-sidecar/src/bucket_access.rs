@@ -1191,16 +1191,21 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_secret_owned_by_someone_else_is_a_conflict() {
-        let a = A::new().handed_off().finalized();
-        let foreign = Secret {
+    /// A Secret named like the access's, owned by nobody.
+    fn foreign_secret() -> Secret {
+        Secret {
             metadata: kube::api::ObjectMeta {
                 name: Some("s1".into()),
                 ..Default::default()
             },
             ..Default::default()
-        };
+        }
+    }
+
+    #[test]
+    fn a_secret_owned_by_someone_else_is_a_conflict() {
+        let a = A::new().handed_off().finalized();
+        let foreign = foreign_secret();
         let GrantStep::SecretConflict(d) =
             grant_step(&a.0, &observed(Some(bucket(true)), Some(foreign)))
         else {
@@ -1213,13 +1218,7 @@ mod tests {
     #[test]
     fn secrets_are_read_only_when_they_can_change_the_step() {
         let a = A::new().handed_off().finalized();
-        let foreign = Secret {
-            metadata: kube::api::ObjectMeta {
-                name: Some("s1".into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
+        let foreign = foreign_secret();
         // Not provisioned or missing: the step is the same whatever the
         // Secret holds, so it is not read.
         for b in [None, Some(bucket(false))] {

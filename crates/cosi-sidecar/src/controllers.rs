@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess};
 use cosi_runtime::Shutdown;
-use cosi_runtime::reconcile_loop::{errors_handled, fan_out, until_stopped};
+use cosi_runtime::reconcile_loop::{errors_handled, fan_out_triggers, until_stopped};
 use cosi_runtime::ref_index::RefIndex;
 use futures::{StreamExt, TryStreamExt};
 use kube::ResourceExt as _;
@@ -132,10 +132,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     // (each change is yielded once the cache holds it).
     let (bucket_store, bucket_events) = watch(&ctx, buckets, BUCKETS, None);
     ctx.set_access_buckets(bucket_store.clone());
-    let (watch_buckets, [bucket_events, bucket_changes]) =
-        fan_out(bucket_events.filter_map(|b| std::future::ready(b.ok())));
-    let [bucket_events, bucket_changes] =
-        [bucket_events, bucket_changes].map(|s| s.map(Ok::<_, watcher::Error>));
+    let (watch_buckets, [bucket_events, bucket_changes]) = fan_out_triggers(bucket_events);
     let stop = shutdown.clone();
     let bucket_loop = Controller::for_stream(bucket_events, bucket_store.clone())
         .with_config(concurrency.clone())

@@ -327,16 +327,11 @@ async fn set_reference(
     let Some(claim) = snapshot.claim(name) else {
         return Ok(Applied::Reread);
     };
-    let own = &ctx.own_writes;
-    // One writer per claim at a time, on a version no write of ours has
-    // replaced yet (the claim loop writes claims too).
-    let _lock = ctx
-        .claim_locks
-        .lock(&claim.namespace().unwrap_or_default(), name)
-        .await;
-    if own.superseded(claim) {
+    // One writer per claim at a time (the claim loop writes claims too).
+    let Some(_lock) = ctx.lock_claim(claim).await else {
         return Ok(Applied::Superseded);
-    }
+    };
+    let own = &ctx.own_writes;
     let what = if value.is_some() {
         "annotate has-bucketaccess-references"
     } else {

@@ -170,13 +170,9 @@ async fn apply(
     // Writes to the claim are made one at a time, each on a version no
     // write of ours has replaced yet.
     let _claim_lock = if writes_claim(&step) {
-        let lock = ctx
-            .claim_locks
-            .lock(ns.unwrap_or_default(), &claim_name)
-            .await;
-        if own.superseded(claim) {
+        let Some(lock) = ctx.lock_claim(claim).await else {
             return Ok(Applied::Superseded);
-        }
+        };
         Some(lock)
     } else {
         None

@@ -39,8 +39,8 @@ enum Plan {
 impl Plan {
     /// The plan of `node`, or `None` when no rule is at or below it.
     fn of(node: &CompiledSchema) -> Option<Plan> {
-        let branches = node.all_of.iter().chain(&node.one_of).chain(&node.any_of);
-        if !node.validations.is_empty() || branches.filter_map(Plan::of).next().is_some() {
+        let mut branches = node.all_of.iter().chain(&node.one_of).chain(&node.any_of);
+        if !node.validations.is_empty() || branches.any(|b| Plan::of(b).is_some()) {
             return Some(Plan::Here);
         }
         let mut properties: Vec<(String, Plan)> = node
