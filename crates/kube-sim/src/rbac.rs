@@ -89,14 +89,17 @@ pub fn rule_allows(rule: &Value, attrs: &Attributes) -> bool {
     names.is_empty() || (!attrs.name.is_empty() && names.contains(&attrs.name.as_str()))
 }
 
-fn role_rules(st: &State, kind: &str, name: &str, binding_ns: &str) -> Vec<Value> {
-    let obj = match kind {
+/// Whether a rule of the role a binding names allows the request.
+fn role_allows(st: &State, kind: &str, name: &str, binding_ns: &str, attrs: &Attributes) -> bool {
+    let role = match kind {
         "ClusterRole" => st.get_obj("clusterroles.rbac.authorization.k8s.io", "", name),
         "Role" => st.get_obj("roles.rbac.authorization.k8s.io", binding_ns, name),
         _ => None,
     };
-    obj.and_then(|o| o.get("rules").and_then(Value::as_array).cloned())
-        .unwrap_or_default()
+    role.as_deref()
+        .and_then(|r| r.get("rules"))
+        .and_then(Value::as_array)
+        .is_some_and(|rules| rules.iter().any(|r| rule_allows(r, attrs)))
 }
 
 /// Whether RBAC grants the request.
@@ -112,9 +115,7 @@ pub fn allowed(st: &State, who: &Identity, attrs: &Attributes) -> bool {
         let role_ref = &binding["roleRef"];
         let kind = role_ref.get("kind").and_then(Value::as_str).unwrap_or("");
         let name = role_ref.get("name").and_then(Value::as_str).unwrap_or("");
-        role_rules(st, kind, name, ns)
-            .iter()
-            .any(|r| rule_allows(r, attrs))
+        role_allows(st, kind, name, ns, attrs)
     };
     for b in st.objects_of("clusterrolebindings.rbac.authorization.k8s.io", None) {
         if check(&b, "") {

@@ -255,21 +255,116 @@ fn step_mut<'a>(cur: &'a mut Value, tok: &str) -> Option<&'a mut Value> {
 }
 
 /// Paths whose value differs between two objects (added, changed or
-/// removed), at leaf granularity.
+/// removed), at leaf granularity: the paths only one of the two objects
+/// sets, and the paths both set to different values (map-list items are
+/// told apart by their fields). Subtrees equal in both objects are skipped
+/// without listing their paths.
 pub fn changed_paths(old: &Value, new: &Value, lists: &dyn ListTypes, scope: Scope) -> FieldSet {
-    let a = field_set(old, lists, scope);
-    let b = field_set(new, lists, scope);
     let mut out = FieldSet::new();
-    for p in a.symmetric_difference(&b) {
-        out.insert(p.clone());
+    let (Some(a), Some(b)) = (old.as_object(), new.as_object()) else {
+        diff_sets(
+            &field_set(old, lists, scope),
+            &field_set(new, lists, scope),
+            old,
+            new,
+            &mut out,
+        );
+        return out;
+    };
+    let roots = Roots { old, new, lists };
+    let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for k in keys {
+        match k.as_str() {
+            "apiVersion" | "kind" => {}
+            "status" if scope == Scope::NoStatus => {}
+            "metadata" if scope == Scope::OnlyStatus => {}
+            "metadata" => {
+                let meta_a = a.get(k).and_then(Value::as_object);
+                let meta_b = b.get(k).and_then(Value::as_object);
+                for mk in TRACKED_META {
+                    let mut path = vec!["f:metadata".to_string(), format!("f:{mk}")];
+                    let mut names = vec!["metadata", *mk];
+                    let (va, vb) = (
+                        meta_a.and_then(|m| m.get(*mk)),
+                        meta_b.and_then(|m| m.get(*mk)),
+                    );
+                    roots.diff(va, vb, &mut path, &mut names, &mut out);
+                }
+            }
+            _ if scope == Scope::OnlyStatus && k != "status" => {}
+            _ => {
+                let mut path = vec![format!("f:{k}")];
+                let mut names = vec![k.as_str()];
+                roots.diff(a.get(k), b.get(k), &mut path, &mut names, &mut out);
+            }
+        }
     }
-    for p in a.intersection(&b) {
+    out
+}
+
+/// The two objects compared, and their list kinds.
+struct Roots<'a> {
+    old: &'a Value,
+    new: &'a Value,
+    lists: &'a dyn ListTypes,
+}
+
+impl<'a> Roots<'a> {
+    /// The changed paths at and below `path`, whose values are `a` (old)
+    /// and `b` (new). Objects set in both are compared field by field;
+    /// anything else is compared by the paths each side sets there.
+    fn diff(
+        &self,
+        a: Option<&'a Value>,
+        b: Option<&'a Value>,
+        path: &mut FieldPath,
+        names: &mut Vec<&'a str>,
+        out: &mut FieldSet,
+    ) {
+        if a == b {
+            return;
+        }
+        if let (Some(Value::Object(ma)), Some(Value::Object(mb))) = (a, b)
+            && !ma.is_empty()
+            && !mb.is_empty()
+        {
+            let keys: BTreeSet<&'a String> = ma.keys().chain(mb.keys()).collect();
+            for k in keys {
+                path.push(format!("f:{k}"));
+                names.push(k.as_str());
+                self.diff(ma.get(k), mb.get(k), path, names, out);
+                path.pop();
+                names.pop();
+            }
+            return;
+        }
+        let set = |v: Option<&'a Value>| {
+            let mut set = FieldSet::new();
+            if let Some(v) = v {
+                walk(
+                    v,
+                    &mut path.clone(),
+                    &mut names.clone(),
+                    self.lists,
+                    &mut set,
+                );
+            }
+            set
+        };
+        diff_sets(&set(a), &set(b), self.old, self.new, out);
+    }
+}
+
+/// The changed paths among those `a` (set by `old`) and `b` (set by
+/// `new`) hold.
+fn diff_sets(a: &FieldSet, b: &FieldSet, old: &Value, new: &Value, out: &mut FieldSet) {
+    out.extend(a.symmetric_difference(b).cloned());
+    for p in a.intersection(b) {
         let is_item = p.last().is_some_and(|t| t.starts_with("k:"));
         if !is_item && resolve(old, p) != resolve(new, p) {
             out.insert(p.clone());
         }
     }
-    out
 }
 
 /// Converts a path set to the `fieldsV1` tree.
@@ -449,5 +544,114 @@ mod tests {
         assert!(remove(&mut obj, &path[..3]));
         assert_eq!(obj["status"]["conditions"].as_array().unwrap().len(), 1);
         assert_eq!(display_path(&path), ".status.conditions[type=\"B\"].status");
+    }
+
+    /// The definition: every path either object sets, compared.
+    fn changed_paths_in_full(
+        old: &Value,
+        new: &Value,
+        lists: &dyn ListTypes,
+        scope: Scope,
+    ) -> FieldSet {
+        let a = field_set(old, lists, scope);
+        let b = field_set(new, lists, scope);
+        let mut out = FieldSet::new();
+        diff_sets(&a, &b, old, new, &mut out);
+        out
+    }
+
+    /// A random value shaped like an object of a kind with conditions and
+    /// tags: some fields kept from `base`, some changed, added or removed.
+    fn vary(rng: &mut rand::rngs::StdRng, base: &Value, depth: u32) -> Value {
+        use rand::Rng;
+        let leaf = |rng: &mut rand::rngs::StdRng| match rng.random_range(0..6) {
+            0 => json!(null),
+            1 => json!({}),
+            2 => json!([]),
+            3 => json!(rng.random_range(0..3)),
+            _ => {
+                let s = ["x", "y", "z"][rng.random_range(0..3)];
+                json!(s)
+            }
+        };
+        if rng.random_range(0..4) == 0 || depth == 0 {
+            return if rng.random_bool(0.5) {
+                base.clone()
+            } else {
+                leaf(rng)
+            };
+        }
+        match base {
+            Value::Object(m) => {
+                let mut out = Map::new();
+                for k in ["a", "b", "c", "tags", "conditions", "labels", "finalizers"] {
+                    match (m.get(k), rng.random_range(0..4)) {
+                        (Some(v), 0) => {
+                            out.insert(k.into(), v.clone());
+                        }
+                        (Some(v), 1 | 2) => {
+                            out.insert(k.into(), vary(rng, v, depth - 1));
+                        }
+                        (None, 0) => {
+                            out.insert(k.into(), vary(rng, &json!({}), depth - 1));
+                        }
+                        (None, 1) if k == "conditions" => {
+                            let items: Vec<Value> = (0..rng.random_range(0..3))
+                                .map(|i| {
+                                    let t = ["R", "P"][i % 2];
+                                    json!({"type": t, "status": leaf(rng)})
+                                })
+                                .collect();
+                            out.insert(k.into(), json!(items));
+                        }
+                        (None, 1) if k == "tags" || k == "finalizers" => {
+                            let items: Vec<Value> =
+                                (0..rng.random_range(0..3)).map(|_| leaf(rng)).collect();
+                            out.insert(k.into(), json!(items));
+                        }
+                        _ => {}
+                    }
+                }
+                Value::Object(out)
+            }
+            Value::Array(items) => {
+                let mut out = Vec::new();
+                for v in items {
+                    match rng.random_range(0..5) {
+                        0 => {}
+                        1 => out.push(vary(rng, v, depth - 1)),
+                        _ => out.push(v.clone()),
+                    }
+                }
+                Value::Array(out)
+            }
+            _ => leaf(rng),
+        }
+    }
+
+    #[test]
+    fn changed_paths_skipping_equal_subtrees_equal_the_definition() {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let base = json!({
+            "metadata": {"name": "n", "labels": {"a": "1"}, "finalizers": ["f"]},
+            "spec": {"a": {"b": 1, "c": [1, 2]}, "tags": ["x", "y"], "b": "s"},
+            "status": {"conditions": [{"type": "R", "status": "True"}], "a": {"b": {}}},
+        });
+        let mut compared = 0;
+        for _ in 0..3000 {
+            let old = vary(&mut rng, &base, 4);
+            let new = vary(&mut rng, &old, 4);
+            for scope in [Scope::All, Scope::NoStatus, Scope::OnlyStatus] {
+                let want = changed_paths_in_full(&old, &new, &CondLists, scope);
+                assert_eq!(
+                    changed_paths(&old, &new, &CondLists, scope),
+                    want,
+                    "{old}\n{new}\n{scope:?}"
+                );
+                compared += usize::from(!want.is_empty());
+            }
+        }
+        assert!(compared > 1000, "too few pairs differed: {compared}");
     }
 }

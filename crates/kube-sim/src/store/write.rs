@@ -136,6 +136,25 @@ pub fn spec_changed(old: &Value, new: &Value, ignore_status: bool) -> bool {
             .any(|(k, _)| !a.contains_key(k))
 }
 
+/// Makes `obj` the stored `old` object with `obj`'s status: what a write
+/// to the status subresource stores. Fields equal to the stored ones are
+/// kept as they are instead of being copied again.
+fn keep_only_status(obj: &mut Value, old: &Value) {
+    let (Some(new), Some(stored)) = (obj.as_object_mut(), old.as_object()) else {
+        *obj = old.clone();
+        if let Some(m) = obj.as_object_mut() {
+            m.remove("status");
+        }
+        return;
+    };
+    new.retain(|k, _| k == "status" || stored.contains_key(k));
+    for (k, v) in stored.iter().filter(|(k, _)| *k != "status") {
+        if new.get(k) != Some(v) {
+            new.insert(k.clone(), v.clone());
+        }
+    }
+}
+
 fn validate_meta(info: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let name = meta::name(obj);
@@ -406,20 +425,14 @@ impl State {
                     meta::set_meta(&mut obj, field, v);
                 }
                 if status_write {
-                    let mut merged = old.clone();
-                    match obj.get("status") {
-                        Some(s) => merged["status"] = s.clone(),
-                        None => {
-                            if let Some(m) = merged.as_object_mut() {
-                                m.remove("status");
-                            }
-                        }
+                    let mf = match managed_op {
+                        Managed::Keep => Some(obj.pointer("/metadata/managedFields").cloned()),
+                        Managed::Update => None,
+                    };
+                    keep_only_status(&mut obj, old);
+                    if let Some(mf) = mf {
+                        meta::set_meta(&mut obj, "managedFields", mf);
                     }
-                    if let Managed::Keep = managed_op {
-                        let mf = obj.pointer("/metadata/managedFields").cloned();
-                        meta::set_meta(&mut merged, "managedFields", mf);
-                    }
-                    obj = merged;
                 } else if info.status_subresource {
                     let m = obj.as_object_mut().expect("checked object");
                     match old.get("status") {
@@ -493,22 +506,16 @@ impl State {
             let lists = lists_for(info);
             let empty = json!({});
             let before = old.unwrap_or(&empty);
-            let mut entries = if reset_managed {
-                Vec::new()
-            } else {
-                old.map(managed::read).unwrap_or_default()
-            };
             let changed = changed_paths(before, &obj, lists.as_ref(), scope);
             let sub = if status_write { "status" } else { "" };
-            managed::record_update(
-                &mut entries,
+            managed::record_update_on(
+                old.filter(|_| !reset_managed),
+                &mut obj,
                 &opts.manager,
                 &info.api_version(),
                 sub,
                 &changed,
-                &obj,
             );
-            managed::write(&mut obj, &entries);
         }
         Ok((obj, warnings))
     }
@@ -1030,6 +1037,23 @@ mod tests {
         assert!(spec_changed(&a, &c, true));
         let d = json!({"metadata": {}, "spec": {"x": 1}, "status": {"s": 1}, "extra": 1});
         assert!(spec_changed(&a, &d, true));
+    }
+
+    #[test]
+    fn a_status_write_stores_the_old_object_with_the_new_status() {
+        let old = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"v": 1}, "status": {"s": 1}, "gone": true});
+        let mut obj = json!({"metadata": {"name": "a", "labels": {"x": "2"}}, "spec": {"v": 1}, "status": {"s": 2}, "added": 1});
+        keep_only_status(&mut obj, &old);
+        assert_eq!(
+            obj,
+            json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"v": 1}, "status": {"s": 2}, "gone": true})
+        );
+        let mut without = json!({"metadata": {"name": "a"}, "spec": {"v": 3}});
+        keep_only_status(&mut without, &old);
+        assert_eq!(
+            without,
+            json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"v": 1}, "gone": true})
+        );
     }
 
     #[test]
