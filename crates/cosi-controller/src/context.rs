@@ -155,6 +155,14 @@ impl Context {
         lookup(&self.caches.buckets, api, "Bucket", key, fresh).await
     }
 
+    /// A Bucket from the cache alone; `None` may mean "not seen yet".
+    pub fn cached_bucket(&self, name: &str) -> Option<Bucket> {
+        self.caches
+            .buckets
+            .get(&ObjectRef::new(name))
+            .map(|b| (*b).clone())
+    }
+
     /// A BucketClass from the cache (classes are immutable, so a cached
     /// one is never stale).
     pub async fn bucket_class(&self, name: &str) -> Result<Option<BucketClass>, Error> {

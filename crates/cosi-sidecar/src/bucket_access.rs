@@ -12,7 +12,7 @@
 //! revoked, then `sidecar-cleanup-finished` tells the controller.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cosi_api::conditions::{Desired, Status, find, is_true, status_of};
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types, names, reasons};
@@ -442,12 +442,22 @@ pub(crate) async fn reconcile(
         access: cached.as_ref().clone(),
     };
     let result = async {
-        // Resync of a granted access: read its Secrets, write nothing.
+        // A granted access: its Secrets are read (nothing written) when
+        // due for a check; the event of our own last write, or of a
+        // version already checked, needs no read before then.
         if step == Step::Provision && looks_ready(&cached) {
+            let version = cached.resource_version();
+            let interval = ctx.config.secret_check_interval;
+            let checks = &ctx.secret_checks;
+            let key = &worker.key;
+            if let Some(left) = checks.due_in(key, version.as_deref(), Instant::now(), interval) {
+                return Ok(Action::requeue(left));
+            }
             let targets = targets(&cached).unwrap_or_default();
             let secrets = worker.read_secrets(&targets).await?;
             if !targets.is_empty() && secrets_ready(&cached, &targets, &secrets) {
-                return Ok(Action::requeue(ctx.config.secret_check_interval));
+                checks.checked(&worker.key, version.as_deref(), Instant::now());
+                return Ok(Action::requeue(interval));
             }
         }
         if ctx
@@ -594,6 +604,8 @@ impl Worker<'_> {
             tracing::debug!(access = %self.key, ?step, "grant step");
             match step {
                 GrantStep::Ready => {
+                    let version = self.access.resource_version();
+                    (self.ctx.secret_checks).checked(&self.key, version.as_deref(), Instant::now());
                     self.ctx.stop_waiting(&self.key);
                     return Ok(Action::requeue(self.ctx.config.secret_check_interval));
                 }
@@ -803,6 +815,8 @@ impl Worker<'_> {
             ));
         }
         self.write_status(&desired, Map::new()).await?;
+        let version = self.access.resource_version();
+        (self.ctx.secret_checks).checked(&self.key, version.as_deref(), Instant::now());
         self.ctx.gates.succeeded(&self.key);
         self.ctx.stop_waiting(&self.key);
         tracing::info!(access = %self.key, secrets = %written.join(","), "access granted");
@@ -825,6 +839,7 @@ impl Worker<'_> {
 
     /// KEP "Deleting a BucketAccess" step 3.
     async fn cleanup(&mut self) -> Result<Action, Failure> {
+        self.ctx.secret_checks.forget(&self.key);
         let uid = self.access.uid().unwrap_or_default();
         let claims = self.access.spec.bucket_claims.clone();
         for claim in &claims {

@@ -17,6 +17,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use crate::driver::{Driver, DriverInfo};
 use crate::gate::Gates;
 use crate::health::Health;
+use crate::secret_checks::SecretChecks;
 
 /// The name the sidecar reports Events under.
 pub const COMPONENT: &str = "cosi-sidecar";
@@ -83,6 +84,8 @@ pub(crate) struct Context {
     /// The versions our own writes replaced: a reconcile on a cache that
     /// still shows one stops, and waits for the event of the write.
     pub own_writes: OwnWrites,
+    /// When the Secrets of each granted BucketAccess are next due for a check.
+    pub secret_checks: SecretChecks,
     /// The cache of the Bucket watch, whose changes also wake waiting
     /// BucketAccesses (set once the loops run).
     access_buckets: OnceLock<Store<Bucket>>,
@@ -106,6 +109,7 @@ impl Context {
             config,
             waiting: Mutex::default(),
             own_writes: OwnWrites::default(),
+            secret_checks: SecretChecks::default(),
             access_buckets: OnceLock::new(),
         }
     }

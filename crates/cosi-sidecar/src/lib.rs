@@ -29,6 +29,7 @@ mod probe;
 pub mod reply;
 pub mod retry;
 pub mod secret;
+mod secret_checks;
 
 use std::sync::Arc;
 

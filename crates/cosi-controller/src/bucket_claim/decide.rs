@@ -203,6 +203,16 @@ pub fn trusts_cache(claim: &BucketClaim, step: &Step) -> bool {
         )
 }
 
+/// True when `step`, decided while the claim's Bucket was missing from the
+/// cache, may be taken without asking the API whether the Bucket exists:
+/// adding the finalizer does not depend on the Bucket, and creating it fails
+/// if it exists (the conflict re-reads). Every other decision made on an
+/// absent Bucket (a lost-Bucket status, waiting, nothing to do) must rest
+/// on the API's answer, since the cache may just not have seen the Bucket.
+pub fn trusts_missing_bucket(step: &Step) -> bool {
+    matches!(step, Step::AddFinalizer | Step::CreateBucket(_))
+}
+
 /// Decides the next step for a claim.
 pub fn decide(obs: &Observed<'_>) -> Step {
     let claim = obs.claim;

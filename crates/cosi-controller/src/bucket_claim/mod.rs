@@ -45,6 +45,8 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
     let mut fresh = false;
     let mut held = false;
     let mut reread = false;
+    // The Bucket is absent from the cache, and the API was not asked yet.
+    let mut unconfirmed_miss = false;
     let mut conflicts = 0;
     for _ in 0..MAX_STEPS {
         let name = decide::bucket_name(&claim);
@@ -58,13 +60,12 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
                 None => None,
             };
             reread = false;
+            unconfirmed_miss = false;
             fresh = true;
             held = true;
         } else if !held {
-            bucket = match &name {
-                Some(name) => ctx.bucket(name, false).await?,
-                None => None,
-            };
+            bucket = name.as_deref().and_then(|n| ctx.cached_bucket(n));
+            unconfirmed_miss = name.is_some() && bucket.is_none();
             let own = &ctx.own_writes;
             if own.is_stale(Some(&namespace), &claim.name_any(), Some(&claim))
                 || name
@@ -87,6 +88,16 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
             class: class.as_ref(),
             bucket: bucket.as_ref(),
         });
+        if unconfirmed_miss && !decide::trusts_missing_bucket(&step) {
+            // Decide again once the API has said whether the Bucket exists.
+            bucket = match &name {
+                Some(name) => ctx.bucket(name, true).await?,
+                None => None,
+            };
+            unconfirmed_miss = false;
+            held = true;
+            continue;
+        }
         if let Step::Done(idle) = step {
             tracing::debug!(claim = %key, ?idle, "nothing to write");
             ctx.failures.succeeded(&key);
@@ -101,7 +112,10 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
         held = true;
         match apply(&ctx, &api, &claim, bucket.as_ref(), step).await {
             Ok(Applied::Claim(c)) => claim = c,
-            Ok(Applied::Bucket(b)) => bucket = b,
+            Ok(Applied::Bucket(b)) => {
+                bucket = b;
+                unconfirmed_miss = false;
+            }
             Ok(Applied::Reread) => reread = true,
             Ok(Applied::Released) => {
                 ctx.failures.succeeded(&key);
@@ -194,8 +208,14 @@ async fn apply(
                     tracing::info!(claim = %key, bucket = %name, "created Bucket");
                     Applied::Bucket(Some(created))
                 }
-                // An earlier attempt created it; the next decision reads it.
-                Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" => Applied::Reread,
+                // It exists (an earlier attempt, or a cache that had not
+                // seen it yet): the next decision rests on it as it is.
+                Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" => {
+                    match ctx.bucket(&name, true).await? {
+                        Some(existing) => Applied::Bucket(Some(existing)),
+                        None => Applied::Reread,
+                    }
+                }
                 Err(source) => {
                     ctx.publish(
                         claim,

@@ -394,3 +394,29 @@ fn only_provisioning_steps_of_a_live_claim_are_written_on_cached_state() {
     // Even a status write waits for a fresh read once deletion began.
     assert!(!trusts_cache(&gone, &create));
 }
+
+#[test]
+fn only_adding_the_finalizer_or_creating_the_bucket_rests_on_a_bucket_missing_from_the_cache() {
+    let class = class(DeletionPolicy::Delete);
+    let c = claim("photos");
+    assert!(trusts_missing_bucket(&step(&c, Some(&class), None)));
+    let c = c.finalized();
+    let create = step(&c, Some(&class), None);
+    assert!(matches!(create, Step::CreateBucket(_)));
+    assert!(trusts_missing_bucket(&create));
+    // A lost Bucket is reported only once the API confirms it is gone.
+    let bound = c.clone().bound_to(&bucket_for(&c));
+    let lost = step(&bound, Some(&class), None);
+    assert!(matches!(lost, Step::WriteStatus(_)), "{lost:?}");
+    assert!(!trusts_missing_bucket(&lost));
+    // A static claim waits for its Bucket only once the API confirms it is missing.
+    let waiting = step(
+        &claim("photos").finalized().existing("photos-bucket"),
+        None,
+        None,
+    );
+    assert!(!trusts_missing_bucket(&waiting));
+    // Deleting on an absent Bucket releases the claim: never on the cache alone.
+    let gone = c.deleting();
+    assert!(!trusts_missing_bucket(&step(&gone, Some(&class), None)));
+}
