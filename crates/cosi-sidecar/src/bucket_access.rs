@@ -456,7 +456,7 @@ pub(crate) async fn reconcile(
             let targets = targets(&cached).unwrap_or_default();
             let secrets = worker.read_secrets(&targets).await?;
             if !targets.is_empty() && secrets_ready(&cached, &targets, &secrets) {
-                checks.checked(&worker.key, version.as_deref(), Instant::now());
+                worker.secrets_checked();
                 return Ok(Action::requeue(interval));
             }
         }
@@ -497,6 +497,15 @@ impl Worker<'_> {
     fn wrote(&mut self, written: BucketAccess) {
         self.ctx.own_writes.replaced(&self.access, &written);
         self.access = written;
+    }
+
+    /// Records that the Secrets of the access, as it is now, were just
+    /// written or found complete.
+    fn secrets_checked(&self) {
+        let version = self.access.resource_version();
+        self.ctx
+            .secret_checks
+            .checked(&self.key, version.as_deref(), Instant::now());
     }
 
     fn generation(&self) -> Option<i64> {
@@ -604,8 +613,7 @@ impl Worker<'_> {
             tracing::debug!(access = %self.key, ?step, "grant step");
             match step {
                 GrantStep::Ready => {
-                    let version = self.access.resource_version();
-                    (self.ctx.secret_checks).checked(&self.key, version.as_deref(), Instant::now());
+                    self.secrets_checked();
                     self.ctx.stop_waiting(&self.key);
                     return Ok(Action::requeue(self.ctx.config.secret_check_interval));
                 }
@@ -815,8 +823,7 @@ impl Worker<'_> {
             ));
         }
         self.write_status(&desired, Map::new()).await?;
-        let version = self.access.resource_version();
-        (self.ctx.secret_checks).checked(&self.key, version.as_deref(), Instant::now());
+        self.secrets_checked();
         self.ctx.gates.succeeded(&self.key);
         self.ctx.stop_waiting(&self.key);
         tracing::info!(access = %self.key, secrets = %written.join(","), "access granted");

@@ -88,12 +88,12 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
             class: class.as_ref(),
             bucket: bucket.as_ref(),
         });
-        if unconfirmed_miss && !decide::trusts_missing_bucket(&step) {
+        if unconfirmed_miss
+            && !decide::trusts_missing_bucket(&step)
+            && let Some(name) = &name
+        {
             // Decide again once the API has said whether the Bucket exists.
-            bucket = match &name {
-                Some(name) => ctx.bucket(name, true).await?,
-                None => None,
-            };
+            bucket = ctx.bucket(name, true).await?;
             unconfirmed_miss = false;
             held = true;
             continue;

@@ -113,7 +113,7 @@ fn owns_under(tree: &Value, path: &[String]) -> bool {
     true
 }
 
-/// [`read`], [`record_update`] and [`write`] in one: records an update by
+/// [`read`], [`apply_update`] and [`write`] in one: records an update by
 /// `manager` that changed `changed`, on the entries of `old` (`None`: a
 /// creation), into `new`. Entries of other slots that own nothing the
 /// update changed are copied as stored instead of being parsed and
@@ -161,23 +161,9 @@ pub fn record_update_on(
 }
 
 /// Records an update by `manager` that changed `changed` (paths), producing
-/// `new`.
-pub fn record_update(
-    entries: &mut Vec<Entry>,
-    manager: &str,
-    api_version: &str,
-    subresource: &str,
-    changed: &FieldSet,
-    new: &Value,
-) {
-    if changed.is_empty() {
-        return;
-    }
-    apply_update(entries, manager, api_version, subresource, changed, new);
-    entries.retain(|e| !e.fields.is_empty());
-}
-
-/// [`record_update`] without dropping the entries left owning nothing.
+/// `new`: the writer gains the changed paths `new` still sets, every other
+/// slot loses them. Entries left owning nothing are kept (the caller drops
+/// them when writing).
 fn apply_update(
     entries: &mut Vec<Entry>,
     manager: &str,
@@ -226,6 +212,23 @@ fn apply_update(
 mod tests {
     use super::*;
     use crate::patch::fields::{BuiltinLists, Scope, changed_paths};
+
+    /// An update recorded on entries read in full (the definition that
+    /// `record_update_on` must match).
+    fn record_update(
+        entries: &mut Vec<Entry>,
+        manager: &str,
+        api_version: &str,
+        subresource: &str,
+        changed: &FieldSet,
+        new: &Value,
+    ) {
+        if changed.is_empty() {
+            return;
+        }
+        apply_update(entries, manager, api_version, subresource, changed, new);
+        entries.retain(|e| !e.fields.is_empty());
+    }
 
     /// `record_update_on` against reading, recording and writing in full.
     fn both_ways(old: Option<&Value>, new: &Value, manager: &str, sub: &str) -> (Value, Value) {
