@@ -10,6 +10,12 @@
 //! where the rules are is made at compile time, and kube-cel is only handed
 //! the subtrees whose root holds rules: the same rules see the same values
 //! and report the same paths, without converting what no rule reads.
+//!
+//! Below a node with rules, kube-cel still visits (and converts anew) every
+//! field. So the schema it is given leaves out the subtrees that are
+//! [inert](inert): no rule, and nothing that makes a value convert
+//! differently with its schema than without. Rules see the same `self` and
+//! `oldSelf`; kube-cel just stops visiting every leaf of, say, a condition.
 
 use crate::status::{FieldError, FieldErrorKind, render_value};
 use kube_cel::{CompiledSchema, ErrorKind, compile_schema};
@@ -134,7 +140,7 @@ impl CelRules {
         if !has_rules(raw_schema) {
             return Ok(None);
         }
-        let compiled = compile_schema(raw_schema);
+        let compiled = compile_schema(&without_inert(raw_schema));
         let mut problems = Vec::new();
         collect_compile_errors(&compiled, "openAPIV3Schema", &mut problems);
         if problems.is_empty() {
@@ -171,6 +177,71 @@ impl CelRules {
             })
             .collect()
     }
+}
+
+/// True when no value under `schema` needs its schema to convert to CEL
+/// (as kube-cel converts a value without a schema: strings stay strings,
+/// objects become maps of the same escaped keys) and no rule is there.
+/// Formats `date-time` and `duration`, int-or-string, embedded resources
+/// and allOf/oneOf/anyOf branches all count as needing it.
+fn inert(schema: &Value) -> bool {
+    match schema {
+        Value::Object(map) => map.iter().all(|(key, v)| match key.as_str() {
+            "x-kubernetes-validations"
+            | "x-kubernetes-embedded-resource"
+            | "x-kubernetes-int-or-string"
+            | "allOf"
+            | "oneOf"
+            | "anyOf" => false,
+            // (A property named "format" holds a schema, not a string.)
+            "format" if v.is_string() => !matches!(v.as_str(), Some("date-time" | "duration")),
+            _ => inert(v),
+        }),
+        Value::Array(items) => items.iter().all(inert),
+        _ => true,
+    }
+}
+
+/// `schema` without its [inert] subtrees (kept whole where allOf/oneOf/
+/// anyOf are). A property stays when the node also has an
+/// `additionalProperties` schema: without its own schema, the property's
+/// value would be converted and walked with that one.
+fn without_inert(schema: &Value) -> Value {
+    let Value::Object(map) = schema else {
+        return schema.clone();
+    };
+    if ["allOf", "oneOf", "anyOf"]
+        .iter()
+        .any(|k| map.contains_key(*k))
+    {
+        return schema.clone();
+    }
+    let open = map
+        .get("additionalProperties")
+        .is_some_and(Value::is_object);
+    let mut out = serde_json::Map::new();
+    for (key, v) in map {
+        let kept = match key.as_str() {
+            "properties" => match v {
+                Value::Object(props) => Some(Value::Object(
+                    props
+                        .iter()
+                        .filter(|(_, p)| open || !inert(p))
+                        .map(|(name, p)| (name.clone(), without_inert(p)))
+                        .collect(),
+                )),
+                _ => Some(v.clone()),
+            },
+            "items" | "additionalProperties" if v.is_object() => {
+                (!inert(v)).then(|| without_inert(v))
+            }
+            _ => Some(v.clone()),
+        };
+        if let Some(kept) = kept {
+            out.insert(key.clone(), kept);
+        }
+    }
+    Value::Object(out)
 }
 
 fn has_rules(schema: &Value) -> bool {
@@ -305,11 +376,31 @@ mod tests {
     fn nested_schema() -> Value {
         let leaf = json!({
             "type": "object",
-            "properties": {"n": {"type": "integer"}, "fixed": {"type": "string"}},
+            "properties": {
+                "n": {"type": "integer"},
+                "fixed": {"type": "string"},
+                "when": {"type": "string", "format": "date-time"},
+                "note": {"type": "string"}
+            },
             "x-kubernetes-validations": [
                 {"rule": "self.n < 10", "message": "n too big", "fieldPath": ".n"},
-                {"rule": "!has(oldSelf.fixed) || self.fixed == oldSelf.fixed", "message": "fixed"}
+                {"rule": "!has(oldSelf.fixed) || self.fixed == oldSelf.fixed", "message": "fixed"},
+                {"rule": "!has(self.when) || self.when > timestamp('2020-01-01T00:00:00Z')", "message": "too early"}
             ]
+        });
+        let info = json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "string"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "format": {
+                    "type": "object",
+                    "properties": {
+                        "x": {"type": "string"},
+                        "at": {"type": "string", "format": "date-time"}
+                    }
+                }
+            }
         });
         json!({
             "type": "object",
@@ -321,14 +412,22 @@ mod tests {
                         "plain": {"type": "string"},
                         "list": {"type": "array", "items": leaf.clone()},
                         "map": {"type": "object", "additionalProperties": leaf.clone()},
+                        "mixed": {
+                            "type": "object",
+                            "properties": {"plain": {"type": "string"}},
+                            "additionalProperties": leaf.clone()
+                        },
                         "deep": {"type": "object", "properties": {"leaf": leaf}}
                     }
                 },
                 "status": {
                     "type": "object",
-                    "properties": {"id": {"type": "string"}},
+                    "properties": {"id": {"type": "string"}, "info": info},
                     "x-kubernetes-validations": [
-                        {"rule": "!has(oldSelf.id) || self.id == oldSelf.id", "message": "id is set once"}
+                        {"rule": "!has(oldSelf.id) || self.id == oldSelf.id", "message": "id is set once"},
+                        {"rule": "!has(self.info) || self.info.tags.all(t, t != 'bad')", "message": "bad tag"},
+                        {"rule": "!has(self.info) || !has(self.info.format) || self.info.format.x != 'bad'", "message": "bad format"},
+                        {"rule": "!has(self.info) || !has(self.info.format) || !has(self.info.format.at) || self.info.format.at > timestamp('2020-01-01T00:00:00Z')", "message": "format too early"}
                     ]
                 }
             }
@@ -343,21 +442,23 @@ mod tests {
         let old = json!({
             "metadata": {"name": "a"},
             "spec": {
-                "list": [{"n": 1, "fixed": "x"}, {"n": 2}],
+                "list": [{"n": 1, "fixed": "x", "when": "2021-01-01T00:00:00Z"}, {"n": 2}],
                 "map": {"k": {"n": 3, "fixed": "y"}},
-                "deep": {"leaf": {"n": 4, "fixed": "z"}}
+                "mixed": {"plain": "p", "k": {"n": 1}},
+                "deep": {"leaf": {"n": 4, "fixed": "z", "note": "kept"}}
             },
-            "status": {"id": "one"}
+            "status": {"id": "one", "info": {"a": "x", "tags": ["good"]}}
         });
         let new = json!({
             "metadata": {"name": "a"},
             "spec": {
                 "plain": "p",
-                "list": [{"n": 11, "fixed": "changed"}, {"n": 12}, {"n": 13}],
-                "map": {"k": {"n": 30, "fixed": "other"}, "j": {"n": 1}},
-                "deep": {"leaf": {"n": 40, "fixed": "moved"}}
+                "list": [{"n": 11, "fixed": "changed", "when": "2019-01-01T00:00:00Z"}, {"n": 12}, {"n": 13}],
+                "map": {"k": {"n": 30, "fixed": "other"}, "j": {"n": 1, "when": "2019-06-01T00:00:00Z"}},
+                "mixed": {"plain": "q", "k": {"n": 50}},
+                "deep": {"leaf": {"n": 40, "fixed": "moved", "note": "changed"}}
             },
-            "status": {"id": "two"}
+            "status": {"id": "two", "info": {"a": "y", "tags": ["good", "bad"], "format": {"x": "bad", "at": "2019-01-01T00:00:00Z"}}}
         });
         let paths = |errs: Vec<kube_cel::ValidationError>| {
             let mut p: Vec<(String, String)> = errs
@@ -374,7 +475,17 @@ mod tests {
             assert_eq!(paths(ours), paths(theirs));
         }
         let errs = rules.validate(&new, Some(&old));
-        assert_eq!(errs.len(), 9, "{errs:?}");
+        assert_eq!(errs.len(), 15, "{errs:?}");
+        assert!(
+            errs.iter()
+                .any(|e| e.to_string().starts_with("spec.mixed.k.n:"))
+        );
+        assert_eq!(
+            errs.iter()
+                .filter(|e| e.to_string().ends_with(": too early"))
+                .count(),
+            2
+        );
         assert!(
             errs.iter()
                 .any(|e| e.to_string().starts_with("spec.list[0].n:"))
@@ -395,6 +506,33 @@ mod tests {
         let names: Vec<&str> = properties.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["spec", "status"]);
         assert_eq!(properties[1].1, Plan::Here);
+    }
+
+    #[test]
+    fn inert_subtrees_are_not_walked() {
+        let rules = CelRules::compile(&nested_schema()).unwrap().unwrap();
+        let status = &rules.compiled.properties["status"];
+        let info = &status.properties["info"];
+        assert!(!status.properties.contains_key("id"));
+        assert_eq!(info.properties.keys().collect::<Vec<_>>(), ["format"]);
+        assert_eq!(
+            info.properties["format"]
+                .properties
+                .keys()
+                .collect::<Vec<_>>(),
+            ["at"],
+            "a date-time under a property named format converts with its schema"
+        );
+        let leaf = &rules.compiled.properties["spec"].properties["deep"].properties["leaf"];
+        let mut kept: Vec<&str> = leaf.properties.keys().map(String::as_str).collect();
+        kept.sort();
+        assert_eq!(kept, ["when"], "a date-time converts with its schema");
+        let mixed = &rules.compiled.properties["spec"].properties["mixed"];
+        assert!(
+            mixed.properties.contains_key("plain"),
+            "a property beside additionalProperties keeps its schema"
+        );
+        assert!(!rules.compiled.properties.contains_key("metadata"));
     }
 
     #[test]
