@@ -124,12 +124,12 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The component's ServiceAccount user (its ServiceAccount is named after it).
 fn user(component: Component) -> String {
-    let sa = match component {
-        Component::Controller => "cosi-controller",
-        Component::Sidecar => "cosi-sidecar",
-    };
-    format!("system:serviceaccount:{SYSTEM_NAMESPACE}:{sa}")
+    format!(
+        "system:serviceaccount:{SYSTEM_NAMESPACE}:{}",
+        component.identity()
+    )
 }
 
 /// The system under test: API server, driver and the two component processes.
@@ -153,11 +153,10 @@ impl Bench {
         let mut driver = DriverHost::new(config, stack.driver_endpoint().clone());
         driver.start().await.context("starting the local driver")?;
         let mut launch = Vec::new();
-        for (component, sa) in [
-            (Component::Controller, "cosi-controller"),
-            (Component::Sidecar, "cosi-sidecar"),
-        ] {
-            let token = stack.sim().service_account_token(SYSTEM_NAMESPACE, sa);
+        for component in [Component::Controller, Component::Sidecar] {
+            let token = stack
+                .sim()
+                .service_account_token(SYSTEM_NAMESPACE, component.identity());
             let kubeconfig = dir.join(format!("{}.kubeconfig", component.name()));
             stack
                 .sim()

@@ -170,13 +170,20 @@ impl Stack {
         for doc in CONTROLLER_RBAC.iter().chain(SIDECAR_RBAC) {
             apply_in_namespace(&sim, doc, SYSTEM_NAMESPACE)?;
         }
-        let (controller_client, sidecar_client) = if opts.rbac {
-            let c = sim.service_account_token(SYSTEM_NAMESPACE, "cosi-controller");
-            let s = sim.service_account_token(SYSTEM_NAMESPACE, "cosi-sidecar");
-            (sim.client_for_token(&c), sim.client_for_token(&s))
-        } else {
-            (sim.client(), sim.client())
+        // Each component has its own ServiceAccount (or the admin identity
+        // without RBAC) and names itself in its User-Agent, as deployed.
+        let client_of = |component: &str| {
+            let token = if opts.rbac {
+                sim.service_account_token(SYSTEM_NAMESPACE, component)
+            } else {
+                sim.admin_token().to_owned()
+            };
+            let mut config = sim.client_config(&token);
+            cosi_runtime::client::identify(&mut config, component);
+            Client::try_from(config).map_err(|e| StackError::Api(e.to_string()))
         };
+        let controller_client = client_of(cosi_controller::COMPONENT)?;
+        let sidecar_client = client_of(cosi_sidecar::COMPONENT)?;
         // Reserve the S3 port now so it stays the same across driver restarts:
         // access Secrets carry the endpoint URL.
         let probe = std::net::TcpListener::bind(opts.s3_address)?;

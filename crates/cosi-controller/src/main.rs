@@ -33,7 +33,7 @@ async fn main() -> anyhow::Result<()> {
     logging::init(cli.common.log_format);
     let shutdown = Shutdown::on_signals();
 
-    let client = client::kube_client(cli.common.kubeconfig.as_deref())
+    let client = client::kube_client(cli.common.kubeconfig.as_deref(), COMPONENT)
         .await
         .context("building the Kubernetes client")?;
     let registry = Registry::new();

@@ -1,9 +1,16 @@
 //! Building the Kubernetes client from `--kubeconfig`, `KUBECONFIG`,
 //! `~/.kube/config` or the in-cluster ServiceAccount. No client-side rate
 //! limit is added: the API server's priority and fairness does that job.
+//!
+//! Every request names the component in its User-Agent
+//! (`cosi-controller/0.1.0`). The API server takes that name as the field
+//! manager of the component's writes (what `kubectl get
+//! --show-managed-fields` shows) and records it in its audit log.
 
 use std::path::Path;
 
+use http::HeaderValue;
+use http::header::USER_AGENT;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
@@ -28,9 +35,28 @@ pub enum ClientError {
     Client(#[from] kube::Error),
 }
 
-/// A client for `kubeconfig` when given, else the inferred configuration.
-pub async fn kube_client(kubeconfig: Option<&Path>) -> Result<Client, ClientError> {
-    let config = match kubeconfig {
+/// The User-Agent of `component`'s requests: `<component>/<version>`.
+pub fn user_agent(component: &str) -> String {
+    format!("{component}/{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Makes every request of `config` carry `component`'s User-Agent.
+pub fn identify(config: &mut Config, component: &str) {
+    // A component name is a DNS label, always a valid header value; an
+    // invalid one keeps the client's default.
+    if let Ok(value) = HeaderValue::from_str(&user_agent(component)) {
+        config.headers.retain(|(name, _)| name != USER_AGENT);
+        config.headers.push((USER_AGENT, value));
+    }
+}
+
+/// A client of `component` for `kubeconfig` when given, else the inferred
+/// configuration.
+pub async fn kube_client(
+    kubeconfig: Option<&Path>,
+    component: &str,
+) -> Result<Client, ClientError> {
+    let mut config = match kubeconfig {
         Some(path) => {
             let err = |source| ClientError::Kubeconfig {
                 path: path.display().to_string(),
@@ -43,5 +69,6 @@ pub async fn kube_client(kubeconfig: Option<&Path>) -> Result<Client, ClientErro
         }
         None => Config::infer().await?,
     };
+    identify(&mut config, component);
     Ok(Client::try_from(config)?)
 }

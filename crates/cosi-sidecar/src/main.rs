@@ -10,6 +10,7 @@ use cosi_driver::{DriverClient, Endpoint};
 use cosi_runtime::leader::{LeaderElection, run_as_leader};
 use cosi_runtime::metrics::SidecarMetrics;
 use cosi_runtime::{CommonArgs, Readiness, Shutdown, client, http, logging};
+use cosi_sidecar::COMPONENT;
 
 // Watch events and API replies are parsed into many small values; mimalloc
 // serves those faster than the system allocator (built without transparent
@@ -46,7 +47,7 @@ async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     logging::init(cli.common.log_format);
     let endpoint = Endpoint::parse(&cli.driver_endpoint)?;
-    let client = client::kube_client(cli.common.kubeconfig.as_deref()).await?;
+    let client = client::kube_client(cli.common.kubeconfig.as_deref(), COMPONENT).await?;
 
     let registry = prometheus::Registry::new();
     let metrics = SidecarMetrics::register(&registry).context("registering metrics")?;

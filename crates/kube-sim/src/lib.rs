@@ -252,7 +252,9 @@ impl KubeSim {
         &self.admin_token
     }
 
-    fn config(&self, token: &str) -> kube::Config {
+    /// The client configuration for `token`, to adjust (e.g. add headers)
+    /// before building a client from it.
+    pub fn client_config(&self, token: &str) -> kube::Config {
         let uri: http::Uri = self
             .url()
             .parse()
@@ -264,7 +266,7 @@ impl KubeSim {
     }
 
     fn make_client(&self, token: &str) -> kube::Client {
-        kube::Client::try_from(self.config(token))
+        kube::Client::try_from(self.client_config(token))
             .expect("a plain-HTTP kube client for a local address always builds")
     }
 

@@ -37,6 +37,14 @@ impl Component {
             Component::Sidecar => "sidecar",
         }
     }
+
+    /// The name the component gives the API server (its User-Agent).
+    pub fn identity(self) -> &'static str {
+        match self {
+            Component::Controller => cosi_controller::COMPONENT,
+            Component::Sidecar => cosi_sidecar::COMPONENT,
+        }
+    }
 }
 
 /// Flags of the hidden `cosi __run` subcommand.
@@ -56,7 +64,9 @@ pub struct Args {
 /// Runs one component until its standard input closes or a signal arrives.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     init_logging();
-    let client = cosi_runtime::client::kube_client(Some(&args.kubeconfig)).await?;
+    let client =
+        cosi_runtime::client::kube_client(Some(&args.kubeconfig), args.component.identity())
+            .await?;
     let shutdown = Shutdown::on_signals();
     stop_when_stdin_closes(shutdown.clone());
     let registry = prometheus::Registry::new();

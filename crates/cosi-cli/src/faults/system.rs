@@ -14,7 +14,6 @@ use cosi_driver_local::{BackendState, CrashPoint};
 use cosi_runtime::metrics::SidecarMetrics;
 use cosi_runtime::{Backoff, Readiness, Shutdown};
 use kube::client::ClientBuilder;
-use serde_json::json;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -105,17 +104,14 @@ pub const SIDECAR_BACKOFF: Backoff = Backoff {
 };
 
 impl System {
-    fn client(&self, token: &str, switch: &CrashSwitch) -> Result<kube::Client, SystemError> {
-        let url = self
-            .stack
-            .sim()
-            .url()
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| SystemError::Component(e.to_string()))?;
-        let mut config = kube::Config::new(url);
-        config.default_namespace = "default".into();
-        config.auth_info = serde_json::from_value(json!({ "token": token }))
-            .map_err(|e| SystemError::Component(e.to_string()))?;
+    fn client(
+        &self,
+        token: &str,
+        component: &str,
+        switch: &CrashSwitch,
+    ) -> Result<kube::Client, SystemError> {
+        let mut config = self.stack.sim().client_config(token);
+        cosi_runtime::client::identify(&mut config, component);
         let builder =
             ClientBuilder::try_from(config).map_err(|e| SystemError::Component(e.to_string()))?;
         Ok(builder.with_layer(&CrashLayer(switch.clone())).build())
@@ -133,7 +129,8 @@ impl System {
         match which {
             Which::Controller => {
                 let switch = Self::switch(&mut self.controller_crashes);
-                let client = self.client(&self.controller_token, &switch)?;
+                let client =
+                    self.client(&self.controller_token, cosi_controller::COMPONENT, &switch)?;
                 let config = cosi_controller::Config::new(&prometheus::Registry::new())
                     .map_err(|e| component_err(&e))?;
                 let task = tokio::spawn(async move {
@@ -145,7 +142,7 @@ impl System {
             }
             Which::Sidecar => {
                 let switch = Self::switch(&mut self.sidecar_crashes);
-                let client = self.client(&self.sidecar_token, &switch)?;
+                let client = self.client(&self.sidecar_token, cosi_sidecar::COMPONENT, &switch)?;
                 let metrics = SidecarMetrics::register(&prometheus::Registry::new())
                     .map_err(|e| component_err(&e))?;
                 let mut config = cosi_sidecar::Config::new(metrics, Readiness::default());
@@ -252,8 +249,9 @@ impl Supervised {
         driver.start().await?;
         let sim = stack.sim();
         let mut system = System {
-            controller_token: sim.service_account_token(SYSTEM_NAMESPACE, "cosi-controller"),
-            sidecar_token: sim.service_account_token(SYSTEM_NAMESPACE, "cosi-sidecar"),
+            controller_token: sim
+                .service_account_token(SYSTEM_NAMESPACE, cosi_controller::COMPONENT),
+            sidecar_token: sim.service_account_token(SYSTEM_NAMESPACE, cosi_sidecar::COMPONENT),
             controller: None,
             sidecar: None,
             controller_crashes: faults.controller_crashes.into(),
@@ -280,8 +278,14 @@ impl Supervised {
             sim_faults,
             driver_name,
             users: [
-                format!("system:serviceaccount:{SYSTEM_NAMESPACE}:cosi-controller"),
-                format!("system:serviceaccount:{SYSTEM_NAMESPACE}:cosi-sidecar"),
+                format!(
+                    "system:serviceaccount:{SYSTEM_NAMESPACE}:{}",
+                    cosi_controller::COMPONENT
+                ),
+                format!(
+                    "system:serviceaccount:{SYSTEM_NAMESPACE}:{}",
+                    cosi_sidecar::COMPONENT
+                ),
             ],
         })
     }

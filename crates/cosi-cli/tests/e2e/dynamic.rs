@@ -150,3 +150,54 @@ async fn each_access_to_a_claim_gets_credentials_of_its_own() {
     env.assert_backend_holds_only(&[]);
     env.stop().await;
 }
+
+/// (manager, subresource) of each managedFields entry of `obj`.
+fn writers(obj: &impl kube::Resource) -> std::collections::BTreeSet<(String, String)> {
+    obj.meta()
+        .managed_fields
+        .iter()
+        .flatten()
+        .map(|e| {
+            (
+                e.manager.clone().unwrap_or_default(),
+                e.subresource.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn each_component_writes_under_its_own_name() {
+    let env = Env::start().await;
+    let claim = env.provisioned_claim("named", DELETE).await;
+    let access = env
+        .provisioned_access("named-rw", SINGLE, &["named"], BucketAccessMode::ReadWrite)
+        .await;
+    let bucket = env.bucket_of(&claim).await;
+    let claim = env.claims().get("named").await.unwrap();
+    let secret = env.secrets().get("named-rw").await.unwrap();
+    let w = |manager: &str, subresource: &str| (manager.to_owned(), subresource.to_owned());
+
+    // The User-Agent of each component is the field manager of its writes;
+    // the test's own creates come from the test client.
+    assert!(
+        writers(&claim)
+            .is_superset(&[w("cosi-controller", ""), w("cosi-controller", "status")].into())
+    );
+    assert_eq!(
+        writers(&bucket),
+        [w("cosi-controller", ""), w("cosi-sidecar", "status")].into()
+    );
+    assert!(
+        writers(&access).is_superset(
+            &[
+                w("cosi-controller", ""),
+                w("cosi-controller", "status"),
+                w("cosi-sidecar", "status")
+            ]
+            .into()
+        )
+    );
+    assert_eq!(writers(&secret), [w("cosi-sidecar", "")].into());
+    env.stop().await;
+}
