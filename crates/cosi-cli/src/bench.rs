@@ -126,10 +126,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
 /// The component's ServiceAccount user (its ServiceAccount is named after it).
 fn user(component: Component) -> String {
-    format!(
-        "system:serviceaccount:{SYSTEM_NAMESPACE}:{}",
-        component.identity()
-    )
+    kube_sim::Identity::service_account(SYSTEM_NAMESPACE, component.identity()).user
 }
 
 /// The system under test: API server, driver and the two component processes.

@@ -14,6 +14,7 @@ use cosi_driver_local::{BackendState, CrashPoint};
 use cosi_runtime::metrics::SidecarMetrics;
 use cosi_runtime::{Backoff, Readiness, Shutdown};
 use kube::client::ClientBuilder;
+use kube_sim::Identity;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
@@ -278,14 +279,8 @@ impl Supervised {
             sim_faults,
             driver_name,
             users: [
-                format!(
-                    "system:serviceaccount:{SYSTEM_NAMESPACE}:{}",
-                    cosi_controller::COMPONENT
-                ),
-                format!(
-                    "system:serviceaccount:{SYSTEM_NAMESPACE}:{}",
-                    cosi_sidecar::COMPONENT
-                ),
+                Identity::service_account(SYSTEM_NAMESPACE, cosi_controller::COMPONENT).user,
+                Identity::service_account(SYSTEM_NAMESPACE, cosi_sidecar::COMPONENT).user,
             ],
         })
     }

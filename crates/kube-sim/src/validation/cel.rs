@@ -13,7 +13,7 @@
 //!
 //! Below a node with rules, kube-cel still visits (and converts anew) every
 //! field. So the schema it is given leaves out the subtrees that are
-//! [inert](inert): no rule, and nothing that makes a value convert
+//! inert: no rule, and nothing that makes a value convert
 //! differently with its schema than without. Rules see the same `self` and
 //! `oldSelf`; kube-cel just stops visiting every leaf of, say, a condition.
 
