@@ -36,6 +36,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use cosi_api::{Bucket, DeletionPolicy, MultiBucketAccess};
 use cosi_api::{BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use cosi_driver_local::LocalDriver;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, ListParams, PostParams};
 use kube_sim::Counters;
@@ -222,6 +223,11 @@ impl Bench {
         }
     }
 
+    /// Durable commits of the running driver's state so far.
+    fn durable_commits(&self) -> u64 {
+        self.driver.driver().map_or(0, LocalDriver::durable_commits)
+    }
+
     /// CPU milliseconds so far: controller, sidecar, this process.
     fn cpu_ms(&self) -> [u64; 3] {
         let child = |i: usize| self.procs.get(i).and_then(|p| p.cpu_ms()).unwrap_or(0);
@@ -319,6 +325,7 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     // The burst.
     bench.stack.sim().reset_counters();
     let calls_before = bench.driver.hooks().total_calls();
+    let commits_before = bench.durable_commits();
     let cpu_before = bench.cpu_ms();
     let created = load::create_pairs(
         &client,
@@ -356,6 +363,7 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     details.total_writes = burst.writes();
     details.bench_writes = details.total_writes - component_writes;
     details.driver_calls = bench.driver.hooks().total_calls() - calls_before;
+    details.driver_durable_commits = bench.durable_commits() - commits_before;
     let by_kind = |writes: bool| {
         burst
             .entries()

@@ -12,6 +12,7 @@ use cosi_driver::Status;
 use crate::blobs;
 use crate::config::{self, Config};
 use crate::error::Error;
+use crate::key_locks::KeyLocks;
 use crate::store::{BucketState, Store};
 
 /// The local driver: implements the COSI `Identity` and `Provisioner`
@@ -39,9 +40,9 @@ pub(crate) struct Inner {
     pub(crate) configured_url: Option<String>,
     pub(crate) endpoint_url: RwLock<String>,
     pub(crate) store: Store,
-    /// Serializes provisioning calls so that each reads and writes state
-    /// without interleaving with another.
-    pub(crate) provisioning: Mutex<()>,
+    /// Keeps provisioning calls on the same bucket or account from
+    /// interleaving.
+    pub(crate) provisioning: KeyLocks,
     pub(crate) crash_at: Mutex<Option<CrashPoint>>,
 }
 
@@ -125,7 +126,7 @@ impl LocalDriver {
                     config.s3_address,
                 )),
                 store,
-                provisioning: Mutex::new(()),
+                provisioning: KeyLocks::default(),
                 crash_at: Mutex::new(None),
             }),
         };
@@ -210,6 +211,13 @@ impl LocalDriver {
             return Err(Status::unavailable(format!("injected crash at {point:?}")));
         }
         Ok(())
+    }
+
+    /// Durable commits of bucket and account records so far. Concurrent
+    /// provisioning calls share them, so under load there are fewer than
+    /// the changes they commit.
+    pub fn durable_commits(&self) -> u64 {
+        self.inner.store.group_flushes()
     }
 
     /// A read-only snapshot of every bucket and account in the backend.

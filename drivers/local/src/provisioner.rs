@@ -1,5 +1,6 @@
 //! The COSI `Identity` and `Provisioner` services. Each call runs on a
-//! blocking thread, one at a time, and is idempotent:
+//! blocking thread holding the locks of the buckets and the account it
+//! touches (calls on others run alongside), and is idempotent:
 //!
 //! - bucket IDs derive from Bucket names and account IDs from account
 //!   names, so phase 1 creates nothing;
@@ -22,6 +23,7 @@ use crate::blobs;
 use crate::credentials;
 use crate::driver::{CrashPoint, LocalDriver};
 use crate::ids;
+use crate::key_locks::Key;
 use crate::params::{self, BucketParams};
 use crate::policy::{Mode, Modes};
 use crate::store::{AccountRecord, BucketRecord, BucketState, StoreError};
@@ -143,18 +145,15 @@ fn incompatible_account(
 }
 
 impl LocalDriver {
-    /// Runs `f` on a blocking thread while holding the provisioning lock.
+    /// Runs `f` on a blocking thread while holding the locks of `keys`.
     async fn provisioning<T: Send + 'static>(
         &self,
+        keys: Vec<Key>,
         f: impl FnOnce(&LocalDriver) -> Result<T, Status> + Send + 'static,
     ) -> Result<T, Status> {
         let driver = self.clone();
         tokio::task::spawn_blocking(move || {
-            let _guard = driver
-                .inner
-                .provisioning
-                .lock()
-                .map_err(|_| Status::internal("provisioning lock poisoned"))?;
+            let _guard = driver.inner.provisioning.lock(keys);
             f(&driver)
         })
         .await
@@ -317,7 +316,7 @@ impl Provisioner for LocalDriver {
         s3_only(&r.protocols)?;
         let params = bucket_params(&r.parameters)?;
         let id = ids::bucket_id_for(&r.name);
-        self.provisioning(move |d| {
+        self.provisioning(vec![Key::Bucket(id.clone())], move |d| {
             if let Some(existing) = d.inner.store.bucket(&id).map_err(internal)?
                 && existing.params != params
             {
@@ -337,7 +336,7 @@ impl Provisioner for LocalDriver {
         let r = request.into_inner();
         s3_only(&r.protocols)?;
         let params = bucket_params(&r.parameters)?;
-        self.provisioning(move |d| {
+        self.provisioning(vec![Key::Bucket(r.bucket_id.clone())], move |d| {
             d.create_bucket_blocking(&r.bucket_id, params)?;
             Ok(Response::new(DriverCreateBucketResponse {
                 protocols: Some(d.bucket_info(&r.bucket_id)),
@@ -353,7 +352,7 @@ impl Provisioner for LocalDriver {
         let r = request.into_inner();
         s3_only(&r.protocols)?;
         let params = bucket_params(&r.parameters)?;
-        self.provisioning(move |d| {
+        self.provisioning(vec![Key::Bucket(r.bucket_id.clone())], move |d| {
             let bucket = d.ready_bucket(&r.bucket_id)?;
             // Parameters are optional here; when given they must match.
             if !r.parameters.is_empty() && bucket.params != params {
@@ -371,7 +370,7 @@ impl Provisioner for LocalDriver {
         request: Request<DriverDeleteBucketRequest>,
     ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
         let r = request.into_inner();
-        self.provisioning(move |d| {
+        self.provisioning(vec![Key::Bucket(r.bucket_id.clone())], move |d| {
             d.delete_bucket_blocking(&r.bucket_id)?;
             Ok(Response::new(DriverDeleteBucketResponse {}))
         })
@@ -386,7 +385,7 @@ impl Provisioner for LocalDriver {
         access_request(r.protocol, r.authentication_type, &r.parameters)?;
         let id = ids::account_id_for(&r.account_name);
         let grants = requested_grants(&r.buckets);
-        self.provisioning(move |d| {
+        self.provisioning(vec![Key::Account(id.clone())], move |d| {
             if let Some(existing) = d.inner.store.account(&id).map_err(internal)?
                 && existing.grants != grants
             {
@@ -406,8 +405,16 @@ impl Provisioner for LocalDriver {
         let r = request.into_inner();
         access_request(r.protocol, r.authentication_type, &r.parameters)?;
         let grants = requested_grants(&r.buckets);
-        self.provisioning(move |d| d.grant_blocking(&r.account_id, grants).map(Response::new))
-            .await
+        // The buckets too: none may be deleted while it is being granted.
+        let keys = grants
+            .keys()
+            .map(|b| Key::Bucket(b.clone()))
+            .chain([Key::Account(r.account_id.clone())])
+            .collect();
+        self.provisioning(keys, move |d| {
+            d.grant_blocking(&r.account_id, grants).map(Response::new)
+        })
+        .await
     }
 
     async fn driver_revoke_bucket_access(
@@ -415,7 +422,7 @@ impl Provisioner for LocalDriver {
         request: Request<DriverRevokeBucketAccessRequest>,
     ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
         let r = request.into_inner();
-        self.provisioning(move |d| {
+        self.provisioning(vec![Key::Account(r.account_id.clone())], move |d| {
             if d.inner
                 .store
                 .remove_account(&r.account_id)

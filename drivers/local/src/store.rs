@@ -1,7 +1,12 @@
 //! The crash-safe state store: one redb file under the data directory
 //! holding buckets, accounts (keys and grants), object records and multipart
-//! uploads. Every change is one ACID transaction committed with immediate
-//! durability, so a crash leaves either the old or the new state.
+//! uploads. Every change is one ACID transaction, durable before the call
+//! that made it returns, so a crash leaves either the old or the new state.
+//! Bucket and account records (written by provisioning calls, which hold
+//! the record's lock until they return) are committed in groups: each
+//! transaction commits without syncing and waits for a shared durable
+//! commit (see `group_commit`). Object and upload records, which S3 readers
+//! may see at any moment, are committed durably one by one.
 //!
 //! Object contents live in blob files next to the store (see `blobs`); a
 //! record points at its blob. Records are serialized as JSON.
@@ -12,9 +17,12 @@ use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-use redb::{Database, ReadableTable, ReadableTableMetadata, TableDefinition};
+use redb::{
+    Database, Durability, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction,
+};
 use serde::{Deserialize, Serialize};
 
+use crate::group_commit::GroupCommit;
 use crate::params::BucketParams;
 use crate::policy::Modes;
 
@@ -200,10 +208,20 @@ pub enum WriteError {
     Store(#[from] StoreError),
 }
 
+/// How a write transaction is made durable.
+#[derive(Clone, Copy)]
+enum Commit {
+    /// With others, in one durable commit ([`Store::commit_grouped`]).
+    Grouped,
+    /// By itself.
+    Alone,
+}
+
 /// The state store. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
     db: Arc<Database>,
+    group: Arc<GroupCommit>,
 }
 
 impl fmt::Debug for Store {
@@ -238,7 +256,28 @@ impl Store {
         tx.open_table(UPLOADS)?;
         tx.open_table(PARTS)?;
         tx.commit()?;
-        Ok(Self { db: Arc::new(db) })
+        Ok(Self {
+            db: Arc::new(db),
+            group: Arc::default(),
+        })
+    }
+
+    /// Commits `tx` in a group: without syncing, then waits until a durable
+    /// commit begun after it has finished.
+    fn commit_grouped(&self, mut tx: WriteTransaction) -> Result<(), StoreError> {
+        tx.set_durability(Durability::None);
+        tx.commit()?;
+        self.group.wait_durable(|| {
+            // An empty durable commit makes every commit before it durable.
+            let tx = self.db.begin_write()?;
+            tx.commit()?;
+            Ok(())
+        })
+    }
+
+    /// Durable commits run for grouped transactions so far.
+    pub fn group_flushes(&self) -> u64 {
+        self.group.flushes()
     }
 
     // ---- buckets ----
@@ -280,13 +319,13 @@ impl Store {
                 }
             }
         };
-        tx.commit()?;
+        self.commit_grouped(tx)?;
         Ok(stored)
     }
 
     /// Sets the state of bucket `id`; false when it is not recorded.
     pub fn set_bucket_state(&self, id: &str, state: BucketState) -> Result<bool, StoreError> {
-        self.update_bucket(id, |b| b.state = state)
+        self.update_bucket(id, Commit::Grouped, |b| b.state = state)
     }
 
     /// Sets the tags of bucket `id`; false when it is not recorded.
@@ -295,12 +334,13 @@ impl Store {
         id: &str,
         tags: Vec<(String, String)>,
     ) -> Result<bool, StoreError> {
-        self.update_bucket(id, |b| b.tags = tags)
+        self.update_bucket(id, Commit::Alone, |b| b.tags = tags)
     }
 
     fn update_bucket(
         &self,
         id: &str,
+        commit: Commit,
         f: impl FnOnce(&mut BucketRecord),
     ) -> Result<bool, StoreError> {
         let tx = self.db.begin_write()?;
@@ -316,7 +356,10 @@ impl Store {
                 None => false,
             }
         };
-        tx.commit()?;
+        match commit {
+            Commit::Grouped => self.commit_grouped(tx)?,
+            Commit::Alone => tx.commit()?,
+        }
         Ok(found)
     }
 
@@ -344,7 +387,7 @@ impl Store {
                 }
             }
         }
-        tx.commit()?;
+        self.commit_grouped(tx)?;
         Ok(())
     }
 
@@ -409,7 +452,7 @@ impl Store {
                 }
             }
         };
-        tx.commit()?;
+        self.commit_grouped(tx)?;
         Ok(stored)
     }
 
@@ -428,7 +471,7 @@ impl Store {
                 None => false,
             }
         };
-        tx.commit()?;
+        self.commit_grouped(tx)?;
         Ok(found)
     }
 

@@ -47,6 +47,51 @@ async fn state_and_credentials_survive_a_restart() {
     h.stop().await;
 }
 
+/// Calls on different buckets and accounts run side by side and share
+/// durable commits; every one of their changes is on disk when it returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_calls_share_durable_commits_and_survive_a_restart() {
+    const PAIRS: usize = 16;
+    let h = Harness::start().await;
+    let before = h.driver.durable_commits();
+    let granted = futures::future::join_all((0..PAIRS).map(|i| {
+        let h = &h;
+        async move {
+            let id = h.bucket(&format!("bc-g{i}"), &[]).await;
+            let creds = h.grant(&format!("ba-g{i}"), &[(&id, rw())]).await;
+            (id, creds)
+        }
+    }))
+    .await;
+    // Each pair commits three changes (bucket recorded, bucket ready,
+    // account); a commit never takes more than one durable commit.
+    let commits = h.driver.durable_commits() - before;
+    assert!(
+        (1..=3 * PAIRS as u64).contains(&commits),
+        "{commits} durable commits for {} changes",
+        3 * PAIRS
+    );
+    let state = h.driver.backend_state().unwrap();
+    assert_eq!(state.buckets.len(), PAIRS);
+    assert!(
+        state
+            .buckets
+            .iter()
+            .all(|b| b.state == BucketState::Ready && b.directory_exists)
+    );
+    assert_eq!(state.accounts.len(), PAIRS);
+    assert_eq!(state.access_keys, PAIRS as u64);
+    assert!(state.stray_directories.is_empty());
+    let dir = h.stop().await;
+
+    let h = Harness::start_in(dir).await;
+    assert_eq!(h.driver.backend_state().unwrap(), state);
+    for (i, (id, creds)) in granted.iter().enumerate() {
+        assert_eq!(&h.grant(&format!("ba-g{i}"), &[(id, rw())]).await, creds);
+    }
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn create_bucket_retried_after_a_crash_at_any_step_converges_to_one_bucket() {
     for point in [

@@ -83,6 +83,9 @@ pub struct Details {
     pub bench_writes: u64,
     /// Driver calls during the burst.
     pub driver_calls: u64,
+    /// Durable commits of the driver's state during the burst (each
+    /// covers the changes of every call waiting for it).
+    pub driver_durable_commits: u64,
     /// Reads (get, list, watch) by controller and sidecar during the resync.
     pub resync_reads: u64,
     /// Driver calls during the resync.
@@ -219,7 +222,11 @@ pub fn human(r: &Report, d: &Details) -> String {
             "                  {per_pair:>6.2}  {verb} {resource} ({user})"
         );
     }
-    let _ = writeln!(s, "  driver calls    {} during the burst", d.driver_calls);
+    let _ = writeln!(
+        s,
+        "  driver calls    {} during the burst; their changes took {} durable commits",
+        d.driver_calls, d.driver_durable_commits
+    );
     let [c, sc, api] = d.burst_cpu_ms;
     let per = |ms: u64| {
         if r.pairs == 0 {
