@@ -217,7 +217,7 @@ impl LocalDriver {
     /// provisioning calls share them, so under load there are fewer than
     /// the changes they commit.
     pub fn durable_commits(&self) -> u64 {
-        self.inner.store.group_flushes()
+        self.inner.store.durable_commits()
     }
 
     /// A read-only snapshot of every bucket and account in the backend.

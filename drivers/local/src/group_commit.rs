@@ -1,23 +1,38 @@
 //! Group commit: many transactions, one fsync.
 //!
-//! A caller commits its transaction without syncing (redb's
-//! `Durability::None`), then waits in [`GroupCommit::wait_durable`] until a
-//! durable commit that began after its own commit has finished. One caller
-//! at a time runs that durable commit (the *flush*); everyone who committed
-//! before the flush began returns when it ends, so concurrent callers share
-//! one fsync instead of paying one each.
+//! Each writer registers itself ([`GroupCommit::writer`]) before it begins
+//! its transaction. A writer that is alone commits durably as usual. When
+//! others are writing too, it commits without syncing (redb's
+//! `Durability::None`) and waits in [`GroupCommit::wait_durable`] until a
+//! durable commit that began after its own commit has finished. One writer
+//! at a time runs that durable commit (the *flush*); every writer whose
+//! commit it covers returns when it ends, so concurrent writers share one
+//! fsync instead of paying one each.
 //!
-//! A caller still returns only once its change is on disk, so crash safety
+//! A writer still returns only once its change is on disk, so crash safety
 //! is the same as committing each transaction durably: a crash loses only
-//! changes whose callers have not returned.
+//! changes whose writers have not returned.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 
-/// Counts commits and flushes, and lets one waiter at a time flush.
+/// Counts writers, commits and durable commits, and lets one waiter at a
+/// time flush.
 #[derive(Debug, Default)]
 pub(crate) struct GroupCommit {
+    writers: AtomicUsize,
     state: Mutex<State>,
     flushed: Condvar,
+}
+
+/// A registered writer, until dropped.
+#[must_use = "the writer is registered until the guard is dropped"]
+pub(crate) struct Writer<'a>(&'a GroupCommit);
+
+impl Drop for Writer<'_> {
+    fn drop(&mut self) {
+        self.0.writers.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -28,8 +43,10 @@ struct State {
     durable: u64,
     /// A flush is running.
     flushing: bool,
-    /// Flushes run so far.
-    flushes: u64,
+    /// The tickets the running flush covers.
+    covers: u64,
+    /// Durable commits so far: flushes and lone writers' commits.
+    durable_commits: u64,
 }
 
 impl GroupCommit {
@@ -38,12 +55,35 @@ impl GroupCommit {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Registers a writer; call before beginning its transaction.
+    pub(crate) fn writer(&self) -> Writer<'_> {
+        self.writers.fetch_add(1, Ordering::SeqCst);
+        Writer(self)
+    }
+
+    /// Whether the caller (a registered writer) is the only writer: then it
+    /// commits durably by itself, and reports it with [`Self::committed_alone`].
+    pub(crate) fn alone(&self) -> bool {
+        self.writers.load(Ordering::SeqCst) <= 1
+    }
+
+    /// Counts a durable commit a lone writer made.
+    pub(crate) fn committed_alone(&self) {
+        self.state().durable_commits += 1;
+    }
+
     /// Waits until the transaction the caller has just committed (without
-    /// syncing) is durable. `flush` makes every commit before it durable; it
-    /// runs on this thread if no flush is running that covers the caller.
-    /// A failed flush is returned to the caller that ran it; the others
-    /// that waited on it try again themselves.
-    pub(crate) fn wait_durable<E>(&self, flush: impl Fn() -> Result<(), E>) -> Result<(), E> {
+    /// syncing) is durable. `flush` runs a durable commit, calling the
+    /// function it is given once no other commit can happen before its own
+    /// (in redb: once it holds the write transaction); every commit
+    /// registered by then is covered. It runs on this thread when no flush
+    /// is running and the caller is not yet covered. A failed flush is
+    /// returned to the caller that ran it; the others that waited on it
+    /// try again themselves.
+    pub(crate) fn wait_durable<E>(
+        &self,
+        flush: impl Fn(&dyn Fn()) -> Result<(), E>,
+    ) -> Result<(), E> {
         let mut state = self.state();
         state.committed += 1;
         let ticket = state.committed;
@@ -58,26 +98,29 @@ impl GroupCommit {
                     .unwrap_or_else(PoisonError::into_inner);
                 continue;
             }
-            // Every ticket handed out so far belongs to a transaction that
-            // committed before this flush begins.
-            let covers = state.committed;
             state.flushing = true;
+            state.covers = state.durable;
             drop(state);
-            let result = flush();
+            let result = flush(&|| {
+                // Every ticket handed out by now belongs to a transaction
+                // that committed before the flush's own.
+                let mut state = self.state();
+                state.covers = state.committed;
+            });
             state = self.state();
             state.flushing = false;
-            state.flushes += 1;
             if result.is_ok() {
-                state.durable = state.durable.max(covers);
+                state.durable_commits += 1;
+                state.durable = state.durable.max(state.covers);
             }
             self.flushed.notify_all();
             result?;
         }
     }
 
-    /// Flushes run so far.
-    pub(crate) fn flushes(&self) -> u64 {
-        self.state().flushes
+    /// Durable commits so far: flushes and lone writers' commits.
+    pub(crate) fn durable_commits(&self) -> u64 {
+        self.state().durable_commits
     }
 
     /// Commits registered so far.
@@ -91,7 +134,7 @@ impl GroupCommit {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::atomic::AtomicU64;
     use std::time::Duration;
 
     fn until(mut cond: impl FnMut() -> bool) {
@@ -109,30 +152,33 @@ mod tests {
         let group = GroupCommit::default();
         let flushes = AtomicU64::new(0);
         group
-            .wait_durable(|| {
+            .wait_durable(|mark| {
+                mark();
                 flushes.fetch_add(1, Ordering::SeqCst);
                 Ok::<_, ()>(())
             })
             .unwrap();
         assert_eq!(flushes.load(Ordering::SeqCst), 1);
-        assert_eq!(group.flushes(), 1);
+        assert_eq!(group.durable_commits(), 1);
     }
 
-    /// The first caller's flush is held open until two more callers have
-    /// committed; their commits came after that flush began, so it cannot
-    /// cover them, and they share the next one.
-    #[test]
-    fn commits_made_during_a_flush_share_the_next_one() {
+    /// Three callers; the first one's flush is held until the other two
+    /// have committed and are waiting, and marks what it covers before or
+    /// after that. Returns how many flushes ran.
+    fn three_callers(mark_after_the_others: bool) -> u64 {
         let group = Arc::new(GroupCommit::default());
-        let release = Arc::new(Mutex::new(false));
         let flushes = Arc::new(AtomicU64::new(0));
         let flush = {
-            let (group, release, flushes) = (group.clone(), release.clone(), flushes.clone());
-            move || {
-                let n = flushes.fetch_add(1, Ordering::SeqCst);
-                if n == 0 {
-                    // Hold the first flush until the others are waiting.
-                    until(|| group.committed() == 3 && *release.lock().unwrap());
+            let (group, flushes) = (group.clone(), flushes.clone());
+            move |mark: &dyn Fn()| {
+                if flushes.fetch_add(1, Ordering::SeqCst) > 0 {
+                    mark();
+                } else if mark_after_the_others {
+                    until(|| group.committed() == 3);
+                    mark();
+                } else {
+                    mark();
+                    until(|| group.committed() == 3);
                 }
                 Ok::<_, ()>(())
             }
@@ -147,24 +193,29 @@ mod tests {
                 handle
             })
             .collect();
-        until(|| group.committed() == 3);
-        *release.lock().unwrap() = true;
         for c in callers {
             c.join().unwrap().unwrap();
         }
-        assert_eq!(
-            flushes.load(Ordering::SeqCst),
-            2,
-            "three commits, two flushes"
-        );
-        assert_eq!(group.flushes(), 2);
+        assert_eq!(group.durable_commits(), flushes.load(Ordering::SeqCst));
+        flushes.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn commits_made_after_a_flush_marked_share_the_next_one() {
+        assert_eq!(three_callers(false), 2, "three commits, two flushes");
+    }
+
+    #[test]
+    fn commits_made_before_a_flush_marks_are_covered_by_it() {
+        assert_eq!(three_callers(true), 1, "three commits, one flush");
     }
 
     #[test]
     fn a_failed_flush_fails_its_caller_and_the_next_caller_retries() {
         let group = GroupCommit::default();
         let attempts = AtomicU64::new(0);
-        let flaky = || {
+        let flaky = |mark: &dyn Fn()| {
+            mark();
             if attempts.fetch_add(1, Ordering::SeqCst) == 0 {
                 Err("disk full")
             } else {
@@ -174,5 +225,20 @@ mod tests {
         assert_eq!(group.wait_durable(flaky), Err("disk full"));
         group.wait_durable(flaky).unwrap();
         assert_eq!(attempts.load(Ordering::SeqCst), 2);
+        assert_eq!(group.durable_commits(), 1);
+    }
+
+    #[test]
+    fn a_writer_is_alone_until_another_registers() {
+        let group = GroupCommit::default();
+        let first = group.writer();
+        assert!(group.alone());
+        let second = group.writer();
+        assert!(!group.alone());
+        drop(second);
+        assert!(group.alone());
+        group.committed_alone();
+        assert_eq!(group.durable_commits(), 1);
+        drop(first);
     }
 }

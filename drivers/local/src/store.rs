@@ -22,7 +22,7 @@ use redb::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::group_commit::GroupCommit;
+use crate::group_commit::{GroupCommit, Writer};
 use crate::params::BucketParams;
 use crate::policy::Modes;
 
@@ -217,6 +217,20 @@ enum Commit {
     Alone,
 }
 
+/// A write transaction of a registered grouped writer.
+struct GroupedTx<'a> {
+    tx: WriteTransaction,
+    _writer: Writer<'a>,
+}
+
+impl std::ops::Deref for GroupedTx<'_> {
+    type Target = WriteTransaction;
+
+    fn deref(&self) -> &WriteTransaction {
+        &self.tx
+    }
+}
+
 /// The state store. Cheap to clone.
 #[derive(Clone)]
 pub struct Store {
@@ -262,22 +276,40 @@ impl Store {
         })
     }
 
-    /// Commits `tx` in a group: without syncing, then waits until a durable
-    /// commit begun after it has finished.
-    fn commit_grouped(&self, mut tx: WriteTransaction) -> Result<(), StoreError> {
+    /// Begins a write transaction to be committed with
+    /// [`Self::commit_grouped`].
+    fn begin_grouped(&self) -> Result<GroupedTx<'_>, StoreError> {
+        let writer = self.group.writer();
+        Ok(GroupedTx {
+            tx: self.db.begin_write()?,
+            _writer: writer,
+        })
+    }
+
+    /// Commits durably: by itself when no other grouped write is under
+    /// way, else without syncing and then waiting for a durable commit
+    /// that covers it, shared with the other writers.
+    fn commit_grouped(&self, grouped: GroupedTx<'_>) -> Result<(), StoreError> {
+        let GroupedTx { mut tx, _writer } = grouped;
+        if self.group.alone() {
+            tx.commit()?;
+            self.group.committed_alone();
+            return Ok(());
+        }
         tx.set_durability(Durability::None);
         tx.commit()?;
-        self.group.wait_durable(|| {
+        self.group.wait_durable(|covered| {
             // An empty durable commit makes every commit before it durable.
             let tx = self.db.begin_write()?;
+            covered();
             tx.commit()?;
             Ok(())
         })
     }
 
-    /// Durable commits run for grouped transactions so far.
-    pub fn group_flushes(&self) -> u64 {
-        self.group.flushes()
+    /// Durable commits of grouped writes so far.
+    pub fn durable_commits(&self) -> u64 {
+        self.group.durable_commits()
     }
 
     // ---- buckets ----
@@ -304,7 +336,7 @@ impl Store {
     /// Records a new bucket unless one with that ID exists; returns the
     /// record now stored.
     pub fn insert_bucket_if_absent(&self, rec: &BucketRecord) -> Result<BucketRecord, StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_grouped()?;
         let stored = {
             let mut t = tx.open_table(BUCKETS)?;
             let existing = t
@@ -343,29 +375,37 @@ impl Store {
         commit: Commit,
         f: impl FnOnce(&mut BucketRecord),
     ) -> Result<bool, StoreError> {
-        let tx = self.db.begin_write()?;
-        let found = {
+        let update = |tx: &WriteTransaction| -> Result<bool, StoreError> {
             let mut t = tx.open_table(BUCKETS)?;
             let existing: Option<BucketRecord> = t.get(id)?.map(|v| dec(v.value())).transpose()?;
-            match existing {
+            Ok(match existing {
                 Some(mut b) => {
                     f(&mut b);
                     t.insert(id, enc(&b)?.as_slice())?;
                     true
                 }
                 None => false,
-            }
+            })
         };
         match commit {
-            Commit::Grouped => self.commit_grouped(tx)?,
-            Commit::Alone => tx.commit()?,
+            Commit::Grouped => {
+                let tx = self.begin_grouped()?;
+                let found = update(&tx)?;
+                self.commit_grouped(tx)?;
+                Ok(found)
+            }
+            Commit::Alone => {
+                let tx = self.db.begin_write()?;
+                let found = update(&tx)?;
+                tx.commit()?;
+                Ok(found)
+            }
         }
-        Ok(found)
     }
 
     /// Removes bucket `id` with all its object, upload and part records.
     pub fn remove_bucket(&self, id: &str) -> Result<(), StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_grouped()?;
         {
             tx.open_table(BUCKETS)?.remove(id)?;
             let mut objects = tx.open_table(OBJECTS)?;
@@ -435,7 +475,7 @@ impl Store {
         &self,
         rec: &AccountRecord,
     ) -> Result<AccountRecord, StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_grouped()?;
         let stored = {
             let mut t = tx.open_table(ACCOUNTS)?;
             let existing = t
@@ -458,7 +498,7 @@ impl Store {
 
     /// Removes account `id` and its key in one transaction; false when absent.
     pub fn remove_account(&self, id: &str) -> Result<bool, StoreError> {
-        let tx = self.db.begin_write()?;
+        let tx = self.begin_grouped()?;
         let found = {
             let mut t = tx.open_table(ACCOUNTS)?;
             let existing: Option<AccountRecord> =
