@@ -460,10 +460,11 @@ pub fn display_path(path: &[String]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    struct CondLists;
+    /// List kinds with map-list conditions and set-list tags.
+    pub(crate) struct CondLists;
     impl ListTypes for CondLists {
         fn list_kind(&self, path: &[&str]) -> ListKind {
             match path {
@@ -562,7 +563,7 @@ mod tests {
 
     /// A random value shaped like an object of a kind with conditions and
     /// tags: some fields kept from `base`, some changed, added or removed.
-    fn vary(rng: &mut rand::rngs::StdRng, base: &Value, depth: u32) -> Value {
+    pub(crate) fn vary(rng: &mut rand::rngs::StdRng, base: &Value, depth: u32) -> Value {
         use rand::Rng;
         let leaf = |rng: &mut rand::rngs::StdRng| match rng.random_range(0..6) {
             0 => json!(null),

@@ -2,9 +2,9 @@
 //! and recording an ordinary (non-apply) write, which gives the writing
 //! manager the fields it changed and takes them from every other manager.
 
-use super::fields::{FieldSet, from_fields_v1, resolve, to_fields_v1};
+use super::fields::{FieldPath, FieldSet, from_fields_v1, resolve, to_fields_v1};
 use crate::meta;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 /// One managedFields entry.
 #[derive(Debug, Clone, PartialEq)]
@@ -24,6 +24,7 @@ pub struct Entry {
 }
 
 impl Entry {
+    #[cfg(test)]
     fn same_slot(&self, manager: &str, operation: &str, subresource: &str) -> bool {
         self.manager == manager && self.operation == operation && self.subresource == subresource
     }
@@ -113,12 +114,12 @@ fn owns_under(tree: &Value, path: &[String]) -> bool {
     true
 }
 
-/// [`read`], [`apply_update`] and [`write`] in one: records an update by
-/// `manager` that changed `changed`, on the entries of `old` (`None`: a
-/// creation), into `new`. Entries of other slots that own nothing the
-/// update changed are copied as stored instead of being parsed and
-/// written anew (a stored tree is what [`to_fields_v1`] made of its paths,
-/// so both give the same entry).
+/// Records an update by `manager` that changed `changed` (paths), on the
+/// entries of `old` (`None`: a creation), into `new`: the writer's
+/// `Update` entry gains the changed paths `new` still sets, every other
+/// entry loses the changed paths, and entries left owning nothing are
+/// dropped. The stored `fieldsV1` trees are edited as they are: entries
+/// that own nothing the update changed are copied unchanged.
 pub fn record_update_on(
     old: Option<&Value>,
     new: &mut Value,
@@ -127,91 +128,194 @@ pub fn record_update_on(
     subresource: &str,
     changed: &FieldSet,
 ) {
-    enum Slot {
-        Stored(Value),
-        Parsed(usize),
-    }
-    let mut slots = Vec::new();
-    let mut parsed = Vec::new();
+    let gained: Vec<&FieldPath> = changed
+        .iter()
+        .filter(|p| resolve(new, p).is_some())
+        .collect();
+    let mut list = Vec::new();
+    let mut writer_seen = false;
     for e in old.map(raw_entries).unwrap_or_default() {
         let tree = e.get("fieldsV1").unwrap_or(&Value::Null);
-        let same_slot = str_of(e, "manager") == manager
+        let writer = str_of(e, "manager") == manager
             && str_of(e, "operation") == "Update"
             && str_of(e, "subresource") == subresource;
-        if same_slot || changed.iter().any(|c| owns_under(tree, c)) {
-            slots.push(Slot::Parsed(parsed.len()));
-            parsed.push(entry(e));
-        } else if owns_under(tree, &[]) {
-            slots.push(Slot::Stored(e.clone()));
+        writer_seen |= writer;
+        let touched =
+            !changed.is_empty() && (writer || changed.iter().any(|c| owns_under(tree, c)));
+        if !touched {
+            if owns_under(tree, &[]) {
+                list.push(e.clone());
+            }
+            continue;
+        }
+        let mut tree = match tree {
+            Value::Object(m) => m.clone(),
+            _ => Map::new(),
+        };
+        for c in changed {
+            remove_under(&mut tree, c);
+        }
+        let (version, time) = if writer {
+            for g in &gained {
+                insert_path(&mut tree, g);
+            }
+            (api_version, meta::now_rfc3339())
+        } else {
+            (str_of(e, "apiVersion"), str_of(e, "time").to_owned())
+        };
+        if !tree.is_empty() {
+            list.push(entry_json(
+                [str_of(e, "manager"), str_of(e, "operation"), version],
+                time,
+                str_of(e, "subresource"),
+                tree,
+            ));
         }
     }
-    let before = parsed.len();
-    if !changed.is_empty() {
-        apply_update(&mut parsed, manager, api_version, subresource, changed, new);
+    if !writer_seen && !gained.is_empty() {
+        let mut tree = Map::new();
+        for g in &gained {
+            insert_path(&mut tree, g);
+        }
+        list.push(entry_json(
+            [manager, "Update", api_version],
+            meta::now_rfc3339(),
+            subresource,
+            tree,
+        ));
     }
-    slots.extend((before..parsed.len()).map(Slot::Parsed));
-    let list = slots
-        .into_iter()
-        .filter_map(|s| match s {
-            Slot::Stored(v) => Some(v),
-            Slot::Parsed(i) => entry_value(&parsed[i]),
-        })
-        .collect();
     set_list(new, list);
 }
 
-/// Records an update by `manager` that changed `changed` (paths), producing
-/// `new`: the writer gains the changed paths `new` still sets, every other
-/// slot loses them. Entries left owning nothing are kept (the caller drops
-/// them when writing).
-fn apply_update(
-    entries: &mut Vec<Entry>,
-    manager: &str,
-    api_version: &str,
+/// One entry as stored: `[manager, operation, apiVersion]`, its time, its
+/// subresource (`""`: none) and its `fieldsV1` tree.
+fn entry_json(
+    [manager, operation, api_version]: [&str; 3],
+    time: String,
     subresource: &str,
-    changed: &FieldSet,
-    new: &Value,
-) {
-    for e in entries.iter_mut() {
-        if e.same_slot(manager, "Update", subresource) {
-            continue;
-        }
-        e.fields
-            .retain(|p| !changed.iter().any(|c| p.starts_with(c)));
+    tree: Map<String, Value>,
+) -> Value {
+    let text = |s: &str| Value::String(s.to_owned());
+    let mut m = Map::new();
+    m.insert("manager".into(), text(manager));
+    m.insert("operation".into(), text(operation));
+    m.insert("apiVersion".into(), text(api_version));
+    m.insert("time".into(), Value::String(time));
+    m.insert("fieldsType".into(), text("FieldsV1"));
+    m.insert("fieldsV1".into(), Value::Object(tree));
+    if !subresource.is_empty() {
+        m.insert("subresource".into(), text(subresource));
     }
-    let gained: FieldSet = changed
-        .iter()
-        .filter(|p| resolve(new, p).is_some())
-        .cloned()
-        .collect();
-    let now = meta::now_rfc3339();
-    match entries
-        .iter_mut()
-        .find(|e| e.same_slot(manager, "Update", subresource))
-    {
-        Some(e) => {
-            e.fields
-                .retain(|p| !changed.iter().any(|c| p.starts_with(c)) || gained.contains(p));
-            e.fields.extend(gained);
-            e.time = now;
-            e.api_version = api_version.to_string();
-        }
-        None if !gained.is_empty() => entries.push(Entry {
-            manager: manager.to_string(),
-            operation: "Update".into(),
-            api_version: api_version.to_string(),
-            time: now,
-            subresource: subresource.to_string(),
-            fields: gained,
-        }),
-        None => {}
+    Value::Object(m)
+}
+
+/// Removes `path` and every path under it from a `fieldsV1` tree, keeping
+/// the tree as [`to_fields_v1`] writes it: an ancestor left with no
+/// children is dropped, unless it owns itself (`.`), when it becomes a
+/// leaf. Returns whether anything was removed.
+fn remove_under(node: &mut Map<String, Value>, path: &[String]) -> bool {
+    let Some((first, rest)) = path.split_first() else {
+        return false;
+    };
+    if rest.is_empty() {
+        return node.remove(first).is_some();
     }
+    let Some(Value::Object(child)) = node.get_mut(first) else {
+        return false;
+    };
+    if !remove_under(child, rest) {
+        return false;
+    }
+    if child.is_empty() {
+        node.remove(first);
+    } else if child.len() == 1 && child.contains_key(".") {
+        child.clear();
+    }
+    true
+}
+
+/// Adds `path` to a `fieldsV1` tree, keeping it as [`to_fields_v1`]
+/// writes it: a node that owns itself and has children is marked `.`.
+fn insert_path(node: &mut Map<String, Value>, path: &[String]) {
+    let Some((first, rest)) = path.split_first() else {
+        return;
+    };
+    let existed = node.contains_key(first);
+    let child = node
+        .entry(first.clone())
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !child.is_object() {
+        // Not a tree node: a leaf, as `from_fields_v1` reads it.
+        *child = Value::Object(Map::new());
+    }
+    let Value::Object(child) = child else {
+        return;
+    };
+    let owned_leaf = existed && child.is_empty();
+    if rest.is_empty() {
+        if existed && !owned_leaf {
+            child.insert(".".into(), Value::Object(Map::new()));
+        }
+        return;
+    }
+    if owned_leaf {
+        child.insert(".".into(), Value::Object(Map::new()));
+    }
+    insert_path(child, rest);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::patch::fields::{BuiltinLists, Scope, changed_paths};
+
+    /// Records an update by `manager` that changed `changed` (paths), producing
+    /// `new`: the writer gains the changed paths `new` still sets, every other
+    /// slot loses them. Entries left owning nothing are kept (the caller drops
+    /// them when writing).
+    fn apply_update(
+        entries: &mut Vec<Entry>,
+        manager: &str,
+        api_version: &str,
+        subresource: &str,
+        changed: &FieldSet,
+        new: &Value,
+    ) {
+        for e in entries.iter_mut() {
+            if e.same_slot(manager, "Update", subresource) {
+                continue;
+            }
+            e.fields
+                .retain(|p| !changed.iter().any(|c| p.starts_with(c)));
+        }
+        let gained: FieldSet = changed
+            .iter()
+            .filter(|p| resolve(new, p).is_some())
+            .cloned()
+            .collect();
+        let now = meta::now_rfc3339();
+        match entries
+            .iter_mut()
+            .find(|e| e.same_slot(manager, "Update", subresource))
+        {
+            Some(e) => {
+                e.fields
+                    .retain(|p| !changed.iter().any(|c| p.starts_with(c)) || gained.contains(p));
+                e.fields.extend(gained);
+                e.time = now;
+                e.api_version = api_version.to_string();
+            }
+            None if !gained.is_empty() => entries.push(Entry {
+                manager: manager.to_string(),
+                operation: "Update".into(),
+                api_version: api_version.to_string(),
+                time: now,
+                subresource: subresource.to_string(),
+                fields: gained,
+            }),
+            None => {}
+        }
+    }
 
     /// An update recorded on entries read in full (the definition that
     /// `record_update_on` must match).
@@ -324,5 +428,105 @@ mod tests {
         let mut obj = new.clone();
         write(&mut obj, &entries);
         assert_eq!(read(&obj), entries);
+    }
+
+    /// Random updates by random writers on random objects: recording on the
+    /// stored trees equals reading, recording and writing in full.
+    #[test]
+    fn updates_on_stored_trees_equal_updates_written_in_full() {
+        use crate::patch::fields::tests::{CondLists, vary};
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        let base = json!({
+            "metadata": {"name": "n", "labels": {"a": "1"}, "finalizers": ["f"]},
+            "spec": {"a": {"b": 1, "c": [1, 2]}, "tags": ["x", "y"], "b": "s"},
+            "status": {"conditions": [{"type": "R", "status": "True"}], "a": {"b": {}}},
+        });
+        let writers = [("w1", ""), ("w2", ""), ("w1", "status"), ("w3", "status")];
+        let mut entries_seen = 0;
+        for _ in 0..300 {
+            let mut obj = base.clone();
+            for _ in 0..8 {
+                let (manager, sub) = writers[rng.random_range(0..writers.len())];
+                let scope = if sub == "status" {
+                    Scope::OnlyStatus
+                } else {
+                    Scope::NoStatus
+                };
+                let mut new = obj.clone();
+                for k in ["spec", "status"] {
+                    new[k] = vary(&mut rng, &obj[k], 3);
+                }
+                for k in ["labels", "finalizers"] {
+                    new["metadata"][k] = vary(&mut rng, &obj["metadata"][k], 1);
+                }
+                let changed = changed_paths(&obj, &new, &CondLists, scope);
+                let mut full = new.clone();
+                let mut entries = read(&obj);
+                record_update(&mut entries, manager, "v1", sub, &changed, &new);
+                write(&mut full, &entries);
+                let mut fast = new;
+                record_update_on(Some(&obj), &mut fast, manager, "v1", sub, &changed);
+                for v in [&mut full, &mut fast] {
+                    if let Some(list) = v
+                        .pointer_mut("/metadata/managedFields")
+                        .and_then(Value::as_array_mut)
+                    {
+                        for e in list.iter_mut() {
+                            e["time"] = json!("t");
+                        }
+                    }
+                }
+                assert_eq!(full, fast, "{manager} {sub}: {obj}");
+                entries_seen += read(&full).len();
+                obj = full;
+            }
+        }
+        assert!(
+            entries_seen > 2000,
+            "too few entries compared: {entries_seen}"
+        );
+    }
+
+    /// Inserting and removing paths on a tree equals converting the edited
+    /// path set, for random sets over a small universe of paths.
+    #[test]
+    fn tree_edits_equal_converting_the_edited_set() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let tokens = ["f:a", "f:b", "k:{\"type\":\"R\"}", "v:1"];
+        let path = |rng: &mut rand::rngs::StdRng| -> FieldPath {
+            (0..rng.random_range(1..4))
+                .map(|_| tokens[rng.random_range(0..tokens.len())].to_owned())
+                .collect()
+        };
+        for _ in 0..3000 {
+            let set: FieldSet = (0..rng.random_range(0..6))
+                .map(|_| path(&mut rng))
+                .collect();
+            let x = path(&mut rng);
+            let Value::Object(tree) = to_fields_v1(&set) else {
+                unreachable!("trees are objects")
+            };
+
+            let mut inserted = tree.clone();
+            insert_path(&mut inserted, &x);
+            let mut with = set.clone();
+            with.insert(x.clone());
+            assert_eq!(
+                Value::Object(inserted),
+                to_fields_v1(&with),
+                "{set:?} + {x:?}"
+            );
+
+            let mut removed = tree;
+            remove_under(&mut removed, &x);
+            let without: FieldSet = set.iter().filter(|p| !p.starts_with(&x)).cloned().collect();
+            assert_eq!(
+                Value::Object(removed),
+                to_fields_v1(&without),
+                "{set:?} - {x:?}"
+            );
+        }
     }
 }
