@@ -434,7 +434,7 @@ mod tests {
     /// stored trees equals reading, recording and writing in full.
     #[test]
     fn updates_on_stored_trees_equal_updates_written_in_full() {
-        use crate::patch::fields::tests::{CondLists, vary};
+        use crate::patch::fields::tests::{CondLists, vary_object};
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
         let base = json!({
@@ -453,13 +453,7 @@ mod tests {
                 } else {
                     Scope::NoStatus
                 };
-                let mut new = obj.clone();
-                for k in ["spec", "status"] {
-                    new[k] = vary(&mut rng, &obj[k], 3);
-                }
-                for k in ["labels", "finalizers"] {
-                    new["metadata"][k] = vary(&mut rng, &obj["metadata"][k], 1);
-                }
+                let new = vary_object(&mut rng, &obj);
                 let changed = changed_paths(&obj, &new, &CondLists, scope);
                 let mut full = new.clone();
                 let mut entries = read(&obj);
