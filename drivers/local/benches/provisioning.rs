@@ -10,12 +10,12 @@
 //! directory is a temporary directory, so the disk under it sets the cost
 //! of each durable commit.
 
-use std::collections::HashMap;
-use std::time::{Duration, Instant};
+#[path = "../tests/common/mod.rs"]
+mod common;
 
-use cosi_driver::proto::*;
-use cosi_driver::{DriverClient, Endpoint};
-use cosi_driver_local::{Config, LocalDriver};
+use std::time::Instant;
+
+use common::{Harness, rw};
 
 fn main() {
     let mut args = std::env::args()
@@ -32,42 +32,25 @@ fn main() {
 }
 
 async fn run(pairs: usize, callers: usize) {
-    let dir = tempfile::tempdir().expect("temporary directory");
-    let mut config = Config::new(dir.path().join("data"));
-    config.s3_address = "127.0.0.1:0".parse().expect("address");
-    let driver = LocalDriver::open(&config).expect("driver opens");
-    let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).expect("endpoint");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn({
-        let (endpoint, driver) = (endpoint.clone(), driver.clone());
-        async move {
-            cosi_driver::serve(&endpoint, driver.clone(), driver, async {
-                let _ = stopped.await;
-            })
-            .await
-        }
-    });
-    let client = connect(&endpoint).await;
-
-    let commits_before = driver.durable_commits();
+    let h = Harness::start().await;
+    let commits_before = h.driver.durable_commits();
     let started = Instant::now();
-    let tasks: Vec<_> = (0..callers)
-        .map(|c| {
-            let client = client.clone();
-            tokio::spawn(async move {
-                for i in (c..pairs).step_by(callers) {
-                    provision_pair(&client, i).await;
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.expect("caller task");
-    }
+    // Each caller creates a bucket and grants access to it, both in two
+    // phases, for its share of the pairs.
+    futures::future::join_all((0..callers).map(|c| {
+        let h = &h;
+        async move {
+            for i in (c..pairs).step_by(callers) {
+                let id = h.bucket(&format!("bc-{i}"), &[]).await;
+                h.grant(&format!("ba-{i}"), &[(&id, rw())]).await;
+            }
+        }
+    }))
+    .await;
     let seconds = started.elapsed().as_secs_f64();
-    let commits = driver.durable_commits() - commits_before;
+    let commits = h.driver.durable_commits() - commits_before;
 
-    let state = driver.backend_state().expect("backend state");
+    let state = h.driver.backend_state().expect("backend state");
     assert_eq!(state.buckets.len(), pairs, "every bucket recorded once");
     assert_eq!(state.accounts.len(), pairs, "every account recorded once");
 
@@ -79,69 +62,5 @@ async fn run(pairs: usize, callers: usize) {
     println!(
         "{{\"bench\":\"local_driver_provisioning\",\"pairs\":{pairs},\"callers\":{callers},\"pairs_per_s\":{rate:.1},\"durable_commits_per_pair\":{per_pair:.3}}}"
     );
-    let _ = stop.send(());
-    let _ = server.await;
-}
-
-/// Both phases of a bucket, then both phases of an access to it.
-async fn provision_pair(client: &DriverClient, i: usize) {
-    let mut p = client.provisioner.clone();
-    let bucket_id = p
-        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-            name: format!("bc-{i}"),
-            protocols: vec![ObjectProtocol::S3 as i32],
-            parameters: HashMap::new(),
-        })
-        .await
-        .expect("DriverGenerateBucketId")
-        .into_inner()
-        .bucket_id;
-    p.driver_create_bucket(DriverCreateBucketRequest {
-        bucket_id: bucket_id.clone(),
-        protocols: vec![ObjectProtocol::S3 as i32],
-        parameters: HashMap::new(),
-    })
-    .await
-    .expect("DriverCreateBucket");
-    let buckets = vec![AccessedBucket {
-        bucket_id,
-        access_mode: Some(AccessModes {
-            object_data: AccessMode::ReadWrite as i32,
-            object_metadata: AccessMode::ReadWrite as i32,
-            bucket_metadata: AccessMode::ReadOnly as i32,
-        }),
-    }];
-    let account_id = p
-        .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-            account_name: format!("ba-{i}"),
-            buckets: buckets.clone(),
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: HashMap::new(),
-        })
-        .await
-        .expect("DriverGenerateBucketAccessId")
-        .into_inner()
-        .account_id;
-    p.driver_grant_bucket_access(DriverGrantBucketAccessRequest {
-        account_id,
-        buckets,
-        protocol: ObjectProtocol::S3 as i32,
-        authentication_type: AuthenticationType::Key as i32,
-        service_account: None,
-        parameters: HashMap::new(),
-    })
-    .await
-    .expect("DriverGrantBucketAccess");
-}
-
-async fn connect(endpoint: &Endpoint) -> DriverClient {
-    for _ in 0..200 {
-        if let Ok(c) = DriverClient::connect(endpoint).await {
-            return c;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("driver did not start listening on {endpoint}");
+    h.stop().await;
 }
