@@ -55,14 +55,23 @@ pub struct WatchContext {
 
 type Body = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>;
 
+/// Events already queued for a watcher are sent together, in one chunk of
+/// up to this many bytes (at least one event).
+const BATCH_BYTES: usize = 256 * 1024;
+
 fn line(etype: &str, object: &[u8]) -> Bytes {
     let mut out = Vec::with_capacity(object.len() + 32);
+    line_into(&mut out, etype, object);
+    Bytes::from(out)
+}
+
+/// Appends one event line to `out`.
+fn line_into(out: &mut Vec<u8>, etype: &str, object: &[u8]) {
     out.extend_from_slice(b"{\"type\":\"");
     out.extend_from_slice(etype.as_bytes());
     out.extend_from_slice(b"\",\"object\":");
     out.extend_from_slice(object);
     out.extend_from_slice(b"}\n");
-    Bytes::from(out)
 }
 
 /// The single ERROR event a watch from a too-old resourceVersion gets.
@@ -83,6 +92,39 @@ fn bookmark(info: &ResourceInfo, rv: u64, initial_end: bool) -> Bytes {
 }
 
 fn encode(info: &ResourceInfo, params: &WatchParams, ev: &Event) -> Option<Bytes> {
+    let mut out = Vec::new();
+    encode_into(&mut out, info, params, ev).then(|| Bytes::from(out))
+}
+
+/// Appends the line `ev` makes for this watcher to `out`; false when the
+/// watcher's selectors leave the event out.
+fn encode_into(out: &mut Vec<u8>, info: &ResourceInfo, params: &WatchParams, ev: &Event) -> bool {
+    let Some(etype) = event_type(info, params, ev) else {
+        return false;
+    };
+    if let Some(include) = params.table {
+        let t = table::to_table(info, std::slice::from_ref(&ev.object), None, None, include);
+        line_into(
+            out,
+            etype.as_str(),
+            &serde_json::to_vec(&t).unwrap_or_default(),
+        );
+    } else if builtin::view_is_identity(info) {
+        line_into(out, etype.as_str(), ev.encoded());
+    } else {
+        let view = builtin::to_view(info, &ev.object);
+        line_into(
+            out,
+            etype.as_str(),
+            &serde_json::to_vec(&view).unwrap_or_default(),
+        );
+    }
+    true
+}
+
+/// The type of event a watcher with these selectors sees for `ev`
+/// (`None`: none).
+fn event_type(info: &ResourceInfo, params: &WatchParams, ev: &Event) -> Option<EventType> {
     let now = selected(info, &ev.object, &params.labels, &params.fields);
     let etype = match ev.etype {
         EventType::Added => now.then_some(EventType::Added)?,
@@ -108,21 +150,7 @@ fn encode(info: &ResourceInfo, params: &WatchParams, ev: &Event) -> Option<Bytes
             }
         }
     };
-    if let Some(include) = params.table {
-        let t = table::to_table(info, std::slice::from_ref(&ev.object), None, None, include);
-        return Some(line(
-            etype.as_str(),
-            &serde_json::to_vec(&t).unwrap_or_default(),
-        ));
-    }
-    if builtin::view_is_identity(info) {
-        return Some(line(etype.as_str(), ev.encoded()));
-    }
-    let view = builtin::to_view(info, &ev.object);
-    Some(line(
-        etype.as_str(),
-        &serde_json::to_vec(&view).unwrap_or_default(),
-    ))
+    Some(etype)
 }
 
 /// Starts a watch; returns the response body stream. A resourceVersion
@@ -247,15 +275,25 @@ async fn run(
             tokio::select! {
                 ev = rx.recv() => {
                     let Some(ev) = ev else { break };
-                    last_rv = last_rv.max(ev.rv);
-                    if let Some(bytes) = encode(&info, &params, &ev) {
-                        if out.send(bytes).await.is_err() {
-                            break;
+                    // This event and those queued behind it, in one chunk.
+                    let mut batch = Vec::new();
+                    let mut next = Some(ev);
+                    let mut at_limit = false;
+                    while let Some(ev) = next.take() {
+                        last_rv = last_rv.max(ev.rv);
+                        if encode_into(&mut batch, &info, &params, &ev) {
+                            sent += 1;
+                            at_limit = limit.is_some_and(|n| sent >= n);
                         }
-                        sent += 1;
-                        if limit.is_some_and(|n| sent >= n) {
-                            break;
+                        if !at_limit && batch.len() < BATCH_BYTES {
+                            next = rx.try_recv().ok();
                         }
+                    }
+                    if !batch.is_empty() && out.send(Bytes::from(batch)).await.is_err() {
+                        break;
+                    }
+                    if at_limit {
+                        break;
                     }
                 }
                 _ = ticker.tick(), if params.bookmarks => {

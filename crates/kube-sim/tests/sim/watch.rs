@@ -231,6 +231,44 @@ async fn watches_resume_from_a_resource_version_and_honour_selectors() {
     }
 }
 
+/// Events queued for a watcher go out together in one chunk; a burst of
+/// writes still reaches the client as whole events, filtered and in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_events_arrives_whole_filtered_and_in_order() {
+    const N: usize = 200;
+    let sim = KubeSim::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let wp = WatchParams::default().labels("app=web").timeout(30);
+    let mut stream = api.watch(&wp, "0").await.unwrap().boxed();
+    futures::stream::iter(0..N)
+        .map(|i| {
+            let api = api.clone();
+            async move {
+                let app = if i % 2 == 0 { "web" } else { "db" };
+                api.create(
+                    &PostParams::default(),
+                    &cm(&format!("b{i}"), &[("app", app)]),
+                )
+                .await
+                .unwrap()
+            }
+        })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    let mut versions = Vec::new();
+    while versions.len() < N / 2 {
+        match stream.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(c) => {
+                assert_eq!(c.labels()["app"], "web");
+                versions.push(c.resource_version().unwrap().parse::<u64>().unwrap());
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert!(versions.is_sorted(), "events out of order: {versions:?}");
+}
+
 #[tokio::test]
 async fn watches_end_after_their_timeout() {
     let sim = KubeSim::start().await.unwrap();
