@@ -47,6 +47,9 @@ struct State {
     covers: u64,
     /// Durable commits so far: flushes and lone writers' commits.
     durable_commits: u64,
+    /// Commits up to this ticket may be visible but not durable: a durable
+    /// commit failed, and its writers returned the error.
+    unsynced: Option<u64>,
 }
 
 impl GroupCommit {
@@ -72,11 +75,26 @@ impl GroupCommit {
         self.state().durable_commits += 1;
     }
 
+    /// Notes that a lone writer's durable commit failed: what it wrote may
+    /// be visible without being durable.
+    pub(crate) fn failed_alone(&self) {
+        let mut state = self.state();
+        state.committed += 1;
+        state.unsynced = Some(state.committed);
+    }
+
+    /// Whether a failed durable commit may have left visible changes that
+    /// are not durable; [`Self::wait_durable`] then makes them durable.
+    pub(crate) fn unsynced(&self) -> bool {
+        self.state().unsynced.is_some()
+    }
+
     /// Waits until the transaction the caller has just committed (without
     /// syncing) is durable. `flush` runs a durable commit, calling the
     /// function it is given once no other commit can happen before its own
     /// (in redb: once it holds the write transaction); every commit
-    /// registered by then is covered. It runs on this thread when no flush
+    /// registered before the flush began, or before that call, is covered.
+    /// It runs on this thread when no flush
     /// is running and the caller is not yet covered. A failed flush is
     /// returned to the caller that ran it; the others that waited on it
     /// try again themselves.
@@ -99,7 +117,10 @@ impl GroupCommit {
                 continue;
             }
             state.flushing = true;
-            state.covers = state.durable;
+            // Tickets handed out so far belong to commits made before the
+            // flush begins; `mark` extends this to those made before the
+            // flush's own commit.
+            state.covers = state.committed;
             drop(state);
             let result = flush(&|| {
                 // Every ticket handed out by now belongs to a transaction
@@ -112,6 +133,12 @@ impl GroupCommit {
             if result.is_ok() {
                 state.durable_commits += 1;
                 state.durable = state.durable.max(state.covers);
+                if state.unsynced.is_some_and(|t| t <= state.durable) {
+                    state.unsynced = None;
+                }
+            } else {
+                // This caller returns the error, but its commit is visible.
+                state.unsynced = state.unsynced.max(Some(ticket));
             }
             self.flushed.notify_all();
             result?;
@@ -159,6 +186,15 @@ mod tests {
             })
             .unwrap();
         assert_eq!(flushes.load(Ordering::SeqCst), 1);
+        assert_eq!(group.durable_commits(), 1);
+    }
+
+    #[test]
+    fn a_flush_covers_the_commits_made_before_it_began_without_a_mark() {
+        let group = GroupCommit::default();
+        group
+            .wait_durable(|_mark: &dyn Fn()| Ok::<_, ()>(()))
+            .unwrap();
         assert_eq!(group.durable_commits(), 1);
     }
 
@@ -226,6 +262,31 @@ mod tests {
         group.wait_durable(flaky).unwrap();
         assert_eq!(attempts.load(Ordering::SeqCst), 2);
         assert_eq!(group.durable_commits(), 1);
+    }
+
+    #[test]
+    fn a_failed_durable_commit_is_unsynced_until_a_flush_covers_it() {
+        let group = GroupCommit::default();
+        assert!(!group.unsynced());
+        let failing = |mark: &dyn Fn()| {
+            mark();
+            Err("io")
+        };
+        assert_eq!(group.wait_durable(failing), Err("io"));
+        assert!(
+            group.unsynced(),
+            "a failed flush leaves its commit unsynced"
+        );
+        group
+            .wait_durable(|mark: &dyn Fn()| {
+                mark();
+                Ok::<_, &str>(())
+            })
+            .unwrap();
+        assert!(!group.unsynced(), "a later flush covers it");
+
+        group.failed_alone();
+        assert!(group.unsynced(), "so does a lone writer's failed commit");
     }
 
     #[test]

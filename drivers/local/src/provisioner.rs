@@ -154,7 +154,9 @@ impl LocalDriver {
         let driver = self.clone();
         tokio::task::spawn_blocking(move || {
             let _guard = driver.inner.provisioning.lock(keys);
-            f(&driver)
+            let out = f(&driver)?;
+            driver.inner.store.ensure_durable().map_err(internal)?;
+            Ok(out)
         })
         .await
         .map_err(|e| Status::internal(format!("provisioning task failed: {e}")))?

@@ -292,19 +292,37 @@ impl Store {
     fn commit_grouped(&self, grouped: GroupedTx<'_>) -> Result<(), StoreError> {
         let GroupedTx { mut tx, _writer } = grouped;
         if self.group.alone() {
-            tx.commit()?;
+            if let Err(e) = tx.commit() {
+                self.group.failed_alone();
+                return Err(e.into());
+            }
             self.group.committed_alone();
             return Ok(());
         }
         tx.set_durability(Durability::None);
         tx.commit()?;
-        self.group.wait_durable(|covered| {
-            // An empty durable commit makes every commit before it durable.
-            let tx = self.db.begin_write()?;
-            covered();
-            tx.commit()?;
-            Ok(())
-        })
+        self.group.wait_durable(|covered| self.flush(covered))
+    }
+
+    /// An empty durable commit, which makes every commit before it
+    /// durable; calls `covered` once it holds the write transaction.
+    fn flush(&self, covered: &dyn Fn()) -> Result<(), StoreError> {
+        let tx = self.db.begin_write()?;
+        covered();
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Makes durable what a failed durable commit may have left visible
+    /// but not durable (nothing to do otherwise). Call before answering
+    /// from what was read: a retry of a call that failed must not hand out
+    /// state a crash could still take back.
+    pub fn ensure_durable(&self) -> Result<(), StoreError> {
+        if !self.group.unsynced() {
+            return Ok(());
+        }
+        let _writer = self.group.writer();
+        self.group.wait_durable(|covered| self.flush(covered))
     }
 
     /// Durable commits of grouped writes so far.
