@@ -132,9 +132,19 @@ pub fn record_update_on(
         .iter()
         .filter(|p| resolve(new, p).is_some())
         .collect();
+    let stored = old.map(raw_entries).unwrap_or_default();
+    // An update usually carries the stored entries unchanged: those can be
+    // moved out of `new` instead of copied from `old`.
+    let mut carried = match new
+        .get_mut("metadata")
+        .and_then(|m| m.get_mut("managedFields"))
+    {
+        Some(Value::Array(list)) if list.as_slice() == stored => std::mem::take(list),
+        _ => Vec::new(),
+    };
     let mut list = Vec::new();
     let mut writer_seen = false;
-    for e in old.map(raw_entries).unwrap_or_default() {
+    for (i, e) in stored.iter().enumerate() {
         let tree = e.get("fieldsV1").unwrap_or(&Value::Null);
         let writer = str_of(e, "manager") == manager
             && str_of(e, "operation") == "Update"
@@ -144,7 +154,10 @@ pub fn record_update_on(
             !changed.is_empty() && (writer || changed.iter().any(|c| owns_under(tree, c)));
         if !touched {
             if owns_under(tree, &[]) {
-                list.push(e.clone());
+                list.push(match carried.get_mut(i) {
+                    Some(same) => same.take(),
+                    None => e.clone(),
+                });
             }
             continue;
         }
