@@ -165,13 +165,13 @@ mod tests {
     use std::time::Duration;
 
     fn until(mut cond: impl FnMut() -> bool) {
-        for _ in 0..2000 {
+        for _ in 0..10_000 {
             if cond() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
-        panic!("condition not reached in 2 s");
+        panic!("condition not reached in 10 s");
     }
 
     #[test]
