@@ -282,11 +282,9 @@ mod tests {
     use super::*;
     use crate::patch::fields::{BuiltinLists, Scope, changed_paths};
 
-    /// Records an update by `manager` that changed `changed` (paths), producing
-    /// `new`: the writer gains the changed paths `new` still sets, every other
-    /// slot loses them. Entries left owning nothing are kept (the caller drops
-    /// them when writing).
-    fn apply_update(
+    /// An update recorded on entries read in full (the definition that
+    /// `record_update_on` must match).
+    fn record_update(
         entries: &mut Vec<Entry>,
         manager: &str,
         api_version: &str,
@@ -294,6 +292,11 @@ mod tests {
         changed: &FieldSet,
         new: &Value,
     ) {
+        if changed.is_empty() {
+            return;
+        }
+        // Every other slot loses the changed paths; the writer's slot gains
+        // the changed paths `new` still sets.
         for e in entries.iter_mut() {
             if e.same_slot(manager, "Update", subresource) {
                 continue;
@@ -328,22 +331,6 @@ mod tests {
             }),
             None => {}
         }
-    }
-
-    /// An update recorded on entries read in full (the definition that
-    /// `record_update_on` must match).
-    fn record_update(
-        entries: &mut Vec<Entry>,
-        manager: &str,
-        api_version: &str,
-        subresource: &str,
-        changed: &FieldSet,
-        new: &Value,
-    ) {
-        if changed.is_empty() {
-            return;
-        }
-        apply_update(entries, manager, api_version, subresource, changed, new);
         entries.retain(|e| !e.fields.is_empty());
     }
 
@@ -447,14 +434,10 @@ mod tests {
     /// stored trees equals reading, recording and writing in full.
     #[test]
     fn updates_on_stored_trees_equal_updates_written_in_full() {
-        use crate::patch::fields::tests::{CondLists, vary_object};
+        use crate::patch::fields::tests::{CondLists, random_base, vary_object};
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(11);
-        let base = json!({
-            "metadata": {"name": "n", "labels": {"a": "1"}, "finalizers": ["f"]},
-            "spec": {"a": {"b": 1, "c": [1, 2]}, "tags": ["x", "y"], "b": "s"},
-            "status": {"conditions": [{"type": "R", "status": "True"}], "a": {"b": {}}},
-        });
+        let base = random_base();
         let writers = [("w1", ""), ("w2", ""), ("w1", "status"), ("w3", "status")];
         let mut entries_seen = 0;
         for _ in 0..300 {

@@ -476,25 +476,17 @@ mod tests {
         }
         let errs = rules.validate(&new, Some(&old));
         assert_eq!(errs.len(), 15, "{errs:?}");
-        assert!(
-            errs.iter()
-                .any(|e| e.to_string().starts_with("spec.mixed.k.n:"))
-        );
+        let reported_at = |prefix: &str| errs.iter().any(|e| e.to_string().starts_with(prefix));
+        assert!(reported_at("spec.mixed.k.n:"));
         assert_eq!(
             errs.iter()
                 .filter(|e| e.to_string().ends_with(": too early"))
                 .count(),
             2
         );
-        assert!(
-            errs.iter()
-                .any(|e| e.to_string().starts_with("spec.list[0].n:"))
-        );
-        assert!(
-            errs.iter()
-                .any(|e| e.to_string().starts_with("spec.map.k.n:"))
-        );
-        assert!(errs.iter().any(|e| e.to_string().starts_with("status:")));
+        assert!(reported_at("spec.list[0].n:"));
+        assert!(reported_at("spec.map.k.n:"));
+        assert!(reported_at("status:"));
     }
 
     #[test]
