@@ -17,6 +17,7 @@ use cosi_driver_local::{BackendState, LocalDriver, S3Server};
 use cosi_runtime::metrics::SidecarMetrics;
 use cosi_runtime::{Readiness, Shutdown};
 use kube::Client;
+use kube::client::ClientBuilder;
 use kube_sim::KubeSim;
 use serde_json::Value;
 use tokio::task::JoinHandle;
@@ -180,7 +181,9 @@ impl Stack {
             };
             let mut config = sim.client_config(&token);
             cosi_runtime::client::identify(&mut config, component);
-            Client::try_from(config).map_err(|e| StackError::Api(e.to_string()))
+            cosi_runtime::client::builder(config)
+                .map(ClientBuilder::build)
+                .map_err(|e| StackError::Api(e.to_string()))
         };
         let controller_client = client_of(cosi_controller::COMPONENT)?;
         let sidecar_client = client_of(cosi_sidecar::COMPONENT)?;

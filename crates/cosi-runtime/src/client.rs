@@ -2,6 +2,9 @@
 //! `~/.kube/config` or the in-cluster ServiceAccount. No client-side rate
 //! limit is added: the API server's priority and fairness does that job.
 //!
+//! Every JSON response reaches kube without `managedFields`
+//! ([`crate::lean_responses`]): the components never read it.
+//!
 //! Every request names the component in its User-Agent
 //! (`cosi-controller/0.1.0`). The API server takes that name as the field
 //! manager of the component's writes (what `kubectl get
@@ -9,10 +12,15 @@
 
 use std::path::Path;
 
-use http::HeaderValue;
 use http::header::USER_AGENT;
+use http::{HeaderValue, Request, Response};
+use kube::client::{Body, ClientBuilder, DynBody};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
+use tower::BoxError;
+use tower::util::BoxService;
+
+use crate::lean_responses::{LeanResponses, LeanResponsesLayer};
 
 /// Why no client could be built.
 #[derive(Debug, thiserror::Error)]
@@ -50,6 +58,15 @@ pub fn identify(config: &mut Config, component: &str) {
     }
 }
 
+/// The service of a client from [`builder`], below any layer added to it.
+pub type LeanService = LeanResponses<BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>>;
+
+/// A client builder for `config` whose JSON responses arrive without
+/// `managedFields`; add layers, or build.
+pub fn builder(config: Config) -> Result<ClientBuilder<LeanService>, kube::Error> {
+    Ok(ClientBuilder::try_from(config)?.with_layer(&LeanResponsesLayer))
+}
+
 /// A client of `component` for `kubeconfig` when given, else the inferred
 /// configuration.
 pub async fn kube_client(
@@ -70,5 +87,5 @@ pub async fn kube_client(
         None => Config::infer().await?,
     };
     identify(&mut config, component);
-    Ok(Client::try_from(config)?)
+    Ok(builder(config)?.build())
 }

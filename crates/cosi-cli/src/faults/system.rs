@@ -13,7 +13,6 @@ use cosi_driver::DriverClient;
 use cosi_driver_local::{BackendState, CrashPoint};
 use cosi_runtime::metrics::SidecarMetrics;
 use cosi_runtime::{Backoff, Readiness, Shutdown};
-use kube::client::ClientBuilder;
 use kube_sim::Identity;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
@@ -113,8 +112,8 @@ impl System {
     ) -> Result<kube::Client, SystemError> {
         let mut config = self.stack.sim().client_config(token);
         cosi_runtime::client::identify(&mut config, component);
-        let builder =
-            ClientBuilder::try_from(config).map_err(|e| SystemError::Component(e.to_string()))?;
+        let builder = cosi_runtime::client::builder(config)
+            .map_err(|e| SystemError::Component(e.to_string()))?;
         Ok(builder.with_layer(&CrashLayer(switch.clone())).build())
     }
 
