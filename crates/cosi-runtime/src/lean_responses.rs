@@ -102,32 +102,24 @@ where
             if this.ended {
                 return Poll::Ready(this.trailers.take().map(Ok));
             }
-            match ready!(this.inner.as_mut().poll_frame(cx)) {
+            let out = match ready!(this.inner.as_mut().poll_frame(cx)) {
                 Some(Ok(frame)) => match frame.into_data() {
-                    Ok(chunk) => {
-                        let out = lines.push(chunk);
-                        if !out.is_empty() {
-                            return Poll::Ready(Some(Ok(Frame::data(out))));
-                        }
-                    }
+                    Ok(chunk) => lines.push(chunk),
                     // Trailers end a body: the held line goes first.
                     Err(trailers) => {
                         this.trailers = Some(trailers);
                         this.ended = true;
-                        let out = lines.finish();
-                        if !out.is_empty() {
-                            return Poll::Ready(Some(Ok(Frame::data(out))));
-                        }
+                        lines.finish()
                     }
                 },
                 Some(Err(e)) => return Poll::Ready(Some(Err(e))),
                 None => {
                     this.ended = true;
-                    let out = lines.finish();
-                    if !out.is_empty() {
-                        return Poll::Ready(Some(Ok(Frame::data(out))));
-                    }
+                    lines.finish()
                 }
+            };
+            if !out.is_empty() {
+                return Poll::Ready(Some(Ok(Frame::data(out))));
             }
         }
     }

@@ -126,38 +126,48 @@ impl Scan<'_> {
         }
     }
 
-    fn array(&mut self, depth: usize) -> Option<()> {
+    /// Steps into an array or object that ends with `close`; returns
+    /// whether it is empty (and so already closed).
+    fn open(&mut self, depth: usize, close: u8) -> Option<bool> {
         if depth > MAX_DEPTH {
             return None;
         }
         self.i += 1;
         self.skip_ws();
-        if self.peek()? == b']' {
+        let empty = self.peek()? == close;
+        if empty {
             self.i += 1;
+        }
+        Some(empty)
+    }
+
+    /// Steps over the `,` after an element, or the `close` after the last
+    /// one; returns whether it was the last.
+    fn separator(&mut self, close: u8) -> Option<bool> {
+        self.skip_ws();
+        let last = match self.peek()? {
+            b',' => false,
+            c if c == close => true,
+            _ => return None,
+        };
+        self.i += 1;
+        Some(last)
+    }
+
+    fn array(&mut self, depth: usize) -> Option<()> {
+        if self.open(depth, b']')? {
             return Some(());
         }
         loop {
             self.value(depth, false)?;
-            self.skip_ws();
-            match self.peek()? {
-                b',' => self.i += 1,
-                b']' => {
-                    self.i += 1;
-                    return Some(());
-                }
-                _ => return None,
+            if self.separator(b']')? {
+                return Some(());
             }
         }
     }
 
     fn object(&mut self, depth: usize, metadata: bool) -> Option<()> {
-        if depth > MAX_DEPTH {
-            return None;
-        }
-        self.i += 1;
-        self.skip_ws();
-        if self.peek()? == b'}' {
-            self.i += 1;
+        if self.open(depth, b'}')? {
             return Some(());
         }
         // Where the comma before the current member is, if one is kept.
@@ -174,13 +184,7 @@ impl Scan<'_> {
             self.value(depth, key == b"metadata")?;
             let member_end = self.i;
             let remove = metadata && key == NAME;
-            self.skip_ws();
-            let last = match self.peek()? {
-                b',' => false,
-                b'}' => true,
-                _ => return None,
-            };
-            self.i += 1;
+            let last = self.separator(b'}')?;
             if remove {
                 // With the comma before it; or, as the first member, with
                 // the comma after it (and the space up to the next key).
@@ -324,6 +328,8 @@ mod tests {
             r#"{"metadata":{"managedFields":[]}"#,
             r#"{"metadata":{"managedFields":[]}} {}"#,
             r#"{"metadata":{"managedFields":[}}}"#,
+            r#"{"metadata":{"managedFields":[1}}}"#,
+            r#"{"metadata":{"managedFields":[],"a":{"b":1]}}"#,
             r#"{"metadata":{"managedFields":[] "a":1}}"#,
             r#"{"metadata":{"managedFields" []}}"#,
             r#"{"metadata":{"managedFields":[],}}"#,
