@@ -3,7 +3,9 @@
 //! never become paths (no traversal, no file/directory clashes). A blob is
 //! written and synced before the record pointing at it is committed, and
 //! deleted only after the record stopped pointing at it; a crash in between
-//! leaves an unreferenced blob, which [`sweep`] removes at start-up.
+//! leaves an unreferenced blob, which [`sweep`] removes at start-up. A
+//! bucket's directory is made by its first blob, so an empty bucket costs
+//! no directory.
 
 use std::collections::HashSet;
 use std::io;
@@ -49,7 +51,8 @@ pub enum WriteBlobError {
     Io(#[from] io::Error),
 }
 
-/// Writes `body` to a new blob file at `path` (whose directory must exist),
+/// Writes `body` to a new blob file at `path` (whose directory must exist,
+/// see [`make_dir`]),
 /// feeding every chunk to `inspect`, and syncs it. At most `limit` bytes are
 /// accepted. The file is removed on failure.
 pub async fn write<S, E>(
@@ -194,6 +197,16 @@ pub fn sweep(dir: &Path, referenced: &HashSet<String>) -> io::Result<usize> {
     Ok(removed)
 }
 
+/// Makes directory `dir` in `parent` unless it exists, durably (the parent
+/// is synced); true when it was made now.
+pub fn make_dir(dir: &Path, parent: &Path) -> io::Result<bool> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => sync_dir(parent).map(|()| true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Syncs a directory so that entries created or removed in it survive a crash.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
@@ -202,6 +215,16 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn make_dir_makes_a_directory_once() {
+        let parent = tempfile::tempdir().unwrap();
+        let dir = parent.path().join("b");
+        assert!(make_dir(&dir, parent.path()).unwrap());
+        assert!(dir.is_dir());
+        assert!(!make_dir(&dir, parent.path()).unwrap());
+        assert!(make_dir(&parent.path().join("no/such"), parent.path()).is_err());
+    }
 
     #[test]
     fn sweep_keeps_referenced_blobs_only() {

@@ -51,10 +51,8 @@ pub(crate) struct Inner {
 /// are done and durable, the ones after are not).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CrashPoint {
-    /// DriverCreateBucket: the bucket is recorded, its directory not yet made.
+    /// DriverCreateBucket: the bucket is recorded, the reply not yet sent.
     AfterBucketRecorded,
-    /// DriverCreateBucket: the directory exists, the bucket is not yet ready.
-    AfterBucketDirectory,
     /// DriverDeleteBucket: the contents are removed, the record not yet.
     AfterBucketDataRemoved,
     /// DriverGrantBucketAccess: the account is committed, the reply not yet sent.
@@ -74,7 +72,8 @@ pub struct BackendBucket {
     pub used_bytes: u64,
     /// Its quota, if any.
     pub max_size_bytes: Option<u64>,
-    /// True when its directory exists on disk.
+    /// True when its directory exists on disk (made by its first object
+    /// write, removed when the bucket is deleted).
     pub directory_exists: bool,
 }
 

@@ -4,10 +4,9 @@
 //!
 //! - bucket IDs derive from Bucket names and account IDs from account
 //!   names, so phase 1 creates nothing;
-//! - DriverCreateBucket records the bucket (state `Creating`) before making
-//!   its directory and marks it `Ready` last, so a retry after a crash at
-//!   any step finishes the job and a never-retried bucket is still visible
-//!   to DriverDeleteBucket;
+//! - DriverCreateBucket is one durable record (state `Ready`): a bucket has
+//!   no directory until its first object is written, so there is nothing
+//!   else to make, and a crash leaves either no bucket or a whole one;
 //! - DriverDeleteBucket marks the bucket `Deleting`, removes its contents,
 //!   then drops its records;
 //! - DriverGrantBucketAccess writes the account and its only key in one
@@ -184,7 +183,7 @@ impl LocalDriver {
         let record = store
             .insert_bucket_if_absent(&BucketRecord {
                 id: id.to_owned(),
-                state: BucketState::Creating,
+                state: BucketState::Ready,
                 params,
                 created_ms: now_ms(),
                 used_bytes: 0,
@@ -195,23 +194,22 @@ impl LocalDriver {
             return Err(incompatible_bucket(id, &record.params, &params));
         }
         match record.state {
-            BucketState::Ready => return Ok(()),
+            BucketState::Ready => {}
             BucketState::Deleting => {
                 return Err(Status::failed_precondition(format!(
                     "bucket {id} is being deleted; retry DriverDeleteBucket first"
                 )));
             }
-            BucketState::Creating => {}
+            // Recorded by an earlier version of this driver, which made the
+            // directory before marking the bucket ready; now the first
+            // object write makes it.
+            BucketState::Creating => {
+                store
+                    .set_bucket_state(id, BucketState::Ready)
+                    .map_err(internal)?;
+            }
         }
         self.crash_point(CrashPoint::AfterBucketRecorded)?;
-        let dir = self.bucket_dir(id);
-        std::fs::create_dir_all(&dir)
-            .and_then(|()| blobs::sync_dir(&blobs::buckets_dir(&self.inner.data_dir)))
-            .map_err(|e| Status::internal(format!("creating {}: {e}", dir.display())))?;
-        self.crash_point(CrashPoint::AfterBucketDirectory)?;
-        store
-            .set_bucket_state(id, BucketState::Ready)
-            .map_err(internal)?;
         tracing::info!(bucket = %id, "bucket created");
         Ok(())
     }
@@ -494,5 +492,28 @@ mod tests {
                 bucket_metadata: Mode::WriteOnly
             }
         );
+    }
+
+    #[test]
+    fn a_bucket_left_creating_by_an_earlier_version_is_made_ready_by_a_retry() {
+        let dir = tempfile::tempdir().unwrap();
+        let driver = LocalDriver::open(&crate::Config::new(dir.path())).unwrap();
+        let store = &driver.inner.store;
+        store
+            .insert_bucket_if_absent(&BucketRecord {
+                id: "bc-old".into(),
+                state: BucketState::Creating,
+                params: BucketParams::default(),
+                created_ms: 0,
+                used_bytes: 0,
+                tags: Vec::new(),
+            })
+            .unwrap();
+        driver
+            .create_bucket_blocking("bc-old", BucketParams::default())
+            .unwrap();
+        let stored = store.bucket("bc-old").unwrap().unwrap();
+        assert_eq!(stored.state, BucketState::Ready);
+        assert_eq!(stored.created_ms, 0, "the earlier record is kept");
     }
 }

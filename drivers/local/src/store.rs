@@ -74,9 +74,11 @@ from_redb!(
 /// Where a bucket is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BucketState {
-    /// Recorded; its directory may not exist yet. Not served.
+    /// Recorded by an earlier version of this driver, which made the
+    /// directory before marking the bucket ready; a repeated
+    /// DriverCreateBucket makes it `Ready`. Not served.
     Creating,
-    /// Directory exists; served.
+    /// Served. Its directory is made by its first object write.
     Ready,
     /// Being deleted; not served.
     Deleting,

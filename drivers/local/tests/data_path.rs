@@ -759,3 +759,106 @@ async fn listings_paginate_with_continuation_tokens() {
     assert_eq!(h.driver.backend_state().unwrap().buckets[0].objects, 0);
     h.stop().await;
 }
+
+/// Whether the backend holds a directory for bucket `id`.
+fn has_directory(h: &Harness, id: &str) -> bool {
+    let state = h.driver.backend_state().unwrap();
+    assert!(state.stray_directories.is_empty(), "{state:?}");
+    state
+        .buckets
+        .iter()
+        .find(|b| b.id == id)
+        .is_some_and(|b| b.directory_exists)
+}
+
+#[tokio::test]
+async fn a_bucket_gets_its_directory_with_its_first_object_and_loses_it_when_deleted() {
+    let h = Harness::start().await;
+    let put_first = h.bucket("bc-lazy1", &[]).await;
+    let part_first = h.bucket("bc-lazy2", &[]).await;
+    let s3 = h.s3_client(
+        &h.grant("ba-lazy", &[(&put_first, rw()), (&part_first, rw())])
+            .await,
+    );
+    assert!(!has_directory(&h, &put_first));
+    assert!(!has_directory(&h, &part_first));
+    // An empty bucket lists as empty.
+    let listed = s3
+        .list_objects_v2()
+        .bucket(&put_first)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(listed.key_count(), Some(0));
+
+    s3.put_object()
+        .bucket(&put_first)
+        .key("k")
+        .body(body(b"first"))
+        .send()
+        .await
+        .unwrap();
+    assert!(has_directory(&h, &put_first));
+    assert_eq!(read_all(&s3, &put_first, "k").await, b"first");
+
+    // A multipart upload's first part makes the directory too.
+    let upload = s3
+        .create_multipart_upload()
+        .bucket(&part_first)
+        .key("m")
+        .send()
+        .await
+        .unwrap();
+    let upload_id = upload.upload_id().unwrap();
+    let part = s3
+        .upload_part()
+        .bucket(&part_first)
+        .key("m")
+        .upload_id(upload_id)
+        .part_number(1)
+        .body(body(b"part"))
+        .send()
+        .await
+        .unwrap();
+    assert!(has_directory(&h, &part_first));
+    s3.complete_multipart_upload()
+        .bucket(&part_first)
+        .key("m")
+        .upload_id(upload_id)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .parts(
+                    CompletedPart::builder()
+                        .part_number(1)
+                        .e_tag(part.e_tag().unwrap())
+                        .build(),
+                )
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(read_all(&s3, &part_first, "m").await, b"part");
+
+    // Deleting the bucket removes its directory; a later write makes none.
+    h.provisioner()
+        .driver_delete_bucket(cosi_driver::proto::DriverDeleteBucketRequest {
+            bucket_id: put_first.clone(),
+            parameters: Default::default(),
+        })
+        .await
+        .unwrap();
+    let err = s3
+        .put_object()
+        .bucket(&put_first)
+        .key("late")
+        .body(body(b"late"))
+        .send()
+        .await
+        .unwrap_err();
+    assert_eq!(s3_code(&err), "NoSuchBucket");
+    let state = h.driver.backend_state().unwrap();
+    assert!(state.buckets.iter().all(|b| b.id != put_first));
+    assert!(state.stray_directories.is_empty(), "{state:?}");
+    h.stop().await;
+}

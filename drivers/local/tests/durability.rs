@@ -63,22 +63,17 @@ async fn concurrent_calls_share_durable_commits_and_survive_a_restart() {
         }
     }))
     .await;
-    // Each pair commits three changes (bucket recorded, bucket ready,
-    // account); a commit never takes more than one durable commit.
+    // Each pair commits two changes (bucket, account); a commit never
+    // takes more than one durable commit.
     let commits = h.driver.durable_commits() - before;
     assert!(
-        (1..=3 * PAIRS as u64).contains(&commits),
+        (1..=2 * PAIRS as u64).contains(&commits),
         "{commits} durable commits for {} changes",
-        3 * PAIRS
+        2 * PAIRS
     );
     let state = h.driver.backend_state().unwrap();
     assert_eq!(state.buckets.len(), PAIRS);
-    assert!(
-        state
-            .buckets
-            .iter()
-            .all(|b| b.state == BucketState::Ready && b.directory_exists)
-    );
+    assert!(state.buckets.iter().all(|b| b.state == BucketState::Ready));
     assert_eq!(state.accounts.len(), PAIRS);
     assert_eq!(state.access_keys, PAIRS as u64);
     assert!(state.stray_directories.is_empty());
@@ -93,62 +88,53 @@ async fn concurrent_calls_share_durable_commits_and_survive_a_restart() {
 }
 
 #[tokio::test]
-async fn create_bucket_retried_after_a_crash_at_any_step_converges_to_one_bucket() {
-    for point in [
-        CrashPoint::AfterBucketRecorded,
-        CrashPoint::AfterBucketDirectory,
-    ] {
-        let h = Harness::start().await;
-        let mut p = h.provisioner();
-        let id = p
-            .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-                name: "bc-c1".into(),
-                protocols: vec![],
-                parameters: HashMap::new(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .bucket_id;
-        let req = DriverCreateBucketRequest {
-            bucket_id: id.clone(),
-            protocols: vec![ObjectProtocol::S3 as i32],
+async fn create_bucket_retried_after_a_crash_converges_to_one_bucket() {
+    let h = Harness::start().await;
+    let mut p = h.provisioner();
+    let id = p
+        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
+            name: "bc-c1".into(),
+            protocols: vec![],
             parameters: HashMap::new(),
-        };
-        h.driver.crash_once_at(point);
-        let err = p.driver_create_bucket(req.clone()).await.unwrap_err();
-        assert_eq!(err.code(), Code::Unavailable, "{point:?}");
-        // The half-made bucket is visible (nothing leaks) but not served.
-        let state = h.driver.backend_state().unwrap();
-        assert_eq!(state.buckets.len(), 1, "{point:?}");
-        assert_eq!(state.buckets[0].state, BucketState::Creating);
-        let missing = p
-            .driver_get_bucket(DriverGetBucketRequest {
-                bucket_id: id.clone(),
-                ..Default::default()
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(missing.code(), Code::NotFound);
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .bucket_id;
+    let req = DriverCreateBucketRequest {
+        bucket_id: id.clone(),
+        protocols: vec![ObjectProtocol::S3 as i32],
+        parameters: HashMap::new(),
+    };
+    h.driver.crash_once_at(CrashPoint::AfterBucketRecorded);
+    let err = p.driver_create_bucket(req.clone()).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable);
+    // The bucket is one durable record: made whole before the reply was lost.
+    let state = h.driver.backend_state().unwrap();
+    assert_eq!(state.buckets.len(), 1);
+    assert_eq!(state.buckets[0].state, BucketState::Ready);
 
-        // A restart in between changes nothing; the retry finishes the job.
-        let h = Harness::start_in(h.stop().await).await;
-        let mut p = h.provisioner();
-        p.driver_create_bucket(req.clone()).await.unwrap();
-        p.driver_create_bucket(req).await.unwrap();
-        let state = h.driver.backend_state().unwrap();
-        assert_eq!(state.buckets.len(), 1, "{point:?}");
-        assert_eq!(state.buckets[0].state, BucketState::Ready);
-        assert!(state.buckets[0].directory_exists);
-        assert!(state.stray_directories.is_empty());
-        h.stop().await;
-    }
+    // A restart in between changes nothing; retries find the same bucket.
+    let h = Harness::start_in(h.stop().await).await;
+    let mut p = h.provisioner();
+    p.driver_create_bucket(req.clone()).await.unwrap();
+    p.driver_create_bucket(req).await.unwrap();
+    p.driver_get_bucket(DriverGetBucketRequest {
+        bucket_id: id.clone(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let after = h.driver.backend_state().unwrap();
+    assert_eq!(after, state);
+    assert!(after.stray_directories.is_empty());
+    h.stop().await;
 }
 
 #[tokio::test]
-async fn a_bucket_abandoned_mid_creation_is_deleted_cleanly() {
+async fn a_bucket_whose_creation_reply_was_lost_is_deleted_cleanly() {
     let h = Harness::start().await;
-    h.driver.crash_once_at(CrashPoint::AfterBucketDirectory);
+    h.driver.crash_once_at(CrashPoint::AfterBucketRecorded);
     let mut p = h.provisioner();
     p.driver_create_bucket(DriverCreateBucketRequest {
         bucket_id: "bc-c2".into(),

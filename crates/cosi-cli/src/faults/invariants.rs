@@ -262,11 +262,10 @@ pub fn violations(
                 "Bucket {} is provisioned with bucket ID {id} but the backend has no such bucket",
                 bucket.name_any()
             )),
-            Some(b) if b.state != BucketState::Ready || !b.directory_exists => v.push(format!(
-                "backend bucket {id} of provisioned Bucket {} is {:?} (directory exists: {})",
+            Some(b) if b.state != BucketState::Ready => v.push(format!(
+                "backend bucket {id} of provisioned Bucket {} is {:?}",
                 bucket.name_any(),
                 b.state,
-                b.directory_exists
             )),
             Some(_) => {}
         }

@@ -163,9 +163,8 @@ const REFUSALS: [Code; 3] = [
     Code::PermissionDenied,
     Code::AlreadyExists,
 ];
-const CRASH_POINTS: [CrashPoint; 4] = [
+const CRASH_POINTS: [CrashPoint; 3] = [
     CrashPoint::AfterBucketRecorded,
-    CrashPoint::AfterBucketDirectory,
     CrashPoint::AfterBucketDataRemoved,
     CrashPoint::AfterAccountRecorded,
 ];

@@ -310,6 +310,25 @@ impl LocalS3 {
             .map_err(|e| write_error(bucket, e))
     }
 
+    /// The directory of `bucket` for a new blob: a bucket has none until
+    /// its first object write makes it. A directory made here for a bucket
+    /// that is no longer ready (DriverDeleteBucket ran meanwhile) is removed
+    /// again, so a write racing a deletion leaves nothing behind.
+    async fn blob_dir(&self, bucket: &str) -> S3Result<PathBuf> {
+        let dir = self.dir(bucket);
+        let buckets = blobs::buckets_dir(self.driver.data_dir());
+        let target = dir.clone();
+        let made = tokio::task::spawn_blocking(move || blobs::make_dir(&target, &buckets))
+            .await
+            .map_err(internal)?
+            .map_err(internal)?;
+        if made && let Err(e) = self.ready_bucket(bucket).await {
+            let _ = tokio::fs::remove_dir(&dir).await;
+            return Err(e);
+        }
+        Ok(dir)
+    }
+
     async fn ready_bucket(&self, bucket: &str) -> S3Result<BucketRecord> {
         let id = bucket.to_owned();
         match self.read(move |s| s.bucket(&id)).await? {
@@ -359,7 +378,7 @@ impl LocalS3 {
         E: Into<s3s::StdError>,
     {
         let name = blobs::new_blob_name();
-        let path = self.dir(&bucket.id).join(&name);
+        let path = self.blob_dir(&bucket.id).await?.join(&name);
         match blobs::write(&path, body, room, |chunk| hasher.update(chunk)).await {
             Ok(w) => Ok(NewBlob {
                 name,
@@ -1322,7 +1341,7 @@ impl S3 for LocalS3 {
 
         // Concatenate the parts into a new blob.
         let name = blobs::new_blob_name();
-        let dir = self.dir(&bucket.id);
+        let dir = self.blob_dir(&bucket.id).await?;
         let path = dir.join(&name);
         let written: std::io::Result<()> = async {
             let mut file = tokio::fs::OpenOptions::new()
