@@ -65,7 +65,32 @@ impl PairState {
     }
 }
 
-type States = Arc<Mutex<HashMap<String, PairState>>>;
+/// What the watches saw: each pair's state, and the pairs in the order
+/// they became ready, so a waiter reads only what is new since it last
+/// looked.
+#[derive(Default)]
+struct Seen {
+    pairs: HashMap<String, PairState>,
+    ready: Vec<(String, Instant)>,
+}
+
+impl Seen {
+    /// Applies `mark` to pair `name`; true when that made the pair ready.
+    fn mark(&mut self, name: String, at: Instant, mark: fn(&mut PairState, Instant)) -> bool {
+        let state = self.pairs.entry(name.clone()).or_default();
+        let was_ready = state.ready_at().is_some();
+        mark(state, at);
+        match (was_ready, state.ready_at()) {
+            (false, Some(ready)) => {
+                self.ready.push((name, ready));
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+type States = Arc<Mutex<Seen>>;
 
 /// Records, from watches, when each pair of a namespace became ready.
 pub struct ReadyWatch {
@@ -82,7 +107,7 @@ impl Drop for ReadyWatch {
     }
 }
 
-fn lock(states: &States) -> std::sync::MutexGuard<'_, HashMap<String, PairState>> {
+fn lock(states: &States) -> std::sync::MutexGuard<'_, Seen> {
     states.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -132,28 +157,41 @@ impl ReadyWatch {
     }
 
     /// Waits until every pair in `names` is ready and returns when each
-    /// became ready.
+    /// became ready. Each wake-up looks only at the pairs that became ready
+    /// since the last one, so a burst of N pairs costs O(N), not O(N²).
     pub async fn wait_all(
         &self,
         names: &[String],
         timeout: Duration,
     ) -> Result<Vec<Instant>, LoadError> {
         let deadline = Instant::now() + timeout;
+        let index: HashMap<&str, usize> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.as_str(), i))
+            .collect();
+        let mut ready: Vec<Option<Instant>> = vec![None; names.len()];
+        let mut missing = names.len();
+        let mut seen = 0;
         loop {
             let notified = self.changed.notified();
-            let ready: Vec<Option<Instant>> = {
+            {
                 let states = lock(&self.states);
-                names
-                    .iter()
-                    .map(|n| states.get(n).and_then(PairState::ready_at))
-                    .collect()
-            };
-            if ready.iter().all(Option::is_some) {
+                for (name, at) in &states.ready[seen..] {
+                    if let Some(&i) = index.get(name.as_str())
+                        && ready[i].replace(*at).is_none()
+                    {
+                        missing -= 1;
+                    }
+                }
+                seen = states.ready.len();
+            }
+            if missing == 0 {
                 return Ok(ready.into_iter().flatten().collect());
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
                 return Err(LoadError::Timeout {
-                    ready: ready.iter().filter(|r| r.is_some()).count(),
+                    ready: names.len() - missing,
                     expected: names.len(),
                     timeout,
                 });
@@ -187,8 +225,9 @@ where
                 Ok(Some(Event::Apply(obj) | Event::InitApply(obj))) => {
                     if is_ready(&obj) {
                         let now = Instant::now();
-                        mark(lock(&states).entry(obj.name_any()).or_default(), now);
-                        changed.notify_waiters();
+                        if lock(&states).mark(obj.name_any(), now, mark) {
+                            changed.notify_waiters();
+                        }
                     }
                 }
                 Ok(Some(_)) => {}
@@ -251,4 +290,30 @@ pub async fn create_pairs(
         .buffer_unordered(concurrency.max(1))
         .try_collect()
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secret(s: &mut PairState, at: Instant) {
+        s.secret.get_or_insert(at);
+    }
+
+    fn access(s: &mut PairState, at: Instant) {
+        s.access.get_or_insert(at);
+    }
+
+    #[test]
+    fn a_pair_is_logged_ready_once_when_both_halves_are_seen() {
+        let mut seen = Seen::default();
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(5);
+        assert!(!seen.mark("a".into(), t0, secret));
+        assert!(!seen.mark("b".into(), t0, access));
+        assert!(seen.mark("a".into(), t1, access));
+        // Later events of a ready pair change nothing.
+        assert!(!seen.mark("a".into(), t1 + t1.duration_since(t0), secret));
+        assert_eq!(seen.ready, vec![("a".to_owned(), t1)]);
+    }
 }
