@@ -18,8 +18,7 @@
 //! last, so reconciles waiting on it in parallel could wait forever.
 //!
 //! Watch errors are logged and kept from the reconcile loop (the watcher
-//! retries with backoff by itself), for the reason told in
-//! [`cosi_runtime::reconcile_loop::errors_handled`].
+//! retries with backoff by itself).
 
 use std::fmt::Debug;
 
@@ -109,7 +108,7 @@ where
                     filled_tx.send_replace(true);
                     std::mem::take(listed).into_iter().map(Ok).collect()
                 }
-                // Kept from the reconcile loop: see `errors_handled`.
+                // Kept from the reconcile loop; the watcher retries.
                 Err(e) => {
                     tracing::warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying");
                     Vec::new()

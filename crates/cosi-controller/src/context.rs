@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use cosi_runtime::reconciler::Action;
 use cosi_runtime::{EventReporter, FailureTracker, OwnWrites};
 use kube::api::Api;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;

@@ -26,16 +26,13 @@ pub mod watches;
 #[cfg(test)]
 mod fixtures;
 
-use std::future::Future;
 use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
-use cosi_runtime::reconcile_loop::until_stopped;
+use cosi_runtime::reconciler::Reconciler;
 use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::{Backoff, EventReporter, FailureTracker, Shutdown};
-use futures::StreamExt;
 use kube::api::Api;
-use kube::runtime::controller::{self, Controller};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
@@ -45,18 +42,9 @@ pub use error::Error;
 use context::{Caches, Context};
 use metrics::Operations;
 
-/// A future that completes on `shutdown`, in the form the kube-runtime
-/// Controller's graceful shutdown accepts.
-fn stopped(shutdown: &Shutdown) -> impl Future<Output = ()> + Send + Sync + 'static {
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let s = shutdown.clone();
-    tokio::spawn(async move {
-        s.wait().await;
-        let _ = tx.send(());
-    });
-    async move {
-        let _ = rx.await;
-    }
+/// A future that completes on `shutdown`.
+async fn stopped(shutdown: Shutdown) {
+    shutdown.wait().await;
 }
 
 /// Runs the BucketClaim and BucketAccess reconcilers until `shutdown`.
@@ -143,58 +131,45 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     let claim_ctx = context(caches.clone());
     let access_ctx = context(caches);
 
-    let ctl_config = controller::Config::default()
-        .concurrency(config.concurrency)
-        .debounce(config.debounce);
-    let claim_run = Controller::for_stream(claim_triggers, claims.clone())
-        .with_config(ctl_config.clone())
-        .watches_stream(claim_bucket_triggers, |b| watches::bucket_to_claim(&b))
-        .watches_stream(class_triggers, {
+    let claim_run = Reconciler::new(claims.clone(), claim_triggers)
+        .watches(claim_bucket_triggers, |b| watches::bucket_to_claim(&b))
+        .watches(class_triggers, {
             let claims = claims.clone();
             move |class| watches::class_to_claims(&class, &claims.state())
         })
-        .graceful_shutdown_on(stopped(&shutdown))
+        .workers(config.concurrency.into())
+        .debounce(config.debounce)
         .run(
             bucket_claim::reconcile,
             bucket_claim::error_policy,
             claim_ctx.clone(),
-        )
-        .for_each(|res| {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "claim controller");
-            }
-            futures::future::ready(())
-        });
+            stopped(shutdown.clone()),
+        );
 
-    let access_run = Controller::for_stream(access_triggers, accesses.clone())
-        .with_config(ctl_config)
-        .watches_stream(access_claim_triggers, {
+    let access_run = Reconciler::new(accesses.clone(), access_triggers)
+        .watches(access_claim_triggers, {
             let index = claim_accesses.clone();
             move |claim| {
                 let namespace = claim.namespace().unwrap_or_default();
                 index.naming(&namespace, &claim.name_any())
             }
         })
-        .watches_stream(access_bucket_triggers, {
+        .watches(access_bucket_triggers, {
             let index = claim_accesses.clone();
             move |bucket| watches::bucket_to_accesses(&bucket, &index)
         })
-        .watches_stream(access_class_triggers, {
+        .watches(access_class_triggers, {
             let accesses = accesses.clone();
             move |class| watches::access_class_to_accesses(&class, &accesses.state())
         })
-        .graceful_shutdown_on(stopped(&shutdown))
+        .workers(config.concurrency.into())
+        .debounce(config.debounce)
         .run(
             bucket_access::reconcile,
             bucket_access::error_policy,
             access_ctx.clone(),
-        )
-        .for_each(|res| {
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "access controller");
-            }
-            futures::future::ready(())
-        });
+            stopped(shutdown.clone()),
+        );
 
     let ready = {
         let readiness = readiness.clone();
@@ -214,8 +189,6 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         }
     };
 
-    let claim_run = until_stopped(claim_run, claims.clone(), shutdown.clone());
-    let access_run = until_stopped(access_run, accesses.clone(), shutdown.clone());
     let bucket_run = bucket::run(client.clone(), deleted_buckets, shutdown.clone());
     tracing::info!("controller starting");
     // The shared watches run until the loops they feed have ended.

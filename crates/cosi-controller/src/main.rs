@@ -22,7 +22,8 @@ struct Cli {
     #[command(flatten)]
     common: CommonArgs,
 
-    /// Objects of each kind reconciled at the same time.
+    /// Objects of each kind reconciled at the same time. Waiting objects
+    /// are served oldest first.
     #[arg(long, default_value_t = 32, value_name = "N")]
     concurrency: u16,
 }

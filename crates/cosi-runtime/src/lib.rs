@@ -26,3 +26,5 @@ pub use flags::{CommonArgs, LogFormat};
 pub use http::Readiness;
 pub use own_writes::OwnWrites;
 pub use shutdown::Shutdown;
+pub mod reconciler;
+pub mod work_queue;

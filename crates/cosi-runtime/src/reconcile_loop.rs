@@ -1,48 +1,16 @@
-//! Stopping a kube-runtime reconcile loop promptly.
+//! Trigger streams for the reconcile loops ([`crate::reconciler`]).
 //!
-//! After a graceful shutdown a `Controller` loop drains its in-flight
-//! reconciles and ends by itself, except before its reader store has listed
-//! once: kube-runtime holds every reconcile until then, and a shutdown that
-//! comes first would wait forever. Nothing can be in flight in that case, so
-//! the loop is dropped at once.
-//!
-//! Watch errors are handled before the loop sees them ([`errors_handled`]):
-//! kube-runtime's `Controller` can lose the wake-up of a trigger stream
-//! that yields an error (its split of a stream into `Ok`s and `Err`s
-//! returns `Pending` without waking when the item is for the other side),
-//! and then stalls until some unrelated timer fires, possibly forever.
+//! Watch errors are taken out of a stream before a loop sees it
+//! ([`errors_handled`]), to be logged or shown on readiness; the watcher
+//! behind the stream retries by itself.
 //!
 //! One watch can trigger several loops ([`fan_out`]), so a kind that more
 //! than one loop needs is read and cached once.
 
 use std::future::Future;
-use std::hash::Hash;
 
 use futures::channel::mpsc;
-use futures::{FutureExt as _, Stream, StreamExt as _};
-use kube::runtime::reflector::Store;
-
-use crate::shutdown::Shutdown;
-
-/// Runs `run` (a `Controller::run(..).for_each(..)` future whose reader store
-/// is `store`) until it ends, or until `shutdown` if the store never listed.
-pub async fn until_stopped<K>(run: impl Future<Output = ()>, store: Store<K>, shutdown: Shutdown)
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + Hash + Clone,
-{
-    let stopped_unlisted = async {
-        shutdown.wait().await;
-        if store.wait_until_ready().now_or_never().is_some() {
-            // Listed (or its watch is gone): the loop drains and ends by itself.
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        () = run => {}
-        () = stopped_unlisted => tracing::debug!("stopped before the initial list"),
-    }
-}
+use futures::{Stream, StreamExt as _};
 
 /// The `Ok`s of a watch stream; each error is passed to `on_error` (to log
 /// it or show it on readiness) and dropped. The watcher behind the stream

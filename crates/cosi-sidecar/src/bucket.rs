@@ -24,8 +24,8 @@ use cosi_driver::proto::{
     DriverGetBucketRequest,
 };
 use cosi_runtime::patch;
+use cosi_runtime::reconciler::Action;
 use kube::api::Api;
-use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value, json};
 

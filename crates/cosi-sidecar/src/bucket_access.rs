@@ -22,10 +22,10 @@ use cosi_driver::proto::{
     DriverRevokeBucketAccessRequest, RevokedBucket,
 };
 use cosi_runtime::patch;
+use cosi_runtime::reconciler::Action;
 use cosi_runtime::ref_index::Key;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams, Preconditions};
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value, json};

@@ -10,12 +10,12 @@ use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess};
 use cosi_runtime::Shutdown;
-use cosi_runtime::reconcile_loop::{errors_handled, fan_out_triggers, until_stopped};
+use cosi_runtime::reconcile_loop::{errors_handled, fan_out_triggers};
+use cosi_runtime::reconciler::{Action, Reconciler};
 use cosi_runtime::ref_index::RefIndex;
-use futures::{StreamExt, TryStreamExt};
+use futures::TryStreamExt;
 use kube::ResourceExt as _;
 use kube::api::Api;
-use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::{WatchStreamExt, watcher};
 
@@ -30,11 +30,6 @@ pub(crate) const BUCKET_ACCESSES: &str = "bucketaccesses";
 fn never(_: Arc<impl Sized>, e: &Infallible, _: Arc<Context>) -> Action {
     match *e {}
 }
-
-type RunResult<K> = Result<
-    (kube::runtime::reflector::ObjectRef<K>, Action),
-    controller::Error<Infallible, watcher::Error>,
->;
 
 fn is_forbidden(e: &watcher::Error) -> bool {
     matches!(
@@ -57,16 +52,6 @@ fn watch_failed(ctx: &Context, resource: &'static str, e: &watcher::Error) {
     };
     if ctx.health.watch_failed(resource, message.clone()) {
         tracing::error!(resource, "{message}");
-    }
-}
-
-fn observe<K: kube::Resource>(resource: &'static str, result: RunResult<K>) {
-    match result {
-        Ok(_) => {}
-        Err(controller::Error::ObjectNotFound(r)) => {
-            tracing::debug!(object = %r, "object vanished before its reconcile");
-        }
-        Err(e) => tracing::warn!(resource, error = %e, "reconcile loop error"),
     }
 }
 
@@ -123,7 +108,7 @@ where
 
 /// Runs both reconcile loops until `shutdown`; in-flight reconciles finish first.
 pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
-    let concurrency = controller::Config::default().concurrency(ctx.config.workers);
+    let workers = ctx.config.workers.into();
     let buckets: Api<Bucket> = Api::all(ctx.client.clone());
     let accesses: Api<BucketAccess> = Api::all(ctx.client.clone());
 
@@ -134,9 +119,11 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     ctx.set_access_buckets(bucket_store.clone());
     let (watch_buckets, [bucket_events, bucket_changes]) = fan_out_triggers(bucket_events);
     let stop = shutdown.clone();
-    let bucket_loop = Controller::for_stream(bucket_events, bucket_store.clone())
-        .with_config(concurrency.clone())
-        .graceful_shutdown_on(async move { stop.wait().await });
+    let bucket_run = Reconciler::new(bucket_store.clone(), bucket_events)
+        .workers(workers)
+        .run(bucket::reconcile, never, ctx.clone(), async move {
+            stop.wait().await;
+        });
 
     let handed_over = RefIndex::new(bucket_access::buckets_named);
     let (access_store, access_events) =
@@ -144,9 +131,8 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let stop = shutdown.clone();
     let mapper_store = access_store.clone();
     let mapper_ctx = ctx.clone();
-    let access_loop = Controller::for_stream(access_events, access_store.clone())
-        .with_config(concurrency)
-        .watches_stream(bucket_changes, move |b: Bucket| {
+    let access_run = Reconciler::new(access_store.clone(), access_events)
+        .watches(bucket_changes, move |b: Bucket| {
             let named: Vec<_> = handed_over
                 .naming("", &b.name_any())
                 .iter()
@@ -154,25 +140,13 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
                 .collect();
             bucket_access::waiting_on(&b, &named, &mapper_ctx.driver_name())
         })
-        .graceful_shutdown_on(async move { stop.wait().await });
-
-    let bucket_ready = mark_ready(ctx.clone(), bucket_store.clone(), BUCKETS);
-    let access_ready = mark_ready(ctx.clone(), access_store.clone(), BUCKET_ACCESSES);
-
-    let bucket_run = bucket_loop
-        .run(bucket::reconcile, never, ctx.clone())
-        .for_each(|r| {
-            observe(BUCKETS, r);
-            std::future::ready(())
+        .workers(workers)
+        .run(bucket_access::reconcile, never, ctx.clone(), async move {
+            stop.wait().await;
         });
-    let bucket_run = until_stopped(bucket_run, bucket_store, shutdown.clone());
-    let access_run = access_loop
-        .run(bucket_access::reconcile, never, ctx.clone())
-        .for_each(|r| {
-            observe(BUCKET_ACCESSES, r);
-            std::future::ready(())
-        });
-    let access_run = until_stopped(access_run, access_store, shutdown.clone());
+
+    let bucket_ready = mark_ready(ctx.clone(), bucket_store, BUCKETS);
+    let access_ready = mark_ready(ctx.clone(), access_store, BUCKET_ACCESSES);
     // The readiness futures end early or never (if the watch never lists);
     // the loops end at shutdown.
     let readiness = async {

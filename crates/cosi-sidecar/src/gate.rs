@@ -9,7 +9,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use cosi_runtime::backoff::{Backoff, FailureTracker};
-use kube::runtime::controller::Action;
+use cosi_runtime::reconciler::Action;
 
 #[derive(Clone, Copy, Debug)]
 struct Gate {

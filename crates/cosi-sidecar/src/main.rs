@@ -37,7 +37,8 @@ struct Cli {
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     driver_probe_interval: u64,
 
-    /// Reconciles run at the same time, per kind.
+    /// Reconciles run at the same time, per kind. Waiting objects are
+    /// served oldest first.
     #[arg(long, default_value_t = 8)]
     workers: u16,
 }

@@ -11,9 +11,9 @@ use std::time::Instant;
 
 use cosi_api::conditions::{Desired, Status, set_all};
 use cosi_api::constants::{condition_types, reasons};
+use cosi_runtime::reconciler::Action;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::controller::Action;
 
 use crate::context::Context;
 use crate::error::{ApiError, Failure};

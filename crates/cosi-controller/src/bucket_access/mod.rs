@@ -12,10 +12,10 @@ use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::HAS_BUCKETACCESS_REFERENCES;
 use cosi_api::{Bucket, BucketAccess, BucketClaim};
 use cosi_runtime::patch;
+use cosi_runtime::reconciler::Action;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use kube::runtime::controller::Action;
 use serde_json::{Map, Value, json};
 
 use crate::context::{Context, describe, get};

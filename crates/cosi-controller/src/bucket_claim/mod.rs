@@ -16,10 +16,10 @@ use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED;
 use cosi_api::{Bucket, BucketClaim, BucketClaimStatus};
 use cosi_runtime::patch;
+use cosi_runtime::reconciler::Action;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::controller::Action;
 use serde_json::json;
 
 use crate::context::{Context, describe, get};

@@ -1,0 +1,717 @@
+//! A reconcile loop: the objects of one kind, triggered by their own watch
+//! and by mapped changes of other kinds, reconciled by a fixed number of
+//! workers in the order of a [`WorkQueue`] (oldest object first, each
+//! object by one worker at a time).
+//!
+//! It takes the place of kube-runtime's `Controller`, whose scheduler
+//! works in hash order once its concurrency limit is reached, so that
+//! under a burst the first objects submitted could be the last served.
+//! The interface is the same: triggers, `reconcile(object, context)`,
+//! an error policy, and an [`Action`] that says when to reconcile again.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::Hash;
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::stream::{BoxStream, SelectAll};
+use futures::{FutureExt as _, Stream, StreamExt as _};
+use kube::Resource;
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::work_queue::WorkQueue;
+
+/// When to reconcile an object again, besides on its next trigger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Action {
+    requeue_after: Option<Duration>,
+}
+
+impl Action {
+    /// Reconcile again after `duration` (or earlier when triggered).
+    #[must_use]
+    pub const fn requeue(duration: Duration) -> Self {
+        Self {
+            requeue_after: Some(duration),
+        }
+    }
+
+    /// Reconcile again only when triggered.
+    #[must_use]
+    pub const fn await_change() -> Self {
+        Self {
+            requeue_after: None,
+        }
+    }
+
+    /// The delay of a requeue, if one was asked for.
+    pub fn requeue_after(&self) -> Option<Duration> {
+        self.requeue_after
+    }
+}
+
+/// The creation time of `obj` in seconds (objects without one, or not
+/// known, come last).
+pub fn age<K: Resource>(obj: &K) -> i64 {
+    obj.meta()
+        .creation_timestamp
+        .as_ref()
+        .map_or(i64::MAX, |t| t.0.as_second())
+}
+
+/// The order objects are served in: by creation time, and within a second
+/// (the resolution of creation times) in the order this loop first saw
+/// them, which is the order they were created in.
+type Rank = (i64, u64);
+
+/// A reconcile loop over the objects of `store`, to be given its triggers
+/// and run.
+pub struct Reconciler<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    store: Store<K>,
+    triggers: SelectAll<BoxStream<'static, (ObjectRef<K>, Option<i64>)>>,
+    workers: usize,
+    debounce: Duration,
+}
+
+impl<K> Reconciler<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
+{
+    /// A loop over `store`, triggered by each object `objects` yields
+    /// (errors are dropped: handle them upstream). One worker, no debounce.
+    pub fn new<E: 'static>(
+        store: Store<K>,
+        objects: impl Stream<Item = Result<K, E>> + Send + 'static,
+    ) -> Self {
+        let own = objects
+            .filter_map(|o| std::future::ready(o.ok()))
+            .map(|o| (ObjectRef::from_obj(&o), Some(age(&o))))
+            .boxed();
+        let mut triggers = SelectAll::new();
+        triggers.push(own);
+        Self {
+            store,
+            triggers,
+            workers: 1,
+            debounce: Duration::ZERO,
+        }
+    }
+
+    /// Also triggers the objects `mapper` names for each item of `stream`.
+    pub fn watches<O, E, I>(
+        mut self,
+        stream: impl Stream<Item = Result<O, E>> + Send + 'static,
+        mut mapper: impl FnMut(O) -> I + Send + 'static,
+    ) -> Self
+    where
+        O: Send + 'static,
+        E: 'static,
+        I: IntoIterator<Item = ObjectRef<K>>,
+        I::IntoIter: Send + 'static,
+    {
+        let mapped = stream
+            .filter_map(|o| std::future::ready(o.ok()))
+            .flat_map(move |o| futures::stream::iter(mapper(o)))
+            .map(|r| (r, None))
+            .boxed();
+        self.triggers.push(mapped);
+        self
+    }
+
+    /// Objects reconciled at the same time (at least one).
+    #[must_use]
+    pub fn workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// How long an object's triggers must be quiet before it is reconciled.
+    #[must_use]
+    pub fn debounce(mut self, debounce: Duration) -> Self {
+        self.debounce = debounce;
+        self
+    }
+
+    /// Runs until `shutdown` completes, then lets reconciles in progress
+    /// finish. Nothing is reconciled before the store has listed once.
+    /// `reconcile` gets the object as the store holds it when its turn
+    /// comes; an error goes to `error_policy` for the next [`Action`].
+    pub async fn run<C, E, F, Fut, P>(
+        self,
+        reconcile: F,
+        error_policy: P,
+        ctx: Arc<C>,
+        shutdown: impl Future<Output = ()> + Send,
+    ) where
+        C: Send + Sync + 'static,
+        E: std::fmt::Display + Send + 'static,
+        F: Fn(Arc<K>, Arc<C>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Action, E>> + Send + 'static,
+        P: Fn(Arc<K>, &E, Arc<C>) -> Action + Send + Sync + 'static,
+    {
+        let Self {
+            store,
+            triggers,
+            workers,
+            debounce,
+        } = self;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                queue: WorkQueue::new(debounce),
+                armed: None,
+                first_seen: HashMap::new(),
+                next_seen: 0,
+            }),
+            work: Notify::new(),
+            rearm: Notify::new(),
+            stop: CancellationToken::new(),
+        });
+        let work = async {
+            // Nothing is reconciled on a partial cache.
+            tokio::select! {
+                ready = listed(&store) => {
+                    if !ready {
+                        return;
+                    }
+                }
+                () = shared.stop.cancelled() => return,
+            }
+            let reconcile = Arc::new(reconcile);
+            let error_policy = Arc::new(error_policy);
+            // Workers run as tasks of their own (on any runtime thread); a
+            // loop that is dropped (an aborted component) aborts them.
+            let mut tasks = tokio::task::JoinSet::new();
+            for _ in 0..workers {
+                tasks.spawn(worker(
+                    store.clone(),
+                    shared.clone(),
+                    reconcile.clone(),
+                    error_policy.clone(),
+                    ctx.clone(),
+                ));
+            }
+            while tasks.join_next().await.is_some() {}
+        };
+        // Triggers are queued until shutdown (or until they end, when the
+        // watch behind them is gone); then the workers finish what they
+        // hold and stop.
+        let until_stopped = async {
+            tokio::select! {
+                () = shutdown => {}
+                () = feed(triggers, store.clone(), &shared) => {}
+                () = timer(&shared) => {}
+            }
+            shared.stop.cancel();
+        };
+        tokio::join!(work, until_stopped);
+    }
+}
+
+/// Waits until `store` has listed once; false if its writer is gone first.
+/// `Store::wait_until_ready` wakes only the last of several waiters (the
+/// store's other users may wait too), so it is asked again now and then.
+async fn listed<K>(store: &Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready()).await {
+            Ok(ready) => return ready.is_ok(),
+            Err(_) => continue,
+        }
+    }
+}
+
+/// The queue, the time the timer is set for, and when each object known
+/// to the loop was first seen.
+struct State<R> {
+    queue: WorkQueue<R, Rank>,
+    armed: Option<Instant>,
+    first_seen: HashMap<R, u64>,
+    next_seen: u64,
+}
+
+impl<R: Clone + Eq + Hash> State<R> {
+    /// The rank of `r`, created `age`.
+    fn rank(&mut self, r: &R, age: i64) -> Rank {
+        let seen = match self.first_seen.get(r) {
+            Some(seen) => *seen,
+            None => {
+                let seen = self.next_seen;
+                self.next_seen += 1;
+                self.first_seen.insert(r.clone(), seen);
+                seen
+            }
+        };
+        (age, seen)
+    }
+}
+
+struct Shared<R> {
+    state: Mutex<State<R>>,
+    /// Wakes a worker: something is due.
+    work: Notify,
+    /// Wakes the timer: something falls due earlier than it was set for.
+    rearm: Notify,
+    stop: CancellationToken,
+}
+
+impl<R: Clone + Eq + Hash> Shared<R> {
+    fn state(&self) -> MutexGuard<'_, State<R>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// After the queue changed: wakes a worker if work is due, and the
+    /// timer if it must fire earlier.
+    fn changed(&self, state: &mut State<R>, now: Instant) {
+        if state.queue.has_due(now) {
+            self.work.notify_one();
+        }
+        if let Some(at) = state.queue.next_due()
+            && state.armed.is_none_or(|armed| at < armed)
+        {
+            state.armed = Some(at);
+            self.rearm.notify_one();
+        }
+    }
+}
+
+/// Queues every trigger; ends when the triggers do.
+async fn feed<K>(
+    mut triggers: SelectAll<BoxStream<'static, (ObjectRef<K>, Option<i64>)>>,
+    store: Store<K>,
+    shared: &Shared<ObjectRef<K>>,
+) where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    while let Some((r, age_of)) = triggers.next().await {
+        let created = age_of
+            .or_else(|| store.get(&r).map(|o| age(o.as_ref())))
+            .unwrap_or(i64::MAX);
+        let now = Instant::now();
+        let mut state = shared.state();
+        let rank = state.rank(&r, created);
+        state.queue.trigger(r, rank, now);
+        shared.changed(&mut state, now);
+    }
+}
+
+/// Wakes a worker whenever a waiting object falls due (never ends).
+async fn timer<R: Clone + Eq + Hash>(shared: &Shared<R>) {
+    loop {
+        let rearmed = shared.rearm.notified();
+        let armed = shared.state().armed;
+        let Some(at) = armed else {
+            rearmed.await;
+            continue;
+        };
+        tokio::select! {
+            () = rearmed => {}
+            () = tokio::time::sleep_until(at) => {
+                let now = Instant::now();
+                let mut state = shared.state();
+                state.queue.promote(now);
+                state.armed = state.queue.next_due();
+                if state.queue.has_due(now) {
+                    shared.work.notify_one();
+                }
+            }
+        }
+    }
+}
+
+/// Takes due objects from the queue and reconciles them until stopped.
+async fn worker<K, C, E, F, Fut, P>(
+    store: Store<K>,
+    shared: Arc<Shared<ObjectRef<K>>>,
+    reconcile: Arc<F>,
+    error_policy: Arc<P>,
+    ctx: Arc<C>,
+) where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+    E: std::fmt::Display,
+    F: Fn(Arc<K>, Arc<C>) -> Fut,
+    Fut: Future<Output = Result<Action, E>>,
+    P: Fn(Arc<K>, &E, Arc<C>) -> Action,
+{
+    loop {
+        // Registered before looking, so a wake-up between the look and the
+        // wait is not missed.
+        let mut woken = std::pin::pin!(shared.work.notified());
+        woken.as_mut().enable();
+        if shared.stop.is_cancelled() {
+            return;
+        }
+        let next = {
+            let mut state = shared.state();
+            let now = Instant::now();
+            let next = state.queue.pop(now);
+            if next.is_some() && state.queue.has_due(now) {
+                // More is due: another worker may take it.
+                shared.work.notify_one();
+            }
+            next
+        };
+        let Some(r) = next else {
+            tokio::select! {
+                () = woken => {}
+                () = shared.stop.cancelled() => return,
+            }
+            continue;
+        };
+        let Some(obj) = store.get(&r) else {
+            tracing::debug!(object = %r, "object gone before its reconcile");
+            let mut state = shared.state();
+            state.first_seen.remove(&r);
+            state.queue.done(&r, (i64::MAX, u64::MAX), None);
+            shared.changed(&mut state, Instant::now());
+            continue;
+        };
+        let created = age(obj.as_ref());
+        let run = AssertUnwindSafe(reconcile(obj.clone(), ctx.clone())).catch_unwind();
+        let action = match run.await {
+            Ok(Ok(action)) => action,
+            Ok(Err(e)) => {
+                tracing::debug!(object = %r, error = %e, "reconcile failed");
+                error_policy(obj, &e, ctx.clone())
+            }
+            Err(_) => {
+                tracing::error!(object = %r, "reconcile panicked; retrying in 30s");
+                Action::requeue(Duration::from_secs(30))
+            }
+        };
+        let now = Instant::now();
+        let mut state = shared.state();
+        let rank = state.rank(&r, created);
+        state
+            .queue
+            .done(&r, rank, action.requeue_after().map(|d| now + d));
+        shared.changed(&mut state, now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::channel::mpsc;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher;
+    use std::convert::Infallible;
+
+    fn cm(name: &str, created: i64) -> ConfigMap {
+        let mut c = ConfigMap::default();
+        c.metadata.name = Some(name.into());
+        c.metadata.namespace = Some("ns".into());
+        c.metadata.creation_timestamp = Some(Time(Timestamp::from_second(created).unwrap()));
+        c
+    }
+
+    type Trigger = Result<ConfigMap, Infallible>;
+
+    /// A store already listed holding `objs`, and a trigger channel.
+    fn listed(
+        objs: &[ConfigMap],
+    ) -> (
+        Store<ConfigMap>,
+        Writer<ConfigMap>,
+        mpsc::UnboundedSender<Trigger>,
+        mpsc::UnboundedReceiver<Trigger>,
+    ) {
+        let (store, mut writer) = reflector::store();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for o in objs {
+            writer.apply_watcher_event(&watcher::Event::InitApply(o.clone()));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let (tx, rx) = mpsc::unbounded();
+        (store, writer, tx, rx)
+    }
+
+    #[derive(Default)]
+    struct Log(Mutex<Vec<String>>);
+
+    impl Log {
+        fn push(&self, s: String) {
+            self.0.lock().unwrap().push(s);
+        }
+        fn take(&self) -> Vec<String> {
+            std::mem::take(&mut self.0.lock().unwrap())
+        }
+    }
+
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_is_reconciled_oldest_object_first_each_once() {
+        let objs = [cm("c", 30), cm("a", 10), cm("d", 40), cm("b", 20)];
+        let (store, _w, tx, rx) = listed(&objs);
+        // Triggered newest first, some twice, before the loop runs.
+        for name in ["d", "c", "b", "a", "c", "d"] {
+            let o = objs
+                .iter()
+                .find(|o| o.metadata.name.as_deref() == Some(name));
+            tx.unbounded_send(Ok(o.unwrap().clone())).unwrap();
+        }
+        let log = Arc::new(Log::default());
+        let stop = CancellationToken::new();
+        let run = Reconciler::new(store, rx).workers(1).run(
+            |o: Arc<ConfigMap>, log: Arc<Log>| async move {
+                log.push(o.metadata.name.clone().unwrap());
+                Ok::<_, Infallible>(Action::await_change())
+            },
+            |_, e: &Infallible, _| match *e {},
+            log.clone(),
+            stop.clone().cancelled_owned(),
+        );
+        let handle = tokio::spawn(run);
+        settle().await;
+        assert_eq!(log.take(), ["a", "b", "c", "d"]);
+        stop.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_object_is_never_reconciled_twice_at_once_and_reruns_after_a_trigger() {
+        let (store, _w, tx, rx) = listed(&[cm("a", 1)]);
+        let log = Arc::new(Log::default());
+        let (release_tx, release_rx) = tokio::sync::watch::channel(false);
+        let stop = CancellationToken::new();
+        let running = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let ctx = Arc::new((log.clone(), running.clone(), release_rx));
+        let run = Reconciler::new(store, rx).workers(4).run(
+            |o: Arc<ConfigMap>,
+             ctx: Arc<(
+                Arc<Log>,
+                Arc<std::sync::atomic::AtomicUsize>,
+                tokio::sync::watch::Receiver<bool>,
+            )>| async move {
+                let (log, running, release) = &*ctx;
+                let now = running.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                log.push(format!("{} x{now}", o.metadata.name.clone().unwrap()));
+                let _ = release.clone().wait_for(|r| *r).await;
+                running.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                Ok::<_, Infallible>(Action::await_change())
+            },
+            |_, e: &Infallible, _| match *e {},
+            ctx,
+            stop.clone().cancelled_owned(),
+        );
+        let handle = tokio::spawn(run);
+        tx.unbounded_send(Ok(cm("a", 1))).unwrap();
+        settle().await;
+        for _ in 0..3 {
+            tx.unbounded_send(Ok(cm("a", 1))).unwrap();
+        }
+        settle().await;
+        assert_eq!(log.take(), ["a x1"], "held while the first runs");
+        release_tx.send_replace(true);
+        settle().await;
+        assert_eq!(
+            log.take(),
+            ["a x1"],
+            "one more run for the triggers that came meanwhile"
+        );
+        stop.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn errors_go_to_the_error_policy_whose_requeue_is_honoured() {
+        let (store, _w, tx, rx) = listed(&[cm("a", 1)]);
+        let log = Arc::new(Log::default());
+        let stop = CancellationToken::new();
+        let run = Reconciler::new(store, rx).workers(2).run(
+            |o: Arc<ConfigMap>, log: Arc<Log>| async move {
+                log.push(o.metadata.name.clone().unwrap());
+                Err::<Action, _>("boom")
+            },
+            |_, e: &&str, log: Arc<Log>| {
+                log.push(format!("policy: {e}"));
+                Action::requeue(Duration::from_millis(30))
+            },
+            log.clone(),
+            stop.clone().cancelled_owned(),
+        );
+        let handle = tokio::spawn(run);
+        tx.unbounded_send(Ok(cm("a", 1))).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.cancel();
+        handle.await.unwrap();
+        let runs = log.take();
+        assert!(runs.len() >= 4, "retried after each requeue: {runs:?}");
+        assert_eq!(runs[..2], ["a", "policy: boom"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn triggers_are_debounced() {
+        let (store, _w, tx, rx) = listed(&[cm("a", 1)]);
+        let log = Arc::new(Log::default());
+        let stop = CancellationToken::new();
+        let run = Reconciler::new(store, rx)
+            .debounce(Duration::from_millis(50))
+            .run(
+                |o: Arc<ConfigMap>, log: Arc<Log>| async move {
+                    log.push(o.metadata.name.clone().unwrap());
+                    Ok::<_, Infallible>(Action::await_change())
+                },
+                |_, e: &Infallible, _| match *e {},
+                log.clone(),
+                stop.clone().cancelled_owned(),
+            );
+        let handle = tokio::spawn(run);
+        for _ in 0..4 {
+            tx.unbounded_send(Ok(cm("a", 1))).unwrap();
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        assert!(log.take().is_empty(), "still within the debounce");
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert_eq!(log.take(), ["a"]);
+        stop.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn mapped_triggers_reach_the_objects_they_name_and_deleted_ones_are_skipped() {
+        let (store, _w, _tx, rx) = listed(&[cm("a", 1), cm("b", 2)]);
+        let (other_tx, other_rx) = mpsc::unbounded::<Result<String, Infallible>>();
+        let log = Arc::new(Log::default());
+        let stop = CancellationToken::new();
+        let run = Reconciler::new(store, rx)
+            .watches(other_rx, |name: String| {
+                Some(ObjectRef::<ConfigMap>::new(&name).within("ns"))
+            })
+            .run(
+                |o: Arc<ConfigMap>, log: Arc<Log>| async move {
+                    log.push(o.metadata.name.clone().unwrap());
+                    Ok::<_, Infallible>(Action::await_change())
+                },
+                |_, e: &Infallible, _| match *e {},
+                log.clone(),
+                stop.clone().cancelled_owned(),
+            );
+        let handle = tokio::spawn(run);
+        for name in ["b", "gone", "a"] {
+            other_tx.unbounded_send(Ok(name.into())).unwrap();
+        }
+        settle().await;
+        assert_eq!(log.take(), ["a", "b"], "by age; the unknown one skipped");
+        stop.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shutdown_before_the_first_list_ends_the_loop_at_once() {
+        let (store, _writer) = reflector::store::<ConfigMap>();
+        let (_tx, rx) = mpsc::unbounded::<Trigger>();
+        let stop = CancellationToken::new();
+        stop.cancel();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            Reconciler::new(store, rx).run(
+                |_: Arc<ConfigMap>, _: Arc<()>| async {
+                    Ok::<_, Infallible>(Action::await_change())
+                },
+                |_, e: &Infallible, _| match *e {},
+                Arc::new(()),
+                stop.cancelled_owned(),
+            ),
+        )
+        .await
+        .expect("the loop ends");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shutdown_lets_the_reconcile_in_progress_finish() {
+        let (store, _w, tx, rx) = listed(&[cm("a", 1)]);
+        let log = Arc::new(Log::default());
+        let stop = CancellationToken::new();
+        let run = Reconciler::new(store, rx).run(
+            |_: Arc<ConfigMap>, log: Arc<Log>| async move {
+                log.push("started".into());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                log.push("finished".into());
+                Ok::<_, Infallible>(Action::requeue(Duration::from_millis(1)))
+            },
+            |_, e: &Infallible, _| match *e {},
+            log.clone(),
+            stop.clone().cancelled_owned(),
+        );
+        let handle = tokio::spawn(run);
+        tx.unbounded_send(Ok(cm("a", 1))).unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        stop.cancel();
+        handle.await.unwrap();
+        assert_eq!(log.take(), ["started", "finished"], "and nothing after");
+    }
+    #[tokio::test(start_paused = true)]
+    async fn a_dropped_loop_aborts_its_reconciles() {
+        let (store, _w, tx, rx) = listed(&[cm("a", 1)]);
+        let log = Arc::new(Log::default());
+        let run = Reconciler::new(store, rx).run(
+            |_: Arc<ConfigMap>, log: Arc<Log>| async move {
+                log.push("started".into());
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                log.push("finished".into());
+                Ok::<_, Infallible>(Action::await_change())
+            },
+            |_, e: &Infallible, _| match *e {},
+            log.clone(),
+            std::future::pending(),
+        );
+        let handle = tokio::spawn(run);
+        tx.unbounded_send(Ok(cm("a", 1))).unwrap();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        handle.abort();
+        let _ = handle.await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(log.take(), ["started"], "killed mid-reconcile");
+    }
+    #[tokio::test(start_paused = true)]
+    async fn objects_of_the_same_second_keep_the_order_they_were_first_seen_in() {
+        let objs = [cm("a", 5), cm("z", 5), cm("x", 5)];
+        let (store, _w, tx, rx) = listed(&objs);
+        let log = Arc::new(Log::default());
+        let stop = CancellationToken::new();
+        let run = Reconciler::new(store, rx).workers(1).run(
+            |o: Arc<ConfigMap>, log: Arc<Log>| async move {
+                log.push(o.metadata.name.clone().unwrap());
+                Ok::<_, Infallible>(Action::await_change())
+            },
+            |_, e: &Infallible, _| match *e {},
+            log.clone(),
+            stop.clone().cancelled_owned(),
+        );
+        let handle = tokio::spawn(run);
+        tx.unbounded_send(Ok(objs[0].clone())).unwrap();
+        settle().await;
+        assert_eq!(log.take(), ["a"]);
+        // "a" comes back after the others were first seen: it still goes first.
+        for o in [&objs[1], &objs[2], &objs[0]] {
+            tx.unbounded_send(Ok(o.clone())).unwrap();
+        }
+        settle().await;
+        assert_eq!(log.take(), ["a", "z", "x"]);
+        stop.cancel();
+        handle.await.unwrap();
+    }
+}
