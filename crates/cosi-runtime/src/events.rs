@@ -181,19 +181,17 @@ impl EventReporter {
         let now = Timestamp::now();
         let key = Key::new(type_, action, reason, regarding);
         let earlier = self.recent().get(&key, now);
-        let result = match earlier {
+        let repeated = match earlier {
             Some(earlier) => match self.repeat(&earlier, now).await {
                 // The earlier Event is gone (expired on the server): start anew.
-                Err(kube::Error::Api(s)) if s.code == 404 => {
-                    self.create(regarding, type_, reason, action, note, now)
-                        .await
-                }
-                other => other,
+                Err(kube::Error::Api(s)) if s.code == 404 => None,
+                other => Some(other),
             },
-            None => {
-                self.create(regarding, type_, reason, action, note, now)
-                    .await
-            }
+            None => None,
+        };
+        let result = match repeated {
+            Some(result) => result,
+            None => self.create(regarding, &key, note, now).await,
         };
         match result {
             Ok(written) => self.recent().record(key, written),
@@ -203,12 +201,11 @@ impl EventReporter {
         }
     }
 
+    /// Creates the first Event of `key` about `regarding`.
     async fn create(
         &self,
         regarding: &ObjectReference,
-        type_: EventType,
-        reason: &str,
-        action: &str,
+        key: &Key,
         note: String,
         now: Timestamp,
     ) -> Result<Written, kube::Error> {
@@ -227,14 +224,14 @@ impl EventReporter {
                 namespace: Some(namespace.clone()),
                 ..ObjectMeta::default()
             },
-            action: Some(action.to_owned()),
-            reason: Some(reason.to_owned()),
+            action: Some(key.action.clone()),
+            reason: Some(key.reason.clone()),
             note: Some(truncated(note)),
             event_time: Some(MicroTime(now)),
             regarding: Some(regarding.clone()),
             reporting_controller: Some(self.controller.clone()),
             reporting_instance: Some(self.instance.clone()),
-            type_: Some(type_.as_str().to_owned()),
+            type_: Some(key.type_.as_str().to_owned()),
             ..Event::default()
         };
         Api::<Event>::namespaced(self.client.clone(), &namespace)

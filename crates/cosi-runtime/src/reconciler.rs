@@ -461,33 +461,103 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
+    /// A running loop whose reconciles log the object's name.
+    struct Logging {
+        log: Arc<Log>,
+        stop: CancellationToken,
+        handle: tokio::task::JoinHandle<()>,
+    }
+
+    impl Logging {
+        fn start(r: Reconciler<ConfigMap>) -> Self {
+            let log = Arc::new(Log::default());
+            let stop = CancellationToken::new();
+            let handle = tokio::spawn(r.run(
+                |o: Arc<ConfigMap>, log: Arc<Log>| async move {
+                    log.push(o.metadata.name.clone().unwrap());
+                    Ok::<_, Infallible>(Action::await_change())
+                },
+                |_, e: &Infallible, _| match *e {},
+                log.clone(),
+                stop.clone().cancelled_owned(),
+            ));
+            Self { log, stop, handle }
+        }
+
+        async fn stop(self) {
+            self.stop.cancel();
+            self.handle.await.unwrap();
+        }
+    }
+
+    fn send(tx: &mpsc::UnboundedSender<Trigger>, o: &ConfigMap) {
+        tx.unbounded_send(Ok(o.clone())).unwrap();
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_burst_is_reconciled_oldest_object_first_each_once() {
         let objs = [cm("c", 30), cm("a", 10), cm("d", 40), cm("b", 20)];
         let (store, _w, tx, rx) = listed(&objs);
         // Triggered newest first, some twice, before the loop runs.
-        for name in ["d", "c", "b", "a", "c", "d"] {
-            let o = objs
-                .iter()
-                .find(|o| o.metadata.name.as_deref() == Some(name));
-            tx.unbounded_send(Ok(o.unwrap().clone())).unwrap();
+        for i in [2, 0, 3, 1, 0, 2] {
+            send(&tx, &objs[i]);
         }
-        let log = Arc::new(Log::default());
-        let stop = CancellationToken::new();
-        let run = Reconciler::new(store, rx).workers(1).run(
-            |o: Arc<ConfigMap>, log: Arc<Log>| async move {
-                log.push(o.metadata.name.clone().unwrap());
-                Ok::<_, Infallible>(Action::await_change())
-            },
-            |_, e: &Infallible, _| match *e {},
-            log.clone(),
-            stop.clone().cancelled_owned(),
-        );
-        let handle = tokio::spawn(run);
+        let run = Logging::start(Reconciler::new(store, rx).workers(1));
         settle().await;
-        assert_eq!(log.take(), ["a", "b", "c", "d"]);
-        stop.cancel();
-        handle.await.unwrap();
+        assert_eq!(run.log.take(), ["a", "b", "c", "d"]);
+        run.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn objects_of_the_same_second_keep_the_order_they_were_first_seen_in() {
+        let objs = [cm("a", 5), cm("z", 5), cm("x", 5)];
+        let (store, _w, tx, rx) = listed(&objs);
+        let run = Logging::start(Reconciler::new(store, rx).workers(1));
+        send(&tx, &objs[0]);
+        settle().await;
+        assert_eq!(run.log.take(), ["a"]);
+        // "a" comes back after the others were first seen: it still goes first.
+        for i in [1, 2, 0] {
+            send(&tx, &objs[i]);
+        }
+        settle().await;
+        assert_eq!(run.log.take(), ["a", "z", "x"]);
+        run.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn triggers_are_debounced() {
+        let (store, _w, tx, rx) = listed(&[cm("a", 1)]);
+        let run = Logging::start(Reconciler::new(store, rx).debounce(Duration::from_millis(50)));
+        for _ in 0..4 {
+            send(&tx, &cm("a", 1));
+            tokio::time::sleep(Duration::from_millis(30)).await;
+        }
+        assert!(run.log.take().is_empty(), "still within the debounce");
+        tokio::time::sleep(Duration::from_millis(60)).await;
+        assert_eq!(run.log.take(), ["a"]);
+        run.stop().await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn mapped_triggers_reach_the_objects_they_name_and_deleted_ones_are_skipped() {
+        let (store, _w, _tx, rx) = listed(&[cm("a", 1), cm("b", 2)]);
+        let (other_tx, other_rx) = mpsc::unbounded::<Result<String, Infallible>>();
+        let run = Logging::start(
+            Reconciler::new(store, rx).watches(other_rx, |name: String| {
+                Some(ObjectRef::<ConfigMap>::new(&name).within("ns"))
+            }),
+        );
+        for name in ["b", "gone", "a"] {
+            other_tx.unbounded_send(Ok(name.into())).unwrap();
+        }
+        settle().await;
+        assert_eq!(
+            run.log.take(),
+            ["a", "b"],
+            "by age; the unknown one skipped"
+        );
+        run.stop().await;
     }
 
     #[tokio::test(start_paused = true)]
@@ -517,10 +587,10 @@ mod tests {
             stop.clone().cancelled_owned(),
         );
         let handle = tokio::spawn(run);
-        tx.unbounded_send(Ok(cm("a", 1))).unwrap();
+        send(&tx, &cm("a", 1));
         settle().await;
         for _ in 0..3 {
-            tx.unbounded_send(Ok(cm("a", 1))).unwrap();
+            send(&tx, &cm("a", 1));
         }
         settle().await;
         assert_eq!(log.take(), ["a x1"], "held while the first runs");
@@ -553,7 +623,7 @@ mod tests {
             stop.clone().cancelled_owned(),
         );
         let handle = tokio::spawn(run);
-        tx.unbounded_send(Ok(cm("a", 1))).unwrap();
+        send(&tx, &cm("a", 1));
         tokio::time::sleep(Duration::from_millis(100)).await;
         stop.cancel();
         handle.await.unwrap();
@@ -563,89 +633,23 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn triggers_are_debounced() {
-        let (store, _w, tx, rx) = listed(&[cm("a", 1)]);
-        let log = Arc::new(Log::default());
-        let stop = CancellationToken::new();
-        let run = Reconciler::new(store, rx)
-            .debounce(Duration::from_millis(50))
-            .run(
-                |o: Arc<ConfigMap>, log: Arc<Log>| async move {
-                    log.push(o.metadata.name.clone().unwrap());
-                    Ok::<_, Infallible>(Action::await_change())
-                },
-                |_, e: &Infallible, _| match *e {},
-                log.clone(),
-                stop.clone().cancelled_owned(),
-            );
-        let handle = tokio::spawn(run);
-        for _ in 0..4 {
-            tx.unbounded_send(Ok(cm("a", 1))).unwrap();
-            tokio::time::sleep(Duration::from_millis(30)).await;
-        }
-        assert!(log.take().is_empty(), "still within the debounce");
-        tokio::time::sleep(Duration::from_millis(60)).await;
-        assert_eq!(log.take(), ["a"]);
-        stop.cancel();
-        handle.await.unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn mapped_triggers_reach_the_objects_they_name_and_deleted_ones_are_skipped() {
-        let (store, _w, _tx, rx) = listed(&[cm("a", 1), cm("b", 2)]);
-        let (other_tx, other_rx) = mpsc::unbounded::<Result<String, Infallible>>();
-        let log = Arc::new(Log::default());
-        let stop = CancellationToken::new();
-        let run = Reconciler::new(store, rx)
-            .watches(other_rx, |name: String| {
-                Some(ObjectRef::<ConfigMap>::new(&name).within("ns"))
-            })
-            .run(
-                |o: Arc<ConfigMap>, log: Arc<Log>| async move {
-                    log.push(o.metadata.name.clone().unwrap());
-                    Ok::<_, Infallible>(Action::await_change())
-                },
-                |_, e: &Infallible, _| match *e {},
-                log.clone(),
-                stop.clone().cancelled_owned(),
-            );
-        let handle = tokio::spawn(run);
-        for name in ["b", "gone", "a"] {
-            other_tx.unbounded_send(Ok(name.into())).unwrap();
-        }
-        settle().await;
-        assert_eq!(log.take(), ["a", "b"], "by age; the unknown one skipped");
-        stop.cancel();
-        handle.await.unwrap();
-    }
-
-    #[tokio::test(start_paused = true)]
     async fn a_shutdown_before_the_first_list_ends_the_loop_at_once() {
         let (store, _writer) = reflector::store::<ConfigMap>();
         let (_tx, rx) = mpsc::unbounded::<Trigger>();
-        let stop = CancellationToken::new();
-        stop.cancel();
-        tokio::time::timeout(
-            Duration::from_secs(5),
-            Reconciler::new(store, rx).run(
-                |_: Arc<ConfigMap>, _: Arc<()>| async {
-                    Ok::<_, Infallible>(Action::await_change())
-                },
-                |_, e: &Infallible, _| match *e {},
-                Arc::new(()),
-                stop.cancelled_owned(),
-            ),
-        )
-        .await
-        .expect("the loop ends");
+        let run = Logging::start(Reconciler::new(store, rx));
+        tokio::time::timeout(Duration::from_secs(5), run.stop())
+            .await
+            .expect("the loop ends");
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn a_shutdown_lets_the_reconcile_in_progress_finish() {
-        let (store, _w, tx, rx) = listed(&[cm("a", 1)]);
-        let log = Arc::new(Log::default());
-        let stop = CancellationToken::new();
-        let run = Reconciler::new(store, rx).run(
+    /// A loop whose reconciles take 50 ms, logging their start and end.
+    fn slow(
+        store: Store<ConfigMap>,
+        rx: mpsc::UnboundedReceiver<Trigger>,
+        log: &Arc<Log>,
+        stop: impl Future<Output = ()> + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(Reconciler::new(store, rx).run(
             |_: Arc<ConfigMap>, log: Arc<Log>| async move {
                 log.push("started".into());
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -654,64 +658,33 @@ mod tests {
             },
             |_, e: &Infallible, _| match *e {},
             log.clone(),
-            stop.clone().cancelled_owned(),
-        );
-        let handle = tokio::spawn(run);
-        tx.unbounded_send(Ok(cm("a", 1))).unwrap();
+            stop,
+        ))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shutdown_lets_the_reconcile_in_progress_finish() {
+        let (store, _w, tx, rx) = listed(&[cm("a", 1)]);
+        let log = Arc::new(Log::default());
+        let stop = CancellationToken::new();
+        let handle = slow(store, rx, &log, stop.clone().cancelled_owned());
+        send(&tx, &cm("a", 1));
         tokio::time::sleep(Duration::from_millis(10)).await;
         stop.cancel();
         handle.await.unwrap();
         assert_eq!(log.take(), ["started", "finished"], "and nothing after");
     }
+
     #[tokio::test(start_paused = true)]
     async fn a_dropped_loop_aborts_its_reconciles() {
         let (store, _w, tx, rx) = listed(&[cm("a", 1)]);
         let log = Arc::new(Log::default());
-        let run = Reconciler::new(store, rx).run(
-            |_: Arc<ConfigMap>, log: Arc<Log>| async move {
-                log.push("started".into());
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                log.push("finished".into());
-                Ok::<_, Infallible>(Action::await_change())
-            },
-            |_, e: &Infallible, _| match *e {},
-            log.clone(),
-            std::future::pending(),
-        );
-        let handle = tokio::spawn(run);
-        tx.unbounded_send(Ok(cm("a", 1))).unwrap();
+        let handle = slow(store, rx, &log, std::future::pending());
+        send(&tx, &cm("a", 1));
         tokio::time::sleep(Duration::from_millis(10)).await;
         handle.abort();
         let _ = handle.await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(log.take(), ["started"], "killed mid-reconcile");
-    }
-    #[tokio::test(start_paused = true)]
-    async fn objects_of_the_same_second_keep_the_order_they_were_first_seen_in() {
-        let objs = [cm("a", 5), cm("z", 5), cm("x", 5)];
-        let (store, _w, tx, rx) = listed(&objs);
-        let log = Arc::new(Log::default());
-        let stop = CancellationToken::new();
-        let run = Reconciler::new(store, rx).workers(1).run(
-            |o: Arc<ConfigMap>, log: Arc<Log>| async move {
-                log.push(o.metadata.name.clone().unwrap());
-                Ok::<_, Infallible>(Action::await_change())
-            },
-            |_, e: &Infallible, _| match *e {},
-            log.clone(),
-            stop.clone().cancelled_owned(),
-        );
-        let handle = tokio::spawn(run);
-        tx.unbounded_send(Ok(objs[0].clone())).unwrap();
-        settle().await;
-        assert_eq!(log.take(), ["a"]);
-        // "a" comes back after the others were first seen: it still goes first.
-        for o in [&objs[1], &objs[2], &objs[0]] {
-            tx.unbounded_send(Ok(o.clone())).unwrap();
-        }
-        settle().await;
-        assert_eq!(log.take(), ["a", "z", "x"]);
-        stop.cancel();
-        handle.await.unwrap();
     }
 }

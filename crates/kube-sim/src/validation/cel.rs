@@ -67,18 +67,21 @@ struct Here {
     fields: Option<Vec<String>>,
 }
 
+/// The schemas directly below `node`: its allOf/oneOf/anyOf branches,
+/// properties, items and additionalProperties.
+fn below(node: &CompiledSchema) -> impl Iterator<Item = &CompiledSchema> {
+    node.all_of
+        .iter()
+        .chain(&node.one_of)
+        .chain(&node.any_of)
+        .chain(node.properties.values())
+        .chain(node.items.as_deref())
+        .chain(node.additional_properties.as_deref())
+}
+
 /// True when a rule is at or below `node`.
 fn has_compiled_rules(node: &CompiledSchema) -> bool {
-    !node.validations.is_empty()
-        || node
-            .all_of
-            .iter()
-            .chain(&node.one_of)
-            .chain(&node.any_of)
-            .chain(node.properties.values())
-            .chain(node.items.as_deref())
-            .chain(node.additional_properties.as_deref())
-            .any(has_compiled_rules)
+    !node.validations.is_empty() || below(node).any(has_compiled_rules)
 }
 
 /// The fields of `self`/`oldSelf` the rules of `node` read, when handing
@@ -86,15 +89,7 @@ fn has_compiled_rules(node: &CompiledSchema) -> bool {
 /// expression) selects direct fields only, under names that need no
 /// escaping, and nothing below `node` has rules of its own.
 fn projection(node: &CompiledSchema) -> Option<Vec<String>> {
-    let below = node
-        .all_of
-        .iter()
-        .chain(&node.one_of)
-        .chain(&node.any_of)
-        .chain(node.properties.values())
-        .chain(node.items.as_deref())
-        .chain(node.additional_properties.as_deref());
-    if below.into_iter().any(has_compiled_rules) {
+    if below(node).any(has_compiled_rules) {
         return None;
     }
     let mut fields = std::collections::BTreeSet::new();
