@@ -17,7 +17,7 @@ use crate::rbac::{self, Attributes};
 use crate::resource::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
-use crate::store::write::{DeleteOptions, FieldValidation, Propagation, WriteOptions};
+use crate::store::write::{DeleteOptions, FieldValidation, Propagation, WriteOptions, WriteResult};
 use crate::store::{ListOptions, Store};
 use crate::table::{self, IncludeObject};
 use crate::watch::{self, WatchContext, WatchParams};
@@ -112,8 +112,8 @@ pub fn parse_query(q: Option<&str>) -> HashMap<String, String> {
         .collect()
 }
 
-fn json_response(code: u16, body: Vec<u8>, warnings: &[String]) -> Response {
-    let mut resp = Response::new(Body::from(body));
+fn json_response(code: u16, body: impl Into<Body>, warnings: &[String]) -> Response {
+    let mut resp = Response::new(body.into());
     *resp.status_mut() = StatusCode::from_u16(code).unwrap_or(StatusCode::OK);
     resp.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -593,6 +593,17 @@ impl OpCtx<'_> {
         self.rp.name.as_deref().unwrap_or("")
     }
 
+    /// The response of a write: the stored object, encoded once for the
+    /// response and the watchers alike.
+    fn written_response(&self, code: u16, r: &WriteResult) -> Response {
+        match &r.event {
+            Some(ev) if self.render == Render::Full && builtin::view_is_identity(&self.info) => {
+                json_response(code, ev.encoded().clone(), &r.warnings)
+            }
+            _ => self.object_response(code, &r.object, &r.warnings),
+        }
+    }
+
     fn object_response(&self, code: u16, obj: &Arc<Value>, warnings: &[String]) -> Response {
         let bytes = match self.render {
             Render::Table(include) => serde_json::to_vec(&table::to_table(
@@ -768,7 +779,7 @@ impl OpCtx<'_> {
         };
         self.app.store.notify_if_pending();
         let r = result?;
-        Ok(self.object_response(201, &r.object, &r.warnings))
+        Ok(self.written_response(201, &r))
     }
 
     fn update(&self, body: &[u8], status: bool) -> Result<Response, ApiError> {
@@ -786,7 +797,7 @@ impl OpCtx<'_> {
         };
         self.app.store.notify_if_pending();
         let r = result?;
-        Ok(self.object_response(200, &r.object, &r.warnings))
+        Ok(self.written_response(200, &r))
     }
 
     fn patch(&self, body: &[u8], content_type: &str, status: bool) -> Result<Response, ApiError> {
@@ -817,7 +828,7 @@ impl OpCtx<'_> {
         };
         self.app.store.notify_if_pending();
         let r = result?;
-        Ok(self.object_response(if r.created { 201 } else { 200 }, &r.object, &r.warnings))
+        Ok(self.written_response(if r.created { 201 } else { 200 }, &r))
     }
 
     fn delete_options(&self, body: &[u8]) -> Result<DeleteOptions, ApiError> {

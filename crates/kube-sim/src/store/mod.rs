@@ -428,14 +428,15 @@ impl State {
     }
 
     /// Stores a change: assigns the next resourceVersion, updates indices,
-    /// appends to the event window and feeds the watchers.
+    /// appends to the event window and feeds the watchers; returns the
+    /// change (whose object is the one stored).
     pub fn commit(
         &mut self,
         storage: &Arc<str>,
         etype: EventType,
         mut obj: Value,
         prev: Option<Arc<Value>>,
-    ) -> Arc<Value> {
+    ) -> Arc<Event> {
         self.rv += 1;
         let rv = self.rv;
         meta::set_meta(&mut obj, "resourceVersion", Some(json!(rv.to_string())));
@@ -499,7 +500,7 @@ impl State {
             }
             w.tx.try_send(event.clone()).is_ok()
         });
-        obj
+        event
     }
 
     /// Registers a watcher; returns its id and receiver.

@@ -5,7 +5,7 @@
 //! field ownership, optimistic concurrency, finalizers and
 //! deletionTimestamp, propagation policies, and the patch flavours.
 
-use super::{EventType, ListOptions, State};
+use super::{Event, EventType, ListOptions, State};
 use crate::builtin::{self, Builtin};
 use crate::crd;
 use crate::meta;
@@ -58,6 +58,9 @@ impl WriteOptions {
 pub struct WriteResult {
     /// The stored object (storage form).
     pub object: Arc<Value>,
+    /// The change as watchers get it, when one was stored: the response
+    /// shares its encoding.
+    pub event: Option<Arc<Event>>,
     /// Whether the write created the object (201).
     pub created: bool,
     /// Warnings for the `Warning` header.
@@ -576,13 +579,15 @@ impl State {
         if opts.dry_run {
             return Ok(WriteResult {
                 object: Arc::new(obj),
+                event: None,
                 created: true,
                 warnings,
             });
         }
-        let object = self.persist(info, None, obj);
+        let event = self.persist(info, None, obj);
         Ok(WriteResult {
-            object,
+            object: event.object.clone(),
+            event: Some(event),
             created: true,
             warnings,
         })
@@ -633,6 +638,7 @@ impl State {
         if obj == *old {
             return WriteResult {
                 object: old,
+                event: None,
                 created: false,
                 warnings,
             };
@@ -640,13 +646,15 @@ impl State {
         if opts.dry_run {
             return WriteResult {
                 object: Arc::new(obj),
+                event: None,
                 created: false,
                 warnings,
             };
         }
-        let object = self.persist(info, Some(old), obj);
+        let event = self.persist(info, Some(old), obj);
         WriteResult {
-            object,
+            object: event.object.clone(),
+            event: Some(event),
             created: false,
             warnings,
         }
@@ -938,7 +946,7 @@ impl State {
                 deleted: false,
             });
         }
-        let object = self.persist(info, Some(old), obj);
+        let object = self.persist(info, Some(old), obj).object.clone();
         Ok(DeleteResult {
             object,
             deleted: false,
@@ -972,7 +980,7 @@ impl State {
         info: &ResourceInfo,
         old: Option<Arc<Value>>,
         obj: Value,
-    ) -> Arc<Value> {
+    ) -> Arc<Event> {
         let storage = info.storage.clone();
         let namespace_held = info.builtin == Some(Builtin::Namespace)
             && obj
@@ -987,16 +995,19 @@ impl State {
         } else {
             EventType::Added
         };
-        let stored = self.commit(&storage, etype, obj, old);
-        self.after_commit(&storage, &stored, etype);
-        stored
+        let event = self.commit(&storage, etype, obj, old);
+        self.after_commit(&storage, &event.object, etype);
+        event
     }
 
     /// Removes an object for good.
     pub fn persist_delete(&mut self, info: &ResourceInfo, old: Arc<Value>) -> Arc<Value> {
         let storage = info.storage.clone();
         let obj = (*old).clone();
-        let stored = self.commit(&storage, EventType::Deleted, obj, Some(old));
+        let stored = self
+            .commit(&storage, EventType::Deleted, obj, Some(old))
+            .object
+            .clone();
         self.after_commit(&storage, &stored, EventType::Deleted);
         stored
     }

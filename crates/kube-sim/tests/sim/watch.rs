@@ -58,6 +58,55 @@ async fn names(api: &Api<ConfigMap>, lp: &ListParams) -> Vec<String> {
 }
 
 #[tokio::test]
+async fn a_write_answers_with_the_object_its_watchers_receive() {
+    let sim = KubeSim::start().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let mut events = api
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    let mut written = vec![
+        api.create(&PostParams::default(), &cm("a", &[("app", "web")]))
+            .await
+            .unwrap(),
+    ];
+    let patch = Patch::Merge(json!({"data": {"k": "v"}}));
+    written.push(
+        api.patch("a", &PatchParams::default(), &patch)
+            .await
+            .unwrap(),
+    );
+    let mut replaced = written[1].clone();
+    replaced.data = Some(BTreeMap::from([("k".into(), "w".into())]));
+    written.push(
+        api.replace("a", &PostParams::default(), &replaced)
+            .await
+            .unwrap(),
+    );
+    // A write that changes nothing answers with the stored object, no event.
+    assert_eq!(
+        api.patch("a", &PatchParams::default(), &patch_of(&written[2]))
+            .await
+            .unwrap(),
+        written[2]
+    );
+    for w in &written {
+        let seen = match events.try_next().await.unwrap().unwrap() {
+            WatchEvent::Added(o) | WatchEvent::Modified(o) => o,
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(&seen, w);
+    }
+    assert_eq!(api.get("a").await.unwrap(), written[2]);
+}
+
+/// A merge patch that sets what `c` already holds.
+fn patch_of(c: &ConfigMap) -> Patch<serde_json::Value> {
+    Patch::Merge(json!({"data": c.data}))
+}
+
+#[tokio::test]
 async fn label_and_field_selectors_filter_lists() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
