@@ -633,6 +633,37 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_panicking_reconcile_is_retried_after_30s_and_others_still_run() {
+        let (store, _w, tx, rx) = listed(&[cm("a", 1), cm("b", 2)]);
+        let log = Arc::new(Log::default());
+        let stop = CancellationToken::new();
+        let run = Reconciler::new(store, rx).workers(1).run(
+            |o: Arc<ConfigMap>, log: Arc<Log>| async move {
+                let name = o.metadata.name.clone().unwrap();
+                log.push(name.clone());
+                if name == "a" {
+                    panic!("reconcile of a panics");
+                }
+                Ok::<_, Infallible>(Action::await_change())
+            },
+            |_, e: &Infallible, _| match *e {},
+            log.clone(),
+            stop.clone().cancelled_owned(),
+        );
+        let handle = tokio::spawn(run);
+        send(&tx, &cm("a", 1));
+        send(&tx, &cm("b", 2));
+        settle().await;
+        assert_eq!(log.take(), ["a", "b"], "the panic did not stop the loop");
+        tokio::time::sleep(Duration::from_secs(29)).await;
+        assert!(log.take().is_empty(), "no retry before 30 s");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(log.take(), ["a"], "retried once 30 s on");
+        stop.cancel();
+        handle.await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_shutdown_before_the_first_list_ends_the_loop_at_once() {
         let (store, _writer) = reflector::store::<ConfigMap>();
         let (_tx, rx) = mpsc::unbounded::<Trigger>();
