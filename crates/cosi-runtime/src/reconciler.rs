@@ -165,12 +165,7 @@ where
             debounce,
         } = self;
         let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                queue: WorkQueue::new(debounce),
-                armed: None,
-                first_seen: HashMap::new(),
-                next_seen: 0,
-            }),
+            state: Mutex::new(State::new(debounce)),
             work: Notify::new(),
             rearm: Notify::new(),
             stop: CancellationToken::new(),
@@ -232,6 +227,10 @@ where
     }
 }
 
+/// Objects remembered beyond twice the store's size before the ones gone
+/// from it are forgotten.
+const FORGET_SLACK: usize = 1024;
+
 /// The queue, the time the timer is set for, and when each object known
 /// to the loop was first seen.
 struct State<R> {
@@ -242,6 +241,27 @@ struct State<R> {
 }
 
 impl<R: Clone + Eq + Hash> State<R> {
+    fn new(debounce: Duration) -> Self {
+        Self {
+            queue: WorkQueue::new(debounce),
+            armed: None,
+            first_seen: HashMap::new(),
+            next_seen: 0,
+        }
+    }
+
+    /// Forgets when the objects `exists` denies were first seen, once
+    /// more are remembered than twice `live` (the store's size) and
+    /// [`FORGET_SLACK`]. A deleted object is forgotten when its reconcile
+    /// finds it gone, but one no trigger brings back (a loop fed only
+    /// applied objects never hears of deletions) would be kept for good;
+    /// waiting for the map to double spreads the cost of the sweep.
+    fn forget_gone(&mut self, live: usize, exists: impl Fn(&R) -> bool) {
+        if self.first_seen.len() > 2 * live + FORGET_SLACK {
+            self.first_seen.retain(|r, _| exists(r));
+        }
+    }
+
     /// The rank of `r`, created `age`.
     fn rank(&mut self, r: &R, age: i64) -> Rank {
         let seen = match self.first_seen.get(r) {
@@ -304,6 +324,7 @@ async fn feed<K>(
         let rank = state.rank(&r, created);
         state.queue.trigger(r, rank, now);
         shared.changed(&mut state, now);
+        state.forget_gone(store.len(), |r| store.get(r).is_some());
     }
 }
 
@@ -492,6 +513,25 @@ mod tests {
 
     fn send(tx: &mpsc::UnboundedSender<Trigger>, o: &ConfigMap) {
         tx.unbounded_send(Ok(o.clone())).unwrap();
+    }
+
+    #[test]
+    fn objects_gone_from_the_store_are_forgotten_once_they_outnumber_it() {
+        let mut state = State::new(Duration::ZERO);
+        let live = ["a".to_owned(), "b".to_owned()];
+        let ranks: Vec<Rank> = live.iter().map(|r| state.rank(r, 1)).collect();
+        let exists = |r: &String| live.contains(r);
+        let limit = 2 * live.len() + FORGET_SLACK;
+        for i in 0..limit - live.len() {
+            state.rank(&format!("gone-{i}"), 1);
+            state.forget_gone(live.len(), exists);
+        }
+        assert_eq!(state.first_seen.len(), limit, "not yet past the limit");
+        state.rank(&"gone-last".to_owned(), 1);
+        state.forget_gone(live.len(), exists);
+        assert_eq!(state.first_seen.len(), live.len());
+        let kept: Vec<Rank> = live.iter().map(|r| state.rank(r, 1)).collect();
+        assert_eq!(kept, ranks, "the live objects keep their place");
     }
 
     #[tokio::test(start_paused = true)]
