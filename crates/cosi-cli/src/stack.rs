@@ -311,14 +311,12 @@ impl Stack {
         let listener = bind_reusing(self.s3_address).await?;
         let s3 = driver.start_s3_on(listener)?;
         let shutdown = Shutdown::new();
-        let (serve_driver, endpoint, stop) =
-            (driver.clone(), self.endpoint.clone(), shutdown.clone());
+        let (serve_driver, endpoint, stopped) =
+            (driver.clone(), self.endpoint.clone(), shutdown.stopped());
         let component = Component::spawn(shutdown, "driver", async move {
-            cosi_driver::serve(&endpoint, serve_driver.clone(), serve_driver, async move {
-                stop.wait().await
-            })
-            .await
-            .map_err(|e| e.to_string())
+            cosi_driver::serve(&endpoint, serve_driver.clone(), serve_driver, stopped)
+                .await
+                .map_err(|e| e.to_string())
         });
         self.driver = Some(DriverComponent {
             component,

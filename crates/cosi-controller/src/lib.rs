@@ -42,11 +42,6 @@ pub use error::Error;
 use context::{Caches, Context};
 use metrics::Operations;
 
-/// A future that completes on `shutdown`.
-async fn stopped(shutdown: Shutdown) {
-    shutdown.wait().await;
-}
-
 /// Runs the BucketClaim and BucketAccess reconcilers until `shutdown`.
 ///
 /// Readiness (in `config`) turns ready once every watch cache is filled,
@@ -143,7 +138,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
             bucket_claim::reconcile,
             bucket_claim::error_policy,
             claim_ctx.clone(),
-            stopped(shutdown.clone()),
+            shutdown.stopped(),
         );
 
     let access_run = Reconciler::new(accesses.clone(), access_triggers)
@@ -168,7 +163,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
             bucket_access::reconcile,
             bucket_access::error_policy,
             access_ctx.clone(),
-            stopped(shutdown.clone()),
+            shutdown.stopped(),
         );
 
     let ready = {

@@ -130,7 +130,7 @@ pub async fn serve(
 async fn run(listener: TcpListener, router: Router, shutdown: Shutdown) {
     let addr = listener.local_addr().ok();
     if let Err(e) = axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.wait().await })
+        .with_graceful_shutdown(shutdown.stopped())
         .await
     {
         tracing::error!(?addr, error = %e, "HTTP endpoint failed");

@@ -51,6 +51,12 @@ impl Shutdown {
         self.0.cancelled().await;
     }
 
+    /// Completes when shutdown is asked for, holding its own handle (for
+    /// servers and loops that take a `'static` shutdown future).
+    pub fn stopped(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.0.clone().cancelled_owned()
+    }
+
     /// A child token, cancelled with this one (or on its own).
     pub fn child(&self) -> Shutdown {
         Shutdown(self.0.child_token())

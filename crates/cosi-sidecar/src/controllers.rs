@@ -118,17 +118,13 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let (bucket_store, bucket_events) = watch(&ctx, buckets, BUCKETS, None);
     ctx.set_access_buckets(bucket_store.clone());
     let (watch_buckets, [bucket_events, bucket_changes]) = fan_out_triggers(bucket_events);
-    let stop = shutdown.clone();
     let bucket_run = Reconciler::new(bucket_store.clone(), bucket_events)
         .workers(workers)
-        .run(bucket::reconcile, never, ctx.clone(), async move {
-            stop.wait().await;
-        });
+        .run(bucket::reconcile, never, ctx.clone(), shutdown.stopped());
 
     let handed_over = RefIndex::new(bucket_access::buckets_named);
     let (access_store, access_events) =
         watch(&ctx, accesses, BUCKET_ACCESSES, Some(handed_over.clone()));
-    let stop = shutdown.clone();
     let mapper_store = access_store.clone();
     let mapper_ctx = ctx.clone();
     let access_run = Reconciler::new(access_store.clone(), access_events)
@@ -141,9 +137,12 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             bucket_access::waiting_on(&b, &named, &mapper_ctx.driver_name())
         })
         .workers(workers)
-        .run(bucket_access::reconcile, never, ctx.clone(), async move {
-            stop.wait().await;
-        });
+        .run(
+            bucket_access::reconcile,
+            never,
+            ctx.clone(),
+            shutdown.stopped(),
+        );
 
     let bucket_ready = mark_ready(ctx.clone(), bucket_store, BUCKETS);
     let access_ready = mark_ready(ctx.clone(), access_store, BUCKET_ACCESSES);

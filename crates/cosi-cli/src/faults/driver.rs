@@ -407,16 +407,10 @@ impl DriverHost {
         let alive = Arc::new(AtomicBool::new(true));
         let faulty = FaultyDriver::new(driver.clone(), self.hooks.clone(), alive.clone());
         let shutdown = Shutdown::new();
-        let (endpoint, stop, identity) = (self.endpoint.clone(), shutdown.clone(), driver.clone());
+        let (endpoint, stopped, identity) =
+            (self.endpoint.clone(), shutdown.stopped(), driver.clone());
         let task = tokio::spawn(async move {
-            let served =
-                cosi_driver::serve(
-                    &endpoint,
-                    identity,
-                    faulty,
-                    async move { stop.wait().await },
-                )
-                .await;
+            let served = cosi_driver::serve(&endpoint, identity, faulty, stopped).await;
             if let Err(e) = served {
                 tracing::error!(error = %e, "driver server failed");
             }
