@@ -63,6 +63,16 @@ impl PairState {
     fn ready_at(&self) -> Option<Instant> {
         Some(self.secret?.max(self.access?))
     }
+
+    /// The pair's Secret was first seen filled at `at`.
+    fn secret_seen(&mut self, at: Instant) {
+        self.secret.get_or_insert(at);
+    }
+
+    /// The pair's access was first seen provisioned at `at`.
+    fn access_seen(&mut self, at: Instant) {
+        self.access.get_or_insert(at);
+    }
 }
 
 /// What the watches saw: each pair's state, and the pairs in the order
@@ -122,18 +132,14 @@ impl ReadyWatch {
             states.clone(),
             changed.clone(),
             |s: &Secret| s.data.as_ref().is_some_and(|d| !d.is_empty()),
-            |state, at| {
-                state.secret.get_or_insert(at);
-            },
+            PairState::secret_seen,
         );
         let (accesses_listed, accesses_task) = spawn_watch(
             Api::<BucketAccess>::namespaced(client.clone(), namespace),
             states.clone(),
             changed.clone(),
             |a: &BucketAccess| conditions::is_true(a.conditions(), PROVISIONED),
-            |state, at| {
-                state.access.get_or_insert(at);
-            },
+            PairState::access_seen,
         );
         let watch = Self {
             states,
@@ -296,24 +302,17 @@ pub async fn create_pairs(
 mod tests {
     use super::*;
 
-    fn secret(s: &mut PairState, at: Instant) {
-        s.secret.get_or_insert(at);
-    }
-
-    fn access(s: &mut PairState, at: Instant) {
-        s.access.get_or_insert(at);
-    }
-
     #[test]
     fn a_pair_is_logged_ready_once_when_both_halves_are_seen() {
         let mut seen = Seen::default();
         let t0 = Instant::now();
         let t1 = t0 + Duration::from_millis(5);
-        assert!(!seen.mark("a".into(), t0, secret));
-        assert!(!seen.mark("b".into(), t0, access));
-        assert!(seen.mark("a".into(), t1, access));
+        assert!(!seen.mark("a".into(), t0, PairState::secret_seen));
+        assert!(!seen.mark("b".into(), t0, PairState::access_seen));
+        assert!(seen.mark("a".into(), t1, PairState::access_seen));
         // Later events of a ready pair change nothing.
-        assert!(!seen.mark("a".into(), t1 + t1.duration_since(t0), secret));
+        let t2 = t1 + t1.duration_since(t0);
+        assert!(!seen.mark("a".into(), t2, PairState::secret_seen));
         assert_eq!(seen.ready, vec![("a".to_owned(), t1)]);
     }
 }
