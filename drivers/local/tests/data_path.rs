@@ -19,6 +19,71 @@ async fn read_all(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec<u8> {
     out.body.collect().await.unwrap().into_bytes().to_vec()
 }
 
+/// Starts a multipart upload of `key` and uploads `parts`, numbered from 1;
+/// returns the upload ID and the parts to complete it with.
+async fn upload_parts(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    parts: Vec<Vec<u8>>,
+) -> (String, Vec<CompletedPart>) {
+    let up = s3
+        .create_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .unwrap();
+    let upload_id = up.upload_id().unwrap().to_owned();
+    let mut completed = Vec::new();
+    for (n, data) in (1..).zip(parts) {
+        let out = s3
+            .upload_part()
+            .bucket(bucket)
+            .key(key)
+            .upload_id(&upload_id)
+            .part_number(n)
+            .body(data.into())
+            .send()
+            .await
+            .unwrap();
+        completed.push(
+            CompletedPart::builder()
+                .part_number(n)
+                .e_tag(out.e_tag().unwrap())
+                .build(),
+        );
+    }
+    (upload_id, completed)
+}
+
+/// Completes multipart upload `upload_id` of `key` with `parts`.
+async fn complete_upload(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+    parts: Vec<CompletedPart>,
+) -> Result<
+    aws_sdk_s3::operation::complete_multipart_upload::CompleteMultipartUploadOutput,
+    aws_sdk_s3::error::SdkError<
+        aws_sdk_s3::operation::complete_multipart_upload::CompleteMultipartUploadError,
+        aws_sdk_s3::config::http::HttpResponse,
+    >,
+> {
+    s3.complete_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(upload_id)
+        .multipart_upload(
+            CompletedMultipartUpload::builder()
+                .set_parts(Some(parts))
+                .build(),
+        )
+        .send()
+        .await
+}
+
 #[tokio::test]
 async fn read_write_credentials_write_and_read_their_bucket() {
     let h = Harness::start().await;
@@ -543,54 +608,19 @@ async fn multipart_uploads_assemble_their_parts() {
     let h = Harness::start().await;
     let id = h.bucket("bc-d13", &[]).await;
     let s3 = h.s3_client(&h.grant("ba-d13", &[(&id, rw())]).await);
-    let up = s3
-        .create_multipart_upload()
-        .bucket(&id)
-        .key("big")
-        .send()
-        .await
-        .unwrap();
-    let upload_id = up.upload_id().unwrap();
     let part1 = vec![b'a'; 5 * 1024 * 1024];
-    let mut parts = Vec::new();
-    for (n, data) in [(1, part1.clone()), (2, b"tail".to_vec())] {
-        let out = s3
-            .upload_part()
-            .bucket(&id)
-            .key("big")
-            .upload_id(upload_id)
-            .part_number(n)
-            .body(data.into())
-            .send()
-            .await
-            .unwrap();
-        parts.push(
-            CompletedPart::builder()
-                .part_number(n)
-                .e_tag(out.e_tag().unwrap())
-                .build(),
-        );
-    }
+    let (upload_id, parts) =
+        upload_parts(&s3, &id, "big", vec![part1.clone(), b"tail".to_vec()]).await;
     let listed = s3
         .list_parts()
         .bucket(&id)
         .key("big")
-        .upload_id(upload_id)
+        .upload_id(&upload_id)
         .send()
         .await
         .unwrap();
     assert_eq!(listed.parts().len(), 2);
-    let done = s3
-        .complete_multipart_upload()
-        .bucket(&id)
-        .key("big")
-        .upload_id(upload_id)
-        .multipart_upload(
-            CompletedMultipartUpload::builder()
-                .set_parts(Some(parts))
-                .build(),
-        )
-        .send()
+    let done = complete_upload(&s3, &id, "big", &upload_id, parts)
         .await
         .unwrap();
     assert!(
@@ -631,46 +661,15 @@ async fn the_size_quota_refuses_puts_and_multipart_completions_over_it() {
         .unwrap_err();
     assert_eq!(s3_code(&err), "QuotaExceeded");
 
-    let up = s3
-        .create_multipart_upload()
-        .bucket(&id)
-        .key("mp")
-        .send()
-        .await
-        .unwrap();
-    let upload_id = up.upload_id().unwrap();
-    let mut parts = Vec::new();
-    for n in 1..=2 {
-        let size = if n == 1 { 5 * 1024 * 1024 } else { 512 * 1024 };
-        let out = s3
-            .upload_part()
-            .bucket(&id)
-            .key("mp")
-            .upload_id(upload_id)
-            .part_number(n)
-            .body(vec![1u8; size].into())
-            .send()
-            .await
-            .unwrap();
-        parts.push(
-            CompletedPart::builder()
-                .part_number(n)
-                .e_tag(out.e_tag().unwrap())
-                .build(),
-        );
-    }
+    let (upload_id, parts) = upload_parts(
+        &s3,
+        &id,
+        "mp",
+        vec![vec![1u8; 5 * 1024 * 1024], vec![1u8; 512 * 1024]],
+    )
+    .await;
     // 1 MiB stored + 5.5 MiB assembled > 6 MiB.
-    let err = s3
-        .complete_multipart_upload()
-        .bucket(&id)
-        .key("mp")
-        .upload_id(upload_id)
-        .multipart_upload(
-            CompletedMultipartUpload::builder()
-                .set_parts(Some(parts.clone()))
-                .build(),
-        )
-        .send()
+    let err = complete_upload(&s3, &id, "mp", &upload_id, parts.clone())
         .await
         .unwrap_err();
     assert_eq!(s3_code(&err), "QuotaExceeded");
@@ -681,16 +680,7 @@ async fn the_size_quota_refuses_puts_and_multipart_completions_over_it() {
         .send()
         .await
         .unwrap();
-    s3.complete_multipart_upload()
-        .bucket(&id)
-        .key("mp")
-        .upload_id(upload_id)
-        .multipart_upload(
-            CompletedMultipartUpload::builder()
-                .set_parts(Some(parts))
-                .build(),
-        )
-        .send()
+    complete_upload(&s3, &id, "mp", &upload_id, parts)
         .await
         .unwrap();
     let state = h.driver.backend_state().unwrap();
@@ -802,40 +792,9 @@ async fn a_bucket_gets_its_directory_with_its_first_object_and_loses_it_when_del
     assert_eq!(read_all(&s3, &put_first, "k").await, b"first");
 
     // A multipart upload's first part makes the directory too.
-    let upload = s3
-        .create_multipart_upload()
-        .bucket(&part_first)
-        .key("m")
-        .send()
-        .await
-        .unwrap();
-    let upload_id = upload.upload_id().unwrap();
-    let part = s3
-        .upload_part()
-        .bucket(&part_first)
-        .key("m")
-        .upload_id(upload_id)
-        .part_number(1)
-        .body(body(b"part"))
-        .send()
-        .await
-        .unwrap();
+    let (upload_id, parts) = upload_parts(&s3, &part_first, "m", vec![b"part".to_vec()]).await;
     assert!(has_directory(&h, &part_first));
-    s3.complete_multipart_upload()
-        .bucket(&part_first)
-        .key("m")
-        .upload_id(upload_id)
-        .multipart_upload(
-            CompletedMultipartUpload::builder()
-                .parts(
-                    CompletedPart::builder()
-                        .part_number(1)
-                        .e_tag(part.e_tag().unwrap())
-                        .build(),
-                )
-                .build(),
-        )
-        .send()
+    complete_upload(&s3, &part_first, "m", &upload_id, parts)
         .await
         .unwrap();
     assert_eq!(read_all(&s3, &part_first, "m").await, b"part");
