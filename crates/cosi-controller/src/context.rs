@@ -108,25 +108,23 @@ where
 /// From the API when `fresh`; else from the cache, with a miss confirmed
 /// by the API. The names looked up come from other objects, so a miss most
 /// likely means the cache has not seen the object yet; deciding "missing"
-/// on that would write a wrong status (or create a Bucket twice).
+/// on that would write a wrong status (or create a Bucket twice). A cached
+/// object is shared with the cache, not copied.
 async fn lookup<K>(
     store: &Store<K>,
     api: Api<K>,
     kind: &'static str,
     key: ObjectRef<K>,
     fresh: bool,
-) -> Result<Option<K>, Error>
+) -> Result<Option<Arc<K>>, Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug + 'static,
     K::DynamicType: Eq + Hash + Clone,
 {
-    if fresh {
-        return get(&api, kind, &key.name).await;
+    if !fresh && let Some(obj) = store.get(&key) {
+        return Ok(Some(obj));
     }
-    match store.get(&key) {
-        Some(obj) => Ok(Some((*obj).clone())),
-        None => get(&api, kind, &key.name).await,
-    }
+    Ok(get(&api, kind, &key.name).await?.map(Arc::new))
 }
 
 impl Context {
@@ -149,23 +147,20 @@ impl Context {
     }
 
     /// A Bucket: from the API when `fresh`, else from the cache.
-    pub async fn bucket(&self, name: &str, fresh: bool) -> Result<Option<Bucket>, Error> {
+    pub async fn bucket(&self, name: &str, fresh: bool) -> Result<Option<Arc<Bucket>>, Error> {
         let api = Api::all(self.client.clone());
         let key = ObjectRef::new(name);
         lookup(&self.caches.buckets, api, "Bucket", key, fresh).await
     }
 
     /// A Bucket from the cache alone; `None` may mean "not seen yet".
-    pub fn cached_bucket(&self, name: &str) -> Option<Bucket> {
-        self.caches
-            .buckets
-            .get(&ObjectRef::new(name))
-            .map(|b| (*b).clone())
+    pub fn cached_bucket(&self, name: &str) -> Option<Arc<Bucket>> {
+        self.caches.buckets.get(&ObjectRef::new(name))
     }
 
     /// A BucketClass from the cache (classes are immutable, so a cached
     /// one is never stale).
-    pub async fn bucket_class(&self, name: &str) -> Result<Option<BucketClass>, Error> {
+    pub async fn bucket_class(&self, name: &str) -> Result<Option<Arc<BucketClass>>, Error> {
         if name.is_empty() {
             return Ok(None);
         }
@@ -175,7 +170,7 @@ impl Context {
     }
 
     /// A BucketAccessClass from the cache (classes are immutable).
-    pub async fn access_class(&self, name: &str) -> Result<Option<BucketAccessClass>, Error> {
+    pub async fn access_class(&self, name: &str) -> Result<Option<Arc<BucketAccessClass>>, Error> {
         if name.is_empty() {
             return Ok(None);
         }
@@ -197,7 +192,7 @@ impl Context {
         namespace: &str,
         name: &str,
         fresh: bool,
-    ) -> Result<Option<BucketClaim>, Error> {
+    ) -> Result<Option<Arc<BucketClaim>>, Error> {
         let api = Api::namespaced(self.client.clone(), namespace);
         let key = ObjectRef::new(name).within(namespace);
         lookup(&self.caches.claims, api, "BucketClaim", key, fresh).await

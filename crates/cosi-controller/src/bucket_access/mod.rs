@@ -27,27 +27,36 @@ const KIND: &str = "BucketAccess";
 /// Writes one reconcile may make before it gives up.
 const MAX_STEPS: usize = 16;
 
-/// What was read for one decision.
+/// What was read for one decision (cached objects are shared with the
+/// caches, not copied).
 struct Snapshot {
-    access: BucketAccess,
-    class: Option<cosi_api::BucketAccessClass>,
-    /// One entry per `spec.bucketClaims`: (name, claim, its bound Bucket).
-    claims: Vec<(String, Option<BucketClaim>, Option<Bucket>)>,
+    access: Arc<BucketAccess>,
+    class: Option<Arc<cosi_api::BucketAccessClass>>,
+    /// One entry per `spec.bucketClaims`.
+    claims: Vec<HeldClaim>,
     held_by_others: BTreeSet<String>,
+}
+
+/// A claim the access names, as read: absent when it does not exist.
+struct HeldClaim {
+    name: String,
+    claim: Option<Arc<BucketClaim>>,
+    /// The Bucket the claim is bound to.
+    bucket: Option<Arc<Bucket>>,
 }
 
 impl Snapshot {
     fn observed(&self) -> Observed<'_> {
         Observed {
             access: &self.access,
-            class: self.class.as_ref(),
+            class: self.class.as_deref(),
             claims: self
                 .claims
                 .iter()
-                .map(|(name, claim, bucket)| ClaimView {
-                    name,
-                    claim: claim.as_ref(),
-                    bucket: bucket.as_ref(),
+                .map(|held| ClaimView {
+                    name: &held.name,
+                    claim: held.claim.as_deref(),
+                    bucket: held.bucket.as_deref(),
                 })
                 .collect(),
             held_by_others: self.held_by_others.clone(),
@@ -59,32 +68,33 @@ impl Snapshot {
         let own = &ctx.own_writes;
         let namespace = self.access.namespace();
         let ns = namespace.as_deref();
-        own.is_stale(ns, &self.access.name_any(), Some(&self.access))
-            || self.claims.iter().any(|(name, claim, bucket)| {
-                own.is_stale(ns, name, claim.as_ref())
-                    || claim
+        own.is_stale(ns, &self.access.name_any(), Some(&*self.access))
+            || self.claims.iter().any(|held| {
+                own.is_stale(ns, &held.name, held.claim.as_deref())
+                    || held
+                        .claim
                         .as_ref()
                         .and_then(|c| c.bound_bucket_name())
-                        .is_some_and(|b| own.is_stale(None, b, bucket.as_ref()))
+                        .is_some_and(|b| own.is_stale(None, b, held.bucket.as_deref()))
             })
     }
 
     fn replace_claim(&mut self, written: BucketClaim) {
         let name = written.name_any();
-        if let Some(entry) = self.claims.iter_mut().find(|(n, _, _)| *n == name) {
-            entry.1 = Some(written);
+        if let Some(held) = self.claims.iter_mut().find(|h| h.name == name) {
+            held.claim = Some(Arc::new(written));
         }
     }
 
     fn claim(&self, name: &str) -> Option<&BucketClaim> {
         self.claims
             .iter()
-            .find(|(n, _, _)| n == name)
-            .and_then(|(_, c, _)| c.as_ref())
+            .find(|h| h.name == name)
+            .and_then(|h| h.claim.as_deref())
     }
 }
 
-async fn observe(ctx: &Context, access: BucketAccess, fresh: bool) -> Result<Snapshot, Error> {
+async fn observe(ctx: &Context, access: Arc<BucketAccess>, fresh: bool) -> Result<Snapshot, Error> {
     let namespace = access.namespace().unwrap_or_default();
     let class = if access.is_handed_to_sidecar() {
         None
@@ -100,7 +110,11 @@ async fn observe(ctx: &Context, access: BucketAccess, fresh: bool) -> Result<Sna
             Some(b) => ctx.bucket(b, fresh).await?,
             None => None,
         };
-        claims.push((name, claim, bucket));
+        claims.push(HeldClaim {
+            name,
+            claim,
+            bucket,
+        });
     }
     let deleting = access.metadata.deletion_timestamp.is_some();
     let held_by_others = if deleting && decide::cleanup_done(&access) {
@@ -125,7 +139,7 @@ async fn held_by_others(
     fresh: bool,
 ) -> Result<BTreeSet<String>, Error> {
     let namespace = access.namespace().unwrap_or_default();
-    let others: Vec<BucketAccess> = if fresh {
+    let others: Vec<Arc<BucketAccess>> = if fresh {
         let api: Api<BucketAccess> = Api::namespaced(ctx.client.clone(), &namespace);
         api.list(&ListParams::default())
             .await
@@ -134,13 +148,15 @@ async fn held_by_others(
                 source,
             })?
             .items
+            .into_iter()
+            .map(Arc::new)
+            .collect()
     } else {
         ctx.caches
             .accesses
             .state()
-            .iter()
+            .into_iter()
             .filter(|a| a.namespace().as_deref() == Some(namespace.as_str()))
-            .map(|a| (**a).clone())
             .collect()
     };
     Ok(others
@@ -163,7 +179,7 @@ pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<A
     let namespace = access.namespace().unwrap_or_default();
     let api: Api<BucketAccess> = Api::namespaced(ctx.client.clone(), &namespace);
     ctx.operations.access_observed(&access);
-    let mut snapshot = observe(&ctx, (*access).clone(), false).await?;
+    let mut snapshot = observe(&ctx, access, false).await?;
     if snapshot.is_stale(&ctx) {
         // The events of our own last writes are on their way and will
         // trigger a reconcile that sees them.
@@ -180,7 +196,7 @@ pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<A
             let Some(current) = get(&api, KIND, &name).await? else {
                 return Ok(Action::await_change());
             };
-            snapshot = observe(&ctx, current, true).await?;
+            snapshot = observe(&ctx, Arc::new(current), true).await?;
             reread = false;
             fresh = true;
         }
@@ -196,7 +212,7 @@ pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<A
         }
         tracing::debug!(access = %key, ?step, "applying");
         match apply(&ctx, &api, &snapshot, step).await {
-            Ok(Applied::Access(a)) => snapshot.access = a,
+            Ok(Applied::Access(a)) => snapshot.access = Arc::new(a),
             Ok(Applied::Claim(written)) => snapshot.replace_claim(written),
             Ok(Applied::Reread) => reread = true,
             Ok(Applied::Released) => {
@@ -209,7 +225,7 @@ pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<A
             }
             Err(e) if e.is_conflict() => {
                 reread = true;
-                ctx.conflicted(&snapshot.access, KIND, actions::GRANT, &mut conflicts, &e)
+                ctx.conflicted(&*snapshot.access, KIND, actions::GRANT, &mut conflicts, &e)
                     .await?;
             }
             Err(e) => return Err(e),
@@ -248,7 +264,7 @@ async fn apply(
     snapshot: &Snapshot,
     step: Step,
 ) -> Result<Applied, Error> {
-    let access = &snapshot.access;
+    let access: &BucketAccess = &snapshot.access;
     let key = describe(access);
     let namespace = access.namespace().unwrap_or_default();
     let claims: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &namespace);

@@ -33,12 +33,11 @@ const KIND: &str = "BucketClaim";
 const MAX_STEPS: usize = 12;
 
 /// Reconciles one BucketClaim.
-pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(mut claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.wait_ready().await?;
     let key = describe(claim.as_ref());
     let namespace = claim.namespace().unwrap_or_default();
     let api: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &namespace);
-    let mut claim = (*claim).clone();
     let mut bucket = None;
     // From the cache until a deletion step or a conflict calls for a read
     // from the API; after any write, known from what the write returned.
@@ -52,7 +51,7 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
         let name = decide::bucket_name(&claim);
         if reread {
             match get(&api, KIND, &claim.name_any()).await? {
-                Some(c) => claim = c,
+                Some(c) => claim = Arc::new(c),
                 None => return Ok(Action::await_change()),
             }
             bucket = match &name {
@@ -67,10 +66,10 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
             bucket = name.as_deref().and_then(|n| ctx.cached_bucket(n));
             unconfirmed_miss = name.is_some() && bucket.is_none();
             let own = &ctx.own_writes;
-            if own.is_stale(Some(&namespace), &claim.name_any(), Some(&claim))
+            if own.is_stale(Some(&namespace), &claim.name_any(), Some(&*claim))
                 || name
                     .as_deref()
-                    .is_some_and(|n| own.is_stale(None, n, bucket.as_ref()))
+                    .is_some_and(|n| own.is_stale(None, n, bucket.as_deref()))
             {
                 // The events of our own last writes are on their way and
                 // will trigger a reconcile that sees them.
@@ -85,8 +84,8 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
         };
         let step = decide::decide(&Observed {
             claim: &claim,
-            class: class.as_ref(),
-            bucket: bucket.as_ref(),
+            class: class.as_deref(),
+            bucket: bucket.as_deref(),
         });
         if unconfirmed_miss
             && !decide::trusts_missing_bucket(&step)
@@ -110,10 +109,10 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
         }
         tracing::debug!(claim = %key, ?step, "applying");
         held = true;
-        match apply(&ctx, &api, &claim, bucket.as_ref(), step).await {
-            Ok(Applied::Claim(c)) => claim = c,
+        match apply(&ctx, &api, &claim, bucket.as_deref(), step).await {
+            Ok(Applied::Claim(c)) => claim = Arc::new(c),
             Ok(Applied::Bucket(b)) => {
-                bucket = b;
+                bucket = b.map(Arc::new);
                 unconfirmed_miss = false;
             }
             Ok(Applied::Reread) => reread = true,
@@ -127,7 +126,7 @@ pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Act
             }
             Err(e) if e.is_conflict() => {
                 reread = true;
-                ctx.conflicted(&claim, KIND, actions::PROVISION, &mut conflicts, &e)
+                ctx.conflicted(&*claim, KIND, actions::PROVISION, &mut conflicts, &e)
                     .await?;
             }
             Err(e) => return Err(e),
@@ -212,7 +211,7 @@ async fn apply(
                 // seen it yet): the next decision rests on it as it is.
                 Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" => {
                     match ctx.bucket(&name, true).await? {
-                        Some(existing) => Applied::Bucket(Some(existing)),
+                        Some(existing) => Applied::Bucket(Some(Arc::unwrap_or_clone(existing))),
                         None => Applied::Reread,
                     }
                 }
