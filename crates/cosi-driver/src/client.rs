@@ -11,15 +11,28 @@ use crate::endpoint::Endpoint;
 use crate::proto::identity_client::IdentityClient;
 use crate::proto::provisioner_client::ProvisionerClient;
 use crate::proto::{DriverGetInfoRequest, DriverGetInfoResponse};
+use crate::v1alpha1;
 
-/// A client of both driver services over one channel.
+/// A client of both driver services, of both driver APIs, over one channel.
 #[derive(Clone, Debug)]
 pub struct DriverClient {
     /// The Identity service.
     pub identity: IdentityClient<Channel>,
     /// The Provisioner service.
     pub provisioner: ProvisionerClient<Channel>,
+    /// The services of the v1alpha1 driver API.
+    pub v1alpha1: V1alpha1Client,
+    channel: Channel,
     endpoint: Endpoint,
+}
+
+/// The two services of the v1alpha1 driver API.
+#[derive(Clone, Debug)]
+pub struct V1alpha1Client {
+    /// `cosi.v1alpha1.Identity`.
+    pub identity: v1alpha1::identity_client::IdentityClient<Channel>,
+    /// `cosi.v1alpha1.Provisioner`.
+    pub provisioner: v1alpha1::provisioner_client::ProvisionerClient<Channel>,
 }
 
 impl DriverClient {
@@ -51,6 +64,25 @@ impl DriverClient {
             .into_inner())
     }
 
+    /// Calls the RPC at `path` (e.g. `/some.package.Identity/DriverGetInfo`)
+    /// with an empty request and ignores what the reply holds: OK or an
+    /// error status says whether the driver serves that RPC, whatever its
+    /// package. For DriverGetInfo, whose request is empty in every version.
+    pub async fn call_empty(&self, path: &'static str) -> Result<(), tonic::Status> {
+        let mut grpc = tonic::client::Grpc::new(self.channel.clone());
+        grpc.ready()
+            .await
+            .map_err(|e| tonic::Status::unavailable(format!("driver not reachable: {e}")))?;
+        let codec = tonic_prost::ProstCodec::<(), ()>::default();
+        grpc.unary(
+            tonic::Request::new(()),
+            http::uri::PathAndQuery::from_static(path),
+            codec,
+        )
+        .await
+        .map(|_| ())
+    }
+
     fn builder() -> tonic::transport::Endpoint {
         // The authority is unused over a UNIX socket; gRPC needs one anyway.
         tonic::transport::Endpoint::from_static("http://cosi-driver.invalid")
@@ -61,7 +93,12 @@ impl DriverClient {
     fn from_channel(endpoint: &Endpoint, channel: Channel) -> Self {
         Self {
             identity: IdentityClient::new(channel.clone()),
-            provisioner: ProvisionerClient::new(channel),
+            provisioner: ProvisionerClient::new(channel.clone()),
+            v1alpha1: V1alpha1Client {
+                identity: v1alpha1::identity_client::IdentityClient::new(channel.clone()),
+                provisioner: v1alpha1::provisioner_client::ProvisionerClient::new(channel.clone()),
+            },
+            channel,
             endpoint: endpoint.clone(),
         }
     }

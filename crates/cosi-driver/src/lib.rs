@@ -3,6 +3,8 @@
 //!
 //! - [`proto`]: the generated messages, the [`Identity`] and [`Provisioner`]
 //!   service traits to implement, and the clients;
+//! - [`v1alpha1`]: the same for the v1alpha1 driver API that drivers
+//!   shipped before v1alpha2 speak (clients use it to talk to them);
 //! - [`serve`] / [`serve_from_env`]: serve a driver on `COSI_ENDPOINT`
 //!   (`unix:///path/name.sock`), validating every request before it reaches
 //!   the driver, until SIGTERM/SIGINT;
@@ -17,6 +19,7 @@ pub mod endpoint;
 pub mod proto;
 mod redact;
 pub mod server;
+pub mod v1alpha1;
 pub mod validate;
 
 pub use client::DriverClient;

@@ -8,7 +8,7 @@
 )]
 
 tonic::include_proto!("cosi.v1alpha2");
-include!(concat!(env!("OUT_DIR"), "/cosi_redacted_debug.rs"));
+include!(concat!(env!("OUT_DIR"), "/cosi.v1alpha2.redacted.rs"));
 
 impl ObjectProtocol {
     /// The protocol's name in the Kubernetes API (`S3`, `Azure`, `GCS`), or

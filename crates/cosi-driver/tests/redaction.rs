@@ -70,3 +70,33 @@ fn empty_secret_fields_show_as_empty() {
         r#"S3Credentials { access_key_id: "", access_secret_key: "" }"#
     );
 }
+
+#[test]
+fn a_v1alpha1_grant_reply_debug_shows_credential_keys_but_no_credential() {
+    use cosi_driver::v1alpha1::{CredentialDetails, DriverGrantBucketAccessResponse};
+    let secrets = [
+        ("accessKeyID", SECRETS[0]),
+        ("accessSecretKey", SECRETS[1]),
+        ("endpoint", "http://rgw.example.com"),
+    ];
+    let reply = DriverGrantBucketAccessResponse {
+        account_id: "ba-1".into(),
+        credentials: [(
+            "s3".to_owned(),
+            CredentialDetails {
+                secrets: secrets
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            },
+        )]
+        .into(),
+    };
+    for shown in [format!("{reply:?}"), format!("{reply:#?}")] {
+        for (_, value) in secrets {
+            assert!(!shown.contains(value), "{value} leaked in {shown}");
+        }
+        assert!(shown.contains("accessKeyID") && shown.contains("<redacted>"));
+        assert!(shown.contains("ba-1"));
+    }
+}
