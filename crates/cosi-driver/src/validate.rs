@@ -92,12 +92,18 @@ fn shown(value: &str) -> String {
 
 /// A required, printable identifier without whitespace (IDs returned by drivers).
 pub fn identifier(field: &str, value: &str) -> Result<(), Status> {
+    identifier_within(field, value, MAX_STRING_BYTES)
+}
+
+/// [`identifier`] with another size limit, for IDs of the v1alpha1 driver
+/// API, which sets none (Azure's driver returns base64-encoded JSON).
+pub fn identifier_within(field: &str, value: &str, max_bytes: usize) -> Result<(), Status> {
     if value.is_empty() {
         return Err(invalid(format!("{field} is required")));
     }
-    if value.len() > MAX_STRING_BYTES {
+    if value.len() > max_bytes {
         return Err(invalid(format!(
-            "{field} is {} bytes; the limit is {MAX_STRING_BYTES}",
+            "{field} is {} bytes; the limit is {max_bytes}",
             value.len()
         )));
     }

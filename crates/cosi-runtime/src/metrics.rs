@@ -9,7 +9,7 @@ use std::fmt;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
 /// Histogram buckets of both duration metrics, in seconds (`+Inf` is implicit).
@@ -121,11 +121,12 @@ impl ControllerMetrics {
 pub struct SidecarMetrics {
     duration: HistogramVec,
     errors: IntCounterVec,
+    info: IntGaugeVec,
 }
 
 impl SidecarMetrics {
-    /// Creates and registers `cosi_sidecar_operation_duration_seconds` and
-    /// `cosi_sidecar_operation_errors_total`.
+    /// Creates and registers `cosi_sidecar_operation_duration_seconds`,
+    /// `cosi_sidecar_operation_errors_total` and `cosi_sidecar_driver_info`.
     pub fn register(registry: &Registry) -> prometheus::Result<Self> {
         let duration = HistogramVec::new(
             HistogramOpts::new(
@@ -142,9 +143,35 @@ impl SidecarMetrics {
             ),
             &["driver_name", "method_name"],
         )?;
+        let info = IntGaugeVec::new(
+            Opts::new(
+                "cosi_sidecar_driver_info",
+                "The driver the sidecar serves and the driver API it speaks to it (always 1).",
+            ),
+            &["driver_name", "api_version"],
+        )?;
         registry.register(Box::new(duration.clone()))?;
         registry.register(Box::new(errors.clone()))?;
-        Ok(Self { duration, errors })
+        registry.register(Box::new(info.clone()))?;
+        Ok(Self {
+            duration,
+            errors,
+            info,
+        })
+    }
+
+    /// Records the driver's name and the driver API it answered on
+    /// (`v1alpha2`, `v1alpha1`), replacing what was recorded before.
+    pub fn driver_info(&self, driver: &str, api_version: &str) {
+        if self
+            .info
+            .get_metric_with_label_values(&[driver, api_version])
+            .is_ok_and(|g| g.get() == 1)
+        {
+            return;
+        }
+        self.info.reset();
+        self.info.with_label_values(&[driver, api_version]).set(1);
     }
 
     /// Records one RPC: `method` as in the proto (e.g. `DriverCreateBucket`),
@@ -208,7 +235,14 @@ mod tests {
             "Unavailable",
             Duration::from_millis(5),
         );
+        m.driver_info("d", "v1alpha2");
+        m.driver_info("d", "v1alpha1");
         let text = render(&registry);
+        assert!(
+            text.contains(r#"cosi_sidecar_driver_info{api_version="v1alpha1",driver_name="d"} 1"#),
+            "{text}"
+        );
+        assert!(!text.contains(r#"api_version="v1alpha2""#), "{text}");
         assert!(text.contains(r#"cosi_sidecar_operation_duration_seconds_count{driver_name="d",grpc_status_code="OK",method_name="DriverCreateBucket"} 1"#), "{text}");
         assert!(text.contains(r#"cosi_sidecar_operation_errors_total{driver_name="d",method_name="DriverCreateBucket"} 1"#), "{text}");
     }

@@ -61,6 +61,10 @@ pub enum Step {
         /// The bucket to delete.
         bucket_id: String,
     },
+    /// Deleted before its ID was persisted, on a driver whose phase 1
+    /// creates the bucket (v1alpha1): learn the ID by name, delete the
+    /// bucket, then remove the finalizer.
+    DeleteUnpersisted,
     /// Report an invalid spec (no driver call).
     Invalid(Vec<Desired>),
     /// Provisioned, but the conditions predate the current generation.
@@ -155,6 +159,13 @@ pub fn decide(b: &Bucket, driver: &DriverInfo) -> Step {
                 Step::DeleteBackend {
                     bucket_id: id.to_owned(),
                 }
+            }
+            (DeletionPolicy::Delete, _)
+                if driver.api.phase_one_creates()
+                    && !b.is_static()
+                    && spec_problems(b, driver).is_none() =>
+            {
+                Step::DeleteUnpersisted
             }
             _ => Step::Release,
         };
@@ -295,6 +306,7 @@ impl Worker<'_> {
                     return Ok(Action::await_change());
                 }
                 Step::DeleteBackend { bucket_id } => return self.delete_backend(bucket_id).await,
+                Step::DeleteUnpersisted => return self.delete_unpersisted().await,
                 Step::Invalid(desired) => {
                     self.write_status(&desired, Map::new()).await?;
                     return Ok(Action::await_change());
@@ -374,38 +386,36 @@ impl Worker<'_> {
         Ok(())
     }
 
-    async fn generate_id(&mut self) -> Result<(), Failure> {
+    fn generate_request(&self) -> DriverGenerateBucketIdRequest {
         let b = &self.bucket;
-        let reply = self
+        DriverGenerateBucketIdRequest {
+            name: b.name_any(),
+            protocols: protocols_to_proto(&b.spec.protocols),
+            parameters: b.spec.parameters.clone().into_iter().collect(),
+        }
+    }
+
+    async fn generate_id(&mut self) -> Result<(), Failure> {
+        let bucket_id = self
             .ctx
             .driver
-            .generate_bucket_id(DriverGenerateBucketIdRequest {
-                name: b.name_any(),
-                protocols: protocols_to_proto(&b.spec.protocols),
-                parameters: b.spec.parameters.clone().into_iter().collect(),
-            })
+            .generate_bucket_id(self.generate_request())
             .await?;
-        cosi_driver::validate::identifier("bucket_id", &reply.bucket_id).map_err(|s| {
-            Failure::BadReply {
-                method: Method::GenerateBucketId,
-                message: s.message().to_owned(),
-            }
-        })?;
-        tracing::info!(bucket = %self.name(), bucket_id = %reply.bucket_id, "bucket ID generated");
+        tracing::info!(bucket = %self.name(), %bucket_id, "bucket ID generated");
         let desired = [
             Desired::new(
                 condition_types::PROVISIONED,
                 Status::Unknown,
                 reasons::PROVISIONING,
                 format!(
-                    "bucket ID {} is reserved; waiting for driver {} to create the bucket",
-                    reply.bucket_id, self.info.name
+                    "bucket ID {bucket_id} is reserved; waiting for driver {} to create the bucket",
+                    self.info.name
                 ),
             ),
             valid_condition(&self.info.name),
         ];
         let mut fields = Map::new();
-        fields.insert("bucketID".into(), json!(reply.bucket_id));
+        fields.insert("bucketID".into(), json!(bucket_id));
         self.write_status(&desired, fields).await
     }
 
@@ -414,11 +424,14 @@ impl Worker<'_> {
         let reply = self
             .ctx
             .driver
-            .create_bucket(DriverCreateBucketRequest {
-                bucket_id: bucket_id.clone(),
-                protocols: protocols_to_proto(&b.spec.protocols),
-                parameters: b.spec.parameters.clone().into_iter().collect(),
-            })
+            .create_bucket(
+                &b.name_any(),
+                DriverCreateBucketRequest {
+                    bucket_id: bucket_id.clone(),
+                    protocols: protocols_to_proto(&b.spec.protocols),
+                    parameters: b.spec.parameters.clone().into_iter().collect(),
+                },
+            )
             .await?;
         let provisioned = bucket_reply(reply.protocols.as_ref(), &b.spec.protocols, &self.info)
             .map_err(|message| Failure::BadReply {
@@ -449,6 +462,30 @@ impl Worker<'_> {
             .await
     }
 
+    /// The Provisioned condition of a Bucket the driver provisioned or found.
+    fn provisioned_condition(&self, method: Method, bucket_id: &str, protocols: &str) -> Desired {
+        if method == Method::GetBucket && !self.info.api.checks_existing_buckets() {
+            return Desired::new(
+                condition_types::PROVISIONED,
+                Status::True,
+                crate::outcome::condition_reasons::UNVERIFIED,
+                format!(
+                    "bucket {bucket_id} is taken as existing with protocol(s) {protocols}: driver {} speaks the COSI {} driver API, which cannot check that a bucket exists; a grant on a missing bucket fails",
+                    self.info.name, self.info.api
+                ),
+            );
+        }
+        Desired::new(
+            condition_types::PROVISIONED,
+            Status::True,
+            reasons::PROVISIONED,
+            format!(
+                "bucket {bucket_id} is provisioned by driver {} with protocol(s) {protocols}",
+                self.info.name
+            ),
+        )
+    }
+
     async fn provisioned(
         &mut self,
         method: Method,
@@ -457,16 +494,7 @@ impl Worker<'_> {
     ) -> Result<Action, Failure> {
         let protocols: Vec<&str> = p.protocols.iter().map(|x: &Protocol| x.as_str()).collect();
         let desired = [
-            Desired::new(
-                condition_types::PROVISIONED,
-                Status::True,
-                reasons::PROVISIONED,
-                format!(
-                    "bucket {bucket_id} is provisioned by driver {} with protocol(s) {}",
-                    self.info.name,
-                    protocols.join(", ")
-                ),
-            ),
+            self.provisioned_condition(method, bucket_id, &protocols.join(", ")),
             valid_condition(&self.info.name),
             Desired::new(
                 condition_types::PROVISION_FAILED,
@@ -510,6 +538,27 @@ impl Worker<'_> {
             .api("patch", "buckets", &name)?;
         self.ctx.gates.succeeded(&self.key);
         Ok(Action::await_change())
+    }
+
+    async fn delete_unpersisted(&mut self) -> Result<Action, Failure> {
+        if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
+            return Ok(action);
+        }
+        let found = self
+            .ctx
+            .driver
+            .created_bucket_id(self.generate_request())
+            .await?;
+        match found {
+            Some(bucket_id) => {
+                tracing::info!(bucket = %self.name(), %bucket_id, "found the backend bucket of a Bucket deleted before its ID was persisted");
+                self.delete_backend(bucket_id).await
+            }
+            None => {
+                self.release().await?;
+                Ok(Action::await_change())
+            }
+        }
     }
 
     /// Turns a failed step into conditions, an Event and a retry delay.
@@ -563,6 +612,7 @@ mod tests {
         DriverInfo {
             name: "d.example.com".into(),
             protocols: vec![Protocol::S3],
+            api: crate::driver::DriverApi::V1alpha2,
         }
     }
 

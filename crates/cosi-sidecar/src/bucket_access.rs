@@ -249,6 +249,9 @@ pub fn decide_grant(
             "ServiceAccount authentication needs spec.serviceAccountName: name the ServiceAccount your Pods run as".into(),
         ));
     }
+    if let Some((reason, message)) = driver.access_refusal(ba) {
+        return GrantStep::Refuse(refusal(ba, reason, message));
+    }
     let protocol = ba.spec.protocol;
     for (t, bucket) in targets.iter().zip(&observed.buckets) {
         let Some(bucket) = bucket else {
@@ -512,6 +515,11 @@ impl Worker<'_> {
         self.access.metadata.generation
     }
 
+    /// `ba-<UID>`: the account's name at the driver.
+    fn account_name(&self) -> String {
+        names::account_name(&self.access.uid().unwrap_or_default())
+    }
+
     fn secret_key(&self, name: &str) -> String {
         format!("{}/{name}", self.access.namespace().unwrap_or_default())
     }
@@ -671,7 +679,10 @@ impl Worker<'_> {
                         return Ok(action);
                     }
                     let ids = bucket_ids(&observed);
-                    return self.grant(&targets, &ids, &observed.secrets).await;
+                    let buckets: Vec<&Bucket> = observed.buckets.iter().flatten().collect();
+                    return self
+                        .grant(&targets, &ids, &buckets, &observed.secrets)
+                        .await;
                 }
             }
         }
@@ -700,11 +711,11 @@ impl Worker<'_> {
         bucket_ids: &[String],
     ) -> Result<(), Failure> {
         let p = grant_params(&self.access, targets, bucket_ids);
-        let reply = self
+        let account_id = self
             .ctx
             .driver
             .generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-                account_name: names::account_name(&self.access.uid().unwrap_or_default()),
+                account_name: self.account_name(),
                 buckets: p.buckets,
                 protocol: p.protocol,
                 authentication_type: p.authentication_type,
@@ -712,15 +723,9 @@ impl Worker<'_> {
                 parameters: p.parameters,
             })
             .await?;
-        cosi_driver::validate::identifier("account_id", &reply.account_id).map_err(|s| {
-            Failure::BadReply {
-                method: Method::GenerateBucketAccessId,
-                message: s.message().to_owned(),
-            }
-        })?;
-        tracing::info!(access = %self.key, account_id = %reply.account_id, "account ID generated");
+        tracing::info!(access = %self.key, %account_id, "account ID generated");
         let mut fields = Map::new();
-        fields.insert("accountID".into(), json!(reply.account_id));
+        fields.insert("accountID".into(), json!(account_id));
         self.write_status(&[], fields).await?;
         Ok(())
     }
@@ -729,6 +734,7 @@ impl Worker<'_> {
         &mut self,
         targets: &[Target<'_>],
         bucket_ids: &[String],
+        buckets: &[&Bucket],
         secrets: &[Option<Secret>],
     ) -> Result<Action, Failure> {
         let p = grant_params(&self.access, targets, bucket_ids);
@@ -736,14 +742,18 @@ impl Worker<'_> {
         let reply = self
             .ctx
             .driver
-            .grant_bucket_access(DriverGrantBucketAccessRequest {
-                account_id,
-                buckets: p.buckets,
-                protocol: p.protocol,
-                authentication_type: p.authentication_type,
-                service_account: p.service_account,
-                parameters: p.parameters,
-            })
+            .grant_bucket_access(
+                &self.account_name(),
+                buckets,
+                DriverGrantBucketAccessRequest {
+                    account_id,
+                    buckets: p.buckets,
+                    protocol: p.protocol,
+                    authentication_type: p.authentication_type,
+                    service_account: p.service_account,
+                    parameters: p.parameters,
+                },
+            )
             .await?;
         let auth = self
             .access
@@ -883,25 +893,64 @@ impl Worker<'_> {
                 Err(e) => return Err(ApiError::new("delete", "secrets", skey, e).into()),
             }
         }
-        if let Some(account_id) = self.access.account_id().map(str::to_owned) {
+        let persisted = self.access.account_id().map(str::to_owned);
+        // On a driver whose phase 1 grants (v1alpha1), an access deleted
+        // before its account ID was persisted may hold an account.
+        let unpersisted = persisted.is_none()
+            && self.info.api.phase_one_creates()
+            && self.info.access_refusal(&self.access).is_none();
+        if persisted.is_some() || unpersisted {
             if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
                 return Ok(action);
             }
-            let buckets = self.revoked_buckets().await?;
+            let buckets = match self.revoked_buckets().await {
+                Ok(buckets) => buckets,
+                Err(Failure::BadReply { .. }) if unpersisted => Vec::new(),
+                Err(e) => return Err(e),
+            };
             let p = self.access.status.clone().unwrap_or_default();
-            self.ctx
-                .driver
-                .revoke_bucket_access(DriverRevokeBucketAccessRequest {
-                    account_id: account_id.clone(),
-                    buckets,
-                    protocol: protocol_to_proto(self.access.spec.protocol) as i32,
-                    authentication_type: auth_to_proto(p.authentication_type.unwrap_or_default())
-                        as i32,
-                    service_account: service_account(&self.access),
-                    parameters: p.parameters.into_iter().collect(),
-                })
-                .await?;
-            tracing::info!(access = %self.key, %account_id, "access revoked");
+            let protocol = protocol_to_proto(self.access.spec.protocol) as i32;
+            let authentication_type =
+                auth_to_proto(p.authentication_type.unwrap_or_default()) as i32;
+            let parameters: std::collections::HashMap<String, String> =
+                p.parameters.into_iter().collect();
+            let account_id = match persisted {
+                Some(id) => Some(id),
+                None if buckets.is_empty() => None,
+                None => {
+                    self.ctx
+                        .driver
+                        .granted_account_id(DriverGenerateBucketAccessIdRequest {
+                            account_name: self.account_name(),
+                            buckets: buckets
+                                .iter()
+                                .map(|b| proto::AccessedBucket {
+                                    bucket_id: b.bucket_id.clone(),
+                                    access_mode: None,
+                                })
+                                .collect(),
+                            protocol,
+                            authentication_type,
+                            service_account: service_account(&self.access),
+                            parameters: parameters.clone(),
+                        })
+                        .await?
+                }
+            };
+            if let Some(account_id) = account_id {
+                self.ctx
+                    .driver
+                    .revoke_bucket_access(DriverRevokeBucketAccessRequest {
+                        account_id: account_id.clone(),
+                        buckets,
+                        protocol,
+                        authentication_type,
+                        service_account: service_account(&self.access),
+                        parameters,
+                    })
+                    .await?;
+                tracing::info!(access = %self.key, %account_id, "access revoked");
+            }
         }
         patch::set_annotations(
             &self.api,
@@ -1018,6 +1067,7 @@ mod tests {
         DriverInfo {
             name: "d.example.com".into(),
             protocols: vec![Protocol::S3],
+            api: crate::driver::DriverApi::V1alpha2,
         }
     }
 

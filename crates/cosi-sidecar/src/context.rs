@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::driver::{Driver, DriverInfo};
+use crate::driver::{Driver, DriverApi, DriverInfo};
 use crate::gate::Gates;
 use crate::health::Health;
 use crate::secret_checks::SecretChecks;
@@ -40,11 +40,16 @@ pub struct Config {
     pub secret_check_interval: Duration,
     /// Reconciles run at the same time, per kind.
     pub workers: u16,
+    /// The driver API to speak; `None` detects it (v1alpha2 first).
+    pub driver_api: Option<DriverApi>,
+    /// How a driver of the v1alpha1 driver API is treated.
+    pub v1alpha1: crate::v1alpha1::Options,
 }
 
 impl Config {
     /// Defaults: 1 s doubling to 5 min backoff, a driver probe every 10 s,
-    /// 2 min per driver call, Secrets checked every 10 min, 8 workers per kind.
+    /// 2 min per driver call, Secrets checked every 10 min, 8 workers per
+    /// kind, the driver API detected, a v1alpha1 driver taken to serve S3.
     pub fn new(metrics: SidecarMetrics, readiness: Readiness) -> Self {
         Self {
             metrics,
@@ -54,6 +59,8 @@ impl Config {
             driver_call_timeout: Duration::from_secs(120),
             secret_check_interval: Duration::from_secs(600),
             workers: 8,
+            driver_api: None,
+            v1alpha1: crate::v1alpha1::Options::default(),
         }
     }
 }

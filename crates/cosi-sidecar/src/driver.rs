@@ -1,21 +1,99 @@
-//! The driver as the sidecar sees it: discovery (DriverGetInfo, validated),
-//! and every RPC timed and counted in the KEP's metrics
-//! (`cosi_sidecar_operation_duration_seconds`,
+//! The driver as the sidecar sees it: discovery (DriverGetInfo, validated,
+//! on the v1alpha2 or the v1alpha1 driver API), and every RPC timed and
+//! counted in the KEP's metrics (`cosi_sidecar_operation_duration_seconds`,
 //! `cosi_sidecar_operation_errors_total`), with a per-call deadline.
+//!
+//! The reconcilers speak v1alpha2 only: for a v1alpha1 driver each call is
+//! carried out by [`crate::v1alpha1`], the one module that knows that API.
 
 use std::fmt;
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use cosi_api::Protocol;
+use cosi_api::{Bucket, BucketAccess, Protocol};
 use cosi_driver::DriverClient;
 use cosi_driver::proto::*;
 use cosi_runtime::metrics::SidecarMetrics;
 use tonic::{Code, Status};
 
+use crate::context::Config;
 use crate::convert::protocol_from_proto;
+use crate::error::Failure;
 use crate::retry::code_name;
+use crate::v1alpha1;
+
+/// The driver API a driver speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DriverApi {
+    /// `cosi.v1alpha2`, the API of KEP-1979's v1alpha2 (`proto/cosi.proto`).
+    #[default]
+    V1alpha2,
+    /// `cosi.v1alpha1`, the API of every COSI driver shipped before v1alpha2.
+    V1alpha1,
+}
+
+impl DriverApi {
+    /// `v1alpha2` or `v1alpha1` (the `api_version` metric label).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriverApi::V1alpha2 => "v1alpha2",
+            DriverApi::V1alpha1 => "v1alpha1",
+        }
+    }
+
+    /// The gRPC package of its services.
+    pub fn package(self) -> &'static str {
+        match self {
+            DriverApi::V1alpha2 => "cosi.v1alpha2",
+            DriverApi::V1alpha1 => cosi_driver::v1alpha1::PACKAGE,
+        }
+    }
+
+    /// The other API.
+    fn other(self) -> Self {
+        match self {
+            DriverApi::V1alpha2 => DriverApi::V1alpha1,
+            DriverApi::V1alpha1 => DriverApi::V1alpha2,
+        }
+    }
+
+    /// The path of its DriverGetInfo RPC.
+    fn get_info_path(self) -> &'static str {
+        match self {
+            DriverApi::V1alpha2 => "/cosi.v1alpha2.Identity/DriverGetInfo",
+            DriverApi::V1alpha1 => "/cosi.v1alpha1.Identity/DriverGetInfo",
+        }
+    }
+
+    /// True when the API can check that an existing bucket exists
+    /// (DriverGetBucket); v1alpha1 has no such call.
+    pub fn checks_existing_buckets(self) -> bool {
+        self == DriverApi::V1alpha2
+    }
+
+    /// True when phase 1 (the ID) already creates the bucket or account,
+    /// so an object deleted before its ID was persisted may hold one
+    /// (v1alpha1, which provisions in one call).
+    pub fn phase_one_creates(self) -> bool {
+        self == DriverApi::V1alpha1
+    }
+}
+
+impl fmt::Display for DriverApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Packages of the same RPCs that cosi-rs does not speak, probed only to
+/// name them when a driver answers neither API: (DriverGetInfo path,
+/// package, what it is).
+const OTHER_APIS: &[(&str, &str, &str)] = &[(
+    "/sigs.k8s.io.cosi.v1alpha2.Identity/DriverGetInfo",
+    "sigs.k8s.io.cosi.v1alpha2",
+    "the work-in-progress v1alpha2 API of the upstream Go implementation",
+)];
 
 /// A driver RPC, named as in the proto (the `method_name` metric label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -84,10 +162,12 @@ pub struct DriverInfo {
     pub name: String,
     /// The protocols the driver supports.
     pub protocols: Vec<Protocol>,
+    /// The driver API it answered on.
+    pub api: DriverApi,
 }
 
 impl DriverInfo {
-    /// Checks a DriverGetInfo reply (domain-name form, at most 63
+    /// Checks a v1alpha2 DriverGetInfo reply (domain-name form, at most 63
     /// characters, at least one known protocol) and converts it.
     pub fn from_reply(reply: &DriverGetInfoResponse) -> Result<Self, String> {
         cosi_driver::validate::driver_info(reply)?;
@@ -101,12 +181,22 @@ impl DriverInfo {
         Ok(Self {
             name: reply.name.clone(),
             protocols,
+            api: DriverApi::V1alpha2,
         })
     }
 
     /// True when the driver supports `protocol`.
     pub fn supports(&self, protocol: Protocol) -> bool {
         self.protocols.contains(&protocol)
+    }
+
+    /// Why the driver's API cannot grant `access` as asked, without
+    /// granting more: (condition reason, message). Checked before any call.
+    pub fn access_refusal(&self, access: &BucketAccess) -> Option<(&'static str, String)> {
+        match self.api {
+            DriverApi::V1alpha2 => None,
+            DriverApi::V1alpha1 => v1alpha1::access_refusal(access),
+        }
     }
 }
 
@@ -119,6 +209,9 @@ pub enum DiscoveryError {
     /// The driver answered with an invalid name or protocol list.
     #[error("driver answered DriverGetInfo with invalid info: {0}")]
     Invalid(String),
+    /// The driver answers, but not on a driver API this sidecar speaks.
+    #[error("{0}")]
+    Unsupported(String),
 }
 
 /// A driver client that records every call in the KEP's metrics and gives
@@ -130,6 +223,13 @@ pub struct Driver {
     /// The `driver_name` label: the name from DriverGetInfo once known.
     label: Arc<RwLock<String>>,
     timeout: Duration,
+    /// `--driver-api`: the only API to use, or `None` to detect it.
+    pinned: Option<DriverApi>,
+    /// The API the driver answered on last (the one used for calls).
+    api: Arc<RwLock<DriverApi>>,
+    /// `--v1alpha1-protocols`.
+    v1alpha1_protocols: Vec<Protocol>,
+    v1alpha1: Arc<v1alpha1::Adapter>,
 }
 
 impl fmt::Debug for Driver {
@@ -142,14 +242,30 @@ impl fmt::Debug for Driver {
 }
 
 impl Driver {
-    /// Wraps `client`; calls taking longer than `timeout` fail with `DeadlineExceeded`.
-    pub fn new(client: DriverClient, metrics: SidecarMetrics, timeout: Duration) -> Self {
+    /// Wraps `client` as `config` says: calls taking longer than
+    /// `driver_call_timeout` fail with `DeadlineExceeded`; the driver API
+    /// is `driver_api`, or detected when `None`.
+    pub fn new(client: DriverClient, config: &Config) -> Self {
         Self {
             client,
-            metrics,
+            metrics: config.metrics.clone(),
             label: Arc::new(RwLock::new(String::new())),
-            timeout,
+            timeout: config.driver_call_timeout,
+            pinned: config.driver_api,
+            api: Arc::new(RwLock::new(config.driver_api.unwrap_or_default())),
+            v1alpha1_protocols: config.v1alpha1.protocols.clone(),
+            v1alpha1: Arc::new(v1alpha1::Adapter::new(config.v1alpha1.clone())),
         }
+    }
+
+    /// The gRPC clients.
+    pub(crate) fn client(&self) -> &DriverClient {
+        &self.client
+    }
+
+    /// The API calls are made on: the one the driver answered on last.
+    pub fn api(&self) -> DriverApi {
+        *self.api.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The endpoint, for messages.
@@ -161,7 +277,8 @@ impl Driver {
         self.label.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    async fn call<T, F>(&self, method: Method, fut: F) -> Result<T, DriverError>
+    /// Runs one RPC with the deadline and records it in the metrics.
+    pub(crate) async fn call<T, F>(&self, method: Method, fut: F) -> Result<T, DriverError>
     where
         F: Future<Output = Result<tonic::Response<T>, Status>>,
     {
@@ -183,95 +300,261 @@ impl Driver {
         result.map_err(|status| DriverError { method, status })
     }
 
-    /// Calls DriverGetInfo and validates the answer. The name becomes the
-    /// `driver_name` label of every later observation.
+    /// Calls DriverGetInfo and validates the answer: on the pinned API, or
+    /// on the API used so far and then the other one. The name becomes the
+    /// `driver_name` label of every later observation; the API is used for
+    /// every later call.
     pub async fn discover(&self) -> Result<DriverInfo, DiscoveryError> {
-        let mut identity = self.client.identity.clone();
-        let reply = self
-            .call(
-                Method::GetInfo,
-                identity.driver_get_info(DriverGetInfoRequest {}),
-            )
-            .await?;
-        let info = DriverInfo::from_reply(&reply).map_err(DiscoveryError::Invalid)?;
-        *self.label.write().unwrap_or_else(|e| e.into_inner()) = info.name.clone();
-        Ok(info)
+        let order = match self.pinned {
+            Some(api) => vec![api],
+            None => vec![self.api(), self.api().other()],
+        };
+        let mut unimplemented = Vec::new();
+        for api in order {
+            match self.get_info(api).await {
+                Ok(info) => {
+                    let previous = std::mem::replace(
+                        &mut *self.api.write().unwrap_or_else(|e| e.into_inner()),
+                        api,
+                    );
+                    if previous != api {
+                        self.v1alpha1.forget();
+                    }
+                    *self.label.write().unwrap_or_else(|e| e.into_inner()) = info.name.clone();
+                    self.metrics.driver_info(&info.name, api.as_str());
+                    return Ok(info);
+                }
+                Err(DiscoveryError::Unreachable(e)) if e.code() == Code::Unimplemented => {
+                    unimplemented.push(api);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(DiscoveryError::Unsupported(
+            self.unsupported(&unimplemented).await,
+        ))
     }
 
-    /// DriverGenerateBucketId (phase 1 of dynamic provisioning).
+    async fn get_info(&self, api: DriverApi) -> Result<DriverInfo, DiscoveryError> {
+        match api {
+            DriverApi::V1alpha2 => {
+                let mut identity = self.client.identity.clone();
+                let reply = self
+                    .call(
+                        Method::GetInfo,
+                        identity.driver_get_info(DriverGetInfoRequest {}),
+                    )
+                    .await?;
+                DriverInfo::from_reply(&reply).map_err(DiscoveryError::Invalid)
+            }
+            DriverApi::V1alpha1 => {
+                let name = v1alpha1::get_info(self).await?;
+                v1alpha1::driver_info(&name, &self.v1alpha1_protocols)
+                    .map_err(DiscoveryError::Invalid)
+            }
+        }
+    }
+
+    /// The plain-words reason why a driver answering UNIMPLEMENTED on
+    /// `tried` cannot be used, naming what it serves instead if it is
+    /// a known API.
+    async fn unsupported(&self, tried: &[DriverApi]) -> String {
+        let tried_list: Vec<String> = tried
+            .iter()
+            .map(|api| format!("{}.Identity", api.package()))
+            .collect();
+        let mut message = format!(
+            "the driver at {} does not serve DriverGetInfo on {}",
+            self.client.endpoint(),
+            tried_list.join(" nor on ")
+        );
+        for api in [DriverApi::V1alpha2, DriverApi::V1alpha1] {
+            if !tried.contains(&api) && self.serves(api.get_info_path()).await {
+                message.push_str(&format!(
+                    "; it serves {}: start the sidecar with --driver-api auto or --driver-api {api}",
+                    api.package()
+                ));
+                return message;
+            }
+        }
+        for (path, package, what) in OTHER_APIS {
+            if self.serves(path).await {
+                message.push_str(&format!(
+                    "; it serves {package} ({what}), which cosi-rs does not support: run a driver built for cosi.v1alpha2 or cosi.v1alpha1"
+                ));
+                return message;
+            }
+        }
+        message.push_str("; check that the socket belongs to a COSI driver");
+        message
+    }
+
+    /// True when the driver answers `path` with anything but UNIMPLEMENTED.
+    async fn serves(&self, path: &'static str) -> bool {
+        match self.client.call_empty(path).await {
+            Ok(()) => true,
+            Err(status) => status.code() != Code::Unimplemented,
+        }
+    }
+
+    /// Phase 1 of dynamic provisioning: the bucket ID for the Bucket named
+    /// in `req`, checked before it is persisted. On v1alpha1 this creates
+    /// the bucket (DriverCreateBucket by name).
     pub async fn generate_bucket_id(
         &self,
         req: DriverGenerateBucketIdRequest,
-    ) -> Result<DriverGenerateBucketIdResponse, DriverError> {
+    ) -> Result<String, Failure> {
+        if self.api() == DriverApi::V1alpha1 {
+            return self.v1alpha1.generate_bucket_id(self, req).await;
+        }
         let mut p = self.client.provisioner.clone();
-        self.call(Method::GenerateBucketId, p.driver_generate_bucket_id(req))
-            .await
+        let reply = self
+            .call(Method::GenerateBucketId, p.driver_generate_bucket_id(req))
+            .await?;
+        checked_id(Method::GenerateBucketId, "bucket_id", reply.bucket_id)
     }
 
-    /// DriverCreateBucket (phase 2 of dynamic provisioning).
+    /// Phase 2 of dynamic provisioning, for the Bucket `name` whose ID is
+    /// persisted.
     pub async fn create_bucket(
         &self,
+        name: &str,
         req: DriverCreateBucketRequest,
-    ) -> Result<DriverCreateBucketResponse, DriverError> {
+    ) -> Result<DriverCreateBucketResponse, Failure> {
+        if self.api() == DriverApi::V1alpha1 {
+            return self.v1alpha1.create_bucket(self, name, req).await;
+        }
         let mut p = self.client.provisioner.clone();
-        self.call(Method::CreateBucket, p.driver_create_bucket(req))
-            .await
+        Ok(self
+            .call(Method::CreateBucket, p.driver_create_bucket(req))
+            .await?)
     }
 
-    /// DriverGetBucket (static provisioning).
+    /// Static provisioning: DriverGetBucket. On v1alpha1, which cannot
+    /// check, the bucket info is built from the request (no RPC; see
+    /// [`DriverApi::checks_existing_buckets`]).
     pub async fn get_bucket(
         &self,
         req: DriverGetBucketRequest,
-    ) -> Result<DriverGetBucketResponse, DriverError> {
+    ) -> Result<DriverGetBucketResponse, Failure> {
+        if self.api() == DriverApi::V1alpha1 {
+            return Ok(v1alpha1::existing_bucket(&req));
+        }
         let mut p = self.client.provisioner.clone();
-        self.call(Method::GetBucket, p.driver_get_bucket(req)).await
+        Ok(self
+            .call(Method::GetBucket, p.driver_get_bucket(req))
+            .await?)
     }
 
     /// DriverDeleteBucket.
-    pub async fn delete_bucket(
-        &self,
-        req: DriverDeleteBucketRequest,
-    ) -> Result<DriverDeleteBucketResponse, DriverError> {
+    pub async fn delete_bucket(&self, req: DriverDeleteBucketRequest) -> Result<(), Failure> {
+        if self.api() == DriverApi::V1alpha1 {
+            return self.v1alpha1.delete_bucket(self, req).await;
+        }
         let mut p = self.client.provisioner.clone();
         self.call(Method::DeleteBucket, p.driver_delete_bucket(req))
-            .await
+            .await?;
+        Ok(())
     }
 
-    /// DriverGenerateBucketAccessId (phase 1 of access provisioning).
+    /// For a Bucket being deleted before its ID was persisted: the ID of a
+    /// backend bucket that phase 1 may have created. `None` on v1alpha2,
+    /// whose phase 1 creates nothing; on v1alpha1 the create is repeated by
+    /// name to learn the ID (`None` when the driver refuses it: then it
+    /// created nothing before either).
+    pub async fn created_bucket_id(
+        &self,
+        req: DriverGenerateBucketIdRequest,
+    ) -> Result<Option<String>, Failure> {
+        if self.api() == DriverApi::V1alpha1 {
+            return self.v1alpha1.created_bucket_id(self, req).await;
+        }
+        Ok(None)
+    }
+
+    /// Phase 1 of access provisioning: the account ID for the access named
+    /// in `req`, checked before it is persisted. On v1alpha1 this grants
+    /// the access (DriverGrantBucketAccess by name).
     pub async fn generate_bucket_access_id(
         &self,
         req: DriverGenerateBucketAccessIdRequest,
-    ) -> Result<DriverGenerateBucketAccessIdResponse, DriverError> {
+    ) -> Result<String, Failure> {
+        if self.api() == DriverApi::V1alpha1 {
+            return self.v1alpha1.generate_bucket_access_id(self, req).await;
+        }
         let mut p = self.client.provisioner.clone();
-        self.call(
+        let reply = self
+            .call(
+                Method::GenerateBucketAccessId,
+                p.driver_generate_bucket_access_id(req),
+            )
+            .await?;
+        checked_id(
             Method::GenerateBucketAccessId,
-            p.driver_generate_bucket_access_id(req),
+            "account_id",
+            reply.account_id,
         )
-        .await
     }
 
-    /// DriverGrantBucketAccess (phase 2 of access provisioning).
+    /// Phase 2 of access provisioning for the access whose account is
+    /// `account_name` and whose ID is persisted; `buckets` are the
+    /// accessed Buckets, in the order of `req.buckets`.
     pub async fn grant_bucket_access(
         &self,
+        account_name: &str,
+        buckets: &[&Bucket],
         req: DriverGrantBucketAccessRequest,
-    ) -> Result<DriverGrantBucketAccessResponse, DriverError> {
+    ) -> Result<DriverGrantBucketAccessResponse, Failure> {
+        if self.api() == DriverApi::V1alpha1 {
+            return self
+                .v1alpha1
+                .grant_bucket_access(self, account_name, buckets, req)
+                .await;
+        }
         let mut p = self.client.provisioner.clone();
-        self.call(Method::GrantBucketAccess, p.driver_grant_bucket_access(req))
-            .await
+        Ok(self
+            .call(Method::GrantBucketAccess, p.driver_grant_bucket_access(req))
+            .await?)
+    }
+
+    /// For an access being deleted before its account ID was persisted:
+    /// the ID of an account phase 1 may have created (see
+    /// [`Driver::created_bucket_id`]).
+    pub async fn granted_account_id(
+        &self,
+        req: DriverGenerateBucketAccessIdRequest,
+    ) -> Result<Option<String>, Failure> {
+        if self.api() == DriverApi::V1alpha1 {
+            return self.v1alpha1.granted_account_id(self, req).await;
+        }
+        Ok(None)
     }
 
     /// DriverRevokeBucketAccess.
     pub async fn revoke_bucket_access(
         &self,
         req: DriverRevokeBucketAccessRequest,
-    ) -> Result<DriverRevokeBucketAccessResponse, DriverError> {
+    ) -> Result<(), Failure> {
+        if self.api() == DriverApi::V1alpha1 {
+            return self.v1alpha1.revoke_bucket_access(self, req).await;
+        }
         let mut p = self.client.provisioner.clone();
         self.call(
             Method::RevokeBucketAccess,
             p.driver_revoke_bucket_access(req),
         )
-        .await
+        .await?;
+        Ok(())
     }
+}
+
+/// A v1alpha2 ID, checked before it is persisted.
+fn checked_id(method: Method, field: &str, id: String) -> Result<String, Failure> {
+    cosi_driver::validate::identifier(field, &id).map_err(|s| Failure::BadReply {
+        method,
+        message: s.message().to_owned(),
+    })?;
+    Ok(id)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! - [`bucket`]: two-phase dynamic provisioning, static import, deletion;
 //! - [`bucket_access`]: two-phase grants, one Secret per claim, revocation;
 //! - [`driver`]: discovery and instrumented driver calls (the KEP's metrics);
+//! - [`v1alpha1`]: the same flows on drivers of the v1alpha1 driver API;
 //! - [`reply`] and [`secret`]: pure validation of driver replies and the
 //!   Secrets built from them; [`retry`]: gRPC code → retry policy.
 //!
@@ -30,6 +31,7 @@ pub mod reply;
 pub mod retry;
 pub mod secret;
 mod secret_checks;
+pub mod v1alpha1;
 
 use std::sync::Arc;
 
@@ -37,7 +39,7 @@ use cosi_driver::DriverClient;
 use cosi_runtime::Shutdown;
 
 pub use context::{COMPONENT, Config};
-pub use driver::{Driver, DriverInfo};
+pub use driver::{Driver, DriverApi, DriverInfo};
 pub use error::Error;
 
 use context::Context;
@@ -60,11 +62,7 @@ pub async fn wait_for_driver(
     config: &Config,
     shutdown: &Shutdown,
 ) -> Result<Option<DriverInfo>, Error> {
-    let driver = Driver::new(
-        driver.clone(),
-        config.metrics.clone(),
-        config.driver_call_timeout,
-    );
+    let driver = Driver::new(driver.clone(), config);
     let health = Health::new(config.readiness.clone());
     probe::discover(
         &driver,
@@ -96,7 +94,7 @@ pub async fn run(
         controllers::BUCKET_ACCESSES,
         format!("{} BucketAccesses", probe::INITIAL_LIST),
     );
-    let driver = Driver::new(driver, config.metrics.clone(), config.driver_call_timeout);
+    let driver = Driver::new(driver, &config);
     let Some(info) = probe::discover(
         &driver,
         &health,
@@ -108,7 +106,7 @@ pub async fn run(
     else {
         return Ok(());
     };
-    tracing::info!(driver = %info.name, protocols = ?info.protocols, endpoint = %driver.endpoint(), "driver discovered");
+    tracing::info!(driver = %info.name, api = %info.api, protocols = ?info.protocols, endpoint = %driver.endpoint(), "driver discovered");
     let ctx = Arc::new(Context::new(client, driver, info, health, config));
     let stop = shutdown.child();
     let loops = controllers::run(ctx.clone(), stop.clone());

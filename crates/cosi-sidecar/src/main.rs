@@ -5,12 +5,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
+use cosi_api::Protocol;
 use cosi_driver::{DriverClient, Endpoint};
 use cosi_runtime::leader::{LeaderElection, run_as_leader};
 use cosi_runtime::metrics::SidecarMetrics;
 use cosi_runtime::{CommonArgs, Readiness, Shutdown, client, http, logging};
-use cosi_sidecar::COMPONENT;
+use cosi_sidecar::{COMPONENT, DriverApi};
 
 // Watch events and API replies are parsed into many small values; mimalloc
 // serves those faster than the system allocator (built without transparent
@@ -41,6 +42,50 @@ struct Cli {
     /// served oldest first.
     #[arg(long, default_value_t = 8)]
     workers: u16,
+
+    /// The driver API to speak: `auto` calls DriverGetInfo on
+    /// cosi.v1alpha2, then on cosi.v1alpha1 (drivers shipped before
+    /// v1alpha2), and detects it again when the driver restarts; `v1alpha2`
+    /// or `v1alpha1` use only that API.
+    #[arg(long, env = "COSI_DRIVER_API", value_enum, default_value = "auto")]
+    driver_api: DriverApiArg,
+
+    /// The protocols a v1alpha1 driver serves, comma-separated (its
+    /// DriverGetInfo names none): claims for others are refused before any
+    /// driver call. Ignored for v1alpha2 drivers.
+    #[arg(long, value_delimiter = ',', default_value = "S3", value_parser = parse_protocol)]
+    v1alpha1_protocols: Vec<Protocol>,
+
+    /// The v1alpha1 driver's bucket and account IDs are the names the
+    /// sidecar sends (true of ceph-cosi, Scality's and SeaweedFS's
+    /// drivers), and it answers a repeated create or grant with
+    /// ALREADY_EXISTS: the sidecar then takes the name as the ID, and
+    /// recovers lost credentials by revoking and granting again.
+    #[arg(long)]
+    v1alpha1_ids_are_names: bool,
+
+    /// The region written to Secrets when a v1alpha1 driver returns none
+    /// (ceph-cosi returns an empty region).
+    #[arg(long, default_value = "us-east-1", value_name = "REGION")]
+    v1alpha1_default_region: String,
+}
+
+/// `--driver-api`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum DriverApiArg {
+    /// Detect the API from DriverGetInfo.
+    Auto,
+    /// The v1alpha2 driver API only.
+    V1alpha2,
+    /// The v1alpha1 driver API only.
+    V1alpha1,
+}
+
+fn parse_protocol(text: &str) -> Result<Protocol, String> {
+    Protocol::ALL
+        .into_iter()
+        .find(|p| p.as_str().eq_ignore_ascii_case(text.trim()))
+        .ok_or_else(|| format!("unknown protocol {text:?}; use S3, Azure or GCS"))
 }
 
 #[tokio::main]
@@ -69,6 +114,16 @@ async fn main() -> anyhow::Result<()> {
     config.driver_call_timeout = Duration::from_secs(cli.driver_call_timeout);
     config.driver_probe_interval = Duration::from_secs(cli.driver_probe_interval.max(1));
     config.workers = cli.workers.max(1);
+    config.driver_api = match cli.driver_api {
+        DriverApiArg::Auto => None,
+        DriverApiArg::V1alpha2 => Some(DriverApi::V1alpha2),
+        DriverApiArg::V1alpha1 => Some(DriverApi::V1alpha1),
+    };
+    config.v1alpha1 = cosi_sidecar::v1alpha1::Options {
+        protocols: cli.v1alpha1_protocols,
+        ids_are_names: cli.v1alpha1_ids_are_names,
+        default_region: cli.v1alpha1_default_region,
+    };
 
     let driver = DriverClient::connect_lazy(&endpoint);
     let Some(info) = cosi_sidecar::wait_for_driver(&driver, &config, &shutdown).await? else {

@@ -47,6 +47,8 @@ pub mod condition_reasons {
     pub const PROTOCOL_NOT_SUPPORTED: &str = "ProtocolNotSupported";
     /// An access Secret's name is taken by a Secret this access does not own.
     pub const SECRET_NOT_OWNED: &str = "SecretNotOwned";
+    /// A static Bucket taken as existing without a check (the driver's API has none).
+    pub const UNVERIFIED: &str = "ProvisionedUnverified";
 }
 
 /// Consecutive conflicts after which an Event reports them.

@@ -47,6 +47,13 @@ pub(crate) async fn discover(
                     tracing::warn!("{message}; retrying");
                 }
             }
+            Err(DiscoveryError::Unsupported(message)) => {
+                // The driver may be replaced by one of a supported API.
+                failures = failures.saturating_add(1);
+                if health.driver_down(message.clone()) {
+                    tracing::error!("{message}; retrying");
+                }
+            }
         }
         let delay = backoff.delay(failures).min(cap);
         tokio::select! {
@@ -78,8 +85,12 @@ pub(crate) async fn watch_driver(ctx: Arc<Context>, shutdown: Shutdown) -> Resul
                 if ctx.health.driver_ok() {
                     tracing::info!(driver = %info.name, "driver is reachable again");
                 }
-                if info != ctx.info() {
-                    tracing::info!(driver = %info.name, protocols = ?info.protocols, "driver protocols changed");
+                let known = ctx.info();
+                if info.api != known.api {
+                    tracing::info!(driver = %info.name, api = %info.api, previous = %known.api, "the driver now speaks another driver API");
+                }
+                if info != known {
+                    tracing::info!(driver = %info.name, protocols = ?info.protocols, "driver info changed");
                     ctx.set_info(info);
                 }
             }
@@ -88,6 +99,7 @@ pub(crate) async fn watch_driver(ctx: Arc<Context>, shutdown: Shutdown) -> Resul
                     DiscoveryError::Unreachable(e) => {
                         format!("driver at {} is not answering: {e}", ctx.driver.endpoint())
                     }
+                    DiscoveryError::Unsupported(message) => message,
                     invalid => format!("driver at {}: {invalid}", ctx.driver.endpoint()),
                 };
                 if ctx.health.driver_down(message.clone()) {

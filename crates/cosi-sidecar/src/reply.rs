@@ -407,6 +407,7 @@ mod tests {
         DriverInfo {
             name: "d.example.com".into(),
             protocols: vec![Protocol::S3, Protocol::Azure],
+            api: crate::driver::DriverApi::V1alpha2,
         }
     }
 
