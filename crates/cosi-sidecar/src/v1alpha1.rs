@@ -718,7 +718,7 @@ impl Adapter {
                         None,
                     )
                 };
-                let (mut id, mut credentials) = again(None).await?;
+                let (mut id, mut credentials) = again().await?;
                 if credentials.is_none() {
                     tracing::info!(account_id = %req.account_id, "the driver keeps the account but will not repeat its credentials; revoking and granting it anew");
                     self.revoke(driver, &bucket_id, &req.account_id, req.parameters.clone())
