@@ -695,6 +695,47 @@ mod tests {
     }
 
     #[test]
+    fn a_v1alpha1_bucket_deleted_before_its_id_was_persisted_is_looked_up_by_name() {
+        let v1alpha1 = DriverInfo {
+            api: crate::driver::DriverApi::V1alpha1,
+            ..driver()
+        };
+        let deleted = B::dynamic().finalized().deleting().claim_deleting();
+        assert_eq!(decide(&deleted.0, &driver()), Step::Release);
+        assert_eq!(decide(&deleted.0, &v1alpha1), Step::DeleteUnpersisted);
+        let retained = B::dynamic()
+            .finalized()
+            .retain()
+            .deleting()
+            .claim_deleting();
+        assert_eq!(decide(&retained.0, &v1alpha1), Step::Release);
+        let imported = B::dynamic()
+            .static_id("legacy")
+            .finalized()
+            .deleting()
+            .claim_deleting();
+        assert_eq!(decide(&imported.0, &v1alpha1), Step::Release);
+        let mut azure = B::dynamic().finalized().deleting().claim_deleting();
+        azure.0.spec.protocols = vec![Protocol::Azure];
+        assert_eq!(
+            decide(&azure.0, &v1alpha1),
+            Step::Release,
+            "refused before any call: nothing to look up"
+        );
+        let persisted = B::dynamic()
+            .finalized()
+            .with_id("id-1")
+            .deleting()
+            .claim_deleting();
+        assert_eq!(
+            decide(&persisted.0, &v1alpha1),
+            Step::DeleteBackend {
+                bucket_id: "id-1".into()
+            }
+        );
+    }
+
+    #[test]
     fn another_drivers_bucket_is_never_touched() {
         let mut b = B::dynamic();
         b.0.spec.driver_name = "other.example.com".into();
