@@ -9,3 +9,4 @@ mod bucket;
 mod faults;
 mod operations;
 mod rbac;
+mod v1alpha1;

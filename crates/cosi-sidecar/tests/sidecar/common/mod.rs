@@ -6,6 +6,7 @@
 
 pub mod fake;
 pub mod logs;
+pub mod replay;
 
 use std::fmt::Display;
 use std::future::Future;

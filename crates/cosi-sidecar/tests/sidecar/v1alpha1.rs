@@ -1,0 +1,419 @@
+//! Drivers of the v1alpha1 driver API: detection, the reply shapes of real
+//! v1alpha1 drivers mapped to Secrets, refusals before any RPC, recovery
+//! of IDs that were never persisted, and the start-up message for a driver
+//! of another package.
+
+use cosi_api::constants::{condition_types, reasons, secret_keys};
+use cosi_api::{AuthenticationType, BucketAccessMode, BucketAccessModes, Protocol};
+use cosi_sidecar::v1alpha1::{Options, reasons as v1alpha1_reasons};
+use cosi_sidecar::{DriverApi, Error};
+use kube::ResourceExt;
+use kube::api::DeleteParams;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::common::replay::*;
+use crate::common::*;
+
+/// A harness whose socket serves `driver` instead of the v1alpha2 fake.
+struct V1 {
+    h: Harness,
+    driver: ReplayDriver,
+    _served: (oneshot::Sender<()>, JoinHandle<()>),
+}
+
+impl V1 {
+    async fn new(shape: Shape) -> Self {
+        let mut h = Harness::new().await;
+        h.stop_driver().await;
+        let driver = ReplayDriver::new(DRIVER, shape);
+        let served = driver.serve(&h.endpoint);
+        Self {
+            h,
+            driver,
+            _served: served,
+        }
+    }
+
+    fn start(&self, options: Options) -> Sidecar {
+        self.h
+            .start_sidecar_with(self.h.sidecar_client(), |c| c.v1alpha1 = options)
+    }
+}
+
+fn options(protocol: Protocol, ids_are_names: bool) -> Options {
+    Options {
+        protocols: vec![protocol],
+        ids_are_names,
+        ..Options::default()
+    }
+}
+
+fn value(s: &k8s_openapi::api::core::v1::Secret, key: &str) -> String {
+    secret_string(s, key).unwrap_or_else(|| panic!("Secret lacks {key}"))
+}
+
+#[tokio::test]
+async fn ceph_and_linode_replies_become_s3_secrets() {
+    for (shape, ids_are_names, region) in [
+        (Shape::Ceph, true, "us-east-1"),
+        (Shape::Linode, false, "us-ord"),
+    ] {
+        let v = V1::new(shape).await;
+        let sidecar = v.start(options(Protocol::S3, ids_are_names));
+        let b = v.h.provision_bucket("bc-one").await;
+        let status = b.status.clone().unwrap();
+        assert_eq!(status.bucket_id, v.driver.bucket_id("bc-one"), "{shape:?}");
+        assert!(
+            sidecar.metrics().contains(&format!(
+                r#"cosi_sidecar_driver_info{{api_version="v1alpha1",driver_name="{DRIVER}"}} 1"#
+            )),
+            "{}",
+            sidecar.metrics()
+        );
+        let a =
+            v.h.grant("ba-one", &[("claim-bc-one", "bc-one", "creds")])
+                .await;
+        let key = v.driver.account_key(&format!("ba-{}", uid(&a))).unwrap();
+        let want = v.driver.secret_of(key);
+        let s = v.h.secret("creds").await.expect("Secret written");
+        assert_eq!(
+            value(&s, secret_keys::s3::BUCKET_NAME),
+            "bc-one",
+            "{shape:?}"
+        );
+        assert_eq!(value(&s, secret_keys::s3::AWS_ENDPOINT_URL), ENDPOINT);
+        assert_eq!(value(&s, secret_keys::s3::AWS_DEFAULT_REGION), region);
+        assert_eq!(
+            value(&s, secret_keys::s3::AWS_ACCESS_KEY_ID),
+            want["accessKeyID"]
+        );
+        assert_eq!(
+            value(&s, secret_keys::s3::AWS_SECRET_ACCESS_KEY),
+            want["accessSecretKey"]
+        );
+        assert_eq!(
+            a.status.unwrap().account_id,
+            v.driver.lock().accounts.values().next().unwrap().0
+        );
+        // One call per object: the phase-1 replies served phase 2.
+        assert_eq!(
+            v.driver.calls(),
+            ["DriverCreateBucket", "DriverGrantBucketAccess"],
+            "{shape:?}"
+        );
+        let logs = logs::captured();
+        assert!(
+            !logs.contains(fake::SECRET_MARKER),
+            "a credential was logged"
+        );
+    }
+}
+
+#[tokio::test]
+async fn azure_replies_with_long_ids_become_azure_secrets() {
+    let v = V1::new(Shape::Azure).await;
+    let _sidecar = v.start(options(Protocol::Azure, false));
+    let mut b = dynamic_bucket("bc-az");
+    b.spec.protocols = vec![Protocol::Azure];
+    v.h.create_bucket(&b).await;
+    let b = v.h.provisioned_bucket("bc-az").await;
+    let id = b.status.unwrap().bucket_id;
+    assert!(id.len() > 128, "Azure's IDs are long: {}", id.len());
+    assert_eq!(id, v.driver.bucket_id("bc-az"));
+
+    let mut a = access("ba-az", &[("claim-bc-az", "az-creds")]);
+    a.spec.protocol = Protocol::Azure;
+    v.h.create_access(&a).await;
+    v.h.hand_off(
+        "ba-az",
+        &[("claim-bc-az", "bc-az")],
+        AuthenticationType::Key,
+    )
+    .await;
+    v.h.granted_access("ba-az").await;
+    let s = v.h.secret("az-creds").await.expect("Secret written");
+    assert_eq!(value(&s, secret_keys::COSI_PROTOCOL), "Azure");
+    assert_eq!(
+        value(&s, secret_keys::azure::AZURE_STORAGE_ACCOUNT),
+        AZURE_ACCOUNT
+    );
+    let token = value(&s, secret_keys::azure::AZURE_STORAGE_SAS_TOKEN);
+    assert!(token.starts_with(&format!("https://{AZURE_ACCOUNT}.blob.core.windows.net/?")));
+    assert_eq!(
+        value(
+            &s,
+            secret_keys::azure::AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP
+        ),
+        ""
+    );
+}
+
+#[tokio::test]
+async fn a_reply_without_an_endpoint_is_an_invalid_driver_response() {
+    let v = V1::new(Shape::Sample).await;
+    let _sidecar = v.start(options(Protocol::S3, false));
+    let b = v.h.provision_bucket("bc-s").await;
+    assert_eq!(
+        b.status
+            .unwrap()
+            .bucket_info
+            .get("COSI_S3_REGION")
+            .map(String::as_str),
+        Some("us-west-1")
+    );
+    v.h.create_access(&access("ba-s", &[("claim-bc-s", "s-creds")]))
+        .await;
+    v.h.hand_off("ba-s", &[("claim-bc-s", "bc-s")], AuthenticationType::Key)
+        .await;
+    let a =
+        v.h.access_when("ba-s", "an invalid driver response", |a| {
+            condition(a.conditions(), condition_types::PROVISION_FAILED)
+                .is_some_and(|c| c.reason == reasons::INVALID_DRIVER_RESPONSE)
+        })
+        .await;
+    let c = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
+    assert!(
+        c.message
+            .contains("credentials[\"s3\"] lacks key(s) endpoint"),
+        "{}",
+        c.message
+    );
+    assert!(!c.message.contains(fake::SECRET_MARKER));
+    assert!(v.h.secret("s-creds").await.is_none());
+}
+
+#[tokio::test]
+async fn what_v1alpha1_cannot_grant_is_refused_before_any_rpc() {
+    let v = V1::new(Shape::Linode).await;
+    let _sidecar = v.start(options(Protocol::S3, false));
+    v.h.provision_bucket("bc-a").await;
+    v.h.provision_bucket("bc-b").await;
+
+    v.h.create_access(&access(
+        "ba-two",
+        &[("claim-bc-a", "a"), ("claim-bc-b", "b")],
+    ))
+    .await;
+    v.h.hand_off(
+        "ba-two",
+        &[("claim-bc-a", "bc-a"), ("claim-bc-b", "bc-b")],
+        AuthenticationType::Key,
+    )
+    .await;
+    let mut ro = access("ba-ro", &[("claim-bc-a", "ro")]);
+    ro.spec.bucket_claims[0].access_modes = BucketAccessModes::objects(BucketAccessMode::ReadOnly);
+    v.h.create_access(&ro).await;
+    v.h.hand_off("ba-ro", &[("claim-bc-a", "bc-a")], AuthenticationType::Key)
+        .await;
+
+    for (name, reason) in [
+        ("ba-two", v1alpha1_reasons::MULTIPLE_BUCKETS),
+        ("ba-ro", v1alpha1_reasons::ACCESS_MODE),
+    ] {
+        let a =
+            v.h.access_when(name, reason, |a| {
+                condition(a.conditions(), condition_types::RESOURCES_VALIDATED)
+                    .is_some_and(|c| c.status == "False" && c.reason == reason)
+            })
+            .await;
+        assert!(has(a.conditions(), condition_types::PROVISIONED, "False"));
+        assert!(a.status.unwrap().account_id.is_empty());
+    }
+    assert!(
+        !v.driver.calls().contains(&"DriverGrantBucketAccess"),
+        "{:?}",
+        v.driver.calls()
+    );
+}
+
+#[tokio::test]
+async fn static_buckets_are_taken_unverified() {
+    let v = V1::new(Shape::Linode).await;
+    let _sidecar = v.start(options(Protocol::S3, false));
+    v.h.create_bucket(&static_bucket("bc-legacy", "legacy-bucket"))
+        .await;
+    let b = v.h.provisioned_bucket("bc-legacy").await;
+    let c = condition(b.conditions(), condition_types::PROVISIONED).unwrap();
+    assert_eq!(c.reason, "ProvisionedUnverified");
+    assert!(c.message.contains("cannot check"), "{}", c.message);
+    assert_eq!(
+        b.status
+            .unwrap()
+            .bucket_info
+            .get("COSI_S3_BUCKET_NAME")
+            .map(String::as_str),
+        Some("legacy-bucket")
+    );
+    assert!(v.driver.calls().is_empty(), "{:?}", v.driver.calls());
+}
+
+#[tokio::test]
+async fn ceph_style_already_exists_is_recovered_when_ids_are_names() {
+    // A create and a grant succeeded before a crash lost their replies:
+    // ceph-cosi answers the repeats with ALREADY_EXISTS.
+    let v = V1::new(Shape::Ceph).await;
+    v.driver.lock().buckets.insert("bc-c".into(), "bc-c".into());
+    let _sidecar = v.start(options(Protocol::S3, true));
+    let b = v.h.provision_bucket("bc-c").await;
+    assert_eq!(b.status.unwrap().bucket_id, "bc-c");
+    assert!(
+        v.driver.lock().buckets_made.is_empty(),
+        "nothing created twice"
+    );
+
+    let a =
+        v.h.create_access(&access("ba-c", &[("claim-bc-c", "c")]))
+            .await;
+    let account = format!("ba-{}", uid(&a));
+    v.driver
+        .lock()
+        .accounts
+        .insert(account.clone(), (account.clone(), "bc-c".into(), 99));
+    v.h.hand_off("ba-c", &[("claim-bc-c", "bc-c")], AuthenticationType::Key)
+        .await;
+    v.h.granted_access("ba-c").await;
+    let key = v.driver.account_key(&account).unwrap();
+    assert_ne!(key, 99, "revoked and granted anew");
+    let s = v.h.secret("c").await.unwrap();
+    assert_eq!(
+        value(&s, secret_keys::s3::AWS_ACCESS_KEY_ID),
+        v.driver.secret_of(key)["accessKeyID"]
+    );
+    assert_eq!(v.driver.lock().accounts.len(), 1);
+}
+
+#[tokio::test]
+async fn ceph_style_already_exists_names_the_flag_otherwise() {
+    let v = V1::new(Shape::Ceph).await;
+    v.driver.lock().buckets.insert("bc-c".into(), "bc-c".into());
+    let _sidecar = v.start(options(Protocol::S3, false));
+    v.h.create_bucket(&dynamic_bucket("bc-c")).await;
+    let b =
+        v.h.bucket_when("bc-c", "refused", |b| {
+            condition(b.conditions(), condition_types::PROVISIONED)
+                .is_some_and(|c| c.reason == reasons::PROVISION_REFUSED)
+        })
+        .await;
+    let c = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
+    assert!(
+        c.message.contains("--v1alpha1-ids-are-names"),
+        "{}",
+        c.message
+    );
+}
+
+#[tokio::test]
+async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
+    let v = V1::new(Shape::Linode).await;
+    // A bucket whose create succeeded, but whose ID never reached the status.
+    v.h.create_bucket(&dynamic_bucket("bc-lost")).await;
+    v.driver
+        .lock()
+        .buckets
+        .insert("bc-lost".into(), v.driver.bucket_id("bc-lost"));
+    v.h.claim_deleted("bc-lost", true).await;
+
+    let sidecar = v.start(options(Protocol::S3, false));
+    v.h.bucket_gone("bc-lost").await;
+    assert!(v.driver.lock().buckets.is_empty(), "the bucket leaked");
+
+    // An access whose grant succeeded, but whose account ID never reached the status.
+    v.h.provision_bucket("bc-kept").await;
+    sidecar.stop().await.unwrap();
+    let a =
+        v.h.create_access(&access("ba-lost", &[("claim-bc-kept", "lost")]))
+            .await;
+    v.h.hand_off(
+        "ba-lost",
+        &[("claim-bc-kept", "bc-kept")],
+        AuthenticationType::Key,
+    )
+    .await;
+    let account = format!("ba-{}", uid(&a));
+    let bucket_id = v.driver.bucket_id("bc-kept");
+    v.driver
+        .lock()
+        .accounts
+        .insert(account.clone(), ("4321".into(), bucket_id, 1));
+    v.h.accesses()
+        .delete("ba-lost", &DeleteParams::default())
+        .await
+        .unwrap();
+    let _sidecar = v.start(options(Protocol::S3, false));
+    v.h.access_when("ba-lost", "cleanup finished", |a| {
+        a.annotations()
+            .contains_key(cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED)
+    })
+    .await;
+    assert!(v.driver.lock().accounts.is_empty(), "the account leaked");
+    let calls = v.driver.lock().calls.clone();
+    let revoke = calls
+        .iter()
+        .find(|(m, _)| *m == "DriverRevokeBucketAccess")
+        .expect("revoked");
+    assert!(revoke.1.contains("4321"), "{}", revoke.1);
+}
+
+#[tokio::test]
+async fn a_driver_of_another_package_is_named_at_start() {
+    let mut h = Harness::new().await;
+    h.stop_driver().await;
+    let _served = serve_other_package(&h.endpoint);
+    let sidecar = h.start_sidecar();
+    let reason = eventually("readiness to name the package", || async {
+        sidecar
+            .readiness
+            .get()
+            .err()
+            .filter(|r| r.contains("sigs.k8s.io.cosi.v1alpha2"))
+    })
+    .await;
+    assert!(reason.contains("cosi-rs does not support"), "{reason}");
+    assert!(
+        reason.contains("cosi.v1alpha2.Identity nor on cosi.v1alpha1.Identity"),
+        "{reason}"
+    );
+    assert!(logs::captured().contains("sigs.k8s.io.cosi.v1alpha2"));
+}
+
+#[tokio::test]
+async fn a_pinned_api_the_driver_lacks_names_the_one_it_has() {
+    let v = V1::new(Shape::Linode).await;
+    let sidecar = v.h.start_sidecar_with(v.h.sidecar_client(), |c| {
+        c.driver_api = Some(DriverApi::V1alpha2);
+    });
+    let reason = eventually("readiness to name the served API", || async {
+        sidecar
+            .readiness
+            .get()
+            .err()
+            .filter(|r| r.contains("it serves cosi.v1alpha1"))
+    })
+    .await;
+    assert!(reason.contains("--driver-api auto"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_driver_restarted_with_the_other_api_is_detected_again() {
+    let mut h = Harness::new().await;
+    h.fake.expect(&fake::PROVISION_BUCKET);
+    let sidecar = h.start_sidecar();
+    h.provision_bucket("bc-v2").await;
+    assert!(sidecar.metrics().contains(r#"api_version="v1alpha2""#));
+    h.stop_driver().await;
+    let driver = ReplayDriver::new(DRIVER, Shape::Linode);
+    let _served = driver.serve(&h.endpoint);
+    eventually("the v1alpha1 API to be detected", || async {
+        sidecar
+            .metrics()
+            .contains(r#"api_version="v1alpha1""#)
+            .then_some(())
+    })
+    .await;
+    assert!(!sidecar.metrics().contains(r#"api_version="v1alpha2""#));
+    h.provision_bucket("bc-v1").await;
+    assert_eq!(driver.calls(), ["DriverCreateBucket"]);
+    let result: Result<(), Error> = sidecar.stop().await;
+    result.unwrap();
+}
