@@ -26,6 +26,18 @@ use cosi_driver::Endpoint;
 use cosi_driver::proto::ObjectProtocol;
 use serde_json::Value;
 
+/// Which driver API the suite checks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Api {
+    /// The API the driver answers DriverGetInfo on: v1alpha2, else v1alpha1.
+    #[default]
+    Auto,
+    /// The v1alpha2 driver API (`cosi.v1alpha2`).
+    V1alpha2,
+    /// The v1alpha1 driver API (`cosi.v1alpha1`) of drivers shipped before v1alpha2.
+    V1alpha1,
+}
+
 /// An opaque parameter map, as copied from a BucketClass or BucketAccessClass.
 pub type Parameters = BTreeMap<String, String>;
 
@@ -201,6 +213,8 @@ pub fn parse_protocol(name: &str) -> Result<ObjectProtocol, ConfigError> {
 pub struct Config {
     /// The driver's endpoint (`unix:///path.sock`).
     pub endpoint: Endpoint,
+    /// The driver API to check.
+    pub api: Api,
     /// BucketClass parameters used for every bucket the suite creates.
     pub parameters: Parameters,
     /// Parameters a repeated creation must refuse with `AlreadyExists`;
@@ -237,6 +251,7 @@ impl Config {
     pub fn new(endpoint: Endpoint) -> Self {
         Self {
             endpoint,
+            api: Api::Auto,
             parameters: Parameters::new(),
             incompatible_parameters: None,
             invalid_parameters: None,

@@ -1,5 +1,6 @@
-//! A conformance suite any COSI v1alpha2 driver can be run against: the
-//! COSI analogue of csi-sanity. It calls the driver's gRPC API on its UNIX
+//! A conformance suite any COSI v1alpha2 driver can be run against (and,
+//! with [`Api::V1alpha1`], any v1alpha1 driver): the COSI analogue of
+//! csi-sanity. It calls the driver's gRPC API on its UNIX
 //! socket and checks every MUST and SHOULD of the KEP's "COSI Driver"
 //! section and of the driver specification (idempotency, error codes,
 //! required fields, credential hygiene) and, optionally, that granted S3
@@ -30,7 +31,8 @@ pub mod report;
 mod s3;
 mod secrets;
 mod suite;
+pub mod v1alpha1;
 
-pub use config::{Config, ConfigError, ParameterFile, Parameters, ParseError, parse_protocol};
+pub use config::{Api, Config, ConfigError, ParameterFile, Parameters, ParseError, parse_protocol};
 pub use report::{CaseResult, Outcome, Report};
-pub use suite::{SETUP_CASE, case_names, run, selected_names};
+pub use suite::{SETUP_CASE, case_names, run, selected_names, selected_names_for};

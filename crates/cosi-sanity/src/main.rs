@@ -6,11 +6,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::{Parser, ValueEnum};
 use cosi_driver::Endpoint;
-use cosi_sanity::{Config, ParameterFile, parse_protocol};
+use cosi_sanity::{Api, Config, ParameterFile, parse_protocol};
 
-/// Checks a running COSI driver against the COSI v1alpha2 driver requirements.
+/// Checks a running COSI driver against the COSI driver requirements: of the
+/// v1alpha2 driver API, or of the v1alpha1 API of drivers shipped before it.
 #[derive(Debug, Parser)]
 #[command(name = "cosi-sanity", version)]
 struct Args {
@@ -44,6 +45,32 @@ struct Args {
     /// Print the names of the selected cases and exit.
     #[arg(long)]
     list: bool,
+    /// The driver API to check: `auto` uses the one the driver answers
+    /// DriverGetInfo on (v1alpha2 first), `v1alpha2`, or `v1alpha1` (the
+    /// API of COSI drivers shipped before v1alpha2, S3 only).
+    #[arg(long, value_enum, default_value = "auto")]
+    api: ApiArg,
+}
+
+/// `--api`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ApiArg {
+    /// Detect the API.
+    Auto,
+    /// The v1alpha2 driver API.
+    V1alpha2,
+    /// The v1alpha1 driver API.
+    V1alpha1,
+}
+
+impl From<ApiArg> for Api {
+    fn from(a: ApiArg) -> Self {
+        match a {
+            ApiArg::Auto => Api::Auto,
+            ApiArg::V1alpha2 => Api::V1alpha2,
+            ApiArg::V1alpha1 => Api::V1alpha1,
+        }
+    }
 }
 
 fn config(args: &Args) -> anyhow::Result<Config> {
@@ -57,6 +84,7 @@ fn config(args: &Args) -> anyhow::Result<Config> {
     }
     config.protocol = args.protocol.as_deref().map(parse_protocol).transpose()?;
     config.data_plane = args.data_plane;
+    config.api = args.api.into();
     config.filter = args.filter.clone();
     config.rpc_timeout = Duration::from_secs(args.rpc_timeout.max(1));
     config.propagation_timeout = Duration::from_secs(args.propagation_timeout);
@@ -67,7 +95,7 @@ fn config(args: &Args) -> anyhow::Result<Config> {
 async fn main() -> ExitCode {
     let args = Args::parse();
     if args.list {
-        return match cosi_sanity::selected_names(args.filter.as_deref()) {
+        return match cosi_sanity::selected_names_for(args.api.into(), args.filter.as_deref()) {
             Ok(names) => {
                 names.iter().for_each(|n| println!("{n}"));
                 ExitCode::SUCCESS

@@ -25,13 +25,16 @@ impl fmt::Debug for SecretSet {
 }
 
 impl SecretSet {
+    /// Remembers `value` as a credential (if long enough to search for).
+    pub fn add(&mut self, value: &str) {
+        if value.len() >= MIN_SECRET_LEN && !self.values.iter().any(|known| known == value) {
+            self.values.push(value.to_owned());
+        }
+    }
+
     /// Remembers every secret field of `creds` (those marked `cosi_secret`).
     pub fn collect(&mut self, creds: &Credentials) {
-        let mut add = |v: &str| {
-            if v.len() >= MIN_SECRET_LEN && !self.values.iter().any(|known| known == v) {
-                self.values.push(v.to_owned());
-            }
-        };
+        let mut add = |v: &str| self.add(v);
         if let Some(s3) = &creds.s3 {
             add(&s3.access_key_id);
             add(&s3.access_secret_key);

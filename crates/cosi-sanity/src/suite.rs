@@ -1,12 +1,12 @@
 //! Running the selected cases one after another against one driver, each
 //! followed by the removal of what it created.
 
-use cosi_driver::DriverClient;
+use cosi_driver::{Code, DriverClient};
 use regex::Regex;
 
 use crate::cases::{self, Case};
 use crate::checks::{self, describe};
-use crate::config::Config;
+use crate::config::{Api, Config};
 use crate::context::{Ctx, Step, Stop};
 use crate::report::{CaseResult, Outcome, Report};
 
@@ -18,54 +18,82 @@ pub fn case_names() -> Vec<&'static str> {
     cases::all().iter().map(|c| c.name).collect()
 }
 
-/// The names of the cases `filter` selects (all when `None`).
+/// The names of the v1alpha2 cases `filter` selects (all when `None`).
 pub fn selected_names(filter: Option<&str>) -> Result<Vec<&'static str>, regex::Error> {
+    selected_names_for(Api::V1alpha2, filter)
+}
+
+/// The names of the cases of `api` that `filter` selects (for
+/// [`Api::Auto`], the v1alpha2 cases, then the v1alpha1 cases).
+pub fn selected_names_for(
+    api: Api,
+    filter: Option<&str>,
+) -> Result<Vec<&'static str>, regex::Error> {
     let filter = filter.map(Regex::new).transpose()?;
-    Ok(case_names()
+    let v1alpha1 = || crate::v1alpha1::all().into_iter().map(|c| c.name);
+    let names: Vec<&'static str> = match api {
+        Api::V1alpha2 => case_names(),
+        Api::V1alpha1 => v1alpha1().collect(),
+        Api::Auto => case_names().into_iter().chain(v1alpha1()).collect(),
+    };
+    Ok(names
         .into_iter()
         .filter(|n| filter.as_ref().is_none_or(|f| f.is_match(n)))
         .collect())
 }
 
-/// Runs every selected case against the driver at `config.endpoint`.
+/// Runs every selected case against the driver at `config.endpoint`, on
+/// the driver API `config.api` names or, for [`Api::Auto`], the one the
+/// driver answers DriverGetInfo on (v1alpha2 first).
 /// Driver misbehaviour never panics or aborts the run: it becomes a failed
 /// case. Everything a case creates is removed after it, whatever the outcome.
 pub async fn run(config: &Config) -> Report {
-    let all = cases::all();
     let filter = match config.filter.as_deref().map(Regex::new).transpose() {
         Ok(f) => f,
         Err(e) => return setup_failure(&[], format!("invalid filter pattern: {e}")),
     };
+    let client = match DriverClient::connect(&config.endpoint).await {
+        Ok(c) => c,
+        Err(e) => {
+            let names =
+                selected_names_for(config.api, config.filter.as_deref()).unwrap_or_default();
+            return setup_failure(
+                &names,
+                format!("cannot connect to {}: {}", config.endpoint, error_chain(&e)),
+            );
+        }
+    };
+    let v1alpha1 = match config.api {
+        Api::V1alpha1 => true,
+        Api::V1alpha2 => false,
+        Api::Auto => matches!(
+            tokio::time::timeout(config.rpc_timeout, client.get_info()).await,
+            Ok(Err(s)) if s.code() == Code::Unimplemented
+        ),
+    };
+    if v1alpha1 {
+        return run_v1alpha1(client, config, filter.as_ref()).await;
+    }
+    let all = cases::all();
     let selected: Vec<&Case> = all
         .iter()
         .filter(|c| filter.as_ref().is_none_or(|f| f.is_match(c.name)))
         .collect();
+    let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
     if selected.is_empty() {
         return setup_failure(
             &[],
             "the filter selects no case (list them with --list)".into(),
         );
     }
-    let client = match DriverClient::connect(&config.endpoint).await {
-        Ok(c) => c,
-        Err(e) => {
-            return setup_failure(
-                &selected,
-                format!("cannot connect to {}: {}", config.endpoint, error_chain(&e)),
-            );
-        }
-    };
     let info = match tokio::time::timeout(config.rpc_timeout, client.get_info()).await {
         Ok(Ok(info)) => info,
         Ok(Err(s)) => {
-            return setup_failure(
-                &selected,
-                format!("DriverGetInfo answered {}", describe(&s)),
-            );
+            return setup_failure(&names, format!("DriverGetInfo answered {}", describe(&s)));
         }
         Err(_) => {
             return setup_failure(
-                &selected,
+                &names,
                 format!(
                     "DriverGetInfo did not answer within {}s",
                     config.rpc_timeout.as_secs_f64()
@@ -76,7 +104,7 @@ pub async fn run(config: &Config) -> Report {
     if let Some(requested) = config.protocol
         && let Err(e) = checks::choose_protocol(&info.supported_protocols, Some(requested))
     {
-        return setup_failure(&selected, e);
+        return setup_failure(&names, e);
     }
     let mut ctx = Ctx::new(client, config.clone(), info);
     let mut report = Report::default();
@@ -92,6 +120,51 @@ pub async fn run(config: &Config) -> Report {
     report
 }
 
+async fn run_v1alpha1(client: DriverClient, config: &Config, filter: Option<&Regex>) -> Report {
+    let all = crate::v1alpha1::all();
+    let selected: Vec<&crate::v1alpha1::Case> = all
+        .iter()
+        .filter(|c| filter.is_none_or(|f| f.is_match(c.name)))
+        .collect();
+    let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
+    if selected.is_empty() {
+        return setup_failure(
+            &[],
+            "the filter selects no v1alpha1 case (list them with --api v1alpha1 --list)".into(),
+        );
+    }
+    if let Some(p) = config.protocol
+        && p != cosi_driver::proto::ObjectProtocol::S3
+    {
+        return setup_failure(
+            &names,
+            "the v1alpha1 cases exercise S3 only; drop --protocol or use --protocol S3".into(),
+        );
+    }
+    let mut identity = client.v1alpha1.identity.clone();
+    let request = cosi_driver::v1alpha1::DriverGetInfoRequest {};
+    let name =
+        match tokio::time::timeout(config.rpc_timeout, identity.driver_get_info(request)).await {
+            Ok(Ok(reply)) => reply.into_inner().name,
+            Ok(Err(s)) => {
+                return setup_failure(
+                    &names,
+                    format!("v1alpha1 DriverGetInfo answered {}", describe(&s)),
+                );
+            }
+            Err(_) => {
+                return setup_failure(
+                    &names,
+                    format!(
+                        "v1alpha1 DriverGetInfo did not answer within {}s",
+                        config.rpc_timeout.as_secs_f64()
+                    ),
+                );
+            }
+        };
+    crate::v1alpha1::run(client.v1alpha1.clone(), config, name, &selected).await
+}
+
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
@@ -103,13 +176,13 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     out
 }
 
-fn setup_failure(selected: &[&Case], reason: String) -> Report {
+fn setup_failure(selected: &[&str], reason: String) -> Report {
     let mut cases = vec![CaseResult {
         name: SETUP_CASE.to_owned(),
         outcome: Outcome::Failed(reason),
     }];
-    cases.extend(selected.iter().map(|c| CaseResult {
-        name: c.name.to_owned(),
+    cases.extend(selected.iter().map(|name| CaseResult {
+        name: (*name).to_owned(),
         outcome: Outcome::Skipped("the suite could not start (see the setup failure)".into()),
     }));
     Report { cases }

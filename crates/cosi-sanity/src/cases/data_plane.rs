@@ -17,7 +17,8 @@ use crate::names;
 use crate::s3::{Access, S3Target};
 
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
-const BODY: &[u8] = b"written by cosi-sanity";
+/// What the data-plane checks write.
+pub(crate) const BODY: &[u8] = b"written by cosi-sanity";
 
 fn enabled(ctx: &Ctx) -> Step {
     if !ctx.config.data_plane {
@@ -33,15 +34,16 @@ fn enabled(ctx: &Ctx) -> Step {
     Ok(())
 }
 
+/// What a polled request should give.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Want {
+pub(crate) enum Want {
     Allowed,
     Denied,
 }
 
 /// Repeats `attempt` until it gives what is wanted or `timeout` passes;
 /// returns the last answer.
-async fn poll<T, F, Fut>(timeout: Duration, want: Want, mut attempt: F) -> Access<T>
+pub(crate) async fn poll<T, F, Fut>(timeout: Duration, want: Want, mut attempt: F) -> Access<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Access<T>>,
@@ -60,7 +62,7 @@ where
     }
 }
 
-fn secs(d: Duration) -> String {
+pub(crate) fn secs(d: Duration) -> String {
     format!("{}s", d.as_secs_f64())
 }
 

@@ -12,7 +12,7 @@ use crate::context::{Ctx, Step, Stop};
 
 mod access;
 mod bucket;
-mod data_plane;
+pub(crate) mod data_plane;
 mod errors;
 mod identity;
 pub mod required;

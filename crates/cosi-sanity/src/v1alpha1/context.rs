@@ -1,0 +1,300 @@
+//! What a v1alpha1 case works with: the v1alpha1 clients (every call
+//! bounded by a timeout and watched for credential leaks), the driver's
+//! name, and the tracker of everything the case created.
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use cosi_driver::client::V1alpha1Client;
+use cosi_driver::proto::{S3BucketInfo, S3Credentials};
+use cosi_driver::v1alpha1::credential_keys;
+use cosi_driver::v1alpha1::*;
+use cosi_driver::{Response, Status};
+
+use crate::checks::describe;
+use crate::config::Config;
+use crate::context::{Stop, proto_map};
+use crate::names;
+use crate::s3::{Access, DEFAULT_REGION, S3Target};
+use crate::secrets::SecretSet;
+
+/// A bucket the suite created: the name sent and the ID returned.
+#[derive(Clone, Debug)]
+pub struct Created {
+    /// The name sent to DriverCreateBucket.
+    pub name: String,
+    /// The bucket_id returned.
+    pub id: String,
+}
+
+/// The state shared by the v1alpha1 cases of one run.
+pub struct Ctx1 {
+    client: V1alpha1Client,
+    /// The run's configuration.
+    pub config: Config,
+    /// What DriverGetInfo answered when the run started.
+    pub name: String,
+    secrets: SecretSet,
+    violations: Vec<String>,
+    buckets: Vec<String>,
+    accounts: Vec<(String, String)>,
+    objects: Vec<(S3Target, String)>,
+}
+
+impl Ctx1 {
+    /// A context for a connected v1alpha1 driver named `name`.
+    pub fn new(client: V1alpha1Client, config: Config, name: String) -> Self {
+        Self {
+            client,
+            config,
+            name,
+            secrets: SecretSet::default(),
+            violations: Vec::new(),
+            buckets: Vec::new(),
+            accounts: Vec::new(),
+            objects: Vec::new(),
+        }
+    }
+
+    /// The bucket parameters of the configuration.
+    pub fn bucket_parameters(&self) -> HashMap<String, String> {
+        proto_map(&self.config.parameters)
+    }
+
+    /// The access parameters of the configuration.
+    pub fn access_parameters(&self) -> HashMap<String, String> {
+        proto_map(&self.config.access_parameters)
+    }
+
+    /// `text` with every credential seen so far replaced.
+    pub fn redact(&self, text: &str) -> String {
+        self.secrets.redact(text)
+    }
+
+    /// Requirements broken in passing (credential leaks).
+    pub fn take_violations(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.violations)
+    }
+
+    async fn call<T, F>(&mut self, rpc: &'static str, fut: F) -> Result<T, Status>
+    where
+        F: Future<Output = Result<Response<T>, Status>>,
+    {
+        let timeout = self.config.rpc_timeout;
+        let result = match tokio::time::timeout(timeout, fut).await {
+            Ok(r) => r.map(Response::into_inner),
+            Err(_) => Err(Status::deadline_exceeded(format!(
+                "no answer within {}s",
+                timeout.as_secs_f64()
+            ))),
+        };
+        result.map_err(|status| {
+            if self.secrets.found_in(status.message()) {
+                self.violations.push(format!(
+                    "the {:?} error message of {rpc} contains a credential returned by a grant",
+                    status.code()
+                ));
+                Status::new(status.code(), self.secrets.redact(status.message()))
+            } else {
+                status
+            }
+        })
+    }
+
+    /// Calls DriverGetInfo.
+    pub async fn get_info(&mut self) -> Result<DriverGetInfoResponse, Status> {
+        let mut c = self.client.identity.clone();
+        self.call("DriverGetInfo", async move {
+            c.driver_get_info(DriverGetInfoRequest {}).await
+        })
+        .await
+    }
+
+    /// Calls DriverCreateBucket; a returned bucket is deleted at cleanup.
+    pub async fn create(
+        &mut self,
+        req: DriverCreateBucketRequest,
+    ) -> Result<DriverCreateBucketResponse, Status> {
+        let mut c = self.client.provisioner.clone();
+        let resp = self
+            .call("DriverCreateBucket", async move {
+                c.driver_create_bucket(req).await
+            })
+            .await?;
+        if !resp.bucket_id.is_empty() && !self.buckets.contains(&resp.bucket_id) {
+            self.buckets.push(resp.bucket_id.clone());
+        }
+        Ok(resp)
+    }
+
+    /// A create request for `name` with the configured parameters.
+    pub fn create_request(&self, name: &str) -> DriverCreateBucketRequest {
+        DriverCreateBucketRequest {
+            name: name.to_owned(),
+            parameters: self.bucket_parameters(),
+        }
+    }
+
+    /// Creates a bucket under a fresh name (a setup step).
+    pub async fn new_bucket(&mut self) -> Result<Created, Stop> {
+        let name = names::bucket_name();
+        let resp = self
+            .create(self.create_request(&name))
+            .await
+            .map_err(|s| setup("DriverCreateBucket", &s))?;
+        if resp.bucket_id.is_empty() {
+            return Err(Stop::Fail(
+                "setup: DriverCreateBucket returned an empty bucket_id".into(),
+            ));
+        }
+        Ok(Created {
+            name,
+            id: resp.bucket_id,
+        })
+    }
+
+    /// Calls DriverDeleteBucket.
+    pub async fn delete(&mut self, bucket_id: &str) -> Result<(), Status> {
+        let mut c = self.client.provisioner.clone();
+        let req = DriverDeleteBucketRequest {
+            bucket_id: bucket_id.to_owned(),
+            delete_context: self.bucket_parameters(),
+        };
+        self.call("DriverDeleteBucket", async move {
+            c.driver_delete_bucket(req).await
+        })
+        .await?;
+        self.buckets.retain(|b| b != bucket_id);
+        Ok(())
+    }
+
+    /// A Key grant request for `name` on `bucket_id`.
+    pub fn grant_request(&self, bucket_id: &str, name: &str) -> DriverGrantBucketAccessRequest {
+        DriverGrantBucketAccessRequest {
+            bucket_id: bucket_id.to_owned(),
+            name: name.to_owned(),
+            authentication_type: AuthenticationType::Key as i32,
+            parameters: self.access_parameters(),
+        }
+    }
+
+    /// Calls DriverGrantBucketAccess; the credentials are remembered (to
+    /// find leaks) and a returned account is revoked at cleanup.
+    pub async fn grant(
+        &mut self,
+        req: DriverGrantBucketAccessRequest,
+    ) -> Result<DriverGrantBucketAccessResponse, Status> {
+        let bucket_id = req.bucket_id.clone();
+        let mut c = self.client.provisioner.clone();
+        let resp = self
+            .call("DriverGrantBucketAccess", async move {
+                c.driver_grant_bucket_access(req).await
+            })
+            .await?;
+        for details in resp.credentials.values() {
+            for value in details.secrets.values() {
+                self.secrets.add(value);
+            }
+        }
+        let account = (bucket_id, resp.account_id.clone());
+        if !resp.account_id.is_empty() && !self.accounts.contains(&account) {
+            self.accounts.push(account);
+        }
+        Ok(resp)
+    }
+
+    /// Calls DriverRevokeBucketAccess.
+    pub async fn revoke(&mut self, bucket_id: &str, account_id: &str) -> Result<(), Status> {
+        let mut c = self.client.provisioner.clone();
+        let req = DriverRevokeBucketAccessRequest {
+            bucket_id: bucket_id.to_owned(),
+            account_id: account_id.to_owned(),
+            revoke_access_context: self.access_parameters(),
+        };
+        self.call("DriverRevokeBucketAccess", async move {
+            c.driver_revoke_bucket_access(req).await
+        })
+        .await?;
+        self.accounts
+            .retain(|(b, a)| !(b == bucket_id && a == account_id));
+        Ok(())
+    }
+
+    /// An S3 client for bucket `name` with the S3 credentials of a grant,
+    /// read as the v1alpha1 sidecar reads them.
+    pub fn s3_target(
+        &self,
+        name: &str,
+        resp: &DriverGrantBucketAccessResponse,
+    ) -> Result<S3Target, Stop> {
+        use credential_keys::s3;
+        let secrets = resp
+            .credentials
+            .get(credential_keys::S3)
+            .map(|c| &c.secrets)
+            .ok_or_else(|| Stop::Fail("setup: the grant has no \"s3\" credentials".into()))?;
+        let get = |key: &str| {
+            credential_keys::spellings(key)
+                .iter()
+                .find_map(|k| secrets.get(*k))
+                .cloned()
+                .unwrap_or_default()
+        };
+        let region = Some(get(s3::REGION))
+            .filter(|r| !r.is_empty())
+            .unwrap_or_else(|| DEFAULT_REGION.to_owned());
+        let info = S3BucketInfo {
+            bucket_name: name.to_owned(),
+            region,
+            endpoint: get(s3::ENDPOINT),
+            addressing_style: 0,
+        };
+        let creds = S3Credentials {
+            access_key_id: get(s3::ACCESS_KEY_ID),
+            access_secret_key: get(s3::ACCESS_SECRET_KEY),
+        };
+        S3Target::new(&info, &creds, None, self.config.rpc_timeout)
+            .map_err(|e| Stop::Fail(format!("setup: the grant cannot be used: {e}")))
+    }
+
+    /// Deletes the object `key` with `target` at cleanup.
+    pub fn track_object(&mut self, target: &S3Target, key: &str) {
+        self.objects.push((target.clone(), key.to_owned()));
+    }
+
+    /// Removes everything the case created: objects, accounts, buckets.
+    pub async fn cleanup(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (target, key) in std::mem::take(&mut self.objects) {
+            if let Access::Denied(e) | Access::Failed(e) = target.delete(&key).await {
+                problems.push(format!(
+                    "deleting object {key:?} from bucket {:?} failed: {}",
+                    target.bucket(),
+                    self.redact(&e)
+                ));
+            }
+        }
+        for (bucket_id, account_id) in std::mem::take(&mut self.accounts) {
+            if let Err(s) = self.revoke(&bucket_id, &account_id).await {
+                problems.push(format!(
+                    "DriverRevokeBucketAccess of account {account_id:?} answered {}",
+                    describe(&s)
+                ));
+            }
+        }
+        for id in std::mem::take(&mut self.buckets) {
+            if let Err(s) = self.delete(&id).await {
+                problems.push(format!(
+                    "DriverDeleteBucket of bucket {id:?} answered {}",
+                    describe(&s)
+                ));
+            }
+        }
+        problems
+    }
+}
+
+/// A failed setup call.
+pub fn setup(rpc: &str, status: &Status) -> Stop {
+    Stop::Fail(format!("setup: {rpc} answered {}", describe(status)))
+}
