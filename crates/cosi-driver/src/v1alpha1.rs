@@ -16,3 +16,21 @@ include!(concat!(env!("OUT_DIR"), "/cosi.v1alpha1.redacted.rs"));
 
 /// The gRPC package of this API.
 pub const PACKAGE: &str = "cosi.v1alpha1";
+
+/// The key of S3 credentials in `DriverGrantBucketAccessResponse.credentials`.
+pub const CREDENTIALS_S3: &str = "s3";
+
+/// The keys of the S3 `CredentialDetails.secrets` map a grant returns, as
+/// ceph-cosi (the most used v1alpha1 driver) and other v1alpha1 drivers
+/// write them. cosi-rs's v1alpha1 bridge writes them and its sidecar reads
+/// them.
+pub mod s3_secret_keys {
+    /// The access key ID.
+    pub const ACCESS_KEY_ID: &str = "accessKeyID";
+    /// The secret access key.
+    pub const ACCESS_SECRET_KEY: &str = "accessSecretKey";
+    /// The S3 endpoint URL, e.g. `https://s3.example.com`.
+    pub const ENDPOINT: &str = "endpoint";
+    /// The region, e.g. `us-east-1`.
+    pub const REGION: &str = "region";
+}
