@@ -8,6 +8,9 @@
 //! - [`serve`] / [`serve_from_env`]: serve a driver on `COSI_ENDPOINT`
 //!   (`unix:///path/name.sock`), validating every request before it reaches
 //!   the driver, until SIGTERM/SIGINT;
+//! - [`V1alpha1Bridge`] / [`serve_v1alpha1`]: serve the same driver over the
+//!   v1alpha1 API instead, for sidecars that speak it ([`serve_api`] picks
+//!   the API by [`DriverApi`]);
 //! - [`DriverClient`]: connect to a driver's endpoint;
 //! - [`validate`]: request and reply checks (required fields, names, size limits);
 //! - secret redaction: every message's `Debug` hides `cosi_secret` fields.
@@ -20,11 +23,16 @@ pub mod proto;
 mod redact;
 pub mod server;
 pub mod v1alpha1;
+pub mod v1alpha1_bridge;
 pub mod validate;
 
 pub use client::DriverClient;
 pub use endpoint::{ENDPOINT_ENV, Endpoint};
 pub use proto::identity_server::Identity;
 pub use proto::provisioner_server::Provisioner;
-pub use server::{ServeError, serve, serve_from_env, shutdown_signal};
+pub use server::{
+    DriverApi, ServeError, UnknownDriverApi, serve, serve_api, serve_from_env, serve_v1alpha1,
+    shutdown_signal,
+};
 pub use tonic::{Code, Request, Response, Status};
+pub use v1alpha1_bridge::V1alpha1Bridge;

@@ -2,7 +2,12 @@
 //! parent directory created, the socket made `0660`, every Provisioner
 //! request validated before the driver sees it, and the server stopped
 //! gracefully on SIGTERM/SIGINT (in-flight calls finish, the socket is removed).
+//!
+//! A process serves one driver API: [`serve`] the v1alpha2 API, or
+//! [`serve_v1alpha1`] the same driver over the v1alpha1 API through
+//! [`V1alpha1Bridge`]; [`serve_api`] picks one by [`DriverApi`].
 
+use std::fmt;
 use std::future::Future;
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -10,12 +15,15 @@ use std::path::Path;
 
 use tokio::net::UnixListener;
 use tokio_stream::wrappers::UnixListenerStream;
+use tonic::transport::server::Router;
 use tonic::{Request, Response, Status};
 
 use crate::endpoint::{Endpoint, EndpointError};
 use crate::proto::identity_server::{Identity, IdentityServer};
 use crate::proto::provisioner_server::{Provisioner, ProvisionerServer};
 use crate::proto::*;
+use crate::v1alpha1;
+use crate::v1alpha1_bridge::V1alpha1Bridge;
 use crate::validate::Validate;
 
 /// Why a driver could not be served.
@@ -49,6 +57,89 @@ pub async fn serve_from_env<I: Identity, P: Provisioner>(
     serve(&endpoint, identity, provisioner, shutdown_signal()).await
 }
 
+/// The driver API a process serves on its endpoint. One process serves one
+/// API: a sidecar speaks exactly one of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DriverApi {
+    /// `cosi.v1alpha2` (`proto/cosi.proto`), the API drivers built with this
+    /// SDK implement.
+    #[default]
+    V1alpha2,
+    /// `cosi.v1alpha1` (`proto/v1alpha1/cosi.proto`), the API of COSI
+    /// drivers shipped before v1alpha2, served through [`V1alpha1Bridge`].
+    V1alpha1,
+}
+
+impl DriverApi {
+    /// The API's version name: `v1alpha2` or `v1alpha1`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriverApi::V1alpha2 => "v1alpha2",
+            DriverApi::V1alpha1 => "v1alpha1",
+        }
+    }
+
+    /// The API's gRPC package: `cosi.v1alpha2` or `cosi.v1alpha1`.
+    pub fn package(self) -> &'static str {
+        match self {
+            DriverApi::V1alpha2 => "cosi.v1alpha2",
+            DriverApi::V1alpha1 => v1alpha1::PACKAGE,
+        }
+    }
+
+    /// The other API.
+    pub fn other(self) -> Self {
+        match self {
+            DriverApi::V1alpha2 => DriverApi::V1alpha1,
+            DriverApi::V1alpha1 => DriverApi::V1alpha2,
+        }
+    }
+
+    /// The gRPC path of its DriverGetInfo RPC.
+    pub fn get_info_path(self) -> &'static str {
+        match self {
+            DriverApi::V1alpha2 => "/cosi.v1alpha2.Identity/DriverGetInfo",
+            DriverApi::V1alpha1 => "/cosi.v1alpha1.Identity/DriverGetInfo",
+        }
+    }
+
+    /// True when the API can check that an existing bucket exists
+    /// (DriverGetBucket); v1alpha1 has no such call.
+    pub fn checks_existing_buckets(self) -> bool {
+        self == DriverApi::V1alpha2
+    }
+
+    /// True when provisioning is one call per object, idempotent by name
+    /// (v1alpha1): a caller that asks for the ID has created the bucket or
+    /// account, so an object deleted before its ID was persisted may hold one.
+    pub fn phase_one_creates(self) -> bool {
+        self == DriverApi::V1alpha1
+    }
+}
+
+impl fmt::Display for DriverApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A driver API name that is neither `v1alpha2` nor `v1alpha1`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown driver API {0:?}: use v1alpha2 or v1alpha1")]
+pub struct UnknownDriverApi(pub String);
+
+impl std::str::FromStr for DriverApi {
+    type Err = UnknownDriverApi;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "v1alpha2" => Ok(DriverApi::V1alpha2),
+            "v1alpha1" => Ok(DriverApi::V1alpha1),
+            other => Err(UnknownDriverApi(other.to_owned())),
+        }
+    }
+}
+
 /// Serves `identity` and `provisioner` on `endpoint` until `shutdown` completes.
 pub async fn serve<I, P, F>(
     endpoint: &Endpoint,
@@ -61,11 +152,70 @@ where
     P: Provisioner,
     F: Future<Output = ()> + Send,
 {
-    let listener = bind(endpoint.path())?;
-    tracing::info!(%endpoint, "serving COSI driver");
-    let result = tonic::transport::Server::builder()
+    let router = tonic::transport::Server::builder()
         .add_service(IdentityServer::new(identity))
-        .add_service(ProvisionerServer::new(Validated(provisioner)))
+        .add_service(ProvisionerServer::new(Validated(provisioner)));
+    serve_router(endpoint, DriverApi::V1alpha2, router, shutdown).await
+}
+
+/// Serves the v1alpha2 driver `identity` and `provisioner` over the v1alpha1
+/// driver API (and only that API) on `endpoint` until `shutdown` completes,
+/// for sidecars that speak v1alpha1. See [`V1alpha1Bridge`] for the mapping.
+pub async fn serve_v1alpha1<I, P, F>(
+    endpoint: &Endpoint,
+    identity: I,
+    provisioner: P,
+    shutdown: F,
+) -> Result<(), ServeError>
+where
+    I: Identity,
+    P: Provisioner,
+    F: Future<Output = ()> + Send,
+{
+    let bridge = std::sync::Arc::new(V1alpha1Bridge::new(identity, provisioner));
+    let router = tonic::transport::Server::builder()
+        .add_service(v1alpha1::identity_server::IdentityServer::from_arc(
+            bridge.clone(),
+        ))
+        .add_service(v1alpha1::provisioner_server::ProvisionerServer::from_arc(
+            bridge,
+        ));
+    serve_router(endpoint, DriverApi::V1alpha1, router, shutdown).await
+}
+
+/// Serves the driver over `api`: [`serve`] or [`serve_v1alpha1`].
+pub async fn serve_api<I, P, F>(
+    api: DriverApi,
+    endpoint: &Endpoint,
+    identity: I,
+    provisioner: P,
+    shutdown: F,
+) -> Result<(), ServeError>
+where
+    I: Identity,
+    P: Provisioner,
+    F: Future<Output = ()> + Send,
+{
+    match api {
+        DriverApi::V1alpha2 => serve(endpoint, identity, provisioner, shutdown).await,
+        DriverApi::V1alpha1 => serve_v1alpha1(endpoint, identity, provisioner, shutdown).await,
+    }
+}
+
+/// Binds the socket, serves `router` on it until `shutdown` completes, and
+/// removes the socket.
+async fn serve_router<F>(
+    endpoint: &Endpoint,
+    api: DriverApi,
+    router: Router,
+    shutdown: F,
+) -> Result<(), ServeError>
+where
+    F: Future<Output = ()> + Send,
+{
+    let listener = bind(endpoint.path())?;
+    tracing::info!(%endpoint, api = api.as_str(), "serving COSI driver");
+    let result = router
         .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
         .await;
     let _ = std::fs::remove_file(endpoint.path());
@@ -104,7 +254,7 @@ fn bind(path: &Path) -> Result<UnixListener, ServeError> {
 }
 
 /// Checks every request against the proto's rules before the driver sees it.
-struct Validated<P>(P);
+pub(crate) struct Validated<P>(pub(crate) P);
 
 async fn checked<Req, Resp, Fut>(
     request: Request<Req>,

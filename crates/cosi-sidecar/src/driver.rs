@@ -23,68 +23,7 @@ use crate::error::Failure;
 use crate::retry::code_name;
 use crate::v1alpha1;
 
-/// The driver API a driver speaks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum DriverApi {
-    /// `cosi.v1alpha2`, the API of KEP-1979's v1alpha2 (`proto/cosi.proto`).
-    #[default]
-    V1alpha2,
-    /// `cosi.v1alpha1`, the API of every COSI driver shipped before v1alpha2.
-    V1alpha1,
-}
-
-impl DriverApi {
-    /// `v1alpha2` or `v1alpha1` (the `api_version` metric label).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DriverApi::V1alpha2 => "v1alpha2",
-            DriverApi::V1alpha1 => "v1alpha1",
-        }
-    }
-
-    /// The gRPC package of its services.
-    pub fn package(self) -> &'static str {
-        match self {
-            DriverApi::V1alpha2 => "cosi.v1alpha2",
-            DriverApi::V1alpha1 => cosi_driver::v1alpha1::PACKAGE,
-        }
-    }
-
-    /// The other API.
-    fn other(self) -> Self {
-        match self {
-            DriverApi::V1alpha2 => DriverApi::V1alpha1,
-            DriverApi::V1alpha1 => DriverApi::V1alpha2,
-        }
-    }
-
-    /// The path of its DriverGetInfo RPC.
-    fn get_info_path(self) -> &'static str {
-        match self {
-            DriverApi::V1alpha2 => "/cosi.v1alpha2.Identity/DriverGetInfo",
-            DriverApi::V1alpha1 => "/cosi.v1alpha1.Identity/DriverGetInfo",
-        }
-    }
-
-    /// True when the API can check that an existing bucket exists
-    /// (DriverGetBucket); v1alpha1 has no such call.
-    pub fn checks_existing_buckets(self) -> bool {
-        self == DriverApi::V1alpha2
-    }
-
-    /// True when phase 1 (the ID) already creates the bucket or account,
-    /// so an object deleted before its ID was persisted may hold one
-    /// (v1alpha1, which provisions in one call).
-    pub fn phase_one_creates(self) -> bool {
-        self == DriverApi::V1alpha1
-    }
-}
-
-impl fmt::Display for DriverApi {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use cosi_driver::DriverApi;
 
 /// Packages of the same RPCs that cosi-rs does not speak, probed only to
 /// name them when a driver answers neither API: (DriverGetInfo path,

@@ -47,7 +47,7 @@ struct Cli {
     /// cosi.v1alpha2, then on cosi.v1alpha1 (drivers shipped before
     /// v1alpha2), and detects it again when the driver restarts; `v1alpha2`
     /// or `v1alpha1` use only that API.
-    #[arg(long, env = "COSI_DRIVER_API", value_enum, default_value = "auto")]
+    #[arg(long, value_enum, default_value = "auto")]
     driver_api: DriverApiArg,
 
     /// The protocols a v1alpha1 driver serves, comma-separated (its

@@ -3,6 +3,8 @@
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
+use cosi_driver::DriverApi;
+
 /// The default driver name.
 pub const DEFAULT_DRIVER_NAME: &str = "local.cosi-rs.dev";
 /// The default region reported in bucket info.
@@ -27,6 +29,10 @@ pub struct Config {
     pub s3_endpoint_url: Option<String>,
     /// The region given to workloads in bucket info.
     pub region: String,
+    /// The driver API served on the COSI endpoint: v1alpha2 (the default),
+    /// or v1alpha1 for sidecars that speak the API of drivers shipped
+    /// before v1alpha2 (the same buckets and keys either way).
+    pub api: DriverApi,
 }
 
 impl Config {
@@ -38,6 +44,7 @@ impl Config {
             s3_address: DEFAULT_S3_ADDRESS,
             s3_endpoint_url: None,
             region: DEFAULT_REGION.to_owned(),
+            api: DriverApi::V1alpha2,
         }
     }
 

@@ -15,10 +15,30 @@ BucketClass parameters:
                  (suffixes k, M, G, T, Ki, Mi, Gi, Ti). Writes past it fail with the S3
                  error QuotaExceeded (HTTP 403). Default: unlimited.
 BucketAccessClass parameters: none. Unknown keys are refused with InvalidArgument.
-Authentication: Key only (ServiceAccount is refused with InvalidArgument).
+Authentication: Key only (ServiceAccount, or IAM over v1alpha1, is refused with InvalidArgument).
 
 The COSI gRPC endpoint is read from COSI_ENDPOINT (unix:///path/to/cosi.sock).
 For development, CI and single-node edge use, not production.";
+
+/// The driver API served on COSI_ENDPOINT.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Api {
+    /// The v1alpha2 driver API (KEP-1979).
+    #[value(name = "v1alpha2")]
+    V1alpha2,
+    /// The v1alpha1 driver API, spoken by sidecars of COSI releases before v1alpha2.
+    #[value(name = "v1alpha1")]
+    V1alpha1,
+}
+
+impl From<Api> for cosi_driver::DriverApi {
+    fn from(api: Api) -> Self {
+        match api {
+            Api::V1alpha2 => cosi_driver::DriverApi::V1alpha2,
+            Api::V1alpha1 => cosi_driver::DriverApi::V1alpha1,
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum LogFormat {
@@ -48,6 +68,11 @@ struct Args {
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
+    /// Driver API served on COSI_ENDPOINT. v1alpha1 serves the same buckets
+    /// and keys over the driver API of COSI drivers shipped before v1alpha2,
+    /// for sidecars that speak it; one process serves one API.
+    #[arg(long, env = "DRIVER_API", value_enum, default_value = "v1alpha2")]
+    api: Api,
 }
 
 fn init_logs(format: LogFormat) {
@@ -76,6 +101,7 @@ async fn main() -> anyhow::Result<()> {
         s3_address: args.s3_address,
         s3_endpoint_url: args.s3_endpoint_url,
         region: args.region,
+        api: args.api.into(),
     };
     cosi_driver_local::run(config, &endpoint, cosi_driver::shutdown_signal())
         .await

@@ -133,8 +133,9 @@ async fn serve_http(
     tracing::info!("S3 endpoint stopped");
 }
 
-/// Opens the driver and serves the COSI gRPC API on `endpoint` and the S3
-/// endpoint on `config.s3_address` until `shutdown` completes.
+/// Opens the driver and serves the COSI gRPC API (`config.api`) on
+/// `endpoint` and the S3 endpoint on `config.s3_address` until `shutdown`
+/// completes.
 pub async fn run(
     config: Config,
     endpoint: &cosi_driver::Endpoint,
@@ -142,7 +143,8 @@ pub async fn run(
 ) -> Result<(), Error> {
     let driver = LocalDriver::open(&config)?;
     let s3 = driver.start_s3().await?;
-    let served = cosi_driver::serve(endpoint, driver.clone(), driver, shutdown).await;
+    let served =
+        cosi_driver::serve_api(config.api, endpoint, driver.clone(), driver, shutdown).await;
     s3.shutdown().await;
     Ok(served?)
 }

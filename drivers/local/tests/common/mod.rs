@@ -145,9 +145,19 @@ impl Harness {
 }
 
 pub fn s3_client(endpoint: &str, access_key: &str, secret: &str) -> aws_sdk_s3::Client {
+    s3_client_in("us-east-1", endpoint, access_key, secret)
+}
+
+/// An S3 client signing for `region` against `endpoint`.
+pub fn s3_client_in(
+    region: &str,
+    endpoint: &str,
+    access_key: &str,
+    secret: &str,
+) -> aws_sdk_s3::Client {
     let config = aws_sdk_s3::Config::builder()
         .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
+        .region(Region::new(region.to_owned()))
         .endpoint_url(endpoint)
         .credentials_provider(AwsCredentials::new(
             access_key,
@@ -162,8 +172,9 @@ pub fn s3_client(endpoint: &str, access_key: &str, secret: &str) -> aws_sdk_s3::
     aws_sdk_s3::Client::from_conf(config)
 }
 
-async fn connect(endpoint: &Endpoint) -> DriverClient {
-    for _ in 0..200 {
+/// Connects to the driver at `endpoint`, waiting up to 10 s for it to listen.
+pub async fn connect(endpoint: &Endpoint) -> DriverClient {
+    for _ in 0..1000 {
         if let Ok(c) = DriverClient::connect(endpoint).await {
             return c;
         }

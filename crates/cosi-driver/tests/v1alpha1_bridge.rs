@@ -1,0 +1,589 @@
+//! A v1alpha2 driver served over the v1alpha1 API by `serve_v1alpha1` on a
+//! temporary socket: the v1alpha2 requests each v1alpha1 RPC becomes, the
+//! replies built from the driver's, validation before the driver is called,
+//! the driver's status codes passed through, and replies the bridge cannot
+//! translate.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cosi_driver::proto::*;
+use cosi_driver::v1alpha1;
+use cosi_driver::v1alpha1::credential_keys::s3 as s3_secret_keys;
+use cosi_driver::{Code, DriverClient, Endpoint, Identity, Provisioner, Request, Response, Status};
+use tokio::sync::oneshot;
+
+/// What the driver answers; tests change it to exercise the bridge.
+#[derive(Clone)]
+struct Behaviour {
+    /// Every RPC fails with this status when set.
+    fail: Option<(Code, &'static str)>,
+    /// The reply of DriverCreateBucket holds S3 info.
+    create_s3_info: bool,
+    /// The reply of DriverGrantBucketAccess holds S3 credentials.
+    grant_s3_credentials: bool,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Self {
+            fail: None,
+            create_s3_info: true,
+            grant_s3_credentials: true,
+        }
+    }
+}
+
+/// Every v1alpha2 request that reached the driver.
+#[derive(Debug, Clone, PartialEq)]
+enum Call {
+    GetInfo,
+    GenerateBucketId(DriverGenerateBucketIdRequest),
+    CreateBucket(DriverCreateBucketRequest),
+    DeleteBucket(DriverDeleteBucketRequest),
+    GenerateBucketAccessId(DriverGenerateBucketAccessIdRequest),
+    GrantBucketAccess(DriverGrantBucketAccessRequest),
+    RevokeBucketAccess(DriverRevokeBucketAccessRequest),
+}
+
+#[derive(Clone, Default)]
+struct Recorder {
+    calls: Arc<Mutex<Vec<Call>>>,
+    behaviour: Arc<Mutex<Behaviour>>,
+}
+
+impl Recorder {
+    fn record(&self, call: Call) -> Result<Behaviour, Status> {
+        self.calls.lock().unwrap().push(call);
+        let b = self.behaviour.lock().unwrap().clone();
+        match b.fail {
+            Some((code, message)) => Err(Status::new(code, message)),
+            None => Ok(b),
+        }
+    }
+
+    fn take(&self) -> Vec<Call> {
+        std::mem::take(&mut *self.calls.lock().unwrap())
+    }
+
+    fn behave(&self, f: impl FnOnce(&mut Behaviour)) {
+        f(&mut self.behaviour.lock().unwrap());
+    }
+}
+
+fn s3_info(bucket: &str) -> ProtocolBucketInfo {
+    ProtocolBucketInfo {
+        s3: Some(S3BucketInfo {
+            bucket_name: bucket.into(),
+            region: "eu-west-3".into(),
+            endpoint: "https://s3.example.com".into(),
+            addressing_style: S3AddressingStyle::Path as i32,
+        }),
+        ..Default::default()
+    }
+}
+
+#[tonic::async_trait]
+impl Identity for Recorder {
+    async fn driver_get_info(
+        &self,
+        _: Request<DriverGetInfoRequest>,
+    ) -> Result<Response<DriverGetInfoResponse>, Status> {
+        self.record(Call::GetInfo)?;
+        Ok(Response::new(DriverGetInfoResponse {
+            name: "rec.cosi-rs.dev".into(),
+            supported_protocols: vec![ObjectProtocol::S3 as i32],
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl Provisioner for Recorder {
+    async fn driver_generate_bucket_id(
+        &self,
+        r: Request<DriverGenerateBucketIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        let r = r.into_inner();
+        self.record(Call::GenerateBucketId(r.clone()))?;
+        Ok(Response::new(DriverGenerateBucketIdResponse {
+            bucket_id: format!("id-{}", r.name),
+        }))
+    }
+
+    async fn driver_create_bucket(
+        &self,
+        r: Request<DriverCreateBucketRequest>,
+    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        let r = r.into_inner();
+        let b = self.record(Call::CreateBucket(r.clone()))?;
+        Ok(Response::new(DriverCreateBucketResponse {
+            protocols: b.create_s3_info.then(|| s3_info(&r.bucket_id)),
+        }))
+    }
+
+    async fn driver_get_bucket(
+        &self,
+        _: Request<DriverGetBucketRequest>,
+    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        panic!("the v1alpha1 bridge has no use for DriverGetBucket");
+    }
+
+    async fn driver_delete_bucket(
+        &self,
+        r: Request<DriverDeleteBucketRequest>,
+    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        self.record(Call::DeleteBucket(r.into_inner()))?;
+        Ok(Response::new(DriverDeleteBucketResponse {}))
+    }
+
+    async fn driver_generate_bucket_access_id(
+        &self,
+        r: Request<DriverGenerateBucketAccessIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        let r = r.into_inner();
+        self.record(Call::GenerateBucketAccessId(r.clone()))?;
+        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
+            account_id: format!("acct-{}", r.account_name),
+        }))
+    }
+
+    async fn driver_grant_bucket_access(
+        &self,
+        r: Request<DriverGrantBucketAccessRequest>,
+    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        let r = r.into_inner();
+        let b = self.record(Call::GrantBucketAccess(r.clone()))?;
+        Ok(Response::new(DriverGrantBucketAccessResponse {
+            buckets: r
+                .buckets
+                .iter()
+                .map(|x| GrantedBucket {
+                    bucket_id: x.bucket_id.clone(),
+                    bucket_info: Some(s3_info(&x.bucket_id)),
+                })
+                .collect(),
+            credentials: Some(Credentials {
+                s3: b.grant_s3_credentials.then(|| S3Credentials {
+                    access_key_id: "AKIDBRIDGE".into(),
+                    access_secret_key: "bridge-secret-value".into(),
+                }),
+                ..Default::default()
+            }),
+        }))
+    }
+
+    async fn driver_revoke_bucket_access(
+        &self,
+        r: Request<DriverRevokeBucketAccessRequest>,
+    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        self.record(Call::RevokeBucketAccess(r.into_inner()))?;
+        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+    }
+}
+
+struct Running {
+    client: DriverClient,
+    driver: Recorder,
+    stop: oneshot::Sender<()>,
+    done: tokio::task::JoinHandle<Result<(), cosi_driver::ServeError>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Running {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).unwrap();
+        let driver = Recorder::default();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let done = tokio::spawn({
+            let (endpoint, driver) = (endpoint.clone(), driver.clone());
+            async move {
+                cosi_driver::serve_v1alpha1(&endpoint, driver.clone(), driver, async {
+                    let _ = stopped.await;
+                })
+                .await
+            }
+        });
+        let mut client = None;
+        for _ in 0..500 {
+            if let Ok(c) = DriverClient::connect(&endpoint).await {
+                client = Some(c);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Self {
+            client: client.expect("the bridge listens"),
+            driver,
+            stop,
+            done,
+            _dir: dir,
+        }
+    }
+
+    fn provisioner(
+        &self,
+    ) -> v1alpha1::provisioner_client::ProvisionerClient<tonic::transport::Channel> {
+        self.client.v1alpha1.provisioner.clone()
+    }
+
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        self.done.await.unwrap().unwrap();
+    }
+}
+
+fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+fn grant_request(auth: v1alpha1::AuthenticationType) -> v1alpha1::DriverGrantBucketAccessRequest {
+    v1alpha1::DriverGrantBucketAccessRequest {
+        bucket_id: "id-bc-1".into(),
+        name: "ba-1".into(),
+        authentication_type: auth as i32,
+        parameters: map(&[("tier", "gold")]),
+    }
+}
+
+fn all_read_write(bucket_id: &str) -> Vec<AccessedBucket> {
+    let rw = AccessMode::ReadWrite as i32;
+    vec![AccessedBucket {
+        bucket_id: bucket_id.into(),
+        access_mode: Some(AccessModes {
+            object_data: rw,
+            object_metadata: rw,
+            bucket_metadata: rw,
+        }),
+    }]
+}
+
+#[tokio::test]
+async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
+    let r = Running::start().await;
+    let mut identity = r.client.v1alpha1.identity.clone();
+    let info = identity
+        .driver_get_info(v1alpha1::DriverGetInfoRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(info.name, "rec.cosi-rs.dev");
+    assert_eq!(r.driver.take(), [Call::GetInfo]);
+
+    let mut p = r.provisioner();
+    let created = p
+        .driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
+            name: "bc-1".into(),
+            parameters: map(&[("maxSizeBytes", "1Gi")]),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(created.bucket_id, "id-bc-1");
+    assert_eq!(
+        created.bucket_info,
+        Some(v1alpha1::Protocol {
+            r#type: Some(v1alpha1::protocol::Type::S3(v1alpha1::S3 {
+                region: "eu-west-3".into(),
+                signature_version: v1alpha1::S3SignatureVersion::S3v4 as i32,
+            })),
+        })
+    );
+    assert_eq!(
+        r.driver.take(),
+        [
+            Call::GenerateBucketId(DriverGenerateBucketIdRequest {
+                name: "bc-1".into(),
+                protocols: vec![ObjectProtocol::S3 as i32],
+                parameters: map(&[("maxSizeBytes", "1Gi")]),
+            }),
+            Call::CreateBucket(DriverCreateBucketRequest {
+                bucket_id: "id-bc-1".into(),
+                protocols: vec![ObjectProtocol::S3 as i32],
+                parameters: map(&[("maxSizeBytes", "1Gi")]),
+            }),
+        ]
+    );
+
+    let granted = p
+        .driver_grant_bucket_access(grant_request(v1alpha1::AuthenticationType::Key))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(granted.account_id, "acct-ba-1");
+    assert_eq!(granted.credentials.len(), 1);
+    assert_eq!(
+        granted.credentials[v1alpha1::credential_keys::S3].secrets,
+        map(&[
+            (s3_secret_keys::ACCESS_KEY_ID, "AKIDBRIDGE"),
+            (s3_secret_keys::ACCESS_SECRET_KEY, "bridge-secret-value"),
+            (s3_secret_keys::ENDPOINT, "https://s3.example.com"),
+            (s3_secret_keys::REGION, "eu-west-3"),
+        ])
+    );
+    let shown = format!("{granted:?}");
+    assert!(!shown.contains("bridge-secret-value"), "{shown}");
+    assert!(!shown.contains("AKIDBRIDGE"), "{shown}");
+    assert_eq!(
+        r.driver.take(),
+        [
+            Call::GenerateBucketAccessId(DriverGenerateBucketAccessIdRequest {
+                account_name: "ba-1".into(),
+                buckets: all_read_write("id-bc-1"),
+                protocol: ObjectProtocol::S3 as i32,
+                authentication_type: AuthenticationType::Key as i32,
+                service_account: None,
+                parameters: map(&[("tier", "gold")]),
+            }),
+            Call::GrantBucketAccess(DriverGrantBucketAccessRequest {
+                account_id: "acct-ba-1".into(),
+                buckets: all_read_write("id-bc-1"),
+                protocol: ObjectProtocol::S3 as i32,
+                authentication_type: AuthenticationType::Key as i32,
+                service_account: None,
+                parameters: map(&[("tier", "gold")]),
+            }),
+        ]
+    );
+
+    p.driver_revoke_bucket_access(v1alpha1::DriverRevokeBucketAccessRequest {
+        bucket_id: "id-bc-1".into(),
+        account_id: "acct-ba-1".into(),
+        revoke_access_context: map(&[("reason", "done")]),
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        r.driver.take(),
+        [Call::RevokeBucketAccess(DriverRevokeBucketAccessRequest {
+            account_id: "acct-ba-1".into(),
+            buckets: vec![RevokedBucket {
+                bucket_id: "id-bc-1".into()
+            }],
+            protocol: ObjectProtocol::S3 as i32,
+            authentication_type: AuthenticationType::Key as i32,
+            service_account: None,
+            parameters: map(&[("reason", "done")]),
+        })]
+    );
+
+    p.driver_delete_bucket(v1alpha1::DriverDeleteBucketRequest {
+        bucket_id: "id-bc-1".into(),
+        delete_context: map(&[("keep", "no")]),
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        r.driver.take(),
+        [Call::DeleteBucket(DriverDeleteBucketRequest {
+            bucket_id: "id-bc-1".into(),
+            parameters: map(&[("keep", "no")]),
+        })]
+    );
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn invalid_requests_never_reach_the_driver() {
+    let r = Running::start().await;
+    let mut p = r.provisioner();
+    let refused = [
+        (
+            p.driver_create_bucket(v1alpha1::DriverCreateBucketRequest::default())
+                .await,
+            "name is required",
+        ),
+        (
+            p.driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
+                name: "Not_A_Name".into(),
+                parameters: HashMap::new(),
+            })
+            .await,
+            "lowercase",
+        ),
+        (
+            p.driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
+                name: "bc-big".into(),
+                parameters: map(&[("k", "v".repeat(5000).as_str())]),
+            })
+            .await,
+            "parameters hold",
+        ),
+    ]
+    .map(|(res, msg)| (res.map(|_| ()), msg));
+    let grants = [
+        (
+            p.driver_grant_bucket_access(grant_request(v1alpha1::AuthenticationType::Iam))
+                .await,
+            "IAM is not supported",
+        ),
+        (
+            p.driver_grant_bucket_access(grant_request(
+                v1alpha1::AuthenticationType::UnknownAuthenticationType,
+            ))
+            .await,
+            "authentication_type is required",
+        ),
+        (
+            p.driver_grant_bucket_access(v1alpha1::DriverGrantBucketAccessRequest {
+                authentication_type: 7,
+                ..grant_request(v1alpha1::AuthenticationType::Key)
+            })
+            .await,
+            "unknown value 7",
+        ),
+        (
+            p.driver_grant_bucket_access(v1alpha1::DriverGrantBucketAccessRequest {
+                bucket_id: String::new(),
+                ..grant_request(v1alpha1::AuthenticationType::Key)
+            })
+            .await,
+            "bucket_id is required",
+        ),
+        (
+            p.driver_grant_bucket_access(v1alpha1::DriverGrantBucketAccessRequest {
+                name: String::new(),
+                ..grant_request(v1alpha1::AuthenticationType::Key)
+            })
+            .await,
+            "name is required",
+        ),
+    ]
+    .map(|(res, msg)| (res.map(|_| ()), msg));
+    let others = [
+        (
+            p.driver_delete_bucket(v1alpha1::DriverDeleteBucketRequest::default())
+                .await
+                .map(|_| ()),
+            "bucket_id is required",
+        ),
+        (
+            p.driver_revoke_bucket_access(v1alpha1::DriverRevokeBucketAccessRequest {
+                bucket_id: "id-bc-1".into(),
+                ..Default::default()
+            })
+            .await
+            .map(|_| ()),
+            "account_id is required",
+        ),
+        (
+            p.driver_revoke_bucket_access(v1alpha1::DriverRevokeBucketAccessRequest {
+                account_id: "acct-ba-1".into(),
+                ..Default::default()
+            })
+            .await
+            .map(|_| ()),
+            "bucket_id is required",
+        ),
+    ];
+    for (result, message) in refused.into_iter().chain(grants).chain(others) {
+        let err = result.expect_err(message);
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains(message), "{message}: {err:?}");
+    }
+    assert_eq!(r.driver.take(), []);
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn the_drivers_status_codes_pass_through_unchanged() {
+    let r = Running::start().await;
+    let mut p = r.provisioner();
+    for (code, message) in [
+        (Code::AlreadyExists, "bucket exists with other parameters"),
+        (Code::NotFound, "bucket does not exist"),
+        (Code::Unavailable, "backend down"),
+    ] {
+        r.driver.behave(|b| b.fail = Some((code, message)));
+        let err = p
+            .driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
+                name: "bc-1".into(),
+                parameters: HashMap::new(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!((err.code(), err.message()), (code, message));
+        let err = p
+            .driver_grant_bucket_access(grant_request(v1alpha1::AuthenticationType::Key))
+            .await
+            .unwrap_err();
+        assert_eq!((err.code(), err.message()), (code, message));
+        let err = p
+            .driver_delete_bucket(v1alpha1::DriverDeleteBucketRequest {
+                bucket_id: "id-bc-1".into(),
+                delete_context: HashMap::new(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!((err.code(), err.message()), (code, message));
+        let err = p
+            .driver_revoke_bucket_access(v1alpha1::DriverRevokeBucketAccessRequest {
+                bucket_id: "id-bc-1".into(),
+                account_id: "acct-ba-1".into(),
+                revoke_access_context: HashMap::new(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!((err.code(), err.message()), (code, message));
+    }
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn replies_without_s3_info_or_keys_are_internal_errors() {
+    let r = Running::start().await;
+    let mut p = r.provisioner();
+    r.driver.behave(|b| b.create_s3_info = false);
+    let err = p
+        .driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
+            name: "bc-1".into(),
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Internal, "{err:?}");
+    assert!(err.message().contains("no S3 bucket info"), "{err:?}");
+
+    r.driver.behave(|b| b.grant_s3_credentials = false);
+    let err = p
+        .driver_grant_bucket_access(grant_request(v1alpha1::AuthenticationType::Key))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Internal, "{err:?}");
+    assert!(err.message().contains("no S3 access key"), "{err:?}");
+    r.stop().await;
+}
+
+#[tokio::test]
+async fn a_v1alpha1_process_does_not_serve_v1alpha2() {
+    let r = Running::start().await;
+    let err = r.client.get_info().await.unwrap_err();
+    assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
+    let err = r
+        .client
+        .call_empty("/cosi.v1alpha2.Identity/DriverGetInfo")
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
+    r.client
+        .call_empty("/cosi.v1alpha1.Identity/DriverGetInfo")
+        .await
+        .unwrap();
+    r.stop().await;
+}
+
+#[test]
+fn driver_api_names_round_trip() {
+    use cosi_driver::DriverApi;
+    for api in [DriverApi::V1alpha2, DriverApi::V1alpha1] {
+        assert_eq!(api.as_str().parse::<DriverApi>().unwrap(), api);
+        assert_eq!(api.package(), format!("cosi.{api}"));
+    }
+    assert_eq!(DriverApi::default(), DriverApi::V1alpha2);
+    let err = "v1".parse::<DriverApi>().unwrap_err();
+    assert!(err.to_string().contains("v1alpha2 or v1alpha1"), "{err}");
+}
