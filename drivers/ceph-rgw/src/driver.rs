@@ -1,0 +1,395 @@
+//! The COSI services: [`RgwDriver`] answers Identity and Provisioner calls
+//! by checking the request (pure functions below), then calling
+//! [`crate::buckets`] and [`crate::accounts`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cosi_driver::proto::*;
+use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+
+use crate::backend::Backend;
+use crate::config::{AdminKeys, Config};
+use crate::errors::Error;
+use crate::locks::KeyLocks;
+use crate::params::{self, BucketParams, PURGE_ON_DELETE};
+use crate::policy::{self, Grant};
+use crate::{accounts, buckets, names};
+
+/// The Ceph RGW COSI driver.
+#[derive(Clone, Debug)]
+pub struct RgwDriver {
+    cfg: Arc<Config>,
+    backend: Backend,
+    admin_uid: Arc<str>,
+    locks: Arc<KeyLocks>,
+}
+
+impl RgwDriver {
+    /// Builds the clients and identifies the admin user through Admin Ops,
+    /// so that wrong keys, a wrong endpoint or missing caps are reported
+    /// at start-up. The error never holds a key.
+    pub async fn connect(cfg: Config, keys: AdminKeys) -> Result<Self, String> {
+        let backend = Backend::new(&cfg, keys).map_err(|e| e.to_string())?;
+        let admin = backend.admin_user().await?;
+        Ok(Self {
+            cfg: Arc::new(cfg),
+            backend,
+            admin_uid: admin.user_id.into(),
+            locks: Arc::default(),
+        })
+    }
+
+    /// The driver's configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The RGW user the driver acts as (and which owns its buckets).
+    pub fn admin_uid(&self) -> &str {
+        &self.admin_uid
+    }
+
+    /// The S3 and Admin Ops clients.
+    pub fn backend(&self) -> &Backend {
+        &self.backend
+    }
+
+    fn bucket_info(&self, bucket: &str) -> ProtocolBucketInfo {
+        ProtocolBucketInfo {
+            s3: Some(S3BucketInfo {
+                bucket_name: bucket.to_owned(),
+                region: self.cfg.region.clone(),
+                endpoint: self.cfg.client_endpoint(),
+                addressing_style: self.cfg.addressing_style.to_proto() as i32,
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+fn invalid(e: String) -> Error {
+    Error::InvalidArgument(e)
+}
+
+/// Refuses any protocol other than S3.
+pub fn check_protocols(protocols: &[i32]) -> Result<(), Error> {
+    for p in protocols {
+        let p = ObjectProtocol::try_from(*p).unwrap_or(ObjectProtocol::Unspecified);
+        if p != ObjectProtocol::S3 {
+            return Err(invalid(format!(
+                "this driver serves only the S3 protocol; {} was requested",
+                p.api_name().unwrap_or("an unknown protocol")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses what an access request asks that RGW users cannot provide.
+pub fn check_access(protocol: i32, authentication_type: i32) -> Result<(), Error> {
+    check_protocols(&[protocol])?;
+    match AuthenticationType::try_from(authentication_type) {
+        Ok(AuthenticationType::Key) => Ok(()),
+        Ok(AuthenticationType::ServiceAccount) => Err(invalid(
+            "ServiceAccount authentication is not supported by this driver: it issues RGW S3 keys; use a \
+             BucketAccessClass with authenticationType: Key"
+                .into(),
+        )),
+        _ => Err(invalid("authentication_type is required".into())),
+    }
+}
+
+fn check_bucket_id(id: &str) -> Result<(), Error> {
+    if names::is_plausible_existing_bucket_name(id) {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "bucket_id {id:?} is not an RGW bucket name"
+        )))
+    }
+}
+
+fn check_account_id(id: &str) -> Result<(), Error> {
+    if names::is_valid_user_id(id) {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "account_id {id:?} is not an RGW user ID this driver generates; use the ID \
+             DriverGenerateBucketAccessId returned"
+        )))
+    }
+}
+
+/// The grant for each requested bucket, one per bucket name: a bucket
+/// named twice with other modes, or with no mode at all, is refused.
+pub fn grants_for(buckets: &[AccessedBucket]) -> Result<BTreeMap<String, Grant>, Error> {
+    if buckets.is_empty() {
+        return Err(invalid("the request names no bucket".into()));
+    }
+    let mut out = BTreeMap::new();
+    for b in buckets {
+        check_bucket_id(&b.bucket_id)?;
+        let grant = Grant::for_modes(&b.access_mode.unwrap_or_default());
+        if grant.is_empty() {
+            return Err(invalid(format!(
+                "bucket {:?}: no access mode is set in any category (object data, object metadata, bucket \
+                 metadata)",
+                b.bucket_id
+            )));
+        }
+        if let Some(previous) = out.insert(b.bucket_id.clone(), grant.clone())
+            && previous != grant
+        {
+            return Err(invalid(format!(
+                "bucket {:?} is named twice with different access modes",
+                b.bucket_id
+            )));
+        }
+    }
+    Ok(out)
+}
+
+#[tonic::async_trait]
+impl Identity for RgwDriver {
+    async fn driver_get_info(
+        &self,
+        _: Request<DriverGetInfoRequest>,
+    ) -> Result<Response<DriverGetInfoResponse>, Status> {
+        Ok(Response::new(DriverGetInfoResponse {
+            name: self.cfg.driver_name.clone(),
+            supported_protocols: vec![ObjectProtocol::S3 as i32],
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl Provisioner for RgwDriver {
+    async fn driver_generate_bucket_id(
+        &self,
+        request: Request<DriverGenerateBucketIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        let r = request.into_inner();
+        check_protocols(&r.protocols)?;
+        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
+        let bucket_id = names::bucket_name(&params.name_prefix, &r.name).map_err(invalid)?;
+        Ok(Response::new(DriverGenerateBucketIdResponse { bucket_id }))
+    }
+
+    async fn driver_create_bucket(
+        &self,
+        request: Request<DriverCreateBucketRequest>,
+    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        let r = request.into_inner();
+        check_protocols(&r.protocols)?;
+        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
+        if !names::is_valid_new_bucket_name(&r.bucket_id) {
+            return Err(invalid(format!(
+                "bucket_id {:?} is not a valid bucket name; use the ID DriverGenerateBucketId returned",
+                r.bucket_id
+            ))
+            .into());
+        }
+        buckets::create(&self.backend, &self.admin_uid, &r.bucket_id, &params).await?;
+        Ok(Response::new(DriverCreateBucketResponse {
+            protocols: Some(self.bucket_info(&r.bucket_id)),
+        }))
+    }
+
+    async fn driver_get_bucket(
+        &self,
+        request: Request<DriverGetBucketRequest>,
+    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        let r = request.into_inner();
+        check_protocols(&r.protocols)?;
+        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
+        check_bucket_id(&r.bucket_id)?;
+        buckets::get_static(
+            &self.backend,
+            &self.admin_uid,
+            &r.bucket_id,
+            params.relink_foreign_buckets,
+        )
+        .await?;
+        Ok(Response::new(DriverGetBucketResponse {
+            protocols: Some(self.bucket_info(&r.bucket_id)),
+        }))
+    }
+
+    async fn driver_delete_bucket(
+        &self,
+        request: Request<DriverDeleteBucketRequest>,
+    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        let r = request.into_inner();
+        // Only the key deletion needs is read, so that a class edited (or
+        // a driver upgraded) after creation can never block deletion.
+        let purge = r
+            .parameters
+            .get(PURGE_ON_DELETE)
+            .is_some_and(|v| v == "true");
+        check_bucket_id(&r.bucket_id)?;
+        buckets::delete(&self.backend, &self.admin_uid, &r.bucket_id, purge).await?;
+        Ok(Response::new(DriverDeleteBucketResponse {}))
+    }
+
+    async fn driver_generate_bucket_access_id(
+        &self,
+        request: Request<DriverGenerateBucketAccessIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        let r = request.into_inner();
+        check_access(r.protocol, r.authentication_type)?;
+        params::check_access_params(&r.parameters).map_err(invalid)?;
+        grants_for(&r.buckets)?;
+        let account_id = names::user_id(&r.account_name).map_err(invalid)?;
+        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
+            account_id,
+        }))
+    }
+
+    async fn driver_grant_bucket_access(
+        &self,
+        request: Request<DriverGrantBucketAccessRequest>,
+    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        let r = request.into_inner();
+        check_access(r.protocol, r.authentication_type)?;
+        params::check_access_params(&r.parameters).map_err(invalid)?;
+        check_account_id(&r.account_id)?;
+        let grants = grants_for(&r.buckets)?;
+        // Everything that can refuse the grant is checked before the user
+        // is created, so that a refused grant leaves nothing behind.
+        for (bucket, grant) in &grants {
+            let info = self
+                .backend
+                .admin
+                .bucket(bucket)
+                .await
+                .map_err(Error::from)?;
+            crate::decide::check_grantable(bucket, info.as_ref(), &self.admin_uid)?;
+            let statements = policy::statements(bucket, &r.account_id, grant);
+            accounts::check_fits(&self.backend, &self.cfg, bucket, &r.account_id, statements)
+                .await?;
+        }
+        let key =
+            accounts::ensure_user(&self.backend, &self.cfg.driver_name, &r.account_id).await?;
+        for (bucket, grant) in &grants {
+            let statements = policy::statements(bucket, &r.account_id, grant);
+            accounts::set_statements(
+                &self.backend,
+                &self.locks,
+                &self.cfg,
+                bucket,
+                &r.account_id,
+                statements,
+            )
+            .await?;
+        }
+        let granted = r
+            .buckets
+            .iter()
+            .map(|b| GrantedBucket {
+                bucket_id: b.bucket_id.clone(),
+                bucket_info: Some(self.bucket_info(&b.bucket_id)),
+            })
+            .collect();
+        Ok(Response::new(DriverGrantBucketAccessResponse {
+            buckets: granted,
+            credentials: Some(Credentials {
+                s3: Some(S3Credentials {
+                    access_key_id: key.access_key,
+                    access_secret_key: key.secret_key,
+                }),
+                certificate_authority: self.cfg.ca_pem.clone().unwrap_or_default(),
+                ..Default::default()
+            }),
+        }))
+    }
+
+    async fn driver_revoke_bucket_access(
+        &self,
+        request: Request<DriverRevokeBucketAccessRequest>,
+    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        let r = request.into_inner();
+        check_account_id(&r.account_id)?;
+        for b in &r.buckets {
+            check_bucket_id(&b.bucket_id)?;
+        }
+        accounts::delete_user(&self.backend, &self.cfg.driver_name, &r.account_id).await?;
+        for b in &r.buckets {
+            accounts::remove_statements(
+                &self.backend,
+                &self.locks,
+                &self.cfg,
+                &self.admin_uid,
+                &b.bucket_id,
+                &r.account_id,
+            )
+            .await?;
+        }
+        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::Code;
+
+    fn bucket(id: &str, data: AccessMode) -> AccessedBucket {
+        AccessedBucket {
+            bucket_id: id.into(),
+            access_mode: Some(AccessModes {
+                object_data: data as i32,
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn only_s3_with_keys_is_served() {
+        assert!(check_protocols(&[ObjectProtocol::S3 as i32]).is_ok());
+        let e = check_protocols(&[ObjectProtocol::Azure as i32]).unwrap_err();
+        assert!(e.to_string().contains("Azure"), "{e}");
+        let e = check_access(
+            ObjectProtocol::S3 as i32,
+            AuthenticationType::ServiceAccount as i32,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.to_string().contains("authenticationType: Key"), "{e}");
+        assert!(check_access(ObjectProtocol::S3 as i32, AuthenticationType::Key as i32).is_ok());
+    }
+
+    #[test]
+    fn each_bucket_gets_one_grant_and_contradictions_are_refused() {
+        let g = grants_for(&[
+            bucket("bkt-b", AccessMode::ReadOnly),
+            bucket("bkt-a", AccessMode::ReadWrite),
+            bucket("bkt-b", AccessMode::ReadOnly),
+        ])
+        .unwrap();
+        assert_eq!(g.keys().collect::<Vec<_>>(), ["bkt-a", "bkt-b"]);
+        let e = grants_for(&[
+            bucket("bkt-a", AccessMode::ReadOnly),
+            bucket("bkt-a", AccessMode::WriteOnly),
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+        let e = grants_for(&[bucket("bkt-a", AccessMode::Unspecified)]).unwrap_err();
+        assert!(e.to_string().contains("no access mode"), "{e}");
+        assert_eq!(grants_for(&[]).unwrap_err().code(), Code::InvalidArgument);
+        assert_eq!(
+            grants_for(&[bucket("a/b", AccessMode::ReadOnly)])
+                .unwrap_err()
+                .code(),
+            Code::InvalidArgument
+        );
+    }
+
+    #[test]
+    fn account_ids_must_be_ones_the_driver_generates() {
+        assert!(check_account_id("ba-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60").is_ok());
+        for bad in ["", "Admin", "a.b", "tenant$user"] {
+            assert!(check_account_id(bad).is_err(), "{bad}");
+        }
+    }
+}

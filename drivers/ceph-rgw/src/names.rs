@@ -1,0 +1,201 @@
+//! RGW names derived from COSI names. Both derivations are INVARIANTS: a
+//! bucket ID and an account ID are persisted in Kubernetes and every later
+//! call finds the RGW bucket or user by them, so for a given input they
+//! must never change across driver versions.
+//!
+//! - bucket: `<bucketNamePrefix><Bucket name>`, e.g. `bc-<uuid>` (39
+//!   characters), when that is a valid S3 bucket name without dots;
+//! - RGW user: the account name, e.g. `ba-<uuid>`, when it is 1-64
+//!   characters of `[a-z0-9-]`.
+//!
+//! Inputs that do not fit get a readable head and the first 8 hex digits
+//! of the input's SHA-256, so the result is still deterministic and valid.
+//! User IDs never hold `.`, which keeps the `Sid` of an access's Deny
+//! statement (`<uid>.deny`, see [`crate::policy`]) distinct from every
+//! other access's `Sid`.
+
+use sha2::{Digest, Sha256};
+
+/// Longest S3 bucket name.
+pub const MAX_BUCKET_NAME: usize = 63;
+/// Longest RGW user ID this driver derives.
+pub const MAX_USER_ID: usize = 64;
+/// Longest bucket name prefix: a `bc-<uuid>` name (39 characters) always
+/// fits after it without hashing.
+pub const MAX_PREFIX: usize = 24;
+
+const HASH_DIGITS: usize = 8;
+
+/// The bucket name for the Bucket `name` with `prefix` (already checked
+/// with [`check_bucket_prefix`]).
+pub fn bucket_name(prefix: &str, name: &str) -> Result<String, String> {
+    let direct = format!("{prefix}{name}");
+    if is_valid_new_bucket_name(&direct) && !direct.contains('.') {
+        return Ok(direct);
+    }
+    let sanitized = sanitize(name);
+    let hashed = hashed_name(prefix, &sanitized, name, MAX_BUCKET_NAME);
+    if is_valid_new_bucket_name(&hashed) {
+        Ok(hashed)
+    } else {
+        Err(format!(
+            "cannot derive a valid bucket name from Bucket {name:?} with prefix {prefix:?}"
+        ))
+    }
+}
+
+/// The RGW user ID for `account_name`.
+pub fn user_id(account_name: &str) -> Result<String, String> {
+    if is_valid_user_id(account_name) {
+        return Ok(account_name.to_owned());
+    }
+    let hashed = hashed_name("", &sanitize(account_name), account_name, MAX_USER_ID);
+    if is_valid_user_id(&hashed) {
+        Ok(hashed)
+    } else {
+        Err(format!(
+            "cannot derive an RGW user ID from account {account_name:?}"
+        ))
+    }
+}
+
+fn sanitize(name: &str) -> String {
+    name.chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9' | '-') => c,
+            _ => '-',
+        })
+        .collect()
+}
+
+fn hashed_name(prefix: &str, sanitized: &str, original: &str, limit: usize) -> String {
+    let digest = hex::encode(Sha256::digest(original.as_bytes()));
+    let budget = limit.saturating_sub(prefix.len() + 1 + HASH_DIGITS);
+    let head: String = sanitized.chars().take(budget).collect();
+    let head = head.trim_matches('-');
+    let mut out = String::from(prefix);
+    out.push_str(head);
+    if !out.is_empty() && !out.ends_with('-') {
+        out.push('-');
+    }
+    out.push_str(&digest[..HASH_DIGITS]);
+    out
+}
+
+/// Checks a `bucketNamePrefix`: lowercase letters, digits and `-`,
+/// starting with a letter or digit, at most [`MAX_PREFIX`] characters.
+pub fn check_bucket_prefix(prefix: &str) -> Result<(), String> {
+    if prefix.is_empty() {
+        return Ok(());
+    }
+    let ok = prefix.len() <= MAX_PREFIX
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && prefix.starts_with(|c: char| c.is_ascii_alphanumeric());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "must be at most {MAX_PREFIX} lowercase letters, digits and '-', starting with a letter or digit"
+        ))
+    }
+}
+
+/// True when `name` may be used for a new bucket: 3-63 characters of
+/// lowercase letters, digits, `.` and `-`, alphanumeric at both ends, no
+/// `..`, not an IP address.
+pub fn is_valid_new_bucket_name(name: &str) -> bool {
+    let len_ok = (3..=MAX_BUCKET_NAME).contains(&name.len());
+    let chars_ok = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-');
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
+    let ends_ok = alnum(name.chars().next()) && alnum(name.chars().last());
+    let ip_like = name.split('.').count() == 4 && name.split('.').all(|p| p.parse::<u8>().is_ok());
+    len_ok && chars_ok && ends_ok && !name.contains("..") && !ip_like
+}
+
+/// True when `id` may name an existing bucket (static buckets): RGW with
+/// relaxed names allows uppercase and `_`, up to 255 characters.
+pub fn is_plausible_existing_bucket_name(id: &str) -> bool {
+    (3..=255).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+}
+
+/// True when `id` is an RGW user ID this driver derives: 1-64 characters
+/// of `[a-z0-9-]`.
+pub fn is_valid_user_id(id: &str) -> bool {
+    (1..=MAX_USER_ID).contains(&id.len())
+        && id
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CLAIM: &str = "bc-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60";
+    const ACCESS: &str = "ba-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60";
+
+    #[test]
+    fn dynamic_names_are_used_as_they_are() {
+        assert_eq!(bucket_name("", CLAIM).unwrap(), CLAIM);
+        assert_eq!(
+            bucket_name("team-a-", CLAIM).unwrap(),
+            format!("team-a-{CLAIM}")
+        );
+        assert_eq!(
+            bucket_name(&"p".repeat(MAX_PREFIX), CLAIM).unwrap().len(),
+            63
+        );
+        assert_eq!(user_id(ACCESS).unwrap(), ACCESS);
+    }
+
+    #[test]
+    fn names_that_do_not_fit_are_hashed_deterministically() {
+        let long = format!("{}-x", "a".repeat(80));
+        let a = bucket_name("", &long).unwrap();
+        assert_eq!(a, bucket_name("", &long).unwrap());
+        assert!(a.len() <= 63 && is_valid_new_bucket_name(&a), "{a}");
+        let dotted = bucket_name("", "my.bucket").unwrap();
+        assert!(
+            dotted.starts_with("my-bucket-") && !dotted.contains('.'),
+            "{dotted}"
+        );
+        let user = user_id("Team.Access/1").unwrap();
+        assert!(
+            is_valid_user_id(&user) && user.starts_with("team-access-1-"),
+            "{user}"
+        );
+        assert_ne!(user, user_id("team-access-1").unwrap());
+        let long_user = user_id(&"b".repeat(100)).unwrap();
+        assert!(long_user.len() <= MAX_USER_ID && is_valid_user_id(&long_user));
+    }
+
+    #[test]
+    fn user_ids_never_hold_a_dot() {
+        for name in [ACCESS, "a.b", "x..y", "..."] {
+            assert!(!user_id(name).unwrap().contains('.'), "{name}");
+        }
+    }
+
+    #[test]
+    fn prefixes_and_bucket_names_are_checked() {
+        assert!(check_bucket_prefix("team-a-").is_ok());
+        assert!(check_bucket_prefix("-team").is_err());
+        assert!(check_bucket_prefix("Team").is_err());
+        assert!(check_bucket_prefix(&"a".repeat(25)).is_err());
+        for ok in ["abc", "my-bucket", "a.b.c", CLAIM] {
+            assert!(is_valid_new_bucket_name(ok), "{ok}");
+        }
+        for bad in ["ab", "-abc", "abc-", "ABC", "a..b", "192.168.1.1", "a_b"] {
+            assert!(!is_valid_new_bucket_name(bad), "{bad}");
+        }
+        assert!(is_plausible_existing_bucket_name("Legacy_Bucket"));
+        assert!(!is_plausible_existing_bucket_name("a/b"));
+    }
+}
