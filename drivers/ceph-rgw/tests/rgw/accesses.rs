@@ -1,0 +1,402 @@
+//! Accesses: RGW itself refuses what the access modes forbid, keys reach
+//! only their buckets, repeated grants return the same key, concurrent
+//! grants on one bucket all hold, and revocation leaves nothing.
+
+use cosi_driver::proto::AccessMode::{ReadOnly, ReadWrite, Unspecified, WriteOnly};
+use cosi_driver_ceph_rgw::policy;
+use tonic::Code;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn read_only_keys_read_and_list_but_cannot_put_or_delete() {
+    let d = Served::start().await;
+    let bucket = d.new_bucket(&[]).await;
+    let (writer, wk) = d.new_access(&[access(&bucket, ReadWrite)]).await;
+    let (reader, rk) = d.new_access(&[access(&bucket, ReadOnly)]).await;
+    put(&s3(&wk), &bucket, "note.txt", "hello").await.unwrap();
+
+    let r = s3(&rk);
+    assert_eq!(get(&r, &bucket, "note.txt").await.unwrap(), "hello");
+    assert_eq!(list(&r, &bucket).await.unwrap(), ["note.txt"]);
+    assert_eq!(
+        put(&r, &bucket, "nope.txt", "x").await.unwrap_err(),
+        "AccessDenied"
+    );
+    let deleted = r
+        .delete_object()
+        .bucket(&bucket)
+        .key("note.txt")
+        .send()
+        .await;
+    assert!(deleted.is_err(), "a ReadOnly key deleted an object");
+    assert_eq!(get(&r, &bucket, "note.txt").await.unwrap(), "hello");
+
+    d.revoke(&writer, &[&bucket]).await.unwrap();
+    d.revoke(&reader, &[&bucket]).await.unwrap();
+    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
+        .await
+        .unwrap();
+    assert_gone(&[&writer, &reader], &[&bucket]);
+}
+
+#[tokio::test]
+async fn write_only_keys_write_but_cannot_read_even_what_they_wrote() {
+    let d = Served::start().await;
+    let bucket = d.new_bucket(&[]).await;
+    let (writer, wk) = d.new_access(&[access(&bucket, WriteOnly)]).await;
+    let (reader, rk) = d.new_access(&[access(&bucket, ReadOnly)]).await;
+
+    let w = s3(&wk);
+    put(&w, &bucket, "drop.txt", "sealed").await.unwrap();
+    assert_eq!(
+        get(&w, &bucket, "drop.txt").await.unwrap_err(),
+        "AccessDenied"
+    );
+    assert_eq!(list(&w, &bucket).await.unwrap_err(), "AccessDenied");
+    let head = w.head_object().bucket(&bucket).key("drop.txt").send().await;
+    assert!(head.is_err(), "a WriteOnly key read an object's metadata");
+    assert_eq!(get(&s3(&rk), &bucket, "drop.txt").await.unwrap(), "sealed");
+
+    d.revoke(&writer, &[&bucket]).await.unwrap();
+    d.revoke(&reader, &[&bucket]).await.unwrap();
+    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
+        .await
+        .unwrap();
+    assert_gone(&[&writer, &reader], &[&bucket]);
+}
+
+#[tokio::test]
+async fn keys_reach_only_their_buckets() {
+    let d = Served::start().await;
+    let mine = d.new_bucket(&[]).await;
+    let other = d.new_bucket(&[]).await;
+    let (owner, ok) = d.new_access(&[access(&other, ReadWrite)]).await;
+    put(&s3(&ok), &other, "secret.txt", "not yours")
+        .await
+        .unwrap();
+    let (account, keys) = d.new_access(&[access(&mine, ReadWrite)]).await;
+
+    let c = s3(&keys);
+    put(&c, &mine, "a.txt", "mine").await.unwrap();
+    assert_eq!(
+        put(&c, &other, "a.txt", "x").await.unwrap_err(),
+        "AccessDenied"
+    );
+    assert_eq!(
+        get(&c, &other, "secret.txt").await.unwrap_err(),
+        "AccessDenied"
+    );
+    assert_eq!(list(&c, &other).await.unwrap_err(), "AccessDenied");
+    let buckets = c.list_buckets().send().await.expect("ListBuckets");
+    assert!(buckets.buckets().is_empty(), "an access key owns buckets");
+
+    for (a, b) in [(&account, &mine), (&owner, &other)] {
+        d.revoke(a, &[b]).await.unwrap();
+        d.delete_bucket(b, &[("purgeOnDelete", "true")])
+            .await
+            .unwrap();
+    }
+    assert_gone(&[&account, &owner], &[&mine, &other]);
+}
+
+#[tokio::test]
+async fn granted_keys_cannot_create_buckets() {
+    let d = Served::start().await;
+    let bucket = d.new_bucket(&[]).await;
+    let (account, keys) = d
+        .new_access(&[access_all(&bucket, ReadWrite, ReadWrite, ReadWrite)])
+        .await;
+    let attempt = format!("made-by-{account}");
+    let err = create(&s3(&keys), &attempt).await.unwrap_err();
+    assert!(
+        ["AccessDenied", "TooManyBuckets"].contains(&err.as_str()),
+        "{err}"
+    );
+    assert!(
+        !rgw().bucket_names().contains(&attempt),
+        "the key created a bucket"
+    );
+    let user = rgw()
+        .radosgw_admin(&["user", "info", &format!("--uid={account}")])
+        .unwrap();
+    let user: serde_json::Value = serde_json::from_str(&user).unwrap();
+    assert!(user["max_buckets"].as_i64().unwrap() < 0, "{user}");
+
+    d.revoke(&account, &[&bucket]).await.unwrap();
+    d.delete_bucket(&bucket, &[]).await.unwrap();
+    assert_gone(&[&account], &[&bucket, &attempt]);
+}
+
+#[tokio::test]
+async fn a_repeated_grant_returns_the_same_key_and_keeps_one_user_with_one_key() {
+    let d = Served::start().await;
+    let bucket = d.new_bucket(&[]).await;
+    let buckets = [access(&bucket, ReadWrite)];
+    let (account, first) = d.new_access(&buckets).await;
+    let again = keys_of(&d.grant(&account, &buckets).await.unwrap());
+    assert_eq!(again, first, "a repeated grant issued another key");
+    put(&s3(&again), &bucket, "k", "v").await.unwrap();
+    let info = rgw()
+        .radosgw_admin(&["user", "info", &format!("--uid={account}")])
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(
+        info["keys"].as_array().unwrap().len(),
+        1,
+        "{}",
+        info["keys"].as_array().unwrap().len()
+    );
+    assert_eq!(
+        rgw().user_ids().iter().filter(|u| **u == account).count(),
+        1
+    );
+
+    d.revoke(&account, &[&bucket]).await.unwrap();
+    d.revoke(&account, &[&bucket]).await.unwrap();
+    assert_eq!(
+        put(&s3(&first), &bucket, "k2", "v").await.unwrap_err(),
+        "InvalidAccessKeyId"
+    );
+    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
+        .await
+        .unwrap();
+    assert_gone(&[&account], &[&bucket]);
+}
+
+#[tokio::test]
+async fn one_key_reaches_several_buckets_each_with_its_own_mode() {
+    let d = Served::start().await;
+    let rw = d.new_bucket(&[]).await;
+    let ro = d.new_bucket(&[]).await;
+    let (seeder, sk) = d.new_access(&[access(&ro, ReadWrite)]).await;
+    put(&s3(&sk), &ro, "seed.txt", "seed").await.unwrap();
+    let (account, keys) = d
+        .new_access(&[access(&rw, ReadWrite), access(&ro, ReadOnly)])
+        .await;
+
+    let c = s3(&keys);
+    put(&c, &rw, "x.txt", "x").await.unwrap();
+    assert_eq!(get(&c, &rw, "x.txt").await.unwrap(), "x");
+    assert_eq!(get(&c, &ro, "seed.txt").await.unwrap(), "seed");
+    assert_eq!(
+        put(&c, &ro, "x.txt", "x").await.unwrap_err(),
+        "AccessDenied"
+    );
+
+    d.revoke(&account, &[&rw, &ro]).await.unwrap();
+    assert_eq!(
+        get(&c, &ro, "seed.txt").await.unwrap_err(),
+        "InvalidAccessKeyId"
+    );
+    d.revoke(&seeder, &[&ro]).await.unwrap();
+    for b in [&rw, &ro] {
+        d.delete_bucket(b, &[("purgeOnDelete", "true")])
+            .await
+            .unwrap();
+    }
+    assert_gone(&[&account, &seeder], &[&rw, &ro]);
+}
+
+#[tokio::test]
+async fn metadata_modes_are_enforced_per_category() {
+    let d = Served::start().await;
+    let bucket = d.new_bucket(&[]).await;
+    let (account, keys) = d
+        .new_access(&[access_all(&bucket, ReadWrite, ReadOnly, Unspecified)])
+        .await;
+    let c = s3(&keys);
+    put(&c, &bucket, "t.txt", "t").await.unwrap();
+    let tags = c
+        .get_object_tagging()
+        .bucket(&bucket)
+        .key("t.txt")
+        .send()
+        .await;
+    assert!(
+        tags.is_ok(),
+        "object metadata ReadOnly cannot read tags: {tags:?}"
+    );
+    let tagging = aws_sdk_s3::types::Tagging::builder()
+        .tag_set(
+            aws_sdk_s3::types::Tag::builder()
+                .key("k")
+                .value("v")
+                .build()
+                .unwrap(),
+        )
+        .build()
+        .unwrap();
+    let set = c
+        .put_object_tagging()
+        .bucket(&bucket)
+        .key("t.txt")
+        .tagging(tagging)
+        .send()
+        .await;
+    assert!(set.is_err(), "object metadata ReadOnly wrote tags");
+    let versioning = c.get_bucket_versioning().bucket(&bucket).send().await;
+    assert!(
+        versioning.is_err(),
+        "bucket metadata unspecified read the versioning"
+    );
+
+    d.revoke(&account, &[&bucket]).await.unwrap();
+    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
+        .await
+        .unwrap();
+    assert_gone(&[&account], &[&bucket]);
+}
+
+#[tokio::test]
+async fn ten_concurrent_grants_on_one_bucket_all_hold_and_concurrent_revokes_leave_no_statement() {
+    let d = Served::start().await;
+    let bucket = d.new_bucket(&[]).await;
+    let grants = (0..10).map(|_| {
+        let (d, bucket) = (&d, bucket.clone());
+        async move { d.new_access(&[access(&bucket, ReadWrite)]).await }
+    });
+    let accounts = futures::future::join_all(grants).await;
+
+    for (i, (_, keys)) in accounts.iter().enumerate() {
+        let c = s3(keys);
+        put(&c, &bucket, &format!("from-{i}"), "x")
+            .await
+            .unwrap_or_else(|e| panic!("access {i}: {e}"));
+        assert_eq!(get(&c, &bucket, &format!("from-{i}")).await.unwrap(), "x");
+    }
+    let policy_text = s3(rgw().admin_keys())
+        .get_bucket_policy()
+        .bucket(&bucket)
+        .send()
+        .await
+        .unwrap()
+        .policy()
+        .unwrap()
+        .to_owned();
+    let mut granted = policy::accounts(&policy_text);
+    granted.sort();
+    let mut expected: Vec<String> = accounts.iter().map(|(a, _)| a.clone()).collect();
+    expected.sort();
+    assert_eq!(granted, expected, "statements lost");
+
+    let revokes = accounts.iter().map(|(a, _)| {
+        let (d, bucket) = (&d, bucket.clone());
+        async move { d.revoke(a, &[&bucket]).await }
+    });
+    for r in futures::future::join_all(revokes).await {
+        r.unwrap();
+    }
+    let after = s3(rgw().admin_keys())
+        .get_bucket_policy()
+        .bucket(&bucket)
+        .send()
+        .await;
+    assert!(after.is_err(), "statements left behind: {after:?}");
+    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
+        .await
+        .unwrap();
+    let users: Vec<&str> = accounts.iter().map(|(a, _)| a.as_str()).collect();
+    assert_gone(&users, &[&bucket]);
+}
+
+#[tokio::test]
+async fn a_bucket_policy_that_would_outgrow_the_limit_is_resource_exhausted() {
+    let mut cfg = rgw().config();
+    cfg.max_policy_size = 2500;
+    let d = Served::with_config(cfg).await;
+    let bucket = d.new_bucket(&[]).await;
+    let buckets = [access(&bucket, ReadWrite)];
+    let (first, _) = d.new_access(&buckets).await;
+    let mut granted = vec![first];
+    let refused = loop {
+        let name = format!("ba-{}", uuid::Uuid::new_v4());
+        let id = d.generate_access_id(&name, &buckets).await.unwrap();
+        match d.grant(&id, &buckets).await {
+            Ok(_) => granted.push(id),
+            Err(e) => break (id, e),
+        }
+        assert!(granted.len() < 10, "the limit was never reached");
+    };
+    assert_eq!(
+        refused.1.code(),
+        Code::ResourceExhausted,
+        "{}",
+        refused.1.message()
+    );
+    assert!(
+        refused.1.message().contains("max-bucket-policy-size"),
+        "{}",
+        refused.1.message()
+    );
+    assert!(
+        !rgw().user_ids().contains(&refused.0),
+        "a refused grant created its user"
+    );
+    for a in &granted {
+        put(
+            &s3(&keys_of(&d.grant(a, &buckets).await.unwrap())),
+            &bucket,
+            a,
+            "still works",
+        )
+        .await
+        .unwrap();
+    }
+
+    d.revoke(&refused.0, &[&bucket]).await.unwrap();
+    for a in &granted {
+        d.revoke(a, &[&bucket]).await.unwrap();
+    }
+    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
+        .await
+        .unwrap();
+    let mut users: Vec<&str> = granted.iter().map(String::as_str).collect();
+    users.push(&refused.0);
+    assert_gone(&users, &[&bucket]);
+}
+
+#[tokio::test]
+async fn an_rgw_user_the_driver_did_not_create_is_never_taken_over() {
+    let d = Served::start().await;
+    let bucket = d.new_bucket(&[]).await;
+    let name = format!("ba-{}", uuid::Uuid::new_v4());
+    let id = d
+        .generate_access_id(&name, &[access(&bucket, ReadWrite)])
+        .await
+        .unwrap();
+    rgw().create_user(&id).unwrap();
+    let e = d
+        .grant(&id, &[access(&bucket, ReadWrite)])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::AlreadyExists, "{}", e.message());
+    d.revoke(&id, &[&bucket]).await.unwrap();
+    assert!(
+        rgw().user_ids().contains(&id),
+        "a revoke deleted a user the driver did not create"
+    );
+
+    rgw()
+        .radosgw_admin(&["user", "rm", &format!("--uid={id}")])
+        .unwrap();
+    d.delete_bucket(&bucket, &[]).await.unwrap();
+    assert_gone(&[&id], &[&bucket]);
+}
+
+#[tokio::test]
+async fn grants_wait_for_missing_buckets() {
+    let d = Served::start().await;
+    let missing = format!("bc-{}", uuid::Uuid::new_v4());
+    let name = format!("ba-{}", uuid::Uuid::new_v4());
+    let id = d
+        .generate_access_id(&name, &[access(&missing, ReadWrite)])
+        .await
+        .unwrap();
+    let e = d
+        .grant(&id, &[access(&missing, ReadWrite)])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{}", e.message());
+    assert_gone(&[&id], &[&missing]);
+}

@@ -1,0 +1,243 @@
+//! The `cosi-driver-ceph-rgw` binary: configuration from environment
+//! variables, admin keys from a mounted Secret, JSON logs without a key
+//! even at `RUST_LOG=trace`, graceful stop on SIGTERM; and start-up
+//! refusals that name what to fix without showing a key.
+
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use cosi_driver::proto::*;
+use cosi_driver::{DriverClient, Endpoint};
+use cosi_driver_ceph_rgw::{AdminKeys, RgwDriver};
+
+use crate::common::{access, assert_gone, keys_of, put, rgw, s3};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cosi-driver-ceph-rgw");
+
+/// A command with a clean environment.
+fn driver_command(dir: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env_clear()
+        .env("HOME", dir)
+        .env(
+            "COSI_ENDPOINT",
+            format!("unix://{}", dir.join("cosi.sock").display()),
+        )
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Waits without blocking the runtime, so the client connection keeps
+/// answering the server's graceful shutdown as a live sidecar would.
+async fn wait_exit(child: &mut Child) -> ExitStatus {
+    for _ in 0..200 {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    panic!("the driver did not exit within 10 s");
+}
+
+#[tokio::test]
+async fn the_binary_serves_with_keys_from_a_mounted_secret_logs_no_key_and_stops_on_sigterm() {
+    let rgw = rgw();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::create_dir(&secret).unwrap();
+    std::fs::write(secret.join("AccessKey"), &rgw.admin_keys().access_key_id).unwrap();
+    std::fs::write(
+        secret.join("SecretKey"),
+        &rgw.admin_keys().secret_access_key,
+    )
+    .unwrap();
+    let log = dir.path().join("driver.log");
+    let logfile = std::fs::File::create(&log).unwrap();
+    let mut child = driver_command(dir.path())
+        .env("RGW_ENDPOINT", rgw.endpoint())
+        .env("ADMIN_CREDENTIALS_DIR", &secret)
+        .env("DRIVER_NAME", "bin.ceph-rgw.cosi-rs.dev")
+        .env("LOG_FORMAT", "json")
+        .env("RUST_LOG", "trace")
+        .stdout(logfile.try_clone().unwrap())
+        .stderr(logfile)
+        .spawn()
+        .expect("start the driver binary");
+    let sock = dir.path().join("cosi.sock");
+    let endpoint = Endpoint::from_path(&sock).unwrap();
+    let mut client = None;
+    for _ in 0..200 {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "driver exited with {status}: {}",
+                std::fs::read_to_string(&log).unwrap()
+            );
+        }
+        if sock.exists()
+            && let Ok(c) = DriverClient::connect(&endpoint).await
+        {
+            client = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let client = client.expect("the driver serves its socket");
+    assert_eq!(
+        client.get_info().await.unwrap().name,
+        "bin.ceph-rgw.cosi-rs.dev"
+    );
+
+    let mut p = client.provisioner.clone();
+    let bucket = format!("bc-{}", uuid::Uuid::new_v4());
+    p.driver_create_bucket(DriverCreateBucketRequest {
+        bucket_id: bucket.clone(),
+        protocols: vec![ObjectProtocol::S3 as i32],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let account = format!("ba-{}", uuid::Uuid::new_v4());
+    let request = DriverGrantBucketAccessRequest {
+        account_id: account.clone(),
+        buckets: vec![access(&bucket, AccessMode::ReadWrite)],
+        protocol: ObjectProtocol::S3 as i32,
+        authentication_type: AuthenticationType::Key as i32,
+        ..Default::default()
+    };
+    let issued = keys_of(
+        &p.driver_grant_bucket_access(request.clone())
+            .await
+            .unwrap()
+            .into_inner(),
+    );
+    put(&s3(&issued), &bucket, "k", "v").await.unwrap();
+    // A refusal's message must not carry a key either.
+    let foreign = format!("ba-{}", uuid::Uuid::new_v4());
+    rgw.create_user(&foreign).unwrap();
+    let refused = p
+        .driver_grant_bucket_access(DriverGrantBucketAccessRequest {
+            account_id: foreign.clone(),
+            ..request
+        })
+        .await
+        .unwrap_err();
+    p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
+        account_id: account.clone(),
+        buckets: vec![RevokedBucket {
+            bucket_id: bucket.clone(),
+        }],
+        protocol: ObjectProtocol::S3 as i32,
+        authentication_type: AuthenticationType::Key as i32,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    p.driver_delete_bucket(DriverDeleteBucketRequest {
+        bucket_id: bucket.clone(),
+        parameters: [("purgeOnDelete".to_owned(), "true".to_owned())].into(),
+    })
+    .await
+    .unwrap();
+
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = wait_exit(&mut child).await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "exit {status}: {text}");
+    assert!(!sock.exists(), "the socket is removed on shutdown");
+    assert!(text.contains("starting cosi-driver-ceph-rgw"), "{text}");
+    assert!(
+        text.contains("bucket policy updated"),
+        "no trace of the grant in:\n{text}"
+    );
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        serde_json::from_str::<serde_json::Value>(line)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    }
+    let admin = rgw.admin_keys();
+    for key in [
+        &admin.access_key_id,
+        &admin.secret_access_key,
+        &issued.access_key_id,
+        &issued.secret_access_key,
+    ] {
+        assert!(
+            !text.contains(key.as_str()),
+            "a key appears in the logs:\n{text}"
+        );
+        assert!(
+            !refused.message().contains(key.as_str()),
+            "a key appears in: {}",
+            refused.message()
+        );
+    }
+    rgw.radosgw_admin(&["user", "rm", &format!("--uid={foreign}")])
+        .unwrap();
+    assert_gone(&[&account, &foreign], &[&bucket]);
+}
+
+#[tokio::test]
+async fn wrong_admin_keys_are_refused_at_start_without_showing_them() {
+    let wrong = AdminKeys {
+        access_key_id: "WRONGKEYID0123456789".into(),
+        secret_access_key: "wrongSecretwrongSecretwrongSecret0123456".into(),
+    };
+    let e = RgwDriver::connect(rgw().config(), wrong.clone())
+        .await
+        .unwrap_err();
+    assert!(
+        e.contains("cannot identify the admin user") && e.contains("InvalidAccessKeyId"),
+        "{e}"
+    );
+    assert!(
+        e.contains("6789")
+            && !e.contains(&wrong.access_key_id)
+            && !e.contains(&wrong.secret_access_key),
+        "{e}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_rgw_is_reported_at_start() {
+    let cfg = cosi_driver_ceph_rgw::Config::new("http://127.0.0.1:9");
+    let e = RgwDriver::connect(cfg, rgw().admin_keys().clone())
+        .await
+        .unwrap_err();
+    assert!(e.contains("cannot reach RGW"), "{e}");
+}
+
+#[tokio::test]
+async fn the_binary_without_admin_credentials_says_how_to_give_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = driver_command(dir.path())
+        .env("RGW_ENDPOINT", "http://127.0.0.1:9")
+        .output()
+        .expect("run the driver binary");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("RGW_ADMIN_ACCESS_KEY_ID") && err.contains("--admin-credentials-dir"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn the_binary_refuses_an_invalid_configuration_naming_each_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = driver_command(dir.path())
+        .env("RGW_ENDPOINT", "ftp://nowhere")
+        .env("RGW_REGION", "a b")
+        .env("RGW_ADMIN_PATH", "a/b")
+        .output()
+        .expect("run the driver binary");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    for flag in ["--rgw-endpoint", "--region", "--admin-path"] {
+        assert!(err.contains(flag), "{flag} missing: {err}");
+    }
+}

@@ -1,0 +1,83 @@
+//! Static buckets (DriverGetBucket): a bucket of another RGW user, as an
+//! ObjectBucketClaim leaves it, is refused naming its owner unless the
+//! parameters allow relinking; once relinked, COSI accesses reach its old
+//! objects.
+
+use cosi_driver::proto::AccessMode::ReadOnly;
+use tonic::Code;
+
+use crate::common::*;
+
+#[tokio::test]
+async fn a_bucket_of_another_user_is_refused_naming_the_owner_unless_relinking_is_allowed() {
+    let d = Served::start().await;
+    let owner = format!(
+        "obc-default-photos-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let owner_keys = rgw().create_user(&owner).unwrap();
+    let bucket = format!("photos-{}", uuid::Uuid::new_v4());
+    let o = s3(&owner_keys);
+    create(&o, &bucket).await.unwrap();
+    put(&o, &bucket, "old.jpg", "pixels").await.unwrap();
+
+    let e = d.get_bucket(&bucket, &[]).await.unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{}", e.message());
+    assert!(
+        e.message().contains(&format!("{owner:?}")),
+        "{}",
+        e.message()
+    );
+    assert!(
+        e.message().contains("relinkForeignBuckets"),
+        "{}",
+        e.message()
+    );
+    let name = format!("ba-{}", uuid::Uuid::new_v4());
+    let id = d
+        .generate_access_id(&name, &[access(&bucket, ReadOnly)])
+        .await
+        .unwrap();
+    let e = d
+        .grant(&id, &[access(&bucket, ReadOnly)])
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{}", e.message());
+
+    let info = d
+        .get_bucket(&bucket, &[("relinkForeignBuckets", "true")])
+        .await
+        .unwrap();
+    assert_eq!(info.bucket_name, bucket);
+    let stats = rgw()
+        .radosgw_admin(&["bucket", "stats", &format!("--bucket={bucket}")])
+        .unwrap();
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert_eq!(stats["owner"], d.driver.admin_uid());
+    d.get_bucket(&bucket, &[]).await.unwrap();
+
+    let keys = keys_of(&d.grant(&id, &[access(&bucket, ReadOnly)]).await.unwrap());
+    assert_eq!(get(&s3(&keys), &bucket, "old.jpg").await.unwrap(), "pixels");
+    assert_eq!(
+        get(&o, &bucket, "old.jpg").await.unwrap(),
+        "pixels",
+        "the old owner keeps its objects"
+    );
+    assert_eq!(list(&o, &bucket).await.unwrap_err(), "AccessDenied");
+
+    d.revoke(&id, &[&bucket]).await.unwrap();
+    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
+        .await
+        .unwrap();
+    rgw()
+        .radosgw_admin(&["user", "rm", &format!("--uid={owner}")])
+        .unwrap();
+    assert_gone(&[&id, &owner], &[&bucket]);
+}
+
+#[tokio::test]
+async fn a_missing_static_bucket_is_not_found_and_retried() {
+    let d = Served::start().await;
+    let e = d.get_bucket("no-such-bucket-here", &[]).await.unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{}", e.message());
+}
