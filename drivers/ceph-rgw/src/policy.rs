@@ -529,7 +529,7 @@ mod tests {
     }
 
     #[test]
-    fn one_accesss_statements_are_small_enough_for_hundreds_of_accesses_per_bucket() {
+    fn one_accesss_statements_take_at_most_1500_bytes_so_a_bucket_holds_hundreds_of_accesses() {
         let uid = "ba-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60";
         let bucket = "bc-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60";
         let all = [
@@ -547,6 +547,7 @@ mod tests {
                 }
             }
         }
+        println!("largest statement pair: {largest} bytes");
         assert!(largest < 2500, "{largest}");
         assert!(
             crate::config::RGW_MAX_POLICY_SIZE / largest > 400,
