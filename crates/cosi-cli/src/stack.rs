@@ -53,6 +53,8 @@ pub struct StackOptions {
     pub driver_name: String,
     /// Run controller and sidecar with their deploy/ RBAC, enforced.
     pub rbac: bool,
+    /// The driver API the local driver serves (the sidecar detects it).
+    pub driver_api: cosi_driver::DriverApi,
 }
 
 impl StackOptions {
@@ -64,6 +66,7 @@ impl StackOptions {
             api_port: 0,
             driver_name: cosi_driver_local::DEFAULT_DRIVER_NAME.to_owned(),
             rbac: true,
+            driver_api: cosi_driver::DriverApi::V1alpha2,
         }
     }
 }
@@ -313,8 +316,9 @@ impl Stack {
         let shutdown = Shutdown::new();
         let (serve_driver, endpoint, stopped) =
             (driver.clone(), self.endpoint.clone(), shutdown.stopped());
+        let api = self.opts.driver_api;
         let component = Component::spawn(shutdown, "driver", async move {
-            cosi_driver::serve(&endpoint, serve_driver.clone(), serve_driver, stopped)
+            cosi_driver::serve_api(api, &endpoint, serve_driver.clone(), serve_driver, stopped)
                 .await
                 .map_err(|e| e.to_string())
         });
@@ -327,7 +331,7 @@ impl Stack {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(client) = DriverClient::connect(&self.endpoint).await
-                && client.get_info().await.is_ok()
+                && client.call_empty(api.get_info_path()).await.is_ok()
             {
                 return Ok(());
             }

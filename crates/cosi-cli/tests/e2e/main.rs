@@ -18,3 +18,4 @@ mod multi_bucket;
 mod readme_driver;
 mod restarts;
 mod static_provisioning;
+mod v1alpha1;
