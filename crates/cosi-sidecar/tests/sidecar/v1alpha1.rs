@@ -96,6 +96,14 @@ async fn ceph_and_linode_replies_become_s3_secrets() {
             a.status.unwrap().account_id,
             v.driver.lock().accounts.values().next().unwrap().0
         );
+        assert!(
+            v.h.access("ba-one")
+                .await
+                .unwrap()
+                .annotations()
+                .contains_key(cosi_api::constants::annotations::SIDECAR_GRANT_STARTED),
+            "marked before the grant"
+        );
         // One call per object: the phase-1 replies served phase 2.
         assert_eq!(
             v.driver.calls(),
@@ -330,6 +338,17 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
         AuthenticationType::Key,
     )
     .await;
+    // The sidecar marked the grant as started before the call.
+    v.h.accesses()
+        .patch(
+            "ba-lost",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                cosi_api::constants::annotations::SIDECAR_GRANT_STARTED: "true"
+            }}})),
+        )
+        .await
+        .unwrap();
     let account = format!("ba-{}", uid(&a));
     let bucket_id = v.driver.bucket_id("bc-kept");
     v.driver
