@@ -214,7 +214,7 @@ fn api_fault(rng: &mut Rng, status: u16) -> ApiFault {
 /// The driver API of the run with `seed`: runs cycle through every kind
 /// of fault on the v1alpha2 API, then on the v1alpha1 API, and so on.
 pub fn api_of_seed(seed: u64) -> DriverApi {
-    if (seed / Kind::ALL.len() as u64) % 2 == 0 {
+    if (seed / Kind::ALL.len() as u64).is_multiple_of(2) {
         DriverApi::V1alpha2
     } else {
         DriverApi::V1alpha1
