@@ -387,6 +387,21 @@ mod tests {
     }
 
     #[test]
+    fn every_kind_runs_on_both_driver_apis() {
+        let apis: Vec<DriverApi> = [0, 9, 10, 19, 20].map(|s| Plan::from_seed(s).api).to_vec();
+        use DriverApi::{V1alpha1, V1alpha2};
+        assert_eq!(apis, [V1alpha2, V1alpha2, V1alpha1, V1alpha1, V1alpha2]);
+        // A v1alpha1 refusal run refuses after the backend acted.
+        let refusal = (10..20)
+            .map(Plan::from_seed)
+            .find(|p| p.kind == Kind::DriverRefusal)
+            .unwrap();
+        assert!(refusal.driver_faults.iter().any(|f| f.when == When::After
+            && matches!(f.rpc, Some(Rpc::CreateBucket | Rpc::GrantBucketAccess))
+            && matches!(f.action, FaultAction::Fail(c) if REFUSALS.contains(&c))));
+    }
+
+    #[test]
     fn each_kind_plans_its_own_faults() {
         for seed in 0..100 {
             let p = Plan::from_seed(seed);
