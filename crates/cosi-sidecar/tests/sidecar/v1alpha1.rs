@@ -436,3 +436,28 @@ async fn a_driver_restarted_with_the_other_api_is_detected_again() {
     let result: Result<(), Error> = sidecar.stop().await;
     result.unwrap();
 }
+
+#[tokio::test]
+async fn a_create_reply_naming_another_protocol_is_invalid_and_its_id_kept_for_deletion() {
+    let v = V1::new(Shape::Linode).await;
+    v.driver.lock().azure_info = true;
+    let _sidecar = v.start(options(Protocol::S3, false));
+    v.h.create_bucket(&dynamic_bucket("bc-az")).await;
+    let b = v
+        .h
+        .bucket_when("bc-az", "an invalid driver response", |b| {
+            condition(b.conditions(), condition_types::PROVISION_FAILED)
+                .is_some_and(|c| c.reason == reasons::INVALID_DRIVER_RESPONSE)
+        })
+        .await;
+    let c = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
+    assert!(c.message.contains("Azure"), "{}", c.message);
+    assert_eq!(
+        b.status.unwrap().bucket_id,
+        v.driver.bucket_id("bc-az"),
+        "the ID is persisted so deletion can clean up"
+    );
+    v.h.claim_deleted("bc-az", true).await;
+    v.h.bucket_gone("bc-az").await;
+    assert!(v.driver.lock().buckets.is_empty(), "the bucket leaked");
+}
