@@ -443,15 +443,18 @@ async fn a_create_reply_naming_another_protocol_is_invalid_and_its_id_kept_for_d
     v.driver.lock().azure_info = true;
     let _sidecar = v.start(options(Protocol::S3, false));
     v.h.create_bucket(&dynamic_bucket("bc-az")).await;
-    let b = v
-        .h
-        .bucket_when("bc-az", "an invalid driver response", |b| {
+    let b =
+        v.h.bucket_when("bc-az", "an invalid driver response", |b| {
             condition(b.conditions(), condition_types::PROVISION_FAILED)
                 .is_some_and(|c| c.reason == reasons::INVALID_DRIVER_RESPONSE)
         })
         .await;
     let c = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
-    assert!(c.message.contains("Azure"), "{}", c.message);
+    assert!(
+        c.message.contains("lacks the requested protocol(s) S3"),
+        "{}",
+        c.message
+    );
     assert_eq!(
         b.status.unwrap().bucket_id,
         v.driver.bucket_id("bc-az"),
