@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod describe;
+pub mod drift;
 pub mod dev;
 pub mod faults;
 pub mod logs;

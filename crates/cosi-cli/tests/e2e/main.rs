@@ -9,6 +9,7 @@
 mod access_modes;
 mod cli_bench;
 mod cli_dev;
+mod chart;
 mod cli_quickstart;
 mod common;
 mod deletion;

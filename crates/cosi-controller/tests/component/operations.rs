@@ -70,7 +70,10 @@ fn the_deployment_runs_non_root_read_only_with_probes_limits_and_leader_election
     assert_eq!(pod.service_account_name.as_deref(), Some("cosi-controller"));
     assert_eq!(pod.security_context.unwrap().run_as_non_root, Some(true));
     let c = &pod.containers[0];
-    assert_eq!(c.image.as_deref(), Some("cosi-rs/cosi-controller:latest"));
+    assert_eq!(
+        c.image.as_deref(),
+        Some(concat!("cosi-rs/cosi-controller:", env!("CARGO_PKG_VERSION")))
+    );
     let sc = c.security_context.as_ref().unwrap();
     assert_eq!(sc.read_only_root_filesystem, Some(true));
     assert_eq!(sc.allow_privilege_escalation, Some(false));
