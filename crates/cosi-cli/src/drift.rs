@@ -44,7 +44,9 @@ pub fn drift(a_name: &str, a: &[Value], b_name: &str, b: &[Value]) -> Vec<String
             match (left.get(key), right.get(key)) {
                 (Some(x), Some(y)) => {
                     if x[field] != y[field] {
-                        out.push(format!("{key}: {field} differ between {a_name} and {b_name}"));
+                        out.push(format!(
+                            "{key}: {field} differ between {a_name} and {b_name}"
+                        ));
                     }
                 }
                 (Some(_), None) => out.push(format!("{key} is in {a_name} but not in {b_name}")),
@@ -123,8 +125,13 @@ spec:
 
     #[test]
     fn identical_renderings_do_not_drift_whatever_else_differs() {
-        let other = BASE.replace("namespace: a", "namespace: b").replace("image: x", "image: y");
-        assert_eq!(drift("chart", &docs(BASE), "deploy", &docs(&other)), Vec::<String>::new());
+        let other = BASE
+            .replace("namespace: a", "namespace: b")
+            .replace("image: x", "image: y");
+        assert_eq!(
+            drift("chart", &docs(BASE), "deploy", &docs(&other)),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -141,13 +148,20 @@ spec:
         let other = BASE
             .replace("kind: ClusterRole", "kind: Role")
             .replace("group: objectstorage.k8s.io", "group: other.example.com")
-            .replace("readOnlyRootFilesystem: true", "readOnlyRootFilesystem: false");
+            .replace(
+                "readOnlyRootFilesystem: true",
+                "readOnlyRootFilesystem: false",
+            );
         let found = drift("chart", &docs(BASE), "deploy", &docs(&other));
         assert_eq!(found.len(), 4, "{found:?}");
         assert!(found.contains(&"ClusterRole/cosi-sidecar is in chart but not in deploy".into()));
         assert!(found.contains(
             &"CustomResourceDefinition/buckets.objectstorage.k8s.io: spec differ between chart and deploy".into()
         ));
-        assert!(found.iter().any(|f| f.contains("container securityContexts differ")));
+        assert!(
+            found
+                .iter()
+                .any(|f| f.contains("container securityContexts differ"))
+        );
     }
 }

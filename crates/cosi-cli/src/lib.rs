@@ -5,8 +5,8 @@
 
 pub mod bench;
 pub mod describe;
-pub mod drift;
 pub mod dev;
+pub mod drift;
 pub mod faults;
 pub mod logs;
 pub mod manifests;

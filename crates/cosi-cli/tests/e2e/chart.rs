@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use cosi_cli::drift::{drift, parse};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube_sim::KubeSim;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 
 use crate::cli_dev::kubectl_path;
 
@@ -64,8 +64,14 @@ fn run(cmd: &mut Command) -> String {
 /// `helm template` of the chart at `chart` with `sets`, CRDs included.
 fn render(chart: &Path, sets: &[&str]) -> String {
     let mut cmd = Command::new(helm());
-    cmd.args(["template", "cosi", "--namespace", "cosi-system", "--include-crds"])
-        .arg(chart);
+    cmd.args([
+        "template",
+        "cosi",
+        "--namespace",
+        "cosi-system",
+        "--include-crds",
+    ])
+    .arg(chart);
     for s in sets {
         cmd.args(["--set", s]);
     }
@@ -118,7 +124,10 @@ fn a_value_outside_the_schema_is_refused() {
     let out = Command::new(helm())
         .args(["template", "cosi"])
         .arg(repo().join("charts/cosi-rs"))
-        .args(["--set", "drivers.local.bucketClass.deletionPolicy=Sometimes"])
+        .args([
+            "--set",
+            "drivers.local.bucketClass.deletionPolicy=Sometimes",
+        ])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -173,7 +182,9 @@ async fn todays_crds_apply_over_objects_made_under_the_released_ones() {
     for entry in std::fs::read_dir(fixture.join("crds")).unwrap() {
         for doc in yaml_docs(&entry.unwrap().path()) {
             let crd: CustomResourceDefinition = serde_json::from_value(doc).unwrap();
-            crds.create(&pp, &crd).await.expect("install a released CRD");
+            crds.create(&pp, &crd)
+                .await
+                .expect("install a released CRD");
         }
     }
     let objects = yaml_docs(&fixture.join("objects.yaml"));
@@ -188,15 +199,23 @@ async fn todays_crds_apply_over_objects_made_under_the_released_ones() {
     };
     for doc in &objects {
         let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
-        api_of(doc).create(&pp, &obj).await.expect("create under the released CRDs");
+        api_of(doc)
+            .create(&pp, &obj)
+            .await
+            .expect("create under the released CRDs");
     }
     // Today's CRDs, applied over the released ones.
     for doc in yaml_docs(&repo().join("deploy/crds/buckets.yaml"))
         .into_iter()
         .chain(
-            ["bucketclaims", "bucketclasses", "bucketaccesses", "bucketaccessclasses"]
-                .iter()
-                .flat_map(|n| yaml_docs(&repo().join(format!("deploy/crds/{n}.yaml")))),
+            [
+                "bucketclaims",
+                "bucketclasses",
+                "bucketaccesses",
+                "bucketaccessclasses",
+            ]
+            .iter()
+            .flat_map(|n| yaml_docs(&repo().join(format!("deploy/crds/{n}.yaml")))),
         )
     {
         let mut crd: CustomResourceDefinition = serde_json::from_value(doc).unwrap();

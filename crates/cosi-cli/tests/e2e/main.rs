@@ -7,9 +7,9 @@
 //! `cosi quickstart` as the README runs it, and `cosi dev` with kubectl.
 
 mod access_modes;
+mod chart;
 mod cli_bench;
 mod cli_dev;
-mod chart;
 mod cli_quickstart;
 mod common;
 mod deletion;

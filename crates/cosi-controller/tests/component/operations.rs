@@ -72,7 +72,10 @@ fn the_deployment_runs_non_root_read_only_with_probes_limits_and_leader_election
     let c = &pod.containers[0];
     assert_eq!(
         c.image.as_deref(),
-        Some(concat!("cosi-rs/cosi-controller:", env!("CARGO_PKG_VERSION")))
+        Some(concat!(
+            "cosi-rs/cosi-controller:",
+            env!("CARGO_PKG_VERSION")
+        ))
     );
     let sc = c.security_context.as_ref().unwrap();
     assert_eq!(sc.read_only_root_filesystem, Some(true));
