@@ -268,6 +268,13 @@ impl Stack {
         let config = cosi_controller::Config::new(&self.controller_registry)
             .map_err(|e| StackError::Metrics(e.to_string()))?;
         self.controller_readiness = config.readiness.clone();
+        // One controller and no leader election: it leads, as a deployed
+        // controller run with --leader-election=false reports.
+        config
+            .metrics
+            .runtime()
+            .leader_status(cosi_controller::COMPONENT)
+            .set(1);
         let shutdown = Shutdown::new();
         let client = self.controller_client.clone();
         let stop = shutdown.clone();
@@ -288,6 +295,10 @@ impl Stack {
         let metrics = SidecarMetrics::register(&self.sidecar_registry)
             .map_err(|e| StackError::Metrics(e.to_string()))?;
         self.sidecar_readiness = Readiness::default();
+        metrics
+            .runtime()
+            .leader_status(&cosi_sidecar::lease_name(&self.opts.driver_name))
+            .set(1);
         let config = cosi_sidecar::Config::new(metrics, self.sidecar_readiness.clone());
         let shutdown = Shutdown::new();
         let client = self.sidecar_client.clone();

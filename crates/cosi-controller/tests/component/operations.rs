@@ -237,13 +237,18 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
     let shutdown = Shutdown::new();
     let registry = Registry::new();
     let config = Config::new(&registry).unwrap();
+    let leading = config
+        .metrics
+        .runtime()
+        .leader_status(cosi_controller::COMPONENT);
     let task = tokio::spawn({
         let shutdown = shutdown.clone();
         let client = controller_client.clone();
+        let leading = leading.clone();
         async move {
             run_as_leader(
                 client.clone(),
-                LeaderElection::new("cosi-system", cosi_controller::COMPONENT),
+                LeaderElection::new("cosi-system", cosi_controller::COMPONENT).reporting(leading),
                 &shutdown,
                 |stop| async move {
                     cosi_controller::run(client, config, stop)
@@ -296,6 +301,11 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
     assert!(counters.count_for("create", "buckets", &user) >= 1);
     assert!(counters.count_for("delete", "buckets", &user) >= 1);
     assert!(counters.count_for("create", "events", &user) >= 1);
+    assert_eq!(
+        leading.get(),
+        1,
+        "leader_election_master_status while leading"
+    );
 
     shutdown.trigger();
     tokio::time::timeout(Duration::from_secs(20), task)
@@ -303,6 +313,7 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
         .expect("stops")
         .unwrap()
         .expect("leader election ends cleanly");
+    assert_eq!(leading.get(), 0, "no longer leading once stopped");
 }
 
 #[tokio::test]
