@@ -31,13 +31,14 @@ fn by_name<'a>(docs: &'a [Value], kinds: &[&str]) -> BTreeMap<String, &'a Value>
 
 /// Every difference between `a` and `b` (named `a_name`, `b_name` in the
 /// messages) in RBAC rules (Roles and ClusterRoles, which must exist in
-/// both), CRD specs (likewise), and the pod and container security
-/// contexts of the Deployments both define.
+/// both), CRD and PrometheusRule specs (likewise), and the pod and
+/// container security contexts of the Deployments both define.
 pub fn drift(a_name: &str, a: &[Value], b_name: &str, b: &[Value]) -> Vec<String> {
     let mut out = Vec::new();
     for (kinds, field) in [
         (&["ClusterRole", "Role"][..], "rules"),
         (&["CustomResourceDefinition"][..], "spec"),
+        (&["PrometheusRule"][..], "spec"),
     ] {
         let (left, right) = (by_name(a, kinds), by_name(b, kinds));
         for key in left.keys().chain(right.keys()) {

@@ -28,6 +28,10 @@ const ALL_OPTIONS: &[&str] = &[
     "drivers.s3.s3Endpoint=https://s3.example.com",
     "drivers.s3.iamEndpoint=https://iam.example.com",
     "controller.replicas=3",
+    "monitoring.serviceMonitor.enabled=true",
+    "monitoring.serviceMonitor.labels.release=prometheus",
+    "monitoring.prometheusRule.enabled=true",
+    "monitoring.grafanaDashboard.enabled=true",
 ];
 
 fn repo() -> PathBuf {
@@ -97,11 +101,16 @@ fn validate(yaml: &str, version: &str) {
 
 fn deploy_all() -> String {
     let root = repo();
-    ["deploy", "deploy/drivers/local", "deploy/drivers/s3"]
-        .iter()
-        .map(|d| kustomize(&root.join(d)))
-        .collect::<Vec<_>>()
-        .join("\n---\n")
+    [
+        "deploy",
+        "deploy/drivers/local",
+        "deploy/drivers/s3",
+        "deploy/monitoring",
+    ]
+    .iter()
+    .map(|d| kustomize(&root.join(d)))
+    .collect::<Vec<_>>()
+    .join("\n---\n")
 }
 
 #[test]
@@ -116,6 +125,19 @@ fn the_chart_lints_and_renders_valid_manifests_for_the_supported_versions() {
         validate(&default, version);
         validate(&all, version);
         validate(&deploy_all(), version);
+    }
+}
+
+#[test]
+fn the_charts_monitoring_files_are_those_of_deploy() {
+    let root = repo();
+    for file in ["rules.yaml", "grafana-dashboard.json"] {
+        let chart = std::fs::read_to_string(root.join("charts/cosi-rs/files").join(file)).unwrap();
+        let deploy = std::fs::read_to_string(root.join("deploy/monitoring").join(file)).unwrap();
+        assert!(
+            chart == deploy,
+            "charts/cosi-rs/files/{file} differs from deploy/monitoring/{file}: copy it over"
+        );
     }
 }
 
