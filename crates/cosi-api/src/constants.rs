@@ -17,6 +17,11 @@ pub mod annotations {
         "objectstorage.k8s.io/has-bucketaccess-references";
     /// On a BucketAccess: the Sidecar has revoked access and deleted the Secrets.
     pub const SIDECAR_CLEANUP_FINISHED: &str = "objectstorage.k8s.io/sidecar-cleanup-finished";
+    /// On a BucketAccess (cosi-rs, not in the KEP): the Sidecar is about to
+    /// grant before it can record an account ID (drivers of the v1alpha1
+    /// driver API grant in one call), so only the Sidecar may finish the
+    /// access's deletion, even while `status.accountID` is empty.
+    pub const SIDECAR_GRANT_STARTED: &str = "objectstorage.cosi-rs.dev/sidecar-grant-started";
     /// On a BucketAccess Secret: `<namespace>/<name>` of its BucketAccess (informational).
     pub const BUCKETACCESS_REFERENCE: &str = "objectstorage.k8s.io/bucketaccess-reference";
     /// On a BucketAccess Secret: `<namespace>/<name>` of its BucketClaim (informational).

@@ -88,6 +88,32 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         .backend_state()
         .map(|s| s.buckets.into_iter().map(|b| b.id).collect::<Vec<_>>())
         .unwrap_or_default();
+    let local = SocketAddr::from(([127, 0, 0, 1], 0));
+    let (controller_readiness, sidecar_readiness) = stack.readiness();
+    let mut endpoints = Vec::new();
+    for (component, registry, readiness) in [
+        (
+            "controller",
+            stack.controller_registry(),
+            controller_readiness,
+        ),
+        ("sidecar", stack.sidecar_registry(), sidecar_readiness),
+    ] {
+        let (bound, _task) = cosi_runtime::http::serve(
+            local,
+            local,
+            registry.clone(),
+            readiness.clone(),
+            shutdown.clone(),
+        )
+        .await
+        .with_context(|| format!("serve the {component}'s metrics and health endpoints"))?;
+        endpoints.push(Endpoints {
+            component,
+            metrics: bound.metrics,
+            health: bound.health,
+        });
+    }
     println!(
         "{}",
         banner(&Banner {
@@ -98,6 +124,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             data_dir: &data_dir,
             temporary: temp.is_some(),
             leftover_buckets: &leftovers,
+            endpoints: &endpoints,
         })
     );
 
@@ -181,6 +208,17 @@ spec:
       accessModes: {objectData: ReadWrite, objectMetadata: ReadWrite}
 ";
 
+/// Where a component serves its metrics and health endpoints.
+#[derive(Debug, Clone, Copy)]
+pub struct Endpoints {
+    /// `controller` or `sidecar`.
+    pub component: &'static str,
+    /// `/metrics`.
+    pub metrics: SocketAddr,
+    /// `/healthz` and `/readyz`.
+    pub health: SocketAddr,
+}
+
 /// What the banner shows.
 #[derive(Debug)]
 pub struct Banner<'a> {
@@ -198,6 +236,8 @@ pub struct Banner<'a> {
     pub temporary: bool,
     /// Bucket IDs the backend held before this run (a kept data directory).
     pub leftover_buckets: &'a [String],
+    /// The components' metrics and health endpoints.
+    pub endpoints: &'a [Endpoints],
 }
 
 /// The text printed once the stack is ready: where everything is, and
@@ -226,6 +266,12 @@ pub fn banner(b: &Banner<'_>) -> String {
         s3 = b.s3_endpoint,
         driver = b.driver,
     );
+    for e in b.endpoints {
+        text.push_str(&format!(
+            "  {:<12} metrics http://{}/metrics, health http://{}/readyz\n",
+            e.component, e.metrics, e.health
+        ));
+    }
     if !b.leftover_buckets.is_empty() {
         text.push_str(&format!(
             "  earlier run  the backend holds {} bucket(s) with no Bucket object: {}
@@ -266,6 +312,11 @@ mod tests {
             data_dir: Path::new("/tmp/k"),
             temporary: true,
             leftover_buckets: leftovers,
+            endpoints: &[Endpoints {
+                component: "sidecar",
+                metrics: "127.0.0.1:8080".parse().unwrap(),
+                health: "127.0.0.1:8081".parse().unwrap(),
+            }],
         })
     }
 
@@ -280,6 +331,7 @@ mod tests {
             "BucketClass local-retain (Retain)",
             "(temporary, removed at exit)",
             "kubectl wait --for=condition=Provisioned",
+            "  sidecar      metrics http://127.0.0.1:8080/metrics, health http://127.0.0.1:8081/readyz",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");
         }

@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod describe;
 pub mod dev;
+pub mod drift;
 pub mod faults;
 pub mod logs;
 pub mod manifests;

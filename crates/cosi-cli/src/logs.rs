@@ -22,12 +22,15 @@ pub fn filter(rust_log: Option<&str>, level: &str) -> EnvFilter {
 }
 
 /// Installs the global subscriber (a second call is a no-op): `level`
-/// (`warn`, `info`, ...) unless `RUST_LOG` says otherwise.
+/// (`warn`, `info`, ...) unless `RUST_LOG` says otherwise. Colours only
+/// when stderr is a terminal, so piped or redirected logs stay plain text.
 pub fn init(level: &str) {
+    use std::io::IsTerminal as _;
     let rust_log = std::env::var("RUST_LOG").ok();
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter(rust_log.as_deref(), level))
         .with_writer(LogWriter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_target(true)
         .try_init();
 }

@@ -14,7 +14,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// cosi-rs: Kubernetes Container Object Storage Interface v1alpha2.
 #[derive(Parser)]
-#[command(version, about, long_about = None)]
+#[command(name = "cosi", version = env!("COSI_VERSION"), about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

@@ -53,6 +53,8 @@ pub struct StackOptions {
     pub driver_name: String,
     /// Run controller and sidecar with their deploy/ RBAC, enforced.
     pub rbac: bool,
+    /// The driver API the local driver serves (the sidecar detects it).
+    pub driver_api: cosi_driver::DriverApi,
 }
 
 impl StackOptions {
@@ -64,6 +66,7 @@ impl StackOptions {
             api_port: 0,
             driver_name: cosi_driver_local::DEFAULT_DRIVER_NAME.to_owned(),
             rbac: true,
+            driver_api: cosi_driver::DriverApi::V1alpha2,
         }
     }
 }
@@ -265,6 +268,13 @@ impl Stack {
         let config = cosi_controller::Config::new(&self.controller_registry)
             .map_err(|e| StackError::Metrics(e.to_string()))?;
         self.controller_readiness = config.readiness.clone();
+        // One controller and no leader election: it leads, as a deployed
+        // controller run with --leader-election=false reports.
+        config
+            .metrics
+            .runtime()
+            .leader_status(cosi_controller::COMPONENT)
+            .set(1);
         let shutdown = Shutdown::new();
         let client = self.controller_client.clone();
         let stop = shutdown.clone();
@@ -285,6 +295,10 @@ impl Stack {
         let metrics = SidecarMetrics::register(&self.sidecar_registry)
             .map_err(|e| StackError::Metrics(e.to_string()))?;
         self.sidecar_readiness = Readiness::default();
+        metrics
+            .runtime()
+            .leader_status(&cosi_sidecar::lease_name(&self.opts.driver_name))
+            .set(1);
         let config = cosi_sidecar::Config::new(metrics, self.sidecar_readiness.clone());
         let shutdown = Shutdown::new();
         let client = self.sidecar_client.clone();
@@ -313,8 +327,9 @@ impl Stack {
         let shutdown = Shutdown::new();
         let (serve_driver, endpoint, stopped) =
             (driver.clone(), self.endpoint.clone(), shutdown.stopped());
+        let api = self.opts.driver_api;
         let component = Component::spawn(shutdown, "driver", async move {
-            cosi_driver::serve(&endpoint, serve_driver.clone(), serve_driver, stopped)
+            cosi_driver::serve_api(api, &endpoint, serve_driver.clone(), serve_driver, stopped)
                 .await
                 .map_err(|e| e.to_string())
         });
@@ -327,7 +342,7 @@ impl Stack {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
         loop {
             if let Ok(client) = DriverClient::connect(&self.endpoint).await
-                && client.get_info().await.is_ok()
+                && client.call_empty(api.get_info_path()).await.is_ok()
             {
                 return Ok(());
             }

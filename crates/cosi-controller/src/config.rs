@@ -16,7 +16,8 @@ pub const COMPONENT: &str = "cosi-controller";
 /// several runs (e.g. after a restart) without registering metrics twice.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// The KEP's operation metrics.
+    /// The KEP's operation metrics, and the reconcile, work queue, leader
+    /// election, build and object metrics.
     pub metrics: ControllerMetrics,
     /// Set ready once every watch cache is filled, not ready when stopping.
     pub readiness: Readiness,
@@ -32,10 +33,15 @@ pub struct Config {
 }
 
 impl Config {
-    /// A configuration whose metrics are registered into `registry`.
+    /// A configuration whose metrics are registered into `registry`
+    /// (with `cosi_build_info` naming this build).
     pub fn new(registry: &Registry) -> Result<Self, Error> {
+        let metrics = ControllerMetrics::register(registry)?;
+        metrics
+            .runtime()
+            .build_info(env!("CARGO_PKG_VERSION"), env!("COSI_GIT_COMMIT"));
         Ok(Self {
-            metrics: ControllerMetrics::register(registry)?,
+            metrics,
             readiness: Readiness::new("watch caches not filled yet"),
             concurrency: 32,
             debounce: Duration::from_millis(50),

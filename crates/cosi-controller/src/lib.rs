@@ -29,6 +29,7 @@ mod fixtures;
 use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use cosi_runtime::object_states::{ObjectStates, store_source};
 use cosi_runtime::reconciler::Reconciler;
 use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::{Backoff, EventReporter, FailureTracker, Shutdown};
@@ -123,6 +124,8 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
             accesses_filled,
         ],
     };
+    let runtime = config.metrics.runtime();
+    count_objects(runtime.objects(), &caches);
     let claim_ctx = context(caches.clone());
     let access_ctx = context(caches);
 
@@ -134,6 +137,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         })
         .workers(config.concurrency.into())
         .debounce(config.debounce)
+        .metrics(runtime.for_loop(BUCKET_CLAIM_LOOP))
         .run(
             bucket_claim::reconcile,
             bucket_claim::error_policy,
@@ -159,6 +163,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         })
         .workers(config.concurrency.into())
         .debounce(config.debounce)
+        .metrics(runtime.for_loop(BUCKET_ACCESS_LOOP))
         .run(
             bucket_access::reconcile,
             bucket_access::error_policy,
@@ -192,7 +197,53 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         _ = ready => {}
         _ = async { tokio::join!(watch_claims, watch_buckets) } => {}
     }
+    for kind in OBJECT_KINDS {
+        runtime.objects().remove_source(kind);
+    }
     readiness.set_not_ready("stopped");
     tracing::info!("controller stopped");
     Ok(())
+}
+
+/// The `controller` label of the BucketClaim loop's metrics.
+pub const BUCKET_CLAIM_LOOP: &str = "bucketclaim";
+/// The `controller` label of the BucketAccess loop's metrics.
+pub const BUCKET_ACCESS_LOOP: &str = "bucketaccess";
+
+/// The kinds the controller counts in `cosi_objects` (every object of each).
+const OBJECT_KINDS: [&str; 3] = ["BucketClaim", "Bucket", "BucketAccess"];
+
+/// Counts the objects of the caches in `cosi_objects` at each scrape.
+fn count_objects(objects: &ObjectStates, caches: &Caches) {
+    let [claims, buckets, accesses] = OBJECT_KINDS;
+    objects.set_source(
+        claims,
+        store_source(
+            caches.claims.clone(),
+            claims,
+            "",
+            BucketClaim::conditions,
+            |_| true,
+        ),
+    );
+    objects.set_source(
+        buckets,
+        store_source(
+            caches.buckets.clone(),
+            buckets,
+            "",
+            Bucket::conditions,
+            |_| true,
+        ),
+    );
+    objects.set_source(
+        accesses,
+        store_source(
+            caches.accesses.clone(),
+            accesses,
+            "",
+            BucketAccess::conditions,
+            |_| true,
+        ),
+    );
 }

@@ -17,7 +17,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// The central COSI controller: binds BucketClaims to Buckets and hands
 /// validated BucketAccesses to driver sidecars (KEP-1979, v1alpha2).
 #[derive(Parser, Debug)]
-#[command(name = "cosi-controller", version, about, long_about = None)]
+#[command(name = "cosi-controller", version = env!("COSI_VERSION"), about, long_about = None)]
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,
@@ -52,14 +52,15 @@ async fn main() -> anyhow::Result<()> {
     .context("binding the metrics and health endpoints")?;
     tracing::info!(metrics = %bound.metrics, health = %bound.health, "serving /metrics, /healthz and /readyz");
 
+    let lease_name = cli
+        .common
+        .leader_election_lease_name
+        .clone()
+        .unwrap_or_else(|| COMPONENT.to_owned());
+    let leading = config.metrics.runtime().leader_status(&lease_name);
     let result = if cli.common.leader_election_enabled() {
-        let election = LeaderElection::new(
-            cli.common.lease_namespace(),
-            cli.common
-                .leader_election_lease_name
-                .clone()
-                .unwrap_or_else(|| COMPONENT.to_owned()),
-        );
+        let election =
+            LeaderElection::new(cli.common.lease_namespace(), lease_name).reporting(leading);
         // A standby replica is healthy and ready to take over; `run` turns
         // readiness off while it fills its caches once leading.
         config.readiness.set_ready();
@@ -72,6 +73,8 @@ async fn main() -> anyhow::Result<()> {
         .await
         .map_err(anyhow::Error::from)
     } else {
+        // Without leader election this replica is the one that works.
+        leading.set(1);
         cosi_controller::run(client, config, shutdown.clone())
             .await
             .map_err(anyhow::Error::from)

@@ -7,6 +7,7 @@ use std::future::Future;
 
 use kube::Client;
 use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
+use prometheus::IntGauge;
 
 use crate::shutdown::Shutdown;
 
@@ -23,6 +24,9 @@ pub struct LeaderElection {
     pub duration_secs: u64,
     /// Seconds before expiry at which the holder renews.
     pub grace_secs: u64,
+    /// `leader_election_master_status` of this Lease: 1 while leading, 0
+    /// otherwise.
+    pub status: Option<IntGauge>,
 }
 
 impl LeaderElection {
@@ -35,7 +39,16 @@ impl LeaderElection {
             identity: default_identity(),
             duration_secs: 15,
             grace_secs: 5,
+            status: None,
         }
+    }
+
+    /// Reports whether this replica leads to `status` (see
+    /// [`crate::loop_metrics::RuntimeMetrics::leader_status`]).
+    #[must_use]
+    pub fn reporting(mut self, status: IntGauge) -> Self {
+        self.status = Some(status);
+        self
     }
 }
 
@@ -74,6 +87,28 @@ where
     F: FnOnce(Shutdown) -> Fut,
     Fut: Future<Output = ()>,
 {
+    let leads = |yes: bool| {
+        if let Some(g) = &election.status {
+            g.set(i64::from(yes));
+        }
+    };
+    leads(false);
+    let result = lead(client, &election, shutdown, work, &leads).await;
+    leads(false);
+    result
+}
+
+async fn lead<F, Fut>(
+    client: Client,
+    election: &LeaderElection,
+    shutdown: &Shutdown,
+    work: F,
+    leads: &impl Fn(bool),
+) -> Result<(), LeaderError>
+where
+    F: FnOnce(Shutdown) -> Fut,
+    Fut: Future<Output = ()>,
+{
     let manager = LeaseManagerBuilder::new(client, &election.lease_name)
         .with_namespace(&election.namespace)
         .with_identity(&election.identity)
@@ -96,6 +131,7 @@ where
         }
     }
     tracing::info!(lease = %election.lease_name, "became leader");
+    leads(true);
 
     let work_shutdown = shutdown.child();
     let work = work(work_shutdown.clone());
@@ -105,6 +141,7 @@ where
             _ = &mut work => break false,
             changed = leading.changed() => {
                 if changed.is_err() || !*leading.borrow_and_update() {
+                    leads(false);
                     work_shutdown.trigger();
                     work.await;
                     break true;

@@ -1,6 +1,7 @@
 //! Plumbing shared by `cosi-controller` and `cosi-sidecar`: command-line
 //! flags, Kubernetes client set-up, logging, graceful shutdown, leader
-//! election, the metrics/health HTTP endpoints with the KEP's metrics,
+//! election, the metrics/health HTTP endpoints with the KEP's metrics and the
+//! controller-runtime ones (reconciles, work queues, leader election),
 //! capped exponential backoff, Events, and metadata/status patches that
 //! write nothing when nothing changes.
 
@@ -12,8 +13,10 @@ pub mod http;
 pub mod leader;
 pub mod lean_responses;
 pub mod logging;
+pub mod loop_metrics;
 pub mod managed_fields;
 pub mod metrics;
+pub mod object_states;
 pub mod own_writes;
 pub mod patch;
 pub mod reconcile_loop;

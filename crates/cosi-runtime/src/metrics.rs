@@ -9,8 +9,11 @@ use std::fmt;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
+
+use crate::loop_metrics::RuntimeMetrics;
 
 /// Histogram buckets of both duration metrics, in seconds (`+Inf` is implicit).
 pub const OPERATION_BUCKETS: [f64; 13] = [
@@ -64,10 +67,12 @@ label_display!(ResourceKind, Operation, OperationStatus);
 pub struct ControllerMetrics {
     total_seconds: HistogramVec,
     count: IntCounterVec,
+    runtime: RuntimeMetrics,
 }
 
 impl ControllerMetrics {
-    /// Creates and registers `cosi_operation_total_seconds` and `cosi_operation_count`.
+    /// Creates and registers `cosi_operation_total_seconds` and
+    /// `cosi_operation_count`, and the [`RuntimeMetrics`] every component has.
     pub fn register(registry: &Registry) -> prometheus::Result<Self> {
         let total_seconds = HistogramVec::new(
             HistogramOpts::new(
@@ -89,7 +94,13 @@ impl ControllerMetrics {
         Ok(Self {
             total_seconds,
             count,
+            runtime: RuntimeMetrics::register(registry)?,
         })
+    }
+
+    /// The reconcile, work queue, leader election, build and object metrics.
+    pub fn runtime(&self) -> &RuntimeMetrics {
+        &self.runtime
     }
 
     /// Records an operation that completed after `elapsed`.
@@ -122,11 +133,14 @@ pub struct SidecarMetrics {
     duration: HistogramVec,
     errors: IntCounterVec,
     info: IntGaugeVec,
+    up: IntGauge,
+    runtime: RuntimeMetrics,
 }
 
 impl SidecarMetrics {
     /// Creates and registers `cosi_sidecar_operation_duration_seconds`,
-    /// `cosi_sidecar_operation_errors_total` and `cosi_sidecar_driver_info`.
+    /// `cosi_sidecar_operation_errors_total`, `cosi_sidecar_driver_info`,
+    /// `cosi_sidecar_driver_up`, and the [`RuntimeMetrics`] every component has.
     pub fn register(registry: &Registry) -> prometheus::Result<Self> {
         let duration = HistogramVec::new(
             HistogramOpts::new(
@@ -152,17 +166,36 @@ impl SidecarMetrics {
         )?;
         registry.register(Box::new(duration.clone()))?;
         registry.register(Box::new(errors.clone()))?;
+        let up = IntGauge::new(
+            "cosi_sidecar_driver_up",
+            "1 while the driver answers DriverGetInfo, 0 while it does not (or before it first did).",
+        )?;
         registry.register(Box::new(info.clone()))?;
+        registry.register(Box::new(up.clone()))?;
         Ok(Self {
             duration,
             errors,
             info,
+            up,
+            runtime: RuntimeMetrics::register(registry)?,
         })
     }
 
+    /// The reconcile, work queue, leader election, build and object metrics.
+    pub fn runtime(&self) -> &RuntimeMetrics {
+        &self.runtime
+    }
+
+    /// Records whether the driver answers (`cosi_sidecar_driver_up`).
+    pub fn driver_up(&self, up: bool) {
+        self.up.set(i64::from(up));
+    }
+
     /// Records the driver's name and the driver API it answered on
-    /// (`v1alpha2`, `v1alpha1`), replacing what was recorded before.
-    pub fn driver_info(&self, driver: &str, api_version: &str) {
+    /// (`v1alpha2`, `v1alpha1`), replacing what was recorded before, and
+    /// lists the error count of each of its `methods` at 0 (so an error
+    /// ratio is 0, not missing, until the first error).
+    pub fn driver_info(&self, driver: &str, api_version: &str, methods: &[&str]) {
         if self
             .info
             .get_metric_with_label_values(&[driver, api_version])
@@ -172,6 +205,9 @@ impl SidecarMetrics {
         }
         self.info.reset();
         self.info.with_label_values(&[driver, api_version]).set(1);
+        for method in methods {
+            self.errors.with_label_values(&[driver, method]);
+        }
     }
 
     /// Records one RPC: `method` as in the proto (e.g. `DriverCreateBucket`),
@@ -235,8 +271,9 @@ mod tests {
             "Unavailable",
             Duration::from_millis(5),
         );
-        m.driver_info("d", "v1alpha2");
-        m.driver_info("d", "v1alpha1");
+        m.driver_info("d", "v1alpha2", &["DriverCreateBucket", "DriverGetBucket"]);
+        m.driver_info("d", "v1alpha1", &[]);
+        m.driver_up(true);
         let text = render(&registry);
         assert!(
             text.contains(r#"cosi_sidecar_driver_info{api_version="v1alpha1",driver_name="d"} 1"#),
@@ -245,5 +282,7 @@ mod tests {
         assert!(!text.contains(r#"api_version="v1alpha2""#), "{text}");
         assert!(text.contains(r#"cosi_sidecar_operation_duration_seconds_count{driver_name="d",grpc_status_code="OK",method_name="DriverCreateBucket"} 1"#), "{text}");
         assert!(text.contains(r#"cosi_sidecar_operation_errors_total{driver_name="d",method_name="DriverCreateBucket"} 1"#), "{text}");
+        assert!(text.contains(r#"cosi_sidecar_operation_errors_total{driver_name="d",method_name="DriverGetBucket"} 0"#), "{text}");
+        assert!(text.contains("cosi_sidecar_driver_up 1"), "{text}");
     }
 }

@@ -24,12 +24,14 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::loop_metrics::{LoopMetrics, ReconcileResult};
 use crate::work_queue::WorkQueue;
 
 /// When to reconcile an object again, besides on its next trigger.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Action {
     requeue_after: Option<Duration>,
+    failure: bool,
 }
 
 impl Action {
@@ -38,6 +40,7 @@ impl Action {
     pub const fn requeue(duration: Duration) -> Self {
         Self {
             requeue_after: Some(duration),
+            failure: false,
         }
     }
 
@@ -46,7 +49,22 @@ impl Action {
     pub const fn await_change() -> Self {
         Self {
             requeue_after: None,
+            failure: false,
         }
+    }
+
+    /// Marks a reconcile that failed and handled the failure itself (set
+    /// the conditions, chose the backoff): the metrics count it as an
+    /// error, and its requeue as a retry.
+    #[must_use]
+    pub const fn as_failure(mut self) -> Self {
+        self.failure = true;
+        self
+    }
+
+    /// True when the reconcile failed (see [`Action::as_failure`]).
+    pub fn is_failure(&self) -> bool {
+        self.failure
     }
 
     /// The delay of a requeue, if one was asked for.
@@ -79,6 +97,7 @@ where
     triggers: SelectAll<BoxStream<'static, (ObjectRef<K>, Option<i64>)>>,
     workers: usize,
     debounce: Duration,
+    metrics: Option<LoopMetrics>,
 }
 
 impl<K> Reconciler<K>
@@ -103,6 +122,7 @@ where
             triggers,
             workers: 1,
             debounce: Duration::ZERO,
+            metrics: None,
         }
     }
 
@@ -131,6 +151,14 @@ where
     #[must_use]
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers.max(1);
+        self
+    }
+
+    /// Reports reconciles and the work queue to `metrics` (the
+    /// `controller_runtime_*` and `workqueue_*` series of one loop name).
+    #[must_use]
+    pub fn metrics(mut self, metrics: LoopMetrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 
@@ -163,9 +191,11 @@ where
             triggers,
             workers,
             debounce,
+            metrics,
         } = self;
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(debounce)),
+            metrics,
             work: Notify::new(),
             rearm: Notify::new(),
             stop: CancellationToken::new(),
@@ -279,6 +309,7 @@ impl<R: Clone + Eq + Hash> State<R> {
 
 struct Shared<R> {
     state: Mutex<State<R>>,
+    metrics: Option<LoopMetrics>,
     /// Wakes a worker: something is due.
     work: Notify,
     /// Wakes the timer: something falls due earlier than it was set for.
@@ -291,9 +322,17 @@ impl<R: Clone + Eq + Hash> Shared<R> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Reports the queue's depth and adds (two atomic operations).
+    fn report(&self, state: &mut State<R>) {
+        if let Some(m) = &self.metrics {
+            m.queue(state.queue.due_len(), state.queue.take_added());
+        }
+    }
+
     /// After the queue changed: wakes a worker if work is due, and the
     /// timer if it must fire earlier.
     fn changed(&self, state: &mut State<R>, now: Instant) {
+        self.report(state);
         if state.queue.has_due(now) {
             self.work.notify_one();
         }
@@ -343,6 +382,7 @@ async fn timer<R: Clone + Eq + Hash>(shared: &Shared<R>) {
                 let now = Instant::now();
                 let mut state = shared.state();
                 state.queue.promote(now);
+                shared.report(&mut state);
                 state.armed = state.queue.next_due();
                 if state.queue.has_due(now) {
                     shared.work.notify_one();
@@ -379,6 +419,7 @@ async fn worker<K, C, E, F, Fut, P>(
             let mut state = shared.state();
             let now = Instant::now();
             let next = state.queue.pop(now);
+            shared.report(&mut state);
             if next.is_some() && state.queue.has_due(now) {
                 // More is due: another worker may take it.
                 shared.work.notify_one();
@@ -401,18 +442,23 @@ async fn worker<K, C, E, F, Fut, P>(
             continue;
         };
         let created = age(obj.as_ref());
+        let started = Instant::now();
         let run = AssertUnwindSafe(reconcile(obj.clone(), ctx.clone())).catch_unwind();
-        let action = match run.await {
-            Ok(Ok(action)) => action,
+        let (action, failed) = match run.await {
+            Ok(Ok(action)) => (action, false),
             Ok(Err(e)) => {
                 tracing::debug!(object = %r, error = %e, "reconcile failed");
-                error_policy(obj, &e, ctx.clone())
+                (error_policy(obj, &e, ctx.clone()), true)
             }
             Err(_) => {
                 tracing::error!(object = %r, "reconcile panicked; retrying in 30s");
-                Action::requeue(Duration::from_secs(30))
+                (Action::requeue(Duration::from_secs(30)), true)
             }
         };
+        if let Some(m) = &shared.metrics {
+            let result = ReconcileResult::of(&action, failed);
+            m.reconciled(result, started.elapsed(), action.requeue_after().is_some());
+        }
         let now = Instant::now();
         let mut state = shared.state();
         let rank = state.rank(&r, created);

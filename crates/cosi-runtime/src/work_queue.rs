@@ -49,6 +49,8 @@ pub struct WorkQueue<R, P> {
     due: BTreeMap<(P, u64), R>,
     /// Objects being reconciled, with what they were asked for meanwhile.
     active: HashMap<R, Option<Again<P>>>,
+    /// Objects newly queued since [`WorkQueue::take_added`] was last called.
+    added: u64,
 }
 
 impl<R: Clone + Eq + Hash, P: Copy + Ord> WorkQueue<R, P> {
@@ -61,6 +63,7 @@ impl<R: Clone + Eq + Hash, P: Copy + Ord> WorkQueue<R, P> {
             waiting: BTreeMap::new(),
             due: BTreeMap::new(),
             active: HashMap::new(),
+            added: 0,
         }
     }
 
@@ -98,6 +101,7 @@ impl<R: Clone + Eq + Hash, P: Copy + Ord> WorkQueue<R, P> {
                 }
             }
             None => {
+                self.added += 1;
                 let seq = self.next_seq;
                 self.next_seq += 1;
                 self.waiting.insert((at, seq), r.clone());
@@ -163,6 +167,18 @@ impl<R: Clone + Eq + Hash, P: Copy + Ord> WorkQueue<R, P> {
     /// Objects queued (waiting or due), not counting active ones.
     pub fn len(&self) -> usize {
         self.queued.len()
+    }
+
+    /// Objects due and waiting for a worker (client-go's queue depth: not
+    /// counting those still waiting for a debounce or a requeue time).
+    pub fn due_len(&self) -> usize {
+        self.due.len()
+    }
+
+    /// How many objects were newly queued (not already queued) since the
+    /// last call; a trigger of a queued object only moves it.
+    pub fn take_added(&mut self) -> u64 {
+        std::mem::take(&mut self.added)
     }
 
     /// True when nothing is queued.
@@ -273,6 +289,26 @@ mod tests {
         );
         q.done(&"a", 1, None);
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn depth_counts_the_due_and_adds_count_each_new_entry_once() {
+        let t = Instant::now();
+        let mut q = WorkQueue::new(10 * MS);
+        q.trigger("a", 1, t);
+        q.trigger("a", 1, t + MS); // already queued
+        q.trigger("b", 2, t);
+        assert_eq!(q.take_added(), 2);
+        assert_eq!(q.take_added(), 0);
+        q.promote(t + 5 * MS);
+        assert_eq!(q.due_len(), 0, "still within the debounce");
+        q.promote(t + 11 * MS);
+        assert_eq!(q.due_len(), 2);
+        assert_eq!(q.pop(t + 11 * MS), Some("a"));
+        assert_eq!(q.due_len(), 1);
+        q.done(&"a", 1, Some(t + 20 * MS));
+        assert_eq!(q.take_added(), 1, "a requeue queues it again");
+        assert_eq!(q.due_len(), 1, "a requeue is not due yet");
     }
 
     #[test]

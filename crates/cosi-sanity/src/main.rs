@@ -13,7 +13,7 @@ use cosi_sanity::{Api, Config, ParameterFile, parse_protocol};
 /// Checks a running COSI driver against the COSI driver requirements: of the
 /// v1alpha2 driver API, or of the v1alpha1 API of drivers shipped before it.
 #[derive(Debug, Parser)]
-#[command(name = "cosi-sanity", version)]
+#[command(name = "cosi-sanity", version = env!("COSI_VERSION"))]
 struct Args {
     /// The driver's endpoint, unix:///path/to/driver.sock.
     #[arg(long, env = "COSI_ENDPOINT", required_unless_present = "list")]

@@ -7,8 +7,8 @@ mod support;
 
 use std::time::Duration;
 
-use cosi_sanity::{Config, Outcome, Report, SETUP_CASE, case_names, run};
-use support::{Fault, config, start};
+use cosi_sanity::{Api, Config, Outcome, Report, SETUP_CASE, case_names, run};
+use support::{Fault, config, start, start_v1alpha1};
 
 const NAME_CASE: &str = "DriverGetInfo: the name is in domain-name notation, at most 63 characters";
 const PROTOCOLS_CASE: &str = "DriverGetInfo: advertises at least one known protocol, each once";
@@ -285,7 +285,11 @@ async fn an_unreachable_driver_fails_the_setup_and_skips_every_case() {
     let report = run(&Config::new(endpoint)).await;
     assert_failed(&report, SETUP_CASE, "cannot connect to unix://");
     assert_eq!(report.failed(), 1);
-    assert_eq!(report.skipped(), case_names().len());
+    // The API is unknown: the cases of both are skipped.
+    assert_eq!(
+        report.skipped(),
+        case_names().len() + cosi_sanity::v1alpha1::all().len()
+    );
 }
 
 #[tokio::test]
@@ -422,4 +426,59 @@ async fn the_binary_lists_cases_and_refuses_bad_input() {
     let out = cli(&["--endpoint", "unix:///tmp/x.sock", "--protocol", "NFS"]).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown protocol"));
+}
+
+const V1_CREATE_IDEMPOTENT: &str = "v1alpha1 DriverCreateBucket: is idempotent by name: a repeat returns OK and the same bucket_id, or AlreadyExists";
+
+#[tokio::test]
+async fn a_correct_v1alpha1_driver_passes_every_v1alpha1_case_and_is_left_empty() {
+    let driver = start_v1alpha1(Fault::None).await;
+    // Detected by itself: the driver answers UNIMPLEMENTED on v1alpha2.
+    let report = run(&config(&driver)).await;
+    assert_eq!(report.failed(), 0, "{report}");
+    assert_eq!(report.skipped(), 0, "{report}");
+    assert_eq!(
+        report.passed(),
+        cosi_sanity::v1alpha1::all().len(),
+        "{report}"
+    );
+    assert!(report.case(V1_CREATE_IDEMPOTENT).is_some(), "{report}");
+    let state = driver.driver.state();
+    assert!(
+        state.buckets.is_empty(),
+        "buckets left: {:?}",
+        state.buckets.keys()
+    );
+    assert!(
+        state.accounts.is_empty(),
+        "accounts left: {:?}",
+        state.accounts.keys()
+    );
+    assert!(
+        state.objects.is_empty(),
+        "objects left: {:?}",
+        state.objects.keys()
+    );
+}
+
+#[tokio::test]
+async fn a_v1alpha1_driver_not_idempotent_by_name_fails_that_case() {
+    let driver = start_v1alpha1(Fault::RandomBucketId).await;
+    let mut config = config(&driver);
+    config.api = Api::V1alpha1;
+    let report = run(&config).await;
+    assert_failed(&report, V1_CREATE_IDEMPOTENT, "not idempotent by name");
+}
+
+#[tokio::test]
+async fn the_v1alpha1_api_pinned_on_a_v1alpha2_driver_is_a_setup_failure() {
+    let driver = start(Fault::None).await;
+    let mut config = config(&driver);
+    config.api = Api::V1alpha1;
+    let report = run(&config).await;
+    assert_failed(
+        &report,
+        SETUP_CASE,
+        "v1alpha1 DriverGetInfo answered Unimplemented",
+    );
 }

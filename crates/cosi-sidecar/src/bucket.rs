@@ -65,6 +65,10 @@ pub enum Step {
     /// creates the bucket (v1alpha1): learn the ID by name, delete the
     /// bucket, then remove the finalizer.
     DeleteUnpersisted,
+    /// Retained after its claim's deletion with no ID persisted, on a
+    /// driver whose phase 1 creates the bucket (v1alpha1): learn the ID by
+    /// name and record it, so the retained Bucket names its backend bucket.
+    RecordUnpersisted,
     /// Report an invalid spec (no driver call).
     Invalid(Vec<Desired>),
     /// Provisioned, but the conditions predate the current generation.
@@ -180,6 +184,15 @@ pub fn decide(b: &Bucket, driver: &DriverInfo) -> Step {
         } else {
             Step::RefreshGeneration
         };
+    }
+    if claim_deleting
+        && b.spec.deletion_policy == DeletionPolicy::Retain
+        && persisted_id(b).is_none()
+        && driver.api.phase_one_creates()
+        && !b.is_static()
+        && spec_problems(b, driver).is_none()
+    {
+        return Step::RecordUnpersisted;
     }
     if claim_deleting || refused_for_this_generation(b) {
         return Step::Idle;
@@ -307,6 +320,7 @@ impl Worker<'_> {
                 }
                 Step::DeleteBackend { bucket_id } => return self.delete_backend(bucket_id).await,
                 Step::DeleteUnpersisted => return self.delete_unpersisted().await,
+                Step::RecordUnpersisted => return self.record_unpersisted().await,
                 Step::Invalid(desired) => {
                     self.write_status(&desired, Map::new()).await?;
                     return Ok(Action::await_change());
@@ -559,6 +573,24 @@ impl Worker<'_> {
                 Ok(Action::await_change())
             }
         }
+    }
+
+    /// Not held by the retry gate: a refusal of phase 1 closed it for this
+    /// generation, and this step comes once, when the claim goes.
+    async fn record_unpersisted(&mut self) -> Result<Action, Failure> {
+        let found = self
+            .ctx
+            .driver
+            .created_bucket_id(self.generate_request())
+            .await?;
+        if let Some(bucket_id) = found {
+            tracing::info!(bucket = %self.name(), %bucket_id, "recorded the backend bucket of a retained Bucket whose ID was never persisted");
+            let mut fields = Map::new();
+            fields.insert("bucketID".into(), json!(bucket_id));
+            self.write_status(&[], fields).await?;
+        }
+        self.ctx.gates.succeeded(&self.key);
+        Ok(Action::await_change())
     }
 
     /// Turns a failed step into conditions, an Event and a retry delay.

@@ -515,6 +515,23 @@ impl Worker<'_> {
         self.access.metadata.generation
     }
 
+    /// Tells the controller, before a driver call that grants with no ID to
+    /// record first, that only this sidecar may finish the access's
+    /// deletion (guarded by the resourceVersion, like every write).
+    async fn mark_grant_started(&mut self) -> Result<(), Failure> {
+        if let Some(written) = patch::set_annotations(
+            &self.api,
+            &self.access,
+            &[(annotations::SIDECAR_GRANT_STARTED, Some("true"))],
+        )
+        .await
+        .api("patch", "bucketaccesses", &self.key)?
+        {
+            self.wrote(written);
+        }
+        Ok(())
+    }
+
     /// `ba-<UID>`: the account's name at the driver.
     fn account_name(&self) -> String {
         names::account_name(&self.access.uid().unwrap_or_default())
@@ -669,6 +686,9 @@ impl Worker<'_> {
                 GrantStep::GenerateAccountId => {
                     if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
                         return Ok(action);
+                    }
+                    if self.info.api.phase_one_creates() {
+                        self.mark_grant_started().await?;
                     }
                     let ids = bucket_ids(&observed);
                     self.generate_account_id(&targets, &ids).await?;
@@ -897,8 +917,10 @@ impl Worker<'_> {
         // On a driver whose phase 1 grants (v1alpha1), an access deleted
         // before its account ID was persisted may hold an account.
         let unpersisted = persisted.is_none()
-            && self.info.api.phase_one_creates()
-            && self.info.access_refusal(&self.access).is_none();
+            && self
+                .access
+                .annotations()
+                .contains_key(annotations::SIDECAR_GRANT_STARTED);
         if persisted.is_some() || unpersisted {
             if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
                 return Ok(action);

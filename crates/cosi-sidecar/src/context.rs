@@ -50,7 +50,11 @@ impl Config {
     /// Defaults: 1 s doubling to 5 min backoff, a driver probe every 10 s,
     /// 2 min per driver call, Secrets checked every 10 min, 8 workers per
     /// kind, the driver API detected, a v1alpha1 driver taken to serve S3.
+    /// `cosi_build_info` is set to this build.
     pub fn new(metrics: SidecarMetrics, readiness: Readiness) -> Self {
+        metrics
+            .runtime()
+            .build_info(env!("CARGO_PKG_VERSION"), env!("COSI_GIT_COMMIT"));
         Self {
             metrics,
             readiness,

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess};
 use cosi_runtime::Shutdown;
+use cosi_runtime::object_states::{ObjectStates, store_source};
 use cosi_runtime::reconcile_loop::{errors_handled, fan_out_triggers};
 use cosi_runtime::reconciler::{Action, Reconciler};
 use cosi_runtime::ref_index::RefIndex;
@@ -118,13 +119,17 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let (bucket_store, bucket_events) = watch(&ctx, buckets, BUCKETS, None);
     ctx.set_access_buckets(bucket_store.clone());
     let (watch_buckets, [bucket_events, bucket_changes]) = fan_out_triggers(bucket_events);
+    let runtime = ctx.config.metrics.runtime().clone();
+    count_objects(runtime.objects(), &ctx.driver_name(), &bucket_store);
     let bucket_run = Reconciler::new(bucket_store.clone(), bucket_events)
         .workers(workers)
+        .metrics(runtime.for_loop(BUCKET_LOOP))
         .run(bucket::reconcile, never, ctx.clone(), shutdown.stopped());
 
     let handed_over = RefIndex::new(bucket_access::buckets_named);
     let (access_store, access_events) =
         watch(&ctx, accesses, BUCKET_ACCESSES, Some(handed_over.clone()));
+    count_access_objects(runtime.objects(), &ctx.driver_name(), &access_store);
     let mapper_store = access_store.clone();
     let mapper_ctx = ctx.clone();
     let access_run = Reconciler::new(access_store.clone(), access_events)
@@ -137,6 +142,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
             bucket_access::waiting_on(&b, &named, &mapper_ctx.driver_name())
         })
         .workers(workers)
+        .metrics(runtime.for_loop(BUCKET_ACCESS_LOOP))
         .run(
             bucket_access::reconcile,
             never,
@@ -158,4 +164,43 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         _ = readiness => {}
         _ = watch_buckets => {}
     }
+    runtime.objects().remove_source(BUCKET_KIND);
+    runtime.objects().remove_source(BUCKET_ACCESS_KIND);
+}
+
+/// The `controller` label of the Bucket loop's metrics.
+pub(crate) const BUCKET_LOOP: &str = "bucket";
+/// The `controller` label of the BucketAccess loop's metrics.
+pub(crate) const BUCKET_ACCESS_LOOP: &str = "bucketaccess";
+const BUCKET_KIND: &str = "Bucket";
+const BUCKET_ACCESS_KIND: &str = "BucketAccess";
+
+/// Counts this driver's Buckets in `cosi_objects` at each scrape.
+fn count_objects(objects: &ObjectStates, driver: &str, buckets: &Store<Bucket>) {
+    let mine = driver.to_owned();
+    objects.set_source(
+        BUCKET_KIND,
+        store_source(
+            buckets.clone(),
+            BUCKET_KIND,
+            driver,
+            Bucket::conditions,
+            move |b| b.spec.driver_name == mine,
+        ),
+    );
+}
+
+/// Counts the BucketAccesses handed to this driver in `cosi_objects`.
+fn count_access_objects(objects: &ObjectStates, driver: &str, accesses: &Store<BucketAccess>) {
+    let mine = driver.to_owned();
+    objects.set_source(
+        BUCKET_ACCESS_KIND,
+        store_source(
+            accesses.clone(),
+            BUCKET_ACCESS_KIND,
+            driver,
+            BucketAccess::conditions,
+            move |a| a.status.as_ref().is_some_and(|s| s.driver_name == mine),
+        ),
+    );
 }

@@ -56,6 +56,18 @@ pub enum Method {
 }
 
 impl Method {
+    /// Every RPC of the driver API.
+    pub const ALL: [Method; 8] = [
+        Method::GetInfo,
+        Method::GenerateBucketId,
+        Method::CreateBucket,
+        Method::GetBucket,
+        Method::DeleteBucket,
+        Method::GenerateBucketAccessId,
+        Method::GrantBucketAccess,
+        Method::RevokeBucketAccess,
+    ];
+
     /// The RPC's name, e.g. `DriverCreateBucket`.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -260,7 +272,11 @@ impl Driver {
                         self.v1alpha1.forget();
                     }
                     *self.label.write().unwrap_or_else(|e| e.into_inner()) = info.name.clone();
-                    self.metrics.driver_info(&info.name, api.as_str());
+                    self.metrics.driver_info(
+                        &info.name,
+                        api.as_str(),
+                        &Method::ALL.map(Method::as_str),
+                    );
                     return Ok(info);
                 }
                 Err(DiscoveryError::Unreachable(e)) if e.code() == Code::Unimplemented => {

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
 use cosi_runtime::Readiness;
+use cosi_runtime::metrics::SidecarMetrics;
 
 #[derive(Debug, Default)]
 struct State {
@@ -31,6 +32,7 @@ impl State {
 pub struct Health {
     readiness: Readiness,
     state: Arc<Mutex<State>>,
+    metrics: Option<SidecarMetrics>,
 }
 
 impl Health {
@@ -39,6 +41,20 @@ impl Health {
         Self {
             readiness,
             state: Arc::default(),
+            metrics: None,
+        }
+    }
+
+    /// Also reports the driver's connection state (`cosi_sidecar_driver_up`).
+    #[must_use]
+    pub fn reporting(mut self, metrics: SidecarMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    fn driver_up(&self, up: bool) {
+        if let Some(m) = &self.metrics {
+            m.driver_up(up);
         }
     }
 
@@ -56,12 +72,14 @@ impl Health {
 
     /// The driver answered DriverGetInfo.
     pub fn driver_ok(&self) -> bool {
+        self.driver_up(true);
         self.update(|s| s.driver.take().is_some())
     }
 
     /// The driver does not answer; returns true when this is news (it
     /// answered before).
     pub fn driver_down(&self, reason: String) -> bool {
+        self.driver_up(false);
         self.update(|s| s.driver.replace(reason).is_none())
     }
 
@@ -126,5 +144,21 @@ mod tests {
         assert!(r.get().unwrap_err().contains("buckets/status"));
         h.allowed("Bucket/b1");
         assert_eq!(r.get(), Ok(()));
+    }
+
+    #[test]
+    fn the_driver_connection_state_is_exported() {
+        let registry = prometheus::Registry::new();
+        let metrics = SidecarMetrics::register(&registry).unwrap();
+        let h = Health::new(Readiness::default()).reporting(metrics);
+        let up = || cosi_runtime::metrics::render(&registry);
+        assert!(
+            up().contains("cosi_sidecar_driver_up 0"),
+            "not up before it answered"
+        );
+        h.driver_ok();
+        assert!(up().contains("cosi_sidecar_driver_up 1"));
+        h.driver_down("driver at unix:///x is not answering".into());
+        assert!(up().contains("cosi_sidecar_driver_up 0"));
     }
 }

@@ -63,7 +63,7 @@ pub async fn wait_for_driver(
     shutdown: &Shutdown,
 ) -> Result<Option<DriverInfo>, Error> {
     let driver = Driver::new(driver.clone(), config);
-    let health = Health::new(config.readiness.clone());
+    let health = Health::new(config.readiness.clone()).reporting(config.metrics.clone());
     probe::discover(
         &driver,
         &health,
@@ -84,7 +84,7 @@ pub async fn run(
     config: Config,
     shutdown: Shutdown,
 ) -> Result<(), Error> {
-    let health = Health::new(config.readiness.clone());
+    let health = Health::new(config.readiness.clone()).reporting(config.metrics.clone());
     // Not ready until both watches have listed everything once.
     health.watch_failed(
         controllers::BUCKETS,

@@ -21,7 +21,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// The COSI provisioner sidecar.
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version = env!("COSI_VERSION"), about)]
 struct Cli {
     #[command(flatten)]
     common: CommonArgs,
@@ -131,14 +131,15 @@ async fn main() -> anyhow::Result<()> {
         return Ok(());
     };
 
+    let lease_name = cli
+        .common
+        .leader_election_lease_name
+        .clone()
+        .unwrap_or_else(|| cosi_sidecar::lease_name(&info.name));
+    let leading = config.metrics.runtime().leader_status(&lease_name);
     let result = if cli.common.leader_election_enabled() {
-        let election = LeaderElection::new(
-            cli.common.lease_namespace(),
-            cli.common
-                .leader_election_lease_name
-                .clone()
-                .unwrap_or_else(|| cosi_sidecar::lease_name(&info.name)),
-        );
+        let election =
+            LeaderElection::new(cli.common.lease_namespace(), lease_name).reporting(leading);
         let outcome = Arc::new(Mutex::new(Ok(())));
         let slot = outcome.clone();
         let (c, d) = (client.clone(), driver.clone());
@@ -156,6 +157,8 @@ async fn main() -> anyhow::Result<()> {
             .map_err(anyhow::Error::from)
         })
     } else {
+        // Without leader election this replica is the one that works.
+        leading.set(1);
         cosi_sidecar::run(client, driver, config, shutdown.clone())
             .await
             .map_err(anyhow::Error::from)

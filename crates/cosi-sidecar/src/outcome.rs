@@ -109,12 +109,15 @@ pub(crate) fn plan_failure(
     let refused = is_refusal(failure);
     let reason = failure_reason(failure);
     let (message, next) = if refused {
-        (format!("{failure}: {refusal_hint}"), Action::await_change())
+        (
+            format!("{failure}: {refusal_hint}"),
+            Action::await_change().as_failure(),
+        )
     } else {
         let delay = ctx.gates.retry_later(key, generation, Instant::now());
         (
             format!("{failure}; retrying with backoff"),
-            Action::requeue(delay),
+            Action::requeue(delay).as_failure(),
         )
     };
     let mut desired = vec![Desired::new(
@@ -198,7 +201,7 @@ pub(crate) async fn api_failure(
             )
             .await;
         }
-        return Action::requeue(delay.min(Duration::from_secs(5)));
+        return Action::requeue(delay.min(Duration::from_secs(5))).as_failure();
     }
     if e.is_forbidden() {
         let message = format!("{e}; the sidecar's ClusterRole must allow it");
@@ -212,10 +215,10 @@ pub(crate) async fn api_failure(
             ctx.warn(regarding, event_reasons::PERMISSION_DENIED, action, message)
                 .await;
         }
-        return Action::requeue(delay);
+        return Action::requeue(delay).as_failure();
     }
     tracing::warn!(object = key, error = %e, retry_in = ?delay, "Kubernetes API request failed");
-    Action::requeue(delay)
+    Action::requeue(delay).as_failure()
 }
 
 #[cfg(test)]

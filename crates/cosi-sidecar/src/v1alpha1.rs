@@ -149,20 +149,25 @@ fn checked_id(method: Method, field: &str, id: &str) -> Result<(), Failure> {
         .map_err(|s| bad_reply(method, s.message()))
 }
 
+/// True for a refusal other than ALREADY_EXISTS (see [`unless_refused`]).
+fn refused(e: &DriverError) -> bool {
+    policy(e.code()) == RetryPolicy::Refused && e.code() != tonic::Code::AlreadyExists
+}
+
+fn is_refusal<T>(result: &Result<T, Failure>) -> bool {
+    matches!(result, Err(Failure::Driver(e)) if refused(e))
+}
+
 /// `None` when the driver refused the repeated call: it created nothing
 /// the first time either (the request is the same). ALREADY_EXISTS is no
 /// such refusal: something exists under the name.
 fn unless_refused<T>(result: Result<T, Failure>) -> Result<Option<T>, Failure> {
     match result {
-        Ok(v) => Ok(Some(v)),
-        Err(Failure::Driver(e))
-            if policy(e.code()) == RetryPolicy::Refused
-                && e.code() != tonic::Code::AlreadyExists =>
-        {
+        Err(Failure::Driver(e)) if refused(&e) => {
             tracing::info!(error = %e, "the driver refuses the call by name, so it holds nothing under that name");
             Ok(None)
         }
-        Err(e) => Err(e),
+        other => other.map(Some),
     }
 }
 
@@ -629,7 +634,14 @@ impl Adapter {
         driver: &Driver,
         req: DriverGenerateBucketIdRequest,
     ) -> Result<Option<String>, Failure> {
-        let result = self.create(driver, &req.name, req.parameters, None).await;
+        let mut result = self
+            .create(driver, &req.name, req.parameters.clone(), None)
+            .await;
+        if is_refusal(&result) {
+            // Confirmed before it releases the object: a refusal is the
+            // driver's stable answer to the request.
+            result = self.create(driver, &req.name, req.parameters, None).await;
+        }
         Ok(unless_refused(result)?.map(|(id, _)| id))
     }
 
@@ -762,9 +774,21 @@ impl Adapter {
         req: DriverGenerateBucketAccessIdRequest,
     ) -> Result<Option<String>, Failure> {
         let bucket_id = single_bucket(req.buckets.iter().map(|b| b.bucket_id.as_str()))?;
-        let result = self
-            .grant(driver, &bucket_id, &req.account_name, req.parameters, None)
+        let mut result = self
+            .grant(
+                driver,
+                &bucket_id,
+                &req.account_name,
+                req.parameters.clone(),
+                None,
+            )
             .await;
+        if is_refusal(&result) {
+            // Confirmed, as in `created_bucket_id`.
+            result = self
+                .grant(driver, &bucket_id, &req.account_name, req.parameters, None)
+                .await;
+        }
         Ok(unless_refused(result)?.map(|(id, _)| id))
     }
 

@@ -48,7 +48,7 @@ enum LogFormat {
 
 /// COSI driver keeping buckets on local disk, served by an embedded S3 endpoint.
 #[derive(Debug, Parser)]
-#[command(name = "cosi-driver-local", version, after_help = PARAMETERS_HELP)]
+#[command(name = "cosi-driver-local", version = env!("COSI_VERSION"), after_help = PARAMETERS_HELP)]
 struct Args {
     /// Driver name reported to COSI (BucketClass.driverName must match).
     #[arg(long, env = "DRIVER_NAME", default_value = DEFAULT_DRIVER_NAME)]

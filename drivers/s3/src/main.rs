@@ -27,7 +27,7 @@ enum Style {
 /// (AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, AWS_SHARED_CREDENTIALS_FILE and
 /// AWS_PROFILE, web identity, ...). The socket is named by COSI_ENDPOINT.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version = env!("COSI_VERSION"), about)]
 struct Args {
     /// Name the driver registers under (BucketClass.driverName).
     #[arg(long, env = "DRIVER_NAME", default_value = config::DEFAULT_DRIVER_NAME)]

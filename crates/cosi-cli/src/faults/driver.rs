@@ -409,8 +409,9 @@ impl DriverHost {
         let shutdown = Shutdown::new();
         let (endpoint, stopped, identity) =
             (self.endpoint.clone(), shutdown.stopped(), driver.clone());
+        let api = self.config.api;
         let task = tokio::spawn(async move {
-            let served = cosi_driver::serve(&endpoint, identity, faulty, stopped).await;
+            let served = cosi_driver::serve_api(api, &endpoint, identity, faulty, stopped).await;
             if let Err(e) = served {
                 tracing::error!(error = %e, "driver server failed");
             }

@@ -5,7 +5,7 @@
 
 use std::fmt;
 
-use cosi_driver::Code;
+use cosi_driver::{Code, DriverApi};
 use cosi_driver_local::CrashPoint;
 
 use super::driver::{DriverFault, FaultAction, Rpc, When};
@@ -117,6 +117,8 @@ pub struct Plan {
     pub seed: u64,
     /// The main kind of fault.
     pub kind: Kind,
+    /// The driver API the driver serves.
+    pub api: DriverApi,
     /// The pairs.
     pub pairs: Vec<PairPlan>,
     /// Controller crashes, in order: at the nth write of an incarnation.
@@ -209,17 +211,29 @@ fn api_fault(rng: &mut Rng, status: u16) -> ApiFault {
     }
 }
 
+/// The driver API of the run with `seed`: runs cycle through every kind
+/// of fault on the v1alpha2 API, then on the v1alpha1 API, and so on.
+pub fn api_of_seed(seed: u64) -> DriverApi {
+    if (seed / Kind::ALL.len() as u64).is_multiple_of(2) {
+        DriverApi::V1alpha2
+    } else {
+        DriverApi::V1alpha1
+    }
+}
+
 impl Plan {
     /// The plan of `seed`.
     pub fn from_seed(seed: u64) -> Plan {
         let mut rng = Rng::new(seed);
         let kind = Kind::of_seed(seed);
+        let api = api_of_seed(seed);
         let mut pairs_rng = rng.fork();
         let mut faults_rng = rng.fork();
         let pairs = pairs(&mut pairs_rng);
         let mut plan = Plan {
             seed,
             kind,
+            api,
             pairs,
             controller_crashes: Vec::new(),
             sidecar_crashes: Vec::new(),
@@ -268,6 +282,17 @@ impl Plan {
             let n = r.between(1, 2);
             plan.driver_faults
                 .extend(driver_errors(r, &REFUSALS, rpcs, n));
+            if api.phase_one_creates() {
+                // A refusal after the backend acted: the bucket or account
+                // exists, its ID is never persisted, and deleting the
+                // refused pair must find it by name.
+                plan.driver_faults.push(DriverFault {
+                    rpc: Some(r.pick(&[Rpc::CreateBucket, Rpc::GrantBucketAccess])),
+                    nth: r.between(1, 3),
+                    when: When::After,
+                    action: FaultAction::Fail(Code::InvalidArgument),
+                });
+            }
         }
         for (k, status) in [
             (Kind::ApiConflict, 409),
@@ -297,9 +322,10 @@ impl Plan {
         let deleted = self.pairs.iter().filter(|p| p.delete.is_some()).count();
         let late = self.pairs.iter().filter(|p| p.late).count();
         format!(
-            "seed {} kind {}: {} pairs ({} late, {} deleted), controller crashes {:?}, sidecar crashes {:?}, driver faults {:?}, driver crash points {:?}, API faults {:?}, watches dropped after {:?} events{}",
+            "seed {} kind {} on {}: {} pairs ({} late, {} deleted), controller crashes {:?}, sidecar crashes {:?}, driver faults {:?}, driver crash points {:?}, API faults {:?}, watches dropped after {:?} events{}",
             self.seed,
             self.kind,
+            self.api,
             self.pairs.len(),
             late,
             deleted,
@@ -358,6 +384,21 @@ mod tests {
     fn runs_cycle_through_every_kind_of_fault() {
         let kinds: Vec<Kind> = (0..10).map(|s| Plan::from_seed(s).kind).collect();
         assert_eq!(kinds, Kind::ALL);
+    }
+
+    #[test]
+    fn every_kind_runs_on_both_driver_apis() {
+        let apis: Vec<DriverApi> = [0, 9, 10, 19, 20].map(|s| Plan::from_seed(s).api).to_vec();
+        use DriverApi::{V1alpha1, V1alpha2};
+        assert_eq!(apis, [V1alpha2, V1alpha2, V1alpha1, V1alpha1, V1alpha2]);
+        // A v1alpha1 refusal run refuses after the backend acted.
+        let refusal = (10..20)
+            .map(Plan::from_seed)
+            .find(|p| p.kind == Kind::DriverRefusal)
+            .unwrap();
+        assert!(refusal.driver_faults.iter().any(|f| f.when == When::After
+            && matches!(f.rpc, Some(Rpc::CreateBucket | Rpc::GrantBucketAccess))
+            && matches!(f.action, FaultAction::Fail(c) if REFUSALS.contains(&c))));
     }
 
     #[test]

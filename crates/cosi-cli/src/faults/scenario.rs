@@ -105,6 +105,7 @@ pub async fn run_seed(seed: u64) -> Result<RunReport, RunFailure> {
         sidecar_crashes: plan.sidecar_crashes.clone(),
         driver_faults: plan.driver_faults.clone(),
         driver_crash_points: plan.driver_crash_points.clone(),
+        driver_api: plan.api,
     };
     let system = Supervised::start(dir.path(), faults)
         .await

@@ -81,6 +81,8 @@ pub struct Faults {
     pub driver_faults: Vec<DriverFault>,
     /// Crash points inside the driver, one per incarnation.
     pub driver_crash_points: Vec<CrashPoint>,
+    /// The driver API the driver serves (the sidecar detects it).
+    pub driver_api: cosi_driver::DriverApi,
 }
 
 struct System {
@@ -242,6 +244,7 @@ impl Supervised {
         let mut config = cosi_driver_local::Config::new(&stack.options().data_dir);
         config.driver_name = stack.driver_name().to_owned();
         config.s3_endpoint_url = Some(stack.s3_endpoint_url().to_owned());
+        config.api = faults.driver_api;
         let mut driver = DriverHost::new(config, stack.driver_endpoint().clone());
         for f in &faults.driver_faults {
             driver.hooks().arm(*f);

@@ -74,6 +74,8 @@ impl Kubectl {
 struct Dev {
     child: Child,
     lines: mpsc::Receiver<String>,
+    /// Everything it wrote to stderr (its logs) so far.
+    stderr: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl Dev {
@@ -90,12 +92,22 @@ impl Dev {
             .arg(kubeconfig)
             .arg("--data-dir")
             .arg(data)
+            .arg("--verbose")
             .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(Stdio::piped())
             .spawn()
             .expect("spawn cosi dev");
         let stdout = child.stdout.take().unwrap();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (errors, sink) = (child.stderr.take().unwrap(), stderr.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(errors).lines().map_while(Result::ok) {
+                let mut all = sink.lock().unwrap();
+                all.push_str(&line);
+                all.push('\n');
+            }
+        });
         let (tx, lines) = mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -104,7 +116,11 @@ impl Dev {
                 }
             }
         });
-        Dev { child, lines }
+        Dev {
+            child,
+            lines,
+            stderr,
+        }
     }
 
     /// Lines up to and including the first one starting with `prefix`.
@@ -162,6 +178,22 @@ impl Drop for Dev {
     }
 }
 
+/// The body of a plain-HTTP GET of `url` (`http://host:port/path`).
+async fn http_get(url: &str) -> String {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let rest = url.strip_prefix("http://").expect("an http URL");
+    let (host, path) = rest.split_once('/').expect("a path");
+    let mut conn = tokio::net::TcpStream::connect(host).await.expect("connect");
+    conn.write_all(
+        format!("GET /{path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut body = String::new();
+    conn.read_to_string(&mut body).await.unwrap();
+    body
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn dev_stack_serves_kubectl_until_interrupted() {
     let dir = tempfile::tempdir().unwrap();
@@ -184,6 +216,15 @@ async fn dev_stack_serves_kubectl_until_interrupted() {
         text.contains(&format!("export KUBECONFIG={}", kubeconfig.display())),
         "{text}"
     );
+    // The sidecar's metrics endpoint, as the banner names it, answers.
+    let metrics_url = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("sidecar"))
+        .and_then(|l| l.split_whitespace().find(|w| w.ends_with("/metrics,")))
+        .map(|w| w.trim_end_matches(','))
+        .unwrap_or_else(|| panic!("no sidecar metrics endpoint in\n{text}"));
+    let scraped = http_get(metrics_url).await;
+    assert!(scraped.contains("cosi_sidecar_driver_info"), "{scraped}");
 
     let k = Kubectl {
         bin: kubectl_path(),
@@ -296,5 +337,12 @@ async fn dev_stack_serves_kubectl_until_interrupted() {
     assert!(
         data.join(cosi_driver_local::STATE_FILE).exists(),
         "--data-dir persists"
+    );
+    // Its logs went to a pipe: plain text, no colour codes.
+    let logs = dev.stderr.lock().unwrap().clone();
+    assert!(logs.contains("INFO"), "--verbose logs: {logs}");
+    assert!(
+        !logs.contains('\u{1b}'),
+        "ANSI escapes in piped logs: {logs}"
     );
 }

@@ -46,10 +46,16 @@ pub struct Env {
 impl Env {
     /// Starts a stack and creates the four classes.
     pub async fn start() -> Env {
+        Self::start_api(cosi_driver::DriverApi::V1alpha2).await
+    }
+
+    /// Starts a stack whose local driver serves `api`, and creates the
+    /// four classes.
+    pub async fn start_api(api: cosi_driver::DriverApi) -> Env {
         let dir = tempfile::tempdir().expect("temporary directory");
-        let stack = Stack::start(StackOptions::new(dir.path()))
-            .await
-            .expect("the stack starts");
+        let mut opts = StackOptions::new(dir.path());
+        opts.driver_api = api;
+        let stack = Stack::start(opts).await.expect("the stack starts");
         let env = Env {
             client: stack.client(),
             stack,

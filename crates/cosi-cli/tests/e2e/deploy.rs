@@ -7,14 +7,14 @@ use std::process::Command;
 
 use crate::cli_dev::kubectl_path;
 
-fn deploy_dir() -> PathBuf {
+pub(crate) fn deploy_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../deploy")
         .canonicalize()
         .expect("deploy/ exists")
 }
 
-fn kustomize(dir: &Path) -> String {
+pub(crate) fn kustomize(dir: &Path) -> String {
     let out = Command::new(kubectl_path())
         .arg("kustomize")
         .arg(dir)
@@ -30,7 +30,7 @@ fn kustomize(dir: &Path) -> String {
 }
 
 /// `(kind, name)` of every rendered object.
-fn objects(yaml: &str) -> Vec<(String, String)> {
+pub(crate) fn objects(yaml: &str) -> Vec<(String, String)> {
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(yaml).expect("valid YAML");
     docs.iter()
         .filter(|d| d.is_object())

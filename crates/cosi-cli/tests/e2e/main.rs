@@ -7,6 +7,7 @@
 //! `cosi quickstart` as the README runs it, and `cosi dev` with kubectl.
 
 mod access_modes;
+mod chart;
 mod cli_bench;
 mod cli_dev;
 mod cli_quickstart;
@@ -14,7 +15,10 @@ mod common;
 mod deletion;
 mod deploy;
 mod dynamic;
+mod monitoring;
 mod multi_bucket;
 mod readme_driver;
 mod restarts;
 mod static_provisioning;
+mod v1alpha1;
+mod version;

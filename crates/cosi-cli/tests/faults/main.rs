@@ -4,8 +4,9 @@
 //! drops watches. Every run must converge with no leaked or duplicated
 //! backend bucket or account and no orphaned Secret.
 //!
-//! `FAULT_RUNS=<n>` sets the number of runs (default 20, every kind of
-//! fault twice), `FAULT_BASE_SEED=<s>` the first seed, `FAULT_JOBS=<j>` how
+//! Runs alternate between a driver of the v1alpha2 driver API and one of
+//! the v1alpha1 API (ten seeds each). `FAULT_RUNS=<n>` sets the number of
+//! runs (default 40: every kind of fault twice on each API), `FAULT_BASE_SEED=<s>` the first seed, `FAULT_JOBS=<j>` how
 //! many run at once (default 4), and `FAULT_SEED=<s>` replays one run.
 
 use cosi_cli::faults::{RunFailure, RunReport, run_seed};
@@ -40,7 +41,7 @@ async fn seeded_crashes_and_faults_converge_without_leaks_or_duplicates() {
     let seeds: Vec<u64> = match env_u64("FAULT_SEED") {
         Some(seed) => vec![seed],
         None => {
-            let runs = env_u64("FAULT_RUNS").unwrap_or(20);
+            let runs = env_u64("FAULT_RUNS").unwrap_or(40);
             let base = env_u64("FAULT_BASE_SEED").unwrap_or(0);
             (base..base + runs).collect()
         }

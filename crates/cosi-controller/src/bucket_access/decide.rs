@@ -23,12 +23,19 @@
 //! again on a fresh read and now waits for the sidecar; or the finalizer
 //! removal lands first, the object is gone, and the sidecar's write fails
 //! before any grant was made. No backend access can be left behind.
+//!
+//! A sidecar whose driver grants before an ID can be recorded (the v1alpha1
+//! driver API grants in one call) first annotates the access
+//! `sidecar-grant-started` (guarded the same way); such an access waits for
+//! the sidecar's cleanup even without an account ID.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use cosi_api::conditions::{Desired, Status, find, set_all};
 use cosi_api::constants::PROTECTION_FINALIZER;
-use cosi_api::constants::annotations::{HAS_BUCKETACCESS_REFERENCES, SIDECAR_CLEANUP_FINISHED};
+use cosi_api::constants::annotations::{
+    HAS_BUCKETACCESS_REFERENCES, SIDECAR_CLEANUP_FINISHED, SIDECAR_GRANT_STARTED,
+};
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
 use cosi_api::{
     AccessedBucket, AuthenticationType, Bucket, BucketAccess, BucketAccessClass, BucketAccessMode,
@@ -160,9 +167,12 @@ pub fn holds_claims(access: &BucketAccess) -> bool {
 }
 
 /// True when nothing of the access remains in the backend: the sidecar said
-/// so, or it never recorded an account (see the module docs).
+/// so, or it never recorded an account nor started a grant (see the module
+/// docs).
 pub fn cleanup_done(access: &BucketAccess) -> bool {
-    access.annotations().contains_key(SIDECAR_CLEANUP_FINISHED) || access.account_id().is_none()
+    let annotations = access.annotations();
+    annotations.contains_key(SIDECAR_CLEANUP_FINISHED)
+        || (access.account_id().is_none() && !annotations.contains_key(SIDECAR_GRANT_STARTED))
 }
 
 /// True when `step`, decided on cached state, may be written without

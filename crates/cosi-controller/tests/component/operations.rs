@@ -70,7 +70,13 @@ fn the_deployment_runs_non_root_read_only_with_probes_limits_and_leader_election
     assert_eq!(pod.service_account_name.as_deref(), Some("cosi-controller"));
     assert_eq!(pod.security_context.unwrap().run_as_non_root, Some(true));
     let c = &pod.containers[0];
-    assert_eq!(c.image.as_deref(), Some("cosi-rs/cosi-controller:latest"));
+    assert_eq!(
+        c.image.as_deref(),
+        Some(concat!(
+            "cosi-rs/cosi-controller:",
+            env!("CARGO_PKG_VERSION")
+        ))
+    );
     let sc = c.security_context.as_ref().unwrap();
     assert_eq!(sc.read_only_root_filesystem, Some(true));
     assert_eq!(sc.allow_privilege_escalation, Some(false));
@@ -231,13 +237,18 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
     let shutdown = Shutdown::new();
     let registry = Registry::new();
     let config = Config::new(&registry).unwrap();
+    let leading = config
+        .metrics
+        .runtime()
+        .leader_status(cosi_controller::COMPONENT);
     let task = tokio::spawn({
         let shutdown = shutdown.clone();
         let client = controller_client.clone();
+        let leading = leading.clone();
         async move {
             run_as_leader(
                 client.clone(),
-                LeaderElection::new("cosi-system", cosi_controller::COMPONENT),
+                LeaderElection::new("cosi-system", cosi_controller::COMPONENT).reporting(leading),
                 &shutdown,
                 |stop| async move {
                     cosi_controller::run(client, config, stop)
@@ -290,6 +301,11 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
     assert!(counters.count_for("create", "buckets", &user) >= 1);
     assert!(counters.count_for("delete", "buckets", &user) >= 1);
     assert!(counters.count_for("create", "events", &user) >= 1);
+    assert_eq!(
+        leading.get(),
+        1,
+        "leader_election_master_status while leading"
+    );
 
     shutdown.trigger();
     tokio::time::timeout(Duration::from_secs(20), task)
@@ -297,6 +313,7 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
         .expect("stops")
         .unwrap()
         .expect("leader election ends cleanly");
+    assert_eq!(leading.get(), 0, "no longer leading once stopped");
 }
 
 #[tokio::test]

@@ -36,6 +36,16 @@ impl Drop for Running {
 /// Serves a driver with `fault`: through the SDK (which validates requests),
 /// or as a bare gRPC server for [`Fault::AcceptsMissingFields`].
 pub async fn start(fault: Fault) -> Running {
+    start_api(fault, false).await
+}
+
+/// Serves a driver with `fault` over the v1alpha1 driver API, through the
+/// SDK's v1alpha1 bridge.
+pub async fn start_v1alpha1(fault: Fault) -> Running {
+    start_api(fault, true).await
+}
+
+async fn start_api(fault: Fault, v1alpha1: bool) -> Running {
     let state = Arc::default();
     let s3_endpoint = s3::start(Arc::clone(&state)).await;
     let driver = MemDriver {
@@ -49,7 +59,11 @@ pub async fn start(fault: Fault) -> Running {
     let shutdown = async {
         let _ = stopped.await;
     };
-    if fault == Fault::AcceptsMissingFields {
+    if v1alpha1 {
+        let (ep, d) = (endpoint.clone(), driver.clone());
+        tokio::spawn(async move { cosi_driver::serve_v1alpha1(&ep, d.clone(), d, shutdown).await });
+        wait_for_socket(&endpoint).await;
+    } else if fault == Fault::AcceptsMissingFields {
         let listener = tokio::net::UnixListener::bind(endpoint.path()).unwrap();
         let server = tonic::transport::Server::builder()
             .add_service(IdentityServer::new(driver.clone()))
@@ -59,18 +73,22 @@ pub async fn start(fault: Fault) -> Running {
     } else {
         let (ep, d) = (endpoint.clone(), driver.clone());
         tokio::spawn(async move { cosi_driver::serve(&ep, d.clone(), d, shutdown).await });
-        for _ in 0..500 {
-            if endpoint.path().exists() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        wait_for_socket(&endpoint).await;
     }
     Running {
         endpoint,
         driver,
         _dir: dir,
         stop: Some(stop),
+    }
+}
+
+async fn wait_for_socket(endpoint: &Endpoint) {
+    for _ in 0..500 {
+        if endpoint.path().exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
 }
 

@@ -103,7 +103,7 @@ async fn metrics_use_the_kep_names_labels_and_buckets() {
     .await;
     let text = eventually("the metrics to show both calls", || async {
         let t = sidecar.metrics();
-        t.contains("cosi_sidecar_operation_errors_total{driver_name=\"fake.cosi.example.com\",method_name=\"DriverGetBucket\"}")
+        t.contains("cosi_sidecar_operation_errors_total{driver_name=\"fake.cosi.example.com\",method_name=\"DriverGetBucket\"} 1")
             .then_some(t)
     })
     .await;
@@ -118,7 +118,8 @@ async fn metrics_use_the_kep_names_labels_and_buckets() {
     ] {
         assert!(text.contains(line), "missing {line}\n{text}");
     }
-    assert!(!text.contains(r#"cosi_sidecar_operation_errors_total{driver_name="fake.cosi.example.com",method_name="DriverCreateBucket"}"#));
+    // Listed from discovery on, at 0: successes are not errors.
+    assert!(text.contains(r#"cosi_sidecar_operation_errors_total{driver_name="fake.cosi.example.com",method_name="DriverCreateBucket"} 0"#), "{text}");
 }
 
 #[tokio::test]

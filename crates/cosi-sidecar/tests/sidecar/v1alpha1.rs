@@ -96,6 +96,14 @@ async fn ceph_and_linode_replies_become_s3_secrets() {
             a.status.unwrap().account_id,
             v.driver.lock().accounts.values().next().unwrap().0
         );
+        assert!(
+            v.h.access("ba-one")
+                .await
+                .unwrap()
+                .annotations()
+                .contains_key(cosi_api::constants::annotations::SIDECAR_GRANT_STARTED),
+            "marked before the grant"
+        );
         // One call per object: the phase-1 replies served phase 2.
         assert_eq!(
             v.driver.calls(),
@@ -330,6 +338,17 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
         AuthenticationType::Key,
     )
     .await;
+    // The sidecar marked the grant as started before the call.
+    v.h.accesses()
+        .patch(
+            "ba-lost",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"metadata": {"annotations": {
+                cosi_api::constants::annotations::SIDECAR_GRANT_STARTED: "true"
+            }}})),
+        )
+        .await
+        .unwrap();
     let account = format!("ba-{}", uid(&a));
     let bucket_id = v.driver.bucket_id("bc-kept");
     v.driver
@@ -416,4 +435,32 @@ async fn a_driver_restarted_with_the_other_api_is_detected_again() {
     assert_eq!(driver.calls(), ["DriverCreateBucket"]);
     let result: Result<(), Error> = sidecar.stop().await;
     result.unwrap();
+}
+
+#[tokio::test]
+async fn a_create_reply_naming_another_protocol_is_invalid_and_its_id_kept_for_deletion() {
+    let v = V1::new(Shape::Linode).await;
+    v.driver.lock().azure_info = true;
+    let _sidecar = v.start(options(Protocol::S3, false));
+    v.h.create_bucket(&dynamic_bucket("bc-az")).await;
+    let b =
+        v.h.bucket_when("bc-az", "an invalid driver response", |b| {
+            condition(b.conditions(), condition_types::PROVISION_FAILED)
+                .is_some_and(|c| c.reason == reasons::INVALID_DRIVER_RESPONSE)
+        })
+        .await;
+    let c = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
+    assert!(
+        c.message.contains("lacks the requested protocol(s) S3"),
+        "{}",
+        c.message
+    );
+    assert_eq!(
+        b.status.unwrap().bucket_id,
+        v.driver.bucket_id("bc-az"),
+        "the ID is persisted so deletion can clean up"
+    );
+    v.h.claim_deleted("bc-az", true).await;
+    v.h.bucket_gone("bc-az").await;
+    assert!(v.driver.lock().buckets.is_empty(), "the bucket leaked");
 }

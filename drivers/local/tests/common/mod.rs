@@ -34,8 +34,21 @@ impl Harness {
         Self::start_in(tempfile::tempdir().unwrap()).await
     }
 
+    /// Starts a driver serving the v1alpha1 driver API.
+    pub async fn start_v1alpha1() -> Self {
+        Self::start_api(
+            tempfile::tempdir().unwrap(),
+            cosi_driver::DriverApi::V1alpha1,
+        )
+        .await
+    }
+
     /// Starts a driver over an existing data directory (a restart).
     pub async fn start_in(dir: TempDir) -> Self {
+        Self::start_api(dir, cosi_driver::DriverApi::V1alpha2).await
+    }
+
+    async fn start_api(dir: TempDir, api: cosi_driver::DriverApi) -> Self {
         let driver = LocalDriver::open(&config(&dir)).unwrap();
         let s3 = driver.start_s3().await.unwrap();
         let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).unwrap();
@@ -43,7 +56,7 @@ impl Harness {
         let grpc = tokio::spawn({
             let (endpoint, driver) = (endpoint.clone(), driver.clone());
             async move {
-                cosi_driver::serve(&endpoint, driver.clone(), driver, async {
+                cosi_driver::serve_api(api, &endpoint, driver.clone(), driver, async {
                     let _ = stopped.await;
                 })
                 .await

@@ -398,6 +398,23 @@ fn deletion_of_an_access_never_provisioned_finishes_without_the_sidecar() {
 }
 
 #[test]
+fn an_access_whose_grant_started_waits_for_the_sidecar_without_an_account_id() {
+    let world = World::new().bound("photos");
+    let mut a = handed_off(&world, access("app", &["photos"]).finalized()).deleting();
+    a.metadata.annotations.get_or_insert_default().insert(
+        cosi_api::constants::annotations::SIDECAR_GRANT_STARTED.into(),
+        "true".into(),
+    );
+    assert!(holds_claims(&a));
+    assert!(matches!(
+        world.step(&a),
+        Step::Done(Idle::WaitingForSidecar)
+    ));
+    let a = a.cleaned_up();
+    assert!(matches!(world.step(&a), Step::UnannotateClaim { .. }));
+}
+
+#[test]
 fn deletion_keeps_the_claim_annotation_while_another_access_holds_it() {
     let mut world = World::new().bound("photos");
     world.held.insert("photos".into());

@@ -53,6 +53,8 @@ pub struct Backend {
     pub calls: Vec<(&'static str, String)>,
     /// Answer repeats by name with a new ID (breaks the v1alpha1 rule).
     pub not_idempotent: bool,
+    /// Answer creates with Azure bucket info, whatever was configured.
+    pub azure_info: bool,
     next_key: u32,
 }
 
@@ -107,7 +109,14 @@ impl ReplayDriver {
         }
     }
 
-    fn bucket_info(&self) -> Option<Protocol> {
+    fn bucket_info(&self, azure: bool) -> Option<Protocol> {
+        if azure {
+            return Some(Protocol {
+                r#type: Some(protocol::Type::AzureBlob(AzureBlob {
+                    storage_account: AZURE_ACCOUNT.into(),
+                })),
+            });
+        }
         let s3 = |region: &str| Protocol {
             r#type: Some(protocol::Type::S3(S3 {
                 region: region.into(),
@@ -217,7 +226,7 @@ impl Provisioner for ReplayDriver {
                     b.buckets_made.push(req.name);
                     Ok(Response::new(DriverCreateBucketResponse {
                         bucket_id: id,
-                        bucket_info: self.bucket_info(),
+                        bucket_info: self.bucket_info(b.azure_info),
                     }))
                 }
                 // The sample driver leaves bucket_info out on a repeat.
@@ -227,7 +236,7 @@ impl Provisioner for ReplayDriver {
                 })),
                 _ => Ok(Response::new(DriverCreateBucketResponse {
                     bucket_id: id,
-                    bucket_info: self.bucket_info(),
+                    bucket_info: self.bucket_info(b.azure_info),
                 })),
             };
         }
@@ -236,7 +245,7 @@ impl Provisioner for ReplayDriver {
         b.buckets_made.push(req.name);
         Ok(Response::new(DriverCreateBucketResponse {
             bucket_id: id,
-            bucket_info: self.bucket_info(),
+            bucket_info: self.bucket_info(b.azure_info),
         }))
     }
 

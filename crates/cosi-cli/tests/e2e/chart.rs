@@ -1,0 +1,264 @@
+//! The Helm chart (`charts/cosi-rs`): it lints, renders manifests valid for
+//! the lowest and the highest supported Kubernetes version (and our CRDs)
+//! with default values and with every option on, never drifts from
+//! `deploy/` in RBAC, CRDs or security settings, and today's CRDs apply
+//! over objects made under the released ones.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use cosi_cli::drift::{drift, parse};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube_sim::KubeSim;
+
+use crate::cli_dev::kubectl_path;
+
+/// The Kubernetes versions the README says the install supports.
+const KUBERNETES_VERSIONS: [&str; 2] = ["1.30", "1.37"];
+
+/// Every option of the chart on.
+const ALL_OPTIONS: &[&str] = &[
+    "drivers.local.enabled=true",
+    "drivers.s3.enabled=true",
+    "imageRegistry=registry.example.com/platform",
+    "imageTag=9.9.9",
+    "drivers.local.storage.storageClassName=fast",
+    "drivers.s3.s3Endpoint=https://s3.example.com",
+    "drivers.s3.iamEndpoint=https://iam.example.com",
+    "controller.replicas=3",
+    "monitoring.serviceMonitor.enabled=true",
+    "monitoring.serviceMonitor.labels.release=prometheus",
+    "monitoring.prometheusRule.enabled=true",
+    "monitoring.grafanaDashboard.enabled=true",
+];
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("the repository")
+}
+
+fn helm() -> PathBuf {
+    let bin = std::env::var_os("HELM").map_or_else(|| PathBuf::from("helm"), PathBuf::from);
+    let ok = Command::new(&bin)
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        ok,
+        "helm is not installed: .ci/run installs it (scripts/install-helm.sh); or set HELM to its path"
+    );
+    bin
+}
+
+fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().expect("the command runs");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 output")
+}
+
+/// `helm template` of the chart at `chart` with `sets`, CRDs included.
+fn render(chart: &Path, sets: &[&str]) -> String {
+    let mut cmd = Command::new(helm());
+    cmd.args([
+        "template",
+        "cosi",
+        "--namespace",
+        "cosi-system",
+        "--include-crds",
+    ])
+    .arg(chart);
+    for s in sets {
+        cmd.args(["--set", s]);
+    }
+    run(&mut cmd)
+}
+
+fn kustomize(dir: &Path) -> String {
+    run(Command::new(kubectl_path()).arg("kustomize").arg(dir))
+}
+
+/// Validates `yaml` with scripts/validate-manifests.py for `version`.
+fn validate(yaml: &str, version: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("manifests.yaml");
+    std::fs::write(&file, yaml).unwrap();
+    let root = repo();
+    run(Command::new("python3")
+        .arg(root.join("scripts/validate-manifests.py"))
+        .args(["--kubernetes-version", version, "--crds"])
+        .arg(root.join("deploy/crds"))
+        .arg(&file));
+}
+
+fn deploy_all() -> String {
+    let root = repo();
+    [
+        "deploy",
+        "deploy/drivers/local",
+        "deploy/drivers/s3",
+        "deploy/monitoring",
+    ]
+    .iter()
+    .map(|d| kustomize(&root.join(d)))
+    .collect::<Vec<_>>()
+    .join("\n---\n")
+}
+
+#[test]
+fn the_chart_lints_and_renders_valid_manifests_for_the_supported_versions() {
+    let chart = repo().join("charts/cosi-rs");
+    run(Command::new(helm()).args(["lint", "--strict"]).arg(&chart));
+    let default = render(&chart, &[]);
+    let all = render(&chart, ALL_OPTIONS);
+    assert!(all.contains("image: registry.example.com/platform/cosi-rs/cosi-driver-local:9.9.9"));
+    assert!(all.contains("kind: PodDisruptionBudget"));
+    for version in KUBERNETES_VERSIONS {
+        validate(&default, version);
+        validate(&all, version);
+        validate(&deploy_all(), version);
+    }
+}
+
+#[test]
+fn the_charts_monitoring_files_are_those_of_deploy() {
+    let root = repo();
+    for file in ["rules.yaml", "grafana-dashboard.json"] {
+        let chart = std::fs::read_to_string(root.join("charts/cosi-rs/files").join(file)).unwrap();
+        let deploy = std::fs::read_to_string(root.join("deploy/monitoring").join(file)).unwrap();
+        assert!(
+            chart == deploy,
+            "charts/cosi-rs/files/{file} differs from deploy/monitoring/{file}: copy it over"
+        );
+    }
+}
+
+#[test]
+fn a_value_outside_the_schema_is_refused() {
+    let out = Command::new(helm())
+        .args(["template", "cosi"])
+        .arg(repo().join("charts/cosi-rs"))
+        .args([
+            "--set",
+            "drivers.local.bucketClass.deletionPolicy=Sometimes",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("deletionPolicy"), "{err}");
+}
+
+#[test]
+fn the_chart_and_deploy_do_not_drift() {
+    let chart = parse(&render(&repo().join("charts/cosi-rs"), ALL_OPTIONS)).unwrap();
+    let deploy = parse(&deploy_all()).unwrap();
+    let found = drift("the chart", &chart, "deploy/", &deploy);
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn one_rbac_rule_changed_in_the_chart_alone_is_drift() {
+    let copy = tempfile::tempdir().unwrap();
+    let chart = copy.path().join("cosi-rs");
+    run(Command::new("cp")
+        .arg("-r")
+        .arg(repo().join("charts/cosi-rs"))
+        .arg(&chart));
+    let rbac = chart.join("templates/sidecar-rbac.yaml");
+    let text = std::fs::read_to_string(&rbac).unwrap();
+    let changed = text.replacen(
+        r#"verbs: ["get", "create", "update", "patch", "delete"]"#,
+        r#"verbs: ["get", "list", "create", "update", "patch", "delete"]"#,
+        1,
+    );
+    assert_ne!(text, changed, "the rule to change is in the chart");
+    std::fs::write(&rbac, changed).unwrap();
+    let chart = parse(&render(&chart, ALL_OPTIONS)).unwrap();
+    let deploy = parse(&deploy_all()).unwrap();
+    assert_eq!(
+        drift("the chart", &chart, "deploy/", &deploy),
+        ["ClusterRole/cosi-sidecar: rules differ between the chart and deploy/"]
+    );
+}
+
+fn yaml_docs(path: &Path) -> Vec<serde_json::Value> {
+    parse(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn todays_crds_apply_over_objects_made_under_the_released_ones() {
+    let fixture = repo().join("crates/cosi-cli/tests/fixtures/released-0.1.0");
+    let sim = KubeSim::start().await.expect("kube-sim starts");
+    let client = sim.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let pp = PostParams::default();
+    for entry in std::fs::read_dir(fixture.join("crds")).unwrap() {
+        for doc in yaml_docs(&entry.unwrap().path()) {
+            let crd: CustomResourceDefinition = serde_json::from_value(doc).unwrap();
+            crds.create(&pp, &crd)
+                .await
+                .expect("install a released CRD");
+        }
+    }
+    let objects = yaml_docs(&fixture.join("objects.yaml"));
+    let api_of = |doc: &serde_json::Value| {
+        let (group, version) = doc["apiVersion"].as_str().unwrap().split_once('/').unwrap();
+        let gvk = GroupVersionKind::gvk(group, version, doc["kind"].as_str().unwrap());
+        let ar = ApiResource::from_gvk(&gvk);
+        match doc["metadata"]["namespace"].as_str() {
+            Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar),
+            None => Api::<DynamicObject>::all_with(client.clone(), &ar),
+        }
+    };
+    for doc in &objects {
+        let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
+        api_of(doc)
+            .create(&pp, &obj)
+            .await
+            .expect("create under the released CRDs");
+    }
+    // Today's CRDs, applied over the released ones.
+    for doc in yaml_docs(&repo().join("deploy/crds/buckets.yaml"))
+        .into_iter()
+        .chain(
+            [
+                "bucketclaims",
+                "bucketclasses",
+                "bucketaccesses",
+                "bucketaccessclasses",
+            ]
+            .iter()
+            .flat_map(|n| yaml_docs(&repo().join(format!("deploy/crds/{n}.yaml")))),
+        )
+    {
+        let mut crd: CustomResourceDefinition = serde_json::from_value(doc).unwrap();
+        let current = crds.get(&kube::ResourceExt::name_any(&crd)).await.unwrap();
+        crd.metadata.resource_version = current.metadata.resource_version;
+        crds.replace(&kube::ResourceExt::name_any(&crd), &pp, &crd)
+            .await
+            .expect("today's CRD applies over the released one");
+    }
+    // Every object is still served and still accepts a write.
+    for doc in &objects {
+        let name = doc["metadata"]["name"].as_str().unwrap();
+        let api = api_of(doc);
+        let got = api.get(name).await.expect("still served");
+        assert_eq!(got.data["spec"], doc["spec"], "{name} kept its spec");
+        api.patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": {"upgraded": "true"}}})),
+        )
+        .await
+        .expect("still writable under today's CRDs");
+    }
+}
