@@ -1,4 +1,4 @@
-//! `deploy/examples/ceph-rgw-rook` renders with kustomize (`kubectl
+//! `deploy/drivers/ceph-rgw` renders with kustomize (`kubectl
 //! kustomize`, as `kubectl apply -k` would) into a driver Deployment that
 //! runs this driver against the Rook store's RGW Service with the admin
 //! keys Rook writes for the CephObjectStoreUser, in files the driver reads.
@@ -10,8 +10,7 @@ use cosi_driver_ceph_rgw::config::{ACCESS_KEY_FILES, DEFAULT_DRIVER_NAME, SECRET
 use serde_json::Value;
 
 fn render() -> Vec<Value> {
-    let example =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/examples/ceph-rgw-rook");
+    let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/drivers/ceph-rgw");
     let out = Command::new("kubectl")
         .arg("kustomize")
         .arg(&example)
@@ -37,14 +36,18 @@ fn find<'a>(docs: &'a [Value], kind: &str, name: &str) -> &'a Value {
 #[test]
 fn the_rook_example_runs_the_driver_with_the_admin_keys_rook_writes() {
     let docs = render();
-    let pod = &find(&docs, "Deployment", "cosi-driver")["spec"]["template"]["spec"];
+    let pod = &find(&docs, "Deployment", "cosi-driver-ceph-rgw")["spec"]["template"]["spec"];
     let driver = pod["containers"]
         .as_array()
         .unwrap()
         .iter()
         .find(|c| c["name"] == "driver")
         .expect("a driver container");
-    assert_eq!(driver["image"], "cosi-rs/cosi-driver-ceph-rgw:latest");
+    let image = driver["image"].as_str().unwrap();
+    assert_eq!(
+        image,
+        format!("cosi-rs/cosi-driver-ceph-rgw:{}", env!("CARGO_PKG_VERSION"))
+    );
     let env = |name: &str| {
         driver["env"]
             .as_array()
@@ -59,7 +62,6 @@ fn the_rook_example_runs_the_driver_with_the_admin_keys_rook_writes() {
         env("RGW_ENDPOINT"),
         "http://rook-ceph-rgw-my-store.rook-ceph.svc"
     );
-    assert_eq!(env("DRIVER_NAME"), DEFAULT_DRIVER_NAME);
     let dir = env("ADMIN_CREDENTIALS_DIR");
     let mount = driver["volumeMounts"]
         .as_array()
