@@ -28,7 +28,7 @@ enum Style {
 /// or --admin-credentials-dir naming a mounted Secret. The socket is named by
 /// COSI_ENDPOINT.
 #[derive(Debug, Parser)]
-#[command(version, about)]
+#[command(version = env!("COSI_VERSION"), about)]
 struct Args {
     /// Name the driver registers under (BucketClass.driverName).
     #[arg(long, env = "DRIVER_NAME", default_value = config::DEFAULT_DRIVER_NAME)]

@@ -211,6 +211,23 @@ async fn an_unreachable_rgw_is_reported_at_start() {
     assert!(e.contains("cannot reach RGW"), "{e}");
 }
 
+#[test]
+fn the_binary_names_its_version_and_commit() {
+    let out = Command::new(BIN)
+        .arg("--version")
+        .output()
+        .expect("run the driver binary");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        text.starts_with(&format!(
+            "cosi-driver-ceph-rgw {} (commit ",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{text}"
+    );
+}
+
 #[tokio::test]
 async fn the_binary_without_admin_credentials_says_how_to_give_them() {
     let dir = tempfile::tempdir().unwrap();
