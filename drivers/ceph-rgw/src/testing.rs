@@ -23,7 +23,8 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -63,23 +64,24 @@ impl std::fmt::Debug for RgwCluster {
 
 impl Drop for RgwCluster {
     fn drop(&mut self) {
-        stop(&mut self.child, self.stdin.take());
+        let _ = stop(&mut self.child, self.stdin.take());
     }
 }
 
 /// Closes the script's stdin, which makes it stop the daemons and remove
-/// the cluster, and waits for it; kills it only when it hangs.
-fn stop(child: &mut Child, stdin: Option<ChildStdin>) {
+/// the cluster, and waits for it; kills it only when it hangs (`None`).
+fn stop(child: &mut Child, stdin: Option<ChildStdin>) -> Option<ExitStatus> {
     drop(stdin);
     let deadline = Instant::now() + Duration::from_secs(60);
     while Instant::now() < deadline {
-        if matches!(child.try_wait(), Ok(Some(_))) {
-            return;
+        if let Ok(Some(status)) = child.try_wait() {
+            return Some(status);
         }
         std::thread::sleep(Duration::from_millis(100));
     }
     let _ = child.kill();
     let _ = child.wait();
+    None
 }
 
 /// The cluster script: `$RGW_CLUSTER_SCRIPT`, or `scripts/rgw-cluster` of
@@ -147,7 +149,7 @@ impl RgwCluster {
             .ok_or("no stderr of the cluster script")?;
         let log = Arc::new(Mutex::new(VecDeque::new()));
         let keep = log.clone();
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines() {
                 let Ok(line) = line else { break };
                 let mut log = keep.lock().unwrap_or_else(|p| p.into_inner());
@@ -169,24 +171,28 @@ impl RgwCluster {
         });
         let ready = rx.recv_timeout(START_TIMEOUT);
         let fail = |mut child: Child, stdin: Option<ChildStdin>, why: String| {
-            stop(&mut child, stdin);
+            let status = stop(&mut child, stdin);
+            // The script has exited: its stderr is read to the end.
+            let _ = stderr_reader.join();
             let log = log.lock().unwrap_or_else(|p| p.into_inner());
             let lines: Vec<&str> = log.iter().map(String::as_str).collect();
-            Err(format!("{why}; its last messages:\n{}", lines.join("\n")))
+            let status = status.map_or("was killed".to_owned(), |s| format!("exited with {s}"));
+            Err(format!(
+                "{} {why} and {status}; its last messages:\n{}",
+                script.display(),
+                lines.join("\n")
+            ))
         };
-        if ready.is_err() {
-            let why = match child.try_wait() {
-                Ok(Some(status)) => format!("{} exited with {status}", script.display()),
-                _ => format!(
-                    "{} did not get ready within {START_TIMEOUT:?}",
-                    script.display()
-                ),
+        if let Err(e) = ready {
+            let why = match e {
+                RecvTimeoutError::Timeout => format!("did not get ready within {START_TIMEOUT:?}"),
+                RecvTimeoutError::Disconnected => "stopped before the cluster was ready".to_owned(),
             };
             return fail(child, stdin, why);
         }
         let env = match read_env_file(&cluster_dir.join("rgw.env")) {
             Ok(env) => env,
-            Err(e) => return fail(child, stdin, e),
+            Err(e) => return fail(child, stdin, format!("was ready but {e}")),
         };
         let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone());
         let (Some(endpoint), Some(id), Some(secret), Some(conf)) = (
@@ -195,7 +201,7 @@ impl RgwCluster {
             get("RGW_ADMIN_SECRET_ACCESS_KEY"),
             get("CEPH_CONF"),
         ) else {
-            return fail(child, stdin, "rgw.env lacks a setting".into());
+            return fail(child, stdin, "wrote an rgw.env that lacks a setting".into());
         };
         Ok(RgwCluster {
             child,
