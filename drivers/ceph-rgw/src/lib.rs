@@ -15,6 +15,8 @@
 //! `testing` feature, [`testing`] starts a throw-away Ceph cluster for
 //! tests.
 
+#![warn(missing_docs)]
+
 pub mod accounts;
 pub mod admin;
 pub mod backend;
