@@ -22,6 +22,7 @@ const KUBERNETES_VERSIONS: [&str; 2] = ["1.30", "1.37"];
 const ALL_OPTIONS: &[&str] = &[
     "drivers.local.enabled=true",
     "drivers.s3.enabled=true",
+    "drivers.cephRgw.enabled=true",
     "imageRegistry=registry.example.com/platform",
     "imageTag=9.9.9",
     "drivers.local.storage.storageClassName=fast",
@@ -105,6 +106,7 @@ fn deploy_all() -> String {
         "deploy",
         "deploy/drivers/local",
         "deploy/drivers/s3",
+        "deploy/drivers/ceph-rgw",
         "deploy/monitoring",
     ]
     .iter()
