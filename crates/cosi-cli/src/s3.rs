@@ -53,6 +53,10 @@ pub fn client_from_secret(
         .force_path_style(
             data.get(s3::AWS_S3_ADDRESSING_STYLE).map(String::as_str) != Some("virtual"),
         )
+        // Plain bodies work with every S3-compatible store (RGW before
+        // Reef refuses checksum trailers).
+        .request_checksum_calculation(aws_sdk_s3::config::RequestChecksumCalculation::WhenRequired)
+        .response_checksum_validation(aws_sdk_s3::config::ResponseChecksumValidation::WhenRequired)
         .build();
     Ok((
         aws_sdk_s3::Client::from_conf(config),

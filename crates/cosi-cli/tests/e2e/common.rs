@@ -56,6 +56,12 @@ impl Env {
         let mut opts = StackOptions::new(dir.path());
         opts.driver_api = api;
         let stack = Stack::start(opts).await.expect("the stack starts");
+        Self::with_stack(stack, dir).await
+    }
+
+    /// Takes over a running stack (whose data lives in `dir`) and creates
+    /// the four classes for its driver.
+    pub async fn with_stack(stack: Stack, dir: TempDir) -> Env {
         let env = Env {
             client: stack.client(),
             stack,
