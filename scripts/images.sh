@@ -32,6 +32,7 @@ BINARIES=(
   cosi-sidecar
   cosi-driver-local
   cosi-driver-s3
+  cosi-driver-ceph-rgw
   cosi
 )
 
