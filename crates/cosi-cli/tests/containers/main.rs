@@ -175,6 +175,8 @@ async fn kep_flow(podman: &Podman, image: &dyn Fn(&str) -> String) {
         if doc["kind"] == "Deployment" {
             let name = doc["metadata"]["name"].as_str().unwrap_or_default();
             deployments.insert(name.to_owned(), doc);
+        } else if doc["kind"] == "PodDisruptionBudget" {
+            // Node drains are not part of this flow (and kube-sim runs no Pods).
         } else {
             sim.apply_manifest(&doc.to_string())
                 .unwrap_or_else(|e| panic!("apply {}: {e}", doc["metadata"]["name"]));
