@@ -17,6 +17,7 @@ mod deploy;
 mod dynamic;
 mod multi_bucket;
 mod readme_driver;
+mod real_clients;
 mod restarts;
 mod static_provisioning;
 mod v1alpha1;
