@@ -71,12 +71,10 @@ async fn find_clients() -> Result<Vec<Client>, Vec<String>> {
             program: "node".into(),
             script: js.join("client.mjs"),
         }),
-        Some(_) => missing.push(format!(
-            "@aws-sdk/client-s3: run `npm ci` in {} (.ci/run does)",
-            js.strip_prefix(env!("CARGO_MANIFEST_DIR"))
-                .unwrap_or(&js)
-                .display()
-        )),
+        Some(_) => missing.push(
+            "@aws-sdk/client-s3: run `npm ci` in crates/cosi-cli/tests/clients/js (.ci/run does)"
+                .to_owned(),
+        ),
         None => missing.push("node (20 or later): apt-get install nodejs".to_owned()),
     }
     for (tool, args) in [("rclone", ["version"]), ("s3cmd", ["--version"])] {
