@@ -83,8 +83,13 @@ pub mod secret_keys {
         pub const AWS_ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
         /// Bucket info: the client-facing bucket name.
         pub const BUCKET_NAME: &str = "BUCKET_NAME";
-        /// Bucket info: the region.
+        /// Bucket info: the region, as the AWS CLI and boto3 read it.
         pub const AWS_DEFAULT_REGION: &str = "AWS_DEFAULT_REGION";
+        /// Bucket info: the same region again, as the AWS SDKs for
+        /// JavaScript v3, Java v2 and Go v2 read it (cosi-rs, not in the
+        /// KEP: without it `new S3Client({})` fails with "Region is
+        /// missing"). Always equal to [`AWS_DEFAULT_REGION`].
+        pub const AWS_REGION: &str = "AWS_REGION";
         /// Bucket info: `path` or `virtual`.
         pub const AWS_S3_ADDRESSING_STYLE: &str = "AWS_S3_ADDRESSING_STYLE";
         /// Credential info: the access key ID.

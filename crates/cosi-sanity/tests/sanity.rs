@@ -35,6 +35,8 @@ const REVOKE_ABSENT: &str = "DriverRevokeBucketAccess: revoking an absent access
 const NO_LEAKS: &str = "Errors: messages and bucket info never contain a credential";
 const DATA_READ_ONLY: &str = "Data plane: ReadOnly credentials cannot write";
 const DATA_REVOKED: &str = "Data plane: revoked credentials stop working";
+const DATA_REPEATED_REVOKED: &str =
+    "Data plane: after repeated grants and one revoke, every key they returned is refused";
 
 fn outcome<'a>(report: &'a Report, name: &str) -> &'a Outcome {
     &report
@@ -102,8 +104,8 @@ async fn cases_without_their_inputs_are_skipped_with_the_reason() {
         Outcome::Skipped(reason) => assert!(reason.contains("--data-plane"), "{reason}"),
         other => panic!("{other:?}"),
     }
-    // 3 parameter-gated bucket cases, 3 access ones, 7 data-plane ones.
-    assert_eq!(report.skipped(), 13, "{report}");
+    // 3 parameter-gated bucket cases, 3 access ones, 8 data-plane ones.
+    assert_eq!(report.skipped(), 14, "{report}");
     assert!(driver.driver.state().buckets.is_empty());
 }
 
@@ -263,6 +265,27 @@ async fn revoked_credentials_that_keep_working_fail() {
 }
 
 #[tokio::test]
+async fn a_new_backend_account_per_repeated_grant_fails() {
+    let report = run_against(Fault::AccountPerRepeatedGrant).await;
+    assert_failed(
+        &report,
+        DATA_REPEATED_REVOKED,
+        "the key of grant 1 of 3 still read bucket",
+    );
+    // The older cases cannot see it: each grant's key works, and the
+    // revoke removes the last one.
+    for case in [
+        DATA_REVOKED,
+        "Data plane: credentials from a repeated grant work",
+    ] {
+        assert!(
+            matches!(outcome(&report, case), Outcome::Passed),
+            "{case}: {report}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn read_only_credentials_that_can_write_fail() {
     let report = run_against(Fault::ReadOnlyCanWrite).await;
     assert_failed(&report, DATA_READ_ONLY, "ReadOnly credentials wrote");
@@ -419,7 +442,7 @@ async fn the_binary_exits_non_zero_for_a_broken_driver() {
 async fn the_binary_lists_cases_and_refuses_bad_input() {
     let out = cli(&["--list", "--filter", "^Data plane"]).await;
     assert!(out.status.success());
-    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 7);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 8);
     let out = cli(&["--endpoint", "tcp://127.0.0.1:1"]).await;
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not a UNIX socket"));

@@ -1348,6 +1348,7 @@ mod tests {
                     ("AWS_ENDPOINT_URL", "e"),
                     ("BUCKET_NAME", "b"),
                     ("AWS_DEFAULT_REGION", "r"),
+                    ("AWS_REGION", "r"),
                 ]
                 .into_iter()
                 .map(|(k, v)| (k.to_owned(), v.to_owned()))

@@ -192,6 +192,7 @@ fn bucket_secret_info(
             data.put(secret_keys::s3::AWS_ENDPOINT_URL, &s3.endpoint);
             data.put(secret_keys::s3::BUCKET_NAME, &s3.bucket_name);
             data.put(secret_keys::s3::AWS_DEFAULT_REGION, &s3.region);
+            data.put(secret_keys::s3::AWS_REGION, &s3.region);
             if let Some(style) = addressing_style(s3.addressing_style) {
                 data.put(secret_keys::s3::AWS_S3_ADDRESSING_STYLE, style);
             }
@@ -495,6 +496,10 @@ mod tests {
         assert_eq!(g.buckets.len(), 2);
         assert_eq!(g.buckets["b2"].0["BUCKET_NAME"], "b2");
         assert_eq!(g.buckets["b2"].0["AWS_S3_ADDRESSING_STYLE"], "path");
+        // Both region keys: the AWS CLI and boto3 read the first, the AWS
+        // SDKs for JavaScript v3, Java v2 and Go v2 the second.
+        assert_eq!(g.buckets["b2"].0["AWS_DEFAULT_REGION"], "us-east-1");
+        assert_eq!(g.buckets["b2"].0["AWS_REGION"], "us-east-1");
         assert_eq!(g.credentials.0["AWS_ACCESS_KEY_ID"], "AKIDSECRETVALUE");
     }
 

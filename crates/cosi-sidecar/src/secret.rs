@@ -74,6 +74,7 @@ pub fn required_keys(protocol: Protocol, auth: AuthenticationType) -> Vec<&'stat
                 s3::AWS_ENDPOINT_URL,
                 s3::BUCKET_NAME,
                 s3::AWS_DEFAULT_REGION,
+                s3::AWS_REGION,
             ]);
             if key {
                 keys.extend(s3::CREDENTIALS);
@@ -252,6 +253,7 @@ mod tests {
                 ("AWS_ENDPOINT_URL", "https://s3"),
                 ("BUCKET_NAME", "b"),
                 ("AWS_DEFAULT_REGION", "r"),
+                ("AWS_REGION", "r"),
             ]
             .into_iter()
             .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -376,6 +378,7 @@ mod tests {
                 "AWS_ENDPOINT_URL",
                 "BUCKET_NAME",
                 "AWS_DEFAULT_REGION",
+                "AWS_REGION",
                 "AWS_ACCESS_KEY_ID",
                 "AWS_SECRET_ACCESS_KEY"
             ]

@@ -6,11 +6,16 @@
 //! |-----------------|-------------------------------------------------------------------|-------|
 //! | object data     | GetObject, HeadObject, ListObjects(V2), ListParts, ListMultipartUploads | PutObject, CopyObject, DeleteObject(s), Create/Complete/AbortMultipartUpload, UploadPart(Copy) |
 //! | object metadata | GetObjectTagging, GetObjectAcl, GetObjectAttributes                | PutObjectTagging, DeleteObjectTagging |
-//! | bucket metadata | GetBucketTagging, GetBucketLocation, GetBucketVersioning, GetBucketAcl, GetBucketPolicy | PutBucketTagging, DeleteBucketTagging |
+//! | bucket metadata | GetBucketTagging, GetBucketVersioning, GetBucketAcl, GetBucketPolicy | PutBucketTagging, DeleteBucketTagging |
 //!
-//! HeadBucket needs any grant on the bucket; ListBuckets needs a valid key
-//! and lists only granted buckets; CreateBucket and DeleteBucket are always
-//! denied (buckets are managed through COSI).
+//! HeadBucket and GetBucketLocation need any grant on the bucket (clients
+//! such as s3cmd ask for the location before anything else, and AWS
+//! policies that grant objects grant `s3:GetBucketLocation` with them);
+//! ListBuckets needs a valid key and lists only granted buckets.
+//! CreateBucket and DeleteBucket never act (buckets are managed through
+//! COSI), but CreateBucket of a bucket the key may access answers as AWS
+//! answers its owner, 409 `BucketAlreadyOwnedByYou`: `aws s3 mb` and
+//! rclone create their bucket first and take that answer as success.
 
 use serde::{Deserialize, Serialize};
 
@@ -111,6 +116,9 @@ pub enum Need {
     Authenticated,
     /// Never allowed: buckets are created and deleted through COSI.
     Managed,
+    /// CreateBucket: never creates; a bucket the key may access already
+    /// exists and is the key's, anything else is denied.
+    Create,
     /// Not served by this endpoint.
     Unsupported,
 }
@@ -139,15 +147,14 @@ pub fn need(operation: &str) -> Need {
             Need::Access(ObjectMetadata, Read)
         }
         "PutObjectTagging" | "DeleteObjectTagging" => Need::Access(ObjectMetadata, Write),
-        "GetBucketTagging"
-        | "GetBucketLocation"
-        | "GetBucketVersioning"
-        | "GetBucketAcl"
-        | "GetBucketPolicy" => Need::Access(BucketMetadata, Read),
+        "GetBucketTagging" | "GetBucketVersioning" | "GetBucketAcl" | "GetBucketPolicy" => {
+            Need::Access(BucketMetadata, Read)
+        }
         "PutBucketTagging" | "DeleteBucketTagging" => Need::Access(BucketMetadata, Write),
-        "HeadBucket" => Need::AnyGrant,
+        "HeadBucket" | "GetBucketLocation" => Need::AnyGrant,
         "ListBuckets" => Need::Authenticated,
-        "CreateBucket" | "DeleteBucket" => Need::Managed,
+        "CreateBucket" => Need::Create,
+        "DeleteBucket" => Need::Managed,
         _ => Need::Unsupported,
     }
 }
@@ -161,6 +168,8 @@ pub enum Decision {
     Deny(String),
     /// `NotImplemented`, with a message for the client.
     NotImplemented(String),
+    /// `BucketAlreadyOwnedByYou` (409), with a message for the client.
+    AlreadyOwned(String),
 }
 
 /// Decides whether `operation` on `bucket` (none for the service root) is
@@ -176,6 +185,14 @@ pub fn decide(operation: &str, bucket: Option<&str>, grant: Option<&Modes>) -> D
         )),
         (Need::Authenticated, _) => Decision::Allow,
         (_, None) => Decision::Deny(format!("{operation} needs a bucket")),
+        (Need::Create, Some(bucket)) => match grant {
+            Some(_) => Decision::AlreadyOwned(format!(
+                "bucket {bucket} already exists and this key may access it"
+            )),
+            None => Decision::Deny(format!(
+                "{operation} is not allowed: buckets are created and deleted through COSI (BucketClaim)"
+            )),
+        },
         (_, Some(bucket)) => match (need, grant) {
             (Need::Access(category, direction), _) => {
                 check_access(operation, bucket, grant, category, direction)
@@ -246,12 +263,7 @@ mod tests {
         ] {
             assert!(allowed(op, &m), "{op}");
         }
-        for op in [
-            "GetObjectTagging",
-            "PutObjectTagging",
-            "GetBucketTagging",
-            "GetBucketLocation",
-        ] {
+        for op in ["GetObjectTagging", "PutObjectTagging", "GetBucketTagging"] {
             assert!(!allowed(op, &m), "{op}");
         }
     }
@@ -289,6 +301,22 @@ mod tests {
     }
 
     #[test]
+    fn any_grant_may_ask_for_the_bucket_location() {
+        for m in [
+            modes(Mode::ReadWrite, Mode::None, Mode::None),
+            modes(Mode::WriteOnly, Mode::None, Mode::None),
+            modes(Mode::None, Mode::ReadOnly, Mode::None),
+            modes(Mode::None, Mode::None, Mode::WriteOnly),
+        ] {
+            assert!(allowed("GetBucketLocation", &m), "{m:?}");
+        }
+        assert_eq!(
+            decide("GetBucketLocation", Some("other"), None),
+            Decision::Deny("this key has no access to bucket other".into())
+        );
+    }
+
+    #[test]
     fn buckets_without_a_grant_are_denied() {
         let d = decide("GetObject", Some("other"), None);
         assert_eq!(
@@ -305,12 +333,21 @@ mod tests {
     fn bucket_lifecycle_is_managed_through_cosi() {
         let all = modes(Mode::ReadWrite, Mode::ReadWrite, Mode::ReadWrite);
         assert!(
-            matches!(decide("CreateBucket", Some("b"), Some(&all)), Decision::Deny(m) if m.contains("COSI"))
+            matches!(decide("CreateBucket", Some("other"), None), Decision::Deny(m) if m.contains("COSI"))
         );
         assert!(matches!(
             decide("DeleteBucket", Some("b"), Some(&all)),
             Decision::Deny(_)
         ));
+    }
+
+    #[test]
+    fn creating_a_bucket_the_key_may_access_finds_it_already_owned() {
+        let read_only = modes(Mode::ReadOnly, Mode::None, Mode::None);
+        assert_eq!(
+            decide("CreateBucket", Some("b"), Some(&read_only)),
+            Decision::AlreadyOwned("bucket b already exists and this key may access it".into())
+        );
     }
 
     #[test]

@@ -86,6 +86,7 @@ async fn a_claim_and_an_access_become_a_working_bucket_and_secret() {
     assert_eq!(data[s3::AWS_ENDPOINT_URL], env.stack.s3_endpoint_url());
     assert_eq!(data[s3::AWS_S3_ADDRESSING_STYLE], "path");
     assert!(!data[s3::AWS_DEFAULT_REGION].is_empty());
+    assert_eq!(data[s3::AWS_REGION], data[s3::AWS_DEFAULT_REGION]);
     assert!(!data[s3::AWS_ACCESS_KEY_ID].is_empty() && !data[s3::AWS_SECRET_ACCESS_KEY].is_empty());
 
     // The credentials work on the data path.

@@ -19,6 +19,7 @@ mod dynamic;
 mod monitoring;
 mod multi_bucket;
 mod readme_driver;
+mod real_clients;
 mod restarts;
 mod static_provisioning;
 mod v1alpha1;

@@ -42,6 +42,7 @@ async fn a_multi_bucket_access_writes_one_secret_per_claim_with_the_same_credent
     for key in [
         s3::AWS_ENDPOINT_URL,
         s3::AWS_DEFAULT_REGION,
+        s3::AWS_REGION,
         s3::AWS_S3_ADDRESSING_STYLE,
     ] {
         assert_eq!(a[key], b[key]);

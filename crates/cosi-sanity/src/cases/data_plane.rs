@@ -294,3 +294,72 @@ pub(super) async fn revoked_credentials_fail(ctx: &mut Ctx) -> Step {
     }
     write_denied(ctx, "revoked credentials", &probe_target, &keeper).await
 }
+
+/// How many grants for one account [`repeated_grants_then_revoke_refuse_every_key`] makes.
+const REPEATED_GRANTS: usize = 3;
+
+/// The KEP: repeated grants for one account never make more than one
+/// backend access. A driver that makes a new one per repeat still answers
+/// every grant with working credentials, and its revoke removes only the
+/// last; so every key any of the grants returned is checked after one
+/// revoke, not only the last. Before the revoke only the last key must
+/// work: a driver may rotate the account's key on a repeat, which refuses
+/// the earlier ones at once.
+pub(super) async fn repeated_grants_then_revoke_refuse_every_key(ctx: &mut Ctx) -> Step {
+    enabled(ctx)?;
+    let bucket = ctx.new_bucket().await?;
+    let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
+    let keeper = ctx.grant(&spec).await?;
+    let keeper = ctx.s3_target(&keeper, &bucket.id)?;
+    let first = ctx.grant(&spec).await?;
+    let mut grants = vec![first.clone()];
+    while grants.len() < REPEATED_GRANTS {
+        let response = ctx
+            .grant_access(spec.grant_request(&first.account_id))
+            .await
+            .map_err(super::answered("a repeated DriverGrantBucketAccess"))?;
+        grants.push(Grant {
+            response,
+            ..first.clone()
+        });
+    }
+    let key = write(ctx, "ReadWrite credentials", &keeper, &keeper).await?;
+    let targets = grants
+        .iter()
+        .map(|g| ctx.s3_target(g, &bucket.id))
+        .collect::<Result<Vec<_>, Stop>>()?;
+    if let Some(last) = targets.last() {
+        // Seen working first, so that its later denial means the revoke.
+        read(ctx, &grant_name(targets.len()), last, &key).await?;
+    }
+    ctx.revoke_access(spec.revoke_request(&first.account_id))
+        .await
+        .map_err(super::answered("DriverRevokeBucketAccess"))?;
+    let timeout = ctx.config.propagation_timeout;
+    for (n, target) in (1..).zip(&targets) {
+        match poll(timeout, Want::Denied, || target.get(&key)).await {
+            Access::Denied(_) => {}
+            Access::Allowed(_) => fail!(
+                "{} still read bucket {:?} {} after DriverRevokeBucketAccess of account {:?} returned OK: \
+                 {} grants for that one account made more than one backend access, which the KEP forbids",
+                grant_name(n),
+                target.bucket(),
+                secs(timeout),
+                first.account_id,
+                grants.len()
+            ),
+            Access::Failed(e) => fail!(
+                "a read with {} after the revoke failed without a denial: {}",
+                grant_name(n),
+                ctx.redact(&e)
+            ),
+        }
+        write_denied(ctx, &grant_name(n), target, &keeper).await?;
+    }
+    Ok(())
+}
+
+/// "the key of grant <n> of <total>", for messages.
+fn grant_name(n: usize) -> String {
+    format!("the key of grant {n} of {REPEATED_GRANTS}")
+}

@@ -225,6 +225,10 @@ pub fn all() -> Vec<Case> {
             "Data plane: revoked credentials stop working",
             data_plane::revoked_credentials_fail
         ),
+        case!(
+            "Data plane: after repeated grants and one revoke, every key they returned is refused",
+            data_plane::repeated_grants_then_revoke_refuse_every_key
+        ),
     ]
 }
 

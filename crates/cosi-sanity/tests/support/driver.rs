@@ -57,6 +57,9 @@ pub enum Fault {
     ReadOnlyCanWrite,
     /// DriverDeleteBucket always answers Internal.
     DeleteFails,
+    /// A repeated DriverGrantBucketAccess for an account makes another
+    /// backend key each time, and the revoke removes only the last one.
+    AccountPerRepeatedGrant,
 }
 
 /// One S3 key pair and what it may do, per bucket name.
@@ -80,6 +83,11 @@ pub struct State {
     pub keys: HashMap<String, Key>,
     pub objects: HashMap<(String, String), Vec<u8>>,
     pub last_secret: String,
+}
+
+/// A fresh access key ID.
+fn new_key_id() -> String {
+    format!("AKSANITY{}", &Uuid::new_v4().simple().to_string()[..12]).to_uppercase()
 }
 
 /// The driver.
@@ -350,10 +358,20 @@ impl Provisioner for MemDriver {
                     r.account_id
                 ))));
             }
+            Some(account) if self.fault == Fault::AccountPerRepeatedGrant => {
+                let key_id = new_key_id();
+                state.accounts.insert(
+                    r.account_id.clone(),
+                    Account {
+                        key_id: key_id.clone(),
+                        ..account
+                    },
+                );
+                key_id
+            }
             Some(account) => account.key_id,
             None => {
-                let key_id = format!("AKSANITY{}", &Uuid::new_v4().simple().to_string()[..12])
-                    .to_uppercase();
+                let key_id = new_key_id();
                 state.accounts.insert(
                     r.account_id.clone(),
                     Account {

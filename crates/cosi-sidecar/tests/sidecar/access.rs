@@ -60,6 +60,7 @@ async fn access_is_granted_with_one_secret_per_claim_holding_shared_credentials(
             "AWS_ENDPOINT_URL",
             "BUCKET_NAME",
             "AWS_DEFAULT_REGION",
+            "AWS_REGION",
             "AWS_S3_ADDRESSING_STYLE",
             "AWS_ACCESS_KEY_ID",
             "AWS_SECRET_ACCESS_KEY",
@@ -74,6 +75,7 @@ async fn access_is_granted_with_one_secret_per_claim_holding_shared_credentials(
             secret_string(&s, "AWS_DEFAULT_REGION").unwrap(),
             "us-east-1"
         );
+        assert_eq!(secret_string(&s, "AWS_REGION").unwrap(), "us-east-1");
         assert_eq!(
             secret_string(&s, "AWS_ENDPOINT_URL").unwrap(),
             "https://s3-v1.example.test"

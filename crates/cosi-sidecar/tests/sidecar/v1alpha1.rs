@@ -84,6 +84,7 @@ async fn ceph_and_linode_replies_become_s3_secrets() {
         );
         assert_eq!(value(&s, secret_keys::s3::AWS_ENDPOINT_URL), ENDPOINT);
         assert_eq!(value(&s, secret_keys::s3::AWS_DEFAULT_REGION), region);
+        assert_eq!(value(&s, secret_keys::s3::AWS_REGION), region);
         assert_eq!(
             value(&s, secret_keys::s3::AWS_ACCESS_KEY_ID),
             want["accessKeyID"]

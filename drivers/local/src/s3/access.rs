@@ -56,6 +56,7 @@ fn apply(decision: Decision) -> S3Result<()> {
             Err(s3_error!(AccessDenied, "{msg}"))
         }
         Decision::NotImplemented(msg) => Err(s3_error!(NotImplemented, "{msg}")),
+        Decision::AlreadyOwned(msg) => Err(s3_error!(BucketAlreadyOwnedByYou, "{msg}")),
     }
 }
 
