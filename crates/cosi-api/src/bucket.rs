@@ -20,6 +20,7 @@ use crate::common::{DeletionPolicy, Protocol};
     category = "cosi",
     status = "BucketStatus",
     printcolumn = r#"{"name":"Provisioned","type":"string","jsonPath":".status.conditions[?(@.type==\"Provisioned\")].status"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Provisioned\")].reason"}"#,
     printcolumn = r#"{"name":"Driver","type":"string","jsonPath":".spec.driverName"}"#,
     printcolumn = r#"{"name":"DeletionPolicy","type":"string","jsonPath":".spec.deletionPolicy"}"#,
     printcolumn = r#"{"name":"ClaimNamespace","type":"string","jsonPath":".spec.bucketClaimRef.namespace"}"#,

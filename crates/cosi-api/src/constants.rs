@@ -180,4 +180,7 @@ pub mod reasons {
     pub const WAITING: &str = "WaitingForResources";
     /// Nothing is known yet.
     pub const PENDING: &str = "Pending";
+    /// A Bucket kept by deletionPolicy Retain after its BucketClaim was
+    /// deleted: provisioned, bound to no claim.
+    pub const RELEASED: &str = "Released";
 }

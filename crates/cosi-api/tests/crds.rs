@@ -1,10 +1,14 @@
-//! The CRDs checked in under `deploy/crds/` must be exactly what the types
-//! generate. Run with `UPDATE_CRDS=1` to rewrite them after changing a type.
+//! The CRDs checked in under `deploy/crds/` and in the Helm chart's
+//! `charts/cosi-rs/crds/` must be exactly what the types generate. Run with
+//! `UPDATE_CRDS=1` to rewrite them after changing a type.
 
 use std::path::PathBuf;
 
-fn crd_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/crds")
+/// Where the CRDs are checked in, relative to the repository root.
+const CRD_DIRS: [&str; 2] = ["deploy/crds", "charts/cosi-rs/crds"];
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
 #[test]
@@ -13,19 +17,21 @@ fn checked_in_crds_match_the_types() {
     let mut stale = Vec::new();
     for (file, crd) in cosi_api::crd::all() {
         let want = cosi_api::crd::to_yaml(&crd).expect("CRD renders as YAML");
-        let path = crd_dir().join(file);
-        if update {
-            std::fs::write(&path, &want).expect("write CRD");
-            continue;
-        }
-        let have = std::fs::read_to_string(&path).unwrap_or_default();
-        if have != want {
-            stale.push(file);
+        for dir in CRD_DIRS {
+            let path = repo().join(dir).join(file);
+            if update {
+                std::fs::write(&path, &want).expect("write CRD");
+                continue;
+            }
+            let have = std::fs::read_to_string(&path).unwrap_or_default();
+            if have != want {
+                stale.push(format!("{dir}/{file}"));
+            }
         }
     }
     assert!(
         stale.is_empty(),
-        "deploy/crds is out of date for {stale:?}; run `UPDATE_CRDS=1 cargo test -p cosi-api --test crds`"
+        "CRDs out of date: {stale:?}; run `UPDATE_CRDS=1 cargo test -p cosi-api --test crds`"
     );
 }
 

@@ -71,6 +71,8 @@ pub enum Step {
     RecordUnpersisted,
     /// Report an invalid spec (no driver call).
     Invalid(Vec<Desired>),
+    /// Retained after its claim's deletion: show the Bucket as released.
+    MarkReleased,
     /// Provisioned, but the conditions predate the current generation.
     RefreshGeneration,
     /// Phase 1: DriverGenerateBucketId, persist the ID.
@@ -107,6 +109,27 @@ fn refused_for_this_generation(b: &Bucket) -> bool {
     })
 }
 
+/// True when the Provisioned condition says the Bucket is released.
+fn is_released(b: &Bucket) -> bool {
+    cosi_api::conditions::find(b.conditions(), condition_types::PROVISIONED)
+        .is_some_and(|c| c.reason == reasons::RELEASED)
+}
+
+/// The Provisioned condition of a Bucket kept after its claim's deletion.
+fn released_condition(b: &Bucket) -> Desired {
+    let claim = &b.spec.bucket_claim_ref;
+    Desired::new(
+        condition_types::PROVISIONED,
+        Status::True,
+        reasons::RELEASED,
+        format!(
+            "released: BucketClaim {}/{} was deleted and deletionPolicy Retain keeps this Bucket and its backend bucket; \
+             no claim can bind it again. Delete the Bucket to remove it from COSI (the backend bucket stays)",
+            claim.namespace, claim.name
+        ),
+    )
+}
+
 /// Spec problems found without calling the driver.
 fn spec_problems(b: &Bucket, driver: &DriverInfo) -> Option<Vec<Desired>> {
     let unsupported: Vec<&str> = b
@@ -121,12 +144,19 @@ fn spec_problems(b: &Bucket, driver: &DriverInfo) -> Option<Vec<Desired>> {
     }
     let supported: Vec<&str> = driver.protocols.iter().map(|p| p.as_str()).collect();
     let message = format!(
-        "driver {} does not support protocol(s) {}; it supports {}. Use a BucketClass whose driver supports them, or request only supported protocols",
+        "driver {} does not support protocol(s) {}; it supports {}. A Bucket's protocols are immutable: delete the BucketClaim \
+         and re-create it with a BucketClass whose driver supports them, or requesting only supported protocols",
         driver.name,
         unsupported.join(", "),
         supported.join(", ")
     );
     Some(vec![
+        Desired::new(
+            condition_types::PROVISION_FAILED,
+            Status::True,
+            crate::outcome::condition_reasons::PROTOCOL_NOT_SUPPORTED,
+            message.clone(),
+        ),
         Desired::new(
             condition_types::RESOURCES_VALIDATED,
             Status::False,
@@ -179,6 +209,9 @@ pub fn decide(b: &Bucket, driver: &DriverInfo) -> Step {
     }
     let provisioned = is_true(b.conditions(), condition_types::PROVISIONED);
     if provisioned && persisted_id(b).is_some() {
+        if claim_deleting && b.spec.deletion_policy == DeletionPolicy::Retain && !is_released(b) {
+            return Step::MarkReleased;
+        }
         return if provisioned_condition_generation(b) == b.metadata.generation {
             Step::Idle
         } else {
@@ -323,6 +356,23 @@ impl Worker<'_> {
                 Step::RecordUnpersisted => return self.record_unpersisted().await,
                 Step::Invalid(desired) => {
                     self.write_status(&desired, Map::new()).await?;
+                    // Written only when the conditions changed: one Event per refusal.
+                    let regarding = self.bucket.object_ref(&());
+                    let note = desired[0].message.clone();
+                    self.ctx
+                        .warn(
+                            &regarding,
+                            event_reasons::FAILED_CREATE_BUCKET,
+                            "CreateBucket",
+                            note,
+                        )
+                        .await;
+                    return Ok(Action::await_change());
+                }
+                Step::MarkReleased => {
+                    let released = released_condition(&self.bucket);
+                    self.write_status(&[released], Map::new()).await?;
+                    tracing::info!(bucket = %self.name(), "bucket released: its claim was deleted, deletionPolicy Retain keeps it");
                     return Ok(Action::await_change());
                 }
                 Step::RefreshGeneration => {
@@ -477,14 +527,14 @@ impl Worker<'_> {
     }
 
     /// The Provisioned condition of a Bucket the driver provisioned or found.
-    fn provisioned_condition(&self, method: Method, bucket_id: &str, protocols: &str) -> Desired {
+    fn provisioned_condition(&self, method: Method, protocols: &str) -> Desired {
         if method == Method::GetBucket && !self.info.api.checks_existing_buckets() {
             return Desired::new(
                 condition_types::PROVISIONED,
                 Status::True,
                 crate::outcome::condition_reasons::UNVERIFIED,
                 format!(
-                    "bucket {bucket_id} is taken as existing with protocol(s) {protocols}: driver {} speaks the COSI {} driver API, which cannot check that a bucket exists; a grant on a missing bucket fails",
+                    "taken as existing with protocol(s) {protocols}: driver {} speaks the COSI {} driver API, which cannot check that a bucket exists; a grant on a missing bucket fails",
                     self.info.name, self.info.api
                 ),
             );
@@ -494,7 +544,7 @@ impl Worker<'_> {
             Status::True,
             reasons::PROVISIONED,
             format!(
-                "bucket {bucket_id} is provisioned by driver {} with protocol(s) {protocols}",
+                "provisioned by driver {} with protocol(s) {protocols}",
                 self.info.name
             ),
         )
@@ -508,7 +558,7 @@ impl Worker<'_> {
     ) -> Result<Action, Failure> {
         let protocols: Vec<&str> = p.protocols.iter().map(|x: &Protocol| x.as_str()).collect();
         let desired = [
-            self.provisioned_condition(method, bucket_id, &protocols.join(", ")),
+            self.provisioned_condition(method, &protocols.join(", ")),
             valid_condition(&self.info.name),
             Desired::new(
                 condition_types::PROVISION_FAILED,
@@ -611,7 +661,7 @@ impl Worker<'_> {
         let hint = if deleting {
             "the driver refuses to delete the bucket; fix the driver or backend, then change the Bucket to retry"
         } else {
-            "the driver refuses the request as it is; fix the Bucket's parameters or protocols (from its BucketClass) or the driver's configuration; COSI retries when the Bucket changes"
+            "the driver refuses the request as it is; a Bucket's parameters and protocols are immutable: fix the BucketClass (or the driver's configuration), then delete the BucketClaim and re-create it"
         };
         let provisioned = status_of(self.bucket.conditions(), condition_types::PROVISIONED);
         let generation = self.generation();
@@ -843,13 +893,53 @@ mod tests {
         let Step::Invalid(desired) = b.step() else {
             panic!("expected Invalid");
         };
-        assert_eq!(desired[0].status, Status::False);
-        assert!(
-            desired[0].message.contains("Azure"),
-            "{}",
-            desired[0].message
+        let status = |t: &str| desired.iter().find(|d| d.type_ == t).map(|d| d.status);
+        assert_eq!(
+            status(condition_types::RESOURCES_VALIDATED),
+            Some(Status::False)
         );
-        assert!(desired[0].message.contains("supports S3"));
+        assert_eq!(status(condition_types::PROVISIONED), Some(Status::False));
+        // Refused, not pending: ProvisionFailed is never left Unknown next to Provisioned=False.
+        assert_eq!(
+            status(condition_types::PROVISION_FAILED),
+            Some(Status::True)
+        );
+        for d in &desired {
+            assert!(d.message.contains("Azure"), "{}", d.message);
+            assert!(d.message.contains("supports S3"), "{}", d.message);
+            assert!(
+                d.message.contains("delete the BucketClaim"),
+                "{}",
+                d.message
+            );
+        }
+    }
+
+    #[test]
+    fn a_retained_bucket_whose_claim_was_deleted_is_marked_released_once() {
+        let b = B::dynamic()
+            .finalized()
+            .provisioned()
+            .retain()
+            .claim_deleting();
+        assert_eq!(b.step(), Step::MarkReleased);
+        let c = released_condition(&b.0);
+        assert!(
+            c.message.contains("BucketClaim ns/c was deleted"),
+            "{}",
+            c.message
+        );
+        assert!(c.message.contains("Delete the Bucket"), "{}", c.message);
+        let released = B::dynamic()
+            .finalized()
+            .with_id("id-1")
+            .condition(condition_types::PROVISIONED, "True", reasons::RELEASED, 1)
+            .retain()
+            .claim_deleting();
+        assert_eq!(released.step(), Step::Idle);
+        // Under Delete, the controller deletes the Bucket: nothing to mark.
+        let b = B::dynamic().finalized().provisioned().claim_deleting();
+        assert_eq!(b.step(), Step::Idle);
     }
 
     #[test]

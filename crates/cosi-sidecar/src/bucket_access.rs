@@ -198,6 +198,12 @@ fn refusal(ba: &BucketAccess, reason: &str, message: String) -> Vec<Desired> {
             condition_types::PROVISIONED,
             Status::False,
             reason,
+            message.clone(),
+        ));
+        out.push(Desired::new(
+            condition_types::PROVISION_FAILED,
+            Status::True,
+            reason,
             message,
         ));
     }
@@ -303,7 +309,7 @@ pub fn decide_grant(
                 ba,
                 condition_reasons::PROTOCOL_NOT_SUPPORTED,
                 format!(
-                    "the bucket of BucketClaim {:?} supports {}, not {protocol}; request one of those protocols",
+                    "the bucket of BucketClaim {:?} supports {}, not {protocol}; the spec of a BucketAccess is immutable: delete it and re-create it requesting one of those protocols",
                     t.claim.bucket_claim_name,
                     if have.is_empty() {
                         "no protocol".to_owned()
@@ -1037,7 +1043,7 @@ impl Worker<'_> {
         let hint = if deleting {
             "the driver refuses to revoke the access; fix the driver or backend"
         } else {
-            "the driver refuses the request as it is; check the BucketAccessClass (authentication type, parameters), the access modes and the number of claims; COSI retries when the BucketAccess changes"
+            "the driver refuses the request as it is; check the BucketAccessClass (authentication type, parameters), the access modes and the number of claims, then delete the BucketAccess and re-create it (its spec and its copy of the class are immutable)"
         };
         let provisioned = status_of(self.access.conditions(), condition_types::PROVISIONED);
         let generation = self.generation();

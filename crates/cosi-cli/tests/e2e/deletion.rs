@@ -1,7 +1,9 @@
 //! KEP "Deleting a Bucket": policies Delete and Retain, and a claim's
 //! deletion held while BucketAccesses still reference it.
 
-use cosi_api::constants::{PROTECTION_FINALIZER, annotations};
+use cosi_api::conditions::find;
+use cosi_api::constants::condition_types::PROVISIONED;
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations, reasons};
 use cosi_api::*;
 use kube::api::DeleteParams;
 use kube::{Resource as _, ResourceExt};
@@ -37,6 +39,14 @@ async fn retain_policy_keeps_the_bucket_object_and_the_backend_data() {
     let claim = env.provisioned_claim("archive", RETAIN).await;
     let bucket = env.bucket_of(&claim).await;
     let bucket_id = bucket.bucket_id().unwrap().to_owned();
+    // The claim quotes the Bucket's message after the Bucket's name, which
+    // the message itself does not repeat.
+    let message = &find(claim.conditions(), PROVISIONED).unwrap().message;
+    assert_eq!(
+        message.matches(&bucket.name_any()).count(),
+        1,
+        "the Bucket is named once: {message}"
+    );
     env.provisioned_access(
         "archiver",
         SINGLE,
@@ -50,18 +60,38 @@ async fn retain_policy_keeps_the_bucket_object_and_the_backend_data() {
     env.remove_access("archiver").await;
     env.remove_claim("archive").await;
 
-    // The Bucket stays, marked as released by its claim, never deleted.
+    // The Bucket stays, shown as released, never deleted.
     let bucket = env
         .wait_for(
             &env.buckets(),
             "Bucket",
             &bucket.name_any(),
-            "to be marked",
-            annotated(annotations::BUCKETCLAIM_BEING_DELETED),
+            "to be released",
+            |b: Option<&Bucket>| {
+                b.is_some_and(|b| {
+                    find(b.conditions(), PROVISIONED)
+                        .is_some_and(|c| c.status == "True" && c.reason == reasons::RELEASED)
+                })
+            },
         )
         .await
         .unwrap();
+    assert!(
+        bucket
+            .annotations()
+            .contains_key(annotations::BUCKETCLAIM_BEING_DELETED)
+    );
     assert!(bucket.meta().deletion_timestamp.is_none());
+    let message = &find(bucket.conditions(), PROVISIONED).unwrap().message;
+    assert!(
+        message.contains("BucketClaim default/archive was deleted"),
+        "{message}"
+    );
+    assert_eq!(
+        printed_column(&env, &bucket.name_any(), "Reason").await,
+        "Released",
+        "kubectl get buckets shows the Bucket released"
+    );
     assert_eq!(bucket.spec.deletion_policy, DeletionPolicy::Retain);
     tokio::time::sleep(SETTLE).await;
     let bucket = env.buckets().get(&bucket.name_any()).await.unwrap();
@@ -190,4 +220,26 @@ async fn a_new_access_to_a_claim_being_deleted_is_refused() {
     env.wait_gone(&env.buckets(), "Bucket", &bucket).await;
     env.assert_backend_holds_only(&[]);
     env.stop().await;
+}
+
+/// The cell of `column` in the server-side table (what `kubectl get` prints)
+/// of the Bucket `name`.
+async fn printed_column(env: &Env, name: &str, column: &str) -> String {
+    let request = http::Request::get(format!(
+        "/apis/objectstorage.k8s.io/v1alpha2/buckets/{name}"
+    ))
+    .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+    .body(Vec::new())
+    .unwrap();
+    let table: serde_json::Value = env.client.request(request).await.unwrap();
+    let index = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|c| c["name"] == column)
+        .unwrap_or_else(|| panic!("no column {column}: {table}"));
+    table["rows"][0]["cells"][index]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
 }

@@ -477,8 +477,9 @@ fn policy_problems(
             problems.push((
                 reasons::INVALID_BUCKET_ACCESS,
                 format!(
-                    "spec.bucketClaims names BucketClaim {:?} more than once; each claim may appear once",
-                    r.bucket_claim_name
+                    "spec.bucketClaims names BucketClaim {:?} more than once; {}",
+                    r.bucket_claim_name,
+                    recreate("listing each claim once")
                 ),
             ));
         }
@@ -488,8 +489,9 @@ fn policy_problems(
             reasons::MULTI_BUCKET_ACCESS_NOT_ALLOWED,
             format!(
                 "BucketAccessClass {class_name:?} allows one BucketClaim per BucketAccess (multiBucketAccess: SingleBucket) \
-                 but spec.bucketClaims lists {}; use a class with multiBucketAccess: MultipleBuckets, or one BucketAccess per claim",
-                refs.len()
+                 but spec.bucketClaims lists {}; {}, or one BucketAccess per claim",
+                refs.len(),
+                recreate("with a class whose multiBucketAccess is MultipleBuckets")
             ),
         ));
     }
@@ -506,13 +508,14 @@ fn policy_problems(
                     reasons::ACCESS_MODE_NOT_ALLOWED,
                     format!(
                         "BucketClaim {:?}: accessModes.{category} {mode} is disallowed by BucketAccessClass {class_name:?} \
-                         (disallowed {category} modes: {}); request another mode",
+                         (disallowed {category} modes: {}); {}",
                         r.bucket_claim_name,
                         forbidden
                             .iter()
                             .map(|m| m.as_str())
                             .collect::<Vec<_>>()
-                            .join(", ")
+                            .join(", "),
+                        recreate("requesting another mode")
                     ),
                 ));
             }
@@ -524,8 +527,8 @@ fn policy_problems(
         problems.push((
             reasons::SERVICE_ACCOUNT_NAME_REQUIRED,
             format!(
-                "BucketAccessClass {class_name:?} uses ServiceAccount authentication; set spec.serviceAccountName \
-                 to the ServiceAccount your Pods run as"
+                "BucketAccessClass {class_name:?} uses ServiceAccount authentication; {}",
+                recreate("with spec.serviceAccountName set to the ServiceAccount your Pods run as")
             ),
         ));
     }
@@ -548,8 +551,9 @@ fn claim_problems(access: &BucketAccess, claim: &BucketClaim) -> Vec<(&'static s
         problems.push((
             reasons::UNSUPPORTED_PROTOCOL,
             format!(
-                "spec.protocol {protocol} is not among the protocols of BucketClaim {name:?} ({}); request one of them",
-                list(spec)
+                "spec.protocol {protocol} is not among the protocols of BucketClaim {name:?} ({}); {}",
+                list(spec),
+                recreate("requesting one of them")
             ),
         ));
     } else if cosi_api::conditions::is_true(claim.conditions(), PROVISIONED) {
@@ -562,18 +566,24 @@ fn claim_problems(access: &BucketAccess, claim: &BucketClaim) -> Vec<(&'static s
             problems.push((
                 reasons::UNSUPPORTED_PROTOCOL,
                 format!(
-                    "spec.protocol {protocol} is not supported by the bucket of BucketClaim {name:?} (it supports: {}); \
-                     request one of those",
+                    "spec.protocol {protocol} is not supported by the bucket of BucketClaim {name:?} (it supports: {}); {}",
                     if supported.is_empty() {
                         "none".to_owned()
                     } else {
                         list(supported)
-                    }
+                    },
+                    recreate("requesting one of those")
                 ),
             ));
         }
     }
     problems
+}
+
+/// What to do about a problem of the (immutable) spec: delete the
+/// BucketAccess and create it again `how`.
+fn recreate(how: &str) -> String {
+    format!("the spec of a BucketAccess is immutable: delete it and re-create it {how}")
 }
 
 fn list(protocols: &[cosi_api::Protocol]) -> String {
@@ -620,7 +630,8 @@ fn waiting(access: &BucketAccess, reason: &'static str, message: String) -> Step
 }
 
 /// Refused until the access or its class changes (KEP 3.2 "exit without
-/// retry"): ResourcesValidated and Provisioned False, every problem named.
+/// retry"): ResourcesValidated and Provisioned False and ProvisionFailed
+/// True, every problem named.
 fn refused(access: &BucketAccess, problems: &[(&'static str, String)]) -> Step {
     let reason = problems
         .first()
@@ -629,12 +640,7 @@ fn refused(access: &BucketAccess, problems: &[(&'static str, String)]) -> Step {
     let conditions = vec![
         Desired::new(PROVISIONED, Status::False, reason, message.clone()),
         Desired::new(RESOURCES_VALIDATED, Status::False, reason, message.clone()),
-        Desired::new(
-            PROVISION_FAILED,
-            Status::Unknown,
-            reasons::PENDING,
-            "No provisioning result reported yet",
-        ),
+        Desired::new(PROVISION_FAILED, Status::True, reason, message.clone()),
     ];
     status_step(
         access,

@@ -576,16 +576,23 @@ fn waiting(claim: &BucketClaim, reason: &'static str, message: String) -> Step {
     status_step(claim, None, None, conditions, vec![notice])
 }
 
-/// Refused until something changes: ResourcesValidated and Provisioned
-/// False (Provisioned stays True if it was), and a Warning Event.
+/// Refused until something changes: ResourcesValidated, Provisioned False
+/// and ProvisionFailed True, all with the same reason (a claim once
+/// Provisioned keeps both as they were), and a Warning Event.
 fn refused(claim: &BucketClaim, reason: &'static str, message: String) -> Step {
+    let provisioned = keep_true_or(
+        claim,
+        Desired::new(PROVISIONED, Status::False, reason, message.clone()),
+    );
+    let pf = if provisioned.status == Status::True {
+        existing(claim.conditions(), PROVISION_FAILED).unwrap_or_else(pending_pf)
+    } else {
+        Desired::new(PROVISION_FAILED, Status::True, reason, message.clone())
+    };
     let conditions = vec![
-        keep_true_or(
-            claim,
-            Desired::new(PROVISIONED, Status::False, reason, message.clone()),
-        ),
+        provisioned,
         Desired::new(RESOURCES_VALIDATED, Status::False, reason, message.clone()),
-        existing(claim.conditions(), PROVISION_FAILED).unwrap_or_else(pending_pf),
+        pf,
     ];
     let notice = Notice::warning(reason, actions::PROVISION, message);
     status_step(claim, None, None, conditions, vec![notice])

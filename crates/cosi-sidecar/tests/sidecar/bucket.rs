@@ -359,6 +359,14 @@ async fn a_bucket_asking_for_an_unsupported_protocol_is_invalid_without_a_driver
         rv.message
     );
     assert!(has(b.conditions(), condition_types::PROVISIONED, "False"));
+    // Refused, not pending: ProvisionFailed says so, and an Event reports it.
+    assert!(has(
+        b.conditions(),
+        condition_types::PROVISION_FAILED,
+        "True"
+    ));
+    h.event_seen("default", "bc-gcs", "FailedCreateBucket")
+        .await;
     assert!(h.fake.provisioner_calls().is_empty());
 }
 

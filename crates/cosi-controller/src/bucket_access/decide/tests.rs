@@ -94,7 +94,11 @@ fn refused_with(
         cond(&after, PROVISIONED),
         (Status::False, reason.to_owned())
     );
-    assert_eq!(cond(&after, PROVISION_FAILED).0, Status::Unknown);
+    // Refused is a provisioning failure, not a pending one.
+    assert_eq!(
+        cond(&after, PROVISION_FAILED),
+        (Status::True, reason.to_owned())
+    );
     assert_eq!(update.notices.len(), 1);
     assert_eq!(update.notices[0].severity, Severity::Warning);
     assert_eq!(update.notices[0].reason, reason);
@@ -161,6 +165,11 @@ fn a_disallowed_access_mode_is_refused_naming_the_category_and_mode() {
     let msg = &update.notices[0].message;
     assert!(msg.contains("objectData ReadWrite"), "{msg}");
     assert!(msg.contains("ReadWrite, WriteOnly"), "{msg}");
+    // The spec is immutable: the fix is a new BucketAccess.
+    assert!(
+        msg.contains("delete it and re-create it requesting another mode"),
+        "{msg}"
+    );
 }
 
 #[test]

@@ -105,6 +105,10 @@ fn an_invalid_class_is_refused_with_both_conditions_false() {
         (Status::False, reasons::INVALID_BUCKET_CLASS.into())
     );
     assert_eq!(cond(&after, PROVISIONED).0, Status::False);
+    assert_eq!(
+        cond(&after, PROVISION_FAILED),
+        (Status::True, reasons::INVALID_BUCKET_CLASS.into())
+    );
     assert!(update.notices[0].message.contains("'_'"));
     // Once the class is fixed, provisioning proceeds.
     assert!(matches!(
@@ -287,6 +291,7 @@ fn a_static_bucket_reserved_for_another_claim_is_refused_without_retry() {
         (Status::False, reasons::BUCKET_BOUND_TO_ANOTHER_CLAIM.into())
     );
     assert_eq!(cond(&after, PROVISIONED).0, Status::False);
+    assert_eq!(cond(&after, PROVISION_FAILED).0, Status::True);
     assert!(update.notices[0].message.contains("someone-else"));
     assert!(update.bound_bucket_name.is_none());
     assert!(matches!(step(&after, None, Some(&b)), Step::Done(_)));
