@@ -285,7 +285,7 @@ pub fn decide_grant(
                 ba,
                 reasons::INVALID,
                 format!(
-                    "Bucket {} belongs to driver {}, but this BucketAccess uses driver {}; use a BucketAccessClass of driver {}",
+                    "Bucket {} belongs to driver {}, but this BucketAccess uses driver {}; the spec of a BucketAccess is immutable: delete it and re-create it with a BucketAccessClass of driver {}",
                     t.bucket_name, bucket.spec.driver_name, driver.name, bucket.spec.driver_name
                 ),
             ));
@@ -326,7 +326,7 @@ pub fn decide_grant(
             ba,
             condition_reasons::PROTOCOL_NOT_SUPPORTED,
             format!(
-                "driver {} does not support protocol {protocol}; it supports {}",
+                "driver {} does not support protocol {protocol}; it supports {}. The spec of a BucketAccess is immutable: delete it and re-create it requesting one of those",
                 driver.name,
                 have.join(", ")
             ),
@@ -338,7 +338,7 @@ pub fn decide_grant(
         match secret::ownership(s.as_ref(), &uid) {
             Ownership::Foreign => {
                 let message = format!(
-                    "Secret {ns}/{} already exists and is not owned by this BucketAccess; COSI will not overwrite it. Delete it or choose another accessSecretName",
+                    "Secret {ns}/{} already exists and is not owned by this BucketAccess; COSI will not overwrite it. Delete that Secret, or delete this BucketAccess and re-create it with another accessSecretName",
                     t.claim.access_secret_name
                 );
                 return GrantStep::SecretConflict(vec![Desired::new(
