@@ -34,9 +34,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         redacting.extend(messages);
         std::fs::write(out_dir.join(format!("{package}.redacted.rs")), impls)?;
     }
+    // Type names let the codec tell a request from a reply (see codec.rs).
+    let mut config = prost_build::Config::new();
+    config.enable_type_names();
     tonic_prost_build::configure()
         .skip_debug(redacting)
-        .compile_fds(compiler.file_descriptor_set())?;
+        .codec_path("crate::codec::CosiCodec")
+        .compile_fds_with_config(compiler.file_descriptor_set(), config)?;
     Ok(())
 }
 

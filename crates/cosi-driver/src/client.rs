@@ -83,6 +83,23 @@ impl DriverClient {
         .map(|_| ())
     }
 
+    /// Sends `body` as the request of the RPC at `path`, unchecked, and
+    /// ignores what the reply holds: how a driver answers a request that
+    /// does not decode (conformance tests send such bytes on purpose).
+    pub async fn call_raw(&self, path: &'static str, body: Vec<u8>) -> Result<(), tonic::Status> {
+        let mut grpc = tonic::client::Grpc::new(self.channel.clone());
+        grpc.ready()
+            .await
+            .map_err(|e| tonic::Status::unavailable(format!("driver not reachable: {e}")))?;
+        grpc.unary(
+            tonic::Request::new(body),
+            http::uri::PathAndQuery::from_static(path),
+            RawCodec,
+        )
+        .await
+        .map(|_| ())
+    }
+
     fn builder() -> tonic::transport::Endpoint {
         // The authority is unused over a UNIX socket; gRPC needs one anyway.
         tonic::transport::Endpoint::from_static("http://cosi-driver.invalid")
@@ -119,4 +136,38 @@ fn connector(
         let path = path.clone();
         async move { Ok(TokioIo::new(UnixStream::connect(path).await?)) }
     })
+}
+
+/// Sends bytes as they are; decodes any reply as the empty message.
+#[derive(Debug, Clone, Copy, Default)]
+struct RawCodec;
+
+impl tonic::codec::Codec for RawCodec {
+    type Encode = Vec<u8>;
+    type Decode = ();
+    type Encoder = RawCodec;
+    type Decoder = tonic_prost::ProstDecoder<()>;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        RawCodec
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        tonic_prost::ProstDecoder::default()
+    }
+}
+
+impl tonic::codec::Encoder for RawCodec {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+
+    fn encode(
+        &mut self,
+        item: Vec<u8>,
+        buf: &mut tonic::codec::EncodeBuf<'_>,
+    ) -> Result<(), tonic::Status> {
+        use prost::bytes::BufMut as _;
+        buf.put_slice(&item);
+        Ok(())
+    }
 }

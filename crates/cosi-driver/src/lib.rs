@@ -18,6 +18,7 @@
 //! Drivers never link Kubernetes crates: this crate knows only the gRPC API.
 
 pub mod client;
+pub mod codec;
 pub mod endpoint;
 pub mod proto;
 mod redact;

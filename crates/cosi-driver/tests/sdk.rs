@@ -361,6 +361,27 @@ async fn invalid_requests_are_refused_before_the_driver_sees_them() {
 }
 
 #[tokio::test]
+async fn a_request_that_does_not_decode_is_invalid_argument() {
+    let r = start().await;
+    // Field 1 (bucket_id) says 5 bytes follow; one does.
+    let truncated = vec![0x0a, 0x05, b'b'];
+    let err = r
+        .client
+        .call_raw("/cosi.v1alpha2.Provisioner/DriverCreateBucket", truncated)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message()
+            .contains("cosi.v1alpha2.DriverCreateBucketRequest"),
+        "{}",
+        err.message()
+    );
+    assert!(r.driver.calls.lock().unwrap().is_empty());
+    r.stop.send(()).unwrap();
+}
+
+#[tokio::test]
 async fn the_socket_is_0660_replaced_when_stale_and_removed_on_shutdown() {
     let r = start().await;
     let mode = std::fs::metadata(r.endpoint.path())
