@@ -244,6 +244,8 @@ pub struct Config {
     /// How long the object store may take to honour a grant or a revocation
     /// (eventually consistent backends such as AWS IAM need seconds).
     pub propagation_timeout: Duration,
+    /// Count deviations that common gRPC stacks share (warnings) as failures.
+    pub strict: bool,
 }
 
 impl Config {
@@ -263,6 +265,7 @@ impl Config {
             filter: None,
             rpc_timeout: Duration::from_secs(30),
             propagation_timeout: Duration::from_secs(30),
+            strict: false,
         }
     }
 

@@ -22,6 +22,9 @@ pub enum Stop {
     Fail(String),
     /// The case cannot be checked with this driver or configuration.
     Skip(String),
+    /// The driver deviates from the specification the way common gRPC
+    /// stacks do by default: a warning, or a failure under `--strict`.
+    Warn(String),
 }
 
 /// The result of a case body.
@@ -289,6 +292,19 @@ impl Ctx {
             self.violations.push(format!(
                 "{rpc} answered OutOfRange for a single-bucket request; OutOfRange is only for requests with several buckets"
             ));
+        }
+    }
+
+    /// Sends bytes that do not decode as a protobuf message as the request
+    /// of the RPC at `path` (`/<package>.<Service>/<Rpc>`).
+    pub async fn call_undecodable(&mut self, rpc: &'static str, path: &'static str) -> Status {
+        // Field 1, length-delimited, announces five bytes; one follows.
+        let body = vec![0x0a, 0x05, b'x'];
+        let client = self.client.clone();
+        let call = async move { client.call_raw(path, body).await.map(Response::new) };
+        match self.call(rpc, call).await {
+            Ok(()) => Status::ok(""),
+            Err(status) => status,
         }
     }
 

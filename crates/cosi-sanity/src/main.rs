@@ -50,6 +50,11 @@ struct Args {
     /// API of COSI drivers shipped before v1alpha2, S3 only).
     #[arg(long, value_enum, default_value = "auto")]
     api: ApiArg,
+    /// Fail, rather than warn about, deviations that common gRPC stacks
+    /// share by default (a request that does not decode answered Internal
+    /// instead of InvalidArgument).
+    #[arg(long)]
+    strict: bool,
 }
 
 /// `--api`.
@@ -88,6 +93,7 @@ fn config(args: &Args) -> anyhow::Result<Config> {
     config.filter = args.filter.clone();
     config.rpc_timeout = Duration::from_secs(args.rpc_timeout.max(1));
     config.propagation_timeout = Duration::from_secs(args.propagation_timeout);
+    config.strict = args.strict;
     Ok(config)
 }
 

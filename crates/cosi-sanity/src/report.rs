@@ -1,5 +1,6 @@
 //! The outcome of a run: one [`CaseResult`] per case, printed one line each,
-//! and the closing `N passed, N failed, N skipped` line.
+//! and the closing `N passed, N failed, N skipped` line (with `, N warned`
+//! when a case warned).
 
 use std::fmt;
 
@@ -12,6 +13,9 @@ pub enum Outcome {
     Failed(String),
     /// The case could not be checked; the text says why (e.g. an input was not given).
     Skipped(String),
+    /// The driver deviates from the specification in a way tolerated
+    /// unless `--strict`; the text says how.
+    Warned(String),
 }
 
 impl Outcome {
@@ -30,11 +34,16 @@ impl Outcome {
         matches!(self, Outcome::Skipped(_))
     }
 
+    /// True for [`Outcome::Warned`].
+    pub fn is_warned(&self) -> bool {
+        matches!(self, Outcome::Warned(_))
+    }
+
     /// The reason of a failure or skip; empty for a pass.
     pub fn reason(&self) -> &str {
         match self {
             Outcome::Passed => "",
-            Outcome::Failed(r) | Outcome::Skipped(r) => r,
+            Outcome::Failed(r) | Outcome::Skipped(r) | Outcome::Warned(r) => r,
         }
     }
 }
@@ -54,6 +63,7 @@ impl fmt::Display for CaseResult {
             Outcome::Passed => write!(f, "PASS {}", self.name),
             Outcome::Failed(reason) => write!(f, "FAIL {}: {reason}", self.name),
             Outcome::Skipped(reason) => write!(f, "SKIP {}: {reason}", self.name),
+            Outcome::Warned(reason) => write!(f, "WARN {}: {reason}", self.name),
         }
     }
 }
@@ -81,7 +91,12 @@ impl Report {
         self.cases.iter().filter(|c| c.outcome.is_skipped()).count()
     }
 
-    /// True when no case failed.
+    /// How many cases warned.
+    pub fn warned(&self) -> usize {
+        self.cases.iter().filter(|c| c.outcome.is_warned()).count()
+    }
+
+    /// True when no case failed (warnings do not fail a run).
     pub fn success(&self) -> bool {
         self.failed() == 0
     }
@@ -91,14 +106,18 @@ impl Report {
         self.cases.iter().find(|c| c.name == name)
     }
 
-    /// `"N passed, N failed, N skipped"`.
+    /// `"N passed, N failed, N skipped"`, then `", N warned"` when a case warned.
     pub fn summary_line(&self) -> String {
-        format!(
+        let mut line = format!(
             "{} passed, {} failed, {} skipped",
             self.passed(),
             self.failed(),
             self.skipped()
-        )
+        );
+        if self.warned() > 0 {
+            line.push_str(&format!(", {} warned", self.warned()));
+        }
+        line
     }
 
     /// Prints one line per case, then the summary line, to standard output.
@@ -158,6 +177,21 @@ mod tests {
         assert_eq!(
             report.to_string(),
             "PASS x: works\nFAIL y: fails: because\nSKIP z: skipped: no file\n1 passed, 1 failed, 1 skipped\n"
+        );
+    }
+
+    #[test]
+    fn warnings_are_counted_printed_and_do_not_fail_the_run() {
+        let report = Report {
+            cases: vec![
+                case("x: works", Outcome::Passed),
+                case("w: deviates", Outcome::Warned("Internal".into())),
+            ],
+        };
+        assert!(report.success());
+        assert_eq!(
+            report.to_string(),
+            "PASS x: works\nWARN w: deviates: Internal\n1 passed, 0 failed, 0 skipped, 1 warned\n"
         );
     }
 

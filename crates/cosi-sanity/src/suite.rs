@@ -114,7 +114,7 @@ pub async fn run(config: &Config) -> Report {
         let violations = ctx.take_violations();
         report.cases.push(CaseResult {
             name: case.name.to_owned(),
-            outcome: combine(step, violations, cleanup),
+            outcome: combine(step, violations, cleanup, config.strict),
         });
     }
     report
@@ -189,13 +189,23 @@ fn setup_failure(selected: &[&str], reason: String) -> Report {
 }
 
 /// The outcome of a case from its body's result, the requirements broken
-/// in passing (credential leaks...) and what cleanup could not remove.
-pub fn combine(step: Step, violations: Vec<String>, cleanup: Vec<String>) -> Outcome {
+/// in passing (credential leaks...) and what cleanup could not remove; a
+/// warning is a failure when `strict`.
+pub fn combine(step: Step, violations: Vec<String>, cleanup: Vec<String>, strict: bool) -> Outcome {
     let mut problems = Vec::new();
+    let mut warning = None;
     let skipped = match step {
         Ok(()) => None,
         Err(Stop::Fail(reason)) => {
             problems.push(reason);
+            None
+        }
+        Err(Stop::Warn(reason)) if strict => {
+            problems.push(format!("{reason} (a failure under --strict)"));
+            None
+        }
+        Err(Stop::Warn(reason)) => {
+            warning = Some(reason);
             None
         }
         Err(Stop::Skip(reason)) => Some(reason),
@@ -205,7 +215,7 @@ pub fn combine(step: Step, violations: Vec<String>, cleanup: Vec<String>) -> Out
         problems.push(format!("cleanup: {}", cleanup.join("; ")));
     }
     match (problems.is_empty(), skipped) {
-        (true, None) => Outcome::Passed,
+        (true, None) => warning.map_or(Outcome::Passed, Outcome::Warned),
         (true, Some(reason)) => Outcome::Skipped(reason),
         (false, _) => Outcome::Failed(problems.join("; ")),
     }
@@ -217,13 +227,13 @@ mod tests {
 
     #[test]
     fn a_clean_pass_passes() {
-        assert_eq!(combine(Ok(()), vec![], vec![]), Outcome::Passed);
+        assert_eq!(combine(Ok(()), vec![], vec![], false), Outcome::Passed);
     }
 
     #[test]
     fn a_skip_with_nothing_else_stays_a_skip() {
         assert_eq!(
-            combine(Err(Stop::Skip("no input".into())), vec![], vec![]),
+            combine(Err(Stop::Skip("no input".into())), vec![], vec![], false),
             Outcome::Skipped("no input".into())
         );
     }
@@ -234,12 +244,13 @@ mod tests {
             Ok(()),
             vec![],
             vec!["DriverDeleteBucket answered Internal".into()],
+            false,
         );
         assert_eq!(
             out,
             Outcome::Failed("cleanup: DriverDeleteBucket answered Internal".into())
         );
-        let out = combine(Err(Stop::Skip("x".into())), vec![], vec!["y".into()]);
+        let out = combine(Err(Stop::Skip("x".into())), vec![], vec!["y".into()], false);
         assert!(out.is_failed());
     }
 
@@ -249,11 +260,26 @@ mod tests {
             Err(Stop::Fail("wrong code".into())),
             vec!["leaked a credential".into()],
             vec![],
+            false,
         );
         assert_eq!(
             out,
             Outcome::Failed("wrong code; leaked a credential".into())
         );
+    }
+
+    #[test]
+    fn a_warning_fails_only_under_strict() {
+        let warn = || Err(Stop::Warn("answered Internal".into()));
+        assert_eq!(
+            combine(warn(), vec![], vec![], false),
+            Outcome::Warned("answered Internal".into())
+        );
+        assert_eq!(
+            combine(warn(), vec![], vec![], true),
+            Outcome::Failed("answered Internal (a failure under --strict)".into())
+        );
+        assert!(combine(warn(), vec!["leak".into()], vec![], false).is_failed());
     }
 
     #[test]

@@ -255,6 +255,26 @@ async fn accepted_requests_without_required_fields_fail() {
 }
 
 #[tokio::test]
+async fn internal_for_a_request_that_does_not_decode_warns_and_fails_under_strict() {
+    const UNDECODABLE: &str = "Errors: a request that does not decode is InvalidArgument";
+    let driver = start(Fault::UndecodableIsInternal).await;
+    let mut config = config(&driver);
+    config.filter = Some(format!("^{UNDECODABLE}$"));
+    let report = run(&config).await;
+    match outcome(&report, UNDECODABLE) {
+        Outcome::Warned(reason) => assert!(reason.contains("Internal"), "{reason}"),
+        other => panic!("expected a warning, got {other:?}\n{report}"),
+    }
+    assert!(
+        report.success(),
+        "a warning does not fail the run:\n{report}"
+    );
+    config.strict = true;
+    let report = run(&config).await;
+    assert_failed(&report, UNDECODABLE, "--strict");
+}
+
+#[tokio::test]
 async fn revoked_credentials_that_keep_working_fail() {
     let report = run_against(Fault::RevokeKeepsKeys).await;
     assert_failed(

@@ -4,7 +4,9 @@
 
 use cosi_driver::proto::*;
 
-use crate::checks;
+use cosi_driver::Code;
+
+use crate::checks::{self, describe};
 use crate::context::{Ctx, Step, Stop, fail, proto_map, skip};
 use crate::names;
 use crate::secrets::SecretSet;
@@ -99,4 +101,30 @@ pub(super) async fn no_credential_in_errors(ctx: &mut Ctx) -> Step {
         );
     }
     Ok(())
+}
+
+/// A request that does not decode is an invalid request: InvalidArgument
+/// (the driver specification), which the sidecar does not retry. grpc-go and
+/// prost answer Internal by default, which the sidecar retries forever: a
+/// warning, a failure under `--strict`.
+pub(super) async fn undecodable_request_is_invalid_argument(ctx: &mut Ctx) -> Step {
+    let status = ctx
+        .call_undecodable(
+            "DriverGenerateBucketId",
+            "/cosi.v1alpha2.Provisioner/DriverGenerateBucketId",
+        )
+        .await;
+    match status.code() {
+        Code::InvalidArgument => Ok(()),
+        Code::Internal => Err(Stop::Warn(format!(
+            "a DriverGenerateBucketId request that does not decode answered {}; invalid requests must be \
+             InvalidArgument, or the sidecar retries them forever (grpc-go and prost answer Internal by default)",
+            describe(&status)
+        ))),
+        Code::Ok => fail!("a DriverGenerateBucketId request that does not decode succeeded"),
+        _ => fail!(
+            "a DriverGenerateBucketId request that does not decode answered {}; expected InvalidArgument",
+            describe(&status)
+        ),
+    }
 }

@@ -198,6 +198,10 @@ pub fn all() -> Vec<Case> {
             errors::no_credential_in_errors
         ),
         case!(
+            "Errors: a request that does not decode is InvalidArgument",
+            errors::undecodable_request_is_invalid_argument
+        ),
+        case!(
             "Data plane: ReadWrite credentials write and read their bucket",
             data_plane::read_write
         ),

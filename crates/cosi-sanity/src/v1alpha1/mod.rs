@@ -147,7 +147,7 @@ pub(crate) async fn run(
         let violations = ctx.take_violations();
         report.cases.push(CaseResult {
             name: case.name.to_owned(),
-            outcome: combine(step, violations, cleanup),
+            outcome: combine(step, violations, cleanup, config.strict),
         });
     }
     report

@@ -60,6 +60,10 @@ pub enum Fault {
     /// A repeated DriverGrantBucketAccess for an account makes another
     /// backend key each time, and the revoke removes only the last one.
     AccountPerRepeatedGrant,
+    /// Served without the SDK, answering Internal where the SDK answers
+    /// InvalidArgument before calling the driver (as grpc-go and prost
+    /// answer a request that does not decode).
+    UndecodableIsInternal,
 }
 
 /// One S3 key pair and what it may do, per bucket name.

@@ -63,6 +63,16 @@ async fn start_api(fault: Fault, v1alpha1: bool) -> Running {
         let (ep, d) = (endpoint.clone(), driver.clone());
         tokio::spawn(async move { cosi_driver::serve_v1alpha1(&ep, d.clone(), d, shutdown).await });
         wait_for_socket(&endpoint).await;
+    } else if fault == Fault::UndecodableIsInternal {
+        let listener = tokio::net::UnixListener::bind(endpoint.path()).unwrap();
+        let server = tonic::transport::Server::builder()
+            .layer(tower::util::MapResponseLayer::new(
+                invalid_argument_as_internal,
+            ))
+            .add_service(IdentityServer::new(driver.clone()))
+            .add_service(ProvisionerServer::new(driver.clone()))
+            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown);
+        tokio::spawn(server);
     } else if fault == Fault::AcceptsMissingFields {
         let listener = tokio::net::UnixListener::bind(endpoint.path()).unwrap();
         let server = tonic::transport::Server::builder()
@@ -81,6 +91,16 @@ async fn start_api(fault: Fault, v1alpha1: bool) -> Running {
         _dir: dir,
         stop: Some(stop),
     }
+}
+
+/// Rewrites a trailers-only InvalidArgument (how a server refuses a request
+/// before handling it) to Internal.
+fn invalid_argument_as_internal<B>(mut response: http::Response<B>) -> http::Response<B> {
+    let headers = response.headers_mut();
+    if headers.get("grpc-status").is_some_and(|v| v == "3") {
+        headers.insert("grpc-status", http::HeaderValue::from_static("13"));
+    }
+    response
 }
 
 async fn wait_for_socket(endpoint: &Endpoint) {
