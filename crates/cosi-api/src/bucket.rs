@@ -7,6 +7,10 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::common::{DeletionPolicy, Protocol};
+use crate::constants::limits::{
+    DNS1123_LABEL, DNS1123_SUBDOMAIN, DRIVER_NAME, MAX_ID_LENGTH, MAX_LABEL_LENGTH,
+    MAX_NAME_LENGTH, MAX_PARAMETERS, MAX_PROTOCOLS, UID,
+};
 
 /// Desired state of a Bucket: the driver, deletion policy, protocols and parameters it was provisioned with, and the BucketClaim it is bound to.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -39,8 +43,9 @@ use crate::common::{DeletionPolicy, Protocol};
     validation = Rule::new("!has(self.existingBucketID) || self.deletionPolicy == 'Retain'").message("deletionPolicy must be Retain when existingBucketID is set: COSI never deletes a bucket it did not create")
 )]
 pub struct BucketSpec {
-    /// DriverName is the name of the driver that manages this bucket.
-    #[schemars(length(min = 1, max = 63))]
+    /// DriverName is the name of the driver that manages this bucket, in
+    /// domain-name notation (e.g. s3.example.com, at most 63 characters).
+    #[schemars(length(min = 1, max = MAX_LABEL_LENGTH), regex(pattern = DRIVER_NAME))]
     pub driver_name: String,
 
     /// DeletionPolicy determines whether the Bucket and its backend bucket are
@@ -48,15 +53,17 @@ pub struct BucketSpec {
     /// deletes both. The only mutable field: an admin may switch to Retain.
     pub deletion_policy: DeletionPolicy,
 
-    /// Protocols the provisioned bucket must support. COSI verifies each is
-    /// advertised by the driver.
+    /// Protocols the provisioned bucket must support, each checked against
+    /// those the driver advertises.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = MAX_PROTOCOLS))]
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub protocols: Vec<Protocol>,
 
     /// Parameters is an opaque map of driver configuration for the bucket,
-    /// copied from the BucketClass at provisioning time.
+    /// copied from the BucketClass at provisioning time (at most 512 entries).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_PARAMETERS))]
     pub parameters: BTreeMap<String, String>,
 
     /// BucketClaimRef references the BucketClaim bound to this Bucket. For a
@@ -65,28 +72,29 @@ pub struct BucketSpec {
     pub bucket_claim_ref: BucketClaimReference,
 
     /// ExistingBucketID is the ID of a bucket that already exists in the OSP
-    /// (static provisioning). Empty when COSI provisions the bucket.
+    /// (static provisioning), as the driver knows it (at most 2048
+    /// characters). Empty when COSI provisions the bucket.
     #[serde(
         default,
         rename = "existingBucketID",
         skip_serializing_if = "String::is_empty"
     )]
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = MAX_ID_LENGTH))]
     pub existing_bucket_id: String,
 }
 
 /// All info needed to identify a BucketClaim.
 #[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, Default, PartialEq, Eq)]
 pub struct BucketClaimReference {
-    /// Name of the BucketClaim.
-    #[schemars(length(min = 1, max = 253))]
+    /// Name of the BucketClaim (a DNS-1123 subdomain).
+    #[schemars(length(min = 1, max = MAX_NAME_LENGTH), regex(pattern = DNS1123_SUBDOMAIN))]
     pub name: String,
-    /// Namespace of the BucketClaim.
-    #[schemars(length(min = 1, max = 63))]
+    /// Namespace of the BucketClaim (a DNS-1123 label).
+    #[schemars(length(min = 1, max = MAX_LABEL_LENGTH), regex(pattern = DNS1123_LABEL))]
     pub namespace: String,
-    /// UID of the BucketClaim, set when the Bucket is bound to it.
+    /// UID of the BucketClaim (a lowercase UUID), set when the Bucket is bound to it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[schemars(length(min = 1))]
+    #[schemars(regex(pattern = UID))]
     pub uid: String,
 }
 
@@ -100,13 +108,16 @@ pub struct BucketStatus {
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
 
-    /// BucketID is the unique ID of the bucket in the OSP, set once it is known.
+    /// BucketID is the unique ID of the bucket in the OSP (at most 2048
+    /// characters), set once it is known.
     #[serde(default, rename = "bucketID", skip_serializing_if = "String::is_empty")]
+    #[schemars(length(min = 1, max = MAX_ID_LENGTH))]
     pub bucket_id: String,
 
-    /// Protocols the provisioned bucket supports. BucketAccesses may request
-    /// any of these.
+    /// Protocols the provisioned bucket supports, any of which BucketAccesses
+    /// may request.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = MAX_PROTOCOLS))]
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub protocols: Vec<Protocol>,
 

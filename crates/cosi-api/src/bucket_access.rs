@@ -7,6 +7,10 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::common::{AuthenticationType, BucketAccessModes, Protocol};
+use crate::constants::limits::{
+    DNS1123_SUBDOMAIN, DRIVER_NAME, MAX_BUCKET_CLAIMS, MAX_ID_LENGTH, MAX_LABEL_LENGTH,
+    MAX_NAME_LENGTH, MAX_PARAMETERS,
+};
 
 /// Desired state of a BucketAccess: the claims to access, how, and with which class and protocol.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -32,14 +36,15 @@ use crate::common::{AuthenticationType, BucketAccessModes, Protocol};
     validation = Rule::new("self.bucketClaims.all(a, self.bucketClaims.exists_one(b, b.accessSecretName == a.accessSecretName))").message("each bucketClaims entry must name a different accessSecretName")
 )]
 pub struct BucketAccessSpec {
-    /// BucketClaims this access should have permissions for, each with the
-    /// Secret to write and the access modes wanted. A claim may appear once.
-    #[schemars(length(min = 1))]
+    /// BucketClaims lists the 1 to 128 BucketClaims this access is for,
+    /// each at most once and each with a Secret name of its own.
+    #[schemars(length(min = 1, max = MAX_BUCKET_CLAIMS))]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["bucketClaimName".into()]))]
     pub bucket_claims: Vec<BucketAccessClaim>,
 
-    /// BucketAccessClassName is the name of the BucketAccessClass.
-    #[schemars(length(min = 1, max = 253))]
+    /// BucketAccessClassName is the name of the BucketAccessClass (a
+    /// DNS-1123 subdomain).
+    #[schemars(length(min = 1, max = MAX_NAME_LENGTH), regex(pattern = DNS1123_SUBDOMAIN))]
     pub bucket_access_class_name: String,
 
     /// Protocol the credentials must support. The claims' buckets must support it.
@@ -50,21 +55,25 @@ pub struct BucketAccessSpec {
     /// ServiceAccount authentication, where Pods running as it authenticate
     /// to the object store implicitly.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = MAX_NAME_LENGTH), regex(pattern = DNS1123_SUBDOMAIN))]
     pub service_account_name: String,
 }
 
-/// One BucketClaim a BucketAccess requests access to.
+/// Each entry names a BucketClaim, the Secret COSI writes for it and the
+/// access modes wanted.
 #[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct BucketAccessClaim {
-    /// BucketClaimName is the name of a BucketClaim in the BucketAccess's namespace.
-    #[schemars(length(min = 1, max = 253))]
+    /// BucketClaimName is the name of a BucketClaim in the BucketAccess's
+    /// namespace (a DNS-1123 subdomain).
+    #[schemars(length(min = 1, max = MAX_NAME_LENGTH), regex(pattern = DNS1123_SUBDOMAIN))]
     pub bucket_claim_name: String,
 
     /// AccessSecretName is the Secret COSI writes with the bucket info and
-    /// credentials for this claim. It is deleted with the BucketAccess.
-    #[schemars(length(min = 1, max = 253))]
+    /// credentials for this claim, deleted with the BucketAccess. A DNS-1123
+    /// subdomain (lowercase letters, digits, '-' and '.'), different for
+    /// each entry.
+    #[schemars(length(min = 1, max = MAX_NAME_LENGTH), regex(pattern = DNS1123_SUBDOMAIN))]
     pub access_secret_name: String,
 
     /// AccessModes are the read/write modes requested, per category. At least
@@ -83,21 +92,25 @@ pub struct BucketAccessStatus {
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
 
-    /// AccountID is the ID of the account in the OSP, set once known.
+    /// AccountID is the ID of the account in the OSP (at most 2048
+    /// characters), set once known.
     #[serde(
         default,
         rename = "accountID",
         skip_serializing_if = "String::is_empty"
     )]
+    #[schemars(length(min = 1, max = MAX_ID_LENGTH))]
     pub account_id: String,
 
     /// AccessedBuckets are the Buckets this access is for, one per referenced
     /// claim, filled in by the controller for the sidecar.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = MAX_BUCKET_CLAIMS))]
     pub accessed_buckets: Vec<AccessedBucket>,
 
     /// DriverName is a copy of the BucketAccessClass driver name at provisioning time.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(min = 1, max = MAX_LABEL_LENGTH), regex(pattern = DRIVER_NAME))]
     pub driver_name: String,
 
     /// AuthenticationType is a copy of the BucketAccessClass authentication
@@ -108,6 +121,7 @@ pub struct BucketAccessStatus {
 
     /// Parameters is a copy of the BucketAccessClass parameters at provisioning time.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_PARAMETERS))]
     pub parameters: BTreeMap<String, String>,
 }
 
@@ -116,11 +130,14 @@ pub struct BucketAccessStatus {
 #[serde(rename_all = "camelCase")]
 pub struct AccessedBucket {
     /// BucketName is the name of the Bucket resource.
+    #[schemars(length(min = 1, max = MAX_NAME_LENGTH), regex(pattern = DNS1123_SUBDOMAIN))]
     pub bucket_name: String,
-    /// BucketID is the bucket's ID in the OSP.
+    /// BucketID is the bucket's ID in the OSP (at most 2048 characters).
     #[serde(default, rename = "bucketID", skip_serializing_if = "String::is_empty")]
+    #[schemars(length(min = 1, max = MAX_ID_LENGTH))]
     pub bucket_id: String,
     /// BucketClaimName is the entry of spec.bucketClaims this Bucket belongs to.
+    #[schemars(length(min = 1, max = MAX_NAME_LENGTH), regex(pattern = DNS1123_SUBDOMAIN))]
     pub bucket_claim_name: String,
 }
 

@@ -6,6 +6,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::common::{AuthenticationType, BucketAccessMode, MultiBucketAccess};
+use crate::constants::limits::{DRIVER_NAME, MAX_LABEL_LENGTH, MAX_PARAMETERS};
 
 /// Desired state of a BucketAccessClass: the driver, authentication type, parameters and policy of the accesses granted through it.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -25,8 +26,9 @@ use crate::common::{AuthenticationType, BucketAccessMode, MultiBucketAccess};
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("self == oldSelf").message("BucketAccessClass spec is immutable"))]
 pub struct BucketAccessClassSpec {
-    /// DriverName is the name of the driver that grants accesses of this class.
-    #[schemars(length(min = 1, max = 63))]
+    /// DriverName is the name of the driver that grants accesses of this
+    /// class, in domain-name notation (e.g. s3.example.com, at most 63 characters).
+    #[schemars(length(min = 1, max = MAX_LABEL_LENGTH), regex(pattern = DRIVER_NAME))]
     pub driver_name: String,
 
     /// AuthenticationType is how Pods authenticate to the object store: Key
@@ -35,8 +37,10 @@ pub struct BucketAccessClassSpec {
     #[serde(default)]
     pub authentication_type: AuthenticationType,
 
-    /// Parameters is an opaque map of driver configuration for granting access.
+    /// Parameters is an opaque map of driver configuration for granting
+    /// access (at most 512 entries).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_PARAMETERS))]
     pub parameters: BTreeMap<String, String>,
 
     /// MultiBucketAccess says whether a BucketAccess of this class may

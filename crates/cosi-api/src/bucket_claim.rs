@@ -5,6 +5,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::common::Protocol;
+use crate::constants::limits::{DNS1123_SUBDOMAIN, MAX_NAME_LENGTH, MAX_PROTOCOLS};
 
 /// Desired state of a BucketClaim: a BucketClass to provision from, or an existing Bucket to bind to.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -30,21 +31,24 @@ use crate::common::Protocol;
     validation = Rule::new("has(self.bucketClassName) != has(self.existingBucketName)").message("exactly one of bucketClassName or existingBucketName must be set")
 )]
 pub struct BucketClaimSpec {
-    /// BucketClassName names the BucketClass used to provision a new bucket.
+    /// BucketClassName names the BucketClass used to provision a new bucket
+    /// (a DNS-1123 subdomain).
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = MAX_NAME_LENGTH), regex(pattern = DNS1123_SUBDOMAIN))]
     pub bucket_class_name: String,
 
-    /// Protocols the provisioned bucket must support. COSI verifies each is
-    /// advertised by the driver.
+    /// Protocols the provisioned bucket must support, each checked against
+    /// those the driver advertises.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = MAX_PROTOCOLS))]
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub protocols: Vec<Protocol>,
 
     /// ExistingBucketName names a Bucket an admin created to import a bucket
-    /// that exists outside COSI. When unset, a new bucket is provisioned.
+    /// that exists outside COSI (a DNS-1123 subdomain). When unset, a new
+    /// bucket is provisioned.
     #[serde(default, skip_serializing_if = "String::is_empty")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = MAX_NAME_LENGTH), regex(pattern = DNS1123_SUBDOMAIN))]
     pub existing_bucket_name: String,
 }
 
@@ -60,10 +64,12 @@ pub struct BucketClaimStatus {
     /// BoundBucketName is the name of the Bucket bound to this claim. Set by
     /// the controller before the bucket is provisioned.
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(min = 1, max = MAX_NAME_LENGTH), regex(pattern = DNS1123_SUBDOMAIN))]
     pub bound_bucket_name: String,
 
-    /// Protocols the bound bucket supports. BucketAccesses may request any of these.
+    /// Protocols the bound bucket supports, any of which BucketAccesses may request.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(min = 1, max = MAX_PROTOCOLS))]
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub protocols: Vec<Protocol>,
 }

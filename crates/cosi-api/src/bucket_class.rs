@@ -6,6 +6,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::common::DeletionPolicy;
+use crate::constants::limits::{DRIVER_NAME, MAX_LABEL_LENGTH, MAX_PARAMETERS};
 
 /// Desired state of a BucketClass: the driver, deletion policy and parameters of the buckets provisioned through it.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -24,8 +25,9 @@ use crate::common::DeletionPolicy;
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("self == oldSelf").message("BucketClass spec is immutable"))]
 pub struct BucketClassSpec {
-    /// DriverName is the name of the driver that provisions buckets of this class.
-    #[schemars(length(min = 1, max = 63))]
+    /// DriverName is the name of the driver that provisions buckets of this
+    /// class, in domain-name notation (e.g. s3.example.com, at most 63 characters).
+    #[schemars(length(min = 1, max = MAX_LABEL_LENGTH), regex(pattern = DRIVER_NAME))]
     pub driver_name: String,
 
     /// DeletionPolicy determines whether a Bucket created through this class
@@ -33,7 +35,9 @@ pub struct BucketClassSpec {
     /// Bucket and its backend bucket; Delete deletes both.
     pub deletion_policy: DeletionPolicy,
 
-    /// Parameters is an opaque map of driver configuration for creating buckets.
+    /// Parameters is an opaque map of driver configuration for creating
+    /// buckets (at most 512 entries).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = MAX_PARAMETERS))]
     pub parameters: BTreeMap<String, String>,
 }

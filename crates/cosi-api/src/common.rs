@@ -121,7 +121,7 @@ impl MultiBucketAccess {
     }
 }
 
-/// The read/write mode a BucketAccess requests for one category of a claim's data.
+/// A read/write access mode for one category of a bucket's data.
 #[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum BucketAccessMode {
     /// Read and write access.

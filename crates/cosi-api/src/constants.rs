@@ -8,6 +8,44 @@
 /// that holds deletion until COSI has cleaned up what lies beneath.
 pub const PROTECTION_FINALIZER: &str = "objectstorage.k8s.io/protection";
 
+/// Bounds and forms the CRDs enforce (as strict as upstream's v1alpha2
+/// CRDs where the KEP allows it), with patterns every Kubernetes version
+/// checks (no CEL `format` library). Components check what they write
+/// against the same bounds, so a status write is never refused.
+pub mod limits {
+    /// The longest bucket or account ID (`existingBucketID`, `bucketID`,
+    /// `accountID`), in characters. A length bound only, no character set:
+    /// drivers' IDs hold `+`, `=` and `/` (Azure's are base64-encoded
+    /// JSON), and a status write refused after a one-phase create would
+    /// orphan the bucket. The sidecar checks a driver's ID against it
+    /// before persisting it.
+    pub const MAX_ID_LENGTH: usize = 2048;
+    /// The most entries of a `parameters` map.
+    pub const MAX_PARAMETERS: usize = 512;
+    /// The most BucketClaims one BucketAccess may reference.
+    pub const MAX_BUCKET_CLAIMS: usize = 128;
+    /// The most protocols a bucket can need or support: each of the three once.
+    pub const MAX_PROTOCOLS: usize = 3;
+    /// The longest object name (a DNS-1123 subdomain).
+    pub const MAX_NAME_LENGTH: usize = 253;
+    /// The longest namespace name (a DNS-1123 label) and driver name.
+    pub const MAX_LABEL_LENGTH: usize = 63;
+    /// A DNS-1123 subdomain, the form of most Kubernetes object names
+    /// (Secrets, BucketClaims, classes, ServiceAccounts): lowercase letters,
+    /// digits, `-` and `.`, starting and ending with a letter or digit.
+    pub const DNS1123_SUBDOMAIN: &str =
+        r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+    /// A DNS-1123 label, the form of namespace names: lowercase letters,
+    /// digits and `-`, starting and ending with a letter or digit.
+    pub const DNS1123_LABEL: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+    /// A driver name in domain-name notation (driver API: at most 63
+    /// characters, beginning and ending with a letter or digit, with `-`,
+    /// `.` and letters or digits between).
+    pub const DRIVER_NAME: &str = r"^[a-zA-Z0-9]([a-zA-Z0-9.-]{0,61}[a-zA-Z0-9])?$";
+    /// A Kubernetes UID: an RFC 4122 UUID in lowercase hexadecimal.
+    pub const UID: &str = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$";
+}
+
 /// Annotations COSI uses to coordinate cross-resource cleanup.
 pub mod annotations {
     /// On a Bucket: its bound BucketClaim is being deleted, so the Sidecar may deprovision.

@@ -1,20 +1,71 @@
 //! CustomResourceDefinitions generated from the types, and their YAML form as
 //! checked in under `deploy/crds/`.
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
 use kube::CustomResourceExt;
 
 use crate::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 
 /// Every COSI CRD with the file name it is checked in under, in install order.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
-    vec![
+    let mut crds = vec![
         ("bucketclasses.yaml", BucketClass::crd()),
         ("bucketaccessclasses.yaml", BucketAccessClass::crd()),
         ("buckets.yaml", Bucket::crd()),
         ("bucketclaims.yaml", BucketClaim::crd()),
         ("bucketaccesses.yaml", BucketAccess::crd()),
-    ]
+    ];
+    for (_, crd) in &mut crds {
+        for version in &mut crd.spec.versions {
+            if let Some(schema) = version
+                .schema
+                .as_mut()
+                .and_then(|s| s.open_api_v3_schema.as_mut())
+            {
+                name_enum_values(schema);
+            }
+        }
+    }
+    crds
+}
+
+/// Ends the description of every field that holds one of a set of values,
+/// or a list of them, with `Possible values: A, B, C.`, as upstream's CRDs
+/// do: `kubectl explain` lists a field's `enum` but not the `enum` of a
+/// list's items, and the schema's `enum` stays the one source of the values.
+pub fn name_enum_values(schema: &mut JSONSchemaProps) {
+    for prop in schema.properties.iter_mut().flat_map(|p| p.values_mut()) {
+        let values = prop.enum_.as_ref().or(match &prop.items {
+            Some(JSONSchemaPropsOrArray::Schema(items)) => items.enum_.as_ref(),
+            _ => None,
+        });
+        if let Some(values) = values {
+            let names: Vec<String> = values
+                .iter()
+                .map(|v| match &v.0 {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            let sentence = format!("Possible values: {}.", names.join(", "));
+            let description = prop.description.get_or_insert_with(String::new);
+            if !description.ends_with(&sentence) {
+                if !description.is_empty() {
+                    description.push('\n');
+                }
+                description.push_str(&sentence);
+            }
+        }
+        name_enum_values(prop);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schema(items)) = &mut schema.items {
+        name_enum_values(items);
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(values)) = &mut schema.additional_properties {
+        name_enum_values(values);
+    }
 }
 
 /// Renders a CRD as the YAML document checked in under `deploy/crds/`.
@@ -33,4 +84,48 @@ pub fn all_yaml() -> Result<String, serde_saphyr::ser::Error> {
         out.push_str(&serde_saphyr::to_string(&crd)?);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSON;
+
+    fn schema(v: serde_json::Value) -> JSONSchemaProps {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn enum_fields_and_lists_of_them_name_their_values_once() {
+        let mut s = schema(serde_json::json!({
+            "type": "object",
+            "properties": {
+                "policy": {"type": "string", "description": "What happens.", "enum": ["Retain", "Delete"]},
+                "protocols": {"type": "array", "items": {"type": "string", "enum": ["S3", "GCS"]}},
+                "nested": {"type": "object", "properties": {
+                    "mode": {"type": "string", "enum": ["ReadOnly"]}
+                }},
+                "plain": {"type": "string", "description": "Free text."}
+            }
+        }));
+        name_enum_values(&mut s);
+        name_enum_values(&mut s);
+        let props = s.properties.as_ref().unwrap();
+        let desc = |p: &JSONSchemaProps| p.description.clone().unwrap_or_default();
+        assert_eq!(
+            desc(&props["policy"]),
+            "What happens.\nPossible values: Retain, Delete."
+        );
+        assert_eq!(desc(&props["protocols"]), "Possible values: S3, GCS.");
+        assert_eq!(
+            desc(&props["nested"].properties.as_ref().unwrap()["mode"]),
+            "Possible values: ReadOnly."
+        );
+        assert_eq!(desc(&props["plain"]), "Free text.");
+        assert_eq!(
+            props["policy"].enum_,
+            Some(vec![JSON("Retain".into()), JSON("Delete".into())]),
+            "the enum stays"
+        );
+    }
 }

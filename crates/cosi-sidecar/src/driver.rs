@@ -503,8 +503,13 @@ impl Driver {
     }
 }
 
-/// A v1alpha2 ID, checked before it is persisted.
+/// A v1alpha2 ID, checked before it is persisted: at most the driver API's
+/// 128 bytes, well within the CRDs' bound, so the status write that
+/// persists it is never refused.
 fn checked_id(method: Method, field: &str, id: String) -> Result<String, Failure> {
+    const _: () = assert!(
+        cosi_driver::validate::MAX_STRING_BYTES <= cosi_api::constants::limits::MAX_ID_LENGTH
+    );
     cosi_driver::validate::identifier(field, &id).map_err(|s| Failure::BadReply {
         method,
         message: s.message().to_owned(),

@@ -37,10 +37,12 @@ use crate::driver::{Driver, DriverApi, DriverError, DriverInfo, Method};
 use crate::error::Failure;
 use crate::retry::{RetryPolicy, policy};
 
-/// The longest bucket or account ID accepted from a v1alpha1 driver. The
+/// The longest bucket or account ID accepted from a v1alpha1 driver, in
+/// bytes: the CRDs' bound (in characters, never fewer than bytes), so that
+/// the status write of an ID from a one-phase create is never refused. The
 /// v1alpha1 API sets no limit and Azure's driver returns base64-encoded
-/// JSON; 2 KiB leaves room while keeping status objects small.
-pub const MAX_ID_BYTES: usize = 2048;
+/// JSON.
+pub const MAX_ID_BYTES: usize = cosi_api::constants::limits::MAX_ID_LENGTH;
 
 /// Phase-1 replies kept for phase 2; beyond this many (phase 2 never came,
 /// e.g. its status write failed), the oldest are dropped and phase 2

@@ -5,7 +5,8 @@
 //! kube-rs, `kubectl` and any other client talk to it unchanged, and follows
 //! the real kube-apiserver's semantics: discovery and OpenAPI, built-in kinds
 //! (Namespace, Secret, ConfigMap, ServiceAccount, Event, Lease, CRD, RBAC),
-//! CRDs with structural-schema and CEL validation, resourceVersion and
+//! CRDs with structural-schema and CEL validation (ratcheted on updates),
+//! resourceVersion and
 //! optimistic concurrency, status subresources, finalizers and
 //! deletionTimestamp, garbage collection, all patch flavours including
 //! server-side apply, list/watch with selectors, pagination, bookmarks and

@@ -35,7 +35,7 @@ const ALL_OPTIONS: &[&str] = &[
     "monitoring.grafanaDashboard.enabled=true",
 ];
 
-fn repo() -> PathBuf {
+pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
         .canonicalize()
@@ -192,43 +192,30 @@ fn one_rbac_rule_changed_in_the_chart_alone_is_drift() {
     );
 }
 
-fn yaml_docs(path: &Path) -> Vec<serde_json::Value> {
+pub fn yaml_docs(path: &Path) -> Vec<serde_json::Value> {
     parse(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-#[tokio::test]
-async fn todays_crds_apply_over_objects_made_under_the_released_ones() {
+/// kube-sim with the CRDs as released in cosi-rs 0.1.0.
+pub async fn sim_with_released_crds() -> KubeSim {
     let fixture = repo().join("crates/cosi-cli/tests/fixtures/released-0.1.0");
     let sim = KubeSim::start().await.expect("kube-sim starts");
-    let client = sim.client();
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let pp = PostParams::default();
+    let crds: Api<CustomResourceDefinition> = Api::all(sim.client());
     for entry in std::fs::read_dir(fixture.join("crds")).unwrap() {
         for doc in yaml_docs(&entry.unwrap().path()) {
             let crd: CustomResourceDefinition = serde_json::from_value(doc).unwrap();
-            crds.create(&pp, &crd)
+            crds.create(&PostParams::default(), &crd)
                 .await
                 .expect("install a released CRD");
         }
     }
-    let objects = yaml_docs(&fixture.join("objects.yaml"));
-    let api_of = |doc: &serde_json::Value| {
-        let (group, version) = doc["apiVersion"].as_str().unwrap().split_once('/').unwrap();
-        let gvk = GroupVersionKind::gvk(group, version, doc["kind"].as_str().unwrap());
-        let ar = ApiResource::from_gvk(&gvk);
-        match doc["metadata"]["namespace"].as_str() {
-            Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar),
-            None => Api::<DynamicObject>::all_with(client.clone(), &ar),
-        }
-    };
-    for doc in &objects {
-        let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
-        api_of(doc)
-            .create(&pp, &obj)
-            .await
-            .expect("create under the released CRDs");
-    }
-    // Today's CRDs, applied over the released ones.
+    sim
+}
+
+/// Applies today's CRDs (`deploy/crds`) over the installed ones, as the
+/// README's Upgrade section tells admins to.
+pub async fn upgrade_crds(client: &kube::Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for doc in yaml_docs(&repo().join("deploy/crds/buckets.yaml"))
         .into_iter()
         .chain(
@@ -245,14 +232,46 @@ async fn todays_crds_apply_over_objects_made_under_the_released_ones() {
         let mut crd: CustomResourceDefinition = serde_json::from_value(doc).unwrap();
         let current = crds.get(&kube::ResourceExt::name_any(&crd)).await.unwrap();
         crd.metadata.resource_version = current.metadata.resource_version;
-        crds.replace(&kube::ResourceExt::name_any(&crd), &pp, &crd)
-            .await
-            .expect("today's CRD applies over the released one");
+        crds.replace(
+            &kube::ResourceExt::name_any(&crd),
+            &PostParams::default(),
+            &crd,
+        )
+        .await
+        .expect("today's CRD applies over the released one");
     }
+}
+
+/// The API of the kind (and namespace) of the object `doc`.
+pub fn api_of(client: &kube::Client, doc: &serde_json::Value) -> Api<DynamicObject> {
+    let (group, version) = doc["apiVersion"].as_str().unwrap().split_once('/').unwrap();
+    let gvk = GroupVersionKind::gvk(group, version, doc["kind"].as_str().unwrap());
+    let ar = ApiResource::from_gvk(&gvk);
+    match doc["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar),
+        None => Api::<DynamicObject>::all_with(client.clone(), &ar),
+    }
+}
+
+#[tokio::test]
+async fn todays_crds_apply_over_objects_made_under_the_released_ones() {
+    let fixture = repo().join("crates/cosi-cli/tests/fixtures/released-0.1.0");
+    let sim = sim_with_released_crds().await;
+    let client = sim.client();
+    let pp = PostParams::default();
+    let objects = yaml_docs(&fixture.join("objects.yaml"));
+    for doc in &objects {
+        let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
+        api_of(&client, doc)
+            .create(&pp, &obj)
+            .await
+            .expect("create under the released CRDs");
+    }
+    upgrade_crds(&client).await;
     // Every object is still served and still accepts a write.
     for doc in &objects {
         let name = doc["metadata"]["name"].as_str().unwrap();
-        let api = api_of(doc);
+        let api = api_of(&client, doc);
         let got = api.get(name).await.expect("still served");
         assert_eq!(got.data["spec"], doc["spec"], "{name} kept its spec");
         api.patch(

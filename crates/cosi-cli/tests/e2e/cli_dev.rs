@@ -25,13 +25,15 @@ pub fn kubectl_path() -> PathBuf {
         .expect("kubectl is installed (the e2e suite drives cosi dev with it)")
 }
 
-struct Kubectl {
-    bin: PathBuf,
-    kubeconfig: PathBuf,
+/// The real kubectl, run against the cluster of `kubeconfig`.
+pub struct Kubectl {
+    pub bin: PathBuf,
+    pub kubeconfig: PathBuf,
 }
 
 impl Kubectl {
-    fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
+    /// Runs kubectl with `args`, feeding it `stdin`.
+    pub fn run(&self, args: &[&str], stdin: Option<&str>) -> Output {
         let mut child = Command::new(&self.bin)
             .arg("--kubeconfig")
             .arg(&self.kubeconfig)
@@ -58,7 +60,7 @@ impl Kubectl {
     }
 
     /// Runs kubectl and returns its stdout; panics with its stderr on failure.
-    fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
+    pub fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
         let out = self.run(args, stdin);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(

@@ -13,6 +13,7 @@ mod cli_bench;
 mod cli_dev;
 mod cli_quickstart;
 mod common;
+mod crd_validation;
 mod deletion;
 mod deploy;
 mod dynamic;

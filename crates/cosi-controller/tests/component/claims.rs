@@ -9,7 +9,7 @@ use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCE
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
 use cosi_api::{BucketClaimSpec, BucketClass, BucketClassSpec, DeletionPolicy, Protocol};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube_sim::FaultRule;
 use serde_json::json;
 
@@ -213,16 +213,44 @@ async fn a_missing_class_waits_and_provisioning_starts_when_it_appears() {
 }
 
 #[tokio::test]
-async fn an_invalid_class_is_refused_with_a_message_naming_the_problem() {
-    let mut env = Env::new().await;
-    env.create_class_with(BucketClass::new(
+async fn a_class_with_a_malformed_driver_name_is_refused_by_the_crd() {
+    let env = Env::new().await;
+    let err = Api::<BucketClass>::all(env.client.clone())
+        .create(&PostParams::default(), &broken_class())
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = err else {
+        panic!("expected a refusal, got {err:?}")
+    };
+    assert_eq!(status.code, 422);
+    assert!(
+        status
+            .message
+            .starts_with("BucketClass.objectstorage.k8s.io \"broken\" is invalid: spec.driverName: Invalid value: \"Not_A_Driver\""),
+        "{}",
+        status.message
+    );
+}
+
+fn broken_class() -> BucketClass {
+    BucketClass::new(
         "broken",
         BucketClassSpec {
             driver_name: "Not_A_Driver".into(),
             deletion_policy: DeletionPolicy::Delete,
             parameters: Default::default(),
         },
-    ))
+    )
+}
+
+#[tokio::test]
+async fn a_class_stored_before_the_crd_checked_driver_names_is_refused_with_a_message_naming_the_problem()
+ {
+    let mut env = Env::new().await;
+    env.create_before_rule(
+        &broken_class(),
+        "/properties/spec/properties/driverName/pattern",
+    )
     .await;
     env.start_controller();
     env.create_claim("photos", "broken").await;

@@ -204,6 +204,55 @@ impl Env {
             .expect("BucketClass is created")
     }
 
+    /// Creates the cluster-scoped `obj` as it was stored before its CRD had
+    /// the schema keyword at `keyword` (a JSON pointer into the version's
+    /// `openAPIV3Schema`, e.g. `/properties/spec/properties/driverName/pattern`):
+    /// the CRD is replaced by one without it for the create, then restored,
+    /// as an upgrade of the CRDs leaves objects stored before it.
+    pub async fn create_before_rule<K>(&self, obj: &K, keyword: &str) -> K
+    where
+        K: kube::CustomResourceExt
+            + Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+            + Clone
+            + std::fmt::Debug
+            + serde::Serialize
+            + DeserializeOwned,
+    {
+        let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
+        let name = K::crd_name();
+        let replace = |crd: serde_json::Value| {
+            let crds = crds.clone();
+            async move {
+                let mut crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+                crd.metadata.resource_version =
+                    crds.get(name).await.unwrap().metadata.resource_version;
+                crds.replace(name, &PostParams::default(), &crd)
+                    .await
+                    .expect("the CRD is replaced");
+            }
+        };
+        let today = serde_json::to_value(K::crd()).unwrap();
+        let mut before = today.clone();
+        let (parent, key) = keyword.rsplit_once('/').expect("a JSON pointer");
+        before
+            .pointer_mut(&format!("/spec/versions/0/schema/openAPIV3Schema{parent}"))
+            .and_then(serde_json::Value::as_object_mut)
+            .and_then(|node| node.remove(key))
+            .unwrap_or_else(|| panic!("{name} has no {keyword}"));
+        replace(before).await;
+        let stored = Api::<K>::all(self.client.clone())
+            .create(&PostParams::default(), obj)
+            .await
+            .expect("the CRD without the rule accepts the object");
+        // Today's CRD as the environment installed it (`crd::all`).
+        let (_, today) = cosi_api::crd::all()
+            .into_iter()
+            .find(|(_, c)| c.metadata.name.as_deref() == Some(name))
+            .unwrap();
+        replace(serde_json::to_value(today).unwrap()).await;
+        stored
+    }
+
     pub async fn create_access_class(&self, class: BucketAccessClass) -> BucketAccessClass {
         Api::<BucketAccessClass>::all(self.client.clone())
             .create(&PostParams::default(), &class)

@@ -334,6 +334,32 @@ async fn an_incomplete_create_reply_is_a_provisioning_failure() {
 }
 
 #[tokio::test]
+async fn a_generated_id_beyond_the_driver_api_limit_is_invalid_and_never_persisted() {
+    let h = Harness::new().await;
+    h.fake.expect(&[GENERATE_BUCKET_ID]);
+    let _sidecar = h.start_sidecar();
+    // The fake answers `id-<name>`: 131 bytes for this name.
+    let name = format!("bc-{}", "a".repeat(125));
+    h.create_bucket(&dynamic_bucket(&name)).await;
+    let b = h
+        .bucket_when(&name, "ProvisionFailed=True", |b| {
+            has(b.conditions(), condition_types::PROVISION_FAILED, "True")
+        })
+        .await;
+    let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
+    assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE);
+    assert!(
+        pf.message
+            .contains("bucket_id is 131 bytes; the limit is 128"),
+        "{}",
+        pf.message
+    );
+    assert_eq!(b.status.unwrap().bucket_id, "", "never persisted");
+    // DriverCreateBucket, not expected, would be reported here.
+    h.fake.assert_no_unexpected_calls();
+}
+
+#[tokio::test]
 async fn a_bucket_asking_for_an_unsupported_protocol_is_invalid_without_a_driver_call() {
     let h = Harness::new().await;
     let _sidecar = h.start_sidecar();

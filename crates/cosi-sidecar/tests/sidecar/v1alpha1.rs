@@ -438,6 +438,53 @@ async fn a_driver_restarted_with_the_other_api_is_detected_again() {
     result.unwrap();
 }
 
+/// An ID of `len` characters as base64 writes them: `+`, `/` and `=`
+/// included (Azure's driver returns base64-encoded JSON).
+fn base64_like_id(len: usize) -> String {
+    let mut id: String = "Az+/09".chars().cycle().take(len - 1).collect();
+    id.push('=');
+    id
+}
+
+#[tokio::test]
+async fn an_id_as_long_as_the_crds_allow_and_of_any_characters_is_persisted() {
+    let v = V1::new(Shape::Sample).await;
+    let id = base64_like_id(cosi_api::constants::limits::MAX_ID_LENGTH);
+    v.driver.lock().bucket_id = Some(id.clone());
+    let _sidecar = v.start(options(Protocol::S3, false));
+    let b = v.h.provision_bucket("bc-long").await;
+    assert_eq!(b.status.unwrap().bucket_id, id);
+}
+
+#[tokio::test]
+async fn an_id_longer_than_the_crds_allow_is_an_invalid_driver_response_never_persisted() {
+    let v = V1::new(Shape::Sample).await;
+    v.driver.lock().bucket_id = Some(base64_like_id(
+        cosi_api::constants::limits::MAX_ID_LENGTH + 1,
+    ));
+    let _sidecar = v.start(options(Protocol::S3, false));
+    v.h.create_bucket(&dynamic_bucket("bc-too-long")).await;
+    let b =
+        v.h.bucket_when("bc-too-long", "an invalid driver response", |b| {
+            condition(b.conditions(), condition_types::PROVISION_FAILED)
+                .is_some_and(|c| c.reason == reasons::INVALID_DRIVER_RESPONSE)
+        })
+        .await;
+    let failed = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
+    assert!(
+        failed
+            .message
+            .contains("bucket_id is 2049 bytes; the limit is 2048"),
+        "{}",
+        failed.message
+    );
+    assert_eq!(
+        b.status.unwrap().bucket_id,
+        "",
+        "nothing the CRD refuses is written"
+    );
+}
+
 #[tokio::test]
 async fn a_create_reply_naming_another_protocol_is_invalid_and_its_id_kept_for_deletion() {
     let v = V1::new(Shape::Linode).await;

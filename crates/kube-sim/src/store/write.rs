@@ -484,12 +484,12 @@ impl State {
             }
             (None, Some(c)) => {
                 if let Some(schema) = &c.schema {
-                    errs.extend(schema.validate_object(&obj));
+                    errs.extend(schema.validate_object(&obj, old));
                 }
                 if errs.is_empty()
                     && let Some(cel) = &c.cel
                 {
-                    errs.extend(cel.validate(&obj, old));
+                    errs.extend(cel.validate(&obj, old, c.schema.as_ref()));
                 }
             }
             (None, None) => {}

@@ -2,7 +2,9 @@
 //! kube-cel (the engine behind kube's `cel` feature): rules are compiled once
 //! per CRD version, evaluated on every write with `oldSelf` bound on updates
 //! (transition rules), and failures become field errors worded like the API
-//! server's (`spec: Invalid value: "object": <message>`).
+//! server's (`spec: Invalid value: "object": <message>`). On updates, errors
+//! of rules that do not use `oldSelf` are ratcheted where the value they
+//! judge is unchanged ([`super::ratchet`]).
 //!
 //! kube-cel converts the value at every schema node it walks into a CEL
 //! value, rules or not; walked from the root that converts the whole object
@@ -29,7 +31,10 @@ mod memo;
 mod reads;
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
+use super::ratchet;
+use super::schema::Schema;
 use crate::status::{FieldError, FieldErrorKind, render_value};
 use kube_cel::{CompiledSchema, ErrorKind, compile_schema};
 use memo::Passed;
@@ -41,6 +46,9 @@ pub struct CelRules {
     compiled: CompiledSchema,
     plan: Plan,
     passed: Passed,
+    /// The `fieldPath`s of the rules that do not use `oldSelf`, by rule:
+    /// their errors are ratcheted ([`super::ratchet`]).
+    ratchetable: HashMap<String, Vec<String>>,
 }
 
 /// Where in a schema the rules are.
@@ -248,10 +256,13 @@ impl CelRules {
         let mut problems = Vec::new();
         collect_compile_errors(&compiled, "openAPIV3Schema", &mut problems);
         if problems.is_empty() {
+            let mut ratchetable = HashMap::new();
+            collect_ratchetable(&compiled, &mut ratchetable);
             Ok(Plan::of(&compiled, &mut 0).map(|plan| CelRules {
                 compiled,
                 plan,
                 passed: Passed::default(),
+                ratchetable,
             }))
         } else {
             Err(problems)
@@ -259,10 +270,21 @@ impl CelRules {
     }
 
     /// Evaluates the rules against `obj` (and `old` for transition rules).
-    pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    /// On an update, the errors of rules that do not use `oldSelf` are
+    /// dropped where the value they judge is unchanged; `schema` pairs old
+    /// and new list items ([`super::ratchet`]).
+    pub fn validate(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        schema: Option<&Schema>,
+    ) -> Vec<FieldError> {
         let mut errors = Vec::new();
         self.plan
             .run(&self.compiled, obj, old, "", &self.passed, &mut errors);
+        if let (Some(old), Some(schema)) = (old, schema) {
+            errors.retain(|e| !self.ratchets(e, schema, obj, old));
+        }
         errors
             .into_iter()
             .map(|e| {
@@ -285,6 +307,47 @@ impl CelRules {
                 FieldError::new(kind, &e.field_path, value, detail)
             })
             .collect()
+    }
+}
+
+impl CelRules {
+    /// True when `e` comes from a rule that does not use `oldSelf` and the
+    /// value at the rule's node (its error path less the rule's
+    /// `fieldPath`) is unchanged.
+    fn ratchets(
+        &self,
+        e: &kube_cel::ValidationError,
+        schema: &Schema,
+        obj: &Value,
+        old: &Value,
+    ) -> bool {
+        let Some(field_paths) = self.ratchetable.get(&e.rule) else {
+            return false;
+        };
+        field_paths.iter().any(|fp| {
+            let node = if fp.is_empty() {
+                Some(e.field_path.as_str())
+            } else {
+                e.field_path
+                    .strip_suffix(fp.as_str())
+                    .map(|p| p.strip_suffix('.').unwrap_or(p))
+            };
+            node.is_some_and(|node| ratchet::unchanged_at(schema, obj, old, node))
+        })
+    }
+}
+
+/// The rules of `node` and below that do not use `oldSelf`, with their
+/// `fieldPath`s (empty when unset).
+fn collect_ratchetable(node: &CompiledSchema, out: &mut HashMap<String, Vec<String>>) {
+    for compiled in node.validations.iter().flatten() {
+        if !compiled.is_transition_rule {
+            let fp = compiled.rule.field_path.clone().unwrap_or_default();
+            out.entry(compiled.rule.rule.clone()).or_default().push(fp);
+        }
+    }
+    for child in below(node) {
+        collect_ratchetable(child, out);
     }
 }
 
@@ -439,7 +502,7 @@ mod tests {
     #[test]
     fn failing_rules_become_invalid_field_errors() {
         let rules = CelRules::compile(&schema()).unwrap().unwrap();
-        let errs = rules.validate(&json!({"spec": {"size": 9, "driver": "a"}}), None);
+        let errs = rules.validate(&json!({"spec": {"size": 9, "driver": "a"}}), None, None);
         assert_eq!(errs.len(), 1);
         assert_eq!(
             errs[0].to_string(),
@@ -451,9 +514,9 @@ mod tests {
     fn transition_rules_run_only_with_an_old_object() {
         let rules = CelRules::compile(&schema()).unwrap().unwrap();
         let new = json!({"spec": {"size": 1, "driver": "b"}});
-        assert!(rules.validate(&new, None).is_empty());
+        assert!(rules.validate(&new, None, None).is_empty());
         let old = json!({"spec": {"size": 1, "driver": "a"}});
-        let errs = rules.validate(&new, Some(&old));
+        let errs = rules.validate(&new, Some(&old), None);
         assert_eq!(errs.len(), 1);
         assert!(errs[0].detail.contains("immutable"));
     }
@@ -464,9 +527,72 @@ mod tests {
         let errs = rules.validate(
             &json!({"spec": {"size": 1, "driver": "a", "namespace": "forbidden"}}),
             None,
+            None,
         );
         assert_eq!(errs.len(), 1, "{errs:?}");
         assert!(errs[0].detail.contains("bad namespace"));
+    }
+
+    #[test]
+    fn errors_about_unchanged_values_are_ratcheted_unless_the_rule_uses_old_self() {
+        let mut raw = schema();
+        raw["properties"]["status"] =
+            json!({"type": "object", "properties": {"x": {"type": "integer"}}});
+        raw["properties"]["spec"]["properties"]["claims"] = json!({
+            "type": "array",
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["name"],
+            "items": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}, "secret": {"type": "string"}},
+                "x-kubernetes-validations": [
+                    {"rule": "self.secret != 'Bad'", "message": "bad secret", "fieldPath": ".secret"}
+                ]
+            }
+        });
+        let rules = CelRules::compile(&raw).unwrap().unwrap();
+        let schema = Schema::compile(&raw).unwrap();
+        let stored = json!({
+            "spec": {"size": 9, "driver": "a", "claims": [{"name": "c", "secret": "Bad"}]},
+            "status": {"x": 1}
+        });
+        let details = |new: &Value, old: &Value| -> Vec<String> {
+            rules
+                .validate(new, Some(old), Some(&schema))
+                .into_iter()
+                .map(|e| e.to_string())
+                .collect()
+        };
+        // A status write leaves the spec, and so both errors, as they were.
+        let mut status_write = stored.clone();
+        status_write["status"]["x"] = json!(2);
+        assert!(details(&status_write, &stored).is_empty());
+        assert_eq!(rules.validate(&status_write, None, None).len(), 2);
+        // A new claim in front: the old one is found by its key.
+        let mut added = stored.clone();
+        added["spec"]["claims"] =
+            json!([{"name": "d", "secret": "ok"}, {"name": "c", "secret": "Bad"}]);
+        assert_eq!(
+            details(&added, &stored),
+            ["spec: Invalid value: \"object\": size too big"],
+            "the spec changed, its own rule judges it anew"
+        );
+        let mut bad_new = added.clone();
+        bad_new["spec"]["claims"][0]["secret"] = json!("Bad");
+        assert!(
+            details(&bad_new, &stored)
+                .contains(&"spec.claims[0].secret: Invalid value: \"Bad\": bad secret".to_string()),
+            "{:?}",
+            details(&bad_new, &stored)
+        );
+        // A transition rule is never ratcheted.
+        let mut moved = stored.clone();
+        moved["spec"]["driver"] = json!("b");
+        assert!(
+            details(&moved, &stored)
+                .iter()
+                .any(|e| e.ends_with("driver is immutable"))
+        );
     }
 
     #[test]
@@ -622,7 +748,7 @@ mod tests {
             let theirs = kube_cel::validate_compiled(&reference, obj, old);
             assert_eq!(paths(ours), paths(theirs));
         }
-        let errs = rules.validate(&new, Some(&old));
+        let errs = rules.validate(&new, Some(&old), None);
         assert_eq!(errs.len(), 15, "{errs:?}");
         let reported_at = |prefix: &str| errs.iter().any(|e| e.to_string().starts_with(prefix));
         assert!(reported_at("spec.mixed.k.n:"));
@@ -683,19 +809,19 @@ mod tests {
     fn an_unchanged_value_that_passed_is_not_checked_again() {
         let rules = CelRules::compile(&schema()).unwrap().unwrap();
         let obj = json!({"spec": {"size": 1, "driver": "a"}, "status": {"x": 1}});
-        assert!(rules.validate(&obj, Some(&obj)).is_empty());
+        assert!(rules.validate(&obj, Some(&obj), None).is_empty());
         assert!(rules.passed.contains(0, &obj["spec"]));
         let mut moved = obj.clone();
         moved["status"]["x"] = json!(2);
-        assert!(rules.validate(&moved, Some(&obj)).is_empty());
+        assert!(rules.validate(&moved, Some(&obj), None).is_empty());
         // Another old value is another question.
         let mut other = obj.clone();
         other["spec"]["driver"] = json!("b");
-        assert_eq!(rules.validate(&obj, Some(&other)).len(), 1);
+        assert_eq!(rules.validate(&obj, Some(&other), None).len(), 1);
         // A failure is not remembered.
         let big = json!({"spec": {"size": 9, "driver": "a"}});
-        assert_eq!(rules.validate(&big, Some(&big)).len(), 1);
-        assert_eq!(rules.validate(&big, Some(&big)).len(), 1);
+        assert_eq!(rules.validate(&big, Some(&big), None).len(), 1);
+        assert_eq!(rules.validate(&big, Some(&big), None).len(), 1);
         assert!(!rules.passed.contains(0, &big["spec"]));
     }
 

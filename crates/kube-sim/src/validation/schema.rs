@@ -5,6 +5,7 @@
 //! `x-kubernetes-list-type` uniqueness. Messages follow the real server's
 //! wording so that tests written here read the same against a cluster.
 
+use super::ratchet;
 use crate::status::{FieldError, FieldErrorKind, render_value};
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -124,13 +125,14 @@ impl Schema {
     }
 
     /// Validates a whole object (the root's apiVersion, kind and metadata
-    /// are checked elsewhere).
-    pub fn validate_object(&self, obj: &Value) -> Vec<FieldError> {
-        let mut errs = Vec::new();
+    /// are checked elsewhere). On an update (`old` given), errors about
+    /// values the update left unchanged are dropped ([`super::ratchet`]).
+    pub fn validate_object(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        let mut errs = Found::default();
         if let Some(map) = obj.as_object() {
             for req in &self.required {
                 if !map.contains_key(req) || (map[req].is_null() && !self.child_nullable(req)) {
-                    errs.push(FieldError::required(req, ""));
+                    errs.hard(FieldError::required(req, ""));
                 }
             }
             for (k, v) in map {
@@ -138,11 +140,12 @@ impl Schema {
                     continue;
                 }
                 if let Some(child) = self.property(k) {
-                    validate_value(child, v, k, &mut errs);
+                    let old = old.and_then(|o| o.get(k));
+                    validate_value(child, v, old, k, &mut errs);
                 }
             }
         }
-        errs
+        errs.into_errors()
     }
 
     fn child_nullable(&self, name: &str) -> bool {
@@ -393,7 +396,44 @@ fn type_matches(expected: &str, v: &Value) -> bool {
     }
 }
 
-fn validate_value(schema: &Schema, v: &Value, path: &str, errs: &mut Vec<FieldError>) {
+/// Errors found so far, each marked with whether ratcheting may drop it.
+#[derive(Default)]
+struct Found(Vec<(FieldError, bool)>);
+
+impl Found {
+    /// An error ratcheting drops when its value is unchanged.
+    fn push(&mut self, e: FieldError) {
+        self.0.push((e, true));
+    }
+
+    /// An error no update may leave standing (`required`, list-type
+    /// uniqueness, quantors), as in Kubernetes.
+    fn hard(&mut self, e: FieldError) {
+        self.0.push((e, false));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn into_errors(self) -> Vec<FieldError> {
+        self.0.into_iter().map(|(e, _)| e).collect()
+    }
+}
+
+/// Validates `v` (paired with `old` on an update) and drops the ratchetable
+/// errors raised at or below it when it is unchanged.
+fn validate_value(schema: &Schema, v: &Value, old: Option<&Value>, path: &str, errs: &mut Found) {
+    let start = errs.0.len();
+    check_value(schema, v, old, path, errs);
+    let ratchetable = errs.0[start..].iter().any(|(_, soft)| *soft);
+    if ratchetable && old.is_some_and(|o| ratchet::unchanged(Some(schema), v, o)) {
+        let found = errs.0.split_off(start);
+        errs.0.extend(found.into_iter().filter(|(_, soft)| !soft));
+    }
+}
+
+fn check_value(schema: &Schema, v: &Value, old: Option<&Value>, path: &str, errs: &mut Found) {
     if v.is_null() {
         if !schema.nullable && schema.ty.is_some() {
             errs.push(FieldError::new(
@@ -547,7 +587,8 @@ fn validate_value(schema: &Schema, v: &Value, path: &str, errs: &mut Vec<FieldEr
             check_list_uniqueness(schema, items, path, errs);
             if let Some(item_schema) = &schema.items {
                 for (i, item) in items.iter().enumerate() {
-                    validate_value(item_schema, item, &format!("{path}[{i}]"), errs);
+                    let old = old.and_then(|o| ratchet::correlated_item(Some(schema), items, o, i));
+                    validate_value(item_schema, item, old, &format!("{path}[{i}]"), errs);
                 }
             }
         }
@@ -578,7 +619,7 @@ fn validate_value(schema: &Schema, v: &Value, path: &str, errs: &mut Vec<FieldEr
                     .get(req)
                     .is_some_and(|x| !x.is_null() || schema.child_nullable(req));
                 if !present {
-                    errs.push(FieldError::required(&join(path, req), ""));
+                    errs.hard(FieldError::required(&join(path, req), ""));
                 }
             }
             for (k, child_v) in map {
@@ -586,23 +627,29 @@ fn validate_value(schema: &Schema, v: &Value, path: &str, errs: &mut Vec<FieldEr
                     continue;
                 }
                 if let Some(child) = schema.properties.get(k).or(schema.additional.as_deref()) {
-                    validate_value(child, child_v, &join(path, k), errs);
+                    let old = old.and_then(|o| o.get(k));
+                    validate_value(child, child_v, old, &join(path, k), errs);
                 }
             }
         }
         _ => {}
     }
+    // Nothing under a quantor is ratcheted.
     for sub in &schema.all_of {
-        validate_value(sub, v, path, errs);
+        let mut e = Found::default();
+        validate_value(sub, v, None, path, &mut e);
+        for found in e.into_errors() {
+            errs.hard(found);
+        }
     }
     if !schema.any_of.is_empty() {
         let ok = schema.any_of.iter().any(|sub| {
-            let mut e = Vec::new();
-            validate_value(sub, v, path, &mut e);
+            let mut e = Found::default();
+            validate_value(sub, v, None, path, &mut e);
             e.is_empty()
         });
         if !ok {
-            errs.push(FieldError::invalid(
+            errs.hard(FieldError::invalid(
                 path,
                 v,
                 format!("{path} in body must match at least one schema in anyOf"),
@@ -614,13 +661,13 @@ fn validate_value(schema: &Schema, v: &Value, path: &str, errs: &mut Vec<FieldEr
             .one_of
             .iter()
             .filter(|sub| {
-                let mut e = Vec::new();
-                validate_value(sub, v, path, &mut e);
+                let mut e = Found::default();
+                validate_value(sub, v, None, path, &mut e);
                 e.is_empty()
             })
             .count();
         if matching != 1 {
-            errs.push(FieldError::invalid(
+            errs.hard(FieldError::invalid(
                 path,
                 v,
                 format!("{path} in body must match exactly one schema in oneOf"),
@@ -628,10 +675,10 @@ fn validate_value(schema: &Schema, v: &Value, path: &str, errs: &mut Vec<FieldEr
         }
     }
     if let Some(not) = &schema.not {
-        let mut e = Vec::new();
-        validate_value(not, v, path, &mut e);
+        let mut e = Found::default();
+        validate_value(not, v, None, path, &mut e);
         if e.is_empty() {
-            errs.push(FieldError::invalid(
+            errs.hard(FieldError::invalid(
                 path,
                 v,
                 format!("{path} in body must not match the schema in not"),
@@ -648,12 +695,12 @@ fn fmt_num(x: f64) -> String {
     }
 }
 
-fn check_list_uniqueness(schema: &Schema, items: &[Value], path: &str, errs: &mut Vec<FieldError>) {
+fn check_list_uniqueness(schema: &Schema, items: &[Value], path: &str, errs: &mut Found) {
     match schema.list_type.as_deref() {
         Some("set") => {
             for (i, item) in items.iter().enumerate() {
                 if items[..i].contains(item) {
-                    errs.push(FieldError::new(
+                    errs.hard(FieldError::new(
                         FieldErrorKind::Duplicate,
                         &format!("{path}[{i}]"),
                         Some(render_value(item)),
@@ -675,7 +722,7 @@ fn check_list_uniqueness(schema: &Schema, items: &[Value], path: &str, errs: &mu
                         .zip(&keys[i])
                         .filter_map(|(k, v)| v.map(|v| (k.clone(), v.clone())))
                         .collect();
-                    errs.push(FieldError::new(
+                    errs.hard(FieldError::new(
                         FieldErrorKind::Duplicate,
                         &format!("{path}[{i}]"),
                         Some(format!("map[string]interface {{}}{}", Value::Object(shown))),
@@ -743,7 +790,7 @@ mod tests {
         assert_eq!(obj["spec"]["color"], "red");
         assert_eq!(obj["spec"]["opt"], Value::Null);
         assert_eq!(obj["status"], Value::Null);
-        assert!(s.validate_object(&obj).is_empty());
+        assert!(s.validate_object(&obj, None).is_empty());
     }
 
     #[test]
@@ -754,7 +801,7 @@ mod tests {
             "tags": ["a", "a", "b", "c"],
             "ports": [{"name": "x", "port": 1}, {"name": "x", "port": 2}]
         }});
-        let errs = s.validate_object(&obj);
+        let errs = s.validate_object(&obj, None);
         let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
         assert!(text.contains(&"spec.size: Invalid value: \"string\": spec.size in body must be of type integer: \"string\"".to_string()), "{text:?}");
         assert!(
@@ -790,22 +837,54 @@ mod tests {
     #[test]
     fn required_and_bounds_are_enforced() {
         let s = widget_schema();
-        let errs = s.validate_object(&json!({"spec": {"tags": []}}));
+        let errs = s.validate_object(&json!({"spec": {"tags": []}}), None);
         let text: Vec<String> = errs.iter().map(ToString::to_string).collect();
         assert!(text.contains(&"spec.size: Required value".to_string()));
         assert!(
             text.iter()
                 .any(|t| t.contains("should have at least 1 items"))
         );
-        let errs = s.validate_object(&json!({"spec": {"size": 11}}));
+        let errs = s.validate_object(&json!({"spec": {"size": 11}}), None);
         assert_eq!(
             errs[0].to_string(),
             "spec.size: Invalid value: 11: spec.size in body should be less than or equal to 10"
         );
-        let errs = s.validate_object(&json!({"spec": {"size": 0}}));
+        let errs = s.validate_object(&json!({"spec": {"size": 0}}), None);
         assert_eq!(
             errs[0].to_string(),
             "spec.size: Invalid value: 0: spec.size in body should be greater than or equal to 1"
+        );
+    }
+
+    #[test]
+    fn on_update_only_errors_about_changed_values_stand() {
+        let s = widget_schema();
+        // Stored before today's rules: too big, a bad name, a duplicate tag.
+        let old = json!({"spec": {"size": 11, "name": "ABCDEFG", "tags": ["a", "a"]}, "status": {"ready": false}});
+        let mut status_write = old.clone();
+        status_write["status"]["ready"] = json!(true);
+        let text = |errs: Vec<FieldError>| errs.iter().map(ToString::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            text(s.validate_object(&status_write, Some(&old))),
+            ["spec.tags[1]: Duplicate value: \"a\""],
+            "list-type uniqueness is never ratcheted"
+        );
+        let mut fixed_tags = status_write.clone();
+        fixed_tags["spec"]["tags"] = json!(["a"]);
+        assert!(s.validate_object(&fixed_tags, Some(&old)).is_empty());
+        // Changing a bad value: today's rules judge it.
+        let mut renamed = fixed_tags.clone();
+        renamed["spec"]["name"] = json!("XYZ");
+        let errs = text(s.validate_object(&renamed, Some(&old)));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].contains("should match '^[a-z]+$'"), "{errs:?}");
+        // A create is judged whole.
+        assert_eq!(s.validate_object(&fixed_tags, None).len(), 3);
+        // A required field missing before is still required.
+        let no_size = json!({"spec": {"name": "ab"}});
+        assert_eq!(
+            text(s.validate_object(&no_size, Some(&no_size))),
+            ["spec.size: Required value"]
         );
     }
 

@@ -212,3 +212,110 @@ async fn deleting_a_crd_removes_its_objects_and_stops_serving_it() {
     assert_eq!(err.code, 404);
     assert!(crds.get_opt("widgets.example.com").await.unwrap().is_none());
 }
+
+/// Replaces the Widget CRD with one whose `spec` allows a size of at most
+/// 5 and a driver of at most 3 characters (schema bounds), and no tag `old`
+/// (a CEL rule on the tags: one on `spec` would judge the whole spec anew
+/// at any change of it).
+async fn tighten_widgets(sim: &kube_sim::KubeSim) {
+    let crds: Api<CustomResourceDefinition> = Api::all(sim.client());
+    let mut crd = widget_crd();
+    let spec = &mut crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    spec["properties"]["size"]["maximum"] = json!(5);
+    spec["properties"]["driver"]["maxLength"] = json!(3);
+    spec["properties"]["tags"]["x-kubernetes-validations"] =
+        json!([{"rule": "!('old' in self)", "message": "tag old is retired"}]);
+    let mut crd: CustomResourceDefinition = serde_json::from_value(crd).unwrap();
+    let current = crds.get("widgets.example.com").await.unwrap();
+    crd.metadata.resource_version = current.metadata.resource_version;
+    crds.replace("widgets.example.com", &PostParams::default(), &crd)
+        .await
+        .expect("the tighter CRD replaces the old one");
+}
+
+#[tokio::test]
+async fn an_object_stored_before_a_rule_existed_stays_updatable_and_deletable() {
+    let sim = sim_with_widgets().await;
+    let api: Api<Widget> = Api::namespaced(sim.client(), "default");
+    let mut w = widget("legacy", 9);
+    w.spec.driver = Some("long-driver".into());
+    w.spec.tags = Some(vec!["old".into()]);
+    w.metadata.finalizers = Some(vec!["example.com/keep".into()]);
+    api.create(&PostParams::default(), &w).await.unwrap();
+    tighten_widgets(&sim).await;
+    let fresh = api_error(
+        api.create(&PostParams::default(), &{
+            let mut w = w.clone();
+            w.metadata.name = Some("fresh".into());
+            w
+        })
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(fresh.code, 422, "today's rules refuse a new object");
+    let causes: Vec<String> = fresh
+        .details
+        .unwrap()
+        .causes
+        .iter()
+        .map(|c| c.field.clone())
+        .collect();
+    assert_eq!(causes, ["spec.driver", "spec.size"], "{}", fresh.message);
+
+    // Unchanged fields stay: labels, status and finalizers can be written.
+    let pp = PatchParams::default();
+    api.patch(
+        "legacy",
+        &pp,
+        &Patch::Merge(json!({"metadata": {"labels": {"seen": "yes"}}})),
+    )
+    .await
+    .expect("a label on an object stored under the old schema");
+    api.patch_status(
+        "legacy",
+        &pp,
+        &Patch::Merge(json!({"status": {"phase": "Ready"}})),
+    )
+    .await
+    .expect("a status write leaves the spec as it was");
+    // A changed field is judged by today's rules, the others still are not.
+    let err = api_error(
+        api.patch("legacy", &pp, &Patch::Merge(json!({"spec": {"size": 8}})))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        err.message,
+        "Widget.example.com \"legacy\" is invalid: spec.size: Invalid value: 8: spec.size in body should be less than or equal to 5"
+    );
+    let err = api_error(
+        api.patch(
+            "legacy",
+            &pp,
+            &Patch::Merge(json!({"spec": {"tags": ["old", "new"]}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert!(
+        err.message.ends_with("tag old is retired"),
+        "{}",
+        err.message
+    );
+    api.patch("legacy", &pp, &Patch::Merge(json!({"spec": {"size": 4}})))
+        .await
+        .expect("a fixed size, with the driver and the tag left as they were");
+
+    // Deletion waits for the finalizer, whose removal is an update too.
+    api.delete("legacy", &DeleteParams::default())
+        .await
+        .unwrap();
+    api.patch(
+        "legacy",
+        &pp,
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .expect("the finalizer comes off");
+    assert!(api.get_opt("legacy").await.unwrap().is_none());
+}

@@ -283,13 +283,27 @@ pub fn dynamic_bucket(name: &str) -> Bucket {
             bucket_claim_ref: BucketClaimReference {
                 name: format!("claim-{name}"),
                 namespace: NS.into(),
-                uid: format!("uid-{name}"),
+                uid: claim_uid(name),
             },
             existing_bucket_id: String::new(),
         },
     );
     b.metadata.finalizers = Some(vec![PROTECTION_FINALIZER.into()]);
     b
+}
+
+/// A UID in the form Kubernetes gives (a lowercase UUID), the same for the
+/// same `name`.
+pub fn claim_uid(name: &str) -> String {
+    use std::hash::{DefaultHasher, Hash, Hasher};
+    let mut h = DefaultHasher::new();
+    name.hash(&mut h);
+    let x = h.finish();
+    format!(
+        "{:08x}-0000-4000-8000-{:012x}",
+        x >> 32,
+        x & 0xffff_ffff_ffff
+    )
 }
 
 pub fn static_bucket(name: &str, existing_id: &str) -> Bucket {

@@ -55,6 +55,8 @@ pub struct Backend {
     pub not_idempotent: bool,
     /// Answer creates with Azure bucket info, whatever was configured.
     pub azure_info: bool,
+    /// Answer creates of new buckets with this ID, whatever the shape's.
+    pub bucket_id: Option<String>,
     next_key: u32,
 }
 
@@ -240,7 +242,10 @@ impl Provisioner for ReplayDriver {
                 })),
             };
         }
-        let id = self.bucket_id(&req.name);
+        let id = b
+            .bucket_id
+            .clone()
+            .unwrap_or_else(|| self.bucket_id(&req.name));
         b.buckets.insert(req.name.clone(), id.clone());
         b.buckets_made.push(req.name);
         Ok(Response::new(DriverCreateBucketResponse {

@@ -1,0 +1,286 @@
+//! The CRDs as a user meets them through the real kubectl: `kubectl apply`
+//! of an object they refuse prints the field and the reason; `kubectl
+//! explain` describes a list and its items apart and names enum values;
+//! and objects stored under the released CRDs that today's refuse stay
+//! writable and deletable after the upgrade (validation ratcheting).
+
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube_sim::KubeSim;
+use serde_json::{Value, json};
+
+use crate::chart::{api_of, sim_with_released_crds, upgrade_crds};
+use crate::cli_dev::{Kubectl, kubectl_path};
+
+/// kube-sim with today's CRDs, and kubectl configured for it.
+fn kubectl_for(sim: &KubeSim, dir: &tempfile::TempDir) -> Kubectl {
+    let kubeconfig = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&kubeconfig, None).unwrap();
+    Kubectl {
+        bin: kubectl_path(),
+        kubeconfig,
+    }
+}
+
+async fn sim_with_crds() -> KubeSim {
+    let sim = KubeSim::start().await.expect("kube-sim starts");
+    sim.apply_manifest(&cosi_api::crd::all_yaml().unwrap())
+        .expect("today's CRDs install");
+    sim
+}
+
+/// What kubectl printed to stderr for `manifest`, which it must fail to apply.
+fn refused(k: &Kubectl, manifest: &str) -> String {
+    let out = k.run(&["apply", "-f", "-"], Some(manifest));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "kubectl applied it: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    stderr
+}
+
+fn access(secrets: &[(&str, &str)]) -> String {
+    let claims: String = secrets
+        .iter()
+        .map(|(claim, secret)| {
+            format!(
+                "  - bucketClaimName: {claim}\n    accessSecretName: {secret}\n    accessModes: {{objectData: ReadWrite}}\n"
+            )
+        })
+        .collect();
+    format!(
+        "apiVersion: objectstorage.k8s.io/v1alpha2\nkind: BucketAccess\nmetadata: {{name: photos-rw, namespace: default}}\nspec:\n  bucketAccessClassName: standard\n  protocol: S3\n  bucketClaims:\n{claims}"
+    )
+}
+
+fn static_bucket(id: &str) -> String {
+    format!(
+        "apiVersion: objectstorage.k8s.io/v1alpha2\nkind: Bucket\nmetadata: {{name: imported}}\nspec:\n  driverName: local.cosi-rs.dev\n  deletionPolicy: Retain\n  existingBucketID: \"{id}\"\n  bucketClaimRef: {{namespace: default, name: imported}}\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_of_an_object_the_crds_refuse_prints_the_field_and_the_reason() {
+    let sim = sim_with_crds().await;
+    let dir = tempfile::tempdir().unwrap();
+    let k = kubectl_for(&sim, &dir);
+
+    let bad_name = refused(&k, &access(&[("photos", "Bad_Name")]));
+    assert!(
+        bad_name.contains(r#"The BucketAccess "photos-rw" is invalid: spec.bucketClaims[0].accessSecretName: Invalid value: "Bad_Name": spec.bucketClaims[0].accessSecretName in body should match '^[a-z0-9]"#),
+        "{bad_name}"
+    );
+
+    let shared = refused(&k, &access(&[("photos", "creds"), ("videos", "creds")]));
+    assert!(
+        shared.contains("spec: Invalid value: \"object\": each bucketClaims entry must name a different accessSecretName"),
+        "{shared}"
+    );
+
+    let too_long = refused(&k, &static_bucket(&"x".repeat(2049)));
+    assert!(
+        too_long.contains("spec.existingBucketID: Too long: may not be more than 2048"),
+        "{too_long}"
+    );
+    // An ID of any characters, as long as the bound allows, is taken.
+    let base64ish: String = "Az+/09=".chars().cycle().take(2048).collect();
+    let applied = k.ok(&["apply", "-f", "-"], Some(&static_bucket(&base64ish)));
+    assert!(
+        applied.contains("bucket.objectstorage.k8s.io/imported created"),
+        "{applied}"
+    );
+
+    let bad_driver = refused(
+        &k,
+        "apiVersion: objectstorage.k8s.io/v1alpha2\nkind: BucketClass\nmetadata: {name: standard}\nspec: {driverName: local_driver, deletionPolicy: Delete}\n",
+    );
+    assert!(
+        bad_driver.contains(r#"spec.driverName: Invalid value: "local_driver""#),
+        "{bad_driver}"
+    );
+}
+
+/// The DESCRIPTION section of `kubectl explain`, its lines joined.
+fn described(k: &Kubectl, field: &str) -> String {
+    let out = k.ok(&["explain", field], None);
+    let start = out.find("DESCRIPTION:").unwrap_or_else(|| panic!("{out}")) + 12;
+    let end = out.find("FIELDS:").unwrap_or(out.len());
+    out[start..end]
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_explain_describes_lists_apart_from_their_items_and_names_enum_values() {
+    let sim = sim_with_crds().await;
+    let dir = tempfile::tempdir().unwrap();
+    let k = kubectl_for(&sim, &dir);
+
+    // kubectl prints a list's description, then its items': one sentence
+    // about the list, then one about an entry.
+    assert_eq!(
+        described(&k, "bucketaccess.spec.bucketClaims"),
+        "BucketClaims lists the 1 to 128 BucketClaims this access is for, each at most once \
+         and each with a Secret name of its own. Each entry names a BucketClaim, the Secret \
+         COSI writes for it and the access modes wanted."
+    );
+
+    // kubectl lists the enum of a field, not that of a list's items: the
+    // description names the values of both.
+    let protocols = described(&k, "bucketclaim.spec.protocols");
+    assert!(
+        protocols.contains("Possible values: S3, Azure, GCS."),
+        "{protocols}"
+    );
+    let protocol = k.ok(&["explain", "bucketaccess.spec.protocol"], None);
+    assert!(
+        protocol.contains("ENUM:"),
+        "the schema carries the enum: {protocol}"
+    );
+    assert!(
+        protocol.contains("Possible values: S3, Azure, GCS."),
+        "{protocol}"
+    );
+    // A list of enum values: the list, its values, then what one item is.
+    assert_eq!(
+        described(
+            &k,
+            "bucketaccessclass.spec.disallowedBucketAccessModes.objectData"
+        ),
+        "Forbidden modes for reading/writing objects within the bucket. Possible values: \
+         ReadWrite, ReadOnly, WriteOnly. A read/write access mode for one category of a \
+         bucket's data."
+    );
+}
+
+/// Objects the released CRDs accept and today's refuse: names with
+/// capitals and underscores, a UID that is no UUID, a driver name with an
+/// underscore, an ID beyond 2048 characters, an empty protocol list.
+/// Each holds a finalizer, as COSI's objects do.
+fn refused_today() -> Vec<Value> {
+    let long_id = "x".repeat(2100);
+    vec![
+        json!({
+            "apiVersion": "objectstorage.k8s.io/v1alpha2", "kind": "BucketClaim",
+            "metadata": {"name": "legacy-claim", "namespace": "default", "finalizers": ["example.com/keep"]},
+            "spec": {"bucketClassName": "Legacy_Class", "protocols": []}
+        }),
+        json!({
+            "apiVersion": "objectstorage.k8s.io/v1alpha2", "kind": "Bucket",
+            "metadata": {"name": "legacy-bucket", "finalizers": ["example.com/keep"]},
+            "spec": {
+                "driverName": "local_driver", "deletionPolicy": "Delete",
+                "bucketClaimRef": {"namespace": "default", "name": "Legacy_Claim", "uid": "uid-1"}
+            }
+        }),
+        json!({
+            "apiVersion": "objectstorage.k8s.io/v1alpha2", "kind": "Bucket",
+            "metadata": {"name": "legacy-import", "finalizers": ["example.com/keep"]},
+            "spec": {
+                "driverName": "local.cosi-rs.dev", "deletionPolicy": "Retain", "existingBucketID": long_id,
+                "bucketClaimRef": {"namespace": "default", "name": "imported"}
+            }
+        }),
+        json!({
+            "apiVersion": "objectstorage.k8s.io/v1alpha2", "kind": "BucketAccess",
+            "metadata": {"name": "legacy-access", "namespace": "default", "finalizers": ["example.com/keep"]},
+            "spec": {
+                "bucketAccessClassName": "Legacy_Class", "protocol": "S3",
+                "bucketClaims": [{"bucketClaimName": "Legacy_Claim", "accessSecretName": "Legacy_Creds",
+                                  "accessModes": {"objectData": "ReadWrite"}}]
+            }
+        }),
+    ]
+}
+
+#[tokio::test]
+async fn objects_made_under_the_released_crds_that_todays_refuse_stay_writable_and_deletable() {
+    let sim = sim_with_released_crds().await;
+    let client = sim.client();
+    let objects = refused_today();
+    for doc in &objects {
+        let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
+        api_of(&client, doc)
+            .create(&PostParams::default(), &obj)
+            .await
+            .expect("the released CRDs accept it");
+    }
+    upgrade_crds(&client).await;
+    let pp = PatchParams::default();
+    for doc in &objects {
+        let name = doc["metadata"]["name"].as_str().unwrap();
+        let api = api_of(&client, doc);
+        // Today's CRDs refuse the object as new.
+        let mut fresh: DynamicObject = serde_json::from_value(doc.clone()).unwrap();
+        fresh.metadata.name = Some(format!("{name}-again"));
+        let err = api
+            .create(&PostParams::default(), &fresh)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, kube::Error::Api(s) if s.code == 422),
+            "{name}: {err:?}"
+        );
+        // Stored, it keeps every write that leaves the refused fields alone.
+        api.patch(
+            name,
+            &pp,
+            &Patch::Merge(json!({"metadata": {"labels": {"upgraded": "true"}}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name}: a label: {e}"));
+        let status = match doc["kind"].as_str().unwrap() {
+            "Bucket" => json!({"status": {"bucketInfo": {"COSI_S3_REGION": "us-east-1"}}}),
+            "BucketClaim" => json!({"status": {"boundBucketName": "legacy-bucket"}}),
+            _ => json!({"status": {"driverName": "local.cosi-rs.dev"}}),
+        };
+        api.patch_status(name, &pp, &Patch::Merge(status))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: a status write: {e}"));
+    }
+    // A spec field beside the refused ones may still change...
+    let buckets = api_of(&client, &objects[1]);
+    let retained = buckets
+        .patch(
+            "legacy-bucket",
+            &pp,
+            &Patch::Merge(json!({"spec": {"deletionPolicy": "Retain"}})),
+        )
+        .await
+        .expect("deletionPolicy changes beside a refused driver name, UID and claim name");
+    assert_eq!(retained.data["spec"]["deletionPolicy"], "Retain");
+    // ...but a refused field changes only to what today's CRDs allow.
+    let err = buckets
+        .patch(
+            "legacy-bucket",
+            &pp,
+            &Patch::Merge(json!({"spec": {"driverName": "other_driver"}})),
+        )
+        .await
+        .unwrap_err();
+    let kube::Error::Api(s) = &err else {
+        panic!("{err}")
+    };
+    assert!(
+        s.message
+            .contains(r#"spec.driverName: Invalid value: "other_driver""#),
+        "{}",
+        s.message
+    );
+    // Deletion waits for the finalizer, whose removal is one more update.
+    for doc in &objects {
+        let name = doc["metadata"]["name"].as_str().unwrap();
+        let api = api_of(&client, doc);
+        api.delete(name, &DeleteParams::default()).await.unwrap();
+        api.patch(
+            name,
+            &pp,
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{name}: the finalizer comes off: {e}"));
+        assert!(api.get_opt(name).await.unwrap().is_none(), "{name} is gone");
+    }
+}
