@@ -57,20 +57,23 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     let (claims, claims_filled, watch_claims, [claim_triggers, access_claim_triggers]) =
         cache::shared(Api::<BucketClaim>::all(client.clone()), None);
     let claim_accesses = RefIndex::new(watches::claims_named);
+    let secret_names = RefIndex::new(watches::secrets_named);
     let access_observer: cache::Observer<BucketAccess> = {
         let operations = operations.clone();
-        let index = claim_accesses.clone();
+        let (claim_index, secret_index) = (claim_accesses.clone(), secret_names.clone());
         Box::new(move |event| {
-            index.observe(event);
+            claim_index.observe(event);
+            secret_index.observe(event);
             if let watcher::Event::Delete(a) = event {
                 operations.access_gone(a);
             }
         })
     };
-    let (accesses, accesses_filled, access_triggers) = cache::watch(
-        Api::<BucketAccess>::all(client.clone()),
-        Some(access_observer),
-    );
+    let (accesses, accesses_filled, watch_accesses, [access_triggers, rival_triggers]) =
+        cache::shared(
+            Api::<BucketAccess>::all(client.clone()),
+            Some(access_observer),
+        );
     // Bucket deletions are recorded from the watch: the only place the
     // controller sees a Bucket's finalizer go.
     let on_delete: cache::Observer<Bucket> = {
@@ -116,6 +119,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         access_classes,
         claims: claims.clone(),
         accesses: accesses.clone(),
+        secret_names: secret_names.clone(),
         filled: vec![
             buckets_filled,
             bucket_classes_filled,
@@ -157,6 +161,10 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
             let index = claim_accesses.clone();
             move |bucket| watches::bucket_to_accesses(&bucket, &index)
         })
+        .watches(rival_triggers, {
+            let index = secret_names.clone();
+            move |access| watches::accesses_sharing_secrets(&access, &index)
+        })
         .watches(access_class_triggers, {
             let accesses = accesses.clone();
             move |class| watches::access_class_to_accesses(&class, &accesses.state())
@@ -195,7 +203,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     tokio::select! {
         _ = async { tokio::join!(claim_run, access_run, bucket_run) } => {}
         _ = ready => {}
-        _ = async { tokio::join!(watch_claims, watch_buckets) } => {}
+        _ = async { tokio::join!(watch_claims, watch_buckets, watch_accesses) } => {}
     }
     for kind in OBJECT_KINDS {
         runtime.objects().remove_source(kind);

@@ -111,6 +111,8 @@ pub mod reasons {
     pub const UNSUPPORTED_PROTOCOL: &str = "UnsupportedProtocol";
     /// The class names a different driver than a referenced Bucket.
     pub const DRIVER_MISMATCH: &str = "DriverMismatch";
+    /// Another BucketAccess of the namespace keeps an `accessSecretName` this one names.
+    pub const ACCESS_SECRET_NAME_IN_USE: &str = "AccessSecretNameInUse";
     /// A referenced claim vanished after hand-off.
     pub const BUCKET_CLAIM_MISSING: &str = "BucketClaimMissing";
     /// A referenced claim is no longer bound to the Bucket the access was granted for.

@@ -42,6 +42,32 @@ pub fn claims_named(access: &BucketAccess) -> Vec<Key> {
         .collect()
 }
 
+/// The Secrets an access names (the key of the Secret name → accesses
+/// index).
+pub fn secrets_named(access: &BucketAccess) -> Vec<Key> {
+    let namespace = access.namespace().unwrap_or_default();
+    access
+        .spec
+        .bucket_claims
+        .iter()
+        .map(|r| (namespace.clone(), r.access_secret_name.clone()))
+        .collect()
+}
+
+/// The other accesses naming a Secret `access` names: when one changes or
+/// goes, an access refused for sharing its Secret name decides again.
+pub fn accesses_sharing_secrets(
+    access: &BucketAccess,
+    index: &RefIndex<BucketAccess>,
+) -> Vec<ObjectRef<BucketAccess>> {
+    let name = access.name_any();
+    secrets_named(access)
+        .iter()
+        .flat_map(|(ns, secret)| index.naming(ns, secret))
+        .filter(|r| r.name != name)
+        .collect()
+}
+
 /// The accesses naming the claim a Bucket is bound to.
 pub fn bucket_to_accesses(
     bucket: &Bucket,
