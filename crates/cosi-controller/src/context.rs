@@ -64,6 +64,8 @@ pub struct Caches {
     pub claims: Store<BucketClaim>,
     /// Every BucketAccess (the access controller's own cache).
     pub accesses: Store<BucketAccess>,
+    /// Which accesses name each claim, kept from the access watch.
+    pub claim_accesses: RefIndex<BucketAccess>,
     /// Which accesses name each Secret (`accessSecretName`), kept from the access watch.
     pub secret_names: RefIndex<BucketAccess>,
     /// The filled signals of all five caches.

@@ -69,11 +69,15 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
             }
         })
     };
-    let (accesses, accesses_filled, watch_accesses, [access_triggers, rival_triggers]) =
-        cache::shared(
-            Api::<BucketAccess>::all(client.clone()),
-            Some(access_observer),
-        );
+    let (
+        accesses,
+        accesses_filled,
+        watch_accesses,
+        [access_triggers, rival_triggers, claim_access_triggers],
+    ) = cache::shared(
+        Api::<BucketAccess>::all(client.clone()),
+        Some(access_observer),
+    );
     // Bucket deletions are recorded from the watch: the only place the
     // controller sees a Bucket's finalizer go.
     let on_delete: cache::Observer<Bucket> = {
@@ -119,6 +123,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         access_classes,
         claims: claims.clone(),
         accesses: accesses.clone(),
+        claim_accesses: claim_accesses.clone(),
         secret_names: secret_names.clone(),
         filled: vec![
             buckets_filled,
@@ -138,6 +143,10 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         .watches(class_triggers, {
             let claims = claims.clone();
             move |class| watches::class_to_claims(&class, &claims.state())
+        })
+        .watches(claim_access_triggers, {
+            let claims = claims.clone();
+            move |access| watches::access_to_deleting_claims(&access, &claims)
         })
         .workers(config.concurrency.into())
         .debounce(config.debounce)

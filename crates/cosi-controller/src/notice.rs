@@ -88,6 +88,8 @@ pub mod reasons {
     pub const FAILED_DELETE_BUCKET: &str = "FailedDeleteBucket";
     /// A deleted claim was never bound to the Bucket it names, which is left untouched.
     pub const BUCKET_NOT_BOUND: &str = "BucketNotBound";
+    /// A claim's deletion waits for the BucketAccesses still referencing it.
+    pub const WAITING_FOR_BUCKET_ACCESSES: &str = "WaitingForBucketAccesses";
     /// Writing to the API kept conflicting with other writers.
     pub const UPDATE_CONFLICT: &str = "UpdateConflict";
 

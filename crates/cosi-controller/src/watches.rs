@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use cosi_runtime::ref_index::{Key, RefIndex};
 
@@ -65,6 +65,24 @@ pub fn accesses_sharing_secrets(
         .iter()
         .flat_map(|(ns, secret)| index.naming(ns, secret))
         .filter(|r| r.name != name)
+        .collect()
+}
+
+/// The claims an access names that are being deleted: their conditions
+/// name the accesses their deletion waits for, which this one may have
+/// just stopped being.
+pub fn access_to_deleting_claims(
+    access: &BucketAccess,
+    claims: &Store<BucketClaim>,
+) -> Vec<ObjectRef<BucketClaim>> {
+    claims_named(access)
+        .into_iter()
+        .map(|(ns, name)| ObjectRef::new(&name).within(&ns))
+        .filter(|r| {
+            claims
+                .get(r)
+                .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
+        })
         .collect()
 }
 
