@@ -28,6 +28,17 @@
 //! driver API grants in one call) first annotates the access
 //! `sidecar-grant-started` (guarded the same way); such an access waits for
 //! the sidecar's cleanup even without an account ID.
+//!
+//! # Two accesses naming one Secret
+//!
+//! Which of two accesses keeps an `accessSecretName` is decided by
+//! [`keeps_secret_name`] on the access cache, before hand-off. Both
+//! reconciles may run at once on caches that do not show the other access
+//! yet, and nothing makes a hand-off atomic across two objects, so both can
+//! be handed off in a rare race. That is safe: the sidecar writes a Secret
+//! only if it is absent or owned by the writing access, so the second one
+//! finds the Secret foreign and is refused there (`SecretNotOwned`). The
+//! credentials of a Secret never change owner.
 
 use std::collections::{BTreeMap, BTreeSet};
 
