@@ -55,6 +55,9 @@ pub struct StackOptions {
     pub rbac: bool,
     /// The driver API the local driver serves (the sidecar detects it).
     pub driver_api: cosi_driver::DriverApi,
+    /// How often the sidecar checks provisioned accesses' Secrets; `None`
+    /// keeps the sidecar's default (`--secret-check-interval`).
+    pub secret_check_interval: Option<Duration>,
 }
 
 impl StackOptions {
@@ -67,6 +70,7 @@ impl StackOptions {
             driver_name: cosi_driver_local::DEFAULT_DRIVER_NAME.to_owned(),
             rbac: true,
             driver_api: cosi_driver::DriverApi::V1alpha2,
+            secret_check_interval: None,
         }
     }
 }
@@ -299,7 +303,10 @@ impl Stack {
             .runtime()
             .leader_status(&cosi_sidecar::lease_name(&self.opts.driver_name))
             .set(1);
-        let config = cosi_sidecar::Config::new(metrics, self.sidecar_readiness.clone());
+        let mut config = cosi_sidecar::Config::new(metrics, self.sidecar_readiness.clone());
+        if let Some(interval) = self.opts.secret_check_interval {
+            config.secret_check_interval = interval;
+        }
         let shutdown = Shutdown::new();
         let client = self.sidecar_client.clone();
         let driver = DriverClient::connect_lazy(&self.endpoint);

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use cosi_runtime::reconciler::Action;
+use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::{EventReporter, FailureTracker, OwnWrites};
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -63,6 +64,10 @@ pub struct Caches {
     pub claims: Store<BucketClaim>,
     /// Every BucketAccess (the access controller's own cache).
     pub accesses: Store<BucketAccess>,
+    /// Which accesses name each claim, kept from the access watch.
+    pub claim_accesses: RefIndex<BucketAccess>,
+    /// Which accesses name each Secret (`accessSecretName`), kept from the access watch.
+    pub secret_names: RefIndex<BucketAccess>,
     /// The filled signals of all five caches.
     pub filled: Vec<Filled>,
 }

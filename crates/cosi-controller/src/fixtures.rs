@@ -190,6 +190,7 @@ impl ClaimExt for BucketClaim {
             claim: &self,
             class: None,
             bucket: Some(bucket),
+            holders: &[],
         };
         match crate::bucket_claim::decide::decide(&obs) {
             crate::bucket_claim::decide::Step::WriteStatus(u) => {

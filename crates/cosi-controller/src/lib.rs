@@ -57,17 +57,24 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     let (claims, claims_filled, watch_claims, [claim_triggers, access_claim_triggers]) =
         cache::shared(Api::<BucketClaim>::all(client.clone()), None);
     let claim_accesses = RefIndex::new(watches::claims_named);
+    let secret_names = RefIndex::new(watches::secrets_named);
     let access_observer: cache::Observer<BucketAccess> = {
         let operations = operations.clone();
-        let index = claim_accesses.clone();
+        let (claim_index, secret_index) = (claim_accesses.clone(), secret_names.clone());
         Box::new(move |event| {
-            index.observe(event);
+            claim_index.observe(event);
+            secret_index.observe(event);
             if let watcher::Event::Delete(a) = event {
                 operations.access_gone(a);
             }
         })
     };
-    let (accesses, accesses_filled, access_triggers) = cache::watch(
+    let (
+        accesses,
+        accesses_filled,
+        watch_accesses,
+        [access_triggers, rival_triggers, claim_access_triggers],
+    ) = cache::shared(
         Api::<BucketAccess>::all(client.clone()),
         Some(access_observer),
     );
@@ -116,6 +123,8 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         access_classes,
         claims: claims.clone(),
         accesses: accesses.clone(),
+        claim_accesses: claim_accesses.clone(),
+        secret_names: secret_names.clone(),
         filled: vec![
             buckets_filled,
             bucket_classes_filled,
@@ -134,6 +143,10 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         .watches(class_triggers, {
             let claims = claims.clone();
             move |class| watches::class_to_claims(&class, &claims.state())
+        })
+        .watches(claim_access_triggers, {
+            let claims = claims.clone();
+            move |access| watches::access_to_deleting_claims(&access, &claims)
         })
         .workers(config.concurrency.into())
         .debounce(config.debounce)
@@ -156,6 +169,10 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         .watches(access_bucket_triggers, {
             let index = claim_accesses.clone();
             move |bucket| watches::bucket_to_accesses(&bucket, &index)
+        })
+        .watches(rival_triggers, {
+            let index = secret_names.clone();
+            move |access| watches::accesses_sharing_secrets(&access, &index)
         })
         .watches(access_class_triggers, {
             let accesses = accesses.clone();
@@ -195,7 +212,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     tokio::select! {
         _ = async { tokio::join!(claim_run, access_run, bucket_run) } => {}
         _ = ready => {}
-        _ = async { tokio::join!(watch_claims, watch_buckets) } => {}
+        _ = async { tokio::join!(watch_claims, watch_buckets, watch_accesses) } => {}
     }
     for kind in OBJECT_KINDS {
         runtime.objects().remove_source(kind);

@@ -88,6 +88,8 @@ pub mod reasons {
     pub const FAILED_DELETE_BUCKET: &str = "FailedDeleteBucket";
     /// A deleted claim was never bound to the Bucket it names, which is left untouched.
     pub const BUCKET_NOT_BOUND: &str = "BucketNotBound";
+    /// A claim's deletion waits for the BucketAccesses still referencing it.
+    pub const WAITING_FOR_BUCKET_ACCESSES: &str = "WaitingForBucketAccesses";
     /// Writing to the API kept conflicting with other writers.
     pub const UPDATE_CONFLICT: &str = "UpdateConflict";
 
@@ -111,6 +113,8 @@ pub mod reasons {
     pub const UNSUPPORTED_PROTOCOL: &str = "UnsupportedProtocol";
     /// The class names a different driver than a referenced Bucket.
     pub const DRIVER_MISMATCH: &str = "DriverMismatch";
+    /// Another BucketAccess of the namespace keeps an `accessSecretName` this one names.
+    pub const ACCESS_SECRET_NAME_IN_USE: &str = "AccessSecretNameInUse";
     /// A referenced claim vanished after hand-off.
     pub const BUCKET_CLAIM_MISSING: &str = "BucketClaimMissing";
     /// A referenced claim is no longer bound to the Bucket the access was granted for.

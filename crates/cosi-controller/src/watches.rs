@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use kube::ResourceExt;
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 
 use cosi_runtime::ref_index::{Key, RefIndex};
 
@@ -39,6 +39,50 @@ pub fn claims_named(access: &BucketAccess) -> Vec<Key> {
         .bucket_claims
         .iter()
         .map(|r| (namespace.clone(), r.bucket_claim_name.clone()))
+        .collect()
+}
+
+/// The Secrets an access names (the key of the Secret name → accesses
+/// index).
+pub fn secrets_named(access: &BucketAccess) -> Vec<Key> {
+    let namespace = access.namespace().unwrap_or_default();
+    access
+        .spec
+        .bucket_claims
+        .iter()
+        .map(|r| (namespace.clone(), r.access_secret_name.clone()))
+        .collect()
+}
+
+/// The other accesses naming a Secret `access` names: when one changes or
+/// goes, an access refused for sharing its Secret name decides again.
+pub fn accesses_sharing_secrets(
+    access: &BucketAccess,
+    index: &RefIndex<BucketAccess>,
+) -> Vec<ObjectRef<BucketAccess>> {
+    let name = access.name_any();
+    secrets_named(access)
+        .iter()
+        .flat_map(|(ns, secret)| index.naming(ns, secret))
+        .filter(|r| r.name != name)
+        .collect()
+}
+
+/// The claims an access names that are being deleted: their conditions
+/// name the accesses their deletion waits for, which this one may have
+/// just stopped being.
+pub fn access_to_deleting_claims(
+    access: &BucketAccess,
+    claims: &Store<BucketClaim>,
+) -> Vec<ObjectRef<BucketClaim>> {
+    claims_named(access)
+        .into_iter()
+        .map(|(ns, name)| ObjectRef::new(&name).within(&ns))
+        .filter(|r| {
+            claims
+                .get(r)
+                .is_some_and(|c| c.metadata.deletion_timestamp.is_some())
+        })
         .collect()
 }
 

@@ -8,8 +8,14 @@
 //! DriverGrantBucketAccess. The whole reply is validated before any Secret
 //! is written; one Secret per claim carries the bucket's info and the shared
 //! credentials. A Secret of that name that this access does not own is
-//! never touched. On deletion the Secrets go first, then the access is
-//! revoked, then `sidecar-cleanup-finished` tells the controller.
+//! never touched (and an access whose Secret was taken that way is
+//! provisioned no more). A granted access has its Secrets read every
+//! `--secret-check-interval`: one a user asked to delete stays (COSI's
+//! finalizer) and the user is told how to remove it properly; one that
+//! vanished is written again from a repeat grant; one that cannot be
+//! written is reported on the access. On deletion the Secrets go first,
+//! then the access is revoked, then `sidecar-cleanup-finished` tells the
+//! controller.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -33,7 +39,7 @@ use serde_json::{Map, Value, json};
 use crate::context::Context;
 use crate::convert::{access_modes_to_proto, auth_to_proto, protocol_to_proto};
 use crate::driver::{DriverInfo, Method};
-use crate::error::{ApiContext, ApiError, Failure};
+use crate::error::{ApiContext, ApiError, Failure, SecretWriteError, SecretWriteKind};
 use crate::outcome::{
     api_failure, condition_reasons, event_reasons, plan_failure, report_failure, updated_conditions,
 };
@@ -178,8 +184,6 @@ pub enum GrantStep {
     /// A Secret name is taken by a Secret this access does not own
     /// (conditions to set); checked again with backoff, nothing else written.
     SecretConflict(Vec<Desired>),
-    /// An owned Secret is being deleted: let it go, then write it anew.
-    ReleaseSecret(usize),
     /// Phase 1: DriverGenerateBucketAccessId, persist the ID.
     GenerateAccountId,
     /// Phase 2: DriverGrantBucketAccess and write the Secrets.
@@ -332,29 +336,11 @@ pub fn decide_grant(
             ),
         ));
     }
-    let uid = ba.uid().unwrap_or_default();
-    let ns = ba.namespace().unwrap_or_default();
-    for (i, (t, s)) in targets.iter().zip(&observed.secrets).enumerate() {
-        match secret::ownership(s.as_ref(), &uid) {
-            Ownership::Foreign => {
-                let message = format!(
-                    "Secret {ns}/{} already exists and is not owned by this BucketAccess; COSI will not overwrite it. Delete that Secret, or delete this BucketAccess and re-create it with another accessSecretName",
-                    t.claim.access_secret_name
-                );
-                return GrantStep::SecretConflict(vec![Desired::new(
-                    condition_types::RESOURCES_VALIDATED,
-                    Status::False,
-                    condition_reasons::SECRET_NOT_OWNED,
-                    message,
-                )]);
-            }
-            Ownership::Owned
-                if s.as_ref()
-                    .is_some_and(|s| s.metadata.deletion_timestamp.is_some()) =>
-            {
-                return GrantStep::ReleaseSecret(i);
-            }
-            _ => {}
+    for (t, s) in targets.iter().zip(&observed.secrets) {
+        if let Some(s) = s
+            && secret::ownership(Some(s), &ba.uid().unwrap_or_default()) == Ownership::Foreign
+        {
+            return GrantStep::SecretConflict(secret_conflict(ba, &t.claim.access_secret_name, s));
         }
     }
     if ba.account_id().is_none() {
@@ -362,6 +348,90 @@ pub fn decide_grant(
     } else {
         GrantStep::Grant
     }
+}
+
+/// The conditions of an access whose Secret `name` exists and is not its
+/// own. Nothing is written to the Secret. An access that was provisioned
+/// is no longer: the credentials in that Secret are not its own (another
+/// access, or a user, took the name), so Provisioned turns False too.
+fn secret_conflict(ba: &BucketAccess, name: &str, existing: &Secret) -> Vec<Desired> {
+    let ns = ba.namespace().unwrap_or_default();
+    let owner = match secret::controller_owner(existing) {
+        Some((kind, owner)) => format!("is owned by {kind} {ns}/{owner}"),
+        None => "is not owned by this BucketAccess".to_owned(),
+    };
+    let reason = condition_reasons::SECRET_NOT_OWNED;
+    if is_true(ba.conditions(), condition_types::PROVISIONED) {
+        let message = format!(
+            "Secret {ns}/{name} {owner}: the credentials it holds are no longer this access's, and COSI will not overwrite it. \
+             Delete that Secret (COSI then writes this access's credentials again), or delete the access that should not use the name"
+        );
+        return vec![
+            Desired::new(
+                condition_types::RESOURCES_VALIDATED,
+                Status::False,
+                reason,
+                message.clone(),
+            ),
+            Desired::new(condition_types::PROVISIONED, Status::False, reason, message),
+        ];
+    }
+    vec![Desired::new(
+        condition_types::RESOURCES_VALIDATED,
+        Status::False,
+        reason,
+        format!(
+            "Secret {ns}/{name} already exists and {owner}; COSI will not overwrite it. Delete that Secret, or delete this BucketAccess and re-create it with another accessSecretName"
+        ),
+    )]
+}
+
+/// The conditions of an access whose Secret could not be written (KEP:
+/// ResourcesValidated False "when access Secrets cannot be written to"):
+/// Provisioned turns False too, unless it is True already (a Secret that
+/// was written once may still be in place).
+pub fn secret_write_conditions(ba: &BucketAccess, message: &str) -> Vec<Desired> {
+    let reason = condition_reasons::SECRET_WRITE_FAILED;
+    let mut desired = vec![Desired::new(
+        condition_types::RESOURCES_VALIDATED,
+        Status::False,
+        reason,
+        message,
+    )];
+    if !is_true(ba.conditions(), condition_types::PROVISIONED) {
+        desired.push(Desired::new(
+            condition_types::PROVISIONED,
+            Status::False,
+            reason,
+            message,
+        ));
+    }
+    desired
+}
+
+/// The owned Secrets among `secrets` a user asked to delete (name, UID):
+/// COSI's finalizer keeps them while the access exists.
+pub fn secrets_marked_for_deletion<'a>(
+    ba: &BucketAccess,
+    targets: &'a [Target<'_>],
+    secrets: &'a [Option<Secret>],
+) -> Vec<(&'a str, String)> {
+    let uid = ba.uid().unwrap_or_default();
+    targets
+        .iter()
+        .zip(secrets)
+        .filter_map(|(t, s)| {
+            let s = s.as_ref()?;
+            (secret::ownership(Some(s), &uid) == Ownership::Owned
+                && secret::is_marked_for_deletion(s))
+            .then(|| {
+                (
+                    t.claim.access_secret_name.as_str(),
+                    s.uid().unwrap_or_default(),
+                )
+            })
+        })
+        .collect()
 }
 
 /// The grant parameters shared by phase 1 and phase 2.
@@ -465,6 +535,7 @@ pub(crate) async fn reconcile(
             let targets = targets(&cached).unwrap_or_default();
             let secrets = worker.read_secrets(&targets).await?;
             if !targets.is_empty() && secrets_ready(&cached, &targets, &secrets) {
+                worker.report_deletions(&targets, &secrets).await;
                 worker.secrets_checked();
                 return Ok(Action::requeue(interval));
             }
@@ -519,6 +590,34 @@ impl Worker<'_> {
 
     fn generation(&self) -> Option<i64> {
         self.access.metadata.generation
+    }
+
+    /// A Warning Event, once per Secret, for each owned Secret a user asked
+    /// to delete: COSI keeps it while the access exists. Nothing is written
+    /// to the Secret or the access.
+    async fn report_deletions(&self, targets: &[Target<'_>], secrets: &[Option<Secret>]) {
+        let ns = self.access.namespace().unwrap_or_default();
+        let access = self.access.name_any();
+        for (name, uid) in secrets_marked_for_deletion(&self.access, targets, secrets) {
+            if !self.ctx.secret_checks.report_deletion(&self.key, &uid) {
+                continue;
+            }
+            let message = format!(
+                "Secret {ns}/{name} was marked for deletion, but it is protected while BucketAccess {ns}/{access} exists: \
+                 COSI keeps its {PROTECTION_FINALIZER} finalizer, and the Secret and its credentials keep working. \
+                 To remove it and revoke the credentials, delete the BucketAccess (kubectl delete bucketaccess {access} -n {ns}); \
+                 do not remove the finalizer by hand"
+            );
+            tracing::warn!(access = %self.key, secret = %name, "access Secret marked for deletion; kept while the access exists");
+            self.ctx
+                .warn(
+                    &self.access.object_ref(&()),
+                    event_reasons::SECRET_PROTECTED,
+                    "CheckSecrets",
+                    message,
+                )
+                .await;
+        }
     }
 
     /// Tells the controller, before a driver call that grants with no ID to
@@ -644,6 +743,7 @@ impl Worker<'_> {
             tracing::debug!(access = %self.key, ?step, "grant step");
             match step {
                 GrantStep::Ready => {
+                    self.report_deletions(&targets, &observed.secrets).await;
                     self.secrets_checked();
                     self.ctx.stop_waiting(&self.key);
                     return Ok(Action::requeue(self.ctx.config.secret_check_interval));
@@ -672,22 +772,13 @@ impl Worker<'_> {
                         self.ctx
                             .warn(
                                 &self.access.object_ref(&()),
-                                event_reasons::FAILED_GRANT_ACCESS,
+                                condition_reasons::SECRET_NOT_OWNED,
                                 "GrantAccess",
                                 desired[0].message.clone(),
                             )
                             .await;
                     }
                     return Ok(Action::requeue(self.ctx.gates.backoff(&self.key)));
-                }
-                GrantStep::ReleaseSecret(i) => {
-                    let name = &targets[i].claim.access_secret_name;
-                    if let Some(s) = &observed.secrets[i] {
-                        patch::remove_finalizer(&self.secrets, s, PROTECTION_FINALIZER)
-                            .await
-                            .api("patch", "secrets", &self.secret_key(name))?;
-                    }
-                    return Ok(Action::requeue(Duration::from_millis(200)));
                 }
                 GrantStep::GenerateAccountId => {
                     if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
@@ -795,8 +886,10 @@ impl Worker<'_> {
             }
         })?;
         drop(reply);
+        let was_provisioned = is_true(self.access.conditions(), condition_types::PROVISIONED);
         // Every Secret's data is known before the first one is written.
         let mut written = Vec::new();
+        let mut recreated = Vec::new();
         for ((t, id), existing) in targets.iter().zip(bucket_ids).zip(secrets) {
             let data = secret::secret_data(
                 protocol,
@@ -805,30 +898,39 @@ impl Worker<'_> {
             );
             let name = &t.claim.access_secret_name;
             let claim = &t.claim.bucket_claim_name;
-            match existing {
+            let skey = self.secret_key(name);
+            let write = match existing {
                 None => {
                     let s = secret::new_secret(&self.access, claim, name, data);
-                    self.secrets.create(&PostParams::default(), &s).await.api(
+                    Some((
                         "create",
-                        "secrets",
-                        &self.secret_key(name),
-                    )?;
+                        self.secrets.create(&PostParams::default(), &s).await,
+                    ))
                 }
-                Some(existing) => {
-                    if let Some(s) = secret::updated_secret(existing, &self.access, claim, data) {
-                        self.secrets
-                            .replace(name, &PostParams::default(), &s)
-                            .await
-                            .api("update", "secrets", &self.secret_key(name))?;
-                    }
+                Some(existing) => match secret::updated_secret(existing, &self.access, claim, data)
+                {
+                    Some(s) => Some((
+                        "update",
+                        self.secrets.replace(name, &PostParams::default(), &s).await,
+                    )),
+                    None => None,
+                },
+            };
+            if let Some((verb, Err(e))) = write {
+                // A conflict (the Secret appeared, or changed, meanwhile) is
+                // decided again on a fresh read; anything else is the user's
+                // or the admin's to fix, and is reported on the access.
+                if patch::is_conflict(&e) {
+                    return Err(ApiError::new(verb, "secrets", skey, e).into());
                 }
+                let values = granted.credentials.0.values().map(String::as_str);
+                return Err(SecretWriteError::new(verb, skey, &e, values).into());
             }
-            written.push(format!(
-                "{}/{name}",
-                self.access.namespace().unwrap_or_default()
-            ));
+            if existing.is_none() && was_provisioned {
+                recreated.push(skey.clone());
+            }
+            written.push(skey);
         }
-        let was_provisioned = is_true(self.access.conditions(), condition_types::PROVISIONED);
         let mut desired = vec![
             Desired::new(
                 condition_types::PROVISIONED,
@@ -863,6 +965,24 @@ impl Worker<'_> {
         self.ctx.gates.succeeded(&self.key);
         self.ctx.stop_waiting(&self.key);
         tracing::info!(access = %self.key, secrets = %written.join(","), "access granted");
+        for skey in &recreated {
+            tracing::warn!(access = %self.key, secret = %skey, "access Secret had vanished; written again");
+            self.ctx
+                .warn(
+                    &self.access.object_ref(&()),
+                    event_reasons::SECRET_RECREATED,
+                    "CheckSecrets",
+                    format!(
+                        "Secret {skey} had been deleted while its BucketAccess exists (its {PROTECTION_FINALIZER} finalizer \
+                         was removed by hand); COSI wrote it again from a repeat grant by driver {}. Depending on the driver \
+                         the credentials are new and the old ones revoked: restart Pods that read the old Secret. \
+                         To remove the Secret for good, delete the BucketAccess",
+                        self.info.name
+                    ),
+                )
+                .await;
+        }
+        self.report_deletions(targets, secrets).await;
         if !was_provisioned {
             self.ctx
                 .note(
@@ -1038,6 +1158,7 @@ impl Worker<'_> {
             Failure::Api(e) => {
                 return api_failure(self.ctx, &self.key, &regarding, action, &e).await;
             }
+            Failure::SecretWrite(e) => return self.secret_write_failed(e).await,
             other => other,
         };
         let hint = if deleting {
@@ -1065,6 +1186,51 @@ impl Worker<'_> {
             self.ctx, &self.key, generation, &regarding, event, action, plan, written,
         )
         .await
+    }
+
+    /// Reports a Secret that could not be written: conditions, a Warning
+    /// Event, and a retry after the backoff delay (or, for a Secret the API
+    /// server refuses as invalid, once the access changes). Each retry is
+    /// a repeat grant, so the retry gate keeps it from calling the driver
+    /// sooner.
+    async fn secret_write_failed(&mut self, e: SecretWriteError) -> Action {
+        let regarding = self.access.object_ref(&());
+        let message = e.to_string();
+        let generation = self.generation();
+        tracing::warn!(access = %self.key, "{message}");
+        if e.kind == SecretWriteKind::Forbidden {
+            self.ctx.health.denied(&self.key, message.clone());
+        }
+        let next = if e.kind.is_refusal() {
+            Action::await_change().as_failure()
+        } else {
+            let delay = self
+                .ctx
+                .gates
+                .retry_later(&self.key, generation, Instant::now());
+            Action::requeue(delay).as_failure()
+        };
+        let desired = secret_write_conditions(&self.access, &message);
+        match self.write_status(&desired, Map::new()).await {
+            Ok(_) => {
+                if e.kind.is_refusal() {
+                    self.ctx.gates.refused(&self.key, generation);
+                }
+                self.ctx
+                    .warn(
+                        &regarding,
+                        condition_reasons::SECRET_WRITE_FAILED,
+                        "GrantAccess",
+                        message,
+                    )
+                    .await;
+                next
+            }
+            Err(Failure::Api(api)) => {
+                api_failure(self.ctx, &self.key, &regarding, "GrantAccess", &api).await
+            }
+            Err(_) => next,
+        }
     }
 }
 
@@ -1313,6 +1479,113 @@ mod tests {
         };
         assert_eq!(d[0].status, Status::False);
         assert!(d[0].message.contains("ns/s1"), "{}", d[0].message);
+    }
+
+    fn provisioned(a: A) -> A {
+        a.account()
+            .condition(cond(condition_types::PROVISIONED, "True", "Provisioned", 1))
+    }
+
+    fn complete_secret(a: &BucketAccess) -> Secret {
+        let data = secret::secret_data(
+            Protocol::S3,
+            &crate::reply::SecretData(
+                [
+                    ("AWS_ENDPOINT_URL", "e"),
+                    ("BUCKET_NAME", "b"),
+                    ("AWS_DEFAULT_REGION", "r"),
+                    ("AWS_REGION", "r"),
+                ]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            ),
+            &crate::reply::SecretData(
+                [("AWS_ACCESS_KEY_ID", "i"), ("AWS_SECRET_ACCESS_KEY", "k")]
+                    .into_iter()
+                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                    .collect(),
+            ),
+        );
+        let mut s = secret::new_secret(a, "c1", "s1", data);
+        s.metadata.uid = Some("secret-uid".into());
+        s
+    }
+
+    #[test]
+    fn a_provisioned_access_whose_secret_another_access_took_is_provisioned_no_more() {
+        let a = provisioned(A::new().handed_off().finalized());
+        let mut other = A::new();
+        other.0.metadata.name = Some("ba-other".into());
+        other.0.metadata.uid = Some("u-other".into());
+        let taken = complete_secret(&other.0);
+        let GrantStep::SecretConflict(d) =
+            grant_step(&a.0, &observed(Some(bucket(true)), Some(taken)))
+        else {
+            panic!("expected a conflict");
+        };
+        assert_eq!(d.len(), 2);
+        for c in &d {
+            assert_eq!(
+                (c.status, c.reason.as_str()),
+                (Status::False, condition_reasons::SECRET_NOT_OWNED)
+            );
+            assert!(
+                c.message.contains("owned by BucketAccess ns/ba-other"),
+                "{}",
+                c.message
+            );
+        }
+        assert_eq!(d[1].type_, condition_types::PROVISIONED);
+    }
+
+    #[test]
+    fn a_secret_marked_for_deletion_keeps_the_access_ready_and_is_named() {
+        let a = provisioned(A::new().handed_off().finalized());
+        let mut s = complete_secret(&a.0);
+        s.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        let o = observed(Some(bucket(true)), Some(s));
+        assert_eq!(grant_step(&a.0, &o), GrantStep::Ready);
+        let t = targets(&a.0).unwrap();
+        assert_eq!(
+            secrets_marked_for_deletion(&a.0, &t, &o.secrets),
+            [("s1", "secret-uid".to_owned())]
+        );
+        let kept = observed(Some(bucket(true)), Some(complete_secret(&a.0)));
+        assert!(secrets_marked_for_deletion(&a.0, &t, &kept.secrets).is_empty());
+        // Another access's Secret being deleted is none of this access's business.
+        let mut other = complete_secret(&A::new().0);
+        other.metadata.owner_references.as_mut().unwrap()[0].uid = "u-other".into();
+        other.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
+        assert!(secrets_marked_for_deletion(&a.0, &t, &[Some(other)]).is_empty());
+    }
+
+    #[test]
+    fn a_vanished_secret_of_a_provisioned_access_is_granted_again() {
+        let a = provisioned(A::new().handed_off().finalized());
+        assert_eq!(
+            grant_step(&a.0, &observed(Some(bucket(true)), None)),
+            GrantStep::Grant
+        );
+    }
+
+    #[test]
+    fn a_secret_that_cannot_be_written_invalidates_the_access() {
+        let a = A::new().handed_off().finalized().account();
+        let d = secret_write_conditions(&a.0, "cannot create Secret ns/s1: denied");
+        assert_eq!(d.len(), 2);
+        assert_eq!(d[0].type_, condition_types::RESOURCES_VALIDATED);
+        assert_eq!(d[1].type_, condition_types::PROVISIONED);
+        for c in &d {
+            assert_eq!(
+                (c.status, c.reason.as_str()),
+                (Status::False, condition_reasons::SECRET_WRITE_FAILED)
+            );
+        }
+        // Once provisioned, Provisioned is kept (its Secret may be in place).
+        let d = secret_write_conditions(&provisioned(A::new().handed_off()).0, "m");
+        assert_eq!(d.len(), 1);
+        assert_eq!(d[0].type_, condition_types::RESOURCES_VALIDATED);
     }
 
     #[test]

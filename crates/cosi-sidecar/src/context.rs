@@ -36,7 +36,8 @@ pub struct Config {
     /// Deadline of one driver call.
     pub driver_call_timeout: Duration,
     /// How often a provisioned BucketAccess's Secrets are checked (reads
-    /// only; a missing or damaged Secret triggers a new grant).
+    /// only; a missing or damaged Secret triggers a new grant, one a user
+    /// asked to delete a Warning Event).
     pub secret_check_interval: Duration,
     /// Reconciles run at the same time, per kind.
     pub workers: u16,
@@ -48,7 +49,7 @@ pub struct Config {
 
 impl Config {
     /// Defaults: 1 s doubling to 5 min backoff, a driver probe every 10 s,
-    /// 2 min per driver call, Secrets checked every 10 min, 8 workers per
+    /// 2 min per driver call, Secrets checked every 5 min, 8 workers per
     /// kind, the driver API detected, a v1alpha1 driver taken to serve S3.
     /// `cosi_build_info` is set to this build.
     pub fn new(metrics: SidecarMetrics, readiness: Readiness) -> Self {
@@ -61,7 +62,7 @@ impl Config {
             backoff: Backoff::default(),
             driver_probe_interval: Duration::from_secs(10),
             driver_call_timeout: Duration::from_secs(120),
-            secret_check_interval: Duration::from_secs(600),
+            secret_check_interval: Duration::from_secs(300),
             workers: 8,
             driver_api: None,
             v1alpha1: crate::v1alpha1::Options::default(),

@@ -38,6 +38,22 @@ struct Cli {
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     driver_probe_interval: u64,
 
+    /// Seconds between checks of each provisioned BucketAccess's Secrets:
+    /// one GET per Secret, nothing written when all is well. A Secret a
+    /// user asked to delete (COSI's finalizer keeps it while the access
+    /// exists) gets a Warning Event on the BucketAccess; a Secret that
+    /// vanished (its finalizer removed by hand) is written again from a
+    /// repeat grant. The sidecar has no list/watch permission on Secrets,
+    /// so this is how it notices.
+    #[arg(
+        long,
+        env = "COSI_SECRET_CHECK_INTERVAL",
+        default_value_t = 300,
+        value_name = "SECONDS",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    secret_check_interval: u64,
+
     /// Reconciles run at the same time, per kind. Waiting objects are
     /// served oldest first.
     #[arg(long, default_value_t = 8)]
@@ -113,6 +129,7 @@ async fn main() -> anyhow::Result<()> {
     let mut config = cosi_sidecar::Config::new(metrics, readiness);
     config.driver_call_timeout = Duration::from_secs(cli.driver_call_timeout);
     config.driver_probe_interval = Duration::from_secs(cli.driver_probe_interval.max(1));
+    config.secret_check_interval = Duration::from_secs(cli.secret_check_interval);
     config.workers = cli.workers.max(1);
     config.driver_api = match cli.driver_api {
         DriverApiArg::Auto => None,
@@ -166,4 +183,37 @@ async fn main() -> anyhow::Result<()> {
     shutdown.trigger();
     let _ = http_task.await;
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(extra: &[&str]) -> Result<Cli, clap::Error> {
+        let mut args = vec!["cosi-sidecar", "--driver-endpoint", "unix:///x.sock"];
+        args.extend_from_slice(extra);
+        Cli::try_parse_from(args)
+    }
+
+    #[test]
+    fn secrets_are_checked_every_five_minutes_unless_told_otherwise() {
+        assert_eq!(parse(&[]).unwrap().secret_check_interval, 300);
+        let cli = parse(&["--secret-check-interval", "60"]).unwrap();
+        assert_eq!(cli.secret_check_interval, 60);
+        assert!(parse(&["--secret-check-interval", "0"]).is_err());
+        let command = Cli::command();
+        let arg = command
+            .get_arguments()
+            .find(|a| a.get_id() == "secret_check_interval")
+            .unwrap();
+        assert_eq!(
+            arg.get_env().and_then(|e| e.to_str()),
+            Some("COSI_SECRET_CHECK_INTERVAL")
+        );
+        assert!(
+            arg.get_help()
+                .is_some_and(|h| h.to_string().contains("GET per Secret"))
+        );
+    }
 }

@@ -19,7 +19,9 @@ use crate::context::Context;
 use crate::error::{ApiError, Failure};
 use crate::retry::{RetryPolicy, policy};
 
-/// Event reasons (KEP "Monitoring Requirements", plus the success and API ones).
+/// Event reasons (KEP "Monitoring Requirements", plus the success and API
+/// ones). A problem that is also a condition uses the condition's reason
+/// (see [`condition_reasons`]).
 pub mod event_reasons {
     /// A Bucket could not be provisioned (created or, for a static Bucket, found).
     pub const FAILED_CREATE_BUCKET: &str = "FailedCreateBucket";
@@ -37,6 +39,10 @@ pub mod event_reasons {
     pub const PERMISSION_DENIED: &str = "PermissionDenied";
     /// Writes kept conflicting with concurrent changes.
     pub const UPDATE_CONFLICT: &str = "UpdateConflict";
+    /// A user asked to delete an access Secret that COSI keeps while its access exists.
+    pub const SECRET_PROTECTED: &str = "SecretProtected";
+    /// An access Secret vanished (its finalizer removed by hand) and was written again.
+    pub const SECRET_RECREATED: &str = "SecretRecreated";
 }
 
 /// Condition reasons the sidecar adds to `cosi_api::constants::reasons`.
@@ -47,6 +53,9 @@ pub mod condition_reasons {
     pub const PROTOCOL_NOT_SUPPORTED: &str = "ProtocolNotSupported";
     /// An access Secret's name is taken by a Secret this access does not own.
     pub const SECRET_NOT_OWNED: &str = "SecretNotOwned";
+    /// An access Secret could not be created or updated (RBAC, quota, an
+    /// invalid name, an admission policy, ...).
+    pub const SECRET_WRITE_FAILED: &str = "SecretWriteFailed";
     /// A static Bucket taken as existing without a check (the driver's API has none).
     pub const UNVERIFIED: &str = "ProvisionedUnverified";
 }

@@ -36,6 +36,22 @@ pub fn ownership(secret: Option<&Secret>, access_uid: &str) -> Ownership {
     }
 }
 
+/// The object a Secret's controller ownerReference names, as
+/// `(kind, name)`: for a BucketAccess Secret of another access, that access.
+pub fn controller_owner(secret: &Secret) -> Option<(&str, &str)> {
+    secret
+        .owner_references()
+        .iter()
+        .find(|r| r.controller == Some(true))
+        .map(|r| (r.kind.as_str(), r.name.as_str()))
+}
+
+/// True when a user asked to delete the Secret: it carries a deletion
+/// timestamp, and COSI's finalizer keeps it (see [`is_complete`]).
+pub fn is_marked_for_deletion(secret: &Secret) -> bool {
+    secret.metadata.deletion_timestamp.is_some()
+}
+
 fn is_owned_by(secret: &Secret, access_uid: &str) -> bool {
     !access_uid.is_empty()
         && secret
@@ -172,8 +188,10 @@ pub fn updated_secret(
             changed = true;
         }
     }
+    let deleting = s.metadata.deletion_timestamp.is_some();
     let fins = s.metadata.finalizers.get_or_insert_with(Vec::new);
-    if !fins.iter().any(|f| f == PROTECTION_FINALIZER) {
+    // No finalizer may be added to an object being deleted (the API refuses it).
+    if !deleting && !fins.iter().any(|f| f == PROTECTION_FINALIZER) {
         fins.push(PROTECTION_FINALIZER.to_owned());
         changed = true;
     }
@@ -187,8 +205,11 @@ pub fn updated_secret(
     changed.then_some(s)
 }
 
-/// True when an owned Secret needs no new grant: not being deleted, with
-/// the finalizer, the annotations, the right protocol and every required key.
+/// True when an owned Secret needs no new grant: with the finalizer, the
+/// annotations, the right protocol and every required key. A Secret a user
+/// asked to delete is complete all the same: COSI's finalizer keeps it, and
+/// its credentials working, while the BucketAccess exists (the sidecar
+/// tells the user so); only deleting the BucketAccess removes it.
 pub fn is_complete(
     secret: &Secret,
     access: &BucketAccess,
@@ -196,8 +217,8 @@ pub fn is_complete(
     protocol: Protocol,
     auth: AuthenticationType,
 ) -> bool {
-    if secret.metadata.deletion_timestamp.is_some()
-        || !secret
+    if !is_marked_for_deletion(secret)
+        && !secret
             .finalizers()
             .iter()
             .any(|f| f == PROTECTION_FINALIZER)
@@ -293,6 +314,7 @@ mod tests {
         assert_eq!(ownership(Some(&s), "uid-1"), Ownership::Owned);
         assert_eq!(ownership(Some(&s), "uid-2"), Ownership::Foreign);
         assert_eq!(ownership(None, "uid-1"), Ownership::Missing);
+        assert_eq!(controller_owner(&s), Some(("BucketAccess", "ba1")));
         assert_eq!(s.data.as_ref().unwrap()["COSI_PROTOCOL"].0, b"S3");
         assert!(is_complete(
             &s,
@@ -331,7 +353,7 @@ mod tests {
     }
 
     #[test]
-    fn incomplete_or_deleting_secrets_need_a_new_grant() {
+    fn incomplete_secrets_need_a_new_grant_and_a_protected_deletion_does_not() {
         let mut s = new_secret(&access(), "claim1", "creds", s3_data());
         s.data.as_mut().unwrap().remove("AWS_SECRET_ACCESS_KEY");
         assert!(!is_complete(
@@ -352,13 +374,31 @@ mod tests {
         s.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         ));
-        assert!(!is_complete(
+        assert!(is_marked_for_deletion(&s));
+        assert!(is_complete(
             &s,
             &access(),
             "claim1",
             Protocol::S3,
             AuthenticationType::Key
         ));
+        let mut finalizer_gone = s.clone();
+        finalizer_gone.metadata.finalizers = Some(vec!["someone.else/hold".into()]);
+        assert!(is_complete(
+            &finalizer_gone,
+            &access(),
+            "claim1",
+            Protocol::S3,
+            AuthenticationType::Key
+        ));
+        let mut data = s3_data();
+        data.insert("AWS_ACCESS_KEY_ID".into(), ByteString(b"new".to_vec()));
+        let u = updated_secret(&finalizer_gone, &access(), "claim1", data).expect("a write");
+        assert_eq!(
+            u.finalizers(),
+            ["someone.else/hold".to_owned()],
+            "no finalizer is added to a Secret being deleted"
+        );
         let s = new_secret(&access(), "claim1", "creds", s3_data());
         assert!(!is_complete(
             &s,

@@ -1,27 +1,35 @@
-//! When the Secrets of a granted BucketAccess are next due for a check.
+//! When the Secrets of a granted BucketAccess are next due for a check, and
+//! which deletions of them users were already told about.
 //!
-//! A granted access has its Secrets read every
-//! [`secret_check_interval`](crate::context::Config::secret_check_interval)
-//! (a missing or damaged Secret triggers a new grant). The event of the
+//! The sidecar may not list or watch Secrets, so a granted access has its
+//! Secrets read (one GET each, nothing written when all is well) every
+//! [`secret_check_interval`](crate::context::Config::secret_check_interval):
+//! a Secret that vanished or was damaged triggers a new grant, and a Secret
+//! a user asked to delete (which COSI's finalizer keeps) a Warning Event,
+//! once per Secret. The event of the
 //! sidecar's own last status write, and any event of a version already
 //! checked, wakes a reconcile too; it need not read the Secrets again
 //! before the interval is over, since nothing about the access changed
 //! since they were written or read.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// Per access (namespace/name): the version whose Secrets were last
 /// written or read, and when.
 #[derive(Debug, Default)]
-pub struct SecretChecks(Mutex<HashMap<String, (String, Instant)>>);
+pub struct SecretChecks {
+    checked: Mutex<HashMap<String, (String, Instant)>>,
+    /// Per access: the UIDs of its Secrets whose deletion was reported.
+    reported: Mutex<HashMap<String, HashSet<String>>>,
+}
 
 impl SecretChecks {
     /// Records that the Secrets of `key` at `version` were written or
     /// read and found complete at `at`.
     pub fn checked(&self, key: &str, version: Option<&str>, at: Instant) {
-        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.checked.lock().unwrap_or_else(|e| e.into_inner());
         match version {
             Some(v) => {
                 map.insert(key.to_owned(), (v.to_owned(), at));
@@ -42,7 +50,7 @@ impl SecretChecks {
         now: Instant,
         interval: Duration,
     ) -> Option<Duration> {
-        let map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let map = self.checked.lock().unwrap_or_else(|e| e.into_inner());
         let (checked, at) = map.get(key)?;
         if version != Some(checked.as_str()) {
             return None;
@@ -52,9 +60,27 @@ impl SecretChecks {
             .filter(|left| !left.is_zero())
     }
 
+    /// Records that the deletion of the Secret with UID `secret_uid` of
+    /// access `key` is being reported; false when it was already.
+    pub fn report_deletion(&self, key: &str, secret_uid: &str) -> bool {
+        self.reported
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key.to_owned())
+            .or_default()
+            .insert(secret_uid.to_owned())
+    }
+
     /// Forgets `key` (it is being deleted).
     pub fn forget(&self, key: &str) {
-        self.0.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+        self.checked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+        self.reported
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
     }
 }
 
@@ -79,6 +105,20 @@ mod tests {
             checks.due_in("apps/a", Some("7"), t0 + INTERVAL, INTERVAL),
             None
         );
+    }
+
+    #[test]
+    fn a_deletion_is_reported_once_per_secret() {
+        let checks = SecretChecks::default();
+        assert!(checks.report_deletion("apps/a", "s-1"));
+        assert!(!checks.report_deletion("apps/a", "s-1"));
+        assert!(
+            checks.report_deletion("apps/a", "s-2"),
+            "a Secret written anew"
+        );
+        assert!(checks.report_deletion("apps/b", "s-1"));
+        checks.forget("apps/a");
+        assert!(checks.report_deletion("apps/a", "s-1"));
     }
 
     #[test]

@@ -95,6 +95,9 @@ pub struct PairPlan {
     pub late: bool,
     /// Deleted in the second phase, and how.
     pub delete: Option<DeleteOrder>,
+    /// Kept, but in the second phase a user deletes its Secret and strips
+    /// COSI's finalizer: the sidecar must write it again.
+    pub force_secret: bool,
 }
 
 /// An API error rule for the components (never the suite's own requests).
@@ -321,14 +324,16 @@ impl Plan {
     pub fn summary(&self) -> String {
         let deleted = self.pairs.iter().filter(|p| p.delete.is_some()).count();
         let late = self.pairs.iter().filter(|p| p.late).count();
+        let forced = self.pairs.iter().filter(|p| p.force_secret).count();
         format!(
-            "seed {} kind {} on {}: {} pairs ({} late, {} deleted), controller crashes {:?}, sidecar crashes {:?}, driver faults {:?}, driver crash points {:?}, API faults {:?}, watches dropped after {:?} events{}",
+            "seed {} kind {} on {}: {} pairs ({} late, {} deleted, {} Secrets forced away), controller crashes {:?}, sidecar crashes {:?}, driver faults {:?}, driver crash points {:?}, API faults {:?}, watches dropped after {:?} events{}",
             self.seed,
             self.kind,
             self.api,
             self.pairs.len(),
             late,
             deleted,
+            forced,
             self.controller_crashes,
             self.sidecar_crashes,
             self.driver_faults,
@@ -349,21 +354,24 @@ fn pairs(rng: &mut Rng) -> Vec<PairPlan> {
     (0..n)
         .map(|i| {
             let late = i > 0 && rng.chance(0.2);
+            let policy = if rng.chance(0.7) {
+                Policy::Delete
+            } else {
+                Policy::Retain
+            };
+            let delete = (!late && rng.chance(0.5)).then(|| {
+                rng.pick(&[
+                    DeleteOrder::AccessFirst,
+                    DeleteOrder::ClaimFirst,
+                    DeleteOrder::Together,
+                ])
+            });
             PairPlan {
                 name: format!("p{i}"),
-                policy: if rng.chance(0.7) {
-                    Policy::Delete
-                } else {
-                    Policy::Retain
-                },
+                policy,
                 late,
-                delete: (!late && rng.chance(0.5)).then(|| {
-                    rng.pick(&[
-                        DeleteOrder::AccessFirst,
-                        DeleteOrder::ClaimFirst,
-                        DeleteOrder::Together,
-                    ])
-                }),
+                force_secret: !late && delete.is_none() && rng.chance(0.4),
+                delete,
             }
         })
         .collect()
@@ -427,11 +435,24 @@ mod tests {
     }
 
     #[test]
+    fn some_runs_force_a_secret_away() {
+        let forced = (0..40)
+            .filter(|s| Plan::from_seed(*s).pairs.iter().any(|p| p.force_secret))
+            .count();
+        assert!(forced >= 10, "{forced} of 40 runs");
+    }
+
+    #[test]
     fn late_pairs_are_never_deleted_and_names_are_unique() {
         for seed in 0..100 {
             let p = Plan::from_seed(seed);
             assert!((3..=6).contains(&p.pairs.len()));
             assert!(p.pairs.iter().all(|x| !(x.late && x.delete.is_some())));
+            assert!(
+                p.pairs
+                    .iter()
+                    .all(|x| !x.force_secret || (!x.late && x.delete.is_none()))
+            );
             let mut names: Vec<&str> = p.pairs.iter().map(|x| x.name.as_str()).collect();
             names.dedup();
             assert_eq!(names.len(), p.pairs.len());

@@ -1,6 +1,7 @@
 //! One seeded fault run: the system starts with the plan's faults armed,
 //! pairs are created (phase 1) and, once each is ready or refused by the
-//! driver, some are deleted while late ones are created (phase 2). Then
+//! driver, some are deleted, some lose their Secret (deleted with COSI's
+//! finalizer stripped) while late ones are created (phase 2). Then
 //! everything must converge: under the faults if they allow it, else once
 //! they stop (and, after a refusal, once the sidecar is restarted, as an
 //! operator would after fixing the driver). Finally the invariants are
@@ -14,8 +15,9 @@ use cosi_api::{
 };
 use futures::future::try_join_all;
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt as _;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube_sim::FaultRule;
 
 use super::invariants::{self, DeletedPair, PairState};
@@ -220,6 +222,24 @@ where
     }
 }
 
+/// Deletes a pair's Secret as a user who strips COSI's finalizer does: it
+/// is gone at once, and only the sidecar's next check of the access can
+/// bring it back.
+/// Returns the deleted Secret's UID (`None` if there was none).
+async fn force_delete_secret(admin: &kube::Client, name: &str) -> Result<Option<String>, String> {
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), NAMESPACE);
+    delete(&secrets, name).await?;
+    let strip = serde_json::json!({"metadata": {"finalizers": null}});
+    match secrets
+        .patch(name, &PatchParams::default(), &Patch::Merge(&strip))
+        .await
+    {
+        Ok(s) => Ok(s.uid()),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(e) => Err(format!("stripping the finalizers of Secret {name}: {e}")),
+    }
+}
+
 /// Deletes a pair in the planned order; with `AccessFirst`, the claim is
 /// deleted once the access is gone.
 async fn delete_pair(
@@ -355,6 +375,34 @@ async fn scenario(plan: &Plan, system: &Supervised) -> Result<(Outcome, ApiSnaps
         };
         deleted.push(deleted_pair(&settled, &p.name, p.policy));
         deletions.push(delete_pair(admin.clone(), &observer, p.name.clone(), order));
+    }
+    for p in early.iter().filter(|p| p.force_secret) {
+        if invariants::pair_state(&settled, NAMESPACE, &p.name) != PairState::Ready {
+            continue;
+        }
+        let Some(uid) = force_delete_secret(&admin, &p.name).await? else {
+            continue;
+        };
+        // Convergence is then judged on a view that has seen it go.
+        observer
+            .wait_until(
+                &format!("Secret {} seen deleted", p.name),
+                SETTLE_TIMEOUT,
+                |s| {
+                    let same = s.secrets.iter().any(|x| {
+                        x.name_any() == p.name
+                            && x.namespace().as_deref() == Some(NAMESPACE)
+                            && x.uid().as_deref() == Some(uid.as_str())
+                    });
+                    if same {
+                        Err(format!("Secret {} still exists", p.name))
+                    } else {
+                        Ok(())
+                    }
+                },
+            )
+            .await
+            .map_err(|e| stuck(&observer, plan, e))?;
     }
     let live: Vec<String> = plan
         .pairs

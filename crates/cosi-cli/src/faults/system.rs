@@ -151,6 +151,8 @@ impl System {
                 config.backoff = SIDECAR_BACKOFF;
                 config.driver_probe_interval = Duration::from_secs(1);
                 config.driver_call_timeout = Duration::from_secs(10);
+                // Secrets forced away are noticed within the run.
+                config.secret_check_interval = Duration::from_secs(1);
                 let driver = DriverClient::connect_lazy(self.driver.endpoint());
                 let task = tokio::spawn(async move {
                     if let Err(e) = cosi_sidecar::run(client, driver, config, Shutdown::new()).await

@@ -14,7 +14,8 @@ use cosi_cli::describe::{condition_lines, event_line, events_about};
 use cosi_cli::{Stack, StackOptions, manifests, s3, wait};
 use cosi_driver_local::BackendState;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::Condition as WaitCondition;
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -52,9 +53,15 @@ impl Env {
     /// Starts a stack whose local driver serves `api`, and creates the
     /// four classes.
     pub async fn start_api(api: cosi_driver::DriverApi) -> Env {
+        Self::start_with(|opts| opts.driver_api = api).await
+    }
+
+    /// Starts a stack with options changed by `tweak`, and creates the
+    /// four classes.
+    pub async fn start_with(tweak: impl FnOnce(&mut StackOptions)) -> Env {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut opts = StackOptions::new(dir.path());
-        opts.driver_api = api;
+        tweak(&mut opts);
         let stack = Stack::start(opts).await.expect("the stack starts");
         Self::with_stack(stack, dir).await
     }
@@ -279,6 +286,61 @@ impl Env {
             lines.push(format!("Event: {}", event_line(&e)));
         }
         lines.join("\n")
+    }
+
+    /// Waits for an Event with `reason` about `kind/name`; on failure,
+    /// panics with what the object shows.
+    pub async fn event(&self, kind: &str, name: &str, reason: &str) -> Event {
+        let deadline = tokio::time::Instant::now() + TIMEOUT;
+        loop {
+            let found = events_about(&self.client, kind, name)
+                .await
+                .unwrap_or_default()
+                .into_iter()
+                .find(|e| e.reason.as_deref() == Some(reason));
+            if let Some(e) = found {
+                return e;
+            }
+            if tokio::time::Instant::now() > deadline {
+                panic!(
+                    "no {reason} Event about {kind} {name} within {TIMEOUT:?}\n{}",
+                    self.explain(kind, name).await
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The Events with `reason` about `kind/name` now.
+    pub async fn events(&self, kind: &str, name: &str, reason: &str) -> Vec<Event> {
+        events_about(&self.client, kind, name)
+            .await
+            .expect("list Events")
+            .into_iter()
+            .filter(|e| e.reason.as_deref() == Some(reason))
+            .collect()
+    }
+
+    /// Deletes a Secret the way a user who strips COSI's finalizer does:
+    /// it is gone at once (the sidecar may write it again soon after).
+    /// Returns the deleted Secret's UID.
+    pub async fn force_delete_secret(&self, name: &str) -> String {
+        // Deleted first: a Secret without its finalizer, even for a moment,
+        // would have it put back by the sidecar's next check.
+        self.secrets()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete the Secret");
+        self.secrets()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .expect("strip the Secret's finalizers")
+            .uid()
+            .expect("a stored object has a UID")
     }
 
     /// The Bucket a claim is bound to.

@@ -162,8 +162,43 @@ async fn claim_deletion_waits_until_its_accesses_are_gone() {
     let (s3c, name) = env.s3("writer").await;
     put(&s3c, &name, "still-works", b"yes").await.unwrap();
 
-    // One access gone is not enough.
+    // The claim says what it waits for: a condition and an Event.
+    let waits = |c: &BucketClaim| {
+        cosi_api::conditions::find(c.conditions(), PROVISIONED)
+            .filter(|p| p.reason == "WaitingForBucketAccesses")
+            .map(|p| (p.status.clone(), p.message.clone()))
+    };
+    let (status, message) = waits(&claim).expect("a condition names the wait");
+    assert_eq!(status, "True", "the bucket still exists");
+    assert!(
+        message.contains("BucketAccesses default/reader, default/writer"),
+        "{message}"
+    );
+    let e = env
+        .event("BucketClaim", "busy", "WaitingForBucketAccesses")
+        .await;
+    assert_eq!(e.note.as_deref(), Some(message.as_str()));
+
+    // One access gone is not enough; the claim now names the other.
     env.remove_access("reader").await;
+    let claim = env
+        .wait_for(
+            &env.claims(),
+            "BucketClaim",
+            "busy",
+            "to name the access left",
+            move |c: Option<&BucketClaim>| {
+                c.and_then(waits)
+                    .is_some_and(|(_, m)| !m.contains("reader"))
+            },
+        )
+        .await
+        .unwrap();
+    let (_, message) = waits(&claim).unwrap();
+    assert!(
+        message.contains("BucketAccess default/writer,"),
+        "{message}"
+    );
     tokio::time::sleep(SETTLE).await;
     assert!(env.claims().get_opt("busy").await.unwrap().is_some());
     assert_eq!(env.backend().buckets.len(), 1);

@@ -7,6 +7,7 @@
 //! `cosi quickstart` as the README runs it, and `cosi dev` with kubectl.
 
 mod access_modes;
+mod access_secrets;
 mod ceph_rgw;
 mod chart;
 mod cli_bench;

@@ -28,6 +28,17 @@
 //! driver API grants in one call) first annotates the access
 //! `sidecar-grant-started` (guarded the same way); such an access waits for
 //! the sidecar's cleanup even without an account ID.
+//!
+//! # Two accesses naming one Secret
+//!
+//! Which of two accesses keeps an `accessSecretName` is decided by
+//! [`keeps_secret_name`] on the access cache, before hand-off. Both
+//! reconciles may run at once on caches that do not show the other access
+//! yet, and nothing makes a hand-off atomic across two objects, so both can
+//! be handed off in a rare race. That is safe: the sidecar writes a Secret
+//! only if it is absent or owned by the writing access, so the second one
+//! finds the Secret foreign and is refused there (`SecretNotOwned`). The
+//! credentials of a Secret never change owner.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -72,6 +83,9 @@ pub struct Observed<'a> {
     /// Claims (by name) that other accesses of the namespace still hold (see
     /// [`holds_claims`]); only consulted while deleting.
     pub held_by_others: BTreeSet<String>,
+    /// Other accesses of the namespace naming an `accessSecretName` this
+    /// one names too; only consulted before hand-off (see [`keeps_secret_name`]).
+    pub rivals: Vec<&'a BucketAccess>,
 }
 
 /// The next thing to do for an access.
@@ -173,6 +187,80 @@ pub fn cleanup_done(access: &BucketAccess) -> bool {
     let annotations = access.annotations();
     annotations.contains_key(SIDECAR_CLEANUP_FINISHED)
         || (access.account_id().is_none() && !annotations.contains_key(SIDECAR_GRANT_STARTED))
+}
+
+/// True when `other`, which names an `accessSecretName` that `access`
+/// names too, keeps the name, so `access` must be refused before any
+/// grant: `other` was handed to its sidecar already (its grant may have
+/// written the Secret), or neither was and `other` was created first
+/// (creationTimestamp, then UID). An access being deleted that was never
+/// handed off wrote no Secret and keeps nothing. Two accesses sharing a
+/// Secret would each overwrite the other's credentials, so exactly one of
+/// any two keeps the name.
+pub fn keeps_secret_name(other: &BucketAccess, access: &BucketAccess) -> bool {
+    if other.uid() == access.uid() || access.is_handed_to_sidecar() {
+        return false;
+    }
+    if other.is_handed_to_sidecar() {
+        return true;
+    }
+    other.metadata.deletion_timestamp.is_none() && age_rank(other) < age_rank(access)
+}
+
+/// Older first: creationTimestamp, then UID (an object read from the API
+/// always has both).
+fn age_rank(access: &BucketAccess) -> (Timestamp, String) {
+    (
+        access
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(Timestamp::MAX, |t| t.0),
+        access.uid().unwrap_or_default(),
+    )
+}
+
+/// The Secret names `access` shares with `other`.
+fn shared_secret_names<'a>(access: &'a BucketAccess, other: &BucketAccess) -> Vec<&'a str> {
+    access
+        .spec
+        .bucket_claims
+        .iter()
+        .map(|r| r.access_secret_name.as_str())
+        .filter(|name| {
+            other
+                .spec
+                .bucket_claims
+                .iter()
+                .any(|o| o.access_secret_name == *name)
+        })
+        .collect()
+}
+
+/// A refusal for every Secret name a rival keeps, naming the rival.
+fn secret_name_problems(obs: &Observed<'_>) -> Vec<(&'static str, String)> {
+    let access = obs.access;
+    let namespace = access.namespace().unwrap_or_default();
+    let mut problems = Vec::new();
+    for other in obs.rivals.iter().filter(|o| keeps_secret_name(o, access)) {
+        let why = if other.is_handed_to_sidecar() {
+            "was handed to its driver first"
+        } else {
+            "was created first"
+        };
+        for secret in shared_secret_names(access, other) {
+            problems.push((
+                reasons::ACCESS_SECRET_NAME_IN_USE,
+                format!(
+                    "accessSecretName {secret:?} is already used by BucketAccess {namespace}/{}, which {why}; \
+                     two accesses cannot share a Secret. Delete that BucketAccess (this one then proceeds), \
+                     or recreate this one with another accessSecretName",
+                    other.name_any()
+                ),
+            ));
+        }
+    }
+    problems
 }
 
 /// True when `step`, decided on cached state, may be written without
@@ -307,8 +395,10 @@ fn decide_before_handoff(obs: &Observed<'_>, finalized: bool) -> Step {
         );
         return waiting(access, reasons::WAITING_FOR_BUCKET_ACCESS_CLASS, message);
     };
-    // KEP 3.2 and 3.7, plus the protocol check: every reason to refuse, collected.
+    // KEP 3.2 and 3.7, plus the protocol check and the Secret names: every
+    // reason to refuse, collected.
     let mut refusals = policy_problems(access, class);
+    refusals.extend(secret_name_problems(obs));
     let mut missing = Vec::new();
     for view in &obs.claims {
         match view.claim {

@@ -21,6 +21,7 @@ use serde_json::{Map, Value, json};
 use crate::context::{Context, describe, get};
 use crate::error::Error;
 use crate::notice::actions;
+use crate::watches;
 use decide::{ClaimView, Observed, Step, holds_claims};
 
 const KIND: &str = "BucketAccess";
@@ -35,6 +36,8 @@ struct Snapshot {
     /// One entry per `spec.bucketClaims`.
     claims: Vec<HeldClaim>,
     held_by_others: BTreeSet<String>,
+    /// Other accesses naming one of its Secret names (before hand-off only).
+    rivals: Vec<Arc<BucketAccess>>,
 }
 
 /// A claim the access names, as read: absent when it does not exist.
@@ -60,6 +63,7 @@ impl Snapshot {
                 })
                 .collect(),
             held_by_others: self.held_by_others.clone(),
+            rivals: self.rivals.iter().map(AsRef::as_ref).collect(),
         }
     }
 
@@ -122,12 +126,33 @@ async fn observe(ctx: &Context, access: Arc<BucketAccess>, fresh: bool) -> Resul
     } else {
         BTreeSet::new()
     };
+    let rivals = if access.is_handed_to_sidecar() || deleting {
+        Vec::new()
+    } else {
+        rivals(ctx, &access)
+    };
     Ok(Snapshot {
         access,
         class,
         claims,
         held_by_others,
+        rivals,
     })
+}
+
+/// The other accesses of the namespace naming one of the access's Secret
+/// names, from the cache. One created or handed off a moment ago may be
+/// missing; the sidecar's ownership check of each Secret stays the last
+/// guard, so the worst outcome of that race is a Secret conflict reported
+/// by the sidecar, never a Secret written twice.
+fn rivals(ctx: &Context, access: &BucketAccess) -> Vec<Arc<BucketAccess>> {
+    let mut refs = watches::accesses_sharing_secrets(access, &ctx.caches.secret_names);
+    refs.sort_by(|a, b| a.name.cmp(&b.name));
+    refs.dedup();
+    refs.iter()
+        .filter_map(|r| ctx.caches.accesses.get(r))
+        .filter(|a| a.uid() != access.uid())
+        .collect()
 }
 
 /// Claims that other accesses of the namespace still hold. Read from the

@@ -32,6 +32,9 @@ pub struct Observed<'a> {
     pub class: Option<&'a BucketClass>,
     /// The Bucket named by [`bucket_name`], when it exists.
     pub bucket: Option<&'a Bucket>,
+    /// The BucketAccesses (names, in this namespace) still holding the
+    /// claim; only consulted while its deletion waits for them.
+    pub holders: &'a [String],
 }
 
 /// The next thing to do for a claim.
@@ -244,7 +247,7 @@ fn decide_deletion(obs: &Observed<'_>) -> Step {
         .annotations()
         .contains_key(HAS_BUCKETACCESS_REFERENCES)
     {
-        return Step::Done(Idle::BlockedByAccesses);
+        return waiting_for_accesses(claim, obs.holders);
     }
     let Some(bucket) = obs.bucket else {
         return Step::RemoveFinalizer { notices: vec![] };
@@ -285,6 +288,53 @@ fn decide_deletion(obs: &Observed<'_>) -> Step {
         };
     }
     Step::RemoveFinalizer { notices: vec![] }
+}
+
+/// KEP deletion 2.1 (exit without retry while accesses hold the claim),
+/// told to the user: the Provisioned condition keeps its status and says
+/// which accesses the deletion waits for, with a Normal Event each time
+/// that list changes.
+fn waiting_for_accesses(claim: &BucketClaim, holders: &[String]) -> Step {
+    let namespace = claim.namespace().unwrap_or_default();
+    let message = match holders {
+        [] => "Deletion waits until no BucketAccess references this claim \
+               (annotation has-bucketaccess-references); delete those accesses to let it proceed"
+            .to_owned(),
+        [one] => format!(
+            "Deletion waits for BucketAccess {namespace}/{one}, which still references this claim; \
+             delete it to let the deletion proceed (the bucket stays until then)"
+        ),
+        many => format!(
+            "Deletion waits for BucketAccesses {}, which still reference this claim; \
+             delete them to let the deletion proceed (the bucket stays until then)",
+            many.iter()
+                .map(|a| format!("{namespace}/{a}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    let status =
+        find(claim.conditions(), PROVISIONED).map_or(Status::Unknown, |c| Status::parse(&c.status));
+    let provisioned = Desired::new(
+        PROVISIONED,
+        status,
+        reasons::WAITING_FOR_BUCKET_ACCESSES,
+        message.clone(),
+    );
+    if is_current_ignoring_generation(claim.conditions(), &provisioned) {
+        return Step::Done(Idle::BlockedByAccesses);
+    }
+    Step::WriteStatus(Box::new(StatusUpdate {
+        bound_bucket_name: None,
+        protocols: None,
+        conditions: vec![provisioned],
+        notices: vec![Notice::normal(
+            reasons::WAITING_FOR_BUCKET_ACCESSES,
+            actions::DELETE,
+            message,
+        )],
+        provisioned: false,
+    }))
 }
 
 fn decide_without_bucket(obs: &Observed<'_>, name: &str) -> Step {

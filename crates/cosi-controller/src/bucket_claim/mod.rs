@@ -82,10 +82,12 @@ pub async fn reconcile(mut claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result
         } else {
             ctx.bucket_class(&claim.spec.bucket_class_name).await?
         };
+        let holders = holders(&ctx, &claim);
         let step = decide::decide(&Observed {
             claim: &claim,
             class: class.as_deref(),
             bucket: bucket.as_deref(),
+            holders: &holders,
         });
         if unconfirmed_miss
             && !decide::trusts_missing_bucket(&step)
@@ -137,6 +139,33 @@ pub async fn reconcile(mut claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result
         name: key,
         steps: MAX_STEPS,
     })
+}
+
+/// The accesses (names, sorted) whose references hold a claim being
+/// deleted, from the access cache; empty for a claim not held. Only named
+/// in its status: the deletion itself waits for the annotation, which the
+/// access reconciler removes once the last holder is gone.
+fn holders(ctx: &Context, claim: &BucketClaim) -> Vec<String> {
+    if claim.metadata.deletion_timestamp.is_none()
+        || !claim
+            .annotations()
+            .contains_key(cosi_api::constants::annotations::HAS_BUCKETACCESS_REFERENCES)
+    {
+        return Vec::new();
+    }
+    let namespace = claim.namespace().unwrap_or_default();
+    let mut names: Vec<String> = ctx
+        .caches
+        .claim_accesses
+        .naming(&namespace, &claim.name_any())
+        .iter()
+        .filter_map(|r| ctx.caches.accesses.get(r))
+        .filter(|a| crate::bucket_access::decide::holds_claims(a))
+        .map(|a| a.name_any())
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// Backoff after a failed reconcile.

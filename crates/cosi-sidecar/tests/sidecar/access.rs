@@ -386,12 +386,10 @@ async fn a_new_grant_refreshes_every_secret_when_the_driver_answer_changes() {
     )
     .await;
 
-    // The driver would now answer differently; the user deletes one Secret.
+    // The driver would now answer differently; a user deletes one Secret
+    // and strips COSI's finalizer.
     h.fake.lock().version = 2;
-    h.secrets()
-        .delete("creds-x", &DeleteParams::default())
-        .await
-        .unwrap();
+    h.force_delete_secret("creds-x").await;
     let (_, key2) = FakeDriver::credentials(2);
     for name in ["creds-x", "creds-y"] {
         eventually(format!("{name} to hold the new answer"), || async {
@@ -411,6 +409,55 @@ async fn a_new_grant_refreshes_every_secret_when_the_driver_answer_changes() {
     );
     assert_eq!(h.fake.lock().accounts_created.len(), 1);
     assert_eq!(h.events(NS, "ba-rot", "AccessGranted").await.len(), 1);
+    let recreated = h.event_seen(NS, "ba-rot", "SecretRecreated").await;
+    let note = recreated.note.unwrap_or_default();
+    assert!(note.contains("apps/creds-x"), "{note}");
+    assert!(!note.contains("apps/creds-y"), "{note}");
+    h.fake.assert_no_unexpected_calls();
+}
+
+#[tokio::test]
+async fn a_secret_a_user_deletes_is_kept_while_its_access_exists_and_the_access_warns_once() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
+        c.secret_check_interval = Duration::from_millis(200);
+    });
+    h.provision_bucket("bc-keep").await;
+    h.grant("ba-keep", &[("claim-keep", "bc-keep", "creds-keep")])
+        .await;
+    let before = h.secret("creds-keep").await.unwrap();
+
+    h.secrets()
+        .delete("creds-keep", &DeleteParams::default())
+        .await
+        .unwrap();
+    let e = h.event_seen(NS, "ba-keep", "SecretProtected").await;
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    let note = e.note.unwrap_or_default();
+    assert!(note.contains("apps/creds-keep"), "{note}");
+    assert!(
+        note.contains("kubectl delete bucketaccess ba-keep -n apps"),
+        "{note}"
+    );
+
+    // Kept as it was, with COSI's finalizer, the access still granted and
+    // no second grant made; several checks later, still one warning.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let kept = h.secret("creds-keep").await.expect("the Secret is kept");
+    assert!(kept.metadata.deletion_timestamp.is_some());
+    assert_eq!(kept.finalizers(), before.finalizers());
+    assert_eq!(kept.data, before.data);
+    assert_eq!(h.fake.calls_of(GRANT).len(), 1);
+    let a = h.access("ba-keep").await.unwrap();
+    assert!(has(a.conditions(), condition_types::PROVISIONED, "True"));
+    let warnings = h.events(NS, "ba-keep", "SecretProtected").await;
+    assert_eq!(warnings.len(), 1);
+    assert!(
+        warnings[0].series.is_none(),
+        "reported once, not once per check"
+    );
     h.fake.assert_no_unexpected_calls();
 }
 
@@ -518,4 +565,50 @@ async fn a_refused_grant_fails_once_and_is_not_retried() {
     assert_eq!(h.fake.calls_of(GENERATE_ACCESS_ID).len(), 1);
     assert!(h.fake.calls_of(GRANT).is_empty());
     assert!(h.secret("creds-oor").await.is_none());
+}
+
+#[tokio::test]
+async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_again() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    let _sidecar = h.start_sidecar();
+    h.provision_bucket("bc-invalid").await;
+    h.sim.faults().inject(
+        kube_sim::FaultRule::new(422)
+            .verb("create")
+            .resource("secrets")
+            .times(1),
+    );
+    h.create_access(&access("ba-invalid", &[("claim", "creds-invalid")]))
+        .await;
+    h.hand_off(
+        "ba-invalid",
+        &[("claim", "bc-invalid")],
+        AuthenticationType::Key,
+    )
+    .await;
+    let a = h
+        .access_when("ba-invalid", "Provisioned=False", |a| {
+            has(a.conditions(), condition_types::PROVISIONED, "False")
+        })
+        .await;
+    for type_ in [
+        condition_types::PROVISIONED,
+        condition_types::RESOURCES_VALIDATED,
+    ] {
+        let c = condition(a.conditions(), type_).unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "SecretWriteFailed")
+        );
+        assert!(c.message.contains("accessSecretName"), "{}", c.message);
+        assert!(c.message.contains("(HTTP 422)"), "{}", c.message);
+    }
+    h.event_seen(NS, "ba-invalid", "SecretWriteFailed").await;
+    // Refused until the access changes: no grant is repeated.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(h.fake.calls_of(GRANT).len(), 1);
+    assert!(h.secret("creds-invalid").await.is_none());
+    h.fake.assert_no_unexpected_calls();
 }

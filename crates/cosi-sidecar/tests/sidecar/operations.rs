@@ -157,10 +157,7 @@ async fn no_credential_appears_in_any_log_line() {
     h.fake.clear_grant_mutator();
     h.granted_access("ba-log").await;
     h.fake.lock().version = 7;
-    h.secrets()
-        .delete("creds-log", &Default::default())
-        .await
-        .unwrap();
+    h.force_delete_secret("creds-log").await;
     let (_, key7) = FakeDriver::credentials(7);
     eventually("the refreshed Secret", || async {
         h.secret("creds-log")

@@ -217,3 +217,88 @@ async fn a_missing_list_permission_is_reported_on_readiness() {
     assert!(logs::captured().contains("cannot list/watch buckets"));
     sidecar.task.abort();
 }
+
+#[tokio::test]
+async fn a_secret_the_sidecar_may_not_create_is_reported_on_the_access_until_allowed() {
+    let without_create = |rules: &mut Vec<Value>| {
+        for r in rules.iter_mut() {
+            if r["resources"]
+                .as_array()
+                .is_some_and(|rs| rs.iter().any(|x| x == "secrets"))
+            {
+                r["verbs"] = serde_json::json!(["get", "update", "patch", "delete"]);
+            }
+        }
+    };
+    let (h, client) = rbac_harness(without_create).await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    let sidecar = start_elected(&h, client);
+    h.provision_bucket("bc-nocreate").await;
+    h.create_access(&access("ba-nocreate", &[("claim", "creds-nocreate")]))
+        .await;
+    h.hand_off(
+        "ba-nocreate",
+        &[("claim", "bc-nocreate")],
+        cosi_api::AuthenticationType::Key,
+    )
+    .await;
+
+    let a = h
+        .access_when("ba-nocreate", "ResourcesValidated=False", |a| {
+            has(
+                a.conditions(),
+                cosi_api::constants::condition_types::RESOURCES_VALIDATED,
+                "False",
+            )
+        })
+        .await;
+    let rv = condition(
+        a.conditions(),
+        cosi_api::constants::condition_types::RESOURCES_VALIDATED,
+    )
+    .unwrap();
+    assert_eq!(rv.reason, "SecretWriteFailed");
+    assert!(
+        rv.message
+            .starts_with("cannot create Secret apps/creds-nocreate:"),
+        "{}",
+        rv.message
+    );
+    assert!(
+        rv.message
+            .contains("ClusterRole must allow create on secrets"),
+        "{}",
+        rv.message
+    );
+    let p = condition(
+        a.conditions(),
+        cosi_api::constants::condition_types::PROVISIONED,
+    )
+    .unwrap();
+    assert_eq!(
+        (p.status.as_str(), p.reason.as_str()),
+        ("False", "SecretWriteFailed")
+    );
+    let e = h.event_seen(NS, "ba-nocreate", "SecretWriteFailed").await;
+    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    let note = e.note.unwrap_or_default();
+    assert_eq!(note, rv.message);
+    // The grant succeeded; its credentials appear nowhere but in a Secret.
+    let (id, key) = FakeDriver::credentials(1);
+    for text in [&rv.message, &p.message, &note, &logs::captured()] {
+        assert!(!text.contains(&key) && !text.contains(&id));
+    }
+    assert!(h.secret("creds-nocreate").await.is_none());
+
+    // Once the ClusterRole allows it, the retry writes the Secret.
+    apply_rbac(&h.sim, |_| {});
+    let a = h.granted_access("ba-nocreate").await;
+    assert!(has(
+        a.conditions(),
+        cosi_api::constants::condition_types::RESOURCES_VALIDATED,
+        "True"
+    ));
+    assert!(h.secret("creds-nocreate").await.is_some());
+    sidecar.task.abort();
+}

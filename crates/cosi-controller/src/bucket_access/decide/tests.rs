@@ -18,6 +18,7 @@ struct World {
     class: Option<BucketAccessClass>,
     claims: Vec<(String, Option<BucketClaim>, Option<Bucket>)>,
     held: BTreeSet<String>,
+    rivals: Vec<BucketAccess>,
 }
 
 impl World {
@@ -26,6 +27,7 @@ impl World {
             class: Some(access_class()),
             claims: Vec::new(),
             held: BTreeSet::new(),
+            rivals: Vec::new(),
         }
     }
 
@@ -62,6 +64,7 @@ impl World {
                 })
                 .collect(),
             held_by_others: self.held.clone(),
+            rivals: self.rivals.iter().collect(),
         })
     }
 }
@@ -479,4 +482,108 @@ fn only_provisioning_steps_of_a_live_access_are_written_on_cached_state() {
     assert!(matches!(unannotate, Step::UnannotateClaim { .. }));
     assert!(!trusts_cache(&gone, &unannotate));
     assert!(!trusts_cache(&gone, &add));
+}
+
+/// `access(name)` created `second` seconds after the epoch.
+fn created_at(mut a: BucketAccess, second: i64) -> BucketAccess {
+    a.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::from_second(second).unwrap(),
+    ));
+    a
+}
+
+#[test]
+fn a_later_access_naming_the_same_secret_is_refused_before_any_grant_naming_the_first() {
+    let mut world = World::new().bound("photos");
+    let first = created_at(access("first", &["photos"]), 10);
+    let later = created_at(access("later", &["photos"]), 20);
+    world.rivals = vec![first.clone()];
+    let (after, update) = refused_with(&world, &later, reasons::ACCESS_SECRET_NAME_IN_USE);
+    let msg = &update.notices[0].message;
+    assert!(msg.contains("\"photos-creds\""), "{msg}");
+    assert!(msg.contains("BucketAccess apps/first"), "{msg}");
+    assert!(!after.is_handed_to_sidecar());
+    assert!(
+        after.finalizers().is_empty(),
+        "refused before the finalizer"
+    );
+    // The first one is not held back by the later one.
+    world.rivals = vec![later];
+    assert_eq!(world.step(&first), Step::AddFinalizer);
+}
+
+#[test]
+fn the_secret_name_goes_to_the_older_access_then_the_smaller_uid() {
+    let a = created_at(access("a", &["photos"]), 10);
+    let b = created_at(access("b", &["photos"]), 10);
+    let c = created_at(access("c", &["photos"]), 5);
+    assert!(keeps_secret_name(&a, &b), "same second: uid-a < uid-b");
+    assert!(!keeps_secret_name(&b, &a));
+    assert!(keeps_secret_name(&c, &a) && keeps_secret_name(&c, &b));
+    assert!(
+        !keeps_secret_name(&a, &a),
+        "an access is no rival of itself"
+    );
+}
+
+#[test]
+fn an_access_already_handed_off_keeps_the_secret_name_even_when_younger() {
+    let world = World::new().bound("photos");
+    let older = created_at(access("older", &["photos"]), 10);
+    let handed = handed_off(
+        &world,
+        created_at(access("handed", &["photos"]), 20).finalized(),
+    );
+    assert!(handed.is_handed_to_sidecar());
+    assert!(keeps_secret_name(&handed, &older));
+    assert!(
+        !keeps_secret_name(&older, &handed),
+        "once handed off, the controller refuses it no more"
+    );
+    // Even while it is being deleted: its Secret is still there.
+    let mut going = handed.clone();
+    going.metadata.deletion_timestamp = older.metadata.creation_timestamp.clone();
+    assert!(keeps_secret_name(&going, &older));
+}
+
+#[test]
+fn an_access_being_deleted_before_hand_off_keeps_no_secret_name() {
+    let mut world = World::new().bound("photos");
+    let going = created_at(access("going", &["photos"]), 10).deleting();
+    let later = created_at(access("later", &["photos"]), 20).finalized();
+    assert!(!keeps_secret_name(&going, &later));
+    world.rivals = vec![going];
+    let (after, _) = written(&later, world.step(&later));
+    assert!(after.is_handed_to_sidecar());
+}
+
+#[test]
+fn a_refused_access_proceeds_once_the_access_keeping_its_secret_name_is_gone() {
+    let mut world = World::new().bound("photos");
+    let first = created_at(access("first", &["photos"]), 10);
+    world.rivals = vec![first];
+    let (refused, _) = refused_with(
+        &world,
+        &created_at(access("later", &["photos"]), 20),
+        reasons::ACCESS_SECRET_NAME_IN_USE,
+    );
+    world.rivals.clear();
+    assert_eq!(world.step(&refused), Step::AddFinalizer);
+    let a = refused.finalized();
+    let (after, update) = written(&a, world.step(&a));
+    assert!(update.handoff.is_some());
+    assert_eq!(
+        cond(&after, RESOURCES_VALIDATED),
+        (Status::True, reasons::VALID.into())
+    );
+}
+
+#[test]
+fn accesses_with_different_secret_names_are_no_rivals() {
+    let mut world = World::new().bound("photos");
+    let mut other = created_at(access("other", &["photos"]), 10);
+    other.spec.bucket_claims[0].access_secret_name = "elsewhere".into();
+    world.rivals = vec![other];
+    let a = created_at(access("app", &["photos"]), 20);
+    assert_eq!(world.step(&a), Step::AddFinalizer);
 }

@@ -15,6 +15,7 @@ fn step(claim: &BucketClaim, class: Option<&BucketClass>, bucket: Option<&Bucket
         claim,
         class,
         bucket,
+        holders: &[],
     })
 }
 
@@ -308,13 +309,54 @@ fn a_static_bucket_bound_to_an_earlier_claim_of_the_same_name_is_refused() {
     );
 }
 
+fn step_held(claim: &BucketClaim, bucket: &Bucket, holders: &[&str]) -> Step {
+    let holders: Vec<String> = holders.iter().map(|h| (*h).to_owned()).collect();
+    decide(&Observed {
+        claim,
+        class: None,
+        bucket: Some(bucket),
+        holders: &holders,
+    })
+}
+
 #[test]
-fn deletion_waits_while_bucket_accesses_reference_the_claim() {
+fn deletion_waits_while_bucket_accesses_reference_the_claim_and_names_them() {
     let c = claim("photos").finalized();
-    let b = bucket_for(&c);
+    let b = bucket_for(&c).provisioned(&[Protocol::S3]);
     let c = c.bound_to(&b).referenced().deleting();
+    let (after, update) = written(&c, step_held(&c, &b, &["reader", "writer"]));
+    let p = find(after.conditions(), PROVISIONED).unwrap();
+    assert_eq!(
+        (p.status.as_str(), p.reason.as_str()),
+        ("True", reasons::WAITING_FOR_BUCKET_ACCESSES),
+        "the bucket still exists: Provisioned keeps its status"
+    );
+    assert!(
+        p.message.contains("apps/reader, apps/writer"),
+        "{}",
+        p.message
+    );
+    assert!(p.message.contains("delete them"), "{}", p.message);
+    assert_eq!(update.notices.len(), 1);
+    assert_eq!(update.notices[0].severity, Severity::Normal);
+    assert_eq!(update.notices[0].message, p.message);
+    // Said once; nothing to write until the list changes.
     assert!(matches!(
-        step(&c, None, Some(&b)),
+        step_held(&after, &b, &["reader", "writer"]),
+        Step::Done(Idle::BlockedByAccesses)
+    ));
+    let (after, update) = written(&after, step_held(&after, &b, &["writer"]));
+    let p = find(after.conditions(), PROVISIONED).unwrap();
+    assert!(
+        p.message.contains("BucketAccess apps/writer,"),
+        "{}",
+        p.message
+    );
+    assert!(!p.message.contains("reader"), "{}", p.message);
+    assert_eq!(update.notices.len(), 1);
+    // Still held: no deletion step is taken.
+    assert!(matches!(
+        step_held(&after, &b, &["writer"]),
         Step::Done(Idle::BlockedByAccesses)
     ));
 }

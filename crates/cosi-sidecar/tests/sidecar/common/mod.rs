@@ -519,6 +519,25 @@ impl Harness {
         self.secrets().get_opt(name).await.expect("get Secret")
     }
 
+    /// Deletes a Secret the way a user who strips COSI's finalizer does:
+    /// it is gone at once.
+    pub async fn force_delete_secret(&self, name: &str) {
+        // Deleted first: a Secret without its finalizer, even for a moment,
+        // would have it put back by the sidecar's next check.
+        self.secrets()
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete the Secret");
+        self.secrets()
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+            )
+            .await
+            .expect("strip the Secret's finalizers");
+    }
+
     /// Events about `object` (in `namespace`) with `reason`.
     pub async fn events(&self, namespace: &str, object: &str, reason: &str) -> Vec<Event> {
         let api: Api<Event> = Api::namespaced(self.admin.clone(), namespace);
