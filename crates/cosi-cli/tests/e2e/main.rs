@@ -16,6 +16,7 @@ mod common;
 mod deletion;
 mod deploy;
 mod dynamic;
+mod leases;
 mod monitoring;
 mod multi_bucket;
 mod readme_driver;
