@@ -9,8 +9,9 @@
 //! a component that could create its Lease could also create, and hold,
 //! every other component's before it does. Only when the Lease is missing
 //! does this module try to create it, which works where the identity may
-//! (`cosi dev`, tests, an admin's kubeconfig); a deployed component gets
-//! [`LeaderError::Missing`], naming the Lease to create.
+//! (an admin's kubeconfig, tests without the install's manifests); a
+//! deployed component gets [`LeaderError::Missing`], naming the Lease to
+//! create.
 
 use std::future::Future;
 
