@@ -102,3 +102,82 @@ spec:
   parameters:
     {{- toYaml $bac.parameters | nindent 4 }}
 {{- end -}}
+
+{{/* The leader-election Lease of a driver's sidecars: cosi-sidecar-<driver name with dots as dashes>, as the sidecar names it. */}}
+{{- define "cosi.sidecarLease" -}}
+cosi-sidecar-{{ . | lower | replace "." "-" }}
+{{- end -}}
+
+{{/*
+A driver sidecar's identity: (list $ name driverName). Its own ServiceAccount
+<name> bound to the shared cosi-sidecar ClusterRole, its Lease, and a Role
+allowing get and patch on that Lease alone. No sidecar may create Leases:
+RBAC cannot limit a create to one name (a create request names no object),
+so a sidecar allowed to create could take the controller's or another
+driver's Lease; the Lease is shipped instead.
+*/}}
+{{- define "cosi.driverIdentity" -}}
+{{- $root := index . 0 -}}
+{{- $name := index . 1 -}}
+{{- $lease := include "cosi.sidecarLease" (index . 2) }}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ $name }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "cosi.labels" $name | nindent 4 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: {{ $name }}
+  labels:
+    {{- include "cosi.labels" $name | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: cosi-sidecar
+subjects:
+  - kind: ServiceAccount
+    name: {{ $name }}
+    namespace: {{ $root.Release.Namespace }}
+---
+apiVersion: coordination.k8s.io/v1
+kind: Lease
+metadata:
+  name: {{ $lease }}
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "cosi.labels" $name | nindent 4 }}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: {{ $name }}-leader-election
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "cosi.labels" $name | nindent 4 }}
+rules:
+  - apiGroups: ["coordination.k8s.io"]
+    resources: ["leases"]
+    resourceNames: [{{ $lease | quote }}]
+    verbs: ["get", "patch"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: {{ $name }}-leader-election
+  namespace: {{ $root.Release.Namespace }}
+  labels:
+    {{- include "cosi.labels" $name | nindent 4 }}
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: Role
+  name: {{ $name }}-leader-election
+subjects:
+  - kind: ServiceAccount
+    name: {{ $name }}
+    namespace: {{ $root.Release.Namespace }}
+{{- end -}}

@@ -125,9 +125,9 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The component's ServiceAccount user (its ServiceAccount is named after it).
+/// The component's ServiceAccount user.
 fn user(component: Component) -> String {
-    kube_sim::Identity::service_account(SYSTEM_NAMESPACE, component.identity()).user
+    kube_sim::Identity::service_account(SYSTEM_NAMESPACE, component.service_account()).user
 }
 
 /// The system under test: API server, driver and the two component processes.
@@ -154,7 +154,7 @@ impl Bench {
         for component in [Component::Controller, Component::Sidecar] {
             let token = stack
                 .sim()
-                .service_account_token(SYSTEM_NAMESPACE, component.identity());
+                .service_account_token(SYSTEM_NAMESPACE, component.service_account());
             let kubeconfig = dir.join(format!("{}.kubeconfig", component.name()));
             stack
                 .sim()

@@ -4,9 +4,12 @@
 //! simulated crash: its task is aborted at whatever await point it is at)
 //! and started again, which the end-to-end, benchmark and fault suites use.
 //!
-//! The controller and sidecar run with the ServiceAccounts and ClusterRoles
-//! of `deploy/`, under kube-sim's RBAC enforcement, so what works here works
-//! with the permissions a cluster install grants.
+//! The controller and sidecar run with the ServiceAccounts and RBAC of
+//! `deploy/` (the controller's, and the local driver's sidecar's of
+//! `deploy/drivers/local`), under kube-sim's RBAC enforcement, so what works
+//! here works with the permissions a cluster install grants. Their shipped
+//! leader-election Leases are installed too; the stack runs one replica of
+//! each component and no leader election.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -24,20 +27,24 @@ use tokio::task::JoinHandle;
 
 /// The namespace the components' ServiceAccounts live in.
 pub const SYSTEM_NAMESPACE: &str = "cosi-system";
+/// The controller's ServiceAccount (`deploy/controller`).
+pub const CONTROLLER_SERVICE_ACCOUNT: &str = "cosi-controller";
+/// The ServiceAccount the sidecar runs as: the local driver's
+/// (`deploy/drivers/local`), since every driver's sidecar has its own.
+pub const SIDECAR_SERVICE_ACCOUNT: &str = "cosi-driver-local";
 
 const CONTROLLER_RBAC: &[&str] = &[
     include_str!("../../../deploy/controller/namespace.yaml"),
     include_str!("../../../deploy/controller/serviceaccount.yaml"),
     include_str!("../../../deploy/controller/clusterrole.yaml"),
     include_str!("../../../deploy/controller/clusterrolebinding.yaml"),
+    include_str!("../../../deploy/controller/lease.yaml"),
     include_str!("../../../deploy/controller/role.yaml"),
     include_str!("../../../deploy/controller/rolebinding.yaml"),
 ];
 const SIDECAR_RBAC: &[&str] = &[
-    include_str!("../../../deploy/sidecar/serviceaccount.yaml"),
     include_str!("../../../deploy/sidecar/clusterrole.yaml"),
-    include_str!("../../../deploy/sidecar/leader-election-role.yaml"),
-    include_str!("../../../deploy/sidecar/rolebindings.yaml"),
+    include_str!("../../../deploy/drivers/local/rbac.yaml"),
 ];
 
 /// How to start the stack.
@@ -180,9 +187,9 @@ impl Stack {
         }
         // Each component has its own ServiceAccount (or the admin identity
         // without RBAC) and names itself in its User-Agent, as deployed.
-        let client_of = |component: &str| {
+        let client_of = |component: &str, service_account: &str| {
             let token = if opts.rbac {
-                sim.service_account_token(SYSTEM_NAMESPACE, component)
+                sim.service_account_token(SYSTEM_NAMESPACE, service_account)
             } else {
                 sim.admin_token().to_owned()
             };
@@ -192,8 +199,8 @@ impl Stack {
                 .map(ClientBuilder::build)
                 .map_err(|e| StackError::Api(e.to_string()))
         };
-        let controller_client = client_of(cosi_controller::COMPONENT)?;
-        let sidecar_client = client_of(cosi_sidecar::COMPONENT)?;
+        let controller_client = client_of(cosi_controller::COMPONENT, CONTROLLER_SERVICE_ACCOUNT)?;
+        let sidecar_client = client_of(cosi_sidecar::COMPONENT, SIDECAR_SERVICE_ACCOUNT)?;
         // Reserve the S3 port now so it stays the same across driver restarts:
         // access Secrets carry the endpoint URL.
         let probe = std::net::TcpListener::bind(opts.s3_address)?;
@@ -445,7 +452,7 @@ fn apply_in_namespace(sim: &KubeSim, yaml: &str, namespace: &str) -> Result<(), 
         serde_saphyr::from_multiple(yaml).map_err(|e| StackError::Api(e.to_string()))?;
     for mut doc in docs.into_iter().filter(Value::is_object) {
         let kind = doc["kind"].as_str().unwrap_or_default();
-        let namespaced = matches!(kind, "ServiceAccount" | "Role" | "RoleBinding");
+        let namespaced = matches!(kind, "ServiceAccount" | "Role" | "RoleBinding" | "Lease");
         if namespaced && doc["metadata"]["namespace"].is_null() {
             doc["metadata"]["namespace"] = Value::from(namespace);
         }

@@ -2,11 +2,21 @@
 //! the Lease. Losing it stops the work and returns an error, so the process
 //! exits and restarts as a follower, which is how client-go components
 //! behave; shutting down releases the Lease for a quick hand-over.
+//!
+//! The Lease is expected to exist: the install ships one per component and
+//! grants each component only `get` and `patch` on its own Lease by name.
+//! RBAC cannot restrict a `create` (a POST names no object) to one name, so
+//! a component that could create its Lease could also create, and hold,
+//! every other component's before it does. Only when the Lease is missing
+//! does this module try to create it, which works where the identity may
+//! (an admin's kubeconfig, tests without the install's manifests); a
+//! deployed component gets [`LeaderError::Missing`], naming the Lease to
+//! create.
 
 use std::future::Future;
 
 use kube::Client;
-use kube_lease_manager::{LeaseManagerBuilder, LeaseManagerError};
+use kube_lease_manager::{LeaseCreateMode, LeaseManager, LeaseManagerBuilder, LeaseManagerError};
 use prometheus::IntGauge;
 
 use crate::shutdown::Shutdown;
@@ -70,6 +80,19 @@ pub enum LeaderError {
     /// The Lease could not be read or written.
     #[error("leader election failed: {0}")]
     Lease(#[from] LeaseManagerError),
+    /// The Lease does not exist and this identity may not create it.
+    #[error(
+        "the leader-election Lease {namespace}/{name} does not exist and this identity may not \
+         create it (the install grants each component get and patch on its own Lease, never \
+         create): create the Lease {name} in namespace {namespace}; the manifests in deploy/ and \
+         the Helm chart ship it, so re-applying the install restores it"
+    )]
+    Missing {
+        /// Namespace of the missing Lease.
+        namespace: String,
+        /// Name of the missing Lease.
+        name: String,
+    },
     /// Another replica took the Lease while this one was leading.
     #[error("lost the leader-election Lease")]
     Lost,
@@ -109,13 +132,7 @@ where
     F: FnOnce(Shutdown) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let manager = LeaseManagerBuilder::new(client, &election.lease_name)
-        .with_namespace(&election.namespace)
-        .with_identity(&election.identity)
-        .with_duration(election.duration_secs)
-        .with_grace(election.grace_secs)
-        .build()
-        .await?;
+    let manager = lease_manager(client, election).await?;
     let (mut leading, lease_task) = manager.watch().await;
     tracing::info!(lease = %election.lease_name, namespace = %election.namespace, identity = %election.identity, "waiting to become leader");
 
@@ -156,6 +173,37 @@ where
         return Err(LeaderError::Lost);
     }
     Ok(())
+}
+
+/// A manager of the existing Lease; only a missing one is created, and
+/// only where this identity may create it.
+async fn lease_manager(
+    client: Client,
+    election: &LeaderElection,
+) -> Result<LeaseManager, LeaderError> {
+    let build = |mode| {
+        LeaseManagerBuilder::new(client.clone(), &election.lease_name)
+            .with_namespace(&election.namespace)
+            .with_identity(&election.identity)
+            .with_duration(election.duration_secs)
+            .with_grace(election.grace_secs)
+            .with_create_mode(mode)
+            .build()
+    };
+    match build(LeaseCreateMode::UseExistent).await {
+        Err(LeaseManagerError::NonexistentLease(_)) => {}
+        existing => return Ok(existing?),
+    }
+    tracing::info!(lease = %election.lease_name, namespace = %election.namespace, "the Lease does not exist: creating it");
+    match build(LeaseCreateMode::AutoCreate).await {
+        Err(LeaseManagerError::KubeError(kube::Error::Api(status))) if status.code == 403 => {
+            Err(LeaderError::Missing {
+                namespace: election.namespace.clone(),
+                name: election.lease_name.clone(),
+            })
+        }
+        created => Ok(created?),
+    }
 }
 
 async fn finish(

@@ -327,7 +327,7 @@ async fn handle_inner(listener: Arc<Listener>, req: Request) -> Result<Response,
                 .clone()
                 .or_else(|| {
                     matches!(verb, "list" | "watch")
-                        .then(|| fields.pinned_name().map(String::from))
+                        .then(|| rbac::listed_name(&fields).map(String::from))
                         .flatten()
                 })
                 .unwrap_or_default(),
@@ -816,6 +816,9 @@ impl OpCtx<'_> {
         }
         let result = {
             let mut st = self.app.store.lock();
+            if ptype == PatchType::Apply && !status {
+                self.authorize_create_by_apply(&st)?;
+            }
             st.patch(
                 &self.info,
                 self.namespace,
@@ -829,6 +832,34 @@ impl OpCtx<'_> {
         self.app.store.notify_if_pending();
         let r = result?;
         Ok(self.written_response(if r.created { 201 } else { 200 }, &r))
+    }
+
+    /// An apply patch that would create the object also needs `create`,
+    /// authorized with the object's name, as the real patch handler checks
+    /// it: `patch` alone never creates, and, unlike a POST (whose request
+    /// names no object), this create does match a rule's resourceNames.
+    fn authorize_create_by_apply(&self, st: &crate::store::State) -> Result<(), ApiError> {
+        if !self.app.rbac
+            || st
+                .get_obj(&self.info.storage, self.namespace, self.name())
+                .is_some()
+        {
+            return Ok(());
+        }
+        let attrs = Attributes {
+            verb: "create".into(),
+            group: self.info.group.clone(),
+            resource: self.info.plural.clone(),
+            subresource: String::new(),
+            name: self.name().to_owned(),
+            namespace: self.namespace.to_owned(),
+            path: None,
+        };
+        if rbac::allowed(st, self.who, &attrs) {
+            Ok(())
+        } else {
+            Err(rbac::forbidden(self.who, &attrs))
+        }
     }
 
     fn delete_options(&self, body: &[u8]) -> Result<DeleteOptions, ApiError> {

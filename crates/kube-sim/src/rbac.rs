@@ -4,6 +4,7 @@
 //! non-resource URLs, with the forbidden messages the real authorizer gives.
 
 use crate::auth::Identity;
+use crate::selector::FieldSelector;
 use crate::status::ApiError;
 use crate::store::State;
 use serde_json::{Value, json};
@@ -87,6 +88,17 @@ pub fn rule_allows(rule: &Value, attrs: &Attributes) -> bool {
     }
     let names = strs(rule.get("resourceNames"));
     names.is_empty() || (!attrs.name.is_empty() && names.contains(&attrs.name.as_str()))
+}
+
+/// The name a list or watch is authorized with: the one its field selector
+/// pins `metadata.name` to, when that is a valid path segment, as the real
+/// request-info resolver takes it. Without one, no resourceNames rule
+/// matches the request; other verbs on a collection (create,
+/// deletecollection) never carry a name.
+pub fn listed_name(fields: &FieldSelector) -> Option<&str> {
+    fields
+        .pinned_name()
+        .filter(|n| !matches!(*n, "." | "..") && !n.contains(['/', '%']))
 }
 
 /// Whether a rule of the role a binding names allows the request.
@@ -267,6 +279,24 @@ mod tests {
             &sub_star,
             &attrs("update", "a", "b", "", "n", "")
         ));
+    }
+
+    #[test]
+    fn only_a_field_selected_valid_name_names_a_list() {
+        let name = |s: &str| {
+            let fields = FieldSelector::parse(s).unwrap();
+            listed_name(&fields).map(str::to_owned)
+        };
+        assert_eq!(name("metadata.name=a"), Some("a".into()));
+        assert_eq!(
+            name("metadata.namespace=ns,metadata.name==a"),
+            Some("a".into())
+        );
+        assert_eq!(name(""), None);
+        assert_eq!(name("metadata.name!=a"), None);
+        assert_eq!(name("spec.holder=a"), None);
+        assert_eq!(name("metadata.name=.."), None);
+        assert_eq!(name("metadata.name=a%2Fb"), None);
     }
 
     #[test]

@@ -45,6 +45,14 @@ impl Component {
             Component::Sidecar => cosi_sidecar::COMPONENT,
         }
     }
+
+    /// The ServiceAccount the component runs as in the stack.
+    pub fn service_account(self) -> &'static str {
+        match self {
+            Component::Controller => crate::stack::CONTROLLER_SERVICE_ACCOUNT,
+            Component::Sidecar => crate::stack::SIDECAR_SERVICE_ACCOUNT,
+        }
+    }
 }
 
 /// Flags of the hidden `cosi __run` subcommand.

@@ -19,7 +19,10 @@ use tokio::task::JoinHandle;
 
 use super::crash::{CrashLayer, CrashSwitch, When};
 use super::driver::{DriverFault, DriverHooks, DriverHost, DriverHostError};
-use crate::stack::{SYSTEM_NAMESPACE, Stack, StackError, StackOptions};
+use crate::stack::{
+    CONTROLLER_SERVICE_ACCOUNT, SIDECAR_SERVICE_ACCOUNT, SYSTEM_NAMESPACE, Stack, StackError,
+    StackOptions,
+};
 
 /// Why the system could not start or restart a component.
 #[derive(Debug, thiserror::Error)]
@@ -255,8 +258,8 @@ impl Supervised {
         let sim = stack.sim();
         let mut system = System {
             controller_token: sim
-                .service_account_token(SYSTEM_NAMESPACE, cosi_controller::COMPONENT),
-            sidecar_token: sim.service_account_token(SYSTEM_NAMESPACE, cosi_sidecar::COMPONENT),
+                .service_account_token(SYSTEM_NAMESPACE, CONTROLLER_SERVICE_ACCOUNT),
+            sidecar_token: sim.service_account_token(SYSTEM_NAMESPACE, SIDECAR_SERVICE_ACCOUNT),
             controller: None,
             sidecar: None,
             controller_crashes: faults.controller_crashes.into(),
@@ -283,8 +286,8 @@ impl Supervised {
             sim_faults,
             driver_name,
             users: [
-                Identity::service_account(SYSTEM_NAMESPACE, cosi_controller::COMPONENT).user,
-                Identity::service_account(SYSTEM_NAMESPACE, cosi_sidecar::COMPONENT).user,
+                Identity::service_account(SYSTEM_NAMESPACE, CONTROLLER_SERVICE_ACCOUNT).user,
+                Identity::service_account(SYSTEM_NAMESPACE, SIDECAR_SERVICE_ACCOUNT).user,
             ],
         })
     }

@@ -200,8 +200,17 @@ async fn kep_flow(podman: &Podman, image: &dyn Fn(&str) -> String) {
         .await
         .expect("create the BucketAccessClass");
 
-    let controller_token = sim.service_account_token(SYSTEM_NS, "cosi-controller");
-    let sidecar_token = sim.service_account_token(SYSTEM_NS, "cosi-sidecar");
+    // Each Pod runs as the ServiceAccount its Deployment names: the
+    // controller's, and the driver template's own (with its own Lease).
+    let token_of = |deployment: &str| {
+        let account = pod::pod_spec(&deployments[deployment])["serviceAccountName"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{deployment} names its ServiceAccount"))
+            .to_owned();
+        sim.service_account_token(SYSTEM_NS, &account)
+    };
+    let controller_token = token_of("cosi-controller");
+    let sidecar_token = token_of("cosi-driver");
     // RBAC is enforced: the sidecar may not read claims.
     let denied = Api::<BucketClaim>::all(sim.client_for_token(&sidecar_token))
         .list(&ListParams::default())

@@ -47,7 +47,7 @@ pub(crate) fn objects(yaml: &str) -> Vec<(String, String)> {
 }
 
 #[test]
-fn deploy_renders_the_crds_the_controller_and_the_sidecar() {
+fn deploy_renders_the_crds_the_controller_and_the_driver_template() {
     let rendered = objects(&kustomize(&deploy_dir()));
     for (kind, name) in [
         ("Namespace", "cosi-system"),
@@ -72,8 +72,13 @@ fn deploy_renders_the_crds_the_controller_and_the_sidecar() {
         ("ClusterRole", "cosi-controller"),
         ("ClusterRoleBinding", "cosi-controller"),
         ("Deployment", "cosi-controller"),
-        ("ServiceAccount", "cosi-sidecar"),
+        ("Lease", "cosi-controller"),
+        ("Role", "cosi-controller-leader-election"),
         ("ClusterRole", "cosi-sidecar"),
+        ("ServiceAccount", "cosi-driver"),
+        ("ClusterRoleBinding", "cosi-driver"),
+        ("Lease", "cosi-driver"),
+        ("Role", "cosi-driver-leader-election"),
         ("Deployment", "cosi-driver"),
     ] {
         assert!(

@@ -18,6 +18,7 @@ mod crd_validation;
 mod deletion;
 mod deploy;
 mod dynamic;
+mod leases;
 mod monitoring;
 mod multi_bucket;
 mod readme_driver;

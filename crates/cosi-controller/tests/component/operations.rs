@@ -62,6 +62,34 @@ fn the_deployed_cluster_role_grants_nothing_on_secrets_and_no_wildcards() {
     }
 }
 
+/// The controller leads on the shipped Lease its Deployment names and may
+/// only read and patch that one: RBAC cannot limit a create to one name,
+/// so it may create none (and so cannot take a sidecar's).
+#[test]
+fn the_deployed_lease_role_allows_get_and_patch_on_the_shipped_lease_alone() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::rbac::v1::Role;
+    let lease: Lease = serde_saphyr::from_str(&deploy_file("lease.yaml")).unwrap();
+    let lease = lease.metadata.name.unwrap();
+    let d: Deployment = serde_saphyr::from_str(&deploy_file("deployment.yaml")).unwrap();
+    let args = d.spec.template.spec.unwrap().containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        args.contains(&format!("--leader-election-lease-name={lease}")),
+        "{args:?}"
+    );
+    let role: Role = serde_saphyr::from_str(&deploy_file("role.yaml")).unwrap();
+    let rules = role.rules.unwrap_or_default();
+    assert!(!rules.is_empty());
+    for rule in rules {
+        assert_eq!(rule.resources.unwrap_or_default(), ["leases"]);
+        assert_eq!(rule.resource_names.unwrap_or_default(), vec![lease.clone()]);
+        assert_eq!(rule.verbs, ["get", "patch"]);
+    }
+}
+
 #[test]
 fn the_deployment_runs_non_root_read_only_with_probes_limits_and_leader_election() {
     use k8s_openapi::api::apps::v1::Deployment;
@@ -221,6 +249,7 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
         "serviceaccount.yaml",
         "clusterrole.yaml",
         "clusterrolebinding.yaml",
+        "lease.yaml",
         "role.yaml",
         "rolebinding.yaml",
     ] {

@@ -1,5 +1,7 @@
-//! The sidecar under RBAC enforcement with exactly the ClusterRole (and
-//! leader-election Role) of deploy/sidecar/, bound to its ServiceAccount.
+//! The sidecar under RBAC enforcement with exactly the ClusterRole of
+//! deploy/sidecar/ and the driver template's ServiceAccount, Lease and
+//! leader-election Role, leading on the Lease the template's Deployment
+//! names.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,14 +22,34 @@ use crate::common::fake::*;
 use crate::common::*;
 
 const SYSTEM_NS: &str = "cosi-system";
-const SA_USER: &str = "system:serviceaccount:cosi-system:cosi-sidecar";
+const SA_USER: &str = "system:serviceaccount:cosi-system:cosi-driver";
 
-const RBAC_FILES: [&str; 4] = [
-    include_str!("../../../../deploy/sidecar/serviceaccount.yaml"),
+const RBAC_FILES: [&str; 2] = [
     include_str!("../../../../deploy/sidecar/clusterrole.yaml"),
-    include_str!("../../../../deploy/sidecar/leader-election-role.yaml"),
-    include_str!("../../../../deploy/sidecar/rolebindings.yaml"),
+    include_str!("../../../../deploy/sidecar/driver-rbac-template.yaml"),
 ];
+const TEMPLATE: &str = include_str!("../../../../deploy/sidecar/driver-deployment-template.yaml");
+
+/// The template Deployment's ServiceAccount and the Lease its sidecar's
+/// `--leader-election-lease-name` names.
+fn template_identity() -> (String, String) {
+    let d: Value = serde_saphyr::from_str(TEMPLATE).expect("the template parses");
+    let pod = &d["spec"]["template"]["spec"];
+    let account = pod["serviceAccountName"].as_str().unwrap().to_owned();
+    let lease = pod["containers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["name"] == "sidecar")
+        .flat_map(|c| c["args"].as_array().cloned().unwrap_or_default())
+        .find_map(|a| {
+            a.as_str()?
+                .strip_prefix("--leader-election-lease-name=")
+                .map(str::to_owned)
+        })
+        .expect("the sidecar names its Lease");
+    (account, lease)
+}
 
 /// Applies the deploy/ RBAC (namespaced objects into cosi-system, as the
 /// kustomization does), letting `edit` change the ClusterRole's rules.
@@ -36,7 +58,10 @@ fn apply_rbac(sim: &KubeSim, edit: impl Fn(&mut Vec<Value>)) {
         let docs: Vec<Value> = serde_saphyr::from_multiple(file).expect("deploy YAML parses");
         for mut doc in docs {
             let kind = doc["kind"].as_str().unwrap_or_default().to_owned();
-            if matches!(kind.as_str(), "ServiceAccount" | "Role" | "RoleBinding") {
+            if matches!(
+                kind.as_str(),
+                "ServiceAccount" | "Role" | "RoleBinding" | "Lease"
+            ) {
                 doc["metadata"]["namespace"] = Value::from(SYSTEM_NS);
             }
             if kind == "ClusterRole" {
@@ -69,7 +94,7 @@ fn start_elected(h: &Harness, client: kube::Client) -> Elected {
     let result = Arc::new(Mutex::new(None));
     let (s, slot) = (shutdown.clone(), result.clone());
     let task = tokio::spawn(async move {
-        let election = LeaderElection::new(SYSTEM_NS, cosi_sidecar::lease_name(DRIVER));
+        let election = LeaderElection::new(SYSTEM_NS, template_identity().1);
         let c = client.clone();
         let r = run_as_leader(client, election, &s, |leading| async move {
             let r = cosi_sidecar::run(c, driver, config, leading).await;
@@ -96,7 +121,9 @@ async fn rbac_harness(edit: impl Fn(&mut Vec<Value>)) -> (Harness, kube::Client)
         .expect("start kube-sim");
     let h = Harness::with_sim(sim).await;
     apply_rbac(&h.sim, edit);
-    let token = h.sim.service_account_token(SYSTEM_NS, "cosi-sidecar");
+    let token = h
+        .sim
+        .service_account_token(SYSTEM_NS, &template_identity().0);
     let client = h.sim.client_for_token(&token);
     (h, client)
 }
@@ -134,9 +161,9 @@ async fn the_deploy_cluster_role_is_enough_for_every_sidecar_step() {
 
     let lease: Api<Lease> = Api::namespaced(h.admin.clone(), SYSTEM_NS);
     let lease = lease
-        .get("cosi-sidecar-fake-cosi-example-com")
+        .get(&template_identity().1)
         .await
-        .expect("the sidecar holds its driver's Lease");
+        .expect("the sidecar holds its Lease");
     assert!(lease.spec.and_then(|s| s.holder_identity).is_some());
     assert_eq!(sidecar.readiness.get(), Ok(()));
     assert!(h.sim.counters().writes_by_user(SA_USER) > 0);

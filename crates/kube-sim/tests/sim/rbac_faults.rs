@@ -2,6 +2,7 @@
 
 use crate::common::*;
 use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret, ServiceAccount};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
@@ -283,5 +284,131 @@ async fn token_requests_issue_service_account_tokens() {
         err.message.contains("system:serviceaccount:default:bot"),
         "{}",
         err.message
+    );
+}
+
+/// A Role granting `verbs` on the Lease `mine` only, bound to user `who`.
+async fn grant_on_lease_mine(sim: &KubeSim, who: &str, verbs: &[&str]) -> Api<Lease> {
+    grant(
+        sim,
+        "default",
+        json!({"metadata": {"name": format!("{who}-lease")}, "rules": [{
+            "apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+            "resourceNames": ["mine"], "verbs": verbs}]}),
+        json!({"metadata": {"name": format!("{who}-lease")},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": format!("{who}-lease")},
+               "subjects": [{"kind": "User", "name": who, "apiGroup": "rbac.authorization.k8s.io"}]}),
+    )
+    .await;
+    let token = sim.add_user(who, &[]);
+    Api::namespaced(sim.client_for_token(&token), "default")
+}
+
+fn apply_lease(name: &str) -> Patch<serde_json::Value> {
+    Patch::Apply(json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": name},
+        "spec": {"holderIdentity": "me"}
+    }))
+}
+
+/// As the real authorizer: a POST names no object, so a create rule with
+/// resourceNames never allows one; an apply patch that creates the object is
+/// authorized as a create of its name, so `patch` alone does not create.
+#[tokio::test]
+async fn resource_names_never_allow_a_post_and_an_apply_that_creates_needs_create() {
+    let sim = KubeSim::builder().rbac(true).start().await.unwrap();
+    let pp = PostParams::default();
+    let ssa = PatchParams::apply("test");
+    let lease = |name: &str| -> Lease {
+        serde_json::from_value(json!({"metadata": {"name": name}})).unwrap()
+    };
+
+    let creator = grant_on_lease_mine(&sim, "creator", &["get", "create", "patch"]).await;
+    let err = api_error(creator.create(&pp, &lease("mine")).await.unwrap_err());
+    assert_eq!(err.code, 403, "{}", err.message);
+    creator
+        .patch("mine", &ssa, &apply_lease("mine"))
+        .await
+        .expect("an apply creating the named Lease is a create of that name");
+    let err = api_error(
+        creator
+            .patch("other", &ssa, &apply_lease("other"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 403, "{}", err.message);
+
+    let patcher = grant_on_lease_mine(&sim, "patcher", &["get", "patch"]).await;
+    let admin: Api<Lease> = Api::namespaced(sim.client(), "default");
+    admin
+        .delete("mine", &Default::default())
+        .await
+        .expect("delete the Lease");
+    let err = api_error(
+        patcher
+            .patch("mine", &ssa, &apply_lease("mine"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(err.code, 403, "{}", err.message);
+    assert!(
+        err.message.contains("cannot create resource \"leases\""),
+        "{}",
+        err.message
+    );
+    assert!(admin.get_opt("mine").await.unwrap().is_none());
+    admin.create(&pp, &lease("mine")).await.unwrap();
+    patcher
+        .patch("mine", &ssa, &apply_lease("mine"))
+        .await
+        .expect("an apply to the existing named Lease is a patch");
+}
+
+/// List and watch carry a name only when a field selector pins
+/// `metadata.name` to one; deletecollection never carries one.
+#[tokio::test]
+async fn resource_names_match_a_list_or_watch_only_for_one_field_selected_name() {
+    let sim = KubeSim::builder().rbac(true).start().await.unwrap();
+    let reader = grant_on_lease_mine(&sim, "reader", &["list", "watch", "deletecollection"]).await;
+    let forbidden = |r: Result<_, kube::Error>| {
+        let e = api_error(r.expect_err("forbidden"));
+        assert_eq!(e.code, 403, "{}", e.message);
+    };
+    forbidden(reader.list(&ListParams::default()).await.map(drop));
+    forbidden(
+        reader
+            .list(&ListParams::default().fields("metadata.name=other"))
+            .await
+            .map(drop),
+    );
+    forbidden(
+        reader
+            .list(&ListParams::default().fields("metadata.name!=other"))
+            .await
+            .map(drop),
+    );
+    assert!(
+        reader
+            .list(&ListParams::default().fields("metadata.name=mine"))
+            .await
+            .is_ok()
+    );
+    assert!(
+        reader
+            .watch(&WatchParams::default().fields("metadata.name=mine"), "0")
+            .await
+            .is_ok()
+    );
+    forbidden(reader.watch(&WatchParams::default(), "0").await.map(drop));
+    forbidden(
+        reader
+            .delete_collection(
+                &Default::default(),
+                &ListParams::default().fields("metadata.name=mine"),
+            )
+            .await
+            .map(drop),
     );
 }
