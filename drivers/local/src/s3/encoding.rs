@@ -1,12 +1,17 @@
 //! Small S3 text encodings: the `x-amz-tagging` header (a URL query
-//! string), `encoding-type=url` listings, and tag-set limits.
+//! string), `encoding-type=url` listings, and the limits on tag sets and
+//! user-defined metadata.
 
+use s3s::dto::Metadata;
 use s3s::{S3Result, s3_error};
 
 /// Most tags on an object (as S3).
 pub const MAX_OBJECT_TAGS: usize = 10;
 /// Most tags on a bucket (as S3).
 pub const MAX_BUCKET_TAGS: usize = 50;
+/// Most bytes of user-defined metadata on an object, keys and values
+/// together (as S3: 2 KB).
+pub const MAX_METADATA_BYTES: usize = 2048;
 
 fn hex_value(b: u8) -> Option<u8> {
     match b {
@@ -74,6 +79,19 @@ pub fn check_tags(tags: &[(String, String)], max: usize) -> S3Result<()> {
     Ok(())
 }
 
+/// Checks user-defined metadata (`x-amz-meta-*`) against S3's limit: the
+/// UTF-8 bytes of every key and value, summed, at most 2 KB.
+pub fn check_metadata(metadata: &Metadata) -> S3Result<()> {
+    let size: usize = metadata.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > MAX_METADATA_BYTES {
+        return Err(s3_error!(
+            MetadataTooLarge,
+            "Your metadata headers exceed the maximum allowed metadata size: user-defined metadata is limited to {MAX_METADATA_BYTES} bytes of keys and values, this request has {size}"
+        ));
+    }
+    Ok(())
+}
+
 /// Percent-encodes a key for `encoding-type=url` listings (as S3: every
 /// byte except unreserved characters and `/`).
 pub fn url_encode(s: &str) -> String {
@@ -107,6 +125,19 @@ mod tests {
         assert!(parse_tagging_header("a=1&a=2").is_err());
         let many: Vec<String> = (0..11).map(|i| format!("k{i}=v")).collect();
         assert!(parse_tagging_header(&many.join("&")).is_err());
+    }
+
+    #[test]
+    fn metadata_is_limited_to_2_kb_of_keys_and_values() {
+        let meta = |k: &str, v_len: usize| Metadata::from([(k.to_owned(), "v".repeat(v_len))]);
+        check_metadata(&Metadata::new()).unwrap();
+        check_metadata(&meta("key", MAX_METADATA_BYTES - 3)).unwrap();
+        let e = check_metadata(&meta("key", MAX_METADATA_BYTES - 2)).unwrap_err();
+        assert_eq!(*e.code(), s3s::S3ErrorCode::MetadataTooLarge);
+        assert_eq!(e.status_code(), Some(http::StatusCode::BAD_REQUEST));
+        // Bytes, not characters.
+        let e = check_metadata(&Metadata::from([("k".to_owned(), "é".repeat(1024))]));
+        assert!(e.is_err());
     }
 
     #[test]

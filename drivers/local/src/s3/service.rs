@@ -163,6 +163,9 @@ struct AttrsInput {
 
 impl AttrsInput {
     fn into_attrs(self) -> S3Result<ObjectAttrs> {
+        if let Some(m) = &self.metadata {
+            encoding::check_metadata(m)?;
+        }
         Ok(ObjectAttrs {
             content_type: self.content_type,
             content_encoding: self.content_encoding,
