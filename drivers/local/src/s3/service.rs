@@ -368,12 +368,14 @@ impl LocalS3 {
         Ok(room)
     }
 
-    /// Streams `body` into a new blob of `bucket`, at most `room` bytes.
+    /// Streams `body` into a new blob of `bucket`: at most `room` bytes,
+    /// and exactly `declared` when the request declared its length.
     async fn write_blob<S, E>(
         &self,
         bucket: &BucketRecord,
         body: S,
         room: u64,
+        declared: Option<u64>,
         mut hasher: s3s::checksum::ChecksumHasher,
     ) -> S3Result<NewBlob>
     where
@@ -382,7 +384,11 @@ impl LocalS3 {
     {
         let name = blobs::new_blob_name();
         let path = self.blob_dir(&bucket.id).await?.join(&name);
-        match blobs::write(&path, body, room, |chunk| hasher.update(chunk)).await {
+        let length = blobs::Length {
+            limit: room,
+            declared,
+        };
+        match blobs::write(&path, body, length, |chunk| hasher.update(chunk)).await {
             Ok(w) => Ok(NewBlob {
                 name,
                 size: w.size,
@@ -399,6 +405,10 @@ impl LocalS3 {
                 Err(e)
             }
             Err(WriteBlobError::Body(e)) => Err(s3_error!(IncompleteBody, "{e}")),
+            Err(WriteBlobError::LengthMismatch { declared, .. }) => Err(s3_error!(
+                IncompleteBody,
+                "You did not provide the number of bytes specified by the Content-Length HTTP header: {declared} bytes were declared (for aws-chunked bodies, in x-amz-decoded-content-length)"
+            )),
             Err(WriteBlobError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(
                 s3_error!(NoSuchBucket, "bucket {} does not exist", bucket.id),
             ),
@@ -465,8 +475,14 @@ impl LocalS3 {
         let stream = blobs::read(&self.dir(src_bucket).join(&src.blob), offset, len)
             .await
             .map_err(internal)?;
-        self.write_blob(bucket, Box::pin(stream), room, Default::default())
-            .await
+        self.write_blob(
+            bucket,
+            Box::pin(stream),
+            room,
+            Some(len),
+            Default::default(),
+        )
+        .await
     }
 
     async fn upload(&self, bucket: &str, key: &str, upload_id: &str) -> S3Result<UploadRecord> {
@@ -768,7 +784,9 @@ impl S3 for LocalS3 {
         let body = input.body.unwrap_or_else(|| {
             StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
         });
-        let blob = self.write_blob(&bucket, body, room, hasher).await?;
+        let blob = self
+            .write_blob(&bucket, body, room, declared, hasher)
+            .await?;
         let verified = (|| {
             if let Some(md5) = &input.content_md5 {
                 let want = base64_decode(md5)
@@ -1228,7 +1246,9 @@ impl S3 for LocalS3 {
         let body = input.body.unwrap_or_else(|| {
             StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
         });
-        let blob = self.write_blob(&bucket, body, room, hasher).await?;
+        let blob = self
+            .write_blob(&bucket, body, room, declared, hasher)
+            .await?;
         if let Err(e) = verify_checksums(given, &blob.checksum, trailers.as_ref()) {
             self.discard(&bucket.id, vec![blob.name]).await;
             return Err(e);

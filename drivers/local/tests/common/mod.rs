@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
