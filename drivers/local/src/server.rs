@@ -99,7 +99,7 @@ impl LocalDriver {
 
 async fn serve_http(
     listener: TcpListener,
-    service: s3s::service::S3Service,
+    service: crate::s3::gate::Gated,
     stopped: oneshot::Receiver<()>,
 ) {
     let http = ConnBuilder::new(TokioExecutor::new());

@@ -167,3 +167,195 @@ async fn an_aws_chunked_body_must_match_its_declared_decoded_length() {
     );
     h.stop().await;
 }
+
+/// A bucket with one object `k` holding `secret`, and read-write keys on it.
+async fn bucket_with_object(
+    h: &Harness,
+    name: &str,
+) -> (String, cosi_driver::proto::S3Credentials) {
+    let id = h.bucket(&format!("bc-{name}"), &[]).await;
+    let creds = h.grant(&format!("ba-{name}"), &[(&id, rw())]).await;
+    h.s3_client(&creds)
+        .put_object()
+        .bucket(&id)
+        .key("k")
+        .body(body(b"secret"))
+        .send()
+        .await
+        .unwrap();
+    (id, creds)
+}
+
+const SIGV4_ONLY: &str =
+    "The authorization mechanism you have provided is not supported. Please use AWS4-HMAC-SHA256.";
+
+#[tokio::test]
+async fn a_captured_sigv2_request_does_not_replay() {
+    let h = Harness::start().await;
+    let (id, creds) = bucket_with_object(&h, "sigv2").await;
+    // Captured an hour ago on the plain-HTTP endpoint.
+    let date = raw::http_date(std::time::SystemTime::now() - std::time::Duration::from_secs(3600));
+    let path = format!("/{id}/k");
+    let signature = raw::sigv2_signature(
+        &creds.access_secret_key,
+        &format!("GET\n\n\n{date}\n{path}"),
+    );
+    let headers = vec![
+        ("host".to_owned(), h.s3.local_addr().to_string()),
+        ("date".to_owned(), date),
+        (
+            "authorization".to_owned(),
+            format!("AWS {}:{signature}", creds.access_key_id),
+        ),
+    ];
+    let replayed = raw::send(
+        h.s3.local_addr(),
+        &raw::request("GET", &path, &headers, b""),
+    )
+    .await;
+    assert_eq!(replayed.status, 400, "{}", replayed.text());
+    assert_eq!(replayed.code().as_deref(), Some("InvalidRequest"));
+    assert_eq!(
+        raw::element(&replayed.text(), "Message").as_deref(),
+        Some(SIGV4_ONLY)
+    );
+    assert!(!replayed.text().contains("secret"));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_sigv2_presigned_url_is_refused() {
+    let h = Harness::start().await;
+    let (id, creds) = bucket_with_object(&h, "sigv2q").await;
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 10 * 365 * 24 * 3600;
+    let path = format!("/{id}/k");
+    let signature = raw::sigv2_signature(
+        &creds.access_secret_key,
+        &format!("GET\n\n\n{expires}\n{path}"),
+    );
+    let signature: String = signature
+        .bytes()
+        .map(|b| match b {
+            b'+' => "%2B".to_owned(),
+            b'/' => "%2F".to_owned(),
+            b'=' => "%3D".to_owned(),
+            b => (b as char).to_string(),
+        })
+        .collect();
+    let target = format!(
+        "{path}?AWSAccessKeyId={}&Expires={expires}&Signature={signature}",
+        creds.access_key_id
+    );
+    let headers = vec![("host".to_owned(), h.s3.local_addr().to_string())];
+    let got = raw::send(
+        h.s3.local_addr(),
+        &raw::request("GET", &target, &headers, b""),
+    )
+    .await;
+    assert_eq!(got.status, 400, "{}", got.text());
+    assert_eq!(got.code().as_deref(), Some("InvalidRequest"));
+    assert_eq!(
+        raw::element(&got.text(), "Message").as_deref(),
+        Some(SIGV4_ONLY)
+    );
+    h.stop().await;
+}
+
+/// GETs `k` of bucket `id` through a SigV4 URL presigned at `time` for `expires`.
+async fn presigned_get(
+    h: &Harness,
+    creds: &cosi_driver::proto::S3Credentials,
+    id: &str,
+    time: std::time::SystemTime,
+    expires: std::time::Duration,
+) -> raw::Response {
+    let (target, headers) = raw::sign_v4(
+        "GET",
+        &format!("{}/{id}/k", h.s3.endpoint_url()),
+        &[],
+        raw::Signing {
+            creds,
+            time,
+            presign_for: Some(expires),
+            body: aws_sigv4::http_request::SignableBody::UnsignedPayload,
+        },
+    );
+    raw::send(
+        h.s3.local_addr(),
+        &raw::request("GET", &target, &headers, b""),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn presigned_urls_live_at_most_a_week() {
+    let h = Harness::start().await;
+    let (id, creds) = bucket_with_object(&h, "presign").await;
+    let now = std::time::SystemTime::now();
+    let week = std::time::Duration::from_secs(604_800);
+
+    let ok = presigned_get(&h, &creds, &id, now, week).await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(ok.body, b"secret");
+
+    for too_long in [
+        week + std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(315_360_000),
+    ] {
+        let got = presigned_get(&h, &creds, &id, now, too_long).await;
+        assert_eq!(got.status, 400, "{}", got.text());
+        assert_eq!(
+            got.code().as_deref(),
+            Some("AuthorizationQueryParametersError")
+        );
+        assert!(got.text().contains("604800"), "{}", got.text());
+    }
+
+    // A URL signed eight days ago for a week has expired.
+    let old = presigned_get(
+        &h,
+        &creds,
+        &id,
+        now - week - std::time::Duration::from_secs(86_400),
+        week,
+    )
+    .await;
+    assert_eq!(old.status, 403, "{}", old.text());
+    assert_eq!(old.code().as_deref(), Some("AccessDenied"));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_sigv4_request_signed_more_than_15_minutes_away_is_refused() {
+    let h = Harness::start().await;
+    let (id, creds) = bucket_with_object(&h, "skew").await;
+    let url = format!("{}/{id}/k", h.s3.endpoint_url());
+    let get_signed_at = |time| {
+        let (target, headers) = raw::sign_v4(
+            "GET",
+            &url,
+            &[],
+            raw::Signing {
+                creds: &creds,
+                time,
+                presign_for: None,
+                body: aws_sigv4::http_request::SignableBody::Bytes(b""),
+            },
+        );
+        raw::request("GET", &target, &headers, b"")
+    };
+    let now = std::time::SystemTime::now();
+    let ok = raw::send(h.s3.local_addr(), &get_signed_at(now)).await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    let minutes = |m: u64| std::time::Duration::from_secs(m * 60);
+    for time in [now - minutes(16), now + minutes(16)] {
+        let got = raw::send(h.s3.local_addr(), &get_signed_at(time)).await;
+        assert_eq!(got.status, 403, "{}", got.text());
+        assert_eq!(got.code().as_deref(), Some("RequestTimeTooSkewed"));
+    }
+    h.stop().await;
+}
