@@ -359,3 +359,204 @@ async fn a_sigv4_request_signed_more_than_15_minutes_away_is_refused() {
     }
     h.stop().await;
 }
+
+/// A header-signed SigV4 GET of `path_and_query` on the endpoint.
+async fn signed_get(
+    h: &Harness,
+    creds: &cosi_driver::proto::S3Credentials,
+    path_and_query: &str,
+) -> raw::Response {
+    let (target, headers) = raw::sign_v4(
+        "GET",
+        &format!("{}{path_and_query}", h.s3.endpoint_url()),
+        &[],
+        raw::Signing {
+            creds,
+            time: std::time::SystemTime::now(),
+            presign_for: None,
+            body: aws_sigv4::http_request::SignableBody::Bytes(b""),
+        },
+    );
+    let got = raw::send(
+        h.s3.local_addr(),
+        &raw::request("GET", &target, &headers, b""),
+    )
+    .await;
+    assert_xml_1_0(&got);
+    got
+}
+
+/// The body is complete and holds nothing XML 1.0 cannot carry.
+fn assert_xml_1_0(r: &raw::Response) {
+    let text = std::str::from_utf8(&r.body).expect("a UTF-8 body");
+    assert!(
+        text.chars()
+            .all(|c| matches!(c, '\t' | '\n') || (c >= ' ' && c != '\u{FFFE}' && c != '\u{FFFF}')),
+        "{text:?}"
+    );
+    let end = if r.status == 200 {
+        "Result>"
+    } else {
+        "</Error>"
+    };
+    assert!(text.trim_end().ends_with(end), "truncated: {text:?}");
+}
+
+#[tokio::test]
+async fn crafted_continuation_tokens_are_invalid_arguments() {
+    let h = Harness::start().await;
+    let (id, creds) = bucket_with_object(&h, "tokens").await;
+    for token in [
+        "%00",
+        "%01%1B%5B31m",
+        "not%20a%20token",
+        "k",
+        "AAAA%2B%2F%3D%3D",
+        "__8",
+    ] {
+        for encoding in ["", "&encoding-type=url"] {
+            let got = signed_get(
+                &h,
+                &creds,
+                &format!("/{id}?list-type=2&continuation-token={token}{encoding}"),
+            )
+            .await;
+            assert_eq!(got.status, 400, "{token}{encoding}: {}", got.text());
+            assert_eq!(got.code().as_deref(), Some("InvalidArgument"), "{token}");
+        }
+    }
+    // Tokens the endpoint hands out still page through the bucket.
+    let s3 = h.s3_client(&creds);
+    s3.put_object()
+        .bucket(&id)
+        .key("l")
+        .body(body(b"v"))
+        .send()
+        .await
+        .unwrap();
+    let first = s3
+        .list_objects_v2()
+        .bucket(&id)
+        .max_keys(1)
+        .send()
+        .await
+        .unwrap();
+    let token = first.next_continuation_token().unwrap();
+    let second = s3
+        .list_objects_v2()
+        .bucket(&id)
+        .continuation_token(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.contents()[0].key(), Some("l"));
+    assert_eq!(second.continuation_token(), Some(token));
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn names_xml_cannot_carry_are_listed_only_url_encoded() {
+    let h = Harness::start().await;
+    let (id, creds) = bucket_with_object(&h, "ctl").await;
+    let s3 = h.s3_client(&creds);
+    for key in ["ctl/\u{1}bell", "ctl/cr\rlf", "ctl/nul\u{0}"] {
+        s3.put_object()
+            .bucket(&id)
+            .key(key)
+            .body(body(b"v"))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    // Asked for plainly, the listing refuses rather than send them.
+    for query in [
+        format!("/{id}?list-type=2"),
+        format!("/{id}?list-type=2&prefix=ctl/"),
+        format!("/{id}?list-type=2&delimiter=/&prefix=ctl/"),
+        format!("/{id}"),
+        format!("/{id}?uploads"),
+    ] {
+        let got = signed_get(&h, &creds, &query).await;
+        if query.ends_with("uploads") {
+            assert_eq!(got.status, 200, "{query}: no upload yet: {}", got.text());
+            continue;
+        }
+        assert_eq!(got.status, 400, "{query}: {}", got.text());
+        assert_eq!(got.code().as_deref(), Some("InvalidArgument"));
+        assert!(got.text().contains("encoding-type=url"), "{}", got.text());
+    }
+    // So are names the request itself echoes.
+    for query in [
+        format!("/{id}?list-type=2&prefix=%01"),
+        format!("/{id}?list-type=2&delimiter=%1B"),
+        format!("/{id}?list-type=2&start-after=%00"),
+        format!("/{id}?marker=%0D"),
+        format!("/{id}?uploads&prefix=%07"),
+    ] {
+        let got = signed_get(&h, &creds, &query).await;
+        assert_eq!(got.status, 400, "{query}: {}", got.text());
+        assert_eq!(got.code().as_deref(), Some("InvalidArgument"));
+    }
+
+    // With encoding-type=url every name is percent-encoded.
+    let got = signed_get(
+        &h,
+        &creds,
+        &format!("/{id}?list-type=2&prefix=ctl/&encoding-type=url"),
+    )
+    .await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    let text = got.text();
+    for encoded in ["ctl/%01bell", "ctl/cr%0Dlf", "ctl/nul%00"] {
+        assert!(text.contains(&format!("<Key>{encoded}</Key>")), "{text}");
+    }
+    let got = signed_get(
+        &h,
+        &creds,
+        &format!("/{id}?list-type=2&prefix=%01&delimiter=%1B&start-after=%00&encoding-type=url"),
+    )
+    .await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    let text = got.text();
+    assert_eq!(raw::element(&text, "Prefix").as_deref(), Some("%01"));
+    assert_eq!(raw::element(&text, "Delimiter").as_deref(), Some("%1B"));
+    assert_eq!(raw::element(&text, "StartAfter").as_deref(), Some("%00"));
+    let got = signed_get(&h, &creds, &format!("/{id}?marker=%0D&encoding-type=url")).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    assert_eq!(raw::element(&got.text(), "Marker").as_deref(), Some("%0D"));
+
+    // With the AWS SDK, which leaves the names encoded.
+    let listed = s3
+        .list_objects_v2()
+        .bucket(&id)
+        .prefix("ctl/")
+        .encoding_type(aws_sdk_s3::types::EncodingType::Url)
+        .send()
+        .await
+        .unwrap();
+    let keys: Vec<_> = listed.contents().iter().filter_map(|o| o.key()).collect();
+    assert_eq!(keys, ["ctl/%01bell", "ctl/cr%0Dlf", "ctl/nul%00"]);
+
+    // Responses that would echo such a key leave it out; its error
+    // messages escape it.
+    let up = s3
+        .create_multipart_upload()
+        .bucket(&id)
+        .key("ctl/\u{1}up")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(up.key(), None);
+    let got = signed_get(&h, &creds, &format!("/{id}?uploads")).await;
+    assert_eq!(got.status, 400, "{}", got.text());
+    let got = signed_get(&h, &creds, &format!("/{id}?uploads&encoding-type=url")).await;
+    assert!(
+        got.text().contains("<Key>ctl/%01up</Key>"),
+        "{}",
+        got.text()
+    );
+    let got = signed_get(&h, &creds, &format!("/{id}/ctl/%01missing")).await;
+    assert_eq!(got.code().as_deref(), Some("NoSuchKey"));
+    h.stop().await;
+}

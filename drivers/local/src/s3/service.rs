@@ -11,7 +11,7 @@ use s3s::dto::*;
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
 
 use super::access::Caller;
-use super::encoding::{self, MAX_BUCKET_TAGS, MAX_OBJECT_TAGS};
+use super::encoding::{self, MAX_BUCKET_TAGS, MAX_OBJECT_TAGS, Names, xml_text};
 use crate::blobs::{self, WriteBlobError};
 use crate::driver::LocalDriver;
 use crate::listing::{self, Entry, Query};
@@ -349,7 +349,7 @@ impl LocalS3 {
         self.ready_bucket(bucket).await?;
         self.find_object(bucket, key)
             .await?
-            .ok_or_else(|| s3_error!(NoSuchKey, "the object {key} does not exist"))
+            .ok_or_else(|| s3_error!(NoSuchKey, "the object {key:?} does not exist"))
     }
 
     /// The most bytes a write to `bucket` replacing `replaced` bytes may
@@ -587,9 +587,9 @@ fn copy_range(range: Option<&str>, size: u64) -> S3Result<(u64, u64)> {
     Ok((first, last - first + 1))
 }
 
-fn object_entry(key: String, rec: &ObjectRecord, url: bool) -> Object {
-    Object {
-        key: Some(if url { encoding::url_encode(&key) } else { key }),
+fn object_entry(key: String, rec: &ObjectRecord, names: Names) -> S3Result<Object> {
+    Ok(Object {
+        key: Some(names.show(key)?),
         e_tag: Some(etag_of(rec)),
         last_modified: Some(timestamp(rec.last_modified_ms)),
         size: Some(i64_of(rec.size)),
@@ -598,26 +598,25 @@ fn object_entry(key: String, rec: &ObjectRecord, url: bool) -> Object {
         )),
         owner: Some(owner()),
         ..Default::default()
-    }
+    })
 }
 
 /// Splits a listing into S3 contents and common prefixes.
-fn split_listing(l: listing::Listing<ObjectRecord>, url: bool) -> (Vec<Object>, Vec<CommonPrefix>) {
+fn split_listing(
+    l: listing::Listing<ObjectRecord>,
+    names: Names,
+) -> S3Result<(Vec<Object>, Vec<CommonPrefix>)> {
     let mut contents = Vec::new();
     let mut prefixes = Vec::new();
     for e in l.entries {
         match e {
-            Entry::Object(k, rec) => contents.push(object_entry(k, &rec, url)),
+            Entry::Object(k, rec) => contents.push(object_entry(k, &rec, names)?),
             Entry::Prefix(p) => prefixes.push(CommonPrefix {
-                prefix: Some(if url { encoding::url_encode(&p) } else { p }),
+                prefix: Some(names.show(p)?),
             }),
         }
     }
-    (contents, prefixes)
-}
-
-fn is_url(encoding_type: Option<&EncodingType>) -> bool {
-    encoding_type.is_some_and(|e| e.as_str() == EncodingType::URL)
+    Ok((contents, prefixes))
 }
 
 fn max_keys(n: Option<i32>) -> usize {
@@ -956,14 +955,14 @@ impl S3 for LocalS3 {
                     self.discard(&input.bucket, old.into_iter().collect()).await;
                     if !quiet {
                         deleted.push(DeletedObject {
-                            key: Some(obj.key),
+                            key: xml_text(obj.key),
                             ..Default::default()
                         });
                     }
                 }
                 Err(e) => errors.push(s3s::dto::Error {
                     code: Some(e.code().as_str().to_owned()),
-                    key: Some(obj.key),
+                    key: xml_text(obj.key),
                     message: e.message().map(str::to_owned),
                     version_id: None,
                 }),
@@ -1044,12 +1043,13 @@ impl S3 for LocalS3 {
         req: S3Request<ListObjectsV2Input>,
     ) -> S3Result<S3Response<ListObjectsV2Output>> {
         let input = req.input;
+        let names = Names::requested(input.encoding_type.as_ref())?;
+        let after = match &input.continuation_token {
+            Some(token) => Some(encoding::resume_after(token)?),
+            None => input.start_after.clone(),
+        };
         self.ready_bucket(&input.bucket).await?;
         let max = max_keys(input.max_keys);
-        let after = input
-            .continuation_token
-            .clone()
-            .or_else(|| input.start_after.clone());
         let listing = self
             .list_page(
                 input.bucket.clone(),
@@ -1060,21 +1060,24 @@ impl S3 for LocalS3 {
             )
             .await?;
         let truncated = listing.truncated;
-        let next = listing.next_marker.clone();
-        let url = is_url(input.encoding_type.as_ref());
-        let (contents, prefixes) = split_listing(listing, url);
+        let next = listing
+            .next_marker
+            .as_deref()
+            .map(encoding::continuation_token);
+        let (contents, prefixes) = split_listing(listing, names)?;
         let count = contents.len() + prefixes.len();
         Ok(S3Response::new(ListObjectsV2Output {
             name: Some(input.bucket),
-            prefix: input.prefix,
-            delimiter: input.delimiter,
+            prefix: names.show_opt(input.prefix)?,
+            delimiter: names.show_opt(input.delimiter)?,
             encoding_type: input.encoding_type,
             max_keys: Some(i32::try_from(max).unwrap_or(i32::MAX)),
             key_count: Some(i32::try_from(count).unwrap_or(i32::MAX)),
             is_truncated: Some(truncated),
+            // Checked by resume_after: only base64url characters.
             continuation_token: input.continuation_token,
             next_continuation_token: next,
-            start_after: input.start_after,
+            start_after: names.show_opt(input.start_after)?,
             contents: Some(contents),
             common_prefixes: (!prefixes.is_empty()).then_some(prefixes),
             ..Default::default()
@@ -1086,6 +1089,7 @@ impl S3 for LocalS3 {
         req: S3Request<ListObjectsInput>,
     ) -> S3Result<S3Response<ListObjectsOutput>> {
         let input = req.input;
+        let names = Names::requested(input.encoding_type.as_ref())?;
         self.ready_bucket(&input.bucket).await?;
         let max = max_keys(input.max_keys);
         let listing = self
@@ -1099,17 +1103,16 @@ impl S3 for LocalS3 {
             .await?;
         let truncated = listing.truncated;
         let next = listing.next_marker.clone();
-        let url = is_url(input.encoding_type.as_ref());
-        let (contents, prefixes) = split_listing(listing, url);
+        let (contents, prefixes) = split_listing(listing, names)?;
         Ok(S3Response::new(ListObjectsOutput {
             name: Some(input.bucket),
-            prefix: input.prefix,
-            marker: input.marker,
-            delimiter: input.delimiter,
+            prefix: names.show_opt(input.prefix)?,
+            marker: names.show_opt(input.marker)?,
+            delimiter: names.show_opt(input.delimiter)?,
             encoding_type: input.encoding_type,
             max_keys: Some(i32::try_from(max).unwrap_or(i32::MAX)),
             is_truncated: Some(truncated),
-            next_marker: next.map(|n| if url { encoding::url_encode(&n) } else { n }),
+            next_marker: names.show_opt(next)?,
             contents: Some(contents),
             common_prefixes: (!prefixes.is_empty()).then_some(prefixes),
             ..Default::default()
@@ -1216,7 +1219,7 @@ impl S3 for LocalS3 {
             .await?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(input.bucket),
-            key: Some(input.key),
+            key: xml_text(input.key),
             upload_id: Some(upload_id),
             ..Default::default()
         }))
@@ -1409,7 +1412,7 @@ impl S3 for LocalS3 {
         }
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(input.bucket),
-            key: Some(input.key),
+            key: xml_text(input.key),
             e_tag: Some(ETag::Strong(etag)),
             ..Default::default()
         }))
@@ -1458,7 +1461,7 @@ impl S3 for LocalS3 {
             .filter(|_| truncated);
         Ok(S3Response::new(ListPartsOutput {
             bucket: Some(input.bucket),
-            key: Some(input.key),
+            key: xml_text(input.key),
             upload_id: Some(input.upload_id),
             is_truncated: Some(truncated),
             next_part_number_marker: next,
@@ -1483,6 +1486,7 @@ impl S3 for LocalS3 {
         req: S3Request<ListMultipartUploadsInput>,
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
         let input = req.input;
+        let names = Names::requested(input.encoding_type.as_ref())?;
         self.ready_bucket(&input.bucket).await?;
         let b = input.bucket.clone();
         let mut uploads = self.read(move |s| s.uploads(&b)).await?;
@@ -1493,18 +1497,21 @@ impl S3 for LocalS3 {
         });
         let list = uploads
             .into_iter()
-            .map(|(id, u)| MultipartUpload {
-                key: Some(u.key),
-                upload_id: Some(id),
-                initiated: Some(timestamp(u.initiated_ms)),
-                owner: Some(owner()),
-                storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
-                ..Default::default()
+            .map(|(id, u)| {
+                Ok(MultipartUpload {
+                    key: Some(names.show(u.key)?),
+                    upload_id: Some(id),
+                    initiated: Some(timestamp(u.initiated_ms)),
+                    owner: Some(owner()),
+                    storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+                    ..Default::default()
+                })
             })
-            .collect();
+            .collect::<S3Result<Vec<_>>>()?;
         Ok(S3Response::new(ListMultipartUploadsOutput {
             bucket: Some(input.bucket),
-            prefix: input.prefix,
+            prefix: names.show_opt(input.prefix)?,
+            encoding_type: input.encoding_type,
             is_truncated: Some(false),
             uploads: Some(list),
             ..Default::default()

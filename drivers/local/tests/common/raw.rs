@@ -6,7 +6,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
 use aws_sigv4::http_request::{
-    PayloadChecksumKind, SignableBody, SignableRequest, SignatureLocation, SigningSettings, sign,
+    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SignatureLocation,
+    SigningSettings, UriPathNormalizationMode, sign,
 };
 use aws_sigv4::sign::v4;
 use cosi_driver::proto::S3Credentials;
@@ -151,6 +152,9 @@ pub fn sign_v4(
     .into();
     let mut settings = SigningSettings::default();
     settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+    // As S3 signs: the path encoded once, never normalized.
+    settings.percent_encoding_mode = PercentEncodingMode::Single;
+    settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
     if let Some(expires) = signing.presign_for {
         settings.signature_location = SignatureLocation::QueryParams;
         settings.expires_in = Some(expires);
