@@ -5,7 +5,7 @@
 //! deleted only after the record stopped pointing at it; a crash in between
 //! leaves an unreferenced blob, which [`sweep`] removes at start-up. A
 //! bucket's directory is made by its first blob, so an empty bucket costs
-//! no directory.
+//! no directory. Directories are 0700 and blobs 0600 (see `file_modes`).
 
 use std::collections::HashSet;
 use std::io;
@@ -15,6 +15,8 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use s3s::crypto::{Checksum as _, Md5};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+use crate::file_modes;
 
 /// Size of the chunks object contents are read in.
 const CHUNK: usize = 64 * 1024;
@@ -70,8 +72,8 @@ pub struct Length {
     pub declared: Option<u64>,
 }
 
-/// Writes `body` to a new blob file at `path` (whose directory must exist,
-/// see [`make_dir`]), feeding every chunk to `inspect`, and syncs it. The
+/// Writes `body` to a new blob file at `path` (mode 0600; its directory
+/// must exist, see [`make_dir`]), feeding every chunk to `inspect`, and syncs it. The
 /// body must fit `length`. The file is removed on failure.
 pub async fn write<S, E>(
     path: &Path,
@@ -100,11 +102,7 @@ where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: Into<s3s::StdError>,
 {
-    let mut file = tokio::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .await?;
+    let mut file = file_modes::create_file(path).await?;
     let mut md5 = Md5::new();
     let mut size: u64 = 0;
     while let Some(chunk) = body.next().await {
@@ -181,6 +179,11 @@ pub async fn read(
     Ok(tokio_stream::wrappers::ReceiverStream::new(rx))
 }
 
+/// Creates a new, empty blob file at `path` (mode 0600) for writing.
+pub async fn create(path: &Path) -> io::Result<tokio::fs::File> {
+    file_modes::create_file(path).await
+}
+
 /// Appends the whole blob at `from` to `to`, feeding chunks to `inspect`.
 pub async fn append(
     to: &mut tokio::fs::File,
@@ -231,10 +234,10 @@ pub fn sweep(dir: &Path, referenced: &HashSet<String>) -> io::Result<usize> {
     Ok(removed)
 }
 
-/// Makes directory `dir` in `parent` unless it exists, durably (the parent
-/// is synced); true when it was made now.
+/// Makes directory `dir` in `parent` (mode 0700) unless it exists,
+/// durably (the parent is synced); true when it was made now.
 pub fn make_dir(dir: &Path, parent: &Path) -> io::Result<bool> {
-    match std::fs::create_dir(dir) {
+    match file_modes::create_dir(dir) {
         Ok(()) => sync_dir(parent).map(|()| true),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(e),

@@ -3,7 +3,6 @@
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -12,6 +11,7 @@ use cosi_driver::Status;
 use crate::blobs;
 use crate::config::{self, Config};
 use crate::error::Error;
+use crate::file_modes;
 use crate::key_locks::KeyLocks;
 use crate::store::{BucketState, Store};
 
@@ -107,12 +107,13 @@ impl LocalDriver {
         config.validate().map_err(Error::Config)?;
         let data_dir = config.data_dir.clone();
         let buckets = blobs::buckets_dir(&data_dir);
-        std::fs::create_dir_all(&buckets).map_err(Error::io("creating", &buckets))?;
+        file_modes::create_dir_all(&buckets).map_err(Error::io("creating", &buckets))?;
         let state_path = data_dir.join(config::STATE_FILE);
+        // The store holds secret keys: owner-only from its first byte.
+        file_modes::ensure_file(&state_path).map_err(Error::io("creating", &state_path))?;
+        file_modes::secure_data_dir(&data_dir, &state_path, &buckets)
+            .map_err(Error::io("securing", &data_dir))?;
         let store = Store::open(&state_path)?;
-        // The store holds secret keys: owner-only.
-        std::fs::set_permissions(&state_path, std::fs::Permissions::from_mode(0o600))
-            .map_err(Error::io("securing", &state_path))?;
         let driver = Self {
             inner: Arc::new(Inner {
                 driver_name: config.driver_name.clone(),

@@ -29,6 +29,7 @@ mod config;
 mod credentials;
 mod driver;
 mod error;
+mod file_modes;
 mod group_commit;
 pub mod ids;
 mod key_locks;

@@ -1370,11 +1370,7 @@ impl S3 for LocalS3 {
         let dir = self.blob_dir(&bucket.id).await?;
         let path = dir.join(&name);
         let written: std::io::Result<()> = async {
-            let mut file = tokio::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .await?;
+            let mut file = blobs::create(&path).await?;
             for p in &chosen {
                 blobs::append(&mut file, &dir.join(&p.blob), |_| {}).await?;
             }
