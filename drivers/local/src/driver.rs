@@ -37,6 +37,7 @@ pub(crate) struct Inner {
     pub(crate) data_dir: PathBuf,
     pub(crate) region: String,
     pub(crate) s3_address: SocketAddr,
+    pub(crate) s3_limits: crate::server::Limits,
     pub(crate) configured_url: Option<String>,
     pub(crate) endpoint_url: RwLock<String>,
     pub(crate) store: Store,
@@ -120,6 +121,10 @@ impl LocalDriver {
                 data_dir,
                 region: config.region.clone(),
                 s3_address: config.s3_address,
+                s3_limits: crate::server::Limits {
+                    header_read_timeout: config.s3_header_read_timeout,
+                    max_connections: config.s3_max_connections,
+                },
                 configured_url: config.s3_endpoint_url.clone(),
                 endpoint_url: RwLock::new(config::endpoint_url(
                     config.s3_endpoint_url.as_deref(),

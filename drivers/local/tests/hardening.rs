@@ -560,3 +560,116 @@ async fn names_xml_cannot_carry_are_listed_only_url_encoded() {
     assert_eq!(got.code().as_deref(), Some("NoSuchKey"));
     h.stop().await;
 }
+
+/// An unsigned ListBuckets that keeps its connection open (answered 403).
+const KEEP_ALIVE_GET: &[u8] = b"GET / HTTP/1.1\r\nhost: s3\r\n\r\n";
+
+#[tokio::test]
+async fn connections_that_do_not_send_a_request_head_in_time_are_closed() {
+    use tokio::io::AsyncWriteExt as _;
+    let h = Harness::start_with(|c| {
+        c.s3_header_read_timeout = std::time::Duration::from_millis(300);
+    })
+    .await;
+    let addr = h.s3.local_addr();
+    let bound = std::time::Duration::from_secs(20);
+
+    // Silent, a partial head, and a head trickling in a byte at a time.
+    let mut sockets = Vec::new();
+    for i in 0..30 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        if i % 3 == 1 {
+            s.write_all(b"GET / HTTP/1.1\r\nhost: s3\r\nx-slow: ")
+                .await
+                .unwrap();
+        }
+        sockets.push(s);
+    }
+    let mut trickle = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut reader, mut writer) = trickle.split();
+    let drip = async {
+        for b in b"GET / HTTP/1.1\r\nhost: s3\r\n".iter().cycle().take(400) {
+            if writer.write_all(&[*b]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    let (closed, ()) = tokio::join!(
+        async {
+            let mut buf = [0u8; 256];
+            tokio::time::timeout(bound, async {
+                while matches!(tokio::io::AsyncReadExt::read(&mut reader, &mut buf).await, Ok(n) if n > 0) {}
+            })
+            .await
+            .is_ok()
+        },
+        drip
+    );
+    assert!(closed, "a head sent a byte at a time is cut off");
+    for (i, s) in sockets.iter_mut().enumerate() {
+        assert!(
+            raw::closed_within(s, bound).await,
+            "socket {i} is still open"
+        );
+    }
+
+    // A kept-alive connection idle after its request is closed too, and
+    // the endpoint still serves.
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(KEEP_ALIVE_GET).await.unwrap();
+    assert_eq!(raw::read_response(&mut s).await.status, 403);
+    assert!(raw::closed_within(&mut s, bound).await);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn connections_beyond_the_bound_wait_while_earlier_ones_are_served() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let h = Harness::start_with(|c| {
+        c.s3_max_connections = 2;
+        c.s3_header_read_timeout = std::time::Duration::from_secs(120);
+    })
+    .await;
+    let addr = h.s3.local_addr();
+
+    // Two connections take both slots: one kept alive, one idle mid-head.
+    let mut first = tokio::net::TcpStream::connect(addr).await.unwrap();
+    first.write_all(KEEP_ALIVE_GET).await.unwrap();
+    assert_eq!(raw::read_response(&mut first).await.status, 403);
+    let mut second = tokio::net::TcpStream::connect(addr).await.unwrap();
+    second.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+
+    // A third is not served while they hold them...
+    let mut third = tokio::net::TcpStream::connect(addr).await.unwrap();
+    third
+        .write_all(b"GET / HTTP/1.1\r\nhost: s3\r\nconnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let early =
+        tokio::time::timeout(std::time::Duration::from_millis(500), third.read(&mut buf)).await;
+    assert!(early.is_err(), "the third connection was served: {early:?}");
+
+    // ...while the earlier ones still are...
+    first.write_all(KEEP_ALIVE_GET).await.unwrap();
+    assert_eq!(raw::read_response(&mut first).await.status, 403);
+
+    // ...and it is served as soon as one of them closes.
+    drop(first);
+    let mut rest = Vec::new();
+    tokio::time::timeout(
+        std::time::Duration::from_secs(20),
+        third.read_to_end(&mut rest),
+    )
+    .await
+    .expect("served once a slot is free")
+    .unwrap();
+    assert!(
+        rest.starts_with(b"HTTP/1.1 403"),
+        "{}",
+        String::from_utf8_lossy(&rest)
+    );
+    drop(second);
+    h.stop().await;
+}

@@ -209,3 +209,45 @@ pub fn sigv2_signature(secret: &str, string_to_sign: &str) -> String {
 pub fn http_date(time: SystemTime) -> String {
     httpdate::fmt_http_date(time)
 }
+
+/// Reads one response (its body sized by Content-Length) from a
+/// kept-alive connection.
+pub async fn read_response(socket: &mut TcpStream) -> Response {
+    tokio::time::timeout(LIMIT, async {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            if let Some(split) = all.windows(4).position(|w| w == b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&all[..split]).to_ascii_lowercase();
+                let length: usize = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse().unwrap());
+                if all.len() >= split + 4 + length {
+                    return parse(&all[..split + 4 + length]);
+                }
+            }
+            let n = socket.read(&mut buf).await.unwrap();
+            assert!(n > 0, "the connection closed mid-response");
+            all.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await
+    .expect("a response in time")
+}
+
+/// True when the server closes `socket` within `limit` (whatever it sends
+/// before closing); false when it is still open then.
+pub async fn closed_within(socket: &mut TcpStream, limit: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    tokio::time::timeout(limit, async {
+        loop {
+            match socket.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+    })
+    .await
+    .is_ok()
+}
