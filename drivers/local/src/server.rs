@@ -125,7 +125,9 @@ async fn serve_http(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let slots = Arc::new(Semaphore::new(
+        limits.max_connections.min(Semaphore::MAX_PERMITS),
+    ));
     let mut stopped = std::pin::pin!(stopped);
     let mut saturated = false;
     loop {
