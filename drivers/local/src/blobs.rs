@@ -5,7 +5,7 @@
 //! deleted only after the record stopped pointing at it; a crash in between
 //! leaves an unreferenced blob, which [`sweep`] removes at start-up. A
 //! bucket's directory is made by its first blob, so an empty bucket costs
-//! no directory.
+//! no directory. Directories are 0700 and blobs 0600 (see `file_modes`).
 
 use std::collections::HashSet;
 use std::io;
@@ -15,6 +15,8 @@ use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use s3s::crypto::{Checksum as _, Md5};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
+
+use crate::file_modes;
 
 /// Size of the chunks object contents are read in.
 const CHUNK: usize = 64 * 1024;
@@ -46,26 +48,44 @@ pub enum WriteBlobError {
     /// The body grew past the allowed size.
     #[error("the body is larger than {0} bytes")]
     TooLarge(u64),
+    /// The body is not as long as the request declared.
+    #[error("the body has {got} bytes or more where {declared} were declared")]
+    LengthMismatch {
+        /// The declared length.
+        declared: u64,
+        /// The bytes received when the mismatch was found.
+        got: u64,
+    },
     /// The file system failed.
     #[error(transparent)]
     Io(#[from] io::Error),
 }
 
-/// Writes `body` to a new blob file at `path` (whose directory must exist,
-/// see [`make_dir`]),
-/// feeding every chunk to `inspect`, and syncs it. At most `limit` bytes are
-/// accepted. The file is removed on failure.
+/// How long a body may and must be.
+#[derive(Clone, Copy, Debug)]
+pub struct Length {
+    /// At most this many bytes are accepted.
+    pub limit: u64,
+    /// The length the request declared, which the body must have exactly
+    /// (an `aws-chunked` body's `x-amz-decoded-content-length` is only a
+    /// claim until its chunks are counted).
+    pub declared: Option<u64>,
+}
+
+/// Writes `body` to a new blob file at `path` (mode 0600; its directory
+/// must exist, see [`make_dir`]), feeding every chunk to `inspect`, and syncs it. The
+/// body must fit `length`. The file is removed on failure.
 pub async fn write<S, E>(
     path: &Path,
     body: S,
-    limit: u64,
+    length: Length,
     mut inspect: impl FnMut(&[u8]),
 ) -> Result<Written, WriteBlobError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: Into<s3s::StdError>,
 {
-    let result = write_inner(path, body, limit, &mut inspect).await;
+    let result = write_inner(path, body, length, &mut inspect).await;
     if result.is_err() {
         let _ = tokio::fs::remove_file(path).await;
     }
@@ -75,29 +95,41 @@ where
 async fn write_inner<S, E>(
     path: &Path,
     mut body: S,
-    limit: u64,
+    length: Length,
     inspect: &mut impl FnMut(&[u8]),
 ) -> Result<Written, WriteBlobError>
 where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: Into<s3s::StdError>,
 {
-    let mut file = tokio::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .await?;
+    let mut file = file_modes::create_file(path).await?;
     let mut md5 = Md5::new();
     let mut size: u64 = 0;
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| WriteBlobError::Body(e.into()))?;
         size += chunk.len() as u64;
-        if size > limit {
-            return Err(WriteBlobError::TooLarge(limit));
+        if let Some(declared) = length.declared
+            && size > declared
+        {
+            return Err(WriteBlobError::LengthMismatch {
+                declared,
+                got: size,
+            });
+        }
+        if size > length.limit {
+            return Err(WriteBlobError::TooLarge(length.limit));
         }
         md5.update(&chunk);
         inspect(&chunk);
         file.write_all(&chunk).await?;
+    }
+    if let Some(declared) = length.declared
+        && size != declared
+    {
+        return Err(WriteBlobError::LengthMismatch {
+            declared,
+            got: size,
+        });
     }
     file.flush().await?;
     file.sync_all().await?;
@@ -145,6 +177,11 @@ pub async fn read(
         }
     });
     Ok(tokio_stream::wrappers::ReceiverStream::new(rx))
+}
+
+/// Creates a new, empty blob file at `path` (mode 0600) for writing.
+pub async fn create(path: &Path) -> io::Result<tokio::fs::File> {
+    file_modes::create_file(path).await
 }
 
 /// Appends the whole blob at `from` to `to`, feeding chunks to `inspect`.
@@ -197,10 +234,10 @@ pub fn sweep(dir: &Path, referenced: &HashSet<String>) -> io::Result<usize> {
     Ok(removed)
 }
 
-/// Makes directory `dir` in `parent` unless it exists, durably (the parent
-/// is synced); true when it was made now.
+/// Makes directory `dir` in `parent` (mode 0700) unless it exists,
+/// durably (the parent is synced); true when it was made now.
 pub fn make_dir(dir: &Path, parent: &Path) -> io::Result<bool> {
-    match std::fs::create_dir(dir) {
+    match file_modes::create_dir(dir) {
         Ok(()) => sync_dir(parent).map(|()| true),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
         Err(e) => Err(e),
@@ -244,9 +281,46 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b");
         let body = futures::stream::iter(vec![Ok::<_, io::Error>(Bytes::from_static(b"hello"))]);
-        let err = write(&path, body, 4, |_| {}).await.err().unwrap();
+        let err = write(&path, body, limit(4), |_| {}).await.err().unwrap();
         assert!(matches!(err, WriteBlobError::TooLarge(4)));
         assert!(!path.exists());
+    }
+
+    fn limit(limit: u64) -> Length {
+        Length {
+            limit,
+            declared: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_must_have_its_declared_length_exactly() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b");
+        let hello =
+            || futures::stream::iter(vec![Ok::<_, io::Error>(Bytes::from_static(b"hello"))]);
+        let declared = |n| Length {
+            limit: u64::MAX,
+            declared: Some(n),
+        };
+        for n in [4, 6] {
+            let err = write(&path, hello(), declared(n), |_| {})
+                .await
+                .err()
+                .unwrap();
+            assert!(
+                matches!(err, WriteBlobError::LengthMismatch { declared, .. } if declared == n),
+                "{err}"
+            );
+            assert!(!path.exists());
+        }
+        assert_eq!(
+            write(&path, hello(), declared(5), |_| {})
+                .await
+                .unwrap()
+                .size,
+            5
+        );
     }
 
     #[tokio::test]
@@ -257,7 +331,7 @@ mod tests {
             Ok::<_, io::Error>(Bytes::from_static(b"hello ")),
             Ok(Bytes::from_static(b"world")),
         ]);
-        let w = write(&path, body, u64::MAX, |_| {}).await.unwrap();
+        let w = write(&path, body, limit(u64::MAX), |_| {}).await.unwrap();
         assert_eq!(w.size, 11);
         let chunks: Vec<_> = read(&path, 6, 5).await.unwrap().collect().await;
         let got: Vec<u8> = chunks

@@ -2,6 +2,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
+use std::time::Duration;
 
 use cosi_driver::DriverApi;
 
@@ -14,6 +15,11 @@ pub const DEFAULT_S3_ADDRESS: SocketAddr =
     SocketAddr::new(std::net::IpAddr::V4(Ipv4Addr::LOCALHOST), 9000);
 /// File name of the state store inside the data directory.
 pub const STATE_FILE: &str = "state.redb";
+/// The default time a client has to send a request's head (request line
+/// and headers) to the S3 endpoint.
+pub const DEFAULT_S3_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default bound on connections the S3 endpoint serves at once.
+pub const DEFAULT_S3_MAX_CONNECTIONS: usize = 1024;
 
 /// How to run the driver.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,6 +39,13 @@ pub struct Config {
     /// or v1alpha1 for sidecars that speak the API of drivers shipped
     /// before v1alpha2 (the same buckets and keys either way).
     pub api: DriverApi,
+    /// How long the S3 endpoint waits for a request's head (on a new
+    /// connection, and between requests on a kept-alive one) before it
+    /// closes the connection.
+    pub s3_header_read_timeout: Duration,
+    /// The most connections the S3 endpoint serves at once; more wait to
+    /// be accepted until one closes.
+    pub s3_max_connections: usize,
 }
 
 impl Config {
@@ -45,6 +58,8 @@ impl Config {
             s3_endpoint_url: None,
             region: DEFAULT_REGION.to_owned(),
             api: DriverApi::V1alpha2,
+            s3_header_read_timeout: DEFAULT_S3_HEADER_READ_TIMEOUT,
+            s3_max_connections: DEFAULT_S3_MAX_CONNECTIONS,
         }
     }
 
@@ -53,6 +68,12 @@ impl Config {
         cosi_driver::validate::driver_name(&self.driver_name)?;
         if self.region.trim().is_empty() {
             return Err("region must not be empty".into());
+        }
+        if self.s3_header_read_timeout.is_zero() {
+            return Err("the S3 header read timeout must be more than zero".into());
+        }
+        if self.s3_max_connections == 0 {
+            return Err("the S3 endpoint must serve at least one connection".into());
         }
         if let Some(url) = &self.s3_endpoint_url {
             let ok = url.starts_with("http://") || url.starts_with("https://");
@@ -99,5 +120,15 @@ mod tests {
         let mut c = Config::new("/tmp/x");
         c.s3_endpoint_url = Some("s3.example.com".into());
         assert!(c.validate().unwrap_err().contains("http://"));
+        let mut c = Config::new("/tmp/x");
+        c.s3_header_read_timeout = Duration::ZERO;
+        assert!(c.validate().unwrap_err().contains("header read timeout"));
+        let mut c = Config::new("/tmp/x");
+        c.s3_max_connections = 0;
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .contains("at least one connection")
+        );
     }
 }

@@ -3,7 +3,6 @@
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -12,6 +11,7 @@ use cosi_driver::Status;
 use crate::blobs;
 use crate::config::{self, Config};
 use crate::error::Error;
+use crate::file_modes;
 use crate::key_locks::KeyLocks;
 use crate::store::{BucketState, Store};
 
@@ -37,6 +37,7 @@ pub(crate) struct Inner {
     pub(crate) data_dir: PathBuf,
     pub(crate) region: String,
     pub(crate) s3_address: SocketAddr,
+    pub(crate) s3_limits: crate::server::Limits,
     pub(crate) configured_url: Option<String>,
     pub(crate) endpoint_url: RwLock<String>,
     pub(crate) store: Store,
@@ -107,18 +108,23 @@ impl LocalDriver {
         config.validate().map_err(Error::Config)?;
         let data_dir = config.data_dir.clone();
         let buckets = blobs::buckets_dir(&data_dir);
-        std::fs::create_dir_all(&buckets).map_err(Error::io("creating", &buckets))?;
+        file_modes::create_dir_all(&buckets).map_err(Error::io("creating", &buckets))?;
         let state_path = data_dir.join(config::STATE_FILE);
+        // The store holds secret keys: owner-only from its first byte.
+        file_modes::ensure_file(&state_path).map_err(Error::io("creating", &state_path))?;
+        file_modes::secure_data_dir(&data_dir, &state_path, &buckets)
+            .map_err(Error::io("securing", &data_dir))?;
         let store = Store::open(&state_path)?;
-        // The store holds secret keys: owner-only.
-        std::fs::set_permissions(&state_path, std::fs::Permissions::from_mode(0o600))
-            .map_err(Error::io("securing", &state_path))?;
         let driver = Self {
             inner: Arc::new(Inner {
                 driver_name: config.driver_name.clone(),
                 data_dir,
                 region: config.region.clone(),
                 s3_address: config.s3_address,
+                s3_limits: crate::server::Limits {
+                    header_read_timeout: config.s3_header_read_timeout,
+                    max_connections: config.s3_max_connections,
+                },
                 configured_url: config.s3_endpoint_url.clone(),
                 endpoint_url: RwLock::new(config::endpoint_url(
                     config.s3_endpoint_url.as_deref(),

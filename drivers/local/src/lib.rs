@@ -29,6 +29,7 @@ mod config;
 mod credentials;
 mod driver;
 mod error;
+mod file_modes;
 mod group_commit;
 pub mod ids;
 mod key_locks;
@@ -40,7 +41,10 @@ mod s3;
 mod server;
 mod store;
 
-pub use config::{Config, DEFAULT_DRIVER_NAME, DEFAULT_REGION, DEFAULT_S3_ADDRESS, STATE_FILE};
+pub use config::{
+    Config, DEFAULT_DRIVER_NAME, DEFAULT_REGION, DEFAULT_S3_ADDRESS,
+    DEFAULT_S3_HEADER_READ_TIMEOUT, DEFAULT_S3_MAX_CONNECTIONS, STATE_FILE,
+};
 pub use driver::{BackendAccount, BackendBucket, BackendState, CrashPoint, LocalDriver};
 pub use error::Error;
 pub use provisioner::SERVICE_ACCOUNT_UNSUPPORTED;

@@ -7,7 +7,10 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
-use cosi_driver_local::{Config, DEFAULT_DRIVER_NAME, DEFAULT_REGION};
+use cosi_driver_local::{
+    Config, DEFAULT_DRIVER_NAME, DEFAULT_REGION, DEFAULT_S3_HEADER_READ_TIMEOUT,
+    DEFAULT_S3_MAX_CONNECTIONS,
+};
 
 const PARAMETERS_HELP: &str = "\
 BucketClass parameters:
@@ -73,6 +76,27 @@ struct Args {
     /// for sidecars that speak it; one process serves one API.
     #[arg(long, env = "DRIVER_API", value_enum, default_value = "v1alpha2")]
     api: Api,
+    /// Seconds an S3 client has to send a request's head (request line and
+    /// headers), on a new connection and between requests on a kept-alive
+    /// one, before the connection is closed.
+    #[arg(
+        long,
+        env = "S3_HEADER_READ_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = DEFAULT_S3_HEADER_READ_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    s3_header_read_timeout: u64,
+    /// Most S3 connections served at once; more wait to be accepted until
+    /// one closes.
+    #[arg(
+        long,
+        env = "S3_MAX_CONNECTIONS",
+        value_name = "N",
+        default_value_t = DEFAULT_S3_MAX_CONNECTIONS as u64,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    s3_max_connections: u64,
 }
 
 fn init_logs(format: LogFormat) {
@@ -102,6 +126,8 @@ async fn main() -> anyhow::Result<()> {
         s3_endpoint_url: args.s3_endpoint_url,
         region: args.region,
         api: args.api.into(),
+        s3_header_read_timeout: std::time::Duration::from_secs(args.s3_header_read_timeout),
+        s3_max_connections: usize::try_from(args.s3_max_connections).unwrap_or(usize::MAX),
     };
     cosi_driver_local::run(config, &endpoint, cosi_driver::shutdown_signal())
         .await

@@ -94,9 +94,10 @@ pub fn access_params(params: &HashMap<String, String>) -> Result<(), ParamError>
     check_known("BucketAccessClass", params, ACCESS_PARAMETERS)
 }
 
-/// Parses a positive size like `1048576`, `10Mi` or `2G`.
+/// Parses a positive size like `1048576`, `10Mi` or `2G`, exactly: no
+/// sign, no spaces, no other suffix (a class value that only looks right,
+/// such as `" 10"`, is refused rather than read as something else).
 fn parse_size(value: &str) -> Option<u64> {
-    let value = value.trim();
     let digits = value.bytes().take_while(u8::is_ascii_digit).count();
     let (number, suffix) = value.split_at(digits);
     let multiplier: u64 = match suffix {
@@ -146,10 +147,17 @@ mod tests {
             "",
             "99999999999999999999",
             "20000000Ti",
+            " 10",
+            "10 ",
+            "\t10",
+            "10\n",
+            "+10",
+            "10 Mi",
+            "Mi",
         ] {
             let err = q(bad).unwrap_err().to_string();
             assert!(err.starts_with("maxSizeBytes must be"), "{bad:?}: {err}");
-            if bad.len() > 2 {
+            if bad.len() > 2 && bad.trim() == bad {
                 assert!(!err.contains(bad), "value quoted: {err}");
             }
         }

@@ -1,14 +1,22 @@
 //! Serving: the S3 endpoint over HTTP on TCP, and [`run`], which serves the
 //! COSI gRPC API and the S3 endpoint together until shutdown.
+//!
+//! The endpoint speaks HTTP/1.1, as S3 does: every byte it reads before a
+//! request is then under one deadline, the header read timeout, so a
+//! client that opens connections and sends nothing, or a request head a
+//! byte at a time (slow loris), is cut off. At most `max_connections` are
+//! served at once: beyond them, connections wait in the listen backlog
+//! until an earlier one closes, and those being served are not slowed.
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{Semaphore, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
@@ -17,6 +25,15 @@ use crate::error::Error;
 
 /// How long in-flight S3 requests may take to finish at shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Bounds on what S3 clients may hold of the endpoint.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// Time to send a request head.
+    pub(crate) header_read_timeout: Duration,
+    /// Connections served at once.
+    pub(crate) max_connections: usize,
+}
 
 /// A running S3 endpoint. Dropping it stops the endpoint in the background;
 /// [`S3Server::shutdown`] stops it and waits.
@@ -86,7 +103,7 @@ impl LocalDriver {
         }
         let (stop, stopped) = oneshot::channel();
         let service = crate::s3::s3_service(self);
-        let task = tokio::spawn(serve_http(listener, service, stopped));
+        let task = tokio::spawn(serve_http(listener, service, self.inner.s3_limits, stopped));
         tracing::info!(address = %addr, endpoint = %url, "S3 endpoint listening");
         Ok(S3Server {
             addr,
@@ -99,13 +116,44 @@ impl LocalDriver {
 
 async fn serve_http(
     listener: TcpListener,
-    service: s3s::service::S3Service,
+    service: crate::s3::gate::Gated,
+    limits: Limits,
     stopped: oneshot::Receiver<()>,
 ) {
-    let http = ConnBuilder::new(TokioExecutor::new());
+    let mut http = ConnBuilder::new(TokioExecutor::new()).http1_only();
+    http.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout);
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(
+        limits.max_connections.min(Semaphore::MAX_PERMITS),
+    ));
     let mut stopped = std::pin::pin!(stopped);
+    let mut saturated = false;
     loop {
+        // A slot first: without one, the next connection is not accepted.
+        let slot = match Arc::clone(&slots).try_acquire_owned() {
+            Ok(slot) => {
+                saturated = false;
+                slot
+            }
+            Err(_) => {
+                if !saturated {
+                    saturated = true;
+                    tracing::warn!(
+                        max_connections = limits.max_connections,
+                        "the S3 endpoint serves as many connections as it may: new ones wait until one closes (--s3-max-connections)"
+                    );
+                }
+                tokio::select! {
+                    slot = Arc::clone(&slots).acquire_owned() => match slot {
+                        Ok(slot) => slot,
+                        Err(_) => break,
+                    },
+                    _ = stopped.as_mut() => break,
+                }
+            }
+        };
         let socket = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((socket, _)) => socket,
@@ -121,6 +169,7 @@ async fn serve_http(
         let conn = graceful.watch(conn.into_owned());
         tokio::spawn(async move {
             let _ = conn.await;
+            drop(slot);
         });
     }
     drop(listener);

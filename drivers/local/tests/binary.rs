@@ -31,6 +31,10 @@ fn help_documents_flags_and_parameters() {
         "[env: DRIVER_API=]",
         "maxSizeBytes",
         "[env: DATA_DIR=]",
+        "--s3-header-read-timeout",
+        "[env: S3_HEADER_READ_TIMEOUT=]",
+        "--s3-max-connections",
+        "[env: S3_MAX_CONNECTIONS=]",
         "not production",
     ] {
         assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");

@@ -123,6 +123,26 @@ async fn create_bucket_with_other_parameters_is_already_exists() {
 }
 
 #[tokio::test]
+async fn a_parameter_value_that_does_not_parse_exactly_is_an_invalid_argument_naming_it() {
+    let h = Harness::start().await;
+    let mut p = h.provisioner();
+    for value in [" 10", "10 ", "10\n", "1 Gi"] {
+        let err = p
+            .driver_create_bucket(DriverCreateBucketRequest {
+                bucket_id: "bc-4445".into(),
+                protocols: vec![],
+                parameters: map(&[("maxSizeBytes", value)]),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{value:?}");
+        assert!(err.message().contains("maxSizeBytes"), "{}", err.message());
+    }
+    assert!(h.driver.backend_state().unwrap().buckets.is_empty());
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn unknown_parameters_and_protocols_are_invalid_arguments() {
     let h = Harness::start().await;
     let mut p = h.provisioner();

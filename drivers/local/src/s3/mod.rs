@@ -4,18 +4,20 @@
 
 mod access;
 mod encoding;
+pub(crate) mod gate;
 mod service;
 
-use s3s::service::{S3Service, S3ServiceBuilder};
+use s3s::service::S3ServiceBuilder;
 
 use crate::driver::LocalDriver;
 
-/// The S3 service of `driver`, ready to be served over HTTP.
-pub(crate) fn s3_service(driver: &LocalDriver) -> S3Service {
+/// The S3 service of `driver`, behind the checks of [`gate`], ready to be
+/// served over HTTP.
+pub(crate) fn s3_service(driver: &LocalDriver) -> gate::Gated {
     let mut builder = S3ServiceBuilder::new(service::LocalS3 {
         driver: driver.clone(),
     });
     builder.set_auth(access::KeyLookup(driver.clone()));
     builder.set_access(access::GrantCheck(driver.clone()));
-    builder.build()
+    gate::Gated(builder.build())
 }

@@ -11,7 +11,7 @@ use s3s::dto::*;
 use s3s::{S3, S3Error, S3ErrorCode, S3Request, S3Response, S3Result, s3_error};
 
 use super::access::Caller;
-use super::encoding::{self, MAX_BUCKET_TAGS, MAX_OBJECT_TAGS};
+use super::encoding::{self, MAX_BUCKET_TAGS, MAX_OBJECT_TAGS, Names, xml_text};
 use crate::blobs::{self, WriteBlobError};
 use crate::driver::LocalDriver;
 use crate::listing::{self, Entry, Query};
@@ -163,6 +163,9 @@ struct AttrsInput {
 
 impl AttrsInput {
     fn into_attrs(self) -> S3Result<ObjectAttrs> {
+        if let Some(m) = &self.metadata {
+            encoding::check_metadata(m)?;
+        }
         Ok(ObjectAttrs {
             content_type: self.content_type,
             content_encoding: self.content_encoding,
@@ -346,7 +349,7 @@ impl LocalS3 {
         self.ready_bucket(bucket).await?;
         self.find_object(bucket, key)
             .await?
-            .ok_or_else(|| s3_error!(NoSuchKey, "the object {key} does not exist"))
+            .ok_or_else(|| s3_error!(NoSuchKey, "the object {key:?} does not exist"))
     }
 
     /// The most bytes a write to `bucket` replacing `replaced` bytes may
@@ -365,12 +368,14 @@ impl LocalS3 {
         Ok(room)
     }
 
-    /// Streams `body` into a new blob of `bucket`, at most `room` bytes.
+    /// Streams `body` into a new blob of `bucket`: at most `room` bytes,
+    /// and exactly `declared` when the request declared its length.
     async fn write_blob<S, E>(
         &self,
         bucket: &BucketRecord,
         body: S,
         room: u64,
+        declared: Option<u64>,
         mut hasher: s3s::checksum::ChecksumHasher,
     ) -> S3Result<NewBlob>
     where
@@ -379,7 +384,11 @@ impl LocalS3 {
     {
         let name = blobs::new_blob_name();
         let path = self.blob_dir(&bucket.id).await?.join(&name);
-        match blobs::write(&path, body, room, |chunk| hasher.update(chunk)).await {
+        let length = blobs::Length {
+            limit: room,
+            declared,
+        };
+        match blobs::write(&path, body, length, |chunk| hasher.update(chunk)).await {
             Ok(w) => Ok(NewBlob {
                 name,
                 size: w.size,
@@ -396,6 +405,10 @@ impl LocalS3 {
                 Err(e)
             }
             Err(WriteBlobError::Body(e)) => Err(s3_error!(IncompleteBody, "{e}")),
+            Err(WriteBlobError::LengthMismatch { declared, .. }) => Err(s3_error!(
+                IncompleteBody,
+                "You did not provide the number of bytes specified by the Content-Length HTTP header: {declared} bytes were declared (for aws-chunked bodies, in x-amz-decoded-content-length)"
+            )),
             Err(WriteBlobError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Err(
                 s3_error!(NoSuchBucket, "bucket {} does not exist", bucket.id),
             ),
@@ -462,8 +475,14 @@ impl LocalS3 {
         let stream = blobs::read(&self.dir(src_bucket).join(&src.blob), offset, len)
             .await
             .map_err(internal)?;
-        self.write_blob(bucket, Box::pin(stream), room, Default::default())
-            .await
+        self.write_blob(
+            bucket,
+            Box::pin(stream),
+            room,
+            Some(len),
+            Default::default(),
+        )
+        .await
     }
 
     async fn upload(&self, bucket: &str, key: &str, upload_id: &str) -> S3Result<UploadRecord> {
@@ -568,9 +587,9 @@ fn copy_range(range: Option<&str>, size: u64) -> S3Result<(u64, u64)> {
     Ok((first, last - first + 1))
 }
 
-fn object_entry(key: String, rec: &ObjectRecord, url: bool) -> Object {
-    Object {
-        key: Some(if url { encoding::url_encode(&key) } else { key }),
+fn object_entry(key: String, rec: &ObjectRecord, names: Names) -> S3Result<Object> {
+    Ok(Object {
+        key: Some(names.show(key)?),
         e_tag: Some(etag_of(rec)),
         last_modified: Some(timestamp(rec.last_modified_ms)),
         size: Some(i64_of(rec.size)),
@@ -579,26 +598,25 @@ fn object_entry(key: String, rec: &ObjectRecord, url: bool) -> Object {
         )),
         owner: Some(owner()),
         ..Default::default()
-    }
+    })
 }
 
 /// Splits a listing into S3 contents and common prefixes.
-fn split_listing(l: listing::Listing<ObjectRecord>, url: bool) -> (Vec<Object>, Vec<CommonPrefix>) {
+fn split_listing(
+    l: listing::Listing<ObjectRecord>,
+    names: Names,
+) -> S3Result<(Vec<Object>, Vec<CommonPrefix>)> {
     let mut contents = Vec::new();
     let mut prefixes = Vec::new();
     for e in l.entries {
         match e {
-            Entry::Object(k, rec) => contents.push(object_entry(k, &rec, url)),
+            Entry::Object(k, rec) => contents.push(object_entry(k, &rec, names)?),
             Entry::Prefix(p) => prefixes.push(CommonPrefix {
-                prefix: Some(if url { encoding::url_encode(&p) } else { p }),
+                prefix: Some(names.show(p)?),
             }),
         }
     }
-    (contents, prefixes)
-}
-
-fn is_url(encoding_type: Option<&EncodingType>) -> bool {
-    encoding_type.is_some_and(|e| e.as_str() == EncodingType::URL)
+    Ok((contents, prefixes))
 }
 
 fn max_keys(n: Option<i32>) -> usize {
@@ -765,7 +783,9 @@ impl S3 for LocalS3 {
         let body = input.body.unwrap_or_else(|| {
             StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
         });
-        let blob = self.write_blob(&bucket, body, room, hasher).await?;
+        let blob = self
+            .write_blob(&bucket, body, room, declared, hasher)
+            .await?;
         let verified = (|| {
             if let Some(md5) = &input.content_md5 {
                 let want = base64_decode(md5)
@@ -935,14 +955,14 @@ impl S3 for LocalS3 {
                     self.discard(&input.bucket, old.into_iter().collect()).await;
                     if !quiet {
                         deleted.push(DeletedObject {
-                            key: Some(obj.key),
+                            key: xml_text(obj.key),
                             ..Default::default()
                         });
                     }
                 }
                 Err(e) => errors.push(s3s::dto::Error {
                     code: Some(e.code().as_str().to_owned()),
-                    key: Some(obj.key),
+                    key: xml_text(obj.key),
                     message: e.message().map(str::to_owned),
                     version_id: None,
                 }),
@@ -1023,12 +1043,13 @@ impl S3 for LocalS3 {
         req: S3Request<ListObjectsV2Input>,
     ) -> S3Result<S3Response<ListObjectsV2Output>> {
         let input = req.input;
+        let names = Names::requested(input.encoding_type.as_ref())?;
+        let after = match &input.continuation_token {
+            Some(token) => Some(encoding::resume_after(token)?),
+            None => input.start_after.clone(),
+        };
         self.ready_bucket(&input.bucket).await?;
         let max = max_keys(input.max_keys);
-        let after = input
-            .continuation_token
-            .clone()
-            .or_else(|| input.start_after.clone());
         let listing = self
             .list_page(
                 input.bucket.clone(),
@@ -1039,21 +1060,24 @@ impl S3 for LocalS3 {
             )
             .await?;
         let truncated = listing.truncated;
-        let next = listing.next_marker.clone();
-        let url = is_url(input.encoding_type.as_ref());
-        let (contents, prefixes) = split_listing(listing, url);
+        let next = listing
+            .next_marker
+            .as_deref()
+            .map(encoding::continuation_token);
+        let (contents, prefixes) = split_listing(listing, names)?;
         let count = contents.len() + prefixes.len();
         Ok(S3Response::new(ListObjectsV2Output {
             name: Some(input.bucket),
-            prefix: input.prefix,
-            delimiter: input.delimiter,
+            prefix: names.show_opt(input.prefix)?,
+            delimiter: names.show_opt(input.delimiter)?,
             encoding_type: input.encoding_type,
             max_keys: Some(i32::try_from(max).unwrap_or(i32::MAX)),
             key_count: Some(i32::try_from(count).unwrap_or(i32::MAX)),
             is_truncated: Some(truncated),
+            // Checked by resume_after: only base64url characters.
             continuation_token: input.continuation_token,
             next_continuation_token: next,
-            start_after: input.start_after,
+            start_after: names.show_opt(input.start_after)?,
             contents: Some(contents),
             common_prefixes: (!prefixes.is_empty()).then_some(prefixes),
             ..Default::default()
@@ -1065,6 +1089,7 @@ impl S3 for LocalS3 {
         req: S3Request<ListObjectsInput>,
     ) -> S3Result<S3Response<ListObjectsOutput>> {
         let input = req.input;
+        let names = Names::requested(input.encoding_type.as_ref())?;
         self.ready_bucket(&input.bucket).await?;
         let max = max_keys(input.max_keys);
         let listing = self
@@ -1078,17 +1103,16 @@ impl S3 for LocalS3 {
             .await?;
         let truncated = listing.truncated;
         let next = listing.next_marker.clone();
-        let url = is_url(input.encoding_type.as_ref());
-        let (contents, prefixes) = split_listing(listing, url);
+        let (contents, prefixes) = split_listing(listing, names)?;
         Ok(S3Response::new(ListObjectsOutput {
             name: Some(input.bucket),
-            prefix: input.prefix,
-            marker: input.marker,
-            delimiter: input.delimiter,
+            prefix: names.show_opt(input.prefix)?,
+            marker: names.show_opt(input.marker)?,
+            delimiter: names.show_opt(input.delimiter)?,
             encoding_type: input.encoding_type,
             max_keys: Some(i32::try_from(max).unwrap_or(i32::MAX)),
             is_truncated: Some(truncated),
-            next_marker: next.map(|n| if url { encoding::url_encode(&n) } else { n }),
+            next_marker: names.show_opt(next)?,
             contents: Some(contents),
             common_prefixes: (!prefixes.is_empty()).then_some(prefixes),
             ..Default::default()
@@ -1195,7 +1219,7 @@ impl S3 for LocalS3 {
             .await?;
         Ok(S3Response::new(CreateMultipartUploadOutput {
             bucket: Some(input.bucket),
-            key: Some(input.key),
+            key: xml_text(input.key),
             upload_id: Some(upload_id),
             ..Default::default()
         }))
@@ -1225,7 +1249,9 @@ impl S3 for LocalS3 {
         let body = input.body.unwrap_or_else(|| {
             StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
         });
-        let blob = self.write_blob(&bucket, body, room, hasher).await?;
+        let blob = self
+            .write_blob(&bucket, body, room, declared, hasher)
+            .await?;
         if let Err(e) = verify_checksums(given, &blob.checksum, trailers.as_ref()) {
             self.discard(&bucket.id, vec![blob.name]).await;
             return Err(e);
@@ -1344,11 +1370,7 @@ impl S3 for LocalS3 {
         let dir = self.blob_dir(&bucket.id).await?;
         let path = dir.join(&name);
         let written: std::io::Result<()> = async {
-            let mut file = tokio::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-                .await?;
+            let mut file = blobs::create(&path).await?;
             for p in &chosen {
                 blobs::append(&mut file, &dir.join(&p.blob), |_| {}).await?;
             }
@@ -1386,7 +1408,7 @@ impl S3 for LocalS3 {
         }
         Ok(S3Response::new(CompleteMultipartUploadOutput {
             bucket: Some(input.bucket),
-            key: Some(input.key),
+            key: xml_text(input.key),
             e_tag: Some(ETag::Strong(etag)),
             ..Default::default()
         }))
@@ -1435,7 +1457,7 @@ impl S3 for LocalS3 {
             .filter(|_| truncated);
         Ok(S3Response::new(ListPartsOutput {
             bucket: Some(input.bucket),
-            key: Some(input.key),
+            key: xml_text(input.key),
             upload_id: Some(input.upload_id),
             is_truncated: Some(truncated),
             next_part_number_marker: next,
@@ -1460,6 +1482,7 @@ impl S3 for LocalS3 {
         req: S3Request<ListMultipartUploadsInput>,
     ) -> S3Result<S3Response<ListMultipartUploadsOutput>> {
         let input = req.input;
+        let names = Names::requested(input.encoding_type.as_ref())?;
         self.ready_bucket(&input.bucket).await?;
         let b = input.bucket.clone();
         let mut uploads = self.read(move |s| s.uploads(&b)).await?;
@@ -1470,18 +1493,21 @@ impl S3 for LocalS3 {
         });
         let list = uploads
             .into_iter()
-            .map(|(id, u)| MultipartUpload {
-                key: Some(u.key),
-                upload_id: Some(id),
-                initiated: Some(timestamp(u.initiated_ms)),
-                owner: Some(owner()),
-                storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
-                ..Default::default()
+            .map(|(id, u)| {
+                Ok(MultipartUpload {
+                    key: Some(names.show(u.key)?),
+                    upload_id: Some(id),
+                    initiated: Some(timestamp(u.initiated_ms)),
+                    owner: Some(owner()),
+                    storage_class: Some(StorageClass::from_static(StorageClass::STANDARD)),
+                    ..Default::default()
+                })
             })
-            .collect();
+            .collect::<S3Result<Vec<_>>>()?;
         Ok(S3Response::new(ListMultipartUploadsOutput {
             bucket: Some(input.bucket),
-            prefix: input.prefix,
+            prefix: names.show_opt(input.prefix)?,
+            encoding_type: input.encoding_type,
             is_truncated: Some(false),
             uploads: Some(list),
             ..Default::default()

@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -48,8 +50,23 @@ impl Harness {
         Self::start_api(dir, cosi_driver::DriverApi::V1alpha2).await
     }
 
+    /// Starts a driver whose configuration `tweak` changes.
+    pub async fn start_with(tweak: impl FnOnce(&mut Config)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config(&dir);
+        tweak(&mut config);
+        Self::start_config(dir, config).await
+    }
+
     async fn start_api(dir: TempDir, api: cosi_driver::DriverApi) -> Self {
-        let driver = LocalDriver::open(&config(&dir)).unwrap();
+        let mut config = config(&dir);
+        config.api = api;
+        Self::start_config(dir, config).await
+    }
+
+    async fn start_config(dir: TempDir, config: Config) -> Self {
+        let api = config.api;
+        let driver = LocalDriver::open(&config).unwrap();
         let s3 = driver.start_s3().await.unwrap();
         let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).unwrap();
         let (stop, stopped) = oneshot::channel::<()>();
