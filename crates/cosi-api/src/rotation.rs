@@ -161,7 +161,11 @@ impl RotationState {
 /// driver and its ID; the first account's ID is `status.accountID`.
 pub fn live_account(access: &BucketAccess) -> (String, Option<String>) {
     let uid = access.uid().unwrap_or_default();
-    match RotationState::of(access).ok().flatten().and_then(|s| s.current) {
+    match RotationState::of(access)
+        .ok()
+        .flatten()
+        .and_then(|s| s.current)
+    {
         Some(a) => (account_name(&uid, a.serial), Some(a.id)),
         None => (
             account_name(&uid, 1),
