@@ -1,0 +1,252 @@
+//! Credential rotation on the whole stack, checked with a real S3 client:
+//! the Secret keeps its name and gets a new key, the new key works at
+//! once, the old key works until the grace period is over and is refused
+//! after it, and the backend never holds more than two accounts of one
+//! access. On both driver APIs, and from a BucketAccessClass policy.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use cosi_api::constants::secret_keys::s3;
+use cosi_api::rotation::{RotationState, annotations, reasons};
+use cosi_api::*;
+use cosi_cli::describe::events_about;
+use cosi_driver::DriverApi;
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use crate::common::*;
+
+/// Sets annotations on a BucketAccess, as `kubectl annotate --overwrite` does.
+async fn annotate(env: &Env, access: &str, pairs: &[(&str, &str)]) {
+    let annotations: serde_json::Map<String, serde_json::Value> = pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), json!(v)))
+        .collect();
+    env.accesses()
+        .patch(
+            access,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+        )
+        .await
+        .expect("annotate BucketAccess");
+}
+
+fn state(a: &BucketAccess) -> RotationState {
+    RotationState::of(a)
+        .expect("the rotation state parses")
+        .expect("a rotation state is recorded")
+}
+
+/// Waits until the access's rotation state satisfies `pred`.
+async fn wait_state(
+    env: &Env,
+    access: &str,
+    what: &str,
+    pred: impl Fn(&RotationState) -> bool + Send + 'static,
+) -> BucketAccess {
+    env.wait_for(
+        &env.accesses(),
+        "BucketAccess",
+        access,
+        what,
+        move |a: Option<&BucketAccess>| {
+            a.and_then(|a| RotationState::of(a).ok().flatten())
+                .is_some_and(|s| pred(&s))
+        },
+    )
+    .await
+    .expect("access exists")
+}
+
+/// The Events about BucketAccess `name` with `reason`.
+async fn events(env: &Env, name: &str, reason: &str) -> usize {
+    events_about(&env.client, "BucketAccess", name)
+        .await
+        .expect("list Events")
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some(reason))
+        .count()
+}
+
+/// Samples the backend's account count until stopped; the largest seen.
+fn watch_accounts(env: &Env) -> (Arc<AtomicBool>, Arc<AtomicUsize>) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let most = Arc::new(AtomicUsize::new(0));
+    let driver = env.stack.driver().expect("driver running").clone();
+    let (s, m) = (stop.clone(), most.clone());
+    tokio::spawn(async move {
+        while !s.load(Ordering::Relaxed) {
+            if let Ok(state) = driver.backend_state() {
+                m.fetch_max(state.accounts.len(), Ordering::Relaxed);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    });
+    (stop, most)
+}
+
+fn rotations(env: &Env, result: &str) -> u64 {
+    env.stack
+        .sidecar_registry()
+        .gather()
+        .iter()
+        .filter(|f| f.name() == "cosi_sidecar_credential_rotations_total")
+        .flat_map(|f| f.get_metric())
+        .filter(|m| {
+            m.get_label()
+                .iter()
+                .any(|l| l.name() == "result" && l.value() == result)
+        })
+        .map(|m| m.get_counter().get_value() as u64)
+        .sum()
+}
+
+/// The whole user story of a rotation, on a stack whose driver speaks `api`.
+async fn rotation_switches_keys_and_revokes_the_old_one_after_the_grace(api: DriverApi) {
+    let env = Env::start_api(api).await;
+    env.provisioned_claim("photos", DELETE).await;
+    let access = env
+        .provisioned_access(
+            "photos-rw",
+            SINGLE,
+            &["photos"],
+            BucketAccessMode::ReadWrite,
+        )
+        .await;
+    let first_account = access.account_id().expect("account recorded").to_owned();
+    let before = env.secret("photos-rw").await;
+    let (old, bucket) = env.s3("photos-rw").await;
+    put(&old, &bucket, "before.txt", b"1").await.unwrap();
+    let (stop, most) = watch_accounts(&env);
+
+    // The user asks for a rotation, with a grace period long enough to
+    // check the old key still works.
+    let grace = Duration::from_secs(6);
+    annotate(
+        &env,
+        "photos-rw",
+        &[
+            (annotations::ROTATION_GRACE, "6s"),
+            (annotations::ROTATE_CREDENTIALS, "first"),
+        ],
+    )
+    .await;
+    let rotated = wait_state(&env, "photos-rw", "to rotate", |s| s.current.is_some()).await;
+    let switched_at = Instant::now();
+    let s1 = state(&rotated);
+    assert_eq!(s1.request, "first");
+    let second_account = s1.current.clone().unwrap().id;
+    assert_ne!(second_account, first_account);
+    assert_eq!(s1.previous.as_ref().unwrap().id, first_account);
+    assert!(
+        rotated
+            .annotations()
+            .contains_key(annotations::CREDENTIALS_ROTATED_AT)
+    );
+    assert_eq!(
+        rotated.account_id(),
+        Some(first_account.as_str()),
+        "status.accountID is set once and never changes"
+    );
+
+    // Same Secret, same keys, new credentials.
+    let after = env.secret("photos-rw").await;
+    assert_eq!(
+        after.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>()
+    );
+    assert_ne!(after[s3::AWS_ACCESS_KEY_ID], before[s3::AWS_ACCESS_KEY_ID]);
+    assert_ne!(
+        after[s3::AWS_SECRET_ACCESS_KEY],
+        before[s3::AWS_SECRET_ACCESS_KEY]
+    );
+    assert_eq!(after[s3::BUCKET_NAME], before[s3::BUCKET_NAME]);
+    let (new, _) = env.s3("photos-rw").await;
+    put(&new, &bucket, "after.txt", b"2").await.unwrap();
+    assert_eq!(get(&new, &bucket, "before.txt").await.unwrap(), b"1");
+    // The old key keeps working during the grace period.
+    assert_eq!(get(&old, &bucket, "after.txt").await.unwrap(), b"2");
+    assert!(
+        switched_at.elapsed() < grace,
+        "the old key was checked within the grace period"
+    );
+    assert_eq!(env.backend().accounts.len(), 2);
+    assert_eq!(
+        events(&env, "photos-rw", reasons::CREDENTIALS_ROTATED).await,
+        1
+    );
+    assert_eq!(rotations(&env, "Succeeded"), 1);
+
+    // A second request during the grace period waits for the revocation.
+    annotate(
+        &env,
+        "photos-rw",
+        &[
+            (annotations::ROTATION_GRACE, "1s"),
+            (annotations::ROTATE_CREDENTIALS, "second"),
+        ],
+    )
+    .await;
+    tokio::time::sleep(SETTLE).await;
+    let waiting = state(&env.accesses().get("photos-rw").await.unwrap());
+    assert_eq!(waiting, s1, "nothing starts while the old account is valid");
+
+    let revoked = wait_state(&env, "photos-rw", "to revoke the first account", |s| {
+        s.previous.as_ref().is_none_or(|p| p.serial != 1)
+    })
+    .await;
+    assert!(
+        switched_at.elapsed() >= grace - Duration::from_secs(1),
+        "not revoked before the grace"
+    );
+    // The old key is refused from now on (and the next rotation may run).
+    let denied = get(&old, &bucket, "after.txt").await.unwrap_err();
+    assert_eq!(denied, "InvalidAccessKeyId");
+    assert!(state(&revoked).serial >= 2);
+    let revoked_events = events(&env, "photos-rw", reasons::OLD_CREDENTIALS_REVOKED).await;
+    assert!(revoked_events >= 1, "OldCredentialsRevoked is reported");
+
+    // The waiting request runs, then its replaced account goes too.
+    let done = wait_state(&env, "photos-rw", "to answer the second request", |s| {
+        s.request == "second"
+            && s.current.as_ref().is_some_and(|c| c.serial == 3)
+            && s.previous.is_none()
+    })
+    .await;
+    let third_account = state(&done).current.unwrap().id;
+    let (newest, _) = env.s3("photos-rw").await;
+    assert_eq!(get(&newest, &bucket, "before.txt").await.unwrap(), b"1");
+    let denied = get(&new, &bucket, "before.txt").await.unwrap_err();
+    assert_eq!(denied, "InvalidAccessKeyId");
+    let accounts: Vec<String> = env.backend().accounts.into_iter().map(|a| a.id).collect();
+    assert_eq!(accounts, vec![third_account], "exactly the live account");
+    stop.store(true, Ordering::Relaxed);
+    assert_eq!(
+        most.load(Ordering::Relaxed),
+        2,
+        "never more than two accounts"
+    );
+    assert_eq!(rotations(&env, "Succeeded"), 2);
+    assert_eq!(rotations(&env, "Failed"), 0);
+
+    // Deleting the access revokes the live account; nothing is left.
+    env.remove_access("photos-rw").await;
+    assert!(get(&newest, &bucket, "before.txt").await.is_err());
+    env.remove_claim("photos").await;
+    env.assert_backend_holds_only(&[]);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_rotation_switches_the_secret_to_a_new_key_and_revokes_the_old_one_after_the_grace() {
+    rotation_switches_keys_and_revokes_the_old_one_after_the_grace(DriverApi::V1alpha2).await;
+}
+
+#[tokio::test]
+async fn a_rotation_works_the_same_on_a_v1alpha1_driver() {
+    rotation_switches_keys_and_revokes_the_old_one_after_the_grace(DriverApi::V1alpha1).await;
+}
