@@ -48,8 +48,15 @@ pub mod reasons {
     pub const OLD_CREDENTIALS_REVOKED: &str = "OldCredentialsRevoked";
     /// Event and condition: a rotation step failed; it is retried with backoff.
     pub const ROTATION_FAILED: &str = "RotationFailed";
-    /// Condition: a rotation annotation holds an invalid value; nothing rotates.
+    /// Condition (set by the sidecar): an annotation of the BucketAccess
+    /// holds an invalid rotation setting; nothing rotates.
     pub const INVALID_ROTATION_SETTING: &str = "InvalidRotationSetting";
+    /// Condition (set by the controller): the BucketAccessClass's
+    /// rotation policy is invalid; the policy rotates nothing.
+    pub const INVALID_ROTATION_POLICY: &str = "InvalidRotationPolicy";
+    /// Event: the controller asked for a rotation, the credentials having
+    /// reached the age the BucketAccessClass allows.
+    pub const ROTATION_REQUESTED: &str = "RotationRequested";
     /// Condition: the last rotation succeeded.
     pub const ROTATED: &str = "Rotated";
 }

@@ -9,12 +9,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use cosi_api::constants::secret_keys::s3;
-use cosi_api::rotation::{RotationState, annotations, reasons};
+use cosi_api::rotation::{self, RotationState, annotations, reasons};
 use cosi_api::*;
 use cosi_cli::describe::events_about;
 use cosi_driver::DriverApi;
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::common::*;
@@ -249,4 +249,156 @@ async fn a_rotation_switches_the_secret_to_a_new_key_and_revokes_the_old_one_aft
 #[tokio::test]
 async fn a_rotation_works_the_same_on_a_v1alpha1_driver() {
     rotation_switches_keys_and_revokes_the_old_one_after_the_grace(DriverApi::V1alpha1).await;
+}
+#[tokio::test]
+async fn a_class_policy_rotates_accesses_once_their_credentials_reach_its_age() {
+    let env = Env::start().await;
+    let mut class = cosi_cli::manifests::access_class(
+        "rotating",
+        env.stack.driver_name(),
+        MultiBucketAccess::SingleBucket,
+    );
+    class
+        .annotations_mut()
+        .insert(annotations::ROTATE_EVERY.into(), "4s".into());
+    let classes: kube::Api<BucketAccessClass> = kube::Api::all(env.client.clone());
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create BucketAccessClass");
+    env.provisioned_claim("logs", DELETE).await;
+    let mut access = cosi_cli::manifests::access(
+        NS,
+        "logs-rw",
+        "rotating",
+        &[("logs", "logs-rw")],
+        BucketAccessMode::ReadWrite,
+    );
+    access
+        .annotations_mut()
+        .insert(annotations::ROTATION_GRACE.into(), "1s".into());
+    env.accesses()
+        .create(&PostParams::default(), &access)
+        .await
+        .expect("create BucketAccess");
+    let access = env.wait_access_provisioned("logs-rw").await;
+    let created = access.metadata.creation_timestamp.clone().unwrap().0;
+    let before = env.secret("logs-rw").await;
+    let (old, bucket) = env.s3("logs-rw").await;
+    put(&old, &bucket, "a", b"1").await.unwrap();
+
+    let rotated = wait_state(&env, "logs-rw", "to be rotated by the class policy", |s| {
+        s.current.is_some()
+    })
+    .await;
+    let at = cosi_api::rotation::rotated_at(&rotated).expect("rotated-at recorded");
+    assert!(
+        at.duration_since(created).as_secs() >= 4,
+        "not before the credentials are 4s old: created {created}, rotated {at}"
+    );
+    assert!(
+        rotated
+            .annotations()
+            .contains_key(annotations::ROTATE_CREDENTIALS),
+        "the controller asked through the access's annotation"
+    );
+    let after = env.secret("logs-rw").await;
+    assert_ne!(after[s3::AWS_ACCESS_KEY_ID], before[s3::AWS_ACCESS_KEY_ID]);
+    let (new, _) = env.s3("logs-rw").await;
+    assert_eq!(get(&new, &bucket, "a").await.unwrap(), b"1");
+    wait_state(&env, "logs-rw", "to revoke the replaced account", |s| {
+        s.previous.as_ref().is_none_or(|p| p.serial != 1)
+    })
+    .await;
+    assert_eq!(
+        get(&old, &bucket, "a").await.unwrap_err(),
+        "InvalidAccessKeyId"
+    );
+    env.remove_access("logs-rw").await;
+    env.remove_claim("logs").await;
+    env.assert_backend_holds_only(&[]);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing() {
+    let env = Env::start().await;
+    let mut class = cosi_cli::manifests::access_class(
+        "too-often",
+        env.stack.driver_name(),
+        MultiBucketAccess::SingleBucket,
+    );
+    // Not longer than the default grace period of 1h.
+    class
+        .annotations_mut()
+        .insert(annotations::ROTATE_EVERY.into(), "30m".into());
+    let classes: kube::Api<BucketAccessClass> = kube::Api::all(env.client.clone());
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create BucketAccessClass");
+    env.provisioned_claim("data", DELETE).await;
+    env.access(
+        "data-rw",
+        "too-often",
+        &["data"],
+        BucketAccessMode::ReadWrite,
+    )
+    .await;
+    env.wait_access_provisioned("data-rw").await;
+    let reported = env
+        .wait_for(
+            &env.accesses(),
+            "BucketAccess",
+            "data-rw",
+            "to report the invalid policy",
+            |a: Option<&BucketAccess>| {
+                a.and_then(|a| cosi_api::conditions::find(a.conditions(), rotation::CONDITION))
+                    .is_some_and(|c| c.reason == reasons::INVALID_ROTATION_POLICY)
+            },
+        )
+        .await
+        .unwrap();
+    let c = cosi_api::conditions::find(reported.conditions(), rotation::CONDITION).unwrap();
+    assert_eq!(c.status, "False");
+    assert!(c.message.contains("grace period of 1h"), "{}", c.message);
+    assert!(
+        cosi_api::conditions::is_true(
+            reported.conditions(),
+            cosi_api::constants::condition_types::PROVISIONED
+        ),
+        "the access works as it is"
+    );
+    assert_eq!(events(&env, "data-rw", reasons::ROTATION_FAILED).await, 1);
+    tokio::time::sleep(SETTLE).await;
+    let a = env.accesses().get("data-rw").await.unwrap();
+    assert!(
+        !a.annotations()
+            .contains_key(annotations::ROTATE_CREDENTIALS)
+    );
+    assert!(!a.annotations().contains_key(annotations::ROTATION_STATE));
+    assert_eq!(
+        events(&env, "data-rw", reasons::ROTATION_FAILED).await,
+        1,
+        "once"
+    );
+
+    // A grace period shorter than the policy's makes it valid: the report goes.
+    annotate(&env, "data-rw", &[(annotations::ROTATION_GRACE, "10m")]).await;
+    env.wait_for(
+        &env.accesses(),
+        "BucketAccess",
+        "data-rw",
+        "to drop the report",
+        |a: Option<&BucketAccess>| {
+            a.is_some_and(|a| {
+                cosi_api::conditions::find(a.conditions(), rotation::CONDITION).is_none()
+            })
+        },
+    )
+    .await;
+    env.remove_access("data-rw").await;
+    env.remove_claim("data").await;
+    env.assert_backend_holds_only(&[]);
+    env.stop().await;
 }
