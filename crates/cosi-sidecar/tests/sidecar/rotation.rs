@@ -280,3 +280,84 @@ async fn deleting_an_access_in_the_middle_of_a_rotation_revokes_both_accounts() 
     assert!(h.secret("creds-rot").await.is_none());
     h.fake.assert_no_unexpected_calls();
 }
+
+#[tokio::test]
+async fn a_secret_lost_after_a_rotation_is_repaired_with_the_live_account() {
+    let h = Harness::new().await;
+    let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
+        c.secret_check_interval = std::time::Duration::from_millis(300);
+    });
+    let (first, second) = granted(&h, "1s").await;
+    request_rotation(&h).await;
+    assert_one_live_account(&h, &first, &second).await;
+    let grants_before = h.fake.calls_of(GRANT).len();
+
+    h.fake.lock().version = 3;
+    h.secrets()
+        .delete("creds-rot", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (key3, _) = FakeDriver::credentials(3);
+    eventually("the Secret to be written again", || async {
+        h.secret("creds-rot")
+            .await
+            .filter(|s| secret_string(s, "AWS_ACCESS_KEY_ID").as_deref() == Some(key3.as_str()))
+    })
+    .await;
+    let grants = h.fake.calls_of(GRANT);
+    assert!(grants.len() > grants_before);
+    assert!(
+        grants[grants_before..].iter().all(|c| c.key == second),
+        "repairs grant the live account, never the revoked first one"
+    );
+    let fake = h.fake.lock();
+    assert_eq!(fake.accounts, BTreeSet::from([second.clone()]));
+    assert_eq!(fake.accounts_created, vec![first, second]);
+    drop(fake);
+    h.fake.assert_no_unexpected_calls();
+}
+
+#[tokio::test]
+async fn a_multi_bucket_access_rotates_all_its_secrets_together() {
+    let h = Harness::new().await;
+    h.fake.expect(&PROVISION_BUCKET);
+    h.fake.expect(&PROVISION_ACCESS);
+    h.fake.expect(&[REVOKE]);
+    let _sidecar = h.start_sidecar();
+    h.provision_bucket("bc-m1").await;
+    h.provision_bucket("bc-m2").await;
+    h.grant(
+        "ba-rot",
+        &[
+            ("claim-1", "bc-m1", "creds-1"),
+            ("claim-2", "bc-m2", "creds-2"),
+        ],
+    )
+    .await;
+    annotate(&h, &[(annotations::ROTATION_GRACE, "1s")]).await;
+    let hold = h.fake.hold(REVOKE);
+    request_rotation(&h).await;
+    // By the time the old account is revoked, every Secret holds the new one.
+    hold.entered.notified().await;
+    let (key2, secret2) = FakeDriver::credentials(2);
+    for (name, bucket) in [("creds-1", "id-bc-m1"), ("creds-2", "id-bc-m2")] {
+        let s = h.secret(name).await.unwrap();
+        assert_eq!(secret_string(&s, "AWS_ACCESS_KEY_ID"), Some(key2.clone()));
+        assert_eq!(
+            secret_string(&s, "AWS_SECRET_ACCESS_KEY"),
+            Some(secret2.clone())
+        );
+        assert_eq!(secret_string(&s, "BUCKET_NAME").as_deref(), Some(bucket));
+    }
+    h.fake.release(REVOKE);
+    rotation_finished(&h).await;
+    let grants = h.fake.calls_of(GRANT);
+    let last = grants.last().unwrap();
+    assert!(
+        last.request.contains("id-bc-m1") && last.request.contains("id-bc-m2"),
+        "the new account is granted every bucket: {}",
+        last.request
+    );
+    assert_eq!(h.fake.lock().accounts.len(), 1);
+    h.fake.assert_no_unexpected_calls();
+}
