@@ -2,7 +2,8 @@
 //! the Secret keeps its name and gets a new key, the new key works at
 //! once, the old key works until the grace period is over and is refused
 //! after it, and the backend never holds more than two accounts of one
-//! access. On both driver APIs, and from a BucketAccessClass policy.
+//! access. On both driver APIs, and from a BucketAccessClass policy; a
+//! rotation the driver refuses changes nothing until it can succeed.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -399,6 +400,146 @@ async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing()
     .await;
     env.remove_access("data-rw").await;
     env.remove_claim("data").await;
+    env.assert_backend_holds_only(&[]);
+    env.stop().await;
+}
+
+#[tokio::test]
+async fn a_rotation_whose_new_grant_fails_leaves_the_old_key_working_and_the_secret_unchanged() {
+    use cosi_driver::proto::{
+        AccessMode, AccessModes, AccessedBucket, AuthenticationType as Auth,
+        DriverGenerateBucketAccessIdRequest, DriverRevokeBucketAccessRequest, ObjectProtocol,
+        RevokedBucket,
+    };
+    let env = Env::start().await;
+    let claim = env.provisioned_claim("media", DELETE).await;
+    let bucket_id = env.bucket_of(&claim).await.bucket_id().unwrap().to_owned();
+    let access = env
+        .provisioned_access("media-rw", SINGLE, &["media"], BucketAccessMode::ReadWrite)
+        .await;
+    let first_account = access.account_id().unwrap().to_owned();
+    let before = env.secret("media-rw").await;
+    let (old, bucket) = env.s3("media-rw").await;
+    put(&old, &bucket, "a", b"1").await.unwrap();
+
+    // The name the rotation will ask for is taken in the backend by an
+    // account with other grants: the driver refuses to grant it.
+    let taken = cosi_api::rotation::account_name(&access.uid().unwrap(), 2);
+    let mut driver = cosi_driver::DriverClient::connect(env.stack.driver_endpoint())
+        .await
+        .unwrap()
+        .provisioner;
+    let read_only = AccessModes {
+        object_data: AccessMode::ReadOnly as i32,
+        object_metadata: AccessMode::ReadOnly as i32,
+        bucket_metadata: AccessMode::Unspecified as i32,
+    };
+    let squatter = driver
+        .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
+            account_name: taken.clone(),
+            buckets: vec![AccessedBucket {
+                bucket_id: bucket_id.clone(),
+                access_mode: Some(read_only),
+            }],
+            protocol: ObjectProtocol::S3 as i32,
+            authentication_type: Auth::Key as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .account_id;
+    driver
+        .driver_grant_bucket_access(cosi_driver::proto::DriverGrantBucketAccessRequest {
+            account_id: squatter.clone(),
+            buckets: vec![AccessedBucket {
+                bucket_id: bucket_id.clone(),
+                access_mode: Some(read_only),
+            }],
+            protocol: ObjectProtocol::S3 as i32,
+            authentication_type: Auth::Key as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+
+    annotate(
+        &env,
+        "media-rw",
+        &[
+            (annotations::ROTATION_GRACE, "1s"),
+            (annotations::ROTATE_CREDENTIALS, "1"),
+        ],
+    )
+    .await;
+    let failed = env
+        .wait_for(
+            &env.accesses(),
+            "BucketAccess",
+            "media-rw",
+            "to report the failed rotation",
+            |a: Option<&BucketAccess>| {
+                a.and_then(|a| cosi_api::conditions::find(a.conditions(), rotation::CONDITION))
+                    .is_some_and(|c| c.reason == reasons::ROTATION_FAILED)
+            },
+        )
+        .await
+        .unwrap();
+    let c = cosi_api::conditions::find(failed.conditions(), rotation::CONDITION).unwrap();
+    assert!(c.message.contains("AlreadyExists"), "{}", c.message);
+    assert!(
+        cosi_api::conditions::is_true(
+            failed.conditions(),
+            cosi_api::constants::condition_types::PROVISIONED
+        ),
+        "Provisioned is not flipped"
+    );
+    assert!(events(&env, "media-rw", reasons::ROTATION_FAILED).await >= 1);
+    // Retried with backoff, failing each time; meanwhile nothing changes.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        env.secret("media-rw").await,
+        before,
+        "the Secret is untouched"
+    );
+    assert_eq!(
+        get(&old, &bucket, "a").await.unwrap(),
+        b"1",
+        "the old key works"
+    );
+    put(&old, &bucket, "b", b"2").await.unwrap();
+    let mut accounts: Vec<String> = env.backend().accounts.into_iter().map(|a| a.id).collect();
+    accounts.sort();
+    let mut want = vec![first_account.clone(), squatter.clone()];
+    want.sort();
+    assert_eq!(accounts, want, "no account was added");
+    assert!(rotations(&env, "Failed") >= 2, "retried");
+
+    // Once the name is free again, the retry rotates.
+    driver
+        .driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
+            account_id: squatter,
+            buckets: vec![RevokedBucket { bucket_id }],
+            protocol: ObjectProtocol::S3 as i32,
+            authentication_type: Auth::Key as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let done = wait_state(&env, "media-rw", "to rotate once the name is free", |s| {
+        s.current.is_some() && s.previous.is_none()
+    })
+    .await;
+    let (new, _) = env.s3("media-rw").await;
+    assert_eq!(get(&new, &bucket, "b").await.unwrap(), b"2");
+    assert_eq!(
+        get(&old, &bucket, "a").await.unwrap_err(),
+        "InvalidAccessKeyId"
+    );
+    let accounts: Vec<String> = env.backend().accounts.into_iter().map(|a| a.id).collect();
+    assert_eq!(accounts, vec![state(&done).current.unwrap().id]);
+    env.remove_access("media-rw").await;
+    env.remove_claim("media").await;
     env.assert_backend_holds_only(&[]);
     env.stop().await;
 }
