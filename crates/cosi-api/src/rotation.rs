@@ -276,9 +276,9 @@ pub fn format_duration(d: Duration) -> String {
     if d.subsec_nanos() != 0 {
         return format!("{}ms", d.as_millis());
     }
-    if secs != 0 && secs % 3600 == 0 {
+    if secs != 0 && secs.is_multiple_of(3600) {
         format!("{}h", secs / 3600)
-    } else if secs != 0 && secs % 60 == 0 {
+    } else if secs != 0 && secs.is_multiple_of(60) {
         format!("{}m", secs / 60)
     } else {
         format!("{secs}s")

@@ -1002,7 +1002,7 @@ mod tests {
         assert_eq!(sooner(soon, w), soon);
         assert_eq!(
             sooner(Action::await_change(), w),
-            Action::requeue(w.unwrap())
+            Action::requeue(Duration::from_secs(5))
         );
     }
 }
