@@ -95,6 +95,9 @@ pub struct PairPlan {
     pub late: bool,
     /// Deleted in the second phase, and how.
     pub delete: Option<DeleteOrder>,
+    /// Its credentials are rotated once it is ready (early pairs only),
+    /// while the second phase's deletions and faults go on.
+    pub rotate: bool,
 }
 
 /// An API error rule for the components (never the suite's own requests).
@@ -229,7 +232,11 @@ impl Plan {
         let api = api_of_seed(seed);
         let mut pairs_rng = rng.fork();
         let mut faults_rng = rng.fork();
-        let pairs = pairs(&mut pairs_rng);
+        let mut rotations_rng = rng.fork();
+        let mut pairs = pairs(&mut pairs_rng);
+        for p in &mut pairs {
+            p.rotate = !p.late && rotations_rng.chance(0.5);
+        }
         let mut plan = Plan {
             seed,
             kind,
@@ -321,14 +328,16 @@ impl Plan {
     pub fn summary(&self) -> String {
         let deleted = self.pairs.iter().filter(|p| p.delete.is_some()).count();
         let late = self.pairs.iter().filter(|p| p.late).count();
+        let rotated = self.pairs.iter().filter(|p| p.rotate).count();
         format!(
-            "seed {} kind {} on {}: {} pairs ({} late, {} deleted), controller crashes {:?}, sidecar crashes {:?}, driver faults {:?}, driver crash points {:?}, API faults {:?}, watches dropped after {:?} events{}",
+            "seed {} kind {} on {}: {} pairs ({} late, {} deleted, {} rotated), controller crashes {:?}, sidecar crashes {:?}, driver faults {:?}, driver crash points {:?}, API faults {:?}, watches dropped after {:?} events{}",
             self.seed,
             self.kind,
             self.api,
             self.pairs.len(),
             late,
             deleted,
+            rotated,
             self.controller_crashes,
             self.sidecar_crashes,
             self.driver_faults,
@@ -364,6 +373,7 @@ fn pairs(rng: &mut Rng) -> Vec<PairPlan> {
                         DeleteOrder::Together,
                     ])
                 }),
+                rotate: false,
             }
         })
         .collect()
@@ -427,11 +437,20 @@ mod tests {
     }
 
     #[test]
+    fn runs_rotate_some_pairs_and_keep_the_rest_of_their_plan() {
+        let rotating = (0..40)
+            .filter(|s| Plan::from_seed(*s).pairs.iter().any(|p| p.rotate))
+            .count();
+        assert!((10..40).contains(&rotating), "{rotating} of 40 runs rotate");
+    }
+
+    #[test]
     fn late_pairs_are_never_deleted_and_names_are_unique() {
         for seed in 0..100 {
             let p = Plan::from_seed(seed);
             assert!((3..=6).contains(&p.pairs.len()));
             assert!(p.pairs.iter().all(|x| !(x.late && x.delete.is_some())));
+            assert!(p.pairs.iter().all(|x| !(x.late && x.rotate)));
             let mut names: Vec<&str> = p.pairs.iter().map(|x| x.name.as_str()).collect();
             names.dedup();
             assert_eq!(names.len(), p.pairs.len());

@@ -698,6 +698,8 @@ impl Worker<'_> {
     /// On deletion: revokes every account rotations made that may still
     /// be live (the first account is revoked by the cleanup itself).
     pub(super) async fn revoke_rotated(&mut self) -> Result<(), Failure> {
+        // No rotation step runs any more: forget its retry gate.
+        self.ctx.gates.succeeded(&self.rotation_key());
         let state = match RotationState::of(&self.access) {
             Ok(Some(state)) => state,
             Ok(None) => return Ok(()),
