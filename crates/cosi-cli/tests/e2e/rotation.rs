@@ -90,6 +90,25 @@ fn watch_accounts(env: &Env) -> (Arc<AtomicBool>, Arc<AtomicUsize>) {
     (stop, most)
 }
 
+/// The `Rotated` cell of BucketAccess `name` in the server-side table
+/// (what `kubectl get bucketaccesses -o wide` prints).
+async fn rotated_column(env: &Env, name: &str) -> serde_json::Value {
+    let request = http::Request::get(format!(
+        "/apis/objectstorage.k8s.io/v1alpha2/namespaces/{NS}/bucketaccesses/{name}"
+    ))
+    .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+    .body(Vec::new())
+    .unwrap();
+    let table: serde_json::Value = env.client.request(request).await.unwrap();
+    let index = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|c| c["name"] == "Rotated")
+        .unwrap_or_else(|| panic!("no Rotated column: {table}"));
+    table["rows"][0]["cells"][index].clone()
+}
+
 fn rotations(env: &Env, result: &str) -> u64 {
     env.stack
         .sidecar_registry()
@@ -123,6 +142,7 @@ async fn rotation_switches_keys_and_revokes_the_old_one_after_the_grace(api: Dri
     let (old, bucket) = env.s3("photos-rw").await;
     put(&old, &bucket, "before.txt", b"1").await.unwrap();
     let (stop, most) = watch_accounts(&env);
+    assert_eq!(rotated_column(&env, "photos-rw").await, json!(null));
 
     // The user asks for a rotation, with a grace period long enough to
     // check the old key still works.
@@ -152,6 +172,11 @@ async fn rotation_switches_keys_and_revokes_the_old_one_after_the_grace(api: Dri
         rotated.account_id(),
         Some(first_account.as_str()),
         "status.accountID is set once and never changes"
+    );
+    let shown = rotated_column(&env, "photos-rw").await;
+    assert!(
+        shown.as_str().is_some_and(|age| age.ends_with('s')),
+        "kubectl shows how long ago: {shown}"
     );
 
     // Same Secret, same keys, new credentials.
