@@ -28,6 +28,7 @@ use crate::constants::limits::{
     printcolumn = r#"{"name":"Class","type":"string","jsonPath":".spec.bucketAccessClassName"}"#,
     printcolumn = r#"{"name":"Protocol","type":"string","jsonPath":".spec.protocol"}"#,
     printcolumn = r#"{"name":"Account","type":"string","priority":1,"jsonPath":".status.accountID"}"#,
+    printcolumn = r#"{"name":"Rotated","type":"date","priority":1,"jsonPath":".metadata.annotations.cosi-rs\\.dev/credentials-rotated-at"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]

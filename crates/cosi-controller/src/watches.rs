@@ -98,7 +98,8 @@ pub fn bucket_to_accesses(
     index.naming(&r.namespace, &r.name)
 }
 
-/// The accesses of `class` not handed to a sidecar yet: only they still read their class.
+/// The accesses of `class` not handed to a sidecar yet (only they still
+/// read their class), and those its credential rotation policy concerns.
 pub fn access_class_to_accesses(
     class: &BucketAccessClass,
     accesses: &[Arc<BucketAccess>],
@@ -106,7 +107,11 @@ pub fn access_class_to_accesses(
     let name = class.name_any();
     accesses
         .iter()
-        .filter(|a| a.spec.bucket_access_class_name == name && !a.is_handed_to_sidecar())
+        .filter(|a| {
+            a.spec.bucket_access_class_name == name
+                && (!a.is_handed_to_sidecar()
+                    || crate::bucket_access::rotation::follows_class(class, a))
+        })
         .map(|a| ObjectRef::from_obj(a.as_ref()))
         .collect()
 }

@@ -134,13 +134,15 @@ pub struct SidecarMetrics {
     errors: IntCounterVec,
     info: IntGaugeVec,
     up: IntGauge,
+    rotations: IntCounterVec,
     runtime: RuntimeMetrics,
 }
 
 impl SidecarMetrics {
     /// Creates and registers `cosi_sidecar_operation_duration_seconds`,
     /// `cosi_sidecar_operation_errors_total`, `cosi_sidecar_driver_info`,
-    /// `cosi_sidecar_driver_up`, and the [`RuntimeMetrics`] every component has.
+    /// `cosi_sidecar_driver_up`, `cosi_sidecar_credential_rotations_total`,
+    /// and the [`RuntimeMetrics`] every component has.
     pub fn register(registry: &Registry) -> prometheus::Result<Self> {
         let duration = HistogramVec::new(
             HistogramOpts::new(
@@ -172,11 +174,20 @@ impl SidecarMetrics {
         )?;
         registry.register(Box::new(info.clone()))?;
         registry.register(Box::new(up.clone()))?;
+        let rotations = IntCounterVec::new(
+            Opts::new(
+                "cosi_sidecar_credential_rotations_total",
+                "Credential rotations of BucketAccesses: Succeeded when the Secrets switched to a new account, Failed for each failed attempt (retried with backoff).",
+            ),
+            &["driver_name", "result"],
+        )?;
+        registry.register(Box::new(rotations.clone()))?;
         Ok(Self {
             duration,
             errors,
             info,
             up,
+            rotations,
             runtime: RuntimeMetrics::register(registry)?,
         })
     }
@@ -208,6 +219,12 @@ impl SidecarMetrics {
         for method in methods {
             self.errors.with_label_values(&[driver, method]);
         }
+    }
+
+    /// Counts one rotation attempt of an access of `driver`: `result` is
+    /// `Succeeded` or `Failed`.
+    pub fn rotation(&self, driver: &str, result: &str) {
+        self.rotations.with_label_values(&[driver, result]).inc();
     }
 
     /// Records one RPC: `method` as in the proto (e.g. `DriverCreateBucket`),
@@ -284,5 +301,13 @@ mod tests {
         assert!(text.contains(r#"cosi_sidecar_operation_errors_total{driver_name="d",method_name="DriverCreateBucket"} 1"#), "{text}");
         assert!(text.contains(r#"cosi_sidecar_operation_errors_total{driver_name="d",method_name="DriverGetBucket"} 0"#), "{text}");
         assert!(text.contains("cosi_sidecar_driver_up 1"), "{text}");
+        m.rotation("d", "Failed");
+        let text = render(&registry);
+        assert!(
+            text.contains(
+                r#"cosi_sidecar_credential_rotations_total{driver_name="d",result="Failed"} 1"#
+            ),
+            "{text}"
+        );
     }
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cosi_api::conditions::{Desired, Status, find, is_true, status_of};
-use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types, names, reasons};
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types, reasons};
 use cosi_api::{AuthenticationType, Bucket, BucketAccess, BucketAccessClaim};
 use cosi_driver::proto::{
     self, DriverGenerateBucketAccessIdRequest, DriverGrantBucketAccessRequest,
@@ -45,6 +45,8 @@ use crate::outcome::{
 };
 use crate::reply::grant_reply;
 use crate::secret::{self, Ownership};
+
+pub mod rotation;
 
 /// The key of a BucketAccess in gates and health.
 pub fn key(namespace: &str, name: &str) -> String {
@@ -520,11 +522,16 @@ pub(crate) async fn reconcile(
         key,
         access: cached.as_ref().clone(),
     };
+    let mut rotation_wake = None;
     let result = async {
         // A granted access: its Secrets are read (nothing written) when
         // due for a check; the event of our own last write, or of a
         // version already checked, needs no read before then.
         if step == Step::Provision && looks_ready(&cached) {
+            match worker.rotate().await {
+                rotation::Rotation::Acted(action) => return Ok(action),
+                rotation::Rotation::Idle(wake) => rotation_wake = wake,
+            }
             let version = cached.resource_version();
             let interval = ctx.config.secret_check_interval;
             let checks = &ctx.secret_checks;
@@ -555,7 +562,7 @@ pub(crate) async fn reconcile(
     Ok(match result {
         Ok(action) => {
             ctx.health.allowed(&worker.key);
-            action
+            rotation::sooner(action, rotation_wake)
         }
         Err(failure) => worker.failed(failure).await,
     })
@@ -637,9 +644,10 @@ impl Worker<'_> {
         Ok(())
     }
 
-    /// `ba-<UID>`: the account's name at the driver.
+    /// The live account's name at the driver: `ba-<UID>`, or after a
+    /// credential rotation `ba-<UID>-r<n>`.
     fn account_name(&self) -> String {
-        names::account_name(&self.access.uid().unwrap_or_default())
+        cosi_api::rotation::live_account(&self.access).0
     }
 
     fn secret_key(&self, name: &str) -> String {
@@ -855,7 +863,9 @@ impl Worker<'_> {
         secrets: &[Option<Secret>],
     ) -> Result<Action, Failure> {
         let p = grant_params(&self.access, targets, bucket_ids);
-        let account_id = self.access.account_id().unwrap_or_default().to_owned();
+        let account_id = cosi_api::rotation::live_account(&self.access)
+            .1
+            .unwrap_or_default();
         let reply = self
             .ctx
             .driver
@@ -1100,6 +1110,7 @@ impl Worker<'_> {
                 tracing::info!(access = %self.key, %account_id, "access revoked");
             }
         }
+        self.revoke_rotated().await?;
         patch::set_annotations(
             &self.api,
             &self.access,

@@ -45,12 +45,16 @@ pub struct Config {
     pub driver_api: Option<DriverApi>,
     /// How a driver of the v1alpha1 driver API is treated.
     pub v1alpha1: crate::v1alpha1::Options,
+    /// How long an account replaced by a credential rotation stays valid,
+    /// unless the BucketAccess says otherwise (`cosi-rs.dev/rotation-grace`).
+    pub rotation_grace: Duration,
 }
 
 impl Config {
     /// Defaults: 1 s doubling to 5 min backoff, a driver probe every 10 s,
     /// 2 min per driver call, Secrets checked every 5 min, 8 workers per
-    /// kind, the driver API detected, a v1alpha1 driver taken to serve S3.
+    /// kind, the driver API detected, a v1alpha1 driver taken to serve S3,
+    /// replaced accounts revoked 1 h after a rotation.
     /// `cosi_build_info` is set to this build.
     pub fn new(metrics: SidecarMetrics, readiness: Readiness) -> Self {
         metrics
@@ -66,6 +70,7 @@ impl Config {
             workers: 8,
             driver_api: None,
             v1alpha1: crate::v1alpha1::Options::default(),
+            rotation_grace: cosi_api::rotation::DEFAULT_GRACE,
         }
     }
 }

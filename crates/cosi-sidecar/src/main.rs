@@ -84,6 +84,13 @@ struct Cli {
     /// (ceph-cosi returns an empty region).
     #[arg(long, default_value = "us-east-1", value_name = "REGION")]
     v1alpha1_default_region: String,
+
+    /// After a credential rotation, how long the replaced account stays
+    /// valid before it is revoked (e.g. 1h, 30m, 90s): long enough for
+    /// every Pod using the access's Secret to restart. A BucketAccess may
+    /// set its own with the cosi-rs.dev/rotation-grace annotation.
+    #[arg(long, env = "COSI_ROTATION_GRACE", default_value = "1h", value_name = "DURATION", value_parser = cosi_api::rotation::parse_duration)]
+    rotation_grace: Duration,
 }
 
 /// `--driver-api`.
@@ -136,6 +143,7 @@ async fn main() -> anyhow::Result<()> {
         DriverApiArg::V1alpha2 => Some(DriverApi::V1alpha2),
         DriverApiArg::V1alpha1 => Some(DriverApi::V1alpha1),
     };
+    config.rotation_grace = cli.rotation_grace;
     config.v1alpha1 = cosi_sidecar::v1alpha1::Options {
         protocols: cli.v1alpha1_protocols,
         ids_are_names: cli.v1alpha1_ids_are_names,

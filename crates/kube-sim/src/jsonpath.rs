@@ -34,13 +34,9 @@ impl JsonPath {
         while i < b.len() {
             match b[i] {
                 b'.' => {
-                    let start = i + 1;
-                    let mut j = start;
-                    while j < b.len() && b[j] != b'.' && b[j] != b'[' {
-                        j += 1;
-                    }
-                    if j > start {
-                        steps.push(Step::Field(s[start..j].to_string()));
+                    let (field, j) = field_at(s, i + 1);
+                    if !field.is_empty() {
+                        steps.push(Step::Field(field));
                     }
                     i = j;
                 }
@@ -51,12 +47,8 @@ impl JsonPath {
                     i = end + 1;
                 }
                 _ => {
-                    let start = i;
-                    let mut j = i;
-                    while j < b.len() && b[j] != b'.' && b[j] != b'[' {
-                        j += 1;
-                    }
-                    steps.push(Step::Field(s[start..j].to_string()));
+                    let (field, j) = field_at(s, i);
+                    steps.push(Step::Field(field));
                     i = j;
                 }
             }
@@ -114,6 +106,28 @@ impl JsonPath {
         }
         cur
     }
+}
+
+/// The field name starting at byte `start`, up to the next unescaped `.`
+/// or `[`, and the byte after it. `\.` is a dot inside the name, as in
+/// `.metadata.annotations.example\.com/key`.
+fn field_at(s: &str, start: usize) -> (String, usize) {
+    let b = s.as_bytes();
+    let mut field = String::new();
+    let mut j = start;
+    let mut from = start;
+    while j < b.len() && b[j] != b'.' && b[j] != b'[' {
+        if b[j] == b'\\' && b.get(j + 1) == Some(&b'.') {
+            field.push_str(&s[from..j]);
+            field.push('.');
+            j += 2;
+            from = j;
+            continue;
+        }
+        j += 1;
+    }
+    field.push_str(&s[from..j]);
+    (field, j)
 }
 
 fn find_close(s: &str, open: usize) -> Option<usize> {
@@ -223,5 +237,14 @@ mod tests {
                 .is_empty()
         );
         assert!(JsonPath::parse(".a[?(x)]").is_err());
+    }
+
+    #[test]
+    fn escaped_dots_stay_in_the_field_name() {
+        let obj = json!({"metadata": {"annotations": {"cosi-rs.dev/rotated-at": "t"}}});
+        let p = JsonPath::parse(r".metadata.annotations.cosi-rs\.dev/rotated-at").unwrap();
+        assert_eq!(p.find(&obj), vec![&json!("t")]);
+        let unescaped = JsonPath::parse(".metadata.annotations.cosi-rs.dev/rotated-at").unwrap();
+        assert!(unescaped.find(&obj).is_empty());
     }
 }

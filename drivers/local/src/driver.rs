@@ -225,6 +225,16 @@ impl LocalDriver {
         self.inner.store.durable_commits()
     }
 
+    /// The ID of the account owning access key `access_key_id`, if any
+    /// (for tests checking which account a Secret's credentials belong to).
+    pub fn account_of_access_key(&self, access_key_id: &str) -> Result<Option<String>, Error> {
+        Ok(self
+            .inner
+            .store
+            .account_by_key(access_key_id)?
+            .map(|a| a.id))
+    }
+
     /// A read-only snapshot of every bucket and account in the backend.
     pub fn backend_state(&self) -> Result<BackendState, Error> {
         let store = &self.inner.store;

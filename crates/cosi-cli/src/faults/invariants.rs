@@ -158,6 +158,33 @@ pub fn settled(s: &ApiSnapshot, ns: &str, names: &[String]) -> Result<(), String
     Ok(())
 }
 
+/// Ok when the access of every pair of `names` has answered its rotation
+/// request and revoked the account it replaced.
+pub fn rotated(s: &ApiSnapshot, ns: &str, names: &[String]) -> Result<(), String> {
+    for name in names {
+        let Some(a) = find(&s.accesses, ns, name) else {
+            return Err(format!("rotated access {name} is gone"));
+        };
+        if let Some(request) = cosi_api::rotation::unanswered_request(a) {
+            return Err(format!(
+                "access {name} has not answered rotation request {request:?}"
+            ));
+        }
+        match cosi_api::rotation::RotationState::of(a) {
+            Err(e) => return Err(format!("access {name}: {e}")),
+            Ok(None) => return Err(format!("access {name} has no rotation state")),
+            Ok(Some(state)) if state.in_progress() => {
+                return Err(format!("access {name} is still rotating: {state:?}"));
+            }
+            Ok(Some(state)) if state.previous.is_some() => {
+                return Err(format!("access {name} has not revoked its old account yet"));
+            }
+            Ok(Some(_)) => {}
+        }
+    }
+    Ok(())
+}
+
 /// Ok when every `live` pair is ready and every deleted pair is gone (its
 /// Bucket too under the Delete policy; kept under Retain).
 pub fn converged(
@@ -289,9 +316,16 @@ pub fn violations(
     }
 
     // Accounts.
+    // The account an access holds is its live one: the first
+    // (`status.accountID`) until a rotation replaces it.
+    let live: Vec<(&BucketAccess, Option<String>)> = s
+        .accesses
+        .iter()
+        .map(|a| (a, cosi_api::rotation::live_account(a).1))
+        .collect();
     let mut api_accounts: BTreeMap<&str, Vec<String>> = BTreeMap::new();
-    for a in &s.accesses {
-        if let Some(id) = a.account_id() {
+    for (a, id) in &live {
+        if let Some(id) = id {
             api_accounts.entry(id).or_default().push(a.name_any());
         }
     }
@@ -319,9 +353,9 @@ pub fn violations(
             }
         }
     }
-    for a in &s.accesses {
+    for (a, id) in &live {
         if conditions::is_true(a.conditions(), PROVISIONED) {
-            match a.account_id() {
+            match id.as_deref() {
                 Some(id) if backend_accounts.contains(id) => {}
                 Some(id) => v.push(format!(
                     "access {} is provisioned with account {id} but the backend has no such account",

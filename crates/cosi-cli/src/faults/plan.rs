@@ -98,6 +98,10 @@ pub struct PairPlan {
     /// Kept, but in the second phase a user deletes its Secret and strips
     /// COSI's finalizer: the sidecar must write it again.
     pub force_secret: bool,
+    /// Its credentials are rotated once it is ready (early pairs only, not
+    /// those whose Secret is forced away), while the second phase's
+    /// deletions and faults go on.
+    pub rotate: bool,
 }
 
 /// An API error rule for the components (never the suite's own requests).
@@ -232,7 +236,11 @@ impl Plan {
         let api = api_of_seed(seed);
         let mut pairs_rng = rng.fork();
         let mut faults_rng = rng.fork();
-        let pairs = pairs(&mut pairs_rng);
+        let mut rotations_rng = rng.fork();
+        let mut pairs = pairs(&mut pairs_rng);
+        for p in &mut pairs {
+            p.rotate = !p.late && !p.force_secret && rotations_rng.chance(0.5);
+        }
         let mut plan = Plan {
             seed,
             kind,
@@ -325,8 +333,9 @@ impl Plan {
         let deleted = self.pairs.iter().filter(|p| p.delete.is_some()).count();
         let late = self.pairs.iter().filter(|p| p.late).count();
         let forced = self.pairs.iter().filter(|p| p.force_secret).count();
+        let rotated = self.pairs.iter().filter(|p| p.rotate).count();
         format!(
-            "seed {} kind {} on {}: {} pairs ({} late, {} deleted, {} Secrets forced away), controller crashes {:?}, sidecar crashes {:?}, driver faults {:?}, driver crash points {:?}, API faults {:?}, watches dropped after {:?} events{}",
+            "seed {} kind {} on {}: {} pairs ({} late, {} deleted, {} Secrets forced away, {} rotated), controller crashes {:?}, sidecar crashes {:?}, driver faults {:?}, driver crash points {:?}, API faults {:?}, watches dropped after {:?} events{}",
             self.seed,
             self.kind,
             self.api,
@@ -334,6 +343,7 @@ impl Plan {
             late,
             deleted,
             forced,
+            rotated,
             self.controller_crashes,
             self.sidecar_crashes,
             self.driver_faults,
@@ -372,6 +382,7 @@ fn pairs(rng: &mut Rng) -> Vec<PairPlan> {
                 late,
                 force_secret: !late && delete.is_none() && rng.chance(0.4),
                 delete,
+                rotate: false,
             }
         })
         .collect()
@@ -443,6 +454,14 @@ mod tests {
     }
 
     #[test]
+    fn runs_rotate_some_pairs_and_keep_the_rest_of_their_plan() {
+        let rotating = (0..40)
+            .filter(|s| Plan::from_seed(*s).pairs.iter().any(|p| p.rotate))
+            .count();
+        assert!((10..40).contains(&rotating), "{rotating} of 40 runs rotate");
+    }
+
+    #[test]
     fn late_pairs_are_never_deleted_and_names_are_unique() {
         for seed in 0..100 {
             let p = Plan::from_seed(seed);
@@ -453,6 +472,8 @@ mod tests {
                     .iter()
                     .all(|x| !x.force_secret || (!x.late && x.delete.is_none()))
             );
+            assert!(p.pairs.iter().all(|x| !(x.late && x.rotate)));
+            assert!(p.pairs.iter().all(|x| !(x.force_secret && x.rotate)));
             let mut names: Vec<&str> = p.pairs.iter().map(|x| x.name.as_str()).collect();
             names.dedup();
             assert_eq!(names.len(), p.pairs.len());

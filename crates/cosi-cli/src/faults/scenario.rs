@@ -52,6 +52,8 @@ pub struct RunReport {
     pub driver_faults: u64,
     /// Pairs the driver refused (then deleted).
     pub refused: usize,
+    /// Pairs whose credentials were rotated.
+    pub rotated: usize,
     /// True when convergence needed the faults to stop first.
     pub calmed: bool,
     /// Wall-clock seconds.
@@ -62,12 +64,13 @@ impl std::fmt::Display for RunReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "seed {} passed in {:.1} s: restarts {:?}, {} driver faults fired, {} refused pairs{}",
+            "seed {} passed in {:.1} s: restarts {:?}, {} driver faults fired, {} refused pairs, {} rotated pairs{}",
             self.seed,
             self.seconds,
             self.restarts,
             self.driver_faults,
             self.refused,
+            self.rotated,
             if self.calmed {
                 ", converged once faults stopped"
             } else {
@@ -130,6 +133,7 @@ pub async fn run_seed(seed: u64) -> Result<RunReport, RunFailure> {
         restarts,
         driver_faults,
         refused: outcome.refused,
+        rotated: outcome.rotated,
         calmed: outcome.calmed,
         seconds: started.elapsed().as_secs_f64(),
     })
@@ -138,6 +142,7 @@ pub async fn run_seed(seed: u64) -> Result<RunReport, RunFailure> {
 struct Outcome {
     deleted: Vec<DeletedPair>,
     refused: usize,
+    rotated: usize,
     calmed: bool,
 }
 
@@ -208,6 +213,21 @@ async fn create_pairs(admin: &kube::Client, pairs: &[&PairPlan]) -> Result<(), S
         }
     }))
     .await?;
+    Ok(())
+}
+
+/// Asks for a rotation of access `name`'s credentials, with a short grace.
+async fn request_rotation(admin: &kube::Client, name: &str) -> Result<(), String> {
+    use cosi_api::rotation::annotations::{ROTATE_CREDENTIALS, ROTATION_GRACE};
+    let accesses: Api<BucketAccess> = Api::namespaced(admin.clone(), NAMESPACE);
+    let patch = serde_json::json!({"metadata": {"annotations": {
+        ROTATION_GRACE: "1s",
+        ROTATE_CREDENTIALS: "fault-run",
+    }}});
+    accesses
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| format!("asking access {name} for a rotation: {e}"))?;
     Ok(())
 }
 
@@ -349,9 +369,17 @@ async fn scenario(plan: &Plan, system: &Supervised) -> Result<(Outcome, ApiSnaps
         .await
         .map_err(|e| stuck(&observer, plan, e))?;
 
-    // Phase 2: delete the planned pairs and the refused ones, create the late ones.
+    // Phase 2: rotate the planned pairs' credentials, delete the planned
+    // pairs and the refused ones, create the late ones.
     if plan.drop_watches_midway {
         api.drop_watches();
+    }
+    let mut rotating = Vec::new();
+    for p in early.iter().filter(|p| p.rotate) {
+        if invariants::pair_state(&settled, NAMESPACE, &p.name) == PairState::Ready {
+            request_rotation(&admin, &p.name).await?;
+            rotating.push(p.name.clone());
+        }
     }
     let mut deleted = Vec::new();
     let mut deletions = Vec::new();
@@ -411,8 +439,19 @@ async fn scenario(plan: &Plan, system: &Supervised) -> Result<(Outcome, ApiSnaps
         .map(|p| p.name.clone())
         .collect();
     let observer = &observer;
+    let rotated = rotating.len();
     let converge = async move {
         let (mut live, mut deleted) = (live, deleted);
+        // Rotated pairs that stay must finish their rotation.
+        let done = |s: &ApiSnapshot, live: &[String], deleted: &[DeletedPair]| {
+            let rotated: Vec<String> = rotating
+                .iter()
+                .filter(|n| live.contains(n))
+                .cloned()
+                .collect();
+            invariants::converged(s, NAMESPACE, live, deleted)
+                .and_then(|()| invariants::rotated(s, NAMESPACE, &rotated))
+        };
         create_pairs(&admin, &late).await?;
         let faulty_timeout = if plan.has_refusals() {
             REFUSAL_TIMEOUT
@@ -421,7 +460,7 @@ async fn scenario(plan: &Plan, system: &Supervised) -> Result<(Outcome, ApiSnaps
         };
         let under_faults = observer
             .wait_until("convergence under faults", faulty_timeout, |s| {
-                invariants::converged(s, NAMESPACE, &live, &deleted)
+                done(s, &live, &deleted)
             })
             .await;
         let calmed = under_faults.is_err();
@@ -448,9 +487,7 @@ async fn scenario(plan: &Plan, system: &Supervised) -> Result<(Outcome, ApiSnaps
             system.restart_sidecar().await.map_err(|e| e.to_string())?;
         }
         let snapshot = observer
-            .wait_until("convergence", CALM_TIMEOUT, |s| {
-                invariants::converged(s, NAMESPACE, &live, &deleted)
-            })
+            .wait_until("convergence", CALM_TIMEOUT, |s| done(s, &live, &deleted))
             .await
             .map_err(|e| stuck(observer, plan, e))?;
         Ok::<_, String>((calmed, late_refused, deleted, snapshot))
@@ -463,6 +500,7 @@ async fn scenario(plan: &Plan, system: &Supervised) -> Result<(Outcome, ApiSnaps
         Outcome {
             deleted,
             refused,
+            rotated,
             calmed,
         },
         snapshot,

@@ -226,6 +226,8 @@ enum Command {
     Calm(oneshot::Sender<Result<(), String>>),
     /// Restart the sidecar (as an operator would after fixing a driver).
     RestartSidecar(oneshot::Sender<Result<(), String>>),
+    /// Restart the controller (its next planned crash armed).
+    RestartController(oneshot::Sender<Result<(), String>>),
     /// Stop everything and hand the system back.
     Finish(oneshot::Sender<(Stack, DriverHost, Restarts)>),
 }
@@ -346,6 +348,15 @@ impl Supervised {
             .map_err(SystemError::Component)
     }
 
+    /// Restarts the controller, arming its next planned crash: a crash
+    /// planned for a later moment of a scenario counts the writes of that
+    /// incarnation only.
+    pub async fn restart_controller(&self) -> Result<(), SystemError> {
+        self.ask(Command::RestartController)
+            .await?
+            .map_err(SystemError::Component)
+    }
+
     /// Stops every component and returns what the backend holds, and the
     /// restarts the run made. The API server stops too.
     pub async fn finish(self) -> Result<(BackendState, Restarts), SystemError> {
@@ -405,6 +416,10 @@ async fn supervise(
                 Some(Command::RestartSidecar(reply)) => {
                     system.restarts.requested += 1;
                     let _ = reply.send(system.restart(Which::Sidecar).await.map_err(|e| e.to_string()));
+                }
+                Some(Command::RestartController(reply)) => {
+                    system.restarts.requested += 1;
+                    let _ = reply.send(system.restart(Which::Controller).await.map_err(|e| e.to_string()));
                 }
                 Some(Command::Finish(reply)) => {
                     let _ = reply.send(system.stop().await);

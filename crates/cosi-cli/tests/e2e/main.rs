@@ -24,6 +24,7 @@ mod multi_bucket;
 mod readme_driver;
 mod real_clients;
 mod restarts;
+mod rotation;
 mod static_provisioning;
 mod v1alpha1;
 mod version;

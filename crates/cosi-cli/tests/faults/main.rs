@@ -9,6 +9,8 @@
 //! runs (default 40: every kind of fault twice on each API), `FAULT_BASE_SEED=<s>` the first seed, `FAULT_JOBS=<j>` how
 //! many run at once (default 4), and `FAULT_SEED=<s>` replays one run.
 
+mod rotation;
+
 use cosi_cli::faults::{RunFailure, RunReport, run_seed};
 use futures::StreamExt as _;
 

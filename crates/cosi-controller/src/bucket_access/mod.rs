@@ -4,6 +4,7 @@
 //! and conflicts are decided again on objects re-read from the API.
 
 pub mod decide;
+pub mod rotation;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -229,7 +230,7 @@ pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<A
         if let Step::Done(idle) = step {
             tracing::debug!(access = %key, ?idle, "nothing to write");
             ctx.failures.succeeded(&key);
-            return Ok(Action::await_change());
+            return rotation::follow_policy(&ctx, &api, &snapshot.access).await;
         }
         if !fresh && !decide::trusts_cache(&snapshot.access, &step) {
             reread = true;

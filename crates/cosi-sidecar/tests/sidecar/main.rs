@@ -9,4 +9,5 @@ mod bucket;
 mod faults;
 mod operations;
 mod rbac;
+mod rotation;
 mod v1alpha1;

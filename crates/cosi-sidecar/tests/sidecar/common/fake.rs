@@ -44,6 +44,7 @@ pub struct Hold {
 }
 
 type GrantMutator = Arc<dyn Fn(&mut DriverGrantBucketAccessResponse) + Send + Sync>;
+type AccountNamer = Arc<dyn Fn(&str) -> String + Send + Sync>;
 type CreateMutator = Arc<dyn Fn(&mut DriverCreateBucketResponse) + Send + Sync>;
 
 pub struct State {
@@ -65,6 +66,8 @@ pub struct State {
     always: HashMap<&'static str, Status>,
     grant_mutator: Option<GrantMutator>,
     create_mutator: Option<CreateMutator>,
+    /// The account ID for an account name (default `acct-<name>`).
+    account_namer: Option<AccountNamer>,
     /// Bumped to make grants return new credentials / info.
     pub version: u32,
     holds: HashMap<&'static str, Arc<Hold>>,
@@ -93,6 +96,7 @@ impl FakeDriver {
                 always: HashMap::new(),
                 grant_mutator: None,
                 create_mutator: None,
+                account_namer: None,
                 version: 1,
                 holds: HashMap::new(),
             })),
@@ -145,6 +149,11 @@ impl FakeDriver {
 
     pub fn clear_grant_mutator(&self) {
         self.lock().grant_mutator = None;
+    }
+
+    /// Answers DriverGenerateBucketAccessId with `f(account_name)`.
+    pub fn name_accounts(&self, f: impl Fn(&str) -> String + Send + Sync + 'static) {
+        self.lock().account_namer = Some(Arc::new(f));
     }
 
     pub fn mutate_create(
@@ -368,8 +377,13 @@ impl cosi_driver::Provisioner for FakeDriver {
     ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
         let r = request.into_inner();
         self.enter(GENERATE_ACCESS_ID, &r.account_name, &r).await?;
+        let namer = self.lock().account_namer.clone();
+        let account_id = match namer {
+            Some(f) => f(&r.account_name),
+            None => format!("acct-{}", r.account_name),
+        };
         Ok(Response::new(DriverGenerateBucketAccessIdResponse {
-            account_id: format!("acct-{}", r.account_name),
+            account_id,
         }))
     }
 
