@@ -445,6 +445,74 @@ struct GrantParams {
     parameters: std::collections::HashMap<String, String>,
 }
 
+impl GrantParams {
+    /// Phase 1: the request for the account's ID.
+    fn generate(self, account_name: String) -> DriverGenerateBucketAccessIdRequest {
+        DriverGenerateBucketAccessIdRequest {
+            account_name,
+            buckets: self.buckets,
+            protocol: self.protocol,
+            authentication_type: self.authentication_type,
+            service_account: self.service_account,
+            parameters: self.parameters,
+        }
+    }
+
+    /// Phase 2: the grant to the account `account_id`.
+    fn grant(self, account_id: String) -> DriverGrantBucketAccessRequest {
+        DriverGrantBucketAccessRequest {
+            account_id,
+            buckets: self.buckets,
+            protocol: self.protocol,
+            authentication_type: self.authentication_type,
+            service_account: self.service_account,
+            parameters: self.parameters,
+        }
+    }
+}
+
+/// On deletion, the request that asks a driver for the ID of the account
+/// `account_name` when it was never persisted (a v1alpha1 driver's grant
+/// is its phase 1, so the account may exist).
+fn lookup_request(
+    ba: &BucketAccess,
+    account_name: String,
+    buckets: &[RevokedBucket],
+) -> DriverGenerateBucketAccessIdRequest {
+    let status = ba.status.clone().unwrap_or_default();
+    DriverGenerateBucketAccessIdRequest {
+        account_name,
+        buckets: buckets
+            .iter()
+            .map(|b| proto::AccessedBucket {
+                bucket_id: b.bucket_id.clone(),
+                access_mode: None,
+            })
+            .collect(),
+        protocol: protocol_to_proto(ba.spec.protocol) as i32,
+        authentication_type: auth_to_proto(status.authentication_type.unwrap_or_default()) as i32,
+        service_account: service_account(ba),
+        parameters: status.parameters.into_iter().collect(),
+    }
+}
+
+/// The request that revokes account `account_id`'s access to `buckets`.
+fn revoke_request(
+    ba: &BucketAccess,
+    account_id: String,
+    buckets: Vec<RevokedBucket>,
+) -> DriverRevokeBucketAccessRequest {
+    let status = ba.status.clone().unwrap_or_default();
+    DriverRevokeBucketAccessRequest {
+        account_id,
+        buckets,
+        protocol: protocol_to_proto(ba.spec.protocol) as i32,
+        authentication_type: auth_to_proto(status.authentication_type.unwrap_or_default()) as i32,
+        service_account: service_account(ba),
+        parameters: status.parameters.into_iter().collect(),
+    }
+}
+
 fn service_account(ba: &BucketAccess) -> Option<proto::ServiceAccount> {
     let auth = ba.status.as_ref().and_then(|s| s.authentication_type);
     (auth == Some(AuthenticationType::ServiceAccount)).then(|| proto::ServiceAccount {
@@ -839,14 +907,7 @@ impl Worker<'_> {
         let account_id = self
             .ctx
             .driver
-            .generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-                account_name: self.account_name(),
-                buckets: p.buckets,
-                protocol: p.protocol,
-                authentication_type: p.authentication_type,
-                service_account: p.service_account,
-                parameters: p.parameters,
-            })
+            .generate_bucket_access_id(p.generate(self.account_name()))
             .await?;
         tracing::info!(access = %self.key, %account_id, "account ID generated");
         let mut fields = Map::new();
@@ -869,18 +930,7 @@ impl Worker<'_> {
         let reply = self
             .ctx
             .driver
-            .grant_bucket_access(
-                &self.account_name(),
-                buckets,
-                DriverGrantBucketAccessRequest {
-                    account_id,
-                    buckets: p.buckets,
-                    protocol: p.protocol,
-                    authentication_type: p.authentication_type,
-                    service_account: p.service_account,
-                    parameters: p.parameters,
-                },
-            )
+            .grant_bucket_access(&self.account_name(), buckets, p.grant(account_id))
             .await?;
         let auth = self
             .access
@@ -1066,46 +1116,24 @@ impl Worker<'_> {
                 Err(Failure::BadReply { .. }) if unpersisted => Vec::new(),
                 Err(e) => return Err(e),
             };
-            let p = self.access.status.clone().unwrap_or_default();
-            let protocol = protocol_to_proto(self.access.spec.protocol) as i32;
-            let authentication_type =
-                auth_to_proto(p.authentication_type.unwrap_or_default()) as i32;
-            let parameters: std::collections::HashMap<String, String> =
-                p.parameters.into_iter().collect();
             let account_id = match persisted {
                 Some(id) => Some(id),
                 None if buckets.is_empty() => None,
                 None => {
                     self.ctx
                         .driver
-                        .granted_account_id(DriverGenerateBucketAccessIdRequest {
-                            account_name: self.account_name(),
-                            buckets: buckets
-                                .iter()
-                                .map(|b| proto::AccessedBucket {
-                                    bucket_id: b.bucket_id.clone(),
-                                    access_mode: None,
-                                })
-                                .collect(),
-                            protocol,
-                            authentication_type,
-                            service_account: service_account(&self.access),
-                            parameters: parameters.clone(),
-                        })
+                        .granted_account_id(lookup_request(
+                            &self.access,
+                            self.account_name(),
+                            &buckets,
+                        ))
                         .await?
                 }
             };
             if let Some(account_id) = account_id {
                 self.ctx
                     .driver
-                    .revoke_bucket_access(DriverRevokeBucketAccessRequest {
-                        account_id: account_id.clone(),
-                        buckets,
-                        protocol,
-                        authentication_type,
-                        service_account: service_account(&self.access),
-                        parameters,
-                    })
+                    .revoke_bucket_access(revoke_request(&self.access, account_id.clone(), buckets))
                     .await?;
                 tracing::info!(access = %self.key, %account_id, "access revoked");
             }
@@ -1498,26 +1526,7 @@ mod tests {
     }
 
     fn complete_secret(a: &BucketAccess) -> Secret {
-        let data = secret::secret_data(
-            Protocol::S3,
-            &crate::reply::SecretData(
-                [
-                    ("AWS_ENDPOINT_URL", "e"),
-                    ("BUCKET_NAME", "b"),
-                    ("AWS_DEFAULT_REGION", "r"),
-                    ("AWS_REGION", "r"),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect(),
-            ),
-            &crate::reply::SecretData(
-                [("AWS_ACCESS_KEY_ID", "i"), ("AWS_SECRET_ACCESS_KEY", "k")]
-                    .into_iter()
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .collect(),
-            ),
-        );
+        let data = secret::test_s3_data();
         let mut s = secret::new_secret(a, "c1", "s1", data);
         s.metadata.uid = Some("secret-uid".into());
         s
@@ -1631,26 +1640,7 @@ mod tests {
             1,
         ));
         assert!(looks_ready(&a.0));
-        let data = secret::secret_data(
-            Protocol::S3,
-            &crate::reply::SecretData(
-                [
-                    ("AWS_ENDPOINT_URL", "e"),
-                    ("BUCKET_NAME", "b"),
-                    ("AWS_DEFAULT_REGION", "r"),
-                    ("AWS_REGION", "r"),
-                ]
-                .into_iter()
-                .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                .collect(),
-            ),
-            &crate::reply::SecretData(
-                [("AWS_ACCESS_KEY_ID", "i"), ("AWS_SECRET_ACCESS_KEY", "k")]
-                    .into_iter()
-                    .map(|(k, v)| (k.to_owned(), v.to_owned()))
-                    .collect(),
-            ),
-        );
+        let data = secret::test_s3_data();
         let s = secret::new_secret(&a.0, "c1", "s1", data);
         assert_eq!(
             grant_step(&a.0, &observed(Some(bucket(true)), Some(s))),

@@ -244,6 +244,32 @@ pub fn is_complete(
             .all(|k| data.contains_key(*k))
 }
 
+/// Test data: the Secret of an S3 access, every key the KEP names.
+#[cfg(test)]
+pub(crate) fn test_s3_data() -> BTreeMap<String, ByteString> {
+    let bucket = SecretData(
+        [
+            ("AWS_ENDPOINT_URL", "https://s3"),
+            ("BUCKET_NAME", "b"),
+            ("AWS_DEFAULT_REGION", "r"),
+            ("AWS_REGION", "r"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+    );
+    let creds = SecretData(
+        [
+            ("AWS_ACCESS_KEY_ID", "id"),
+            ("AWS_SECRET_ACCESS_KEY", "key"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect(),
+    );
+    secret_data(Protocol::S3, &bucket, &creds)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -268,33 +294,9 @@ mod tests {
         a
     }
 
-    fn s3_data() -> BTreeMap<String, ByteString> {
-        let bucket = SecretData(
-            [
-                ("AWS_ENDPOINT_URL", "https://s3"),
-                ("BUCKET_NAME", "b"),
-                ("AWS_DEFAULT_REGION", "r"),
-                ("AWS_REGION", "r"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect(),
-        );
-        let creds = SecretData(
-            [
-                ("AWS_ACCESS_KEY_ID", "id"),
-                ("AWS_SECRET_ACCESS_KEY", "key"),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_owned(), v.to_owned()))
-            .collect(),
-        );
-        secret_data(Protocol::S3, &bucket, &creds)
-    }
-
     #[test]
     fn new_secrets_carry_finalizer_annotations_and_controller_owner() {
-        let s = new_secret(&access(), "claim1", "creds", s3_data());
+        let s = new_secret(&access(), "claim1", "creds", test_s3_data());
         assert_eq!(s.metadata.namespace.as_deref(), Some("apps"));
         assert_eq!(s.finalizers(), [PROTECTION_FINALIZER.to_owned()]);
         assert_eq!(
@@ -327,25 +329,25 @@ mod tests {
 
     #[test]
     fn a_secret_without_a_controller_reference_is_foreign() {
-        let mut s = new_secret(&access(), "claim1", "creds", s3_data());
+        let mut s = new_secret(&access(), "claim1", "creds", test_s3_data());
         s.metadata.owner_references.as_mut().unwrap()[0].controller = None;
         assert_eq!(ownership(Some(&s), "uid-1"), Ownership::Foreign);
     }
 
     #[test]
     fn an_up_to_date_secret_needs_no_write() {
-        let s = new_secret(&access(), "claim1", "creds", s3_data());
-        assert!(updated_secret(&s, &access(), "claim1", s3_data()).is_none());
+        let s = new_secret(&access(), "claim1", "creds", test_s3_data());
+        assert!(updated_secret(&s, &access(), "claim1", test_s3_data()).is_none());
     }
 
     #[test]
     fn changed_data_is_rewritten_and_foreign_metadata_kept() {
-        let mut s = new_secret(&access(), "claim1", "creds", s3_data());
+        let mut s = new_secret(&access(), "claim1", "creds", test_s3_data());
         s.metadata
             .labels
             .get_or_insert_with(BTreeMap::new)
             .insert("team".into(), "a".into());
-        let mut data = s3_data();
+        let mut data = test_s3_data();
         data.insert("AWS_ACCESS_KEY_ID".into(), ByteString(b"rotated".to_vec()));
         let u = updated_secret(&s, &access(), "claim1", data).expect("a write");
         assert_eq!(u.data.as_ref().unwrap()["AWS_ACCESS_KEY_ID"].0, b"rotated");
@@ -354,7 +356,7 @@ mod tests {
 
     #[test]
     fn incomplete_secrets_need_a_new_grant_and_a_protected_deletion_does_not() {
-        let mut s = new_secret(&access(), "claim1", "creds", s3_data());
+        let mut s = new_secret(&access(), "claim1", "creds", test_s3_data());
         s.data.as_mut().unwrap().remove("AWS_SECRET_ACCESS_KEY");
         assert!(!is_complete(
             &s,
@@ -370,7 +372,7 @@ mod tests {
             Protocol::S3,
             AuthenticationType::ServiceAccount
         ));
-        let mut s = new_secret(&access(), "claim1", "creds", s3_data());
+        let mut s = new_secret(&access(), "claim1", "creds", test_s3_data());
         s.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         ));
@@ -391,7 +393,7 @@ mod tests {
             Protocol::S3,
             AuthenticationType::Key
         ));
-        let mut data = s3_data();
+        let mut data = test_s3_data();
         data.insert("AWS_ACCESS_KEY_ID".into(), ByteString(b"new".to_vec()));
         let u = updated_secret(&finalizer_gone, &access(), "claim1", data).expect("a write");
         assert_eq!(
@@ -399,7 +401,7 @@ mod tests {
             ["someone.else/hold".to_owned()],
             "no finalizer is added to a Secret being deleted"
         );
-        let s = new_secret(&access(), "claim1", "creds", s3_data());
+        let s = new_secret(&access(), "claim1", "creds", test_s3_data());
         assert!(!is_complete(
             &s,
             &access(),

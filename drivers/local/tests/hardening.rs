@@ -114,11 +114,7 @@ async fn chunked_put(
             body: aws_sigv4::http_request::SignableBody::StreamingUnsignedPayloadTrailer,
         },
     );
-    raw::send(
-        h.s3.local_addr(),
-        &raw::request("PUT", &target, &headers, &encoded),
-    )
-    .await
+    h.send("PUT", &target, &headers, &encoded).await
 }
 
 /// Files in the bucket's directory (blobs, committed or not).
@@ -208,19 +204,20 @@ async fn a_captured_sigv2_request_does_not_replay() {
             format!("AWS {}:{signature}", creds.access_key_id),
         ),
     ];
-    let replayed = raw::send(
-        h.s3.local_addr(),
-        &raw::request("GET", &path, &headers, b""),
-    )
-    .await;
-    assert_eq!(replayed.status, 400, "{}", replayed.text());
-    assert_eq!(replayed.code().as_deref(), Some("InvalidRequest"));
-    assert_eq!(
-        raw::element(&replayed.text(), "Message").as_deref(),
-        Some(SIGV4_ONLY)
-    );
+    let replayed = h.send("GET", &path, &headers, b"").await;
+    assert_sigv4_only(&replayed);
     assert!(!replayed.text().contains("secret"));
     h.stop().await;
+}
+
+/// A SigV2 request's answer: 400 `InvalidRequest`, saying SigV4 is required.
+fn assert_sigv4_only(got: &raw::Response) {
+    assert_eq!(got.status, 400, "{}", got.text());
+    assert_eq!(got.code().as_deref(), Some("InvalidRequest"));
+    assert_eq!(
+        raw::element(&got.text(), "Message").as_deref(),
+        Some(SIGV4_ONLY)
+    );
 }
 
 #[tokio::test]
@@ -251,17 +248,8 @@ async fn a_sigv2_presigned_url_is_refused() {
         creds.access_key_id
     );
     let headers = vec![("host".to_owned(), h.s3.local_addr().to_string())];
-    let got = raw::send(
-        h.s3.local_addr(),
-        &raw::request("GET", &target, &headers, b""),
-    )
-    .await;
-    assert_eq!(got.status, 400, "{}", got.text());
-    assert_eq!(got.code().as_deref(), Some("InvalidRequest"));
-    assert_eq!(
-        raw::element(&got.text(), "Message").as_deref(),
-        Some(SIGV4_ONLY)
-    );
+    let got = h.send("GET", &target, &headers, b"").await;
+    assert_sigv4_only(&got);
     h.stop().await;
 }
 
@@ -284,11 +272,7 @@ async fn presigned_get(
             body: aws_sigv4::http_request::SignableBody::UnsignedPayload,
         },
     );
-    raw::send(
-        h.s3.local_addr(),
-        &raw::request("GET", &target, &headers, b""),
-    )
-    .await
+    h.send("GET", &target, &headers, b"").await
 }
 
 #[tokio::test]
@@ -377,11 +361,7 @@ async fn signed_get(
             body: aws_sigv4::http_request::SignableBody::Bytes(b""),
         },
     );
-    let got = raw::send(
-        h.s3.local_addr(),
-        &raw::request("GET", &target, &headers, b""),
-    )
-    .await;
+    let got = h.send("GET", &target, &headers, b"").await;
     assert_xml_1_0(&got);
     got
 }

@@ -423,6 +423,46 @@ impl Env {
     }
 
     /// Stops every component; the test ends here.
+    /// The cell of `column` in the server-side table (what `kubectl get`
+    /// prints) of the object at API `path`.
+    pub async fn printed_cell(&self, path: &str, column: &str) -> serde_json::Value {
+        let request = http::Request::get(path)
+            .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+            .body(Vec::new())
+            .unwrap();
+        let table: serde_json::Value = self.client.request(request).await.unwrap();
+        let index = table["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .position(|c| c["name"] == column)
+            .unwrap_or_else(|| panic!("no column {column}: {table}"));
+        table["rows"][0]["cells"][index].clone()
+    }
+
+    /// The sum of `value` over the sidecar's samples of metric `name`
+    /// labelled `label=label_value`.
+    pub fn sidecar_metric(
+        &self,
+        name: &str,
+        label: (&str, &str),
+        value: fn(&prometheus::proto::Metric) -> u64,
+    ) -> u64 {
+        self.stack
+            .sidecar_registry()
+            .gather()
+            .iter()
+            .filter(|f| f.name() == name)
+            .flat_map(|f| f.get_metric())
+            .filter(|m| {
+                m.get_label()
+                    .iter()
+                    .any(|l| l.name() == label.0 && l.value() == label.1)
+            })
+            .map(value)
+            .sum()
+    }
+
     pub async fn stop(self) {
         self.stack.shutdown().await;
     }

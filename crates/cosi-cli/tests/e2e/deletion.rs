@@ -260,20 +260,9 @@ async fn a_new_access_to_a_claim_being_deleted_is_refused() {
 /// The cell of `column` in the server-side table (what `kubectl get` prints)
 /// of the Bucket `name`.
 async fn printed_column(env: &Env, name: &str, column: &str) -> String {
-    let request = http::Request::get(format!(
-        "/apis/objectstorage.k8s.io/v1alpha2/buckets/{name}"
-    ))
-    .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-    .body(Vec::new())
-    .unwrap();
-    let table: serde_json::Value = env.client.request(request).await.unwrap();
-    let index = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .position(|c| c["name"] == column)
-        .unwrap_or_else(|| panic!("no column {column}: {table}"));
-    table["rows"][0]["cells"][index]
+    let path = format!("/apis/objectstorage.k8s.io/v1alpha2/buckets/{name}");
+    env.printed_cell(&path, column)
+        .await
         .as_str()
         .unwrap_or_default()
         .to_owned()

@@ -93,36 +93,34 @@ fn watch_accounts(env: &Env) -> (Arc<AtomicBool>, Arc<AtomicUsize>) {
 /// The `Rotated` cell of BucketAccess `name` in the server-side table
 /// (what `kubectl get bucketaccesses -o wide` prints).
 async fn rotated_column(env: &Env, name: &str) -> serde_json::Value {
-    let request = http::Request::get(format!(
-        "/apis/objectstorage.k8s.io/v1alpha2/namespaces/{NS}/bucketaccesses/{name}"
-    ))
-    .header("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
-    .body(Vec::new())
-    .unwrap();
-    let table: serde_json::Value = env.client.request(request).await.unwrap();
-    let index = table["columnDefinitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .position(|c| c["name"] == "Rotated")
-        .unwrap_or_else(|| panic!("no Rotated column: {table}"));
-    table["rows"][0]["cells"][index].clone()
+    let path = format!("/apis/objectstorage.k8s.io/v1alpha2/namespaces/{NS}/bucketaccesses/{name}");
+    env.printed_cell(&path, "Rotated").await
 }
 
 fn rotations(env: &Env, result: &str) -> u64 {
-    env.stack
-        .sidecar_registry()
-        .gather()
-        .iter()
-        .filter(|f| f.name() == "cosi_sidecar_credential_rotations_total")
-        .flat_map(|f| f.get_metric())
-        .filter(|m| {
-            m.get_label()
-                .iter()
-                .any(|l| l.name() == "result" && l.value() == result)
-        })
-        .map(|m| m.get_counter().get_value() as u64)
-        .sum()
+    env.sidecar_metric(
+        "cosi_sidecar_credential_rotations_total",
+        ("result", result),
+        |m| m.get_counter().get_value() as u64,
+    )
+}
+
+/// Creates a single-bucket BucketAccessClass `name` whose policy rotates
+/// credentials `every` (the annotation's value, valid or not).
+async fn create_rotating_class(env: &Env, name: &str, every: &str) {
+    let mut class = cosi_cli::manifests::access_class(
+        name,
+        env.stack.driver_name(),
+        MultiBucketAccess::SingleBucket,
+    );
+    class
+        .annotations_mut()
+        .insert(annotations::ROTATE_EVERY.into(), every.into());
+    let classes: kube::Api<BucketAccessClass> = kube::Api::all(env.client.clone());
+    classes
+        .create(&PostParams::default(), &class)
+        .await
+        .expect("create BucketAccessClass");
 }
 
 /// The whole user story of a rotation, on a stack whose driver speaks `api`.
@@ -279,19 +277,7 @@ async fn a_rotation_works_the_same_on_a_v1alpha1_driver() {
 #[tokio::test]
 async fn a_class_policy_rotates_accesses_once_their_credentials_reach_its_age() {
     let env = Env::start().await;
-    let mut class = cosi_cli::manifests::access_class(
-        "rotating",
-        env.stack.driver_name(),
-        MultiBucketAccess::SingleBucket,
-    );
-    class
-        .annotations_mut()
-        .insert(annotations::ROTATE_EVERY.into(), "4s".into());
-    let classes: kube::Api<BucketAccessClass> = kube::Api::all(env.client.clone());
-    classes
-        .create(&PostParams::default(), &class)
-        .await
-        .expect("create BucketAccessClass");
+    create_rotating_class(&env, "rotating", "4s").await;
     env.provisioned_claim("logs", DELETE).await;
     let mut access = cosi_cli::manifests::access(
         NS,
@@ -349,20 +335,8 @@ async fn a_class_policy_rotates_accesses_once_their_credentials_reach_its_age() 
 #[tokio::test]
 async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing() {
     let env = Env::start().await;
-    let mut class = cosi_cli::manifests::access_class(
-        "too-often",
-        env.stack.driver_name(),
-        MultiBucketAccess::SingleBucket,
-    );
     // Not longer than the default grace period of 1h.
-    class
-        .annotations_mut()
-        .insert(annotations::ROTATE_EVERY.into(), "30m".into());
-    let classes: kube::Api<BucketAccessClass> = kube::Api::all(env.client.clone());
-    classes
-        .create(&PostParams::default(), &class)
-        .await
-        .expect("create BucketAccessClass");
+    create_rotating_class(&env, "too-often", "30m").await;
     env.provisioned_claim("data", DELETE).await;
     env.access(
         "data-rw",

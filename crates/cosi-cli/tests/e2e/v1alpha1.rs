@@ -16,19 +16,11 @@ use crate::common::*;
 
 /// The count of `method` calls in the sidecar's metrics.
 fn calls(env: &Env, method: &str) -> u64 {
-    env.stack
-        .sidecar_registry()
-        .gather()
-        .iter()
-        .filter(|f| f.name() == "cosi_sidecar_operation_duration_seconds")
-        .flat_map(|f| f.get_metric())
-        .filter(|m| {
-            m.get_label()
-                .iter()
-                .any(|l| l.name() == "method_name" && l.value() == method)
-        })
-        .map(|m| m.get_histogram().get_sample_count())
-        .sum()
+    env.sidecar_metric(
+        "cosi_sidecar_operation_duration_seconds",
+        ("method_name", method),
+        |m| m.get_histogram().get_sample_count(),
+    )
 }
 
 fn api_version(env: &Env) -> Option<String> {

@@ -40,10 +40,7 @@ use cosi_api::rotation::{
     unanswered_request,
 };
 use cosi_api::{Bucket, BucketAccess};
-use cosi_driver::proto::{
-    self, DriverGenerateBucketAccessIdRequest, DriverGrantBucketAccessRequest,
-    DriverRevokeBucketAccessRequest, RevokedBucket,
-};
+use cosi_driver::proto::RevokedBucket;
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
 use k8s_openapi::jiff::Timestamp;
@@ -52,9 +49,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::Map;
 
 use super::{
-    GrantStep, Observed, Worker, bucket_ids, decide_grant, grant_params, service_account, targets,
+    GrantStep, Observed, Worker, bucket_ids, decide_grant, grant_params, lookup_request,
+    revoke_request, targets,
 };
-use crate::convert::{auth_to_proto, protocol_to_proto};
 use crate::driver::Method;
 use crate::error::{ApiContext, Failure};
 use crate::outcome::api_failure;
@@ -395,14 +392,7 @@ impl Worker<'_> {
         let id = self
             .ctx
             .driver
-            .generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-                account_name,
-                buckets: p.buckets,
-                protocol: p.protocol,
-                authentication_type: p.authentication_type,
-                service_account: p.service_account,
-                parameters: p.parameters,
-            })
+            .generate_bucket_access_id(p.generate(account_name))
             .await?;
         check_new_id(&access, &state, &id).map_err(|message| Failure::BadReply {
             method: Method::GenerateBucketAccessId,
@@ -443,18 +433,7 @@ impl Worker<'_> {
             let reply = self
                 .ctx
                 .driver
-                .grant_bucket_access(
-                    &account_name,
-                    &buckets,
-                    DriverGrantBucketAccessRequest {
-                        account_id: account_id.clone(),
-                        buckets: p.buckets,
-                        protocol: p.protocol,
-                        authentication_type: p.authentication_type,
-                        service_account: p.service_account,
-                        parameters: p.parameters,
-                    },
-                )
+                .grant_bucket_access(&account_name, &buckets, p.grant(account_id.clone()))
                 .await?;
             grant_reply(&reply, &ids, protocol, auth).map_err(|message| Failure::BadReply {
                 method: Method::GrantBucketAccess,
@@ -508,15 +487,8 @@ impl Worker<'_> {
             format_duration(grace)
         );
         tracing::info!(access = %self.key, %account_id, %replaced, "credentials rotated");
-        let desired = [Desired::new(
-            CONDITION,
-            Status::True,
-            reasons::ROTATED,
-            message.clone(),
-        )];
-        if let Err(e) = self.write_status(&desired, Map::new()).await {
-            tracing::debug!(access = %self.key, error = %e, "rotation condition not written");
-        }
+        self.set_condition(Status::True, reasons::ROTATED, &message)
+            .await;
         self.ctx
             .note(
                 &self.access.object_ref(&()),
@@ -593,18 +565,9 @@ impl Worker<'_> {
         account_id: &str,
         buckets: Vec<RevokedBucket>,
     ) -> Result<(), Failure> {
-        let status = self.access.status.clone().unwrap_or_default();
         self.ctx
             .driver
-            .revoke_bucket_access(DriverRevokeBucketAccessRequest {
-                account_id: account_id.to_owned(),
-                buckets,
-                protocol: protocol_to_proto(self.access.spec.protocol) as i32,
-                authentication_type: auth_to_proto(status.authentication_type.unwrap_or_default())
-                    as i32,
-                service_account: service_account(&self.access),
-                parameters: status.parameters.into_iter().collect(),
-            })
+            .revoke_bucket_access(revoke_request(&self.access, account_id.to_owned(), buckets))
             .await
     }
 
@@ -651,15 +614,8 @@ impl Worker<'_> {
             phase.describe()
         );
         tracing::warn!(access = %self.key, error = %failure, retry_in = ?delay, "{}", phase.describe());
-        let desired = [Desired::new(
-            CONDITION,
-            Status::False,
-            reasons::ROTATION_FAILED,
-            message.clone(),
-        )];
-        if let Err(e) = self.write_status(&desired, Map::new()).await {
-            tracing::debug!(access = %self.key, error = %e, "rotation condition not written");
-        }
+        self.set_condition(Status::False, reasons::ROTATION_FAILED, &message)
+            .await;
         self.ctx
             .warn(&regarding, reasons::ROTATION_FAILED, ACTION, message)
             .await;
@@ -670,29 +626,33 @@ impl Worker<'_> {
     /// written only when the condition changes); nothing rotates.
     async fn rotation_invalid(&mut self, message: String) {
         let message = format!("{message}; no rotation happens until it is fixed");
-        let desired = [Desired::new(
-            CONDITION,
-            Status::False,
-            reasons::INVALID_ROTATION_SETTING,
-            message.clone(),
-        )];
-        match self.write_status(&desired, Map::new()).await {
-            Ok(true) => {
-                tracing::warn!(access = %self.key, "{message}");
-                self.ctx
-                    .warn(
-                        &self.access.object_ref(&()),
-                        reasons::ROTATION_FAILED,
-                        ACTION,
-                        message,
-                    )
-                    .await;
-            }
-            Ok(false) => {}
-            Err(e) => {
-                tracing::debug!(access = %self.key, error = %e, "rotation condition not written")
-            }
+        let changed = self
+            .set_condition(Status::False, reasons::INVALID_ROTATION_SETTING, &message)
+            .await;
+        if changed {
+            tracing::warn!(access = %self.key, "{message}");
+            self.ctx
+                .warn(
+                    &self.access.object_ref(&()),
+                    reasons::ROTATION_FAILED,
+                    ACTION,
+                    message,
+                )
+                .await;
         }
+    }
+
+    /// Sets the `CredentialsRotated` condition, best effort: the rotation's
+    /// state lives in annotations, the condition only reports it. Returns
+    /// whether the condition changed.
+    async fn set_condition(&mut self, status: Status, reason: &str, message: &str) -> bool {
+        let desired = [Desired::new(CONDITION, status, reason, message.to_owned())];
+        self.write_status(&desired, Map::new())
+            .await
+            .unwrap_or_else(|e| {
+                tracing::debug!(access = %self.key, error = %e, "rotation condition not written");
+                false
+            })
     }
 
     /// On deletion: revokes every account rotations made that may still
@@ -714,26 +674,14 @@ impl Worker<'_> {
         }
         let buckets = self.revoked_buckets().await?;
         if let Some(serial) = unrecorded {
-            let status = self.access.status.clone().unwrap_or_default();
             let learned = self
                 .ctx
                 .driver
-                .granted_account_id(DriverGenerateBucketAccessIdRequest {
-                    account_name: rotation::account_name(&self.uid(), serial),
-                    buckets: buckets
-                        .iter()
-                        .map(|b| proto::AccessedBucket {
-                            bucket_id: b.bucket_id.clone(),
-                            access_mode: None,
-                        })
-                        .collect(),
-                    protocol: protocol_to_proto(self.access.spec.protocol) as i32,
-                    authentication_type: auth_to_proto(
-                        status.authentication_type.unwrap_or_default(),
-                    ) as i32,
-                    service_account: service_account(&self.access),
-                    parameters: status.parameters.into_iter().collect(),
-                })
+                .granted_account_id(lookup_request(
+                    &self.access,
+                    rotation::account_name(&self.uid(), serial),
+                    &buckets,
+                ))
                 .await?;
             ids.extend(learned.filter(|id| !ids.contains(id)));
         }

@@ -36,6 +36,21 @@ impl Harness {
         Self::start_in(tempfile::tempdir().unwrap()).await
     }
 
+    /// Sends one raw HTTP request to the S3 endpoint and reads its answer.
+    pub async fn send(
+        &self,
+        method: &str,
+        target: &str,
+        headers: &[(String, String)],
+        body: &[u8],
+    ) -> raw::Response {
+        raw::send(
+            self.s3.local_addr(),
+            &raw::request(method, target, headers, body),
+        )
+        .await
+    }
+
     /// Starts a driver serving the v1alpha1 driver API.
     pub async fn start_v1alpha1() -> Self {
         Self::start_api(
