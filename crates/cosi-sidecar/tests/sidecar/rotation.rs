@@ -293,10 +293,8 @@ async fn a_secret_lost_after_a_rotation_is_repaired_with_the_live_account() {
     let grants_before = h.fake.calls_of(GRANT).len();
 
     h.fake.lock().version = 3;
-    h.secrets()
-        .delete("creds-rot", &DeleteParams::default())
-        .await
-        .unwrap();
+    // Gone for good: its protection finalizer forced off.
+    h.force_delete_secret("creds-rot").await;
     let (key3, _) = FakeDriver::credentials(3);
     eventually("the Secret to be written again", || async {
         h.secret("creds-rot")
