@@ -123,6 +123,28 @@ async fn create_rotating_class(env: &Env, name: &str, every: &str) {
         .expect("create BucketAccessClass");
 }
 
+/// Waits until BucketAccess `name`'s rotation condition has `reason`;
+/// returns the access and the condition.
+async fn rotation_condition(env: &Env, name: &str, reason: &str) -> (BucketAccess, Condition) {
+    let access = env
+        .wait_for(
+            &env.accesses(),
+            "BucketAccess",
+            name,
+            &format!("to report {reason}"),
+            move |a: Option<&BucketAccess>| {
+                a.and_then(|a| cosi_api::conditions::find(a.conditions(), rotation::CONDITION))
+                    .is_some_and(|c| c.reason == reason)
+            },
+        )
+        .await
+        .unwrap();
+    let c = cosi_api::conditions::find(access.conditions(), rotation::CONDITION)
+        .unwrap()
+        .clone();
+    (access, c)
+}
+
 /// The whole user story of a rotation, on a stack whose driver speaks `api`.
 async fn rotation_switches_keys_and_revokes_the_old_one_after_the_grace(api: DriverApi) {
     let env = Env::start_api(api).await;
@@ -346,20 +368,7 @@ async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing()
     )
     .await;
     env.wait_access_provisioned("data-rw").await;
-    let reported = env
-        .wait_for(
-            &env.accesses(),
-            "BucketAccess",
-            "data-rw",
-            "to report the invalid policy",
-            |a: Option<&BucketAccess>| {
-                a.and_then(|a| cosi_api::conditions::find(a.conditions(), rotation::CONDITION))
-                    .is_some_and(|c| c.reason == reasons::INVALID_ROTATION_POLICY)
-            },
-        )
-        .await
-        .unwrap();
-    let c = cosi_api::conditions::find(reported.conditions(), rotation::CONDITION).unwrap();
+    let (reported, c) = rotation_condition(&env, "data-rw", reasons::INVALID_ROTATION_POLICY).await;
     assert_eq!(c.status, "False");
     assert!(c.message.contains("grace period of 1h"), "{}", c.message);
     assert!(
@@ -471,20 +480,7 @@ async fn a_rotation_whose_new_grant_fails_leaves_the_old_key_working_and_the_sec
         ],
     )
     .await;
-    let failed = env
-        .wait_for(
-            &env.accesses(),
-            "BucketAccess",
-            "media-rw",
-            "to report the failed rotation",
-            |a: Option<&BucketAccess>| {
-                a.and_then(|a| cosi_api::conditions::find(a.conditions(), rotation::CONDITION))
-                    .is_some_and(|c| c.reason == reasons::ROTATION_FAILED)
-            },
-        )
-        .await
-        .unwrap();
-    let c = cosi_api::conditions::find(failed.conditions(), rotation::CONDITION).unwrap();
+    let (failed, c) = rotation_condition(&env, "media-rw", reasons::ROTATION_FAILED).await;
     assert!(c.message.contains("AlreadyExists"), "{}", c.message);
     assert!(
         cosi_api::conditions::is_true(

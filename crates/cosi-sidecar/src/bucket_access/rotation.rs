@@ -377,14 +377,25 @@ impl Worker<'_> {
         Ok(Some(observed))
     }
 
-    /// Step 2: the new account's ID, checked and recorded.
-    async fn generate(&mut self, state: RotationState) -> Result<Option<Rotation>, Failure> {
+    /// The start of a step that calls the driver: the retry gate, then the
+    /// access as it is now with its Buckets and Secrets, which must be
+    /// ready (`Err` says what to do instead).
+    async fn step_start(&mut self) -> Result<Result<(BucketAccess, Observed), Rotation>, Failure> {
         if let Some(action) = self.ctx.gates.hold(&self.rotation_key(), None) {
-            return Ok(Some(Rotation::Acted(action)));
+            return Ok(Err(Rotation::Acted(action)));
         }
         let access = self.access.clone();
-        let Some(observed) = self.observe_ready(&access).await? else {
-            return Ok(Some(Rotation::Idle(None)));
+        Ok(match self.observe_ready(&access).await? {
+            Some(observed) => Ok((access, observed)),
+            None => Err(Rotation::Idle(None)),
+        })
+    }
+
+    /// Step 2: the new account's ID, checked and recorded.
+    async fn generate(&mut self, state: RotationState) -> Result<Option<Rotation>, Failure> {
+        let (access, observed) = match self.step_start().await? {
+            Ok(ready) => ready,
+            Err(wait) => return Ok(Some(wait)),
         };
         let targets = targets(&access).unwrap_or_default();
         let p = grant_params(&access, &targets, &bucket_ids(&observed));
@@ -410,12 +421,9 @@ impl Worker<'_> {
         state: RotationState,
         grace: Duration,
     ) -> Result<Option<Rotation>, Failure> {
-        if let Some(action) = self.ctx.gates.hold(&self.rotation_key(), None) {
-            return Ok(Some(Rotation::Acted(action)));
-        }
-        let access = self.access.clone();
-        let Some(observed) = self.observe_ready(&access).await? else {
-            return Ok(Some(Rotation::Idle(None)));
+        let (access, observed) = match self.step_start().await? {
+            Ok(ready) => ready,
+            Err(wait) => return Ok(Some(wait)),
         };
         let targets = targets(&access).unwrap_or_default();
         let ids = bucket_ids(&observed);
