@@ -4,7 +4,8 @@
 //!
 //! Azurite comes from npm, pinned by `tests/azurite/package-lock.json` of
 //! this crate (`.ci/run` runs `npm ci` there); `AZURITE_BIN` names another
-//! `azurite-blob` executable. Another crate's tests use it with
+//! `azurite-blob` executable, and one on `PATH` serves too. `cosi dev
+//! --driver azure` runs the driver on an emulator started here. Another crate's tests use it with
 //! `cosi-driver-azure = { path = "...", features = ["testing"] }` in their
 //! dev-dependencies:
 //!
@@ -42,22 +43,30 @@ pub const BIN_ENV: &str = "AZURITE_BIN";
 /// How long the emulator may take to answer after it starts.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The `azurite-blob` executable: `$AZURITE_BIN`, or the one `npm ci`
-/// installs under `tests/azurite` of this crate.
-pub fn bin() -> PathBuf {
-    std::env::var_os(BIN_ENV)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("tests/azurite/node_modules/.bin/azurite-blob")
-        })
+/// The `azurite-blob` executable: `$AZURITE_BIN`, else the one `npm ci`
+/// installs under `tests/azurite` of this crate (the pinned version), else
+/// `azurite-blob` on `PATH`; `None` when there is none.
+pub fn find_bin() -> Option<PathBuf> {
+    if let Some(bin) = std::env::var_os(BIN_ENV) {
+        return Some(PathBuf::from(bin));
+    }
+    let pinned =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/azurite/node_modules/.bin/azurite-blob");
+    if pinned.is_file() {
+        return Some(pinned);
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("azurite-blob"))
+        .find(|p| p.is_file())
 }
 
 /// How to install Azurite, for error messages.
 pub fn install_hint() -> String {
     format!(
-        "install Azurite with `npm ci` in {} (.ci/run does), or set {BIN_ENV} to an azurite-blob executable \
-         (e.g. from `npm install -g azurite@3.37.0`)",
+        "Azurite is not installed: run `npm install -g azurite@3.37.0` (then azurite-blob is on PATH), or \
+         `npm ci` in {} (.ci/run does), or set {BIN_ENV} to an azurite-blob executable",
         Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/azurite")
             .display()
@@ -120,10 +129,15 @@ impl Azurite {
     /// Starts a new emulator and waits until its Blob service answers a
     /// signed request.
     pub fn start() -> Result<Azurite, String> {
-        let bin = bin();
-        if !bin.exists() {
+        let bin = find_bin().ok_or_else(install_hint)?;
+        Self::start_with(&bin)
+    }
+
+    /// Starts a new emulator from the `azurite-blob` executable `bin`.
+    pub fn start_with(bin: &Path) -> Result<Azurite, String> {
+        if !bin.is_file() {
             return Err(format!(
-                "{} does not exist: {}",
+                "{} does not exist. {}",
                 bin.display(),
                 install_hint()
             ));
@@ -132,7 +146,7 @@ impl Azurite {
         // The port is free when picked but may be taken before Azurite
         // binds it: try a few.
         for _ in 0..3 {
-            match Self::start_on(&bin, free_port()?) {
+            match Self::start_on(bin, free_port()?) {
                 Ok(azurite) => return Ok(azurite),
                 Err(e) => last = e,
             }
