@@ -237,7 +237,8 @@ fn hint(code: Code, transport: Transport) -> Option<&'static str> {
         (Code::Unavailable, _) => "the storage service is busy or failing; the call is retried",
         (Code::Internal, _) => "the request could not be built: check the driver's configuration",
         (Code::PermissionDenied, _) => {
-            "the storage account refuses the driver's shared key: allow shared key access on the account"
+            "the storage account refuses the driver's requests: check the account name and the account key, \
+             and that the account allows shared key access"
         }
         (Code::Unauthenticated, _) => {
             "the storage service rejected the driver's signature: check the account name, the account key and \
