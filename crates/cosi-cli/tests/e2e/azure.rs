@@ -307,3 +307,55 @@ async fn tokens_renewed_by_rotation_are_never_expired_or_refused() {
     stop.trigger();
     eprintln!("{samples} samples, {} tokens", tokens.len());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_multi_bucket_azure_access_is_refused_as_out_of_range_on_the_access() {
+    let (env, stop, azurite) = azure_env().await;
+    let mut containers = Vec::new();
+    for name in ["left", "right"] {
+        let claim = azure_claim(&env, name, PURGING).await;
+        containers.push(env.bucket_of(&claim).await.bucket_id().unwrap().to_owned());
+    }
+    let mut access = cosi_cli::manifests::access(
+        NS,
+        "both",
+        MULTI,
+        &[("left", "both-left"), ("right", "both-right")],
+        BucketAccessMode::ReadWrite,
+    );
+    access.spec.protocol = Protocol::Azure;
+    env.accesses()
+        .create(&PostParams::default(), &access)
+        .await
+        .expect("create BucketAccess");
+    let refused = env
+        .wait_for(
+            &env.accesses(),
+            "BucketAccess",
+            "both",
+            "to be refused by the driver",
+            provision_failed(BucketAccess::conditions),
+        )
+        .await
+        .expect("the access exists");
+    let messages: Vec<&str> = refused
+        .conditions()
+        .iter()
+        .map(|c| c.message.as_str())
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("OutOfRange") || m.contains("reaches one container")),
+        "the refusal does not say why: {messages:?}"
+    );
+    for c in &containers {
+        let policies = azurite.api().get_acl(c).await.unwrap().acl.policies;
+        assert!(policies.is_empty(), "a refused access wrote {policies:?}");
+    }
+    env.remove_access("both").await;
+    env.remove_claim("left").await;
+    env.remove_claim("right").await;
+    env.stop().await;
+    stop.trigger();
+}
