@@ -162,7 +162,11 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let mut opts = StackOptions::new(&data_dir);
     opts.api_port = args.api_port;
-    opts.s3_address = args.s3_address;
+    opts.s3_address = match args.driver {
+        DevDriver::Local => args.s3_address,
+        // No S3 endpoint is served: do not hold the S3 port.
+        DevDriver::Azure => SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
     let flavor = args.driver.flavor();
     // Azurite runs until `cosi dev` ends (dropped last).
     let azurite = match args.driver {
