@@ -33,6 +33,7 @@ BINARIES=(
   cosi-driver-local
   cosi-driver-s3
   cosi-driver-ceph-rgw
+  cosi-driver-azure
   cosi
 )
 

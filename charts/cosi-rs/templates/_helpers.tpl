@@ -95,6 +95,10 @@ apiVersion: objectstorage.k8s.io/v1alpha2
 kind: BucketAccessClass
 metadata:
   name: {{ $bac.name }}
+  {{- with $bac.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
 spec:
   driverName: {{ $driver }}
   authenticationType: Key

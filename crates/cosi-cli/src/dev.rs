@@ -1,7 +1,9 @@
 //! `cosi dev`: the whole COSI system on this machine, kept running until
 //! Ctrl-C, for people and scripts to use with `kubectl`. Classes for the
-//! local driver are pre-created; an admin kubeconfig is written; the S3
-//! endpoint the access Secrets name listens on 127.0.0.1.
+//! driver are pre-created; an admin kubeconfig is written; the endpoint
+//! the access Secrets name listens on 127.0.0.1: the local driver's S3
+//! endpoint, or with `--driver azure` the Blob service of an Azurite (Azure
+//! Storage emulator) started for the run.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -14,6 +16,8 @@ use kube::api::{Api, PostParams};
 
 use crate::stack::{Stack, StackOptions};
 use crate::{logs, manifests, quickstart};
+use cosi_driver_azure::AzureDriver;
+use cosi_driver_azure::testing::{Azurite, find_bin, install_hint};
 
 /// The BucketClass with deletion policy Delete.
 pub const CLASS_DELETE: &str = "local";
@@ -21,6 +25,74 @@ pub const CLASS_DELETE: &str = "local";
 pub const CLASS_RETAIN: &str = "local-retain";
 /// The BucketAccessClass (Key authentication, multi-bucket accesses allowed).
 pub const ACCESS_CLASS: &str = "local";
+/// Which driver `cosi dev` runs.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DevDriver {
+    /// cosi-driver-local: buckets in --data-dir behind an S3 endpoint.
+    #[default]
+    Local,
+    /// cosi-driver-azure on the Blob service of Azurite, Microsoft's Azure
+    /// Storage emulator (the Azure protocol, SAS tokens).
+    Azure,
+}
+
+/// What the stack of one driver pre-creates and shows.
+#[derive(Debug, Clone, Copy)]
+pub struct Flavor {
+    /// The BucketClass with deletion policy Delete.
+    pub class_delete: &'static str,
+    /// The BucketClass with deletion policy Retain.
+    pub class_retain: &'static str,
+    /// The BucketAccessClass (Key authentication).
+    pub access_class: &'static str,
+    /// Whether the access class allows multi-bucket accesses.
+    pub multi_bucket: bool,
+    /// BucketClass parameters.
+    pub bucket_parameters: &'static [(&'static str, &'static str)],
+    /// What the banner calls the endpoint Secrets name.
+    pub endpoint_label: &'static str,
+    /// A claim and an access using the classes.
+    pub example_manifest: &'static str,
+    /// The Secret key the banner's example prints.
+    pub secret_key: &'static str,
+}
+
+/// The local driver's classes and example.
+pub const LOCAL: Flavor = Flavor {
+    class_delete: CLASS_DELETE,
+    class_retain: CLASS_RETAIN,
+    access_class: ACCESS_CLASS,
+    multi_bucket: true,
+    bucket_parameters: &[],
+    endpoint_label: "S3 endpoint",
+    example_manifest: EXAMPLE_MANIFEST,
+    secret_key: "BUCKET_NAME",
+};
+
+/// The Azure driver's classes and example: containers deleted with their
+/// blobs (it is a development stack), single-bucket accesses (a SAS token
+/// reaches one container).
+pub const AZURE: Flavor = Flavor {
+    class_delete: "azure",
+    class_retain: "azure-retain",
+    access_class: "azure",
+    multi_bucket: false,
+    bucket_parameters: &[("deleteNonEmptyContainers", "true")],
+    endpoint_label: "Blob endpoint",
+    example_manifest: AZURE_EXAMPLE_MANIFEST,
+    secret_key: "AZURE_STORAGE_SAS_TOKEN",
+};
+
+impl DevDriver {
+    /// The classes and example of this driver.
+    pub fn flavor(self) -> &'static Flavor {
+        match self {
+            DevDriver::Local => &LOCAL,
+            DevDriver::Azure => &AZURE,
+        }
+    }
+}
+
 /// The line printed once the stack is ready for kubectl.
 pub const READY_LINE: &str = "cosi dev is ready.";
 
@@ -49,6 +121,14 @@ pub struct Args {
     /// Address of the S3 endpoint, written into access Secrets (port 0 picks a free one).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9000")]
     pub s3_address: SocketAddr,
+
+    /// The driver to run: local, or azure (needs Azurite: npm install -g azurite@3.37.0).
+    #[arg(long, value_enum, default_value = "local")]
+    pub driver: DevDriver,
+
+    /// The azurite-blob executable for --driver azure [default: azurite-blob on PATH].
+    #[arg(long, env = "AZURITE_BIN", value_name = "FILE")]
+    pub azurite_bin: Option<PathBuf>,
 
     /// Directory for the local driver's buckets, objects and socket, kept across runs.
     /// Default: a new temporary directory, removed when cosi dev stops.
@@ -82,8 +162,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
 
     let mut opts = StackOptions::new(&data_dir);
     opts.api_port = args.api_port;
-    opts.s3_address = args.s3_address;
-    let stack = start(opts, &kubeconfig).await?;
+    opts.s3_address = match args.driver {
+        DevDriver::Local => args.s3_address,
+        // No S3 endpoint is served: do not hold the S3 port.
+        DevDriver::Azure => SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    let flavor = args.driver.flavor();
+    // Azurite runs until `cosi dev` ends (dropped last).
+    let azurite = match args.driver {
+        DevDriver::Local => None,
+        DevDriver::Azure => Some(start_azurite(args.azurite_bin.clone()).await?),
+    };
+    let stack = start(opts, &kubeconfig, azurite.as_ref(), flavor, &shutdown).await?;
+    let endpoint = match &azurite {
+        Some(a) => a.endpoint(),
+        None => stack.s3_endpoint_url().to_owned(),
+    };
     let leftovers = stack
         .backend_state()
         .map(|s| s.buckets.into_iter().map(|b| b.id).collect::<Vec<_>>())
@@ -119,7 +213,8 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         banner(&Banner {
             api_url: &stack.sim().url(),
             kubeconfig: &kubeconfig,
-            s3_endpoint: stack.s3_endpoint_url(),
+            endpoint: &endpoint,
+            flavor,
             driver: stack.driver_name(),
             data_dir: &data_dir,
             temporary: temp.is_some(),
@@ -131,26 +226,67 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     shutdown.wait().await;
     println!("cosi dev: stopping...");
     stack.shutdown().await;
+    drop(azurite);
     drop(temp);
     println!("cosi dev: stopped.");
     Ok(())
 }
 
-/// Starts every component, creates the classes and writes the kubeconfig.
-async fn start(opts: StackOptions, kubeconfig: &Path) -> anyhow::Result<Stack> {
+/// Starts Azurite from `bin`, or from the one found on `PATH`.
+async fn start_azurite(bin: Option<PathBuf>) -> anyhow::Result<Azurite> {
+    let bin = bin
+        .or_else(find_bin)
+        .ok_or_else(|| anyhow::anyhow!(install_hint()))?;
+    let started = tokio::task::spawn_blocking(move || Azurite::start_with(&bin))
+        .await
+        .context("start Azurite")?;
+    started.map_err(|e| anyhow::anyhow!("start Azurite: {e}"))
+}
+
+/// Starts every component (the driver on `azurite` when given, else the
+/// local driver), creates the classes and writes the kubeconfig.
+async fn start(
+    mut opts: StackOptions,
+    kubeconfig: &Path,
+    azurite: Option<&Azurite>,
+    flavor: &Flavor,
+    shutdown: &Shutdown,
+) -> anyhow::Result<Stack> {
     let s3_address = opts.s3_address;
+    let azure = match azurite {
+        Some(a) => {
+            let driver = AzureDriver::connect(a.config(), a.key())
+                .await
+                .map_err(|e| anyhow::anyhow!("start the Azure driver: {e}"))?;
+            opts.driver_name = driver.config().driver_name.clone();
+            Some(driver)
+        }
+        None => None,
+    };
     let mut stack = Stack::start_api(opts).await.with_context(|| {
         format!("start the API server and reserve the S3 address {s3_address} (taken? pass --s3-address 127.0.0.1:0)")
     })?;
-    stack
-        .start_driver()
-        .await
-        .context("start the local driver")?;
+    match azure {
+        Some(driver) => {
+            let endpoint = stack.driver_endpoint().clone();
+            let stopped = shutdown.stopped();
+            tokio::spawn(async move {
+                if let Err(e) = cosi_driver::serve(&endpoint, driver.clone(), driver, stopped).await
+                {
+                    tracing::error!("the Azure driver stopped: {e}");
+                }
+            });
+        }
+        None => stack
+            .start_driver()
+            .await
+            .context("start the local driver")?,
+    }
     quickstart::wait_for_driver(&stack, None, STARTUP_TIMEOUT).await?;
     stack.start_sidecar()?;
     stack.start_controller()?;
     quickstart::wait_until_ready(&stack, None, STARTUP_TIMEOUT).await?;
-    create_classes(&stack).await?;
+    create_classes(&stack, flavor).await?;
     if let Some(dir) = kubeconfig.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).with_context(|| format!("create {}", dir.display()))?;
     }
@@ -160,27 +296,36 @@ async fn start(opts: StackOptions, kubeconfig: &Path) -> anyhow::Result<Stack> {
     Ok(stack)
 }
 
-async fn create_classes(stack: &Stack) -> anyhow::Result<()> {
+async fn create_classes(stack: &Stack, flavor: &Flavor) -> anyhow::Result<()> {
     let client = stack.client();
     let driver = stack.driver_name();
     let pp = PostParams::default();
     let classes: Api<BucketClass> = Api::all(client.clone());
     for (name, policy) in [
-        (CLASS_DELETE, DeletionPolicy::Delete),
-        (CLASS_RETAIN, DeletionPolicy::Retain),
+        (flavor.class_delete, DeletionPolicy::Delete),
+        (flavor.class_retain, DeletionPolicy::Retain),
     ] {
+        let mut class = manifests::bucket_class(name, driver, policy);
+        for (k, v) in flavor.bucket_parameters {
+            class.spec.parameters.insert((*k).into(), (*v).into());
+        }
         classes
-            .create(&pp, &manifests::bucket_class(name, driver, policy))
+            .create(&pp, &class)
             .await
             .with_context(|| format!("create BucketClass {name}"))?;
     }
+    let multi = if flavor.multi_bucket {
+        MultiBucketAccess::MultipleBuckets
+    } else {
+        MultiBucketAccess::SingleBucket
+    };
     Api::<BucketAccessClass>::all(client)
         .create(
             &pp,
-            &manifests::access_class(ACCESS_CLASS, driver, MultiBucketAccess::MultipleBuckets),
+            &manifests::access_class(flavor.access_class, driver, multi),
         )
         .await
-        .with_context(|| format!("create BucketAccessClass {ACCESS_CLASS}"))?;
+        .with_context(|| format!("create BucketAccessClass {}", flavor.access_class))?;
     Ok(())
 }
 
@@ -208,6 +353,30 @@ spec:
       accessModes: {objectData: ReadWrite, objectMetadata: ReadWrite}
 ";
 
+/// The Azure flavor of [`EXAMPLE_MANIFEST`]: an Azure claim and a ReadWrite
+/// access, whose Secret holds the container's SAS URL.
+pub const AZURE_EXAMPLE_MANIFEST: &str = "\
+apiVersion: objectstorage.k8s.io/v1alpha2
+kind: BucketClaim
+metadata:
+  name: photos
+spec:
+  bucketClassName: azure
+  protocols: [Azure]
+---
+apiVersion: objectstorage.k8s.io/v1alpha2
+kind: BucketAccess
+metadata:
+  name: photos-rw
+spec:
+  bucketAccessClassName: azure
+  protocol: Azure
+  bucketClaims:
+    - bucketClaimName: photos
+      accessSecretName: photos-rw
+      accessModes: {objectData: ReadWrite, objectMetadata: ReadWrite}
+";
+
 /// Where a component serves its metrics and health endpoints.
 #[derive(Debug, Clone, Copy)]
 pub struct Endpoints {
@@ -226,8 +395,10 @@ pub struct Banner<'a> {
     pub api_url: &'a str,
     /// The kubeconfig written.
     pub kubeconfig: &'a Path,
-    /// The S3 endpoint URL.
-    pub s3_endpoint: &'a str,
+    /// The endpoint Secrets name (S3, or Azurite's Blob service).
+    pub endpoint: &'a str,
+    /// The driver's classes and example.
+    pub flavor: &'a Flavor,
     /// The driver's name.
     pub driver: &'a str,
     /// The data directory.
@@ -253,18 +424,28 @@ pub fn banner(b: &Banner<'_>) -> String {
             ""
         }
     );
+    let f = b.flavor;
     let mut text = format!(
         "{READY_LINE}
   API server   {api} (kube-sim, in memory)
   kubeconfig   {kubeconfig}
-  S3 endpoint  {s3}
+  {label:<12} {endpoint}
   driver       {driver}, data in {data}
-  classes      BucketClass {CLASS_DELETE} (Delete), BucketClass {CLASS_RETAIN} (Retain),
-               BucketAccessClass {ACCESS_CLASS} (Key, MultipleBuckets)
+  classes      BucketClass {delete} (Delete), BucketClass {retain} (Retain),
+               BucketAccessClass {access} (Key, {multi})
 ",
         api = b.api_url,
-        s3 = b.s3_endpoint,
+        label = f.endpoint_label,
+        endpoint = b.endpoint,
         driver = b.driver,
+        delete = f.class_delete,
+        retain = f.class_retain,
+        access = f.access_class,
+        multi = if f.multi_bucket {
+            "MultipleBuckets"
+        } else {
+            "SingleBucket"
+        },
     );
     for e in b.endpoints {
         text.push_str(&format!(
@@ -290,11 +471,12 @@ Try:
 {manifest}EOF
   kubectl wait --for=condition=Provisioned bucketclaim/photos bucketaccess/photos-rw
   kubectl describe bucketclaim photos
-  kubectl get secret photos-rw -o jsonpath='{{.data.BUCKET_NAME}}' | base64 -d; echo
+  kubectl get secret photos-rw -o jsonpath='{{.data.{key}}}' | base64 -d; echo
   kubectl delete bucketaccess photos-rw && kubectl delete bucketclaim photos
 
 Stop with Ctrl-C.",
-        manifest = EXAMPLE_MANIFEST,
+        manifest = f.example_manifest,
+        key = f.secret_key,
     ));
     text
 }
@@ -307,7 +489,8 @@ mod tests {
         banner(&Banner {
             api_url: "http://127.0.0.1:1234",
             kubeconfig: Path::new("/tmp/k/kubeconfig"),
-            s3_endpoint: "http://127.0.0.1:9000",
+            endpoint: "http://127.0.0.1:9000",
+            flavor: &LOCAL,
             driver: "local.cosi-rs.dev",
             data_dir: Path::new("/tmp/k"),
             temporary: true,
@@ -356,6 +539,47 @@ mod tests {
             serde_json::from_value(docs[1].clone()).expect("a BucketAccess");
         assert_eq!(access.spec.bucket_access_class_name, ACCESS_CLASS);
         assert_eq!(access.spec.bucket_claims[0].bucket_claim_name, "photos");
+    }
+
+    #[test]
+    fn the_azure_example_uses_the_azure_classes_and_protocol() {
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(AZURE_EXAMPLE_MANIFEST).expect("valid YAML");
+        let claim: cosi_api::BucketClaim =
+            serde_json::from_value(docs[0].clone()).expect("a BucketClaim");
+        assert_eq!(claim.spec.bucket_class_name, AZURE.class_delete);
+        assert_eq!(claim.spec.protocols, [cosi_api::Protocol::Azure]);
+        let access: cosi_api::BucketAccess =
+            serde_json::from_value(docs[1].clone()).expect("a BucketAccess");
+        assert_eq!(access.spec.bucket_access_class_name, AZURE.access_class);
+        assert_eq!(access.spec.protocol, cosi_api::Protocol::Azure);
+        let text = banner(&Banner {
+            endpoint: "http://127.0.0.1:10000/devstoreaccount1",
+            flavor: &AZURE,
+            ..banner_fields()
+        });
+        for needle in [
+            "Blob endpoint http://127.0.0.1:10000/devstoreaccount1",
+            "BucketAccessClass azure (Key, SingleBucket)",
+            "protocols: [Azure]",
+            "{.data.AZURE_STORAGE_SAS_TOKEN}",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+        }
+    }
+
+    fn banner_fields() -> Banner<'static> {
+        Banner {
+            api_url: "http://127.0.0.1:1234",
+            kubeconfig: Path::new("/tmp/k/kubeconfig"),
+            endpoint: "http://127.0.0.1:9000",
+            flavor: &LOCAL,
+            driver: "local.cosi-rs.dev",
+            data_dir: Path::new("/tmp/k"),
+            temporary: true,
+            leftover_buckets: &[],
+            endpoints: &[],
+        }
     }
 
     #[test]

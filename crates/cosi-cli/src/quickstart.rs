@@ -1,8 +1,10 @@
 //! `cosi quickstart`: the whole COSI system on this machine, once, checked
 //! step by step. It starts kube-sim with the CRDs, the controller, the
-//! sidecar and the local driver; creates classes, a BucketClaim and two
-//! BucketAccesses (ReadWrite and ReadOnly); uses the credentials through a
-//! real S3 client; deletes everything; and checks the backend is empty.
+//! sidecar and the local driver (or, with `--protocol azure`, the Azure
+//! driver on an Azurite started for the run); creates classes, a
+//! BucketClaim and two BucketAccesses (ReadWrite and ReadOnly); uses the
+//! credentials through a real S3 client (or the SAS URL); deletes
+//! everything; and checks the backend is empty.
 //! Every step is shown with its status and elapsed time; the exit status is
 //! 0 only if every step held, else the report names the failed step, why,
 //! and what to look at.
@@ -22,6 +24,14 @@ use cosi_api::{
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
+
+use cosi_api::Protocol;
+use cosi_api::constants::secret_keys::azure::AZURE_STORAGE_SAS_TOKEN;
+use cosi_driver_azure::AzureDriver;
+use cosi_driver_azure::testing::Azurite;
+use cosi_runtime::Shutdown;
+use cosi_sanity::azure::AzureTarget;
+use cosi_sanity::s3::Access;
 
 use crate::describe::{condition_lines, event_line, events_about, waiting_summary};
 use crate::progress::{Progress, Step};
@@ -44,9 +54,28 @@ const OBJECT_BODY: &[u8] = b"Hello from cosi quickstart\n";
 /// How many steps a full run has.
 pub const STEPS: usize = 15;
 
+/// The protocol `cosi quickstart` exercises.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QuickstartProtocol {
+    /// S3, with the local driver.
+    #[default]
+    S3,
+    /// Azure Blob, with the Azure driver on Azurite (npm install -g azurite@3.37.0).
+    Azure,
+}
+
 /// Flags of `cosi quickstart`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
+    /// The protocol to exercise: s3 (the local driver) or azure (the Azure
+    /// driver on Azurite, Microsoft's Azure Storage emulator).
+    #[arg(long, value_enum, default_value = "s3")]
+    pub protocol: QuickstartProtocol,
+
+    /// The azurite-blob executable for --protocol azure [default: azurite-blob on PATH].
+    #[arg(long, env = "AZURITE_BIN", value_name = "FILE")]
+    pub azurite_bin: Option<PathBuf>,
+
     /// Directory for the local driver's state, objects and socket.
     /// Default: a new temporary directory, removed at the end unless --keep.
     #[arg(long, value_name = "DIR")]
@@ -114,10 +143,22 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
         timeout: args.timeout,
         stack: None,
         seen: Seen::default(),
+        azure: match args.protocol {
+            QuickstartProtocol::S3 => None,
+            QuickstartProtocol::Azure => Some(AzureRun {
+                bin: args.azurite_bin.clone(),
+                azurite: None,
+                stop_driver: Shutdown::new(),
+            }),
+        },
     };
     let outcome = run.steps(&data_dir).await;
     if let Some(stack) = run.stack.take() {
         stack.shutdown().await;
+    }
+    if let Some(azure) = run.azure.take() {
+        azure.stop_driver.trigger();
+        drop(azure.azurite);
     }
     let Run { progress, .. } = run;
     progress.line("");
@@ -139,9 +180,14 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
                 progress.steps(),
                 crate::progress::format_elapsed(progress.elapsed())
             ));
-            progress.line(
-                "Next: `cosi dev` keeps this system running so you can use kubectl against it.",
-            );
+            progress.line(match args.protocol {
+                QuickstartProtocol::S3 => {
+                    "Next: `cosi dev` keeps this system running so you can use kubectl against it."
+                }
+                QuickstartProtocol::Azure => {
+                    "Next: `cosi dev --driver azure` keeps this system running so you can use kubectl against it."
+                }
+            });
             Ok(())
         }
         Err(failure) => {
@@ -219,6 +265,27 @@ struct Run {
     timeout: Duration,
     stack: Option<Stack>,
     seen: Seen,
+    /// Set with `--protocol azure`.
+    azure: Option<AzureRun>,
+}
+
+/// The Azure flavor of a run: the emulator and the driver serving on it.
+struct AzureRun {
+    /// `--azurite-bin`.
+    bin: Option<PathBuf>,
+    /// Running from step 2 to the end.
+    azurite: Option<Azurite>,
+    /// Stops the Azure driver.
+    stop_driver: Shutdown,
+}
+
+/// A client for the container of an Azure access Secret.
+fn azure_target(data: &BTreeMap<String, String>) -> anyhow::Result<AzureTarget> {
+    let url = data
+        .get(AZURE_STORAGE_SAS_TOKEN)
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| anyhow!("the access Secret lacks {AZURE_STORAGE_SAS_TOKEN}"))?;
+    AzureTarget::new(url, None, Duration::from_secs(30)).map_err(|e| anyhow!("{e}"))
 }
 
 /// What a step body returns: lines shown under the step.
@@ -237,6 +304,7 @@ impl Run {
             stack: &mut self.stack,
             seen: &mut self.seen,
             timeout: self.timeout,
+            azure: self.azure.as_mut(),
         };
         match body(&step, &mut ctx).await {
             Ok((value, details)) => {
@@ -264,7 +332,12 @@ impl Run {
         self.step(
             "Start the API server (kube-sim), install the CRDs and RBAC",
             async |_, ctx| {
-                let stack = Stack::start_api(StackOptions::new(&dir)).await?;
+                let mut opts = StackOptions::new(&dir);
+                if ctx.azure.is_some() {
+                    cosi_driver_azure::config::DEFAULT_DRIVER_NAME
+                        .clone_into(&mut opts.driver_name);
+                }
+                let stack = Stack::start_api(opts).await?;
                 let url = stack.sim().url();
                 *ctx.stack = Some(stack);
                 Ok((
@@ -274,23 +347,58 @@ impl Run {
             },
         )
         .await?;
-        self.step(
-            "Start the local driver and its S3 endpoint",
-            async |step, ctx| {
-                let timeout = ctx.timeout;
+        let driver_step = if self.azure.is_some() {
+            "Start Azurite (Azure Storage emulator) and the Azure driver"
+        } else {
+            "Start the local driver and its S3 endpoint"
+        };
+        self.step(driver_step, async |step, ctx| {
+            let timeout = ctx.timeout;
+            if let Some(azure) = ctx.azure.as_deref_mut() {
+                let bin = azure
+                    .bin
+                    .clone()
+                    .or_else(cosi_driver_azure::testing::find_bin)
+                    .ok_or_else(|| anyhow!(cosi_driver_azure::testing::install_hint()))?;
+                let azurite = tokio::task::spawn_blocking(move || Azurite::start_with(&bin))
+                    .await?
+                    .map_err(|e| anyhow!("start Azurite: {e}"))?;
+                let driver = AzureDriver::connect(azurite.config(), azurite.key())
+                    .await
+                    .map_err(|e| anyhow!("start the Azure driver: {e}"))?;
+                let blob_endpoint = azurite.endpoint();
+                azure.azurite = Some(azurite);
+                let stopped = azure.stop_driver.stopped();
                 let stack = ctx.stack()?;
-                stack.start_driver().await?;
+                let endpoint = stack.driver_endpoint().clone();
+                tokio::spawn(async move {
+                    if let Err(e) =
+                        cosi_driver::serve(&endpoint, driver.clone(), driver, stopped).await
+                    {
+                        tracing::error!("the Azure driver stopped: {e}");
+                    }
+                });
                 wait_for_driver(stack, Some(step), timeout).await?;
-                Ok((
+                return Ok((
                     (),
                     vec![format!(
-                        "driver {}, S3 endpoint {}",
-                        stack.driver_name(),
-                        stack.s3_endpoint_url()
+                        "driver {}, Azurite's Blob endpoint {blob_endpoint}",
+                        stack.driver_name()
                     )],
-                ))
-            },
-        )
+                ));
+            }
+            let stack = ctx.stack()?;
+            stack.start_driver().await?;
+            wait_for_driver(stack, Some(step), timeout).await?;
+            Ok((
+                (),
+                vec![format!(
+                    "driver {}, S3 endpoint {}",
+                    stack.driver_name(),
+                    stack.s3_endpoint_url()
+                )],
+            ))
+        })
         .await?;
         self.step("Start the sidecar and the controller", async |step, ctx| {
             let timeout = ctx.timeout;
@@ -304,15 +412,21 @@ impl Run {
         self.step(
             &format!("Create BucketClass and BucketAccessClass \"{CLASS}\""),
             async |_, ctx| {
+                let azure = ctx.azure.is_some();
                 let stack = ctx.stack()?;
                 let client = stack.client();
                 let driver = stack.driver_name().to_owned();
                 let pp = PostParams::default();
+                let mut class = manifests::bucket_class(CLASS, &driver, DeletionPolicy::Delete);
+                if azure {
+                    // The object written below stays: the container goes with it.
+                    class
+                        .spec
+                        .parameters
+                        .insert("deleteNonEmptyContainers".into(), "true".into());
+                }
                 Api::<BucketClass>::all(client.clone())
-                    .create(
-                        &pp,
-                        &manifests::bucket_class(CLASS, &driver, DeletionPolicy::Delete),
-                    )
+                    .create(&pp, &class)
                     .await
                     .context("create the BucketClass")?;
                 Api::<BucketAccessClass>::all(client)
@@ -337,15 +451,15 @@ impl Run {
         self.step(
             &format!("Create BucketClaim {NAMESPACE}/{CLAIM}"),
             async |_, ctx| {
+                let protocol = ctx.protocol();
                 let claims = claims(&ctx.stack()?.client());
+                let mut claim = manifests::claim(NAMESPACE, CLAIM, CLASS);
+                claim.spec.protocols = vec![protocol];
                 claims
-                    .create(
-                        &PostParams::default(),
-                        &manifests::claim(NAMESPACE, CLAIM, CLASS),
-                    )
+                    .create(&PostParams::default(), &claim)
                     .await
                     .context("create the BucketClaim")?;
-                Ok(((), vec![format!("class {CLASS}, protocols [S3]")]))
+                Ok(((), vec![format!("class {CLASS}, protocols [{protocol}]")]))
             },
         )
         .await?;
@@ -375,13 +489,16 @@ impl Run {
         self.step(
             &format!("Create BucketAccesses {RW_ACCESS} and {RO_ACCESS}"),
             async |_, ctx| {
+                let protocol = ctx.protocol();
                 let accesses = accesses(&ctx.stack()?.client());
                 let pp = PostParams::default();
                 for (name, mode) in [
                     (RW_ACCESS, BucketAccessMode::ReadWrite),
                     (RO_ACCESS, BucketAccessMode::ReadOnly),
                 ] {
-                    let access = manifests::access(NAMESPACE, name, CLASS, &[(CLAIM, name)], mode);
+                    let mut access =
+                        manifests::access(NAMESPACE, name, CLASS, &[(CLAIM, name)], mode);
+                    access.spec.protocol = protocol;
                     accesses
                         .create(&pp, &access)
                         .await
@@ -425,7 +542,11 @@ impl Run {
                         .into_iter()
                         .map(|(k, v)| format!("  {k:<24} {v}")),
                 );
-                let key = cosi_api::constants::secret_keys::s3::AWS_ACCESS_KEY_ID;
+                let key = if ctx.azure.is_some() {
+                    AZURE_STORAGE_SAS_TOKEN
+                } else {
+                    cosi_api::constants::secret_keys::s3::AWS_ACCESS_KEY_ID
+                };
                 if rw.get(key) == ro.get(key) {
                     bail!(
                         "both accesses got the same access key: each BucketAccess must get its own"
@@ -443,6 +564,29 @@ impl Run {
         self.step(
             &format!("Write {OBJECT_KEY} and read it back (ReadWrite credentials)"),
             async |_, ctx| {
+                if ctx.azure.is_some() {
+                    let target = azure_target(&ctx.seen.rw)?;
+                    if let Access::Denied(e) | Access::Failed(e) = target.put(OBJECT_KEY, OBJECT_BODY).await {
+                        bail!("Put Blob failed: {e}");
+                    }
+                    match target.get(OBJECT_KEY).await {
+                        Access::Allowed(got) if got == OBJECT_BODY => {}
+                        Access::Allowed(got) => bail!(
+                            "read back {} bytes that differ from the {} written",
+                            got.len(),
+                            OBJECT_BODY.len()
+                        ),
+                        Access::Denied(e) | Access::Failed(e) => bail!("Get Blob failed: {e}"),
+                    }
+                    return Ok((
+                        (),
+                        vec![format!(
+                            "PUT {}/{OBJECT_KEY} with the SAS token ({} bytes), GET returned the same bytes",
+                            target.bucket(),
+                            OBJECT_BODY.len()
+                        )],
+                    ));
+                }
                 let (client, bucket) = s3::client_from_secret(&ctx.seen.rw)?;
                 client
                     .put_object()
@@ -473,6 +617,27 @@ impl Run {
         self.step(
             "ReadOnly credentials: read allowed, write refused",
             async |_, ctx| {
+                if ctx.azure.is_some() {
+                    let target = azure_target(&ctx.seen.ro)?;
+                    match target.get(OBJECT_KEY).await {
+                        Access::Allowed(got) if got == OBJECT_BODY => {}
+                        Access::Allowed(_) => {
+                            bail!("the ReadOnly token read other bytes than were written")
+                        }
+                        Access::Denied(e) | Access::Failed(e) => bail!("Get Blob failed: {e}"),
+                    }
+                    return match target.put("not-allowed.txt", b"no").await {
+                        Access::Allowed(()) => bail!("the ReadOnly token could write a blob"),
+                        Access::Denied(e) => Ok((
+                            (),
+                            vec![
+                                format!("GET {OBJECT_KEY}: allowed"),
+                                format!("PUT not-allowed.txt: {e}, as it should be"),
+                            ],
+                        )),
+                        Access::Failed(e) => bail!("the write failed with {e} instead of a denial"),
+                    };
+                }
                 let (client, bucket) = s3::client_from_secret(&ctx.seen.ro)?;
                 let got = read_object(&client, &bucket).await?;
                 if got != OBJECT_BODY {
@@ -519,6 +684,24 @@ impl Run {
                     if secrets(&client).get_opt(name).await?.is_some() {
                         bail!("Secret {name} still exists after its BucketAccess is gone");
                     }
+                }
+                if ctx.azure.is_some() {
+                    let target = azure_target(&ctx.seen.rw)?;
+                    return match target.get(OBJECT_KEY).await {
+                        Access::Denied(e) => Ok((
+                            (),
+                            vec![
+                                "both Secrets deleted".to_owned(),
+                                format!("the old ReadWrite SAS token is now refused: {e}"),
+                            ],
+                        )),
+                        Access::Allowed(_) => {
+                            bail!("the deleted ReadWrite access's SAS token still works")
+                        }
+                        Access::Failed(e) => {
+                            bail!("the revoked SAS token failed with {e} instead of a denial")
+                        }
+                    };
                 }
                 let (s3c, bucket) = s3::client_from_secret(&ctx.seen.rw)?;
                 match s3c
@@ -573,6 +756,20 @@ impl Run {
             async |_, ctx| {
                 let bucket_id = ctx.seen.bucket_id.clone();
                 let accounts = ctx.seen.account_ids.clone();
+                if let Some(azurite) = ctx.azure.as_ref().and_then(|a| a.azurite.as_ref()) {
+                    let api = azurite.api();
+                    if api.container(&bucket_id).await?.is_some() {
+                        bail!("Azurite still holds container {bucket_id}");
+                    }
+                    let left = api.container_names().await?;
+                    return Ok((
+                        (),
+                        vec![format!(
+                            "container {bucket_id} and its access policies gone; Azurite holds {} containers",
+                            left.len()
+                        )],
+                    ));
+                }
                 let state = ctx.stack()?.backend_state()?;
                 if state.buckets.iter().any(|b| b.id == bucket_id) {
                     bail!("the backend still holds bucket {bucket_id}");
@@ -613,9 +810,19 @@ struct Ctx<'a> {
     stack: &'a mut Option<Stack>,
     seen: &'a mut Seen,
     timeout: Duration,
+    azure: Option<&'a mut AzureRun>,
 }
 
 impl Ctx<'_> {
+    /// The protocol of the claim and accesses.
+    fn protocol(&self) -> Protocol {
+        if self.azure.is_some() {
+            Protocol::Azure
+        } else {
+            Protocol::S3
+        }
+    }
+
     fn stack(&mut self) -> anyhow::Result<&mut Stack> {
         self.stack
             .as_mut()

@@ -234,7 +234,7 @@ pub struct Config {
     /// The protocol to exercise; `None` picks S3 when the driver supports it,
     /// else its first advertised protocol.
     pub protocol: Option<ObjectProtocol>,
-    /// Run the data-plane cases (S3 only): use the granted credentials
+    /// Run the data-plane cases (S3 and Azure): use the granted credentials
     /// against the object store.
     pub data_plane: bool,
     /// A regular expression; only cases whose name matches it run.

@@ -9,11 +9,13 @@ use std::future::Future;
 use cosi_driver::proto::*;
 use cosi_driver::{Code, DriverClient, Response, Status};
 
+use crate::azure::AzureTarget;
 use crate::checks::{self, describe};
 use crate::config::{Config, Parameters};
 use crate::names;
 use crate::s3::{Access, S3Target};
 use crate::secrets::SecretSet;
+use crate::target::Target;
 
 /// Why a case stopped before its end.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,7 +203,7 @@ pub struct Ctx {
     violations: Vec<String>,
     buckets: Vec<TrackedBucket>,
     accounts: Vec<DriverRevokeBucketAccessRequest>,
-    objects: Vec<(S3Target, String)>,
+    objects: Vec<(Target, String)>,
 }
 
 impl Ctx {
@@ -670,8 +672,53 @@ impl Ctx {
         }
     }
 
+    /// A client of the protocol under test for `bucket_id` with the
+    /// credentials of `grant`.
+    pub fn target(&self, grant: &Grant, bucket_id: &str) -> Result<Target, Stop> {
+        match self.protocol()? {
+            ObjectProtocol::Azure => self.azure_target(grant, bucket_id).map(Target::Azure),
+            _ => self.s3_target(grant, bucket_id).map(Target::S3),
+        }
+    }
+
+    /// An Azure client for `bucket_id` with the SAS token of `grant`. The
+    /// token is the container's SAS URL, so the bucket it reaches is the
+    /// one the token names; a grant whose token names another container
+    /// than `bucket_id` fails the case.
+    pub fn azure_target(&self, grant: &Grant, bucket_id: &str) -> Result<AzureTarget, Stop> {
+        let creds = grant.response.credentials.as_ref();
+        let azure = creds
+            .and_then(|c| c.azure.as_ref())
+            .ok_or_else(|| Stop::Fail("setup: the grant has no Azure credentials".into()))?;
+        grant
+            .response
+            .buckets
+            .iter()
+            .find(|b| b.bucket_id == bucket_id)
+            .and_then(|b| b.bucket_info.as_ref())
+            .and_then(|i| i.azure.as_ref())
+            .ok_or_else(|| {
+                Stop::Fail(format!(
+                    "setup: the grant has no Azure info for bucket {bucket_id:?}"
+                ))
+            })?;
+        let target = AzureTarget::new(
+            &azure.access_token,
+            creds.map(|c| c.certificate_authority.as_str()),
+            self.config.rpc_timeout,
+        )
+        .map_err(|e| Stop::Fail(format!("setup: the grant cannot be used: {e}")))?;
+        if target.bucket() != bucket_id {
+            return Err(Stop::Fail(format!(
+                "the SAS token of the grant for bucket {bucket_id:?} names container {:?}",
+                target.bucket()
+            )));
+        }
+        Ok(target)
+    }
+
     /// Deletes the object `key` with `target` at cleanup.
-    pub fn track_object(&mut self, target: &S3Target, key: &str) {
+    pub fn track_object(&mut self, target: &Target, key: &str) {
         self.objects.push((target.clone(), key.to_owned()));
     }
 

@@ -4,7 +4,7 @@
 //! socket and checks every MUST and SHOULD of the KEP's "COSI Driver"
 //! section and of the driver specification (idempotency, error codes,
 //! required fields, credential hygiene) and, optionally, that granted S3
-//! credentials reach exactly what was granted.
+//! credentials or Azure SAS tokens reach exactly what was granted.
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -22,15 +22,17 @@
 
 #![warn(missing_docs)]
 
+pub mod azure;
 mod cases;
 mod checks;
 pub mod config;
 mod context;
 mod names;
 pub mod report;
-mod s3;
+pub mod s3;
 mod secrets;
 mod suite;
+mod target;
 pub mod v1alpha1;
 
 pub use config::{Api, Config, ConfigError, ParameterFile, Parameters, ParseError, parse_protocol};

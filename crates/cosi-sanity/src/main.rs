@@ -30,7 +30,7 @@ struct Args {
     /// supports it, else its first protocol).
     #[arg(long, value_name = "PROTOCOL")]
     protocol: Option<String>,
-    /// Also check the object store with the granted credentials (S3 only).
+    /// Also check the object store with the granted credentials (S3 and Azure).
     #[arg(long)]
     data_plane: bool,
     /// Run only the cases whose name matches this regular expression.

@@ -23,6 +23,8 @@ const ALL_OPTIONS: &[&str] = &[
     "drivers.local.enabled=true",
     "drivers.s3.enabled=true",
     "drivers.cephRgw.enabled=true",
+    "drivers.azure.enabled=true",
+    "drivers.azure.accountName=mystorageaccount",
     "imageRegistry=registry.example.com/platform",
     "imageTag=9.9.9",
     "drivers.local.storage.storageClassName=fast",
@@ -108,6 +110,7 @@ pub(crate) fn deploy_all() -> String {
         "deploy/drivers/local",
         "deploy/drivers/s3",
         "deploy/drivers/ceph-rgw",
+        "deploy/drivers/azure",
         "deploy/monitoring",
     ]
     .iter()

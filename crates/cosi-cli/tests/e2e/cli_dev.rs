@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use cosi_cli::dev::{EXAMPLE_MANIFEST, READY_LINE};
+use cosi_cli::dev::{AZURE_EXAMPLE_MANIFEST, EXAMPLE_MANIFEST, READY_LINE};
 
 use crate::common::{get, put};
 
@@ -82,6 +82,11 @@ struct Dev {
 
 impl Dev {
     fn spawn(kubeconfig: &Path, data: &Path) -> Dev {
+        Self::spawn_with(kubeconfig, data, &[])
+    }
+
+    /// `cosi dev` with `extra` flags.
+    fn spawn_with(kubeconfig: &Path, data: &Path, extra: &[&str]) -> Dev {
         let mut child = Command::new(env!("CARGO_BIN_EXE_cosi"))
             .args([
                 "dev",
@@ -95,6 +100,7 @@ impl Dev {
             .arg("--data-dir")
             .arg(data)
             .arg("--verbose")
+            .args(extra)
             .env_remove("RUST_LOG")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -347,4 +353,114 @@ async fn dev_stack_serves_kubectl_until_interrupted() {
         !logs.contains('\u{1b}'),
         "ANSI escapes in piped logs: {logs}"
     );
+}
+
+/// Reads an access Secret through kubectl, decoded.
+fn secret_data(k: &Kubectl, name: &str) -> BTreeMap<String, String> {
+    let decoded = k.ok(
+        &[
+            "get",
+            "secret",
+            name,
+            "-o",
+            r#"go-template={{range $k, $v := .data}}{{$k}}={{$v | base64decode}}{{"\n"}}{{end}}"#,
+        ],
+        None,
+    );
+    decoded
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned())))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_stack_with_the_azure_driver_on_azurite_serves_kubectl() {
+    let bin = cosi_driver_azure::testing::find_bin()
+        .unwrap_or_else(|| panic!("{}", cosi_driver_azure::testing::install_hint()));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let data = dir.path().join("data");
+    let bin = bin.to_string_lossy().into_owned();
+    let mut dev = Dev::spawn_with(
+        &kubeconfig,
+        &data,
+        &["--driver", "azure", "--azurite-bin", &bin],
+    );
+    let banner = dev.read_until(READY_LINE, STARTUP);
+    let rest = dev.read_until("Stop with Ctrl-C.", Duration::from_secs(5));
+    let text = banner
+        .iter()
+        .chain(&rest)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(text.contains("Blob endpoint http://127.0.0.1:"), "{text}");
+    assert!(text.contains(AZURE_EXAMPLE_MANIFEST), "{text}");
+    let k = Kubectl {
+        bin: kubectl_path(),
+        kubeconfig: kubeconfig.clone(),
+    };
+    k.ok(&["apply", "-f", "-"], Some(AZURE_EXAMPLE_MANIFEST));
+    let waited = k.ok(
+        &[
+            "wait",
+            "--for=condition=Provisioned",
+            "bucketclaim/photos",
+            "bucketaccess/photos-rw",
+            "--timeout=60s",
+        ],
+        None,
+    );
+    assert_eq!(waited.matches("condition met").count(), 2, "{waited}");
+    let secret = secret_data(&k, "photos-rw");
+    assert_eq!(secret["COSI_PROTOCOL"], "Azure");
+    let target = cosi_sanity::azure::AzureTarget::new(
+        &secret["AZURE_STORAGE_SAS_TOKEN"],
+        None,
+        Duration::from_secs(10),
+    )
+    .expect("a SAS URL");
+    use cosi_sanity::s3::Access;
+    assert_eq!(target.put("from-kubectl", b"hi").await, Access::Allowed(()));
+    assert_eq!(
+        target.get("from-kubectl").await,
+        Access::Allowed(b"hi".to_vec())
+    );
+    k.ok(&["delete", "bucketaccess", "photos-rw"], None);
+    assert!(matches!(
+        target.get("from-kubectl").await,
+        Access::Denied(_)
+    ));
+    // The class deletes containers with their blobs: nothing is left.
+    k.ok(&["delete", "bucketclaim", "photos"], None);
+    let left = k.ok(&["get", "buckets,bucketclaims,bucketaccesses", "-A"], None);
+    assert!(left.trim().is_empty(), "left behind: {left}");
+    dev.interrupt();
+    dev.read_until("cosi dev: stopped.", Duration::from_secs(30));
+    assert!(dev.wait(Duration::from_secs(30)).success());
+}
+
+#[test]
+fn dev_with_the_azure_driver_says_how_to_install_azurite_when_it_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cosi"))
+        .args([
+            "dev",
+            "--driver",
+            "azure",
+            "--api-port",
+            "0",
+            "--s3-address",
+            "127.0.0.1:0",
+        ])
+        .arg("--azurite-bin")
+        .arg(dir.path().join("no-azurite"))
+        .arg("--data-dir")
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .output()
+        .expect("run cosi dev");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("npm install -g azurite@3.37.0"), "{err}");
 }

@@ -99,6 +99,36 @@ fn quickstart_passes_every_step_and_shows_no_credentials() {
 }
 
 #[test]
+fn quickstart_with_the_azure_protocol_passes_every_step_on_azurite_and_shows_no_token() {
+    let bin = cosi_driver_azure::testing::find_bin()
+        .unwrap_or_else(|| panic!("{}", cosi_driver_azure::testing::install_hint()));
+    let bin = bin.to_string_lossy().into_owned();
+    let out = quickstart(&["--protocol", "azure", "--azurite-bin", &bin]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    let steps = stdout.lines().filter(|l| l.starts_with("[ ok ] ")).count();
+    assert_eq!(steps, cosi_cli::quickstart::STEPS, "{stdout}");
+    for needle in [
+        "Start Azurite (Azure Storage emulator) and the Azure driver",
+        "class quickstart, protocols [Azure]",
+        "COSI_PROTOCOL            Azure",
+        "AZURE_STORAGE_SAS_TOKEN  <redacted, ",
+        "PUT not-allowed.txt: AuthorizationPermissionMismatch (HTTP 403), as it should be",
+        "the old ReadWrite SAS token is now refused",
+        "Azurite holds 0 containers",
+    ] {
+        assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
+    }
+    assert!(!stdout.contains("sig="), "a token is shown:\n{stdout}");
+    assert!(!stderr.contains("ERROR"), "stderr:\n{stderr}");
+}
+
+#[test]
 fn quickstart_names_the_failed_step_and_exits_non_zero() {
     let out = quickstart(&["--timeout", "1ms"]);
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -69,6 +69,7 @@ fn driver_name(container: &Value) -> String {
     match repository.rsplit('/').next().unwrap_or_default() {
         "cosi-driver-local" => cosi_driver_local::DEFAULT_DRIVER_NAME.to_owned(),
         "cosi-driver-ceph-rgw" => cosi_driver_ceph_rgw::config::DEFAULT_DRIVER_NAME.to_owned(),
+        "cosi-driver-azure" => cosi_driver_azure::config::DEFAULT_DRIVER_NAME.to_owned(),
         // drivers/s3's DEFAULT_DRIVER_NAME (that crate is no dependency here).
         "cosi-driver-s3" => "s3.cosi-rs.dev".to_owned(),
         _ => panic!("no default driver name known for the image {image}"),
@@ -433,6 +434,7 @@ async fn with_deploy_each_component_and_driver_sidecar_touches_only_its_own_leas
         [
             "cosi-controller",
             "cosi-driver",
+            "cosi-driver-azure",
             "cosi-driver-ceph-rgw",
             "cosi-driver-local",
             "cosi-driver-s3"
@@ -467,6 +469,8 @@ async fn with_the_chart_each_component_and_driver_sidecar_touches_only_its_own_l
             "drivers.local.enabled=true",
             "drivers.s3.enabled=true",
             "drivers.cephRgw.enabled=true",
+            "drivers.azure.enabled=true",
+            "drivers.azure.accountName=mystorageaccount",
             // The Lease follows a driver's name.
             "drivers.s3.driverName=objects.example.com",
         ],
@@ -477,6 +481,7 @@ async fn with_the_chart_each_component_and_driver_sidecar_touches_only_its_own_l
         leases,
         [
             "cosi-controller",
+            "cosi-sidecar-azure-cosi-rs-dev",
             "cosi-sidecar-ceph-rgw-cosi-rs-dev",
             "cosi-sidecar-local-cosi-rs-dev",
             "cosi-sidecar-objects-example-com",

@@ -8,6 +8,7 @@
 
 mod access_modes;
 mod access_secrets;
+mod azure;
 mod ceph_rgw;
 mod chart;
 mod cli_bench;

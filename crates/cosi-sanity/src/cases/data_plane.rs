@@ -1,5 +1,5 @@
-//! The data plane (S3): granted credentials reach exactly what they were
-//! granted. Positive checks are retried until the propagation timeout
+//! The data plane (S3, and Azure through the SAS URL): granted
+//! credentials reach exactly what they were granted. Positive checks are retried until the propagation timeout
 //! (new keys take seconds on some backends); a denial is asserted only
 //! after the same credentials were seen working, so that "not yet valid"
 //! is never mistaken for "denied".
@@ -14,7 +14,8 @@ use tokio::time::Instant;
 use crate::checks::protocol_name;
 use crate::context::{Ctx, Grant, Step, Stop, fail, skip};
 use crate::names;
-use crate::s3::{Access, S3Target};
+use crate::s3::Access;
+use crate::target::Target;
 
 const POLL_INTERVAL: Duration = Duration::from_millis(250);
 /// What the data-plane checks write.
@@ -25,9 +26,9 @@ fn enabled(ctx: &Ctx) -> Step {
         skip!("data-plane checks are off (enable with --data-plane)");
     }
     let protocol = ctx.protocol()?;
-    if protocol != ObjectProtocol::S3 {
+    if !matches!(protocol, ObjectProtocol::S3 | ObjectProtocol::Azure) {
         skip!(
-            "data-plane checks exist for S3 only; the protocol under test is {}",
+            "data-plane checks exist for S3 and Azure only; the protocol under test is {}",
             protocol_name(protocol)
         );
     }
@@ -71,8 +72,8 @@ pub(crate) fn secs(d: Duration) -> String {
 async fn write(
     ctx: &mut Ctx,
     who: &str,
-    target: &S3Target,
-    cleaner: &S3Target,
+    target: &Target,
+    cleaner: &Target,
 ) -> Result<String, Stop> {
     let key = names::object_key();
     let timeout = ctx.config.propagation_timeout;
@@ -92,7 +93,7 @@ async fn write(
 
 /// Reads `key` with `target` (retrying while the grant propagates) and
 /// compares it with what was written.
-async fn read(ctx: &Ctx, who: &str, target: &S3Target, key: &str) -> Step {
+async fn read(ctx: &Ctx, who: &str, target: &Target, key: &str) -> Step {
     let timeout = ctx.config.propagation_timeout;
     match poll(timeout, Want::Allowed, || target.get(key)).await {
         Access::Allowed(body) if body == BODY => Ok(()),
@@ -113,7 +114,7 @@ async fn read(ctx: &Ctx, who: &str, target: &S3Target, key: &str) -> Step {
 
 /// Checks that a write with `target` is denied; a write that succeeds
 /// anyway is deleted by `cleaner`.
-async fn write_denied(ctx: &mut Ctx, who: &str, target: &S3Target, cleaner: &S3Target) -> Step {
+async fn write_denied(ctx: &mut Ctx, who: &str, target: &Target, cleaner: &Target) -> Step {
     let key = names::object_key();
     match target.put(&key, BODY).await {
         Access::Denied(_) => Ok(()),
@@ -130,7 +131,7 @@ async fn write_denied(ctx: &mut Ctx, who: &str, target: &S3Target, cleaner: &S3T
 }
 
 /// Checks that reading `key` with `target` is denied.
-async fn read_denied(ctx: &Ctx, who: &str, target: &S3Target, key: &str) -> Step {
+async fn read_denied(ctx: &Ctx, who: &str, target: &Target, key: &str) -> Step {
     match target.get(key).await {
         Access::Denied(_) => Ok(()),
         Access::Allowed(_) => fail!("{who} read {key:?} from bucket {:?}", target.bucket()),
@@ -161,7 +162,7 @@ pub(super) async fn read_write(ctx: &mut Ctx) -> Step {
     let bucket = ctx.new_bucket().await?;
     let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
     let grant = ctx.grant(&spec).await?;
-    let rw = ctx.s3_target(&grant, &bucket.id)?;
+    let rw = ctx.target(&grant, &bucket.id)?;
     let key = write(ctx, "ReadWrite credentials", &rw, &rw).await?;
     read(ctx, "ReadWrite credentials", &rw, &key).await
 }
@@ -176,7 +177,7 @@ pub(super) async fn repeated_grant_works(ctx: &mut Ctx) -> Step {
         .await
         .map_err(super::answered("a repeated DriverGrantBucketAccess"))?;
     let again = Grant { response, ..first };
-    let target = ctx.s3_target(&again, &bucket.id)?;
+    let target = ctx.target(&again, &bucket.id)?;
     let who = "the credentials of the repeated grant";
     let key = write(ctx, who, &target, &target).await?;
     read(ctx, who, &target, &key).await
@@ -187,9 +188,9 @@ pub(super) async fn read_only_cannot_write(ctx: &mut Ctx) -> Step {
     let bucket = ctx.new_bucket().await?;
     let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
     let keeper = ctx.grant(&spec).await?;
-    let keeper = ctx.s3_target(&keeper, &bucket.id)?;
+    let keeper = ctx.target(&keeper, &bucket.id)?;
     let ro = grant_mode(ctx, &bucket.id, AccessMode::ReadOnly).await?;
-    let ro = ctx.s3_target(&ro, &bucket.id)?;
+    let ro = ctx.target(&ro, &bucket.id)?;
     let key = write(ctx, "ReadWrite credentials", &keeper, &keeper).await?;
     read(ctx, "ReadOnly credentials", &ro, &key).await?;
     write_denied(ctx, "ReadOnly credentials", &ro, &keeper).await
@@ -200,9 +201,9 @@ pub(super) async fn write_only_cannot_read(ctx: &mut Ctx) -> Step {
     let bucket = ctx.new_bucket().await?;
     let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
     let keeper = ctx.grant(&spec).await?;
-    let keeper = ctx.s3_target(&keeper, &bucket.id)?;
+    let keeper = ctx.target(&keeper, &bucket.id)?;
     let wo = grant_mode(ctx, &bucket.id, AccessMode::WriteOnly).await?;
-    let wo = ctx.s3_target(&wo, &bucket.id)?;
+    let wo = ctx.target(&wo, &bucket.id)?;
     let key = write(ctx, "WriteOnly credentials", &wo, &keeper).await?;
     read(ctx, "ReadWrite credentials", &keeper, &key).await?;
     read_denied(ctx, "WriteOnly credentials", &wo, &key).await
@@ -216,26 +217,35 @@ pub(super) async fn other_bucket_is_denied(ctx: &mut Ctx) -> Step {
     let spec_b = ctx.spec(&[&b.id], AccessMode::ReadWrite)?;
     let grant_a = ctx.grant(&spec_a).await?;
     let grant_b = ctx.grant(&spec_b).await?;
-    let a_on_a = ctx.s3_target(&grant_a, &a.id)?;
-    let b_on_b = ctx.s3_target(&grant_b, &b.id)?;
-    // Bucket B as a workload holding only A's Secret would address it.
-    let b_info = grant_b
-        .response
-        .buckets
-        .iter()
-        .find(|g| g.bucket_id == b.id)
-        .and_then(|g| g.bucket_info.as_ref())
-        .and_then(|i| i.s3.as_ref())
-        .ok_or_else(|| Stop::Fail("setup: the grant has no S3 info for the other bucket".into()))?;
-    let a_creds = grant_a.response.credentials.as_ref();
-    let a_s3 = a_creds
-        .and_then(|c| c.s3.as_ref())
-        .ok_or_else(|| Stop::Fail("setup: the grant has no S3 credentials".into()))?;
-    let a_on_b = ctx.s3_client(
-        b_info,
-        a_s3,
-        a_creds.map(|c| c.certificate_authority.as_str()),
-    )?;
+    let a_on_a = ctx.target(&grant_a, &a.id)?;
+    let b_on_b = ctx.target(&grant_b, &b.id)?;
+    let a_on_b = match (&a_on_a, &b_on_b) {
+        // A's SAS token aimed at container B, as a workload holding only
+        // A's Secret would try.
+        (Target::Azure(a), Target::Azure(b)) => Target::Azure(a.aimed_at(b.bucket())),
+        _ => {
+            // Bucket B as a workload holding only A's Secret would address it.
+            let b_info = grant_b
+                .response
+                .buckets
+                .iter()
+                .find(|g| g.bucket_id == b.id)
+                .and_then(|g| g.bucket_info.as_ref())
+                .and_then(|i| i.s3.as_ref())
+                .ok_or_else(|| {
+                    Stop::Fail("setup: the grant has no S3 info for the other bucket".into())
+                })?;
+            let a_creds = grant_a.response.credentials.as_ref();
+            let a_s3 = a_creds
+                .and_then(|c| c.s3.as_ref())
+                .ok_or_else(|| Stop::Fail("setup: the grant has no S3 credentials".into()))?;
+            Target::S3(ctx.s3_client(
+                b_info,
+                a_s3,
+                a_creds.map(|c| c.certificate_authority.as_str()),
+            )?)
+        }
+    };
 
     let key_b = write(ctx, "the other bucket's credentials", &b_on_b, &b_on_b).await?;
     let key_a = write(ctx, "the credentials", &a_on_a, &a_on_a).await?;
@@ -258,7 +268,7 @@ pub(super) async fn multi_bucket_credential(ctx: &mut Ctx) -> Step {
         Err(e) => return Err(e.setup("granting access to two buckets")),
     };
     for id in [&a.id, &b.id] {
-        let target = ctx.s3_target(&grant, id)?;
+        let target = ctx.target(&grant, id)?;
         let who = "the multi-bucket credentials";
         let key = write(ctx, who, &target, &target).await?;
         read(ctx, who, &target, &key).await?;
@@ -271,9 +281,9 @@ pub(super) async fn revoked_credentials_fail(ctx: &mut Ctx) -> Step {
     let bucket = ctx.new_bucket().await?;
     let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
     let keeper = ctx.grant(&spec).await?;
-    let keeper = ctx.s3_target(&keeper, &bucket.id)?;
+    let keeper = ctx.target(&keeper, &bucket.id)?;
     let probe = ctx.grant(&spec).await?;
-    let probe_target = ctx.s3_target(&probe, &bucket.id)?;
+    let probe_target = ctx.target(&probe, &bucket.id)?;
     let key = write(ctx, "ReadWrite credentials", &keeper, &keeper).await?;
     read(ctx, "the credentials to be revoked", &probe_target, &key).await?;
     ctx.revoke_access(spec.revoke_request(&probe.account_id))
@@ -310,7 +320,7 @@ pub(super) async fn repeated_grants_then_revoke_refuse_every_key(ctx: &mut Ctx) 
     let bucket = ctx.new_bucket().await?;
     let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
     let keeper = ctx.grant(&spec).await?;
-    let keeper = ctx.s3_target(&keeper, &bucket.id)?;
+    let keeper = ctx.target(&keeper, &bucket.id)?;
     let first = ctx.grant(&spec).await?;
     let mut grants = vec![first.clone()];
     while grants.len() < REPEATED_GRANTS {
@@ -326,7 +336,7 @@ pub(super) async fn repeated_grants_then_revoke_refuse_every_key(ctx: &mut Ctx) 
     let key = write(ctx, "ReadWrite credentials", &keeper, &keeper).await?;
     let targets = grants
         .iter()
-        .map(|g| ctx.s3_target(g, &bucket.id))
+        .map(|g| ctx.target(g, &bucket.id))
         .collect::<Result<Vec<_>, Stop>>()?;
     if let Some(last) = targets.last() {
         // Seen working first, so that its later denial means the revoke.

@@ -1,0 +1,375 @@
+//! The COSI services: [`AzureDriver`] answers Identity and Provisioner
+//! calls by checking the request (pure functions below), then calling
+//! [`crate::containers`] and [`crate::access`].
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use cosi_driver::proto::*;
+use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+
+use crate::config::{AccountKey, Config};
+use crate::errors::Error;
+use crate::locks::KeyLocks;
+use crate::params::{AccessParams, BucketParams, DELETE_NON_EMPTY};
+use crate::rest::BlobApi;
+use crate::{access, containers, decide, names, time};
+
+/// The Azure Blob COSI driver.
+#[derive(Clone, Debug)]
+pub struct AzureDriver {
+    cfg: Arc<Config>,
+    api: BlobApi,
+    locks: Arc<KeyLocks>,
+}
+
+impl AzureDriver {
+    /// Builds the client and lists one container, so that a wrong account
+    /// name, key or endpoint is reported at start-up. The error never
+    /// holds the key.
+    pub async fn connect(cfg: Config, key: AccountKey) -> Result<Self, String> {
+        let driver = Self::new(cfg, key)?;
+        driver.api.check_access().await.map_err(|e| {
+            format!(
+                "cannot list the containers of storage account {:?} at {}: {e}",
+                driver.cfg.account,
+                driver.cfg.endpoint()
+            )
+        })?;
+        Ok(driver)
+    }
+
+    /// Builds the client without sending anything.
+    pub fn new(cfg: Config, key: AccountKey) -> Result<Self, String> {
+        let api = BlobApi::new(&cfg, key).map_err(|e| e.to_string())?;
+        Ok(Self {
+            cfg: Arc::new(cfg),
+            api,
+            locks: Arc::default(),
+        })
+    }
+
+    /// The driver's configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The Blob service client.
+    pub fn api(&self) -> &BlobApi {
+        &self.api
+    }
+
+    fn bucket_info(&self) -> ProtocolBucketInfo {
+        ProtocolBucketInfo {
+            azure: Some(AzureBucketInfo {
+                storage_account: self.cfg.account.clone(),
+            }),
+            ..Default::default()
+        }
+    }
+}
+
+fn invalid(e: String) -> Error {
+    Error::InvalidArgument(e)
+}
+
+/// Refuses any protocol other than Azure.
+pub fn check_protocols(protocols: &[i32]) -> Result<(), Error> {
+    for p in protocols {
+        let p = ObjectProtocol::try_from(*p).unwrap_or(ObjectProtocol::Unspecified);
+        if p != ObjectProtocol::Azure {
+            return Err(invalid(format!(
+                "this driver serves only the Azure protocol; {} was requested",
+                p.api_name().unwrap_or("an unknown protocol")
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses what an access request asks that a SAS cannot provide.
+pub fn check_access(protocol: i32, authentication_type: i32) -> Result<(), Error> {
+    check_protocols(&[protocol])?;
+    match AuthenticationType::try_from(authentication_type) {
+        Ok(AuthenticationType::Key) => Ok(()),
+        Ok(AuthenticationType::ServiceAccount) => Err(invalid(
+            "ServiceAccount authentication is not supported by this driver: it cannot assign Azure roles to a \
+             workload identity, and granting nothing while answering OK would be a lie. Use a BucketAccessClass \
+             with authenticationType: Key (a SAS token), or grant the workload identity an Azure role yourself"
+                .into(),
+        )),
+        _ => Err(invalid("authentication_type is required".into())),
+    }
+}
+
+fn check_container_id(id: &str) -> Result<(), Error> {
+    let special = matches!(id, "$root" | "$web");
+    if names::is_valid_container_name(id) || special {
+        Ok(())
+    } else {
+        Err(invalid(format!("bucket_id {id:?} is not a container name")))
+    }
+}
+
+fn check_account_id(id: &str) -> Result<(), Error> {
+    if names::is_valid_policy_id(id) {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "account_id {id:?} is not an access policy identifier this driver generates; use the ID \
+             DriverGenerateBucketAccessId returned"
+        )))
+    }
+}
+
+/// The one container of a Key access and its SAS permissions. A SAS
+/// reaches one container only, so a request for several is `OutOfRange`
+/// as the KEP asks; a container named twice with different modes, or
+/// modes a SAS cannot honour exactly, are `InvalidArgument`.
+pub fn single_container(buckets: &[AccessedBucket]) -> Result<(String, &'static str), Error> {
+    if buckets.is_empty() {
+        return Err(invalid("the request names no bucket".into()));
+    }
+    let mut grants: BTreeMap<&str, &'static str> = BTreeMap::new();
+    for b in buckets {
+        check_container_id(&b.bucket_id)?;
+        let permission = decide::permissions(&b.bucket_id, &b.access_mode.unwrap_or_default())?;
+        if let Some(previous) = grants.insert(&b.bucket_id, permission)
+            && previous != permission
+        {
+            return Err(invalid(format!(
+                "bucket {:?} is named twice with different access modes",
+                b.bucket_id
+            )));
+        }
+    }
+    if grants.len() > 1 {
+        return Err(Error::OutOfRange(format!(
+            "a SAS token reaches one container only, so one credential cannot be made for the {} buckets of this \
+             access; use one BucketAccess per bucket",
+            grants.len()
+        )));
+    }
+    let (container, permission) = grants.into_iter().next().expect("one bucket");
+    Ok((container.to_owned(), permission))
+}
+
+#[tonic::async_trait]
+impl Identity for AzureDriver {
+    async fn driver_get_info(
+        &self,
+        _: Request<DriverGetInfoRequest>,
+    ) -> Result<Response<DriverGetInfoResponse>, Status> {
+        Ok(Response::new(DriverGetInfoResponse {
+            name: self.cfg.driver_name.clone(),
+            supported_protocols: vec![ObjectProtocol::Azure as i32],
+        }))
+    }
+}
+
+#[tonic::async_trait]
+impl Provisioner for AzureDriver {
+    async fn driver_generate_bucket_id(
+        &self,
+        request: Request<DriverGenerateBucketIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        let r = request.into_inner();
+        check_protocols(&r.protocols)?;
+        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
+        let bucket_id = names::container_name(&params.name_prefix, &r.name).map_err(invalid)?;
+        Ok(Response::new(DriverGenerateBucketIdResponse { bucket_id }))
+    }
+
+    async fn driver_create_bucket(
+        &self,
+        request: Request<DriverCreateBucketRequest>,
+    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        let r = request.into_inner();
+        check_protocols(&r.protocols)?;
+        BucketParams::parse(&r.parameters).map_err(invalid)?;
+        if !names::is_valid_container_name(&r.bucket_id) {
+            return Err(invalid(format!(
+                "bucket_id {:?} is not a valid container name; use the ID DriverGenerateBucketId returned",
+                r.bucket_id
+            ))
+            .into());
+        }
+        containers::create(&self.api, &self.cfg.driver_name, &r.bucket_id).await?;
+        Ok(Response::new(DriverCreateBucketResponse {
+            protocols: Some(self.bucket_info()),
+        }))
+    }
+
+    async fn driver_get_bucket(
+        &self,
+        request: Request<DriverGetBucketRequest>,
+    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        let r = request.into_inner();
+        check_protocols(&r.protocols)?;
+        BucketParams::parse(&r.parameters).map_err(invalid)?;
+        check_container_id(&r.bucket_id)?;
+        containers::get_static(&self.api, &r.bucket_id).await?;
+        Ok(Response::new(DriverGetBucketResponse {
+            protocols: Some(self.bucket_info()),
+        }))
+    }
+
+    async fn driver_delete_bucket(
+        &self,
+        request: Request<DriverDeleteBucketRequest>,
+    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        let r = request.into_inner();
+        // Only the key deletion needs is read, so that a class edited (or
+        // a driver upgraded) after creation can never block deletion.
+        let delete_non_empty = r
+            .parameters
+            .get(DELETE_NON_EMPTY)
+            .is_some_and(|v| v == "true");
+        check_container_id(&r.bucket_id)?;
+        containers::delete(
+            &self.api,
+            &self.cfg.driver_name,
+            &r.bucket_id,
+            delete_non_empty,
+        )
+        .await?;
+        Ok(Response::new(DriverDeleteBucketResponse {}))
+    }
+
+    async fn driver_generate_bucket_access_id(
+        &self,
+        request: Request<DriverGenerateBucketAccessIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        let r = request.into_inner();
+        check_access(r.protocol, r.authentication_type)?;
+        AccessParams::parse(&r.parameters).map_err(invalid)?;
+        single_container(&r.buckets)?;
+        let account_id = names::policy_id(&r.account_name).map_err(invalid)?;
+        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
+            account_id,
+        }))
+    }
+
+    async fn driver_grant_bucket_access(
+        &self,
+        request: Request<DriverGrantBucketAccessRequest>,
+    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        let r = request.into_inner();
+        check_access(r.protocol, r.authentication_type)?;
+        let params = AccessParams::parse(&r.parameters).map_err(invalid)?;
+        check_account_id(&r.account_id)?;
+        let (container, permission) = single_container(&r.buckets)?;
+        let token = access::grant(
+            &self.api,
+            &self.locks,
+            &self.cfg,
+            &container,
+            &r.account_id,
+            permission,
+            params.token_lifetime,
+        )
+        .await?;
+        Ok(Response::new(DriverGrantBucketAccessResponse {
+            buckets: vec![GrantedBucket {
+                bucket_id: container,
+                bucket_info: Some(self.bucket_info()),
+            }],
+            credentials: Some(Credentials {
+                azure: Some(AzureCredentials {
+                    access_token: token.url,
+                    expiry_timestamp: token.expiry.map(time::to_timestamp),
+                }),
+                certificate_authority: self.cfg.ca_pem.clone().unwrap_or_default(),
+                ..Default::default()
+            }),
+        }))
+    }
+
+    async fn driver_revoke_bucket_access(
+        &self,
+        request: Request<DriverRevokeBucketAccessRequest>,
+    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        let r = request.into_inner();
+        check_account_id(&r.account_id)?;
+        for b in &r.buckets {
+            check_container_id(&b.bucket_id)?;
+        }
+        for b in &r.buckets {
+            access::revoke(&self.api, &self.locks, &b.bucket_id, &r.account_id).await?;
+        }
+        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tonic::Code;
+
+    fn bucket(id: &str, data: AccessMode) -> AccessedBucket {
+        AccessedBucket {
+            bucket_id: id.into(),
+            access_mode: Some(AccessModes {
+                object_data: data as i32,
+                ..Default::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn only_azure_with_keys_is_served_and_service_accounts_are_refused_with_the_reason() {
+        assert!(check_protocols(&[ObjectProtocol::Azure as i32]).is_ok());
+        let e = check_protocols(&[ObjectProtocol::S3 as i32]).unwrap_err();
+        assert!(e.to_string().contains("S3"), "{e}");
+        let e = check_access(
+            ObjectProtocol::Azure as i32,
+            AuthenticationType::ServiceAccount as i32,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+        assert!(e.to_string().contains("cannot assign Azure roles"), "{e}");
+        assert!(check_access(ObjectProtocol::Azure as i32, AuthenticationType::Key as i32).is_ok());
+    }
+
+    #[test]
+    fn several_containers_are_out_of_range_and_one_named_twice_is_one() {
+        let e = single_container(&[
+            bucket("bc-a", AccessMode::ReadWrite),
+            bucket("bc-b", AccessMode::ReadWrite),
+        ])
+        .unwrap_err();
+        assert_eq!(e.code(), Code::OutOfRange);
+        assert_eq!(
+            single_container(&[
+                bucket("bc-a", AccessMode::ReadOnly),
+                bucket("bc-a", AccessMode::ReadOnly)
+            ])
+            .unwrap(),
+            ("bc-a".to_owned(), decide::READ_ONLY)
+        );
+        let e = single_container(&[
+            bucket("bc-a", AccessMode::ReadOnly),
+            bucket("bc-a", AccessMode::WriteOnly),
+        ])
+        .unwrap_err();
+        assert!(e.to_string().contains("twice"), "{e}");
+        assert_eq!(
+            single_container(&[]).unwrap_err().code(),
+            Code::InvalidArgument
+        );
+        assert_eq!(
+            single_container(&[bucket("a/b", AccessMode::ReadOnly)])
+                .unwrap_err()
+                .code(),
+            Code::InvalidArgument
+        );
+    }
+
+    #[test]
+    fn account_ids_must_be_ones_the_driver_generates() {
+        assert!(check_account_id("ba-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60-r1").is_ok());
+        for bad in ["", "Admin", "a.b", &"a".repeat(65)] {
+            assert!(check_account_id(bad).is_err(), "{bad}");
+        }
+    }
+}

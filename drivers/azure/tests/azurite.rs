@@ -1,0 +1,422 @@
+//! The driver on Azurite, through a real gRPC server on a temporary UNIX
+//! socket: what cosi-sanity does not cover because it is Azure's own
+//! (the five-policy limit, concurrent grants on one container, expiry,
+//! policies and public access that are not the driver's, containers that
+//! still hold blobs), checked on the emulator's answers and with the
+//! tokens themselves.
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime};
+
+use cosi_driver::proto::*;
+use cosi_driver::{Code, DriverClient, Endpoint};
+use cosi_driver_azure::AzureDriver;
+use cosi_driver_azure::acl::{Acl, Policy};
+use cosi_driver_azure::rest::AclState;
+use cosi_driver_azure::testing::Azurite;
+use cosi_sanity::azure::AzureTarget;
+use cosi_sanity::s3::Access;
+use tokio::sync::oneshot;
+
+struct Served {
+    client: DriverClient,
+    stop: Option<oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+fn azurite() -> &'static Azurite {
+    let a = Azurite::shared();
+    a.announce();
+    a
+}
+
+async fn serve() -> Served {
+    let azurite = tokio::task::spawn_blocking(azurite).await.unwrap();
+    let driver = AzureDriver::connect(azurite.config(), azurite.key())
+        .await
+        .expect("driver");
+    let dir = tempfile::tempdir().unwrap();
+    let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let ep = endpoint.clone();
+    tokio::spawn(async move {
+        cosi_driver::serve(&ep, driver.clone(), driver, async {
+            let _ = stopped.await;
+        })
+        .await
+        .expect("serve");
+    });
+    for _ in 0..100 {
+        if endpoint.path().exists()
+            && let Ok(client) = DriverClient::connect(&endpoint).await
+        {
+            return Served {
+                client,
+                stop: Some(stop),
+                _dir: dir,
+            };
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the driver did not listen");
+}
+
+fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+fn uid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+impl Served {
+    async fn new_container(&self, params: &[(&str, &str)]) -> String {
+        let mut p = self.client.provisioner.clone();
+        let id = p
+            .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
+                name: format!("bc-{}", uid()),
+                protocols: vec![ObjectProtocol::Azure as i32],
+                parameters: map(params),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .bucket_id;
+        let created = p
+            .driver_create_bucket(DriverCreateBucketRequest {
+                bucket_id: id.clone(),
+                protocols: vec![ObjectProtocol::Azure as i32],
+                parameters: map(params),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let info = created.protocols.and_then(|p| p.azure).expect("Azure info");
+        assert_eq!(info.storage_account, "devstoreaccount1");
+        id
+    }
+
+    async fn delete_container(
+        &self,
+        id: &str,
+        params: &[(&str, &str)],
+    ) -> Result<(), tonic::Status> {
+        let mut p = self.client.provisioner.clone();
+        p.driver_delete_bucket(DriverDeleteBucketRequest {
+            bucket_id: id.into(),
+            parameters: map(params),
+        })
+        .await
+        .map(drop)
+    }
+
+    fn buckets(container: &str, mode: AccessMode) -> Vec<AccessedBucket> {
+        vec![AccessedBucket {
+            bucket_id: container.into(),
+            access_mode: Some(AccessModes {
+                object_data: mode as i32,
+                ..Default::default()
+            }),
+        }]
+    }
+
+    /// Generates an account for a fresh access and grants it.
+    async fn grant(
+        &self,
+        container: &str,
+        mode: AccessMode,
+        params: &[(&str, &str)],
+    ) -> Result<(String, AzureCredentials), tonic::Status> {
+        let mut p = self.client.provisioner.clone();
+        let account_id = p
+            .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
+                account_name: format!("ba-{}", uid()),
+                buckets: Self::buckets(container, mode),
+                protocol: ObjectProtocol::Azure as i32,
+                authentication_type: AuthenticationType::Key as i32,
+                parameters: map(params),
+                ..Default::default()
+            })
+            .await?
+            .into_inner()
+            .account_id;
+        let creds = self
+            .grant_again(container, &account_id, mode, params)
+            .await?;
+        Ok((account_id, creds))
+    }
+
+    async fn grant_again(
+        &self,
+        container: &str,
+        account_id: &str,
+        mode: AccessMode,
+        params: &[(&str, &str)],
+    ) -> Result<AzureCredentials, tonic::Status> {
+        let mut p = self.client.provisioner.clone();
+        let r = p
+            .driver_grant_bucket_access(DriverGrantBucketAccessRequest {
+                account_id: account_id.into(),
+                buckets: Self::buckets(container, mode),
+                protocol: ObjectProtocol::Azure as i32,
+                authentication_type: AuthenticationType::Key as i32,
+                parameters: map(params),
+                ..Default::default()
+            })
+            .await?
+            .into_inner();
+        Ok(r.credentials
+            .and_then(|c| c.azure)
+            .expect("Azure credentials"))
+    }
+
+    async fn revoke(&self, container: &str, account_id: &str) {
+        let mut p = self.client.provisioner.clone();
+        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
+            account_id: account_id.into(),
+            buckets: vec![RevokedBucket {
+                bucket_id: container.into(),
+            }],
+            protocol: ObjectProtocol::Azure as i32,
+            authentication_type: AuthenticationType::Key as i32,
+            ..Default::default()
+        })
+        .await
+        .expect("revoke");
+    }
+}
+
+fn target(creds: &AzureCredentials) -> AzureTarget {
+    AzureTarget::new(&creds.access_token, None, Duration::from_secs(10)).expect("a SAS URL")
+}
+
+async fn policy_ids(container: &str) -> Vec<String> {
+    let state = azurite().api().get_acl(container).await.expect("get ACL");
+    state.acl.policies.into_iter().map(|p| p.id).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_sixth_access_to_one_container_is_resource_exhausted_until_a_slot_frees() {
+    let s = serve().await;
+    let c = s.new_container(&[]).await;
+    let mut accounts = Vec::new();
+    for _ in 0..5 {
+        accounts.push(s.grant(&c, AccessMode::ReadWrite, &[]).await.unwrap().0);
+    }
+    let e = s.grant(&c, AccessMode::ReadOnly, &[]).await.unwrap_err();
+    assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+    assert!(
+        e.message().contains("five") || e.message().contains("5 stored access policies"),
+        "{}",
+        e.message()
+    );
+    assert!(e.message().contains("rotation"), "{}", e.message());
+    assert_eq!(policy_ids(&c).await.len(), 5, "nothing was written");
+    // A repeat of a granted access still works at the limit.
+    s.grant_again(&c, &accounts[0], AccessMode::ReadWrite, &[])
+        .await
+        .unwrap();
+    s.revoke(&c, &accounts[0]).await;
+    s.grant(&c, AccessMode::ReadOnly, &[])
+        .await
+        .expect("a freed slot is used");
+    for id in policy_ids(&c).await {
+        s.revoke(&c, &id).await;
+    }
+    s.delete_container(&c, &[]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_grants_to_one_container_keep_every_policy() {
+    let s = serve().await;
+    let c = s.new_container(&[]).await;
+    let grants =
+        futures::future::join_all((0..4).map(|_| s.grant(&c, AccessMode::ReadWrite, &[]))).await;
+    let mut ids: Vec<String> = grants.into_iter().map(|g| g.unwrap().0).collect();
+    ids.sort();
+    let mut stored = policy_ids(&c).await;
+    stored.sort();
+    assert_eq!(stored, ids, "a concurrent read-modify-write lost a policy");
+    futures::future::join_all(ids.iter().map(|id| s.revoke(&c, id))).await;
+    assert!(policy_ids(&c).await.is_empty());
+    s.delete_container(&c, &[]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoke_refuses_its_token_at_once_and_leaves_the_others_working() {
+    let s = serve().await;
+    let c = s.new_container(&[]).await;
+    let (a, creds_a) = s.grant(&c, AccessMode::ReadWrite, &[]).await.unwrap();
+    let (b, creds_b) = s.grant(&c, AccessMode::ReadWrite, &[]).await.unwrap();
+    let (ta, tb) = (target(&creds_a), target(&creds_b));
+    assert_eq!(ta.put("x", b"1").await, Access::Allowed(()));
+    assert_eq!(tb.get("x").await, Access::Allowed(b"1".to_vec()));
+    s.revoke(&c, &a).await;
+    assert!(
+        matches!(ta.get("x").await, Access::Denied(_)),
+        "the revoked token still reads"
+    );
+    assert!(
+        matches!(ta.put("y", b"2").await, Access::Denied(_)),
+        "the revoked token still writes"
+    );
+    assert_eq!(
+        tb.get("x").await,
+        Access::Allowed(b"1".to_vec()),
+        "another access lost its token"
+    );
+    assert_eq!(tb.delete("x").await, Access::Allowed(()));
+    s.revoke(&c, &b).await;
+    s.revoke(&c, &b).await;
+    s.delete_container(&c, &[]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_works_until_its_expiry_timestamp_and_not_after() {
+    let s = serve().await;
+    let c = s.new_container(&[]).await;
+    let before = SystemTime::now();
+    let (a, creds) = s
+        .grant(&c, AccessMode::ReadWrite, &[("sasTokenLifetime", "10s")])
+        .await
+        .unwrap();
+    let expiry = creds.expiry_timestamp.expect("an expiry timestamp");
+    let expiry = SystemTime::UNIX_EPOCH + Duration::from_secs(expiry.seconds as u64);
+    let lifetime = expiry.duration_since(before).unwrap();
+    assert!(
+        (Duration::from_secs(9)..=Duration::from_secs(11)).contains(&lifetime),
+        "the token lives {lifetime:?}, not the class's 10s"
+    );
+    let t = target(&creds);
+    assert_eq!(t.put("x", b"1").await, Access::Allowed(()));
+    // A repeat returns the same token and expiry, not a longer one.
+    let again = s
+        .grant_again(
+            &c,
+            &a,
+            AccessMode::ReadWrite,
+            &[("sasTokenLifetime", "10s")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, creds);
+    let wait =
+        expiry.duration_since(SystemTime::now()).unwrap_or_default() + Duration::from_secs(2);
+    tokio::time::sleep(wait).await;
+    assert!(
+        matches!(t.get("x").await, Access::Denied(_)),
+        "the expired token still reads"
+    );
+    s.revoke(&c, &a).await;
+    s.delete_container(&c, &[("deleteNonEmptyContainers", "true")])
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_container_with_blobs_is_kept_unless_the_class_allows_deleting_it() {
+    let s = serve().await;
+    let c = s.new_container(&[]).await;
+    let (a, creds) = s.grant(&c, AccessMode::WriteOnly, &[]).await.unwrap();
+    assert_eq!(target(&creds).put("x", b"1").await, Access::Allowed(()));
+    s.revoke(&c, &a).await;
+    let e = s.delete_container(&c, &[]).await.unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition);
+    assert!(
+        e.message().contains("deleteNonEmptyContainers"),
+        "{}",
+        e.message()
+    );
+    assert!(
+        azurite().api().container(&c).await.unwrap().is_some(),
+        "the data is gone"
+    );
+    s.delete_container(&c, &[("deleteNonEmptyContainers", "true")])
+        .await
+        .unwrap();
+    assert!(azurite().api().container(&c).await.unwrap().is_none());
+    s.delete_container(&c, &[])
+        .await
+        .expect("deleting again is OK");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_static_container_keeps_its_own_policies_and_public_access_and_is_never_deleted() {
+    let s = serve().await;
+    let api = azurite().api();
+    let c = format!("legacy-{}", &uid()[..8]);
+    assert!(api.create_container(&c, &Default::default()).await.unwrap());
+    let theirs = Policy {
+        id: "admin-policy".into(),
+        start: None,
+        expiry: Some("2099-01-01T00:00:00Z".into()),
+        permission: "r".into(),
+    };
+    api.set_acl(
+        &c,
+        &AclState {
+            acl: Acl {
+                policies: vec![theirs.clone()],
+            },
+            public_access: Some("blob".into()),
+        },
+    )
+    .await
+    .unwrap();
+    let mut p = s.client.provisioner.clone();
+    let info = p
+        .driver_get_bucket(DriverGetBucketRequest {
+            bucket_id: c.clone(),
+            protocols: vec![ObjectProtocol::Azure as i32],
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(info.protocols.and_then(|p| p.azure).is_some());
+    let (a, _) = s.grant(&c, AccessMode::ReadOnly, &[]).await.unwrap();
+    let state = api.get_acl(&c).await.unwrap();
+    assert_eq!(
+        state.public_access.as_deref(),
+        Some("blob"),
+        "public access was reset"
+    );
+    assert!(
+        cosi_driver_azure::decide::holds(&state.acl, &theirs),
+        "{state:?}"
+    );
+    s.revoke(&c, &a).await;
+    assert_eq!(policy_ids(&c).await, ["admin-policy"]);
+    let e = s.delete_container(&c, &[]).await.unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    let e = p
+        .driver_create_bucket(DriverCreateBucketRequest {
+            bucket_id: c.clone(),
+            protocols: vec![ObjectProtocol::Azure as i32],
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::AlreadyExists);
+    let missing = p
+        .driver_get_bucket(DriverGetBucketRequest {
+            bucket_id: "no-such-container".into(),
+            protocols: vec![ObjectProtocol::Azure as i32],
+            parameters: HashMap::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+    assert!(api.delete_container(&c).await.unwrap());
+}

@@ -1,0 +1,262 @@
+//! The conformance suite (`cosi-sanity`, data plane included) against the
+//! driver on Azurite (this test binary's emulator, so that "nothing left
+//! behind" is checked on the whole account). Every case must pass or be
+//! one of the skips listed below, and afterwards the account must hold no
+//! container. And the same data-plane cases against the driver broken on
+//! purpose (wider grants, revokes that do nothing) must fail, so that
+//! their passing means something.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use cosi_driver::proto::*;
+use cosi_driver::{DriverClient, Endpoint, Identity, Provisioner, Request, Response, Status};
+use cosi_driver_azure::AzureDriver;
+use cosi_driver_azure::testing::Azurite;
+use cosi_sanity::{Config, Outcome, ParameterFile, Report};
+use tokio::sync::oneshot;
+
+/// BucketClass parameters: none changes a container once made, so no set
+/// is valid yet incompatible.
+const BUCKET_PARAMETERS: &str = r#"
+parameters: {deleteNonEmptyContainers: "false"}
+invalidParameters: {deleteNonEmptyContainers: maybe}
+"#;
+
+/// BucketAccessClass parameters: the token lifetime applies to new
+/// policies only, so no set is valid yet incompatible.
+const ACCESS_PARAMETERS: &str = r#"
+parameters: {sasTokenLifetime: 1h}
+invalidParameters: {sasTokenLifetime: 7d}
+"#;
+
+/// The cases this driver cannot exercise, and why. A case that starts
+/// skipping (or stops skipping) fails the test, so coverage cannot shrink
+/// unnoticed.
+const EXPECTED_SKIPS: &[(&str, &str)] = &[
+    (
+        "DriverCreateBucket: an incompatible repeat is AlreadyExists",
+        "no BucketClass parameter changes a container once made, so no set is valid yet incompatible",
+    ),
+    (
+        "DriverGrantBucketAccess: an incompatible repeat is AlreadyExists",
+        "sasTokenLifetime applies to new access policies only, so no set is valid yet incompatible",
+    ),
+    (
+        "Data plane: one credential reaches every bucket of a multi-bucket grant",
+        "a SAS token reaches one container: multi-bucket grants are OutOfRange, as the KEP asks",
+    ),
+];
+
+fn sanity_config(endpoint: Endpoint) -> Config {
+    let mut config = Config::new(endpoint)
+        .with_bucket_parameters(ParameterFile::parse(BUCKET_PARAMETERS).unwrap())
+        .with_access_parameters(ParameterFile::parse(ACCESS_PARAMETERS).unwrap());
+    config.data_plane = true;
+    config
+}
+
+/// Serves `driver` on a temporary socket and runs the suite with
+/// `config_of` its endpoint.
+async fn run_suite<D>(driver: D, config_of: impl FnOnce(Endpoint) -> Config) -> Report
+where
+    D: Identity + Provisioner + Clone,
+{
+    let dir = tempfile::tempdir().expect("temp dir");
+    let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).expect("endpoint");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn({
+        let (endpoint, driver) = (endpoint.clone(), driver.clone());
+        async move {
+            cosi_driver::serve(&endpoint, driver.clone(), driver, async {
+                let _ = stopped.await;
+            })
+            .await
+        }
+    });
+    wait_for_socket(&endpoint).await;
+    let report = cosi_sanity::run(&config_of(endpoint)).await;
+    let _ = stop.send(());
+    server.await.expect("server task").expect("serve");
+    report
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_conformance_suite_passes_on_azurite_with_the_data_plane() {
+    let azurite = tokio::task::spawn_blocking(Azurite::shared).await.unwrap();
+    azurite.announce();
+    let driver = AzureDriver::connect(azurite.config(), azurite.key())
+        .await
+        .expect("driver");
+    let t0 = Instant::now();
+    let report = run_suite(driver, sanity_config).await;
+    report.print();
+    eprintln!("cosi-sanity took {:?}", t0.elapsed());
+
+    assert_eq!(report.failed(), 0, "cosi-sanity found failures:\n{report}");
+    assert_eq!(
+        report.cases.len(),
+        cosi_sanity::case_names().len(),
+        "every case runs:\n{report}"
+    );
+    let skipped: BTreeSet<&str> = report
+        .cases
+        .iter()
+        .filter(|c| c.outcome.is_skipped())
+        .map(|c| c.name.as_str())
+        .collect();
+    let expected: BTreeSet<&str> = EXPECTED_SKIPS.iter().map(|(name, _)| *name).collect();
+    assert_eq!(
+        skipped, expected,
+        "the skipped cases are not the expected ones (left: skipped, right: expected)\n{report}"
+    );
+    let left = azurite
+        .api()
+        .container_names()
+        .await
+        .expect("list containers");
+    assert!(left.is_empty(), "containers left behind: {left:?}");
+}
+
+async fn wait_for_socket(endpoint: &Endpoint) {
+    for _ in 0..100 {
+        if endpoint.path().exists() && DriverClient::connect(endpoint).await.is_ok() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the driver did not start listening on {endpoint}");
+}
+
+/// How [`Broken`] breaks the driver.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    /// Every grant is ReadWrite, whatever the modes asked.
+    GrantsReadWrite,
+    /// Revokes answer OK and delete nothing.
+    RevokesNothing,
+}
+
+/// The driver with one fault.
+#[derive(Clone)]
+struct Broken {
+    inner: AzureDriver,
+    fault: Fault,
+}
+
+#[tonic::async_trait]
+impl Identity for Broken {
+    async fn driver_get_info(
+        &self,
+        r: Request<DriverGetInfoRequest>,
+    ) -> Result<Response<DriverGetInfoResponse>, Status> {
+        self.inner.driver_get_info(r).await
+    }
+}
+
+#[tonic::async_trait]
+impl Provisioner for Broken {
+    async fn driver_generate_bucket_id(
+        &self,
+        r: Request<DriverGenerateBucketIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        self.inner.driver_generate_bucket_id(r).await
+    }
+    async fn driver_create_bucket(
+        &self,
+        r: Request<DriverCreateBucketRequest>,
+    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        self.inner.driver_create_bucket(r).await
+    }
+    async fn driver_get_bucket(
+        &self,
+        r: Request<DriverGetBucketRequest>,
+    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        self.inner.driver_get_bucket(r).await
+    }
+    async fn driver_delete_bucket(
+        &self,
+        r: Request<DriverDeleteBucketRequest>,
+    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        self.inner.driver_delete_bucket(r).await
+    }
+    async fn driver_generate_bucket_access_id(
+        &self,
+        r: Request<DriverGenerateBucketAccessIdRequest>,
+    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        self.inner.driver_generate_bucket_access_id(r).await
+    }
+    async fn driver_grant_bucket_access(
+        &self,
+        r: Request<DriverGrantBucketAccessRequest>,
+    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        let mut r = r.into_inner();
+        if let Fault::GrantsReadWrite = self.fault {
+            for b in &mut r.buckets {
+                b.access_mode = Some(AccessModes {
+                    object_data: AccessMode::ReadWrite as i32,
+                    ..Default::default()
+                });
+            }
+        }
+        self.inner.driver_grant_bucket_access(Request::new(r)).await
+    }
+    async fn driver_revoke_bucket_access(
+        &self,
+        r: Request<DriverRevokeBucketAccessRequest>,
+    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        match self.fault {
+            Fault::RevokesNothing => Ok(Response::new(DriverRevokeBucketAccessResponse {})),
+            Fault::GrantsReadWrite => self.inner.driver_revoke_bucket_access(r).await,
+        }
+    }
+}
+
+/// The data-plane cases only, waiting 2 s (not 30) for a revoke to
+/// apply: Azurite applies it on the next request.
+fn data_plane_only(endpoint: Endpoint) -> Config {
+    let mut config = sanity_config(endpoint);
+    config.filter = Some("^Data plane".into());
+    config.propagation_timeout = Duration::from_secs(2);
+    config
+}
+
+fn failed(report: &Report, name: &str) -> bool {
+    report
+        .cases
+        .iter()
+        .any(|c| c.name.starts_with(name) && matches!(c.outcome, Outcome::Failed(_)))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_data_plane_cases_fail_a_driver_that_grants_too_much_or_revokes_nothing() {
+    // An emulator of its own: a broken driver may leave things behind,
+    // which the other test would count.
+    let azurite = tokio::task::spawn_blocking(Azurite::start)
+        .await
+        .unwrap()
+        .expect("Azurite starts");
+    let driver = AzureDriver::connect(azurite.config(), azurite.key())
+        .await
+        .expect("driver");
+    let wide = Broken {
+        inner: driver.clone(),
+        fault: Fault::GrantsReadWrite,
+    };
+    let report = run_suite(wide, data_plane_only).await;
+    assert!(
+        failed(&report, "Data plane: ReadOnly credentials cannot write")
+            && failed(&report, "Data plane: WriteOnly credentials cannot read"),
+        "wider grants went unnoticed:\n{report}"
+    );
+    let sticky = Broken {
+        inner: driver,
+        fault: Fault::RevokesNothing,
+    };
+    let report = run_suite(sticky, data_plane_only).await;
+    assert!(
+        failed(&report, "Data plane: revoked credentials stop working")
+            && failed(&report, "Data plane: after repeated grants and one revoke"),
+        "revokes that do nothing went unnoticed:\n{report}"
+    );
+}
