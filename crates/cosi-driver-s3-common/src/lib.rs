@@ -1,0 +1,18 @@
+//! `cosi-driver-s3-common`: what the COSI drivers for S3 stores
+//! (`cosi-driver-s3`, `cosi-driver-ceph-rgw`) share, where the logic is the
+//! same for every backend that speaks S3:
+//!
+//! - a failed backend call as an operation, a target, what the backend said
+//!   and how the call failed, mapped to a gRPC code and scrubbed of
+//!   credentials ([`errors`]); each driver brings its own [`errors::Dialect`]
+//!   (its error codes, hints and key shapes);
+//! - the S3 bucket-name rules and the `bucketNamePrefix` check ([`names`]);
+//! - the TLS trust of `--ca-file` ([`tls`]).
+//!
+//! It knows nothing of Kubernetes and depends on no other workspace crate.
+
+#![warn(missing_docs)]
+
+pub mod errors;
+pub mod names;
+pub mod tls;
