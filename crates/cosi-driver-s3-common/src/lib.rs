@@ -7,12 +7,20 @@
 //!   credentials ([`errors`]); each driver brings its own [`errors::Dialect`]
 //!   (its error codes, hints and key shapes);
 //! - the S3 bucket-name rules and the `bucketNamePrefix` check ([`names`]);
-//! - the TLS trust of `--ca-file` ([`tls`]).
+//! - reading a class's parameters ([`params`]) and checking what a request
+//!   asks for: S3 only, Key authentication ([`requests`]);
+//! - the TLS trust of `--ca-file` ([`tls`]);
+//! - the binaries' logging, with the AWS SDK's credential-bearing tracing
+//!   capped ([`logging`]).
 //!
-//! It knows nothing of Kubernetes and depends on no other workspace crate.
+//! It knows nothing of Kubernetes; of the workspace it depends only on
+//! `cosi-driver`, like every driver.
 
 #![warn(missing_docs)]
 
 pub mod errors;
+pub mod logging;
 pub mod names;
+pub mod params;
+pub mod requests;
 pub mod tls;
