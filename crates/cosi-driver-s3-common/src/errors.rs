@@ -4,14 +4,14 @@
 //! from HTTP status to gRPC code, the message layout and the scrubbing of
 //! credentials. What differs between stores (which error codes they send,
 //! the hint an admin needs, the shape of their keys) is a driver's
-//! [`Dialect`].
+//! [`Dialect`]. A driver's error type is [`Error`] in its dialect.
 
 use std::fmt;
 use std::marker::PhantomData;
 
 use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
-use tonic::Code;
+use tonic::{Code, Status};
 
 /// How one kind of backend reports failures: a driver implements it on a
 /// marker type and names its errors `BackendError<ThatType>`.
@@ -94,6 +94,59 @@ pub trait Dialect {
         }
         flush(&mut out, &mut token);
         out
+    }
+}
+
+/// What went wrong while serving a driver call, with backend failures in
+/// the [`Dialect`] `D`.
+#[derive(Debug, thiserror::Error)]
+pub enum Error<D: Dialect + fmt::Debug> {
+    /// The request cannot be honoured as asked (bad parameter, unsupported
+    /// protocol, authentication type or access mode).
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// A resource the call needs does not exist (yet).
+    #[error("{0}")]
+    NotFound(String),
+    /// A resource of that name exists but belongs to someone else or has
+    /// other settings.
+    #[error("{0}")]
+    AlreadyExists(String),
+    /// The call cannot proceed until something changes (e.g. a bucket still
+    /// holds objects); the sidecar retries it.
+    #[error("{0}")]
+    FailedPrecondition(String),
+    /// More buckets or actions than one credential can carry (the inline
+    /// policy of an IAM user).
+    #[error("{0}")]
+    OutOfRange(String),
+    /// A limit of the backend would be exceeded (the size of an RGW bucket
+    /// policy).
+    #[error("{0}")]
+    ResourceExhausted(String),
+    /// The backend refused or failed an operation.
+    #[error(transparent)]
+    Backend(#[from] BackendError<D>),
+}
+
+impl<D: Dialect + fmt::Debug> Error<D> {
+    /// The gRPC code this error is reported with.
+    pub fn code(&self) -> Code {
+        match self {
+            Error::InvalidArgument(_) => Code::InvalidArgument,
+            Error::NotFound(_) => Code::NotFound,
+            Error::AlreadyExists(_) => Code::AlreadyExists,
+            Error::FailedPrecondition(_) => Code::FailedPrecondition,
+            Error::OutOfRange(_) => Code::OutOfRange,
+            Error::ResourceExhausted(_) => Code::ResourceExhausted,
+            Error::Backend(b) => b.code(),
+        }
+    }
+}
+
+impl<D: Dialect + fmt::Debug> From<Error<D>> for Status {
+    fn from(e: Error<D>) -> Self {
+        Status::new(e.code(), D::scrub(&e.to_string()))
     }
 }
 

@@ -6,6 +6,7 @@
 //!   and how the call failed, mapped to a gRPC code and scrubbed of
 //!   credentials ([`errors`]); each driver brings its own [`errors::Dialect`]
 //!   (its error codes, hints and key shapes);
+//! - emptying a bucket of every object version and upload ([`buckets`]);
 //! - the S3 bucket-name rules and the `bucketNamePrefix` check ([`names`]);
 //! - reading a class's parameters ([`params`]) and checking what a request
 //!   asks for: S3 only, Key authentication ([`requests`]);
@@ -18,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod buckets;
 pub mod errors;
 pub mod logging;
 pub mod names;

@@ -6,53 +6,10 @@
 
 pub use cosi_driver_s3_common::errors::Transport;
 use cosi_driver_s3_common::errors::{Dialect, xml_element};
-use tonic::{Code, Status};
+use tonic::Code;
 
 /// What went wrong while serving a driver call.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The request cannot be honoured as asked (bad parameter, unsupported
-    /// protocol, authentication type or access mode).
-    #[error("{0}")]
-    InvalidArgument(String),
-    /// A resource the call needs does not exist (yet).
-    #[error("{0}")]
-    NotFound(String),
-    /// A resource of that name exists but belongs to someone else or has
-    /// other settings.
-    #[error("{0}")]
-    AlreadyExists(String),
-    /// The call cannot proceed until something changes (a bucket still
-    /// holds objects, belongs to another RGW user); the sidecar retries it.
-    #[error("{0}")]
-    FailedPrecondition(String),
-    /// A limit of RGW would be exceeded (the size of a bucket policy).
-    #[error("{0}")]
-    ResourceExhausted(String),
-    /// RGW refused or failed an operation.
-    #[error(transparent)]
-    Backend(#[from] BackendError),
-}
-
-impl Error {
-    /// The gRPC code this error is reported with.
-    pub fn code(&self) -> Code {
-        match self {
-            Error::InvalidArgument(_) => Code::InvalidArgument,
-            Error::NotFound(_) => Code::NotFound,
-            Error::AlreadyExists(_) => Code::AlreadyExists,
-            Error::FailedPrecondition(_) => Code::FailedPrecondition,
-            Error::ResourceExhausted(_) => Code::ResourceExhausted,
-            Error::Backend(b) => b.code(),
-        }
-    }
-}
-
-impl From<Error> for Status {
-    fn from(e: Error) -> Self {
-        Status::new(e.code(), scrub(&e.to_string()))
-    }
-}
+pub type Error = cosi_driver_s3_common::errors::Error<Rgw>;
 
 /// A failed S3 or Admin Ops operation, with what RGW said.
 pub type BackendError = cosi_driver_s3_common::errors::BackendError<Rgw>;
@@ -188,6 +145,8 @@ pub fn scrub(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use tonic::Status;
+
     use super::*;
 
     fn answered(code: &str, status: u16) -> Code {

@@ -6,52 +6,10 @@
 
 pub use cosi_driver_s3_common::errors::Transport;
 use cosi_driver_s3_common::errors::{Dialect, xml_element};
-use tonic::{Code, Status};
+use tonic::Code;
 
 /// What went wrong while serving a driver call.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The request cannot be honoured as asked (bad parameter, unsupported
-    /// protocol or authentication type).
-    #[error("{0}")]
-    InvalidArgument(String),
-    /// A resource the call needs does not exist.
-    #[error("{0}")]
-    NotFound(String),
-    /// A resource exists but belongs to someone else or is incompatible.
-    #[error("{0}")]
-    AlreadyExists(String),
-    /// The call cannot proceed until something changes (e.g. a bucket still
-    /// holds objects); the sidecar retries it.
-    #[error("{0}")]
-    FailedPrecondition(String),
-    /// More buckets or actions than one credential can carry.
-    #[error("{0}")]
-    OutOfRange(String),
-    /// The backend refused or failed an operation.
-    #[error(transparent)]
-    Backend(#[from] BackendError),
-}
-
-impl Error {
-    /// The gRPC code this error is reported with.
-    pub fn code(&self) -> Code {
-        match self {
-            Error::InvalidArgument(_) => Code::InvalidArgument,
-            Error::NotFound(_) => Code::NotFound,
-            Error::AlreadyExists(_) => Code::AlreadyExists,
-            Error::FailedPrecondition(_) => Code::FailedPrecondition,
-            Error::OutOfRange(_) => Code::OutOfRange,
-            Error::Backend(b) => b.code(),
-        }
-    }
-}
-
-impl From<Error> for Status {
-    fn from(e: Error) -> Self {
-        Status::new(e.code(), scrub(&e.to_string()))
-    }
-}
+pub type Error = cosi_driver_s3_common::errors::Error<Aws>;
 
 /// A failed S3 or IAM operation, with what the backend said.
 pub type BackendError = cosi_driver_s3_common::errors::BackendError<Aws>;
@@ -206,6 +164,8 @@ pub fn scrub(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    use tonic::Status;
+
     use super::*;
 
     fn answered(code: &str, status: u16) -> Code {
