@@ -12,7 +12,9 @@
 //!   asks for: S3 only, Key authentication ([`requests`]);
 //! - the TLS trust of `--ca-file` ([`tls`]);
 //! - the binaries' logging, with the AWS SDK's credential-bearing tracing
-//!   capped ([`logging`]).
+//!   capped ([`logging`]);
+//! - with the `testing` feature, the harness of a driver's tests: the
+//!   driver on a temporary socket and one helper per call ([`testing`]).
 //!
 //! It knows nothing of Kubernetes; of the workspace it depends only on
 //! `cosi-driver`, like every driver.
@@ -25,4 +27,6 @@ pub mod logging;
 pub mod names;
 pub mod params;
 pub mod requests;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tls;
