@@ -1,9 +1,12 @@
 //! The harness of an S3 driver's tests (feature `testing`): the driver on
 //! a temporary UNIX socket with a connected client ([`Served`]), one helper
-//! per driver call as the tests make it, and the data-path helpers that
-//! report an S3 failure by its error code.
+//! per driver call as the tests make it, the data-path helpers that
+//! report an S3 failure by its error code, and the driver binary run as a
+//! process ([`driver_command`], [`RunningBinary`]).
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
@@ -320,4 +323,103 @@ pub async fn list(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<Vec<String>, 
         .iter()
         .filter_map(|o| o.key().map(str::to_owned))
         .collect())
+}
+
+/// A command running the driver binary `bin` with a clean environment:
+/// only `HOME` (`dir`) and `COSI_ENDPOINT` (`dir/cosi.sock`), no stdin.
+pub fn driver_command(bin: &str, dir: &Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.env_clear()
+        .env("HOME", dir)
+        .env(
+            "COSI_ENDPOINT",
+            format!("unix://{}", dir.join("cosi.sock").display()),
+        )
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// A driver binary serving its socket, logging to a file.
+pub struct RunningBinary {
+    /// The driver's process.
+    pub child: Child,
+    /// A client connected to its socket.
+    pub client: DriverClient,
+    /// Its socket, `cosi.sock` in the directory it was started for.
+    pub socket: PathBuf,
+    /// Its log (stdout and stderr), `driver.log` in that directory.
+    pub log: PathBuf,
+}
+
+impl RunningBinary {
+    /// Starts `cmd` (a [`driver_command`] for `dir`) with its output to
+    /// `dir/driver.log` and waits until it serves its socket; panics with
+    /// the log when it exits first or does not serve within 10 s.
+    pub async fn start(mut cmd: Command, dir: &Path) -> Self {
+        let log = dir.join("driver.log");
+        let logfile = std::fs::File::create(&log).unwrap();
+        let mut child = cmd
+            .stdout(logfile.try_clone().unwrap())
+            .stderr(logfile)
+            .spawn()
+            .expect("start the driver binary");
+        let socket = dir.join("cosi.sock");
+        let endpoint = Endpoint::from_path(&socket).unwrap();
+        let mut client = None;
+        for _ in 0..200 {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "driver exited with {status}: {}",
+                    std::fs::read_to_string(&log).unwrap()
+                );
+            }
+            if socket.exists()
+                && let Ok(c) = DriverClient::connect(&endpoint).await
+            {
+                client = Some(c);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        RunningBinary {
+            child,
+            client: client.expect("the driver serves its socket"),
+            socket,
+            log,
+        }
+    }
+
+    /// Sends SIGTERM and waits for the driver to exit; returns its exit
+    /// status and its log.
+    pub async fn terminate(mut self) -> (ExitStatus, String) {
+        let kill = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let status = wait_exit(&mut self.child).await;
+        (status, std::fs::read_to_string(&self.log).unwrap())
+    }
+}
+
+/// Waits without blocking the runtime, so the test's client connection
+/// keeps answering the server's graceful shutdown as a live sidecar would;
+/// panics (after killing it) when the driver does not exit within 10 s.
+pub async fn wait_exit(child: &mut Child) -> ExitStatus {
+    for _ in 0..200 {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    panic!("the driver did not exit within 10 s");
+}
+
+/// Panics unless every non-empty line of `log` is JSON.
+pub fn assert_json_lines(log: &str) {
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        serde_json::from_str::<serde_json::Value>(line)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    }
 }
