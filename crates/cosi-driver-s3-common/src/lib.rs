@@ -6,6 +6,7 @@
 //!   and how the call failed, mapped to a gRPC code and scrubbed of
 //!   credentials ([`errors`]); each driver brings its own [`errors::Dialect`]
 //!   (its error codes, hints and key shapes);
+//! - how workloads address a bucket ([`addressing`]);
 //! - emptying a bucket of every object version and upload ([`buckets`]);
 //! - the S3 bucket-name rules and the `bucketNamePrefix` check ([`names`]);
 //! - reading a class's parameters ([`params`]) and checking what a request
@@ -21,6 +22,7 @@
 
 #![warn(missing_docs)]
 
+pub mod addressing;
 pub mod buckets;
 pub mod errors;
 pub mod logging;

@@ -39,3 +39,46 @@ pub fn tls_context(ca_pem: Option<&str>) -> Result<TlsContext, String> {
         .build()
         .map_err(|e| format!("cannot build the TLS context: {e}"))
 }
+
+/// A self-signed CA certificate for tests (no private key kept anywhere).
+#[cfg(any(test, feature = "testing"))]
+pub const TEST_CA_PEM: &str = "-----BEGIN CERTIFICATE-----
+MIIBNjCB3qADAgECAgEBMAoGCCqGSM49BAMCMBoxGDAWBgNVBAMMD2Nvc2ktcnMg
+dGVzdCBDQTAgFw0yNDAxMDEwMDAwMDBaGA8yMTIzMTIwODAwMDAwMFowGjEYMBYG
+A1UEAwwPY29zaS1ycyB0ZXN0IENBMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE
+f5Ouu4cORd82ZFoPf99JhBuGYcU/5js/sTdGxqm7RIV9nCqCnyj4YqFhnQLFcuKY
+eISDIl5s3p7RrEM8iHuyhaMTMBEwDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQD
+AgNHADBEAiA8Pye5K0xIdmWRyQJHQ5XR5hz5kWwBQFz9jUUjBgPhIAIgWjpzcTe4
+VQD8+SjoPIIV7Q7a9yFGW/xKll9pSo2HPXk=
+-----END CERTIFICATE-----
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CA: &str = TEST_CA_PEM;
+
+    #[test]
+    fn a_ca_bundle_is_accepted_and_builds_a_context() {
+        assert_eq!(check_ca_pem(&format!("{CA}{CA}")), Ok(2));
+        assert!(tls_context(Some(CA)).is_ok());
+        assert!(tls_context(None).is_ok());
+    }
+
+    #[test]
+    fn text_without_certificates_is_refused() {
+        assert!(
+            check_ca_pem("hello")
+                .unwrap_err()
+                .contains("no \"BEGIN CERTIFICATE\"")
+        );
+        assert!(tls_context(Some("hello")).is_err());
+    }
+
+    #[test]
+    fn garbage_inside_pem_armour_is_refused() {
+        let pem = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        assert!(check_ca_pem(pem).is_err());
+    }
+}
