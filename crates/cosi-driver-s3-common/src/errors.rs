@@ -327,3 +327,133 @@ pub fn xml_element(body: &str, name: &str) -> Option<String> {
     let text = body[start..start + len].trim();
     (!text.is_empty() && text.len() <= 1024).then(|| text.to_owned())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend that knows one error code and one credential.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    struct Plain;
+
+    impl Dialect for Plain {
+        fn classify_code(code: &str) -> Option<Code> {
+            (code == "AccessDenied").then_some(Code::PermissionDenied)
+        }
+
+        fn hint(code: Code, _: Transport) -> Option<&'static str> {
+            (code == Code::PermissionDenied).then_some("grant it")
+        }
+
+        fn looks_like_credential(token: &str) -> bool {
+            token.starts_with("KEY")
+        }
+    }
+
+    fn answered(code: &str, status: u16) -> Code {
+        Plain::classify(Some(code), Some(status), Transport::Answered)
+    }
+
+    #[test]
+    fn unknown_codes_fall_back_to_the_http_status() {
+        assert_eq!(answered("Whatever", 400), Code::InvalidArgument);
+        assert_eq!(answered("Whatever", 403), Code::PermissionDenied);
+        assert_eq!(
+            Plain::classify(None, Some(404), Transport::Answered),
+            Code::NotFound
+        );
+        assert_eq!(answered("Whatever", 409), Code::Aborted);
+        assert_eq!(answered("Whatever", 429), Code::Unavailable);
+        assert_eq!(answered("Whatever", 502), Code::Unavailable);
+        assert_eq!(answered("Whatever", 503), Code::Unavailable);
+        assert_eq!(answered("Whatever", 501), Code::Unimplemented);
+        assert_eq!(
+            Plain::classify(None, None, Transport::Answered),
+            Code::Unknown
+        );
+    }
+
+    #[test]
+    fn known_codes_win_over_the_http_status() {
+        assert_eq!(answered("AccessDenied", 400), Code::PermissionDenied);
+    }
+
+    #[test]
+    fn transport_failures_are_retryable_and_local_ones_internal() {
+        for t in [
+            Transport::Timeout,
+            Transport::Connection,
+            Transport::BadResponse,
+        ] {
+            assert_eq!(
+                Plain::classify(Some("AccessDenied"), Some(403), t),
+                Code::Unavailable
+            );
+        }
+        assert_eq!(
+            Plain::classify(None, None, Transport::Local),
+            Code::Internal
+        );
+    }
+
+    #[test]
+    fn whole_tokens_that_look_like_credentials_are_scrubbed() {
+        assert_eq!(
+            Plain::scrub("key KEY12/+ab, not aKEY nor KEY-less"),
+            "key <redacted>, not aKEY nor <redacted>-less"
+        );
+    }
+
+    #[test]
+    fn messages_name_operation_target_code_detail_and_hint() {
+        let e = BackendError::<Plain>::answered(
+            "S3 PutObject",
+            "bucket \"b\"",
+            403,
+            Some("AccessDenied".into()),
+            "denied for KEY1",
+        );
+        assert_eq!(
+            e.to_string(),
+            "S3 PutObject on bucket \"b\" failed: AccessDenied: denied for <redacted> (grant it)"
+        );
+        let e = BackendError::<Plain>::without_answer(
+            "S3 PutObject",
+            "bucket \"b\"",
+            Transport::Timeout,
+            "timed out",
+        );
+        assert_eq!(e.code(), Code::Unavailable);
+        assert_eq!(
+            e.to_string(),
+            "S3 PutObject on bucket \"b\" failed: timed out"
+        );
+    }
+
+    #[test]
+    fn each_error_is_reported_with_its_code_and_scrubbed() {
+        let cases = [
+            (
+                Error::<Plain>::InvalidArgument("x".into()),
+                Code::InvalidArgument,
+            ),
+            (Error::NotFound("x".into()), Code::NotFound),
+            (Error::AlreadyExists("x".into()), Code::AlreadyExists),
+            (
+                Error::FailedPrecondition("x".into()),
+                Code::FailedPrecondition,
+            ),
+            (Error::OutOfRange("x".into()), Code::OutOfRange),
+            (
+                Error::ResourceExhausted("x".into()),
+                Code::ResourceExhausted,
+            ),
+        ];
+        for (e, code) in cases {
+            assert_eq!(e.code(), code);
+        }
+        let status = Status::from(Error::<Plain>::InvalidArgument("bad KEY9".into()));
+        assert_eq!(status.code(), Code::InvalidArgument);
+        assert_eq!(status.message(), "bad <redacted>");
+    }
+}

@@ -180,35 +180,6 @@ mod tests {
     }
 
     #[test]
-    fn unknown_codes_fall_back_to_the_http_status() {
-        assert_eq!(answered("Whatever", 400), Code::InvalidArgument);
-        assert_eq!(answered("Whatever", 403), Code::PermissionDenied);
-        assert_eq!(
-            classify(None, Some(404), Transport::Answered),
-            Code::NotFound
-        );
-        assert_eq!(answered("Whatever", 409), Code::Aborted);
-        assert_eq!(answered("Whatever", 503), Code::Unavailable);
-        assert_eq!(answered("Whatever", 501), Code::Unimplemented);
-        assert_eq!(classify(None, None, Transport::Answered), Code::Unknown);
-    }
-
-    #[test]
-    fn transport_failures_are_retryable_and_local_ones_internal() {
-        for t in [
-            Transport::Timeout,
-            Transport::Connection,
-            Transport::BadResponse,
-        ] {
-            assert_eq!(
-                classify(Some("AccessDenied"), Some(403), t),
-                Code::Unavailable
-            );
-        }
-        assert_eq!(classify(None, None, Transport::Local), Code::Internal);
-    }
-
-    #[test]
     fn admin_ops_error_documents_are_read_as_json_or_xml() {
         let json =
             r#"{"Code":"NoSuchUser","Message":"","RequestId":"tx0-1","HostId":"1016-default"}"#;

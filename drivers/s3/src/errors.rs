@@ -217,36 +217,6 @@ mod tests {
     }
 
     #[test]
-    fn unknown_codes_fall_back_to_the_http_status() {
-        assert_eq!(answered("Whatever", 400), Code::InvalidArgument);
-        assert_eq!(answered("Whatever", 403), Code::PermissionDenied);
-        assert_eq!(
-            classify(None, Some(404), Transport::Answered),
-            Code::NotFound
-        );
-        assert_eq!(answered("Whatever", 409), Code::Aborted);
-        assert_eq!(answered("Whatever", 429), Code::Unavailable);
-        assert_eq!(answered("Whatever", 502), Code::Unavailable);
-        assert_eq!(answered("Whatever", 501), Code::Unimplemented);
-        assert_eq!(classify(None, None, Transport::Answered), Code::Unknown);
-    }
-
-    #[test]
-    fn transport_failures_are_retryable() {
-        for t in [
-            Transport::Timeout,
-            Transport::Connection,
-            Transport::BadResponse,
-        ] {
-            assert_eq!(
-                classify(Some("AccessDenied"), Some(403), t),
-                Code::Unavailable
-            );
-        }
-        assert_eq!(classify(None, None, Transport::Local), Code::Internal);
-    }
-
-    #[test]
     fn messages_name_the_operation_and_give_a_hint() {
         let e = BackendError::answered(
             "S3 CreateBucket",
