@@ -2,6 +2,7 @@
 //! and the closing `N passed, N failed, N skipped` line (with `, N warned`
 //! when a case warned).
 
+use std::collections::BTreeSet;
 use std::fmt;
 
 /// How one case ended.
@@ -124,6 +125,35 @@ impl Report {
     pub fn print(&self) {
         print!("{self}");
     }
+
+    /// The names of the skipped cases.
+    pub fn skipped_names(&self) -> BTreeSet<&str> {
+        self.cases
+            .iter()
+            .filter(|c| c.outcome.is_skipped())
+            .map(|c| c.name.as_str())
+            .collect()
+    }
+
+    /// For a driver's own test of the whole suite: panics, with the report,
+    /// unless no case failed, every case of the suite ran, and the skipped
+    /// cases are exactly those of `expected_skips` (name, why the driver
+    /// cannot exercise it). A case that starts or stops skipping fails, so
+    /// coverage cannot shrink unnoticed.
+    pub fn assert_complete(&self, expected_skips: &[(&str, &str)]) {
+        assert_eq!(self.failed(), 0, "cosi-sanity found failures:\n{self}");
+        assert_eq!(
+            self.cases.len(),
+            crate::case_names().len(),
+            "every case runs:\n{self}"
+        );
+        let expected: BTreeSet<&str> = expected_skips.iter().map(|(name, _)| *name).collect();
+        assert_eq!(
+            self.skipped_names(),
+            expected,
+            "the skipped cases are not the expected ones (left: skipped, right: expected)\n{self}"
+        );
+    }
 }
 
 impl fmt::Display for Report {
@@ -193,6 +223,42 @@ mod tests {
             report.to_string(),
             "PASS x: works\nWARN w: deviates: Internal\n1 passed, 0 failed, 0 skipped, 1 warned\n"
         );
+    }
+
+    fn whole_suite(skipped: &[&str]) -> Report {
+        Report {
+            cases: crate::case_names()
+                .into_iter()
+                .map(|name| {
+                    let outcome = if skipped.contains(&name) {
+                        Outcome::Skipped("no input".into())
+                    } else {
+                        Outcome::Passed
+                    };
+                    case(name, outcome)
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn a_complete_run_skips_exactly_the_expected_cases() {
+        let name = crate::case_names()[0];
+        whole_suite(&[name]).assert_complete(&[(name, "why")]);
+        whole_suite(&[]).assert_complete(&[]);
+    }
+
+    #[test]
+    #[should_panic(expected = "the skipped cases are not the expected ones")]
+    fn a_case_that_stops_skipping_fails_a_complete_run() {
+        let name = crate::case_names()[0];
+        whole_suite(&[]).assert_complete(&[(name, "why")]);
+    }
+
+    #[test]
+    #[should_panic(expected = "every case runs")]
+    fn a_run_missing_cases_is_not_complete() {
+        Report::default().assert_complete(&[]);
     }
 
     #[test]

@@ -291,7 +291,7 @@ impl AdminApi {
             if (200..300).contains(&status) {
                 Ok(body)
             } else {
-                Err(BackendError::from_admin_response(
+                Err(crate::errors::from_admin_response(
                     operation, target, status, &body,
                 ))
             }

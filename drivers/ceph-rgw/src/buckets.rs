@@ -4,24 +4,16 @@
 //! their quota is set through Admin Ops.
 
 use aws_sdk_s3::types::{
-    BucketLocationConstraint, BucketVersioningStatus, CreateBucketConfiguration, Delete,
-    ObjectIdentifier, VersioningConfiguration,
+    BucketLocationConstraint, BucketVersioningStatus, CreateBucketConfiguration,
+    VersioningConfiguration,
 };
+use cosi_driver_s3_common::buckets::{self as s3_buckets, Emptied, target};
 
 use crate::admin::BucketInfo;
 use crate::backend::Backend;
 use crate::decide::{self, DeletePlan, Existing, StaticPlan, Versioning};
 use crate::errors::{BackendError, Error};
 use crate::params::BucketParams;
-
-/// Upper bound on list-and-delete rounds when emptying a bucket; each
-/// round removes up to 1000 entries, so one call empties a million and the
-/// sidecar's retry continues where it stopped.
-const MAX_PURGE_ROUNDS: usize = 1000;
-
-fn target(bucket: &str) -> String {
-    format!("bucket {bucket:?}")
-}
 
 async fn versioning(backend: &Backend, bucket: &str) -> Result<Versioning, Error> {
     let out = backend
@@ -200,91 +192,7 @@ pub async fn delete(
 /// upload of `bucket`, whoever wrote them (the bucket owner may delete
 /// any of them).
 pub async fn empty(backend: &Backend, bucket: &str) -> Result<(), Error> {
-    let s3 = &backend.s3;
-    let mut removed = 0usize;
-    for _ in 0..MAX_PURGE_ROUNDS {
-        let page = s3
-            .list_object_versions()
-            .bucket(bucket)
-            .send()
-            .await
-            .map_err(|e| BackendError::from_sdk("S3 ListObjectVersions", target(bucket), &e))?;
-        let ids = page
-            .versions()
-            .iter()
-            .map(|v| (v.key(), v.version_id()))
-            .chain(
-                page.delete_markers()
-                    .iter()
-                    .map(|m| (m.key(), m.version_id())),
-            )
-            .filter_map(|(key, version)| {
-                ObjectIdentifier::builder()
-                    .set_key(key.map(str::to_owned))
-                    .set_version_id(version.map(str::to_owned))
-                    .build()
-                    .ok()
-            })
-            .collect::<Vec<_>>();
-        if ids.is_empty() {
-            break;
-        }
-        let count = ids.len();
-        let delete = Delete::builder()
-            .set_objects(Some(ids))
-            .quiet(true)
-            .build()
-            .map_err(|e| Error::InvalidArgument(format!("cannot build a delete request: {e}")))?;
-        let out = s3
-            .delete_objects()
-            .bucket(bucket)
-            .delete(delete)
-            .send()
-            .await
-            .map_err(|e| BackendError::from_sdk("S3 DeleteObjects", target(bucket), &e))?;
-        if let Some(first) = out.errors().first() {
-            return Err(Error::FailedPrecondition(format!(
-                "cannot empty bucket {bucket:?}: {} of {count} objects were not deleted, e.g. {:?}: {} {} \
-                 (Object Lock retention or legal hold?)",
-                out.errors().len(),
-                first.key().unwrap_or_default(),
-                first.code().unwrap_or_default(),
-                first.message().unwrap_or_default()
-            )));
-        }
-        removed += count;
-    }
-    let mut aborted = 0usize;
-    for _ in 0..MAX_PURGE_ROUNDS {
-        let page = s3
-            .list_multipart_uploads()
-            .bucket(bucket)
-            .send()
-            .await
-            .map_err(|e| BackendError::from_sdk("S3 ListMultipartUploads", target(bucket), &e))?;
-        if page.uploads().is_empty() {
-            break;
-        }
-        for upload in page.uploads() {
-            let (Some(key), Some(id)) = (upload.key(), upload.upload_id()) else {
-                continue;
-            };
-            if let Err(e) = s3
-                .abort_multipart_upload()
-                .bucket(bucket)
-                .key(key)
-                .upload_id(id)
-                .send()
-                .await
-            {
-                let err = BackendError::from_sdk("S3 AbortMultipartUpload", target(bucket), &e);
-                if !err.is_not_found() {
-                    return Err(err.into());
-                }
-            }
-            aborted += 1;
-        }
-    }
+    let Emptied { removed, aborted } = s3_buckets::empty(&backend.s3, bucket).await?;
     tracing::info!(bucket, removed, aborted, "bucket emptied");
     Ok(())
 }

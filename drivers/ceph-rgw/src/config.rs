@@ -5,7 +5,7 @@
 use std::fmt;
 use std::path::Path;
 
-use cosi_driver::proto::S3AddressingStyle;
+pub use cosi_driver_s3_common::addressing::AddressingStyle;
 
 /// The driver name used when none is configured.
 pub const DEFAULT_DRIVER_NAME: &str = "ceph-rgw.cosi-rs.dev";
@@ -29,25 +29,6 @@ pub const ACCESS_KEY_FILES: [&str; 3] = ["accessKey", "AccessKey", ADMIN_ACCESS_
 /// File names of the secret key in a mounted Secret, matching
 /// [`ACCESS_KEY_FILES`] one for one.
 pub const SECRET_KEY_FILES: [&str; 3] = ["secretKey", "SecretKey", ADMIN_SECRET_KEY_ENV];
-
-/// How workloads address a bucket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AddressingStyle {
-    /// `https://endpoint/bucket/key` (RGW's default).
-    Path,
-    /// `https://bucket.endpoint/key` (needs `rgw dns name`).
-    Virtual,
-}
-
-impl AddressingStyle {
-    /// The value in bucket info.
-    pub fn to_proto(self) -> S3AddressingStyle {
-        match self {
-            AddressingStyle::Path => S3AddressingStyle::Path,
-            AddressingStyle::Virtual => S3AddressingStyle::Virtual,
-        }
-    }
-}
 
 /// Everything the driver needs to know besides the admin credentials.
 #[derive(Clone, Debug, PartialEq, Eq)]

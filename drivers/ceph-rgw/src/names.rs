@@ -14,17 +14,14 @@
 //! statement (`<uid>.deny`, see [`crate::policy`]) distinct from every
 //! other access's `Sid`.
 
-use sha2::{Digest, Sha256};
+pub use cosi_driver_s3_common::names::{
+    MAX_BUCKET_NAME, MAX_PREFIX, check_bucket_prefix, is_plausible_existing_bucket_name,
+    is_valid_new_bucket_name,
+};
+use cosi_driver_s3_common::names::{hashed_name, sanitize};
 
-/// Longest S3 bucket name.
-pub const MAX_BUCKET_NAME: usize = 63;
 /// Longest RGW user ID this driver derives.
 pub const MAX_USER_ID: usize = 64;
-/// Longest bucket name prefix: a `bc-<uuid>` name (39 characters) always
-/// fits after it without hashing.
-pub const MAX_PREFIX: usize = 24;
-
-const HASH_DIGITS: usize = 8;
 
 /// The bucket name for the Bucket `name` with `prefix` (already checked
 /// with [`check_bucket_prefix`]).
@@ -34,7 +31,7 @@ pub fn bucket_name(prefix: &str, name: &str) -> Result<String, String> {
         return Ok(direct);
     }
     let sanitized = sanitize(name);
-    let hashed = hashed_name(prefix, &sanitized, name, MAX_BUCKET_NAME);
+    let hashed = hashed_name(prefix, &sanitized, name, MAX_BUCKET_NAME, trim_head);
     if is_valid_new_bucket_name(&hashed) {
         Ok(hashed)
     } else {
@@ -49,7 +46,13 @@ pub fn user_id(account_name: &str) -> Result<String, String> {
     if is_valid_user_id(account_name) {
         return Ok(account_name.to_owned());
     }
-    let hashed = hashed_name("", &sanitize(account_name), account_name, MAX_USER_ID);
+    let hashed = hashed_name(
+        "",
+        &sanitize(account_name),
+        account_name,
+        MAX_USER_ID,
+        trim_head,
+    );
     if is_valid_user_id(&hashed) {
         Ok(hashed)
     } else {
@@ -59,70 +62,10 @@ pub fn user_id(account_name: &str) -> Result<String, String> {
     }
 }
 
-fn sanitize(name: &str) -> String {
-    name.chars()
-        .map(|c| match c.to_ascii_lowercase() {
-            c @ ('a'..='z' | '0'..='9' | '-') => c,
-            _ => '-',
-        })
-        .collect()
-}
-
-fn hashed_name(prefix: &str, sanitized: &str, original: &str, limit: usize) -> String {
-    let digest = hex::encode(Sha256::digest(original.as_bytes()));
-    let budget = limit.saturating_sub(prefix.len() + 1 + HASH_DIGITS);
-    let head: String = sanitized.chars().take(budget).collect();
-    let head = head.trim_matches('-');
-    let mut out = String::from(prefix);
-    out.push_str(head);
-    if !out.is_empty() && !out.ends_with('-') {
-        out.push('-');
-    }
-    out.push_str(&digest[..HASH_DIGITS]);
-    out
-}
-
-/// Checks a `bucketNamePrefix`: lowercase letters, digits and `-`,
-/// starting with a letter or digit, at most [`MAX_PREFIX`] characters.
-pub fn check_bucket_prefix(prefix: &str) -> Result<(), String> {
-    if prefix.is_empty() {
-        return Ok(());
-    }
-    let ok = prefix.len() <= MAX_PREFIX
-        && prefix
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && prefix.starts_with(|c: char| c.is_ascii_alphanumeric());
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "must be at most {MAX_PREFIX} lowercase letters, digits and '-', starting with a letter or digit"
-        ))
-    }
-}
-
-/// True when `name` may be used for a new bucket: 3-63 characters of
-/// lowercase letters, digits, `.` and `-`, alphanumeric at both ends, no
-/// `..`, not an IP address.
-pub fn is_valid_new_bucket_name(name: &str) -> bool {
-    let len_ok = (3..=MAX_BUCKET_NAME).contains(&name.len());
-    let chars_ok = name
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-');
-    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    let ends_ok = alnum(name.chars().next()) && alnum(name.chars().last());
-    let ip_like = name.split('.').count() == 4 && name.split('.').all(|p| p.parse::<u8>().is_ok());
-    len_ok && chars_ok && ends_ok && !name.contains("..") && !ip_like
-}
-
-/// True when `id` may name an existing bucket (static buckets): RGW with
-/// relaxed names allows uppercase and `_`, up to 255 characters.
-pub fn is_plausible_existing_bucket_name(id: &str) -> bool {
-    (3..=255).contains(&id.len())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+/// INVARIANT: a hashed name's readable head is trimmed of `-` at both
+/// ends; never change it, or names hashed before the change are no longer found.
+fn trim_head(head: &str) -> &str {
+    head.trim_matches('-')
 }
 
 /// True when `id` is an RGW user ID this driver derives: 1-64 characters

@@ -4,10 +4,9 @@
 
 use std::collections::HashMap;
 
-use crate::names;
+pub use cosi_driver_s3_common::params::{BUCKET_NAME_PREFIX, PURGE_ON_DELETE, VERSIONING};
+use cosi_driver_s3_common::params::{boolean, bucket_name_prefix, finish, unknown_keys};
 
-/// BucketClass parameter: prefix of generated bucket names.
-pub const BUCKET_NAME_PREFIX: &str = "bucketNamePrefix";
 /// BucketClass parameter: RGW bucket quota on the total size of the objects.
 pub const MAX_SIZE_BYTES: &str = "maxSizeBytes";
 /// BucketClass parameter: RGW bucket quota on the number of objects.
@@ -16,10 +15,6 @@ pub const MAX_OBJECTS: &str = "maxObjects";
 pub const PLACEMENT: &str = "placement";
 /// BucketClass parameter: the default storage class of new buckets' objects.
 pub const STORAGE_CLASS: &str = "storageClass";
-/// BucketClass parameter: `"true"` enables versioning.
-pub const VERSIONING: &str = "versioning";
-/// BucketClass parameter: `"true"` lets DriverDeleteBucket empty a bucket.
-pub const PURGE_ON_DELETE: &str = "purgeOnDelete";
 /// BucketClass (or static Bucket) parameter: `"true"` lets DriverGetBucket
 /// relink a bucket owned by another RGW user to the driver's admin user.
 pub const RELINK_FOREIGN_BUCKETS: &str = "relinkForeignBuckets";
@@ -74,13 +69,10 @@ impl BucketParams {
     /// Parses a BucketClass parameter map.
     pub fn parse(map: &HashMap<String, String>) -> Result<Self, String> {
         let mut problems = unknown_keys(map, &BUCKET_KEYS);
-        let mut out = BucketParams::default();
-        if let Some(p) = map.get(BUCKET_NAME_PREFIX) {
-            match names::check_bucket_prefix(p) {
-                Ok(()) => out.name_prefix = p.clone(),
-                Err(e) => problems.push(format!("{BUCKET_NAME_PREFIX} {e}")),
-            }
-        }
+        let mut out = BucketParams {
+            name_prefix: bucket_name_prefix(map, &mut problems),
+            ..BucketParams::default()
+        };
         if let Some(v) = map.get(MAX_SIZE_BYTES) {
             match parse_size(v) {
                 Some(bytes) => out.quota.max_size_kb = Some(bytes.div_ceil(1024)),
@@ -141,41 +133,6 @@ fn is_rgw_name(v: &str) -> bool {
     (1..=128).contains(&v.len())
         && v.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
-
-fn finish<T>(value: T, problems: Vec<String>, class: &str) -> Result<T, String> {
-    if problems.is_empty() {
-        Ok(value)
-    } else {
-        Err(format!(
-            "invalid {class} parameters: {}",
-            problems.join("; ")
-        ))
-    }
-}
-
-fn unknown_keys(map: &HashMap<String, String>, known: &[&str]) -> Vec<String> {
-    let mut unknown: Vec<&str> = map
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !known.contains(k))
-        .collect();
-    unknown.sort_unstable();
-    unknown
-        .into_iter()
-        .map(|k| format!("unknown parameter {k:?} (known: {})", known.join(", ")))
-        .collect()
-}
-
-fn boolean(map: &HashMap<String, String>, key: &str, problems: &mut Vec<String>) -> bool {
-    match map.get(key).map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(_) => {
-            problems.push(format!("{key} must be \"true\" or \"false\""));
-            false
-        }
-    }
 }
 
 /// Parses a positive size like `1048576`, `10Mi` or `2G`.

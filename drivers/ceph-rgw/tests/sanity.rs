@@ -4,14 +4,13 @@
 //! case must pass or be one of the skips listed below, and afterwards
 //! `radosgw-admin` must show no bucket and no user but the admin.
 
-use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use cosi_driver::{DriverClient, Endpoint};
+use cosi_driver::Endpoint;
 use cosi_driver_ceph_rgw::RgwDriver;
 use cosi_driver_ceph_rgw::testing::RgwCluster;
-use cosi_sanity::{Config, ParameterFile, Report};
-use tokio::sync::oneshot;
+use cosi_driver_s3_common::testing::Served;
+use cosi_sanity::{Config, ParameterFile};
 
 /// BucketClass parameters: a quota RGW enforces, well above what the
 /// suite writes; a repeat with another quota must be refused.
@@ -47,21 +46,6 @@ fn sanity_config(endpoint: Endpoint) -> Config {
     config
 }
 
-/// Checks that the skipped cases are exactly [`EXPECTED_SKIPS`].
-fn assert_expected_skips(report: &Report) {
-    let skipped: BTreeSet<&str> = report
-        .cases
-        .iter()
-        .filter(|c| c.outcome.is_skipped())
-        .map(|c| c.name.as_str())
-        .collect();
-    let expected: BTreeSet<&str> = EXPECTED_SKIPS.iter().map(|(name, _)| *name).collect();
-    assert_eq!(
-        skipped, expected,
-        "the skipped cases are not the expected ones (left: skipped, right: expected)\n{report}"
-    );
-}
-
 #[tokio::test]
 async fn the_conformance_suite_passes_on_a_real_radosgw_with_the_data_plane() {
     let rgw = RgwCluster::shared();
@@ -73,47 +57,18 @@ async fn the_conformance_suite_passes_on_a_real_radosgw_with_the_data_plane() {
     let driver = RgwDriver::connect(rgw.config(), rgw.admin_keys().clone())
         .await
         .expect("driver");
-    let dir = tempfile::tempdir().expect("temp dir");
-    let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).expect("endpoint");
-    let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn({
-        let (endpoint, driver) = (endpoint.clone(), driver.clone());
-        async move {
-            cosi_driver::serve(&endpoint, driver.clone(), driver, async {
-                let _ = stopped.await;
-            })
-            .await
-        }
-    });
-    wait_for_socket(&endpoint).await;
+    let served = Served::serve(driver).await;
 
     let t0 = Instant::now();
-    let report = cosi_sanity::run(&sanity_config(endpoint)).await;
+    let report = cosi_sanity::run(&sanity_config(served.endpoint.clone())).await;
     report.print();
     eprintln!("cosi-sanity took {:?}", t0.elapsed());
 
-    assert_eq!(report.failed(), 0, "cosi-sanity found failures:\n{report}");
-    assert_eq!(
-        report.cases.len(),
-        cosi_sanity::case_names().len(),
-        "every case runs:\n{report}"
-    );
-    assert_expected_skips(&report);
+    report.assert_complete(EXPECTED_SKIPS);
 
     let buckets = rgw.bucket_names();
     assert!(buckets.is_empty(), "buckets left behind: {buckets:?}");
     assert_eq!(rgw.user_ids(), [ADMIN_USER], "RGW users left behind");
 
-    let _ = stop.send(());
-    server.await.expect("server task").expect("serve");
-}
-
-async fn wait_for_socket(endpoint: &Endpoint) {
-    for _ in 0..100 {
-        if endpoint.path().exists() && DriverClient::connect(endpoint).await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the driver did not start listening on {endpoint}");
+    served.stop().await;
 }

@@ -118,14 +118,12 @@ pub async fn grant(
         .await
         .map_err(|e| BackendError::from_sdk("IAM CreateAccessKey", target(user), &e))?;
     let key = out.access_key().ok_or_else(|| {
-        Error::Backend(BackendError {
-            operation: "IAM CreateAccessKey",
-            target: target(user),
-            error_code: None,
-            http_status: None,
-            transport: crate::errors::Transport::BadResponse,
-            detail: "the response holds no access key".into(),
-        })
+        Error::Backend(BackendError::without_answer(
+            "IAM CreateAccessKey",
+            target(user),
+            crate::errors::Transport::BadResponse,
+            "the response holds no access key",
+        ))
     })?;
     tracing::info!(user, "access granted with a new access key");
     Ok(AccessKey {

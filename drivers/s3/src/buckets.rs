@@ -5,18 +5,14 @@
 use aws_sdk_s3::Client;
 use aws_sdk_s3::config::Region;
 use aws_sdk_s3::types::{
-    BucketLocationConstraint, BucketVersioningStatus, CreateBucketConfiguration, Delete,
-    ObjectIdentifier, ObjectLockEnabled, Tag, Tagging, VersioningConfiguration,
+    BucketLocationConstraint, BucketVersioningStatus, CreateBucketConfiguration, ObjectLockEnabled,
+    Tag, Tagging, VersioningConfiguration,
 };
+use cosi_driver_s3_common::buckets::{self as s3_buckets, Emptied, target};
 
 use crate::config::{Config, DEFAULT_REGION};
 use crate::errors::{BackendError, Error};
 use crate::params::{BucketParams, PURGE_ON_DELETE};
-
-/// Upper bound on list-and-delete rounds when purging a bucket; each round
-/// removes up to 1000 objects, so this covers a million objects per call
-/// and the sidecar's retry continues where it stopped.
-const MAX_PURGE_ROUNDS: usize = 1000;
 
 /// A bucket as the backend reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,10 +21,6 @@ pub struct Located {
     pub name: String,
     /// The bucket's region.
     pub region: String,
-}
-
-fn target(bucket: &str) -> String {
-    format!("bucket {bucket:?}")
 }
 
 fn s3_config(region: &str) -> aws_sdk_s3::config::Builder {
@@ -326,101 +318,15 @@ pub async fn delete(
 }
 
 /// Removes every object version, delete marker and unfinished multipart
-/// upload of `bucket`.
+/// upload of `bucket`, with a client for the bucket's region.
 async fn empty(s3: &Client, bucket: &str, region: &str) -> Result<(), Error> {
-    let regional = || s3_config(region);
-    let mut removed = 0usize;
-    for _ in 0..MAX_PURGE_ROUNDS {
-        let page = s3
-            .list_object_versions()
-            .bucket(bucket)
-            .customize()
-            .config_override(regional())
-            .send()
-            .await
-            .map_err(|e| BackendError::from_sdk("S3 ListObjectVersions", target(bucket), &e))?;
-        let ids = page
-            .versions()
-            .iter()
-            .map(|v| (v.key(), v.version_id()))
-            .chain(
-                page.delete_markers()
-                    .iter()
-                    .map(|m| (m.key(), m.version_id())),
-            )
-            .filter_map(|(key, version)| {
-                ObjectIdentifier::builder()
-                    .set_key(key.map(str::to_owned))
-                    .set_version_id(version.map(str::to_owned))
-                    .build()
-                    .ok()
-            })
-            .collect::<Vec<_>>();
-        if ids.is_empty() {
-            break;
-        }
-        let count = ids.len();
-        let delete = Delete::builder()
-            .set_objects(Some(ids))
-            .quiet(true)
-            .build()
-            .map_err(|e| Error::InvalidArgument(format!("cannot build a delete request: {e}")))?;
-        let out = s3
-            .delete_objects()
-            .bucket(bucket)
-            .delete(delete)
-            .customize()
-            .config_override(regional())
-            .send()
-            .await
-            .map_err(|e| BackendError::from_sdk("S3 DeleteObjects", target(bucket), &e))?;
-        if let Some(first) = out.errors().first() {
-            return Err(Error::FailedPrecondition(format!(
-                "cannot purge bucket {bucket:?}: {} of {count} objects were not deleted, e.g. {:?}: {} {} \
-                 (Object Lock retention or legal hold?)",
-                out.errors().len(),
-                first.key().unwrap_or_default(),
-                first.code().unwrap_or_default(),
-                first.message().unwrap_or_default()
-            )));
-        }
-        removed += count;
-    }
-    for _ in 0..MAX_PURGE_ROUNDS {
-        let page = s3
-            .list_multipart_uploads()
-            .bucket(bucket)
-            .customize()
-            .config_override(regional())
-            .send()
-            .await
-            .map_err(|e| BackendError::from_sdk("S3 ListMultipartUploads", target(bucket), &e))?;
-        let mut aborted = 0usize;
-        for upload in page.uploads() {
-            let (Some(key), Some(id)) = (upload.key(), upload.upload_id()) else {
-                continue;
-            };
-            let result = s3
-                .abort_multipart_upload()
-                .bucket(bucket)
-                .key(key)
-                .upload_id(id)
-                .customize()
-                .config_override(regional())
-                .send()
-                .await;
-            if let Err(e) = result {
-                let err = BackendError::from_sdk("S3 AbortMultipartUpload", target(bucket), &e);
-                if !err.is_not_found() {
-                    return Err(err.into());
-                }
-            }
-            aborted += 1;
-        }
-        if aborted == 0 {
-            break;
-        }
-    }
+    let regional = Client::from_conf(
+        s3.config()
+            .to_builder()
+            .region(Region::new(region.to_owned()))
+            .build(),
+    );
+    let Emptied { removed, .. } = s3_buckets::empty(&regional, bucket).await?;
     tracing::info!(bucket, removed, "bucket purged");
     Ok(())
 }

@@ -2,10 +2,7 @@
 //! buckets, and the driver's name. Credentials are not part of it: the admin
 //! credentials come from the standard AWS credential chain.
 
-use std::fmt;
-use std::str::FromStr;
-
-use cosi_driver::proto::S3AddressingStyle;
+pub use cosi_driver_s3_common::addressing::AddressingStyle;
 
 /// The driver name used when none is configured.
 pub const DEFAULT_DRIVER_NAME: &str = "s3.cosi-rs.dev";
@@ -15,48 +12,6 @@ pub const DEFAULT_REGION: &str = "us-east-1";
 pub const DEFAULT_USER_PATH: &str = "/cosi/";
 /// AWS's limit on the inline policies of one IAM user, in characters.
 pub const AWS_INLINE_POLICY_LIMIT: usize = 2048;
-
-/// How clients address a bucket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AddressingStyle {
-    /// `https://endpoint/bucket/key`.
-    Path,
-    /// `https://bucket.endpoint/key`.
-    Virtual,
-}
-
-impl AddressingStyle {
-    /// The value in bucket info.
-    pub fn to_proto(self) -> S3AddressingStyle {
-        match self {
-            AddressingStyle::Path => S3AddressingStyle::Path,
-            AddressingStyle::Virtual => S3AddressingStyle::Virtual,
-        }
-    }
-}
-
-impl FromStr for AddressingStyle {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "path" => Ok(AddressingStyle::Path),
-            "virtual" => Ok(AddressingStyle::Virtual),
-            other => Err(format!(
-                "addressing style {other:?} is neither \"path\" nor \"virtual\""
-            )),
-        }
-    }
-}
-
-impl fmt::Display for AddressingStyle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            AddressingStyle::Path => "path",
-            AddressingStyle::Virtual => "virtual",
-        })
-    }
-}
 
 /// Everything the driver needs to know besides the admin credentials.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use cosi_driver::proto::*;
 use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+use cosi_driver_s3_common::requests::{check_s3_key_access, check_s3_protocols};
 
 use crate::backend::{AdminCredentials, Backend};
 use crate::config::{Config, ConfigError};
@@ -56,30 +57,12 @@ impl S3Driver {
 
 /// Refuses any protocol other than S3.
 pub fn check_protocols(protocols: &[i32]) -> Result<(), Error> {
-    for p in protocols {
-        let p = ObjectProtocol::try_from(*p).unwrap_or(ObjectProtocol::Unspecified);
-        if p != ObjectProtocol::S3 {
-            return Err(Error::InvalidArgument(format!(
-                "this driver serves only the S3 protocol; {} was requested",
-                p.api_name().unwrap_or("an unknown protocol")
-            )));
-        }
-    }
-    Ok(())
+    check_s3_protocols(protocols).map_err(invalid)
 }
 
 /// Refuses what an access request asks that this driver cannot provide.
 pub fn check_access(protocol: i32, authentication_type: i32) -> Result<(), Error> {
-    check_protocols(&[protocol])?;
-    match AuthenticationType::try_from(authentication_type) {
-        Ok(AuthenticationType::Key) => Ok(()),
-        Ok(AuthenticationType::ServiceAccount) => Err(Error::InvalidArgument(
-            "ServiceAccount authentication is not supported by this driver: it issues IAM access keys; use a \
-             BucketAccessClass with authenticationType: Key"
-                .into(),
-        )),
-        _ => Err(Error::InvalidArgument("authentication_type is required".into())),
-    }
+    check_s3_key_access(protocol, authentication_type, "IAM access keys").map_err(invalid)
 }
 
 fn invalid(e: String) -> Error {

@@ -8,12 +8,7 @@ use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use cosi_driver_s3::config::{self, AddressingStyle, Config};
 use cosi_driver_s3::{AdminCredentials, S3Driver};
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
+use cosi_driver_s3_common::logging::{self, LogFormat};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Style {
@@ -93,37 +88,10 @@ impl Args {
     }
 }
 
-/// The AWS SDK's request tracing (debug and below) prints the resolved
-/// identity, signing input and parsed IAM responses, which hold access key
-/// IDs: it is capped at `info` whatever RUST_LOG asks.
-const CREDENTIAL_SAFE_DIRECTIVES: [&str; 4] = [
-    "aws_smithy_runtime=info",
-    "aws_smithy_runtime::client::orchestrator=info",
-    "aws_sigv4=info",
-    "aws_sigv4::http_request=info",
-];
-
-fn init_logging(format: LogFormat) {
-    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    for directive in CREDENTIAL_SAFE_DIRECTIVES {
-        if let Ok(d) = directive.parse() {
-            filter = filter.add_directive(d);
-        }
-    }
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_logging(args.log_format);
+    logging::init(args.log_format);
     let cfg = args.config()?;
     let driver = S3Driver::new(cfg, AdminCredentials::Chain).await?;
     let who = driver

@@ -11,17 +11,13 @@
 //! head and the first 8 hex digits of the input's SHA-256, so the result is
 //! still deterministic and valid.
 
-use sha2::{Digest, Sha256};
+pub use cosi_driver_s3_common::names::{
+    MAX_BUCKET_NAME, MAX_PREFIX, check_bucket_prefix, is_plausible_existing_bucket_name,
+};
+use cosi_driver_s3_common::names::{hashed_name, sanitize};
 
-/// Longest S3 bucket name.
-pub const MAX_BUCKET_NAME: usize = 63;
 /// Longest IAM user name.
 pub const MAX_USER_NAME: usize = 64;
-/// Longest prefix accepted for either name: a `bc-<uuid>` / `ba-<uuid>`
-/// name (39 characters) always fits after it without hashing.
-pub const MAX_PREFIX: usize = 24;
-
-const HASH_DIGITS: usize = 8;
 
 /// The S3 bucket name for the Bucket `name` with `prefix` (already checked
 /// with [`check_bucket_prefix`]).
@@ -30,14 +26,7 @@ pub fn bucket_name(prefix: &str, name: &str) -> Result<String, String> {
     if is_valid_new_bucket_name(&direct) && !direct.contains('.') {
         return Ok(direct);
     }
-    let sanitized: String = name
-        .chars()
-        .map(|c| match c.to_ascii_lowercase() {
-            c @ ('a'..='z' | '0'..='9' | '-') => c,
-            _ => '-',
-        })
-        .collect();
-    let hashed = hashed_name(prefix, &sanitized, name, MAX_BUCKET_NAME);
+    let hashed = hashed_name(prefix, &sanitize(name), name, MAX_BUCKET_NAME, trim_head);
     if is_valid_new_bucket_name(&hashed) {
         Ok(hashed)
     } else {
@@ -58,7 +47,7 @@ pub fn user_name(prefix: &str, account_name: &str) -> Result<String, String> {
         .chars()
         .map(|c| if is_user_name_char(c) { c } else { '-' })
         .collect();
-    let hashed = hashed_name(prefix, &sanitized, account_name, MAX_USER_NAME);
+    let hashed = hashed_name(prefix, &sanitized, account_name, MAX_USER_NAME, trim_head);
     if is_valid_user_name(&hashed) {
         Ok(hashed)
     } else {
@@ -68,38 +57,10 @@ pub fn user_name(prefix: &str, account_name: &str) -> Result<String, String> {
     }
 }
 
-fn hashed_name(prefix: &str, sanitized: &str, original: &str, limit: usize) -> String {
-    let digest = hex::encode(Sha256::digest(original.as_bytes()));
-    let budget = limit.saturating_sub(prefix.len() + 1 + HASH_DIGITS);
-    let head: String = sanitized.chars().take(budget).collect();
-    let head = head.trim_end_matches(['-', '.']);
-    let mut out = String::from(prefix);
-    out.push_str(head);
-    if !out.is_empty() && !out.ends_with('-') {
-        out.push('-');
-    }
-    out.push_str(&digest[..HASH_DIGITS]);
-    out
-}
-
-/// Checks a `bucketNamePrefix`: lowercase letters, digits and `-`, starting
-/// with a letter or digit, at most [`MAX_PREFIX`] characters.
-pub fn check_bucket_prefix(prefix: &str) -> Result<(), String> {
-    if prefix.is_empty() {
-        return Ok(());
-    }
-    let ok = prefix.len() <= MAX_PREFIX
-        && prefix
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && prefix.starts_with(|c: char| c.is_ascii_alphanumeric());
-    if ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "must be at most {MAX_PREFIX} lowercase letters, digits and '-', starting with a letter or digit"
-        ))
-    }
+/// INVARIANT: the end of a hashed name's readable head is trimmed of `-`
+/// and `.`; never change it, or names hashed before the change are no longer found.
+fn trim_head(head: &str) -> &str {
+    head.trim_end_matches(['-', '.'])
 }
 
 /// Checks a `userNamePrefix`: IAM user name characters, at most [`MAX_PREFIX`].
@@ -113,33 +74,17 @@ pub fn check_user_prefix(prefix: &str) -> Result<(), String> {
     }
 }
 
-/// True when `name` may be used for a new bucket on AWS: 3-63 characters of
-/// lowercase letters, digits, `.` and `-`, alphanumeric at both ends, no
-/// `..`, not an IP address, no reserved prefix or suffix.
+/// True when `name` may be used for a new bucket on AWS: the S3 rules
+/// ([`cosi_driver_s3_common::names::is_valid_new_bucket_name`]) and no
+/// reserved prefix or suffix.
 pub fn is_valid_new_bucket_name(name: &str) -> bool {
-    let len_ok = (3..=MAX_BUCKET_NAME).contains(&name.len());
-    let chars_ok = name
-        .chars()
-        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-');
-    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit());
-    let ends_ok = alnum(name.chars().next()) && alnum(name.chars().last());
-    let ip_like = name.split('.').count() == 4 && name.split('.').all(|p| p.parse::<u8>().is_ok());
     let reserved = ["xn--", "sthree-", "amzn-s3-demo-"]
         .iter()
         .any(|p| name.starts_with(p))
         || ["-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3"]
             .iter()
             .any(|s| name.ends_with(s));
-    len_ok && chars_ok && ends_ok && !name.contains("..") && !ip_like && !reserved
-}
-
-/// True when `id` may name an existing bucket (brownfield): AWS's legacy
-/// us-east-1 names allow uppercase and `_` and up to 255 characters.
-pub fn is_plausible_existing_bucket_name(id: &str) -> bool {
-    (3..=255).contains(&id.len())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+    cosi_driver_s3_common::names::is_valid_new_bucket_name(name) && !reserved
 }
 
 fn is_user_name_char(c: char) -> bool {

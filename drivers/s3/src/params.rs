@@ -4,21 +4,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+pub use cosi_driver_s3_common::params::{BUCKET_NAME_PREFIX, PURGE_ON_DELETE, VERSIONING};
+use cosi_driver_s3_common::params::{boolean, bucket_name_prefix, finish, unknown_keys};
+
 use crate::names;
 
-/// BucketClass parameter: prefix of generated bucket names.
-pub const BUCKET_NAME_PREFIX: &str = "bucketNamePrefix";
 /// BucketClass parameter: the region the bucket is created in.
 pub const LOCATION_CONSTRAINT: &str = "locationConstraint";
-/// BucketClass parameter: `"true"` enables versioning.
-pub const VERSIONING: &str = "versioning";
 /// BucketClass parameter: `"true"` creates the bucket with S3 Object Lock.
 pub const OBJECT_LOCK: &str = "objectLock";
 /// BucketClass parameter: bucket tags, `key=value,key2=value2`.
 pub const TAGS: &str = "tags";
-/// BucketClass parameter: `"true"` lets DriverDeleteBucket delete every
-/// object (and version) before deleting the bucket.
-pub const PURGE_ON_DELETE: &str = "purgeOnDelete";
 /// BucketAccessClass parameter: prefix of IAM user names.
 pub const USER_NAME_PREFIX: &str = "userNamePrefix";
 
@@ -53,13 +49,10 @@ impl BucketParams {
     /// Parses a BucketClass parameter map.
     pub fn parse(map: &HashMap<String, String>) -> Result<Self, String> {
         let mut problems = unknown_keys(map, &BUCKET_KEYS);
-        let mut out = BucketParams::default();
-        if let Some(p) = map.get(BUCKET_NAME_PREFIX) {
-            match names::check_bucket_prefix(p) {
-                Ok(()) => out.name_prefix = p.clone(),
-                Err(e) => problems.push(format!("{BUCKET_NAME_PREFIX} {e}")),
-            }
-        }
+        let mut out = BucketParams {
+            name_prefix: bucket_name_prefix(map, &mut problems),
+            ..BucketParams::default()
+        };
         if let Some(loc) = map.get(LOCATION_CONSTRAINT) {
             let ok = !loc.is_empty()
                 && loc.len() <= 64
@@ -106,41 +99,6 @@ impl AccessParams {
             }
         }
         finish(out, problems, "BucketAccessClass")
-    }
-}
-
-fn finish<T>(value: T, problems: Vec<String>, class: &str) -> Result<T, String> {
-    if problems.is_empty() {
-        Ok(value)
-    } else {
-        Err(format!(
-            "invalid {class} parameters: {}",
-            problems.join("; ")
-        ))
-    }
-}
-
-fn unknown_keys(map: &HashMap<String, String>, known: &[&str]) -> Vec<String> {
-    let mut unknown: Vec<&str> = map
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !known.contains(k))
-        .collect();
-    unknown.sort_unstable();
-    unknown
-        .into_iter()
-        .map(|k| format!("unknown parameter {k:?} (known: {})", known.join(", ")))
-        .collect()
-}
-
-fn boolean(map: &HashMap<String, String>, key: &str, problems: &mut Vec<String>) -> bool {
-    match map.get(key).map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(_) => {
-            problems.push(format!("{key} must be \"true\" or \"false\""));
-            false
-        }
     }
 }
 

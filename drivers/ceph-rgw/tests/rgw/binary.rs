@@ -4,41 +4,18 @@
 //! refusals that name what to fix without showing a key.
 
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use cosi_driver::proto::*;
-use cosi_driver::{DriverClient, Endpoint};
 use cosi_driver_ceph_rgw::{AdminKeys, RgwDriver};
+use cosi_driver_s3_common::testing::{self, RunningBinary, assert_json_lines};
 
 use crate::common::{access, assert_gone, keys_of, put, rgw, s3};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cosi-driver-ceph-rgw");
 
-/// A command with a clean environment.
 fn driver_command(dir: &Path) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.env_clear()
-        .env("HOME", dir)
-        .env(
-            "COSI_ENDPOINT",
-            format!("unix://{}", dir.join("cosi.sock").display()),
-        )
-        .stdin(Stdio::null());
-    cmd
-}
-
-/// Waits without blocking the runtime, so the client connection keeps
-/// answering the server's graceful shutdown as a live sidecar would.
-async fn wait_exit(child: &mut Child) -> ExitStatus {
-    for _ in 0..200 {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let _ = child.kill();
-    panic!("the driver did not exit within 10 s");
+    testing::driver_command(BIN, dir)
 }
 
 #[tokio::test]
@@ -53,37 +30,14 @@ async fn the_binary_serves_with_keys_from_a_mounted_secret_logs_no_key_and_stops
         &rgw.admin_keys().secret_access_key,
     )
     .unwrap();
-    let log = dir.path().join("driver.log");
-    let logfile = std::fs::File::create(&log).unwrap();
-    let mut child = driver_command(dir.path())
-        .env("RGW_ENDPOINT", rgw.endpoint())
+    let mut cmd = driver_command(dir.path());
+    cmd.env("RGW_ENDPOINT", rgw.endpoint())
         .env("ADMIN_CREDENTIALS_DIR", &secret)
         .env("DRIVER_NAME", "bin.ceph-rgw.cosi-rs.dev")
         .env("LOG_FORMAT", "json")
-        .env("RUST_LOG", "trace")
-        .stdout(logfile.try_clone().unwrap())
-        .stderr(logfile)
-        .spawn()
-        .expect("start the driver binary");
-    let sock = dir.path().join("cosi.sock");
-    let endpoint = Endpoint::from_path(&sock).unwrap();
-    let mut client = None;
-    for _ in 0..200 {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "driver exited with {status}: {}",
-                std::fs::read_to_string(&log).unwrap()
-            );
-        }
-        if sock.exists()
-            && let Ok(c) = DriverClient::connect(&endpoint).await
-        {
-            client = Some(c);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let client = client.expect("the driver serves its socket");
+        .env("RUST_LOG", "trace");
+    let driver = RunningBinary::start(cmd, dir.path()).await;
+    let client = &driver.client;
     assert_eq!(
         client.get_info().await.unwrap().name,
         "bin.ceph-rgw.cosi-rs.dev"
@@ -141,24 +95,16 @@ async fn the_binary_serves_with_keys_from_a_mounted_secret_logs_no_key_and_stops
     .await
     .unwrap();
 
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = wait_exit(&mut child).await;
-    let text = std::fs::read_to_string(&log).unwrap();
+    let socket = driver.socket.clone();
+    let (status, text) = driver.terminate().await;
     assert!(status.success(), "exit {status}: {text}");
-    assert!(!sock.exists(), "the socket is removed on shutdown");
+    assert!(!socket.exists(), "the socket is removed on shutdown");
     assert!(text.contains("starting cosi-driver-ceph-rgw"), "{text}");
     assert!(
         text.contains("bucket policy updated"),
         "no trace of the grant in:\n{text}"
     );
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        serde_json::from_str::<serde_json::Value>(line)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-    }
+    assert_json_lines(&text);
     let admin = rgw.admin_keys();
     for key in [
         &admin.access_key_id,

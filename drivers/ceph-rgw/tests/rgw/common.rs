@@ -3,14 +3,13 @@
 
 #![allow(dead_code)]
 
-use std::collections::HashMap;
-use std::time::Duration;
+use std::ops::Deref;
 
 use cosi_driver::proto::*;
-use cosi_driver::{DriverClient, Endpoint};
 use cosi_driver_ceph_rgw::testing::RgwCluster;
 use cosi_driver_ceph_rgw::{AdminKeys, Config, RgwDriver};
-use tokio::sync::oneshot;
+use cosi_driver_s3_common::testing;
+pub use cosi_driver_s3_common::testing::{access, access_all, get, list, put, s3_error_code};
 
 /// The cluster of this test binary.
 pub fn rgw() -> &'static RgwCluster {
@@ -26,13 +25,16 @@ pub fn rgw() -> &'static RgwCluster {
     rgw
 }
 
-/// The driver served on a temporary UNIX socket, with a connected client.
-pub struct Served {
-    pub client: DriverClient,
-    pub driver: RgwDriver,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
+/// The driver served on a temporary UNIX socket, with a connected client
+/// and one helper per driver call.
+pub struct Served(testing::Served<RgwDriver>);
+
+impl Deref for Served {
+    type Target = testing::Served<RgwDriver>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Served {
@@ -46,193 +48,19 @@ impl Served {
         let driver = RgwDriver::connect(cfg, rgw().admin_keys().clone())
             .await
             .expect("driver");
-        let dir = tempfile::tempdir().expect("temp dir");
-        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).expect("endpoint");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let (d1, d2, ep) = (driver.clone(), driver.clone(), endpoint.clone());
-        let task = tokio::spawn(async move {
-            cosi_driver::serve(&ep, d1, d2, async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("serve");
-        });
-        let mut client = None;
-        for _ in 0..100 {
-            if endpoint.path().exists()
-                && let Ok(c) = DriverClient::connect(&endpoint).await
-            {
-                client = Some(c);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        Served {
-            client: client.expect("driver socket answers"),
-            driver,
-            stop: Some(stop),
-            task: Some(task),
-            _dir: dir,
-        }
+        Served(testing::Served::serve(driver).await)
     }
 
     /// Stops the server and waits for it.
-    pub async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.task.take() {
-            t.await.expect("server task");
-        }
-    }
-
-    pub async fn generate_bucket_id(
-        &self,
-        name: &str,
-        params: &[(&str, &str)],
-    ) -> Result<String, tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        Ok(p.driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-            name: name.into(),
-            protocols: vec![ObjectProtocol::S3 as i32],
-            parameters: map(params),
-        })
-        .await?
-        .into_inner()
-        .bucket_id)
-    }
-
-    pub async fn create_bucket(
-        &self,
-        id: &str,
-        params: &[(&str, &str)],
-    ) -> Result<S3BucketInfo, tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        let info = p
-            .driver_create_bucket(DriverCreateBucketRequest {
-                bucket_id: id.into(),
-                protocols: vec![ObjectProtocol::S3 as i32],
-                parameters: map(params),
-            })
-            .await?
-            .into_inner();
-        Ok(info.protocols.and_then(|p| p.s3).expect("S3 info"))
-    }
-
-    /// Generates an ID for a fresh `bc-<uuid>` name and creates the bucket.
-    pub async fn new_bucket(&self, params: &[(&str, &str)]) -> String {
-        let name = format!("bc-{}", uuid::Uuid::new_v4());
-        let id = self
-            .generate_bucket_id(&name, params)
-            .await
-            .expect("generate bucket id");
-        self.create_bucket(&id, params)
-            .await
-            .expect("create bucket");
-        id
-    }
-
-    pub async fn get_bucket(
-        &self,
-        id: &str,
-        params: &[(&str, &str)],
-    ) -> Result<S3BucketInfo, tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        let info = p
-            .driver_get_bucket(DriverGetBucketRequest {
-                bucket_id: id.into(),
-                protocols: vec![ObjectProtocol::S3 as i32],
-                parameters: map(params),
-            })
-            .await?
-            .into_inner();
-        Ok(info.protocols.and_then(|p| p.s3).expect("S3 info"))
-    }
-
-    pub async fn delete_bucket(
-        &self,
-        id: &str,
-        params: &[(&str, &str)],
-    ) -> Result<(), tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        p.driver_delete_bucket(DriverDeleteBucketRequest {
-            bucket_id: id.into(),
-            parameters: map(params),
-        })
-        .await?;
-        Ok(())
-    }
-
-    pub async fn generate_access_id(
-        &self,
-        account_name: &str,
-        buckets: &[AccessedBucket],
-    ) -> Result<String, tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        Ok(
-            p.driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-                account_name: account_name.into(),
-                buckets: buckets.to_vec(),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
-                parameters: Default::default(),
-            })
-            .await?
-            .into_inner()
-            .account_id,
-        )
-    }
-
-    pub async fn grant(
-        &self,
-        account_id: &str,
-        buckets: &[AccessedBucket],
-    ) -> Result<DriverGrantBucketAccessResponse, tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        Ok(
-            p.driver_grant_bucket_access(DriverGrantBucketAccessRequest {
-                account_id: account_id.into(),
-                buckets: buckets.to_vec(),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
-                parameters: Default::default(),
-            })
-            .await?
-            .into_inner(),
-        )
+    pub async fn stop(self) {
+        self.0.stop().await
     }
 
     /// Generates an account ID for a fresh `ba-<uuid>` name and grants it,
     /// returning the account ID and the issued keys.
     pub async fn new_access(&self, buckets: &[AccessedBucket]) -> (String, AdminKeys) {
-        let name = format!("ba-{}", uuid::Uuid::new_v4());
-        let id = self
-            .generate_access_id(&name, buckets)
-            .await
-            .expect("generate access id");
-        let resp = self.grant(&id, buckets).await.expect("grant");
+        let (id, resp) = self.0.new_grant(buckets).await;
         (id, keys_of(&resp))
-    }
-
-    pub async fn revoke(&self, account_id: &str, buckets: &[&str]) -> Result<(), tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
-            account_id: account_id.into(),
-            buckets: buckets
-                .iter()
-                .map(|b| RevokedBucket {
-                    bucket_id: (*b).into(),
-                })
-                .collect(),
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: Default::default(),
-        })
-        .await?;
-        Ok(())
     }
 }
 
@@ -249,100 +77,9 @@ pub fn keys_of(resp: &DriverGrantBucketAccessResponse) -> AdminKeys {
     }
 }
 
-pub fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-/// A bucket with `object_data` access only.
-pub fn access(bucket: &str, object_data: AccessMode) -> AccessedBucket {
-    access_all(
-        bucket,
-        object_data,
-        AccessMode::Unspecified,
-        AccessMode::Unspecified,
-    )
-}
-
-/// A bucket with a mode per category.
-pub fn access_all(
-    bucket: &str,
-    data: AccessMode,
-    object_meta: AccessMode,
-    bucket_meta: AccessMode,
-) -> AccessedBucket {
-    AccessedBucket {
-        bucket_id: bucket.into(),
-        access_mode: Some(AccessModes {
-            object_data: data as i32,
-            object_metadata: object_meta as i32,
-            bucket_metadata: bucket_meta as i32,
-        }),
-    }
-}
-
 /// An S3 client of the cluster for `keys`.
 pub fn s3(keys: &AdminKeys) -> aws_sdk_s3::Client {
     rgw().s3_client(keys)
-}
-
-fn code<E: aws_sdk_s3::error::ProvideErrorMetadata, R>(
-    err: &aws_sdk_s3::error::SdkError<E, R>,
-) -> String {
-    use aws_sdk_s3::error::ProvideErrorMetadata;
-    err.code().unwrap_or("<none>").to_owned()
-}
-
-/// Puts `body` at `key`, returning the S3 error code on failure.
-pub async fn put(
-    s3: &aws_sdk_s3::Client,
-    bucket: &str,
-    key: &str,
-    body: &str,
-) -> Result<(), String> {
-    s3.put_object()
-        .bucket(bucket)
-        .key(key)
-        .body(body.as_bytes().to_vec().into())
-        .send()
-        .await
-        .map(|_| ())
-        .map_err(|e| code(&e))
-}
-
-/// Reads `key`, returning the S3 error code on failure.
-pub async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<String, String> {
-    let out = s3
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .map_err(|e| code(&e))?;
-    let bytes = out
-        .body
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .into_bytes();
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// Lists the keys of a bucket, returning the S3 error code on failure.
-pub async fn list(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<Vec<String>, String> {
-    let out = s3
-        .list_objects_v2()
-        .bucket(bucket)
-        .send()
-        .await
-        .map_err(|e| code(&e))?;
-    Ok(out
-        .contents()
-        .iter()
-        .filter_map(|o| o.key().map(str::to_owned))
-        .collect())
 }
 
 /// Creates a bucket with the given client, returning the S3 error code on
@@ -353,7 +90,7 @@ pub async fn create(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<(), String>
         .send()
         .await
         .map(|_| ())
-        .map_err(|e| code(&e))
+        .map_err(|e| s3_error_code(&e))
 }
 
 /// Asserts that RGW holds none of `users` and none of `buckets`, as

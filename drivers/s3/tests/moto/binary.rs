@@ -3,12 +3,11 @@
 //! secrets, graceful stop on SIGTERM.
 
 use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use cosi_driver::proto::AccessMode;
-use cosi_driver::{DriverClient, Endpoint};
 use cosi_driver_s3::accounts::MANAGED_TAG;
+use cosi_driver_s3_common::testing::{self, RunningBinary, assert_json_lines};
 
 use crate::common::{Moto, access, keys_of};
 
@@ -16,72 +15,29 @@ const BIN: &str = env!("CARGO_BIN_EXE_cosi-driver-s3");
 
 /// A command with a clean environment: nothing from the machine's AWS setup.
 fn driver_command(dir: &Path) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.env_clear()
-        .env("HOME", dir)
-        .env("AWS_CONFIG_FILE", dir.join("no-config"))
+    let mut cmd = testing::driver_command(BIN, dir);
+    cmd.env("AWS_CONFIG_FILE", dir.join("no-config"))
         .env("AWS_SHARED_CREDENTIALS_FILE", dir.join("no-credentials"))
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env(
-            "COSI_ENDPOINT",
-            format!("unix://{}", dir.join("cosi.sock").display()),
-        )
-        .stdin(Stdio::null());
+        .env("AWS_EC2_METADATA_DISABLED", "true");
     cmd
-}
-
-/// Waits without blocking the runtime, so the test's client connection
-/// keeps answering the server's graceful shutdown as a live sidecar would.
-async fn wait_exit(child: &mut Child) -> ExitStatus {
-    for _ in 0..200 {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            return status;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let _ = child.kill();
-    panic!("the driver did not exit within 10 s");
 }
 
 #[tokio::test]
 async fn binary_serves_with_chain_credentials_logs_no_secret_and_stops_on_sigterm() {
     let moto = Moto::shared();
     let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("driver.log");
-    let logfile = std::fs::File::create(&log).unwrap();
     let path = moto.config().user_path;
-    let mut child = driver_command(dir.path())
-        .env("S3_ENDPOINT", &moto.endpoint)
+    let mut cmd = driver_command(dir.path());
+    cmd.env("S3_ENDPOINT", &moto.endpoint)
         .env("IAM_ENDPOINT", &moto.endpoint)
         .env("AWS_ACCESS_KEY_ID", &moto.admin.id)
         .env("AWS_SECRET_ACCESS_KEY", &moto.admin.secret)
         .env("DRIVER_NAME", "bin.cosi-rs.dev")
         .env("IAM_USER_PATH", &path)
         .env("LOG_FORMAT", "json")
-        .env("RUST_LOG", "trace")
-        .stdout(logfile.try_clone().unwrap())
-        .stderr(logfile)
-        .spawn()
-        .expect("start the driver binary");
-    let sock = dir.path().join("cosi.sock");
-    let endpoint = Endpoint::from_path(&sock).unwrap();
-    let mut client = None;
-    for _ in 0..200 {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "driver exited with {status}: {}",
-                std::fs::read_to_string(&log).unwrap()
-            );
-        }
-        if sock.exists()
-            && let Ok(c) = DriverClient::connect(&endpoint).await
-        {
-            client = Some(c);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let client = client.expect("the driver serves its socket");
+        .env("RUST_LOG", "trace");
+    let driver = RunningBinary::start(cmd, dir.path()).await;
+    let client = &driver.client;
     assert_eq!(client.get_info().await.unwrap().name, "bin.cosi-rs.dev");
 
     let mut p = client.provisioner.clone();
@@ -119,21 +75,13 @@ async fn binary_serves_with_chain_credentials_logs_no_secret_and_stops_on_sigter
             .any(|t| t.key() == MANAGED_TAG && t.value() == "bin.cosi-rs.dev")
     );
 
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = wait_exit(&mut child).await;
-    let text = std::fs::read_to_string(&log).unwrap();
+    let socket = driver.socket.clone();
+    let (status, text) = driver.terminate().await;
     assert!(status.success(), "exit {status}: {text}");
-    assert!(!sock.exists(), "the socket is removed on shutdown");
+    assert!(!socket.exists(), "the socket is removed on shutdown");
 
     assert!(text.contains("starting cosi-driver-s3"), "{text}");
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        serde_json::from_str::<serde_json::Value>(line)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-    }
+    assert_json_lines(&text);
     for secret in [
         &moto.admin.secret,
         &moto.admin.id,

@@ -98,13 +98,13 @@ async fn brownfield_get_bucket_finds_existing_buckets_and_reports_missing_ones()
         .send()
         .await
         .unwrap();
-    let info = d.get_bucket(&existing).await.unwrap();
+    let info = d.get_bucket(&existing, &[]).await.unwrap();
     assert_eq!(info.bucket_name, existing);
     assert_eq!(info.endpoint, moto.endpoint);
     assert_eq!(info.region, "us-east-1");
 
     let missing = format!("missing-{}", uuid::Uuid::new_v4());
-    let err = d.get_bucket(&missing).await.unwrap_err();
+    let err = d.get_bucket(&missing, &[]).await.unwrap_err();
     assert_eq!(err.code(), Code::NotFound, "{err:?}");
     assert!(err.message().contains(&missing), "{}", err.message());
     d.stop().await;

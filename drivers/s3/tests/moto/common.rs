@@ -6,6 +6,7 @@
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::OnceLock;
@@ -14,9 +15,9 @@ use std::time::Duration;
 use aws_credential_types::Credentials;
 use aws_sdk_s3::config::{BehaviorVersion, Region};
 use cosi_driver::proto::*;
-use cosi_driver::{DriverClient, Endpoint};
 use cosi_driver_s3::{AdminCredentials, Config, S3Driver};
-use tokio::sync::oneshot;
+use cosi_driver_s3_common::testing;
+pub use cosi_driver_s3_common::testing::{access, get, list, map, put, s3_error_code};
 
 /// Calls moto serves without authentication: exactly the three that
 /// bootstrap the admin (CreateUser, PutUserPolicy, CreateAccessKey).
@@ -297,13 +298,16 @@ async fn bootstrap_admin(endpoint: &str, ca_pem: Option<&str>) -> Keys {
     }
 }
 
-/// The driver served on a temporary UNIX socket, with a connected client.
-pub struct Served {
-    pub client: DriverClient,
-    pub driver: S3Driver,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
+/// The driver served on a temporary UNIX socket, with a connected client
+/// and one helper per driver call.
+pub struct Served(testing::Served<S3Driver>);
+
+impl Deref for Served {
+    type Target = testing::Served<S3Driver>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.0
+    }
 }
 
 impl Served {
@@ -312,34 +316,7 @@ impl Served {
         let driver = S3Driver::new(cfg, AdminCredentials::Static(admin.credentials()))
             .await
             .expect("driver");
-        let dir = tempfile::tempdir().expect("temp dir");
-        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).expect("endpoint");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let (d1, d2, ep) = (driver.clone(), driver.clone(), endpoint.clone());
-        let task = tokio::spawn(async move {
-            cosi_driver::serve(&ep, d1, d2, async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("serve");
-        });
-        let mut client = None;
-        for _ in 0..100 {
-            if endpoint.path().exists()
-                && let Ok(c) = DriverClient::connect(&endpoint).await
-            {
-                client = Some(c);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        Served {
-            client: client.expect("driver socket answers"),
-            driver,
-            stop: Some(stop),
-            task: Some(task),
-            _dir: dir,
-        }
+        Served(testing::Served::serve(driver).await)
     }
 
     /// Serves a driver for `moto` with its admin.
@@ -348,158 +325,15 @@ impl Served {
     }
 
     /// Stops the server and waits for it.
-    pub async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.task.take() {
-            t.await.expect("server task");
-        }
-    }
-
-    pub async fn generate_bucket_id(
-        &self,
-        name: &str,
-        params: &[(&str, &str)],
-    ) -> Result<String, tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        Ok(p.driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-            name: name.into(),
-            protocols: vec![ObjectProtocol::S3 as i32],
-            parameters: map(params),
-        })
-        .await?
-        .into_inner()
-        .bucket_id)
-    }
-
-    pub async fn create_bucket(
-        &self,
-        id: &str,
-        params: &[(&str, &str)],
-    ) -> Result<S3BucketInfo, tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        let info = p
-            .driver_create_bucket(DriverCreateBucketRequest {
-                bucket_id: id.into(),
-                protocols: vec![ObjectProtocol::S3 as i32],
-                parameters: map(params),
-            })
-            .await?
-            .into_inner();
-        Ok(info.protocols.and_then(|p| p.s3).expect("S3 info"))
-    }
-
-    /// Generates an ID for a fresh `bc-<uuid>` name and creates the bucket.
-    pub async fn new_bucket(&self, params: &[(&str, &str)]) -> String {
-        let name = format!("bc-{}", uuid::Uuid::new_v4());
-        let id = self
-            .generate_bucket_id(&name, params)
-            .await
-            .expect("generate bucket id");
-        self.create_bucket(&id, params)
-            .await
-            .expect("create bucket");
-        id
-    }
-
-    pub async fn get_bucket(&self, id: &str) -> Result<S3BucketInfo, tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        let info = p
-            .driver_get_bucket(DriverGetBucketRequest {
-                bucket_id: id.into(),
-                protocols: vec![ObjectProtocol::S3 as i32],
-                parameters: Default::default(),
-            })
-            .await?
-            .into_inner();
-        Ok(info.protocols.and_then(|p| p.s3).expect("S3 info"))
-    }
-
-    pub async fn delete_bucket(
-        &self,
-        id: &str,
-        params: &[(&str, &str)],
-    ) -> Result<(), tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        p.driver_delete_bucket(DriverDeleteBucketRequest {
-            bucket_id: id.into(),
-            parameters: map(params),
-        })
-        .await?;
-        Ok(())
-    }
-
-    pub async fn generate_access_id(
-        &self,
-        account_name: &str,
-        buckets: &[AccessedBucket],
-    ) -> Result<String, tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        Ok(
-            p.driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-                account_name: account_name.into(),
-                buckets: buckets.to_vec(),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
-                parameters: Default::default(),
-            })
-            .await?
-            .into_inner()
-            .account_id,
-        )
-    }
-
-    pub async fn grant(
-        &self,
-        account_id: &str,
-        buckets: &[AccessedBucket],
-    ) -> Result<DriverGrantBucketAccessResponse, tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        Ok(
-            p.driver_grant_bucket_access(DriverGrantBucketAccessRequest {
-                account_id: account_id.into(),
-                buckets: buckets.to_vec(),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
-                parameters: Default::default(),
-            })
-            .await?
-            .into_inner(),
-        )
+    pub async fn stop(self) {
+        self.0.stop().await
     }
 
     /// Generates an account ID for a fresh `ba-<uuid>` name and grants it,
     /// returning the account ID and the issued keys.
     pub async fn new_access(&self, buckets: &[AccessedBucket]) -> (String, Keys) {
-        let name = format!("ba-{}", uuid::Uuid::new_v4());
-        let id = self
-            .generate_access_id(&name, buckets)
-            .await
-            .expect("generate access id");
-        let resp = self.grant(&id, buckets).await.expect("grant");
+        let (id, resp) = self.0.new_grant(buckets).await;
         (id, keys_of(&resp))
-    }
-
-    pub async fn revoke(&self, account_id: &str, buckets: &[&str]) -> Result<(), tonic::Status> {
-        let mut p = self.client.provisioner.clone();
-        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
-            account_id: account_id.into(),
-            buckets: buckets
-                .iter()
-                .map(|b| RevokedBucket {
-                    bucket_id: (*b).into(),
-                })
-                .collect(),
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: Default::default(),
-        })
-        .await?;
-        Ok(())
     }
 }
 
@@ -514,83 +348,6 @@ pub fn keys_of(resp: &DriverGrantBucketAccessResponse) -> Keys {
         id: s3.access_key_id.clone(),
         secret: s3.access_secret_key.clone(),
     }
-}
-
-pub fn map(pairs: &[(&str, &str)]) -> std::collections::HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-/// A bucket with the same mode in every category given.
-pub fn access(bucket: &str, object_data: AccessMode) -> AccessedBucket {
-    AccessedBucket {
-        bucket_id: bucket.into(),
-        access_mode: Some(AccessModes {
-            object_data: object_data as i32,
-            ..Default::default()
-        }),
-    }
-}
-
-/// The error code of an S3 SDK error (`AccessDenied`, `InvalidAccessKeyId`, ...).
-pub fn s3_error_code<E, R>(err: &aws_sdk_s3::error::SdkError<E, R>) -> String
-where
-    E: aws_sdk_s3::error::ProvideErrorMetadata,
-{
-    use aws_sdk_s3::error::ProvideErrorMetadata;
-    err.code().unwrap_or("<none>").to_owned()
-}
-
-/// Puts `body` at `key`, returning the S3 error code on failure.
-pub async fn put(
-    s3: &aws_sdk_s3::Client,
-    bucket: &str,
-    key: &str,
-    body: &str,
-) -> Result<(), String> {
-    s3.put_object()
-        .bucket(bucket)
-        .key(key)
-        .body(body.as_bytes().to_vec().into())
-        .send()
-        .await
-        .map(|_| ())
-        .map_err(|e| s3_error_code(&e))
-}
-
-/// Reads `key`, returning the S3 error code on failure.
-pub async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<String, String> {
-    let out = s3
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .map_err(|e| s3_error_code(&e))?;
-    let bytes = out
-        .body
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .into_bytes();
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
-}
-
-/// Lists the keys of a bucket, returning the S3 error code on failure.
-pub async fn list(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<Vec<String>, String> {
-    let out = s3
-        .list_objects_v2()
-        .bucket(bucket)
-        .send()
-        .await
-        .map_err(|e| s3_error_code(&e))?;
-    Ok(out
-        .contents()
-        .iter()
-        .filter_map(|o| o.key().map(str::to_owned))
-        .collect())
 }
 
 /// The users under `path`, as the admin sees them.

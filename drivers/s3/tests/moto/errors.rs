@@ -58,7 +58,7 @@ async fn unknown_admin_key_is_unauthenticated() {
         secret: "wJalrXUtnFEMIK7MDENGbPxRfiCYUNKNOWNKEY11".into(),
     };
     let d = Served::start(moto.config(), &unknown).await;
-    let err = d.get_bucket("some-bucket").await.unwrap_err();
+    let err = d.get_bucket("some-bucket", &[]).await.unwrap_err();
     assert_eq!(err.code(), Code::Unauthenticated, "{err:?}");
     assert_no_credentials(err.message(), &[&unknown]);
 
@@ -140,7 +140,7 @@ async fn unreachable_backend_is_unavailable() {
         ..moto.config()
     };
     let d = Served::start(cfg, &moto.admin).await;
-    let err = d.get_bucket("some-bucket").await.unwrap_err();
+    let err = d.get_bucket("some-bucket", &[]).await.unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err:?}");
     assert!(
         err.message().contains("cannot reach the backend"),

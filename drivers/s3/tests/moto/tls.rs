@@ -34,7 +34,7 @@ async fn https_backend_is_trusted_only_with_the_ca_file() {
         ..moto.config()
     };
     let untrusting = Served::start(cfg, &moto.admin).await;
-    let err = untrusting.get_bucket(&bucket).await.unwrap_err();
+    let err = untrusting.get_bucket(&bucket, &[]).await.unwrap_err();
     assert_eq!(err.code(), Code::Unavailable, "{err:?}");
     assert!(err.message().contains("--ca-file"), "{}", err.message());
     untrusting.stop().await;

@@ -1,0 +1,34 @@
+//! `cosi-driver-s3-common`: what the COSI drivers for S3 stores
+//! (`cosi-driver-s3`, `cosi-driver-ceph-rgw`) share, where the logic is the
+//! same for every backend that speaks S3:
+//!
+//! - a failed backend call as an operation, a target, what the backend said
+//!   and how the call failed, mapped to a gRPC code and scrubbed of
+//!   credentials ([`errors`]); each driver brings its own [`errors::Dialect`]
+//!   (its error codes, hints and key shapes);
+//! - how workloads address a bucket ([`addressing`]);
+//! - emptying a bucket of every object version and upload ([`buckets`]);
+//! - the S3 bucket-name rules and the `bucketNamePrefix` check ([`names`]);
+//! - reading a class's parameters ([`params`]) and checking what a request
+//!   asks for: S3 only, Key authentication ([`requests`]);
+//! - the TLS trust of `--ca-file` ([`tls`]);
+//! - the binaries' logging, with the AWS SDK's credential-bearing tracing
+//!   capped ([`logging`]);
+//! - with the `testing` feature, the harness of a driver's tests: the
+//!   driver on a temporary socket and one helper per call ([`testing`]).
+//!
+//! It knows nothing of Kubernetes; of the workspace it depends only on
+//! `cosi-driver`, like every driver.
+
+#![warn(missing_docs)]
+
+pub mod addressing;
+pub mod buckets;
+pub mod errors;
+pub mod logging;
+pub mod names;
+pub mod params;
+pub mod requests;
+#[cfg(feature = "testing")]
+pub mod testing;
+pub mod tls;

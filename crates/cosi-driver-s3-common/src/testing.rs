@@ -1,0 +1,425 @@
+//! The harness of an S3 driver's tests (feature `testing`): the driver on
+//! a temporary UNIX socket with a connected client ([`Served`]), one helper
+//! per driver call as the tests make it, the data-path helpers that
+//! report an S3 failure by its error code, and the driver binary run as a
+//! process ([`driver_command`], [`RunningBinary`]).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::Duration;
+
+use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use cosi_driver::proto::*;
+use cosi_driver::{DriverClient, Endpoint, Identity, Provisioner};
+use tokio::sync::oneshot;
+
+/// A driver served on a temporary UNIX socket, with a connected client.
+pub struct Served<D> {
+    /// The client connected to the socket.
+    pub client: DriverClient,
+    /// The driver being served (a clone of the one the server holds).
+    pub driver: D,
+    /// The socket.
+    pub endpoint: Endpoint,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl<D: Identity + Provisioner + Clone> Served<D> {
+    /// Serves `driver` and connects to it; panics when the socket does not
+    /// answer within two seconds.
+    pub async fn serve(driver: D) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).expect("endpoint");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let (d1, d2, ep) = (driver.clone(), driver.clone(), endpoint.clone());
+        let task = tokio::spawn(async move {
+            cosi_driver::serve(&ep, d1, d2, async {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("serve");
+        });
+        let mut client = None;
+        for _ in 0..100 {
+            if endpoint.path().exists()
+                && let Ok(c) = DriverClient::connect(&endpoint).await
+            {
+                client = Some(c);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Served {
+            client: client.expect("driver socket answers"),
+            driver,
+            endpoint,
+            stop: Some(stop),
+            task: Some(task),
+            _dir: dir,
+        }
+    }
+}
+
+impl<D> Served<D> {
+    /// Stops the server and waits for it.
+    pub async fn stop(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.task.take() {
+            t.await.expect("server task");
+        }
+    }
+
+    /// DriverGenerateBucketId for the S3 protocol.
+    pub async fn generate_bucket_id(
+        &self,
+        name: &str,
+        params: &[(&str, &str)],
+    ) -> Result<String, tonic::Status> {
+        let mut p = self.client.provisioner.clone();
+        Ok(p.driver_generate_bucket_id(DriverGenerateBucketIdRequest {
+            name: name.into(),
+            protocols: vec![ObjectProtocol::S3 as i32],
+            parameters: map(params),
+        })
+        .await?
+        .into_inner()
+        .bucket_id)
+    }
+
+    /// DriverCreateBucket for the S3 protocol, returning the S3 bucket info.
+    pub async fn create_bucket(
+        &self,
+        id: &str,
+        params: &[(&str, &str)],
+    ) -> Result<S3BucketInfo, tonic::Status> {
+        let mut p = self.client.provisioner.clone();
+        let info = p
+            .driver_create_bucket(DriverCreateBucketRequest {
+                bucket_id: id.into(),
+                protocols: vec![ObjectProtocol::S3 as i32],
+                parameters: map(params),
+            })
+            .await?
+            .into_inner();
+        Ok(info.protocols.and_then(|p| p.s3).expect("S3 info"))
+    }
+
+    /// Generates an ID for a fresh `bc-<uuid>` name and creates the bucket.
+    pub async fn new_bucket(&self, params: &[(&str, &str)]) -> String {
+        let name = format!("bc-{}", uuid::Uuid::new_v4());
+        let id = self
+            .generate_bucket_id(&name, params)
+            .await
+            .expect("generate bucket id");
+        self.create_bucket(&id, params)
+            .await
+            .expect("create bucket");
+        id
+    }
+
+    /// DriverGetBucket for the S3 protocol, returning the S3 bucket info.
+    pub async fn get_bucket(
+        &self,
+        id: &str,
+        params: &[(&str, &str)],
+    ) -> Result<S3BucketInfo, tonic::Status> {
+        let mut p = self.client.provisioner.clone();
+        let info = p
+            .driver_get_bucket(DriverGetBucketRequest {
+                bucket_id: id.into(),
+                protocols: vec![ObjectProtocol::S3 as i32],
+                parameters: map(params),
+            })
+            .await?
+            .into_inner();
+        Ok(info.protocols.and_then(|p| p.s3).expect("S3 info"))
+    }
+
+    /// DriverDeleteBucket.
+    pub async fn delete_bucket(
+        &self,
+        id: &str,
+        params: &[(&str, &str)],
+    ) -> Result<(), tonic::Status> {
+        let mut p = self.client.provisioner.clone();
+        p.driver_delete_bucket(DriverDeleteBucketRequest {
+            bucket_id: id.into(),
+            parameters: map(params),
+        })
+        .await?;
+        Ok(())
+    }
+
+    /// DriverGenerateBucketAccessId for S3 with Key authentication.
+    pub async fn generate_access_id(
+        &self,
+        account_name: &str,
+        buckets: &[AccessedBucket],
+    ) -> Result<String, tonic::Status> {
+        let mut p = self.client.provisioner.clone();
+        Ok(
+            p.driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
+                account_name: account_name.into(),
+                buckets: buckets.to_vec(),
+                protocol: ObjectProtocol::S3 as i32,
+                authentication_type: AuthenticationType::Key as i32,
+                service_account: None,
+                parameters: Default::default(),
+            })
+            .await?
+            .into_inner()
+            .account_id,
+        )
+    }
+
+    /// DriverGrantBucketAccess for S3 with Key authentication.
+    pub async fn grant(
+        &self,
+        account_id: &str,
+        buckets: &[AccessedBucket],
+    ) -> Result<DriverGrantBucketAccessResponse, tonic::Status> {
+        let mut p = self.client.provisioner.clone();
+        Ok(
+            p.driver_grant_bucket_access(DriverGrantBucketAccessRequest {
+                account_id: account_id.into(),
+                buckets: buckets.to_vec(),
+                protocol: ObjectProtocol::S3 as i32,
+                authentication_type: AuthenticationType::Key as i32,
+                service_account: None,
+                parameters: Default::default(),
+            })
+            .await?
+            .into_inner(),
+        )
+    }
+
+    /// Generates an account ID for a fresh `ba-<uuid>` name and grants it,
+    /// returning the account ID and the grant.
+    pub async fn new_grant(
+        &self,
+        buckets: &[AccessedBucket],
+    ) -> (String, DriverGrantBucketAccessResponse) {
+        let name = format!("ba-{}", uuid::Uuid::new_v4());
+        let id = self
+            .generate_access_id(&name, buckets)
+            .await
+            .expect("generate access id");
+        let resp = self.grant(&id, buckets).await.expect("grant");
+        (id, resp)
+    }
+
+    /// DriverRevokeBucketAccess for S3 with Key authentication.
+    pub async fn revoke(&self, account_id: &str, buckets: &[&str]) -> Result<(), tonic::Status> {
+        let mut p = self.client.provisioner.clone();
+        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
+            account_id: account_id.into(),
+            buckets: buckets
+                .iter()
+                .map(|b| RevokedBucket {
+                    bucket_id: (*b).into(),
+                })
+                .collect(),
+            protocol: ObjectProtocol::S3 as i32,
+            authentication_type: AuthenticationType::Key as i32,
+            service_account: None,
+            parameters: Default::default(),
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+/// A parameter map from pairs.
+pub fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// A bucket with `object_data` access only.
+pub fn access(bucket: &str, object_data: AccessMode) -> AccessedBucket {
+    access_all(
+        bucket,
+        object_data,
+        AccessMode::Unspecified,
+        AccessMode::Unspecified,
+    )
+}
+
+/// A bucket with a mode per category.
+pub fn access_all(
+    bucket: &str,
+    data: AccessMode,
+    object_meta: AccessMode,
+    bucket_meta: AccessMode,
+) -> AccessedBucket {
+    AccessedBucket {
+        bucket_id: bucket.into(),
+        access_mode: Some(AccessModes {
+            object_data: data as i32,
+            object_metadata: object_meta as i32,
+            bucket_metadata: bucket_meta as i32,
+        }),
+    }
+}
+
+/// The error code of an S3 SDK error (`AccessDenied`, `InvalidAccessKeyId`,
+/// ...), `<none>` when it has none.
+pub fn s3_error_code<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> String {
+    err.code().unwrap_or("<none>").to_owned()
+}
+
+/// Puts `body` at `key`, returning the S3 error code on failure.
+pub async fn put(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    body: &str,
+) -> Result<(), String> {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(body.as_bytes().to_vec().into())
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| s3_error_code(&e))
+}
+
+/// Reads `key`, returning the S3 error code on failure.
+pub async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<String, String> {
+    let out = s3
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| s3_error_code(&e))?;
+    let bytes = out
+        .body
+        .collect()
+        .await
+        .map_err(|e| e.to_string())?
+        .into_bytes();
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Lists the keys of a bucket, returning the S3 error code on failure.
+pub async fn list(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<Vec<String>, String> {
+    let out = s3
+        .list_objects_v2()
+        .bucket(bucket)
+        .send()
+        .await
+        .map_err(|e| s3_error_code(&e))?;
+    Ok(out
+        .contents()
+        .iter()
+        .filter_map(|o| o.key().map(str::to_owned))
+        .collect())
+}
+
+/// A command running the driver binary `bin` with a clean environment:
+/// only `HOME` (`dir`) and `COSI_ENDPOINT` (`dir/cosi.sock`), no stdin.
+pub fn driver_command(bin: &str, dir: &Path) -> Command {
+    let mut cmd = Command::new(bin);
+    cmd.env_clear()
+        .env("HOME", dir)
+        .env(
+            "COSI_ENDPOINT",
+            format!("unix://{}", dir.join("cosi.sock").display()),
+        )
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// A driver binary serving its socket, logging to a file.
+pub struct RunningBinary {
+    /// The driver's process.
+    pub child: Child,
+    /// A client connected to its socket.
+    pub client: DriverClient,
+    /// Its socket, `cosi.sock` in the directory it was started for.
+    pub socket: PathBuf,
+    /// Its log (stdout and stderr), `driver.log` in that directory.
+    pub log: PathBuf,
+}
+
+impl RunningBinary {
+    /// Starts `cmd` (a [`driver_command`] for `dir`) with its output to
+    /// `dir/driver.log` and waits until it serves its socket; panics with
+    /// the log when it exits first or does not serve within 10 s.
+    pub async fn start(mut cmd: Command, dir: &Path) -> Self {
+        let log = dir.join("driver.log");
+        let logfile = std::fs::File::create(&log).unwrap();
+        let mut child = cmd
+            .stdout(logfile.try_clone().unwrap())
+            .stderr(logfile)
+            .spawn()
+            .expect("start the driver binary");
+        let socket = dir.join("cosi.sock");
+        let endpoint = Endpoint::from_path(&socket).unwrap();
+        let mut client = None;
+        for _ in 0..200 {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "driver exited with {status}: {}",
+                    std::fs::read_to_string(&log).unwrap()
+                );
+            }
+            if socket.exists()
+                && let Ok(c) = DriverClient::connect(&endpoint).await
+            {
+                client = Some(c);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        RunningBinary {
+            child,
+            client: client.expect("the driver serves its socket"),
+            socket,
+            log,
+        }
+    }
+
+    /// Sends SIGTERM and waits for the driver to exit; returns its exit
+    /// status and its log.
+    pub async fn terminate(mut self) -> (ExitStatus, String) {
+        let kill = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        let status = wait_exit(&mut self.child).await;
+        (status, std::fs::read_to_string(&self.log).unwrap())
+    }
+}
+
+/// Waits without blocking the runtime, so the test's client connection
+/// keeps answering the server's graceful shutdown as a live sidecar would;
+/// panics (after killing it) when the driver does not exit within 10 s.
+pub async fn wait_exit(child: &mut Child) -> ExitStatus {
+    for _ in 0..200 {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill();
+    panic!("the driver did not exit within 10 s");
+}
+
+/// Panics unless every non-empty line of `log` is JSON.
+pub fn assert_json_lines(log: &str) {
+    for line in log.lines().filter(|l| !l.trim().is_empty()) {
+        serde_json::from_str::<serde_json::Value>(line)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+    }
+}
