@@ -9,11 +9,14 @@
 //! - how workloads address a bucket ([`addressing`]);
 //! - emptying a bucket of every object version and upload ([`buckets`]);
 //! - the S3 bucket-name rules and the `bucketNamePrefix` check ([`names`]);
-//! - reading a class's parameters ([`params`]) and checking what a request
-//!   asks for: S3 only, Key authentication ([`requests`]);
-//! - the TLS trust of `--ca-file` ([`tls`]);
+//! - the S3 drivers' class parameters ([`params`]) and checking what a
+//!   request asks for: S3 only, Key authentication ([`requests`]);
 //! - the binaries' logging, with the AWS SDK's credential-bearing tracing
 //!   capped ([`logging`]);
+//!
+//! What is not about S3 (named locks, the parameter and Key-authentication
+//! helpers, the log setup, the TLS trust of `--ca-file`) is in `cosi-driver`,
+//! which every driver shares.
 //! - with the `testing` feature, the harness of a driver's tests: the
 //!   driver on a temporary socket and one helper per call ([`testing`]).
 //!
@@ -31,4 +34,3 @@ pub mod params;
 pub mod requests;
 #[cfg(feature = "testing")]
 pub mod testing;
-pub mod tls;

@@ -1,21 +1,13 @@
-//! Checks of a COSI request that every S3 driver makes the same way: the
-//! protocols it serves and the authentication it supports. Each returns the
+//! Checks of a COSI request that every S3 driver makes the same way (on
+//! `cosi_driver::requests`): S3 only, Key authentication. Each returns the
 //! message of an `InvalidArgument` refusal.
 
-use cosi_driver::proto::{AuthenticationType, ObjectProtocol};
+use cosi_driver::proto::ObjectProtocol;
+use cosi_driver::requests::{check_key_access, check_protocols};
 
 /// Refuses any protocol other than S3.
 pub fn check_s3_protocols(protocols: &[i32]) -> Result<(), String> {
-    for p in protocols {
-        let p = ObjectProtocol::try_from(*p).unwrap_or(ObjectProtocol::Unspecified);
-        if p != ObjectProtocol::S3 {
-            return Err(format!(
-                "this driver serves only the S3 protocol; {} was requested",
-                p.api_name().unwrap_or("an unknown protocol")
-            ));
-        }
-    }
-    Ok(())
+    check_protocols(protocols, ObjectProtocol::S3)
 }
 
 /// Refuses an access other than S3 with Key authentication; `issues` names
@@ -26,13 +18,10 @@ pub fn check_s3_key_access(
     authentication_type: i32,
     issues: &str,
 ) -> Result<(), String> {
-    check_s3_protocols(&[protocol])?;
-    match AuthenticationType::try_from(authentication_type) {
-        Ok(AuthenticationType::Key) => Ok(()),
-        Ok(AuthenticationType::ServiceAccount) => Err(format!(
-            "ServiceAccount authentication is not supported by this driver: it issues {issues}; use a \
-             BucketAccessClass with authenticationType: Key"
-        )),
-        _ => Err("authentication_type is required".into()),
-    }
+    check_key_access(
+        protocol,
+        ObjectProtocol::S3,
+        authentication_type,
+        &format!("it issues {issues}; use a BucketAccessClass with authenticationType: Key"),
+    )
 }

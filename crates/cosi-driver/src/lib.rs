@@ -13,16 +13,29 @@
 //!   the API by [`DriverApi`]);
 //! - [`DriverClient`]: connect to a driver's endpoint;
 //! - [`validate`]: request and reply checks (required fields, names, size limits);
-//! - secret redaction: every message's `Debug` hides `cosi_secret` fields.
+//! - secret redaction: every message's `Debug` hides `cosi_secret` fields;
+//! - the plumbing every driver of this workspace repeats otherwise: named
+//!   async locks ([`locks`]), reading a class's parameters ([`params`]),
+//!   the protocol and Key-authentication checks of a request
+//!   ([`requests`]), and, behind features, the binary's logging
+//!   ([`logging`], feature `logging`) and the TLS trust of `--ca-file`
+//!   ([`tls`], feature `tls`).
 //!
 //! Drivers never link Kubernetes crates: this crate knows only the gRPC API.
 
 pub mod client;
 pub mod codec;
 pub mod endpoint;
+pub mod locks;
+#[cfg(feature = "logging")]
+pub mod logging;
+pub mod params;
 pub mod proto;
 mod redact;
+pub mod requests;
 pub mod server;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod v1alpha1;
 pub mod v1alpha1_bridge;
 pub mod validate;

@@ -18,9 +18,9 @@ use std::time::{Duration, SystemTime};
 use crate::config::Config;
 use crate::decide::{self, GrantPlan};
 use crate::errors::Error;
-use crate::locks::KeyLocks;
 use crate::rest::{AclState, BlobApi};
 use crate::sign::ContainerSas;
+use cosi_driver::locks::KeyLocks;
 
 /// How many times an edit is made again when it is found undone.
 const ATTEMPTS: usize = 5;

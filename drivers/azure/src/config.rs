@@ -78,7 +78,7 @@ impl Config {
             problems.push(format!("--public-blob-endpoint: {e}"));
         }
         if let Some(pem) = &self.ca_pem
-            && let Err(e) = crate::rest::check_ca_pem(pem)
+            && let Err(e) = cosi_driver::tls::check_ca_pem(pem)
         {
             problems.push(format!("--ca-file: {e}"));
         }

@@ -6,14 +6,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use cosi_driver::proto::*;
+use cosi_driver::requests;
 use cosi_driver::{Identity, Provisioner, Request, Response, Status};
 
 use crate::config::{AccountKey, Config};
 use crate::errors::Error;
-use crate::locks::KeyLocks;
 use crate::params::{AccessParams, BucketParams, DELETE_NON_EMPTY};
 use crate::rest::BlobApi;
 use crate::{access, containers, decide, names, time};
+use cosi_driver::locks::KeyLocks;
 
 /// The Azure Blob COSI driver.
 #[derive(Clone, Debug)]
@@ -75,31 +76,20 @@ fn invalid(e: String) -> Error {
 
 /// Refuses any protocol other than Azure.
 pub fn check_protocols(protocols: &[i32]) -> Result<(), Error> {
-    for p in protocols {
-        let p = ObjectProtocol::try_from(*p).unwrap_or(ObjectProtocol::Unspecified);
-        if p != ObjectProtocol::Azure {
-            return Err(invalid(format!(
-                "this driver serves only the Azure protocol; {} was requested",
-                p.api_name().unwrap_or("an unknown protocol")
-            )));
-        }
-    }
-    Ok(())
+    requests::check_protocols(protocols, ObjectProtocol::Azure).map_err(invalid)
 }
 
 /// Refuses what an access request asks that a SAS cannot provide.
 pub fn check_access(protocol: i32, authentication_type: i32) -> Result<(), Error> {
-    check_protocols(&[protocol])?;
-    match AuthenticationType::try_from(authentication_type) {
-        Ok(AuthenticationType::Key) => Ok(()),
-        Ok(AuthenticationType::ServiceAccount) => Err(invalid(
-            "ServiceAccount authentication is not supported by this driver: it cannot assign Azure roles to a \
-             workload identity, and granting nothing while answering OK would be a lie. Use a BucketAccessClass \
-             with authenticationType: Key (a SAS token), or grant the workload identity an Azure role yourself"
-                .into(),
-        )),
-        _ => Err(invalid("authentication_type is required".into())),
-    }
+    requests::check_key_access(
+        protocol,
+        ObjectProtocol::Azure,
+        authentication_type,
+        "it cannot assign Azure roles to a workload identity, and granting nothing while answering OK would \
+         be a lie. Use a BucketAccessClass with authenticationType: Key (a SAS token), or grant the workload \
+         identity an Azure role yourself",
+    )
+    .map_err(invalid)
 }
 
 fn check_container_id(id: &str) -> Result<(), Error> {

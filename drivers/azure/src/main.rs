@@ -6,15 +6,10 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+use cosi_driver::logging::{self, LogFormat};
 use cosi_driver_azure::AzureDriver;
 use cosi_driver_azure::config::{self, AccountKey, Config};
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum LogFormat {
-    Text,
-    Json,
-}
 
 /// COSI driver for Azure Blob Storage.
 ///
@@ -72,22 +67,12 @@ impl Args {
     }
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    init_logging(args.log_format);
+    // The driver signs its own requests: no library it uses traces
+    // credentials, so nothing is capped beyond RUST_LOG.
+    logging::init(args.log_format, &[]);
     let cfg = args.config()?;
     let key = AccountKey::load(args.account_key_file.as_deref(), |k| std::env::var(k).ok())?;
     let driver = AzureDriver::connect(cfg, key)

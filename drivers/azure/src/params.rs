@@ -5,6 +5,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use cosi_driver::params::{boolean, finish, unknown_keys};
+
 use crate::names;
 
 /// BucketClass parameter: prefix of generated container names.
@@ -84,41 +86,6 @@ impl AccessParams {
             }
         }
         finish(out, problems, "BucketAccessClass")
-    }
-}
-
-fn finish<T>(value: T, problems: Vec<String>, class: &str) -> Result<T, String> {
-    if problems.is_empty() {
-        Ok(value)
-    } else {
-        Err(format!(
-            "invalid {class} parameters: {}",
-            problems.join("; ")
-        ))
-    }
-}
-
-fn unknown_keys(map: &HashMap<String, String>, known: &[&str]) -> Vec<String> {
-    let mut unknown: Vec<&str> = map
-        .keys()
-        .map(String::as_str)
-        .filter(|k| !known.contains(k))
-        .collect();
-    unknown.sort_unstable();
-    unknown
-        .into_iter()
-        .map(|k| format!("unknown parameter {k:?} (known: {})", known.join(", ")))
-        .collect()
-}
-
-fn boolean(map: &HashMap<String, String>, key: &str, problems: &mut Vec<String>) -> bool {
-    match map.get(key).map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") => true,
-        Some(_) => {
-            problems.push(format!("{key} must be \"true\" or \"false\""));
-            false
-        }
     }
 }
 

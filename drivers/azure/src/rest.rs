@@ -10,15 +10,14 @@ use std::time::{Duration, SystemTime};
 
 use aws_smithy_async::rt::sleep::TokioSleep;
 use aws_smithy_http_client::Connector;
+use aws_smithy_http_client::tls::Provider;
 use aws_smithy_http_client::tls::rustls_provider::CryptoMode;
-use aws_smithy_http_client::tls::{Provider, TlsContext, TrustStore};
 use aws_smithy_runtime_api::client::http::{HttpConnector, HttpConnectorSettings};
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::byte_stream::ByteStream;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use bytes::Bytes;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
+use cosi_driver::tls::tls_context;
 
 use crate::acl::Acl;
 use crate::config::{API_VERSION, AccountKey, Config, ConfigError};
@@ -30,35 +29,9 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one call may take in all.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Checks that `pem` holds at least one CA certificate usable as a trust
-/// anchor; returns how many it holds.
-pub fn check_ca_pem(pem: &str) -> Result<usize, String> {
-    let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("not a PEM certificate bundle: {e}"))?;
-    if certs.is_empty() {
-        return Err("no \"BEGIN CERTIFICATE\" block found".into());
-    }
-    let mut roots = rustls::RootCertStore::empty();
-    for (i, cert) in certs.iter().enumerate() {
-        roots
-            .add(cert.clone())
-            .map_err(|e| format!("certificate #{} cannot be a trust anchor: {e}", i + 1))?;
-    }
-    Ok(certs.len())
-}
-
 /// The HTTP(S) connector trusting the system's roots and `ca_pem`.
 pub fn connector(ca_pem: Option<&str>) -> Result<Connector, String> {
-    let mut trust = TrustStore::default();
-    if let Some(pem) = ca_pem {
-        check_ca_pem(pem)?;
-        trust = trust.with_pem_certificate(pem.as_bytes());
-    }
-    let tls = TlsContext::builder()
-        .with_trust_store(trust)
-        .build()
-        .map_err(|e| format!("cannot build the TLS context: {e}"))?;
+    let tls = tls_context(ca_pem)?;
     let settings = HttpConnectorSettings::builder()
         .connect_timeout(CONNECT_TIMEOUT)
         .read_timeout(CALL_TIMEOUT)

@@ -22,8 +22,8 @@ use crate::backend::Backend;
 use crate::config::Config;
 use crate::decide::{self, UserPlan};
 use crate::errors::{BackendError, Error};
-use crate::locks::KeyLocks;
 use crate::policy::{self, Change};
+use cosi_driver::locks::KeyLocks;
 
 /// How many times a policy edit is made again when it is found undone.
 const POLICY_ATTEMPTS: usize = 5;

@@ -12,10 +12,10 @@ use cosi_driver_s3_common::requests::{check_s3_key_access, check_s3_protocols};
 use crate::backend::Backend;
 use crate::config::{AdminKeys, Config};
 use crate::errors::Error;
-use crate::locks::KeyLocks;
 use crate::params::{self, BucketParams, PURGE_ON_DELETE};
 use crate::policy::{self, Grant};
 use crate::{accounts, buckets, names};
+use cosi_driver::locks::KeyLocks;
 
 /// The Ceph RGW COSI driver.
 #[derive(Clone, Debug)]

@@ -25,7 +25,6 @@ pub mod config;
 pub mod decide;
 pub mod driver;
 pub mod errors;
-pub mod locks;
 pub mod names;
 pub mod params;
 pub mod policy;

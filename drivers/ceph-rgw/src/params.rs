@@ -4,8 +4,9 @@
 
 use std::collections::HashMap;
 
+use cosi_driver::params::{boolean, finish, unknown_keys};
+use cosi_driver_s3_common::params::bucket_name_prefix;
 pub use cosi_driver_s3_common::params::{BUCKET_NAME_PREFIX, PURGE_ON_DELETE, VERSIONING};
-use cosi_driver_s3_common::params::{boolean, bucket_name_prefix, finish, unknown_keys};
 
 /// BucketClass parameter: RGW bucket quota on the total size of the objects.
 pub const MAX_SIZE_BYTES: &str = "maxSizeBytes";

@@ -11,8 +11,8 @@ use aws_smithy_http_client::Connector;
 use aws_smithy_http_client::tls::Provider;
 use aws_smithy_http_client::tls::rustls_provider::CryptoMode;
 use aws_smithy_runtime_api::client::http::HttpConnectorSettings;
-pub use cosi_driver_s3_common::tls::check_ca_pem;
-use cosi_driver_s3_common::tls::tls_context;
+pub use cosi_driver::tls::check_ca_pem;
+use cosi_driver::tls::tls_context;
 
 /// How long connecting to RGW may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,7 +43,7 @@ pub fn admin_connector(ca_pem: Option<&str>) -> Result<Connector, String> {
 
 #[cfg(test)]
 mod tests {
-    use cosi_driver_s3_common::tls::TEST_CA_PEM as CA;
+    use cosi_driver::tls::TEST_CA_PEM as CA;
 
     use super::*;
 

@@ -5,8 +5,8 @@
 use aws_sdk_s3::config::SharedHttpClient;
 use aws_smithy_http_client::tls::Provider;
 use aws_smithy_http_client::tls::rustls_provider::CryptoMode;
-pub use cosi_driver_s3_common::tls::check_ca_pem;
-use cosi_driver_s3_common::tls::tls_context;
+pub use cosi_driver::tls::check_ca_pem;
+use cosi_driver::tls::tls_context;
 
 /// An HTTPS client trusting the system's roots and, when given, the
 /// certificates of `ca_pem` (which [`check_ca_pem`] must accept).
@@ -25,7 +25,7 @@ pub fn https_client(ca_pem: Option<&str>) -> Result<Option<SharedHttpClient>, St
 
 #[cfg(test)]
 mod tests {
-    use cosi_driver_s3_common::tls::TEST_CA_PEM as CA;
+    use cosi_driver::tls::TEST_CA_PEM as CA;
 
     use super::*;
 

@@ -1,7 +1,9 @@
-//! One lock per bucket, so that grants and revokes on the same bucket edit
-//! its policy one after the other: PutBucketPolicy replaces the whole
-//! document, and two interleaved read-modify-writes would lose a statement.
-//! A lock lives only while someone holds or waits for it.
+//! Named async locks: one lock per key (a bucket, a container), so that
+//! calls editing the same backend object do it one after the other. A
+//! backend whose write replaces a whole document (a bucket policy, a
+//! container's access policies) would otherwise lose what one of two
+//! interleaved read-modify-writes added. A lock lives only while someone
+//! holds or waits for it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};

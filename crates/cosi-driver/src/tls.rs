@@ -1,6 +1,7 @@
-//! The TLS trust of `--ca-file`: the system's roots plus the CA
-//! certificates of a bundle, for a backend whose certificate a private CA
-//! signs. Each driver builds its HTTP clients on [`tls_context`].
+//! The TLS trust of a driver's `--ca-file` (feature `tls`): the system's
+//! roots plus the CA certificates of a bundle, for a backend whose
+//! certificate a private CA signs. Each driver builds its HTTP clients (the
+//! smithy HTTP client on rustls) on [`tls_context`].
 
 use aws_smithy_http_client::tls::{TlsContext, TrustStore};
 use rustls::pki_types::CertificateDer;
@@ -41,7 +42,6 @@ pub fn tls_context(ca_pem: Option<&str>) -> Result<TlsContext, String> {
 }
 
 /// A self-signed CA certificate for tests (no private key kept anywhere).
-#[cfg(any(test, feature = "testing"))]
 pub const TEST_CA_PEM: &str = "-----BEGIN CERTIFICATE-----
 MIIBNjCB3qADAgECAgEBMAoGCCqGSM49BAMCMBoxGDAWBgNVBAMMD2Nvc2ktcnMg
 dGVzdCBDQTAgFw0yNDAxMDEwMDAwMDBaGA8yMTIzMTIwODAwMDAwMFowGjEYMBYG

@@ -1,0 +1,47 @@
+//! Reading a class's parameter map the way every driver of this workspace
+//! does: unknown keys are refused so that a typo in a class is reported
+//! instead of silently ignored, and every problem is collected so that an
+//! admin fixes them all at once. Which keys a driver knows and what they
+//! mean stay in the driver.
+
+use std::collections::HashMap;
+
+/// One problem per key of `map` that is not in `known`, sorted by key.
+pub fn unknown_keys(map: &HashMap<String, String>, known: &[&str]) -> Vec<String> {
+    let mut unknown: Vec<&str> = map
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !known.contains(k))
+        .collect();
+    unknown.sort_unstable();
+    unknown
+        .into_iter()
+        .map(|k| format!("unknown parameter {k:?} (known: {})", known.join(", ")))
+        .collect()
+}
+
+/// The boolean parameter `key`: absent or `"false"` is false, `"true"` is
+/// true, anything else is a problem (and false).
+pub fn boolean(map: &HashMap<String, String>, key: &str, problems: &mut Vec<String>) -> bool {
+    match map.get(key).map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(_) => {
+            problems.push(format!("{key} must be \"true\" or \"false\""));
+            false
+        }
+    }
+}
+
+/// `value` when there are no problems, else one error naming the `class`
+/// kind and every problem.
+pub fn finish<T>(value: T, problems: Vec<String>, class: &str) -> Result<T, String> {
+    if problems.is_empty() {
+        Ok(value)
+    } else {
+        Err(format!(
+            "invalid {class} parameters: {}",
+            problems.join("; ")
+        ))
+    }
+}
