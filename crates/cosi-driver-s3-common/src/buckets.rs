@@ -5,7 +5,7 @@ use std::fmt;
 use aws_sdk_s3::Client;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 
-use crate::errors::{BackendError, Dialect, Error};
+use crate::errors::{BackendError, Dialect, Error, FromSdk};
 
 /// Upper bound on list-and-delete rounds when emptying a bucket; each
 /// round removes up to 1000 entries, so one call empties a million and the

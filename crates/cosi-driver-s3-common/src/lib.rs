@@ -2,10 +2,11 @@
 //! (`cosi-driver-s3`, `cosi-driver-ceph-rgw`) share, where the logic is the
 //! same for every backend that speaks S3:
 //!
-//! - a failed backend call as an operation, a target, what the backend said
-//!   and how the call failed, mapped to a gRPC code and scrubbed of
-//!   credentials ([`errors`]); each driver brings its own [`errors::Dialect`]
-//!   (its error codes, hints and key shapes);
+//! - a failed S3 or IAM SDK call taken apart into operation, target, what
+//!   the backend said and how the call failed ([`errors`]); the error type
+//!   itself, its gRPC codes and scrubbing are `cosi_driver::errors`, and
+//!   each driver brings its own [`errors::Dialect`] (its error codes, hints
+//!   and key shapes);
 //! - how workloads address a bucket ([`addressing`]);
 //! - emptying a bucket of every object version and upload ([`buckets`]);
 //! - the S3 bucket-name rules and the `bucketNamePrefix` check ([`names`]);
@@ -13,12 +14,12 @@
 //!   request asks for: S3 only, Key authentication ([`requests`]);
 //! - the binaries' logging, with the AWS SDK's credential-bearing tracing
 //!   capped ([`logging`]);
-//!
-//! What is not about S3 (named locks, the parameter and Key-authentication
-//! helpers, the log setup, the TLS trust of `--ca-file`) is in `cosi-driver`,
-//! which every driver shares.
 //! - with the `testing` feature, the harness of a driver's tests: the
 //!   driver on a temporary socket and one helper per call ([`testing`]).
+//!
+//! What is not about S3 (the error type, named locks, the parameter and
+//! Key-authentication helpers, the log setup, the TLS trust of
+//! `--ca-file`) is in `cosi-driver`, which every driver shares.
 //!
 //! It knows nothing of Kubernetes; of the workspace it depends only on
 //! `cosi-driver`, like every driver.

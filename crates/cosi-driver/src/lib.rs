@@ -14,8 +14,9 @@
 //! - [`DriverClient`]: connect to a driver's endpoint;
 //! - [`validate`]: request and reply checks (required fields, names, size limits);
 //! - secret redaction: every message's `Debug` hides `cosi_secret` fields;
-//! - the plumbing every driver of this workspace repeats otherwise: named
-//!   async locks ([`locks`]), reading a class's parameters ([`params`]),
+//! - the plumbing every driver of this workspace repeats otherwise: a
+//!   failed backend call as a gRPC code with a scrubbed message, in a
+//!   driver's dialect ([`errors`]), named async locks ([`locks`]), reading a class's parameters ([`params`]),
 //!   the protocol and Key-authentication checks of a request
 //!   ([`requests`]), and, behind features, the binary's logging
 //!   ([`logging`], feature `logging`) and the TLS trust of `--ca-file`
@@ -26,6 +27,7 @@
 pub mod client;
 pub mod codec;
 pub mod endpoint;
+pub mod errors;
 pub mod locks;
 #[cfg(feature = "logging")]
 pub mod logging;

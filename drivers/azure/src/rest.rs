@@ -21,7 +21,7 @@ use cosi_driver::tls::tls_context;
 
 use crate::acl::Acl;
 use crate::config::{API_VERSION, AccountKey, Config, ConfigError};
-use crate::errors::{BackendError, Transport};
+use crate::errors::{self, BackendError, Transport};
 use crate::sign;
 
 /// How long connecting to the Blob service may take.
@@ -230,7 +230,7 @@ impl BlobApi {
             if (200..300).contains(&status) {
                 Ok(answer)
             } else {
-                Err(BackendError::answered(
+                Err(errors::answered(
                     operation,
                     target,
                     status,

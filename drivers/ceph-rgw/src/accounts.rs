@@ -24,6 +24,7 @@ use crate::decide::{self, UserPlan};
 use crate::errors::{BackendError, Error};
 use crate::policy::{self, Change};
 use cosi_driver::locks::KeyLocks;
+use cosi_driver_s3_common::errors::FromSdk;
 
 /// How many times a policy edit is made again when it is found undone.
 const POLICY_ATTEMPTS: usize = 5;

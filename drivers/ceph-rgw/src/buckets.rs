@@ -14,6 +14,7 @@ use crate::backend::Backend;
 use crate::decide::{self, DeletePlan, Existing, StaticPlan, Versioning};
 use crate::errors::{BackendError, Error};
 use crate::params::BucketParams;
+use cosi_driver_s3_common::errors::FromSdk;
 
 async fn versioning(backend: &Backend, bucket: &str) -> Result<Versioning, Error> {
     let out = backend

@@ -15,6 +15,7 @@ use aws_sdk_iam::types::Tag;
 
 use crate::config::Config;
 use crate::errors::{BackendError, Error};
+use cosi_driver_s3_common::errors::FromSdk;
 
 /// The tag key marking users this driver created; its value is the driver
 /// name. INVARIANT: users created by earlier versions carry it, so it never

@@ -13,6 +13,7 @@ use cosi_driver_s3_common::buckets::{self as s3_buckets, Emptied, target};
 use crate::config::{Config, DEFAULT_REGION};
 use crate::errors::{BackendError, Error};
 use crate::params::{BucketParams, PURGE_ON_DELETE};
+use cosi_driver_s3_common::errors::FromSdk;
 
 /// A bucket as the backend reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
