@@ -216,15 +216,14 @@ impl<D: Dialect> BackendError<D> {
         error_code: Option<String>,
         detail: &str,
     ) -> Self {
-        Self {
+        Self::new(
             operation,
-            target: target.into(),
+            target,
+            Transport::Answered,
+            Some(http_status),
             error_code,
-            http_status: Some(http_status),
-            transport: Transport::Answered,
-            detail: D::scrub(detail),
-            dialect: PhantomData,
-        }
+            detail,
+        )
     }
 
     /// The error for a call that failed without an answer: `detail` is
@@ -235,15 +234,7 @@ impl<D: Dialect> BackendError<D> {
         transport: Transport,
         detail: &str,
     ) -> Self {
-        Self {
-            operation,
-            target: target.into(),
-            error_code: None,
-            http_status: None,
-            transport,
-            detail: D::scrub(detail),
-            dialect: PhantomData,
-        }
+        Self::new(operation, target, transport, None, None, detail)
     }
 
     /// The gRPC code for this failure.
