@@ -18,6 +18,32 @@ pub const MAX_DRIVER_NAME: usize = 63;
 /// Size limit of an endpoint URL in bucket info.
 pub const MAX_ENDPOINT_BYTES: usize = 2048;
 
+/// Checks a configured endpoint URL: `http://` or `https://`, a host
+/// without whitespace or user info, no query or fragment, at most
+/// [`MAX_ENDPOINT_BYTES`]. The message names the URL and what is wrong.
+pub fn endpoint_url(url: &str) -> Result<(), String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("{url:?} must start with http:// or https://"))?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if host.is_empty() || host.contains(char::is_whitespace) || host.contains('@') {
+        return Err(format!(
+            "{url:?} has no valid host (and must not carry user info)"
+        ));
+    }
+    if url.contains(['?', '#']) {
+        return Err(format!("{url:?} must not carry a query or fragment"));
+    }
+    if url.len() > MAX_ENDPOINT_BYTES {
+        return Err(format!(
+            "the URL is longer than {} bytes",
+            MAX_ENDPOINT_BYTES
+        ));
+    }
+    Ok(())
+}
+
 /// A request the SDK checks before handing it to a driver.
 pub trait Validate {
     /// `Ok` when every required field is present and well-formed.
@@ -333,6 +359,25 @@ impl Validate for DriverRevokeBucketAccessRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endpoint_urls_need_a_scheme_and_a_plain_host_and_nothing_after_the_path() {
+        assert!(endpoint_url("http://127.0.0.1:9000").is_ok());
+        assert!(endpoint_url("https://blob.example.net/account").is_ok());
+        for bad in [
+            "127.0.0.1:9000",
+            "ftp://host",
+            "http://",
+            "http://user@host",
+            "http://ho st",
+            "http://host/?a=b",
+            "http://host/#f",
+        ] {
+            assert!(endpoint_url(bad).is_err(), "{bad}");
+        }
+        let long = format!("http://host/{}", "a".repeat(MAX_ENDPOINT_BYTES));
+        assert!(endpoint_url(&long).is_err());
+    }
 
     fn rw() -> AccessModes {
         AccessModes {

@@ -69,11 +69,11 @@ impl Config {
                 self.account
             ));
         }
-        if let Err(e) = check_url(&self.blob_endpoint) {
+        if let Err(e) = cosi_driver::validate::endpoint_url(&self.blob_endpoint) {
             problems.push(format!("--blob-endpoint: {e}"));
         }
         if let Some(url) = &self.public_blob_endpoint
-            && let Err(e) = check_url(url)
+            && let Err(e) = cosi_driver::validate::endpoint_url(url)
         {
             problems.push(format!("--public-blob-endpoint: {e}"));
         }
@@ -114,29 +114,6 @@ impl Config {
             .starts_with("https://")
             .then_some("https")
     }
-}
-
-fn check_url(url: &str) -> Result<(), String> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| format!("{url:?} must start with http:// or https://"))?;
-    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if host.is_empty() || host.contains(char::is_whitespace) || host.contains('@') {
-        return Err(format!(
-            "{url:?} has no valid host (and must not carry user info)"
-        ));
-    }
-    if url.contains(['?', '#']) {
-        return Err(format!("{url:?} must not carry a query or fragment"));
-    }
-    if url.len() > cosi_driver::validate::MAX_ENDPOINT_BYTES {
-        return Err(format!(
-            "the URL is longer than {} bytes",
-            cosi_driver::validate::MAX_ENDPOINT_BYTES
-        ));
-    }
-    Ok(())
 }
 
 /// Why a configuration was refused.

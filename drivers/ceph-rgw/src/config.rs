@@ -73,11 +73,11 @@ impl Config {
         if let Err(e) = cosi_driver::validate::driver_name(&self.driver_name) {
             problems.push(format!("--driver-name: {e}"));
         }
-        if let Err(e) = check_url(&self.endpoint) {
+        if let Err(e) = cosi_driver::validate::endpoint_url(&self.endpoint) {
             problems.push(format!("--rgw-endpoint: {e}"));
         }
         if let Some(url) = &self.public_endpoint
-            && let Err(e) = check_url(url)
+            && let Err(e) = cosi_driver::validate::endpoint_url(url)
         {
             problems.push(format!("--public-endpoint: {e}"));
         }
@@ -127,29 +127,6 @@ impl Config {
             .trim_end_matches('/')
             .to_owned()
     }
-}
-
-fn check_url(url: &str) -> Result<(), String> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| format!("{url:?} must start with http:// or https://"))?;
-    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if host.is_empty() || host.contains(char::is_whitespace) || host.contains('@') {
-        return Err(format!(
-            "{url:?} has no valid host (and must not carry user info)"
-        ));
-    }
-    if url.contains(['?', '#']) {
-        return Err(format!("{url:?} must not carry a query or fragment"));
-    }
-    if url.len() > cosi_driver::validate::MAX_ENDPOINT_BYTES {
-        return Err(format!(
-            "the URL is longer than {} bytes",
-            cosi_driver::validate::MAX_ENDPOINT_BYTES
-        ));
-    }
-    Ok(())
 }
 
 /// Why a configuration was refused.
