@@ -5,11 +5,9 @@
 
 mod common;
 
-use std::collections::BTreeSet;
-
 use common::Harness;
 use cosi_driver::Endpoint;
-use cosi_sanity::{Config, ParameterFile, Report};
+use cosi_sanity::{Config, ParameterFile};
 
 /// BucketClass parameters: a quota well above what the suite writes; a
 /// repeat with another quota must be refused, and a malformed size too.
@@ -42,21 +40,6 @@ fn sanity_config(endpoint: Endpoint) -> Config {
     config
 }
 
-/// Checks that the skipped cases are exactly [`EXPECTED_SKIPS`].
-fn assert_expected_skips(report: &Report) {
-    let skipped: BTreeSet<&str> = report
-        .cases
-        .iter()
-        .filter(|c| c.outcome.is_skipped())
-        .map(|c| c.name.as_str())
-        .collect();
-    let expected: BTreeSet<&str> = EXPECTED_SKIPS.iter().map(|(name, _)| *name).collect();
-    assert_eq!(
-        skipped, expected,
-        "the skipped cases are not the expected ones (left: skipped, right: expected)\n{report}"
-    );
-}
-
 #[tokio::test]
 async fn the_conformance_suite_passes_with_the_data_plane() {
     let h = Harness::start().await;
@@ -65,13 +48,7 @@ async fn the_conformance_suite_passes_with_the_data_plane() {
     let report = cosi_sanity::run(&sanity_config(endpoint)).await;
     report.print();
 
-    assert_eq!(report.failed(), 0, "cosi-sanity found failures:\n{report}");
-    assert_eq!(
-        report.cases.len(),
-        cosi_sanity::case_names().len(),
-        "every case runs:\n{report}"
-    );
-    assert_expected_skips(&report);
+    report.assert_complete(EXPECTED_SKIPS);
 
     let state = h.driver.backend_state().unwrap();
     assert!(
