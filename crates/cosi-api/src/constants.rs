@@ -195,30 +195,3 @@ pub mod bucket_info_keys {
     /// GCS bucket name.
     pub const GCS_BUCKET_NAME: &str = "COSI_GCS_BUCKET_NAME";
 }
-
-/// CamelCase condition reasons and Event reasons used across components.
-pub mod reasons {
-    /// Provisioning has not finished yet.
-    pub const PROVISIONING: &str = "Provisioning";
-    /// The driver provisioned the resource.
-    pub const PROVISIONED: &str = "Provisioned";
-    /// The driver call succeeded.
-    pub const PROVISION_SUCCEEDED: &str = "ProvisionSucceeded";
-    /// The driver refused the request with a non-retryable code.
-    pub const PROVISION_REFUSED: &str = "ProvisionRefused";
-    /// The driver call failed with a retryable code; COSI retries with backoff.
-    pub const PROVISION_RETRYING: &str = "ProvisionRetrying";
-    /// The driver's reply was malformed (missing data, wrong protocol, unknown bucket).
-    pub const INVALID_DRIVER_RESPONSE: &str = "InvalidDriverResponse";
-    /// The resource and everything it references are valid.
-    pub const VALID: &str = "Valid";
-    /// The resource or one it references is invalid.
-    pub const INVALID: &str = "Invalid";
-    /// A referenced resource does not exist yet.
-    pub const WAITING: &str = "WaitingForResources";
-    /// Nothing is known yet.
-    pub const PENDING: &str = "Pending";
-    /// A Bucket kept by deletionPolicy Retain after its BucketClaim was
-    /// deleted: provisioned, bound to no claim.
-    pub const RELEASED: &str = "Released";
-}

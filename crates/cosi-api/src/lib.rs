@@ -14,6 +14,7 @@ pub mod common;
 pub mod conditions;
 pub mod constants;
 pub mod crd;
+pub mod reasons;
 pub mod rotation;
 
 pub use bucket::{Bucket, BucketClaimReference, BucketSpec, BucketStatus};

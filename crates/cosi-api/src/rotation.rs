@@ -40,27 +40,6 @@ pub mod annotations {
     pub const CREDENTIALS_ROTATED_AT: &str = "cosi-rs.dev/credentials-rotated-at";
 }
 
-/// Event and condition reasons of rotation.
-pub mod reasons {
-    /// Event: the Secrets now hold a new account's credentials.
-    pub const CREDENTIALS_ROTATED: &str = "CredentialsRotated";
-    /// Event: the account replaced by a rotation was revoked after its grace period.
-    pub const OLD_CREDENTIALS_REVOKED: &str = "OldCredentialsRevoked";
-    /// Event and condition: a rotation step failed; it is retried with backoff.
-    pub const ROTATION_FAILED: &str = "RotationFailed";
-    /// Condition (set by the sidecar): an annotation of the BucketAccess
-    /// holds an invalid rotation setting; nothing rotates.
-    pub const INVALID_ROTATION_SETTING: &str = "InvalidRotationSetting";
-    /// Condition (set by the controller): the BucketAccessClass's
-    /// rotation policy is invalid; the policy rotates nothing.
-    pub const INVALID_ROTATION_POLICY: &str = "InvalidRotationPolicy";
-    /// Event: the controller asked for a rotation, the credentials having
-    /// reached the age the BucketAccessClass allows.
-    pub const ROTATION_REQUESTED: &str = "RotationRequested";
-    /// Condition: the last rotation succeeded.
-    pub const ROTATED: &str = "Rotated";
-}
-
 /// The condition type reporting rotation on a BucketAccess: `True` after a
 /// rotation, `False` when one failed or a rotation setting is invalid;
 /// absent until rotation is first used.

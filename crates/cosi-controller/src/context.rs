@@ -5,6 +5,7 @@
 //! by the API (so a just-created object is never taken for missing), and
 //! every write carries the resourceVersion it was decided on.
 
+use cosi_api::reasons;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use serde::de::DeserializeOwned;
 use crate::cache::Filled;
 use crate::error::Error;
 use crate::metrics::Operations;
-use crate::notice::{Notice, Severity, reasons};
+use crate::notice::{Notice, Severity};
 
 /// Serializes this controller's writes to one BucketClaim. The claim loop
 /// and the access loop both write claims; two writes made on the same

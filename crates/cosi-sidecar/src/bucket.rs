@@ -14,10 +14,11 @@
 //! to is also in deleting state"); to release a Bucket that never had a
 //! claim, an admin adds the `bucketclaim-being-deleted` annotation.
 
+use cosi_api::reasons;
 use std::sync::Arc;
 
 use cosi_api::conditions::{Desired, Status, is_current, is_true, status_of};
-use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types, reasons};
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
 use cosi_api::{Bucket, DeletionPolicy, Protocol};
 use cosi_driver::proto::{
     DriverCreateBucketRequest, DriverDeleteBucketRequest, DriverGenerateBucketIdRequest,
@@ -33,9 +34,7 @@ use crate::context::Context;
 use crate::convert::protocols_to_proto;
 use crate::driver::{DriverInfo, Method};
 use crate::error::{ApiContext, Failure};
-use crate::outcome::{
-    api_failure, event_reasons, plan_failure, report_failure, updated_conditions,
-};
+use crate::outcome::{api_failure, plan_failure, report_failure, updated_conditions};
 use crate::reply::{ProvisionedBucket, bucket_reply};
 
 /// The key of a Bucket in gates and health.
@@ -154,13 +153,13 @@ fn spec_problems(b: &Bucket, driver: &DriverInfo) -> Option<Vec<Desired>> {
         Desired::new(
             condition_types::PROVISION_FAILED,
             Status::True,
-            crate::outcome::condition_reasons::PROTOCOL_NOT_SUPPORTED,
+            reasons::UNSUPPORTED_PROTOCOL,
             message.clone(),
         ),
         Desired::new(
             condition_types::RESOURCES_VALIDATED,
             Status::False,
-            crate::outcome::condition_reasons::PROTOCOL_NOT_SUPPORTED,
+            reasons::UNSUPPORTED_PROTOCOL,
             message.clone(),
         ),
         Desired::new(
@@ -362,7 +361,7 @@ impl Worker<'_> {
                     self.ctx
                         .warn(
                             &regarding,
-                            event_reasons::FAILED_CREATE_BUCKET,
+                            reasons::FAILED_CREATE_BUCKET,
                             "CreateBucket",
                             note,
                         )
@@ -532,7 +531,7 @@ impl Worker<'_> {
             return Desired::new(
                 condition_types::PROVISIONED,
                 Status::True,
-                crate::outcome::condition_reasons::UNVERIFIED,
+                reasons::UNVERIFIED,
                 format!(
                     "taken as existing with protocol(s) {protocols}: driver {} speaks the COSI {} driver API, which cannot check that a bucket exists; a grant on a missing bucket fails",
                     self.info.name, self.info.api
@@ -648,9 +647,9 @@ impl Worker<'_> {
         let regarding = self.bucket.object_ref(&());
         let deleting = patch::is_deleting(&self.bucket);
         let (event, action) = if deleting {
-            (event_reasons::FAILED_DELETE_BUCKET, "DeleteBucket")
+            (reasons::FAILED_DELETE_BUCKET, "DeleteBucket")
         } else {
-            (event_reasons::FAILED_CREATE_BUCKET, "CreateBucket")
+            (reasons::FAILED_CREATE_BUCKET, "CreateBucket")
         };
         let failure = match failure {
             Failure::Api(e) => {

@@ -17,11 +17,12 @@
 //! then the access is revoked, then `sidecar-cleanup-finished` tells the
 //! controller.
 
+use cosi_api::reasons;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cosi_api::conditions::{Desired, Status, find, is_true, status_of};
-use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types, reasons};
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
 use cosi_api::{AuthenticationType, Bucket, BucketAccess, BucketAccessClaim};
 use cosi_driver::proto::{
     self, DriverGenerateBucketAccessIdRequest, DriverGrantBucketAccessRequest,
@@ -40,9 +41,7 @@ use crate::context::Context;
 use crate::convert::{access_modes_to_proto, auth_to_proto, protocol_to_proto};
 use crate::driver::{DriverInfo, Method};
 use crate::error::{ApiContext, ApiError, Failure, SecretWriteError, SecretWriteKind};
-use crate::outcome::{
-    api_failure, condition_reasons, event_reasons, plan_failure, report_failure, updated_conditions,
-};
+use crate::outcome::{api_failure, plan_failure, report_failure, updated_conditions};
 use crate::reply::grant_reply;
 use crate::secret::{self, Ownership};
 
@@ -279,7 +278,7 @@ pub fn decide_grant(
         {
             return GrantStep::Refuse(refusal(
                 ba,
-                condition_reasons::BUCKET_BEING_DELETED,
+                reasons::BUCKET_BEING_DELETED,
                 format!(
                     "Bucket {} (BucketClaim {:?}) is being deleted; access to it cannot be granted",
                     t.bucket_name, t.claim.bucket_claim_name
@@ -313,7 +312,7 @@ pub fn decide_grant(
             let have: Vec<&str> = bucket_protocols.iter().map(|p| p.as_str()).collect();
             return GrantStep::Refuse(refusal(
                 ba,
-                condition_reasons::PROTOCOL_NOT_SUPPORTED,
+                reasons::UNSUPPORTED_PROTOCOL,
                 format!(
                     "the bucket of BucketClaim {:?} supports {}, not {protocol}; the spec of a BucketAccess is immutable: delete it and re-create it requesting one of those protocols",
                     t.claim.bucket_claim_name,
@@ -330,7 +329,7 @@ pub fn decide_grant(
         let have: Vec<&str> = driver.protocols.iter().map(|p| p.as_str()).collect();
         return GrantStep::Refuse(refusal(
             ba,
-            condition_reasons::PROTOCOL_NOT_SUPPORTED,
+            reasons::UNSUPPORTED_PROTOCOL,
             format!(
                 "driver {} does not support protocol {protocol}; it supports {}. The spec of a BucketAccess is immutable: delete it and re-create it requesting one of those",
                 driver.name,
@@ -362,7 +361,7 @@ fn secret_conflict(ba: &BucketAccess, name: &str, existing: &Secret) -> Vec<Desi
         Some((kind, owner)) => format!("is owned by {kind} {ns}/{owner}"),
         None => "is not owned by this BucketAccess".to_owned(),
     };
-    let reason = condition_reasons::SECRET_NOT_OWNED;
+    let reason = reasons::SECRET_NOT_OWNED;
     if is_true(ba.conditions(), condition_types::PROVISIONED) {
         let message = format!(
             "Secret {ns}/{name} {owner}: the credentials it holds are no longer this access's, and COSI will not overwrite it. \
@@ -393,7 +392,7 @@ fn secret_conflict(ba: &BucketAccess, name: &str, existing: &Secret) -> Vec<Desi
 /// Provisioned turns False too, unless it is True already (a Secret that
 /// was written once may still be in place).
 pub fn secret_write_conditions(ba: &BucketAccess, message: &str) -> Vec<Desired> {
-    let reason = condition_reasons::SECRET_WRITE_FAILED;
+    let reason = reasons::SECRET_WRITE_FAILED;
     let mut desired = vec![Desired::new(
         condition_types::RESOURCES_VALIDATED,
         Status::False,
@@ -687,7 +686,7 @@ impl Worker<'_> {
             self.ctx
                 .warn(
                     &self.access.object_ref(&()),
-                    event_reasons::SECRET_PROTECTED,
+                    reasons::SECRET_PROTECTED,
                     "CheckSecrets",
                     message,
                 )
@@ -830,7 +829,7 @@ impl Worker<'_> {
                         self.ctx
                             .note(
                                 &self.access.object_ref(&()),
-                                event_reasons::WAITING_FOR_BUCKET,
+                                reasons::WAITING_FOR_BUCKET,
                                 "GrantAccess",
                                 format!("{why}; access will be granted once it is provisioned"),
                             )
@@ -848,7 +847,7 @@ impl Worker<'_> {
                         self.ctx
                             .warn(
                                 &self.access.object_ref(&()),
-                                condition_reasons::SECRET_NOT_OWNED,
+                                reasons::SECRET_NOT_OWNED,
                                 "GrantAccess",
                                 desired[0].message.clone(),
                             )
@@ -889,7 +888,7 @@ impl Worker<'_> {
             self.ctx
                 .warn(
                     &self.access.object_ref(&()),
-                    event_reasons::FAILED_GRANT_ACCESS,
+                    reasons::FAILED_GRANT_ACCESS,
                     "GrantAccess",
                     message,
                 )
@@ -1030,7 +1029,7 @@ impl Worker<'_> {
             self.ctx
                 .warn(
                     &self.access.object_ref(&()),
-                    event_reasons::SECRET_RECREATED,
+                    reasons::SECRET_RECREATED,
                     "CheckSecrets",
                     format!(
                         "Secret {skey} had been deleted while its BucketAccess exists (its {PROTECTION_FINALIZER} finalizer \
@@ -1047,7 +1046,7 @@ impl Worker<'_> {
             self.ctx
                 .note(
                     &self.access.object_ref(&()),
-                    event_reasons::ACCESS_GRANTED,
+                    reasons::ACCESS_GRANTED,
                     "GrantAccess",
                     format!(
                         "access granted by driver {}; credentials written to Secret(s) {}",
@@ -1189,9 +1188,9 @@ impl Worker<'_> {
         let regarding = self.access.object_ref(&());
         let deleting = patch::is_deleting(&self.access);
         let (event, action) = if deleting {
-            (event_reasons::FAILED_REVOKE_ACCESS, "RevokeAccess")
+            (reasons::FAILED_REVOKE_ACCESS, "RevokeAccess")
         } else {
-            (event_reasons::FAILED_GRANT_ACCESS, "GrantAccess")
+            (reasons::FAILED_GRANT_ACCESS, "GrantAccess")
         };
         let failure = match failure {
             Failure::Api(e) => {
@@ -1258,7 +1257,7 @@ impl Worker<'_> {
                 self.ctx
                     .warn(
                         &regarding,
-                        condition_reasons::SECRET_WRITE_FAILED,
+                        reasons::SECRET_WRITE_FAILED,
                         "GrantAccess",
                         message,
                     )
@@ -1477,7 +1476,7 @@ mod tests {
         let GrantStep::Refuse(d) = grant_step(&a.0, &observed(Some(b), None)) else {
             panic!("expected a refusal");
         };
-        assert_eq!(d[0].reason, condition_reasons::BUCKET_BEING_DELETED);
+        assert_eq!(d[0].reason, reasons::BUCKET_BEING_DELETED);
         assert_eq!(d[1].type_, condition_types::PROVISIONED);
         assert_eq!(d[1].status, Status::False);
     }
@@ -1548,7 +1547,7 @@ mod tests {
         for c in &d {
             assert_eq!(
                 (c.status, c.reason.as_str()),
-                (Status::False, condition_reasons::SECRET_NOT_OWNED)
+                (Status::False, reasons::SECRET_NOT_OWNED)
             );
             assert!(
                 c.message.contains("owned by BucketAccess ns/ba-other"),
@@ -1599,7 +1598,7 @@ mod tests {
         for c in &d {
             assert_eq!(
                 (c.status, c.reason.as_str()),
-                (Status::False, condition_reasons::SECRET_WRITE_FAILED)
+                (Status::False, reasons::SECRET_WRITE_FAILED)
             );
         }
         // Once provisioned, Provisioned is kept (its Secret may be in place).

@@ -4,13 +4,14 @@
 //! (conflicts are retried quietly, then reported as an Event; a missing
 //! permission is logged, shown on `/readyz` and reported as an Event).
 
+use cosi_api::reasons;
 use std::time::Duration;
 
 use cosi_api::Condition;
 use std::time::Instant;
 
 use cosi_api::conditions::{Desired, Status, set_all};
-use cosi_api::constants::{condition_types, reasons};
+use cosi_api::constants::condition_types;
 use cosi_runtime::reconciler::Action;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
@@ -18,47 +19,6 @@ use k8s_openapi::jiff::Timestamp;
 use crate::context::Context;
 use crate::error::{ApiError, Failure};
 use crate::retry::{RetryPolicy, policy};
-
-/// Event reasons (KEP "Monitoring Requirements", plus the success and API
-/// ones). A problem that is also a condition uses the condition's reason
-/// (see [`condition_reasons`]).
-pub mod event_reasons {
-    /// A Bucket could not be provisioned (created or, for a static Bucket, found).
-    pub const FAILED_CREATE_BUCKET: &str = "FailedCreateBucket";
-    /// A Bucket could not be deleted.
-    pub const FAILED_DELETE_BUCKET: &str = "FailedDeleteBucket";
-    /// Access could not be granted.
-    pub const FAILED_GRANT_ACCESS: &str = "FailedGrantAccess";
-    /// Access could not be revoked.
-    pub const FAILED_REVOKE_ACCESS: &str = "FailedRevokeAccess";
-    /// A BucketAccess waits for one of its Buckets to be provisioned.
-    pub const WAITING_FOR_BUCKET: &str = "WaitingForBucket";
-    /// Access was granted and the Secrets written.
-    pub const ACCESS_GRANTED: &str = "AccessGranted";
-    /// The sidecar's ClusterRole lacks a permission it needs.
-    pub const PERMISSION_DENIED: &str = "PermissionDenied";
-    /// Writes kept conflicting with concurrent changes.
-    pub const UPDATE_CONFLICT: &str = "UpdateConflict";
-    /// A user asked to delete an access Secret that COSI keeps while its access exists.
-    pub const SECRET_PROTECTED: &str = "SecretProtected";
-    /// An access Secret vanished (its finalizer removed by hand) and was written again.
-    pub const SECRET_RECREATED: &str = "SecretRecreated";
-}
-
-/// Condition reasons the sidecar adds to `cosi_api::constants::reasons`.
-pub mod condition_reasons {
-    /// A Bucket the access needs is being deleted.
-    pub const BUCKET_BEING_DELETED: &str = "BucketBeingDeleted";
-    /// A requested protocol is not supported by the driver or the bucket.
-    pub const PROTOCOL_NOT_SUPPORTED: &str = "ProtocolNotSupported";
-    /// An access Secret's name is taken by a Secret this access does not own.
-    pub const SECRET_NOT_OWNED: &str = "SecretNotOwned";
-    /// An access Secret could not be created or updated (RBAC, quota, an
-    /// invalid name, an admission policy, ...).
-    pub const SECRET_WRITE_FAILED: &str = "SecretWriteFailed";
-    /// A static Bucket taken as existing without a check (the driver's API has none).
-    pub const UNVERIFIED: &str = "ProvisionedUnverified";
-}
 
 /// Consecutive conflicts after which an Event reports them.
 const CONFLICTS_BEFORE_EVENT: u32 = 3;
@@ -204,7 +164,7 @@ pub(crate) async fn api_failure(
         if ctx.gates.failures(key) == CONFLICTS_BEFORE_EVENT {
             ctx.warn(
                 regarding,
-                event_reasons::UPDATE_CONFLICT,
+                reasons::UPDATE_CONFLICT,
                 action,
                 format!("{e}; retrying"),
             )
@@ -221,7 +181,7 @@ pub(crate) async fn api_failure(
                 resource = e.resource,
                 "{message}"
             );
-            ctx.warn(regarding, event_reasons::PERMISSION_DENIED, action, message)
+            ctx.warn(regarding, reasons::PERMISSION_DENIED, action, message)
                 .await;
         }
         return Action::requeue(delay).as_failure();

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use cosi_api::constants::bucket_info_keys;
+use cosi_api::reasons;
 use cosi_api::{AuthenticationType, Bucket, BucketAccess, BucketAccessMode, Protocol};
 use cosi_driver::proto::{
     AzureBucketInfo, AzureCredentials, Credentials, DriverCreateBucketRequest,
@@ -74,16 +75,6 @@ impl Default for Options {
             default_region: "us-east-1".into(),
         }
     }
-}
-
-/// Condition reasons of accesses refused for what the v1alpha1 API cannot express.
-pub mod reasons {
-    /// A BucketAccess names more than one BucketClaim.
-    pub const MULTIPLE_BUCKETS: &str = "MultipleBucketsNotSupported";
-    /// A BucketAccess asks for an access mode other than ReadWrite.
-    pub const ACCESS_MODE: &str = "AccessModeNotSupported";
-    /// A BucketAccess asks for ServiceAccount authentication.
-    pub const AUTHENTICATION: &str = "AuthenticationTypeNotSupported";
 }
 
 /// A reply of phase 1, kept for phase 2. No `Debug`: it holds credentials.
@@ -208,7 +199,7 @@ pub fn access_refusal(ba: &BucketAccess) -> Option<(&'static str, String)> {
     let api = "the driver speaks the COSI v1alpha1 driver API, which";
     if ba.spec.bucket_claims.len() > 1 {
         return Some((
-            reasons::MULTIPLE_BUCKETS,
+            reasons::MULTIPLE_BUCKETS_NOT_SUPPORTED,
             format!(
                 "{api} grants access to one bucket per account; this BucketAccess names {} BucketClaims. Use one BucketAccess per BucketClaim",
                 ba.spec.bucket_claims.len()
@@ -223,7 +214,7 @@ pub fn access_refusal(ba: &BucketAccess) -> Option<(&'static str, String)> {
             .find(|mode| *mode != BucketAccessMode::ReadWrite);
         if let Some(mode) = other {
             return Some((
-                reasons::ACCESS_MODE,
+                reasons::ACCESS_MODE_NOT_SUPPORTED,
                 format!(
                     "{api} has no access modes: its grants are read-write. BucketClaim {:?} asks for {}; ask for ReadWrite, or use a driver of the v1alpha2 API to get {} access",
                     claim.bucket_claim_name,
@@ -236,7 +227,7 @@ pub fn access_refusal(ba: &BucketAccess) -> Option<(&'static str, String)> {
     let auth = ba.status.as_ref().and_then(|s| s.authentication_type);
     if auth == Some(AuthenticationType::ServiceAccount) {
         return Some((
-            reasons::AUTHENTICATION,
+            reasons::AUTHENTICATION_TYPE_NOT_SUPPORTED,
             format!(
                 "{api} cannot name the ServiceAccount to bind (its grant request has no such field); use a BucketAccessClass with authenticationType Key"
             ),
@@ -884,16 +875,16 @@ mod tests {
         );
         let (reason, message) =
             access_refusal(&access(2, BucketAccessMode::ReadWrite, Key)).unwrap();
-        assert_eq!(reason, reasons::MULTIPLE_BUCKETS);
+        assert_eq!(reason, reasons::MULTIPLE_BUCKETS_NOT_SUPPORTED);
         assert!(message.contains("one bucket per account"), "{message}");
         for mode in [BucketAccessMode::ReadOnly, BucketAccessMode::WriteOnly] {
             let (reason, message) = access_refusal(&access(1, mode, Key)).unwrap();
-            assert_eq!(reason, reasons::ACCESS_MODE);
+            assert_eq!(reason, reasons::ACCESS_MODE_NOT_SUPPORTED);
             assert!(message.contains(mode.as_str()), "{message}");
         }
         let (reason, _) =
             access_refusal(&access(1, BucketAccessMode::ReadWrite, ServiceAccount)).unwrap();
-        assert_eq!(reason, reasons::AUTHENTICATION);
+        assert_eq!(reason, reasons::AUTHENTICATION_TYPE_NOT_SUPPORTED);
     }
 
     fn bucket(info: &[(&str, &str)]) -> Bucket {

@@ -3,7 +3,8 @@
 
 use cosi_api::conditions::find;
 use cosi_api::constants::condition_types::PROVISIONED;
-use cosi_api::constants::{PROTECTION_FINALIZER, annotations, reasons};
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations};
+use cosi_api::reasons;
 use cosi_api::*;
 use kube::api::DeleteParams;
 use kube::{Resource as _, ResourceExt};

@@ -5,10 +5,10 @@
 
 use cosi_api::constants::condition_types::RESOURCES_VALIDATED;
 use cosi_api::constants::secret_keys::{COSI_PROTOCOL, s3};
+use cosi_api::reasons;
 use cosi_api::*;
 use cosi_driver::v1alpha1::DriverCreateBucketRequest;
 use cosi_driver::{DriverApi, DriverClient};
-use cosi_sidecar::v1alpha1::reasons as v1alpha1_reasons;
 use kube::ResourceExt;
 use kube::api::PostParams;
 
@@ -164,8 +164,8 @@ async fn what_v1alpha1_cannot_grant_is_refused_without_a_driver_call() {
     env.access("reader", SINGLE, &["one"], BucketAccessMode::ReadOnly)
         .await;
     for (name, reason) in [
-        ("both", v1alpha1_reasons::MULTIPLE_BUCKETS),
-        ("reader", v1alpha1_reasons::ACCESS_MODE),
+        ("both", reasons::MULTIPLE_BUCKETS_NOT_SUPPORTED),
+        ("reader", reasons::ACCESS_MODE_NOT_SUPPORTED),
     ] {
         let access = env
             .wait_for(

@@ -40,6 +40,7 @@
 //! finds the Secret foreign and is refused there (`SecretNotOwned`). The
 //! credentials of a Secret never change owner.
 
+use cosi_api::reasons;
 use std::collections::{BTreeMap, BTreeSet};
 
 use cosi_api::conditions::{Desired, Status, find, set_all};
@@ -57,7 +58,7 @@ use kube::ResourceExt;
 
 use crate::bucket_claim::decide::{Binding, binding};
 use crate::conditions::{all_current, transitions};
-use crate::notice::{Notice, actions, reasons};
+use crate::notice::{Notice, actions};
 use crate::validate;
 
 /// One entry of `spec.bucketClaims` as observed.

@@ -10,6 +10,7 @@
 
 pub mod decide;
 
+use cosi_api::reasons;
 use std::sync::Arc;
 
 use cosi_api::constants::PROTECTION_FINALIZER;
@@ -24,7 +25,7 @@ use serde_json::json;
 
 use crate::context::{Context, describe, get};
 use crate::error::Error;
-use crate::notice::{Notice, actions, reasons};
+use crate::notice::{Notice, actions};
 use decide::{Observed, Step};
 
 const KIND: &str = "BucketClaim";

@@ -32,11 +32,12 @@
 //! the state names ([`Worker::revoke_rotated`]); the repair grant uses the
 //! live account (see [`cosi_api::rotation::live_account`]).
 
+use cosi_api::reasons;
 use std::time::{Duration, Instant};
 
 use cosi_api::conditions::{Desired, Status};
 use cosi_api::rotation::{
-    self, Account, CONDITION, RotationState, annotations, format_duration, format_time, reasons,
+    self, Account, CONDITION, RotationState, annotations, format_duration, format_time,
     unanswered_request,
 };
 use cosi_api::{Bucket, BucketAccess};

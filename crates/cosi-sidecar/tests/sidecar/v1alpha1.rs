@@ -3,9 +3,10 @@
 //! of IDs that were never persisted, and the start-up message for a driver
 //! of another package.
 
-use cosi_api::constants::{condition_types, reasons, secret_keys};
+use cosi_api::constants::{condition_types, secret_keys};
+use cosi_api::reasons;
 use cosi_api::{AuthenticationType, BucketAccessMode, BucketAccessModes, Protocol};
-use cosi_sidecar::v1alpha1::{Options, reasons as v1alpha1_reasons};
+use cosi_sidecar::v1alpha1::Options;
 use cosi_sidecar::{DriverApi, Error};
 use kube::ResourceExt;
 use kube::api::DeleteParams;
@@ -217,8 +218,8 @@ async fn what_v1alpha1_cannot_grant_is_refused_before_any_rpc() {
         .await;
 
     for (name, reason) in [
-        ("ba-two", v1alpha1_reasons::MULTIPLE_BUCKETS),
-        ("ba-ro", v1alpha1_reasons::ACCESS_MODE),
+        ("ba-two", reasons::MULTIPLE_BUCKETS_NOT_SUPPORTED),
+        ("ba-ro", reasons::ACCESS_MODE_NOT_SUPPORTED),
     ] {
         let a =
             v.h.access_when(name, reason, |a| {
