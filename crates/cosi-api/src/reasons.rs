@@ -147,6 +147,30 @@ catalogue! {
     ROTATED = "Rotated", do "-";
 }
 
+/// Event actions: what the component was doing when it published an Event.
+pub mod actions {
+    /// The controller provisioning a Bucket for a claim, or validating a claim.
+    pub const PROVISION: &str = "Provision";
+    /// The controller binding a claim to an existing Bucket.
+    pub const BIND: &str = "Bind";
+    /// The controller deleting a claim or an access.
+    pub const DELETE: &str = "Delete";
+    /// The controller validating a BucketAccess and handing it to the sidecar.
+    pub const GRANT: &str = "Grant";
+    /// The sidecar creating (or, for a static Bucket, finding) a backend bucket.
+    pub const CREATE_BUCKET: &str = "CreateBucket";
+    /// The sidecar deleting a backend bucket.
+    pub const DELETE_BUCKET: &str = "DeleteBucket";
+    /// The sidecar granting access and writing the Secrets.
+    pub const GRANT_ACCESS: &str = "GrantAccess";
+    /// The sidecar revoking access.
+    pub const REVOKE_ACCESS: &str = "RevokeAccess";
+    /// The sidecar checking that a granted access's Secrets are in place.
+    pub const CHECK_SECRETS: &str = "CheckSecrets";
+    /// The sidecar rotating an access's credentials.
+    pub const ROTATE_CREDENTIALS: &str = "RotateCredentials";
+}
+
 /// The catalogue as a Markdown table (reason, meaning, what to do), as the
 /// README shows it.
 pub fn markdown_table() -> String {

@@ -53,15 +53,3 @@ impl fmt::Display for Notice {
         write!(f, "{:?} {}: {}", self.severity, self.reason, self.message)
     }
 }
-
-/// Event actions (what the controller was doing).
-pub mod actions {
-    /// Provisioning a Bucket for a claim or validating a claim.
-    pub const PROVISION: &str = "Provision";
-    /// Binding a claim to an existing Bucket.
-    pub const BIND: &str = "Bind";
-    /// Deleting a claim or an access.
-    pub const DELETE: &str = "Delete";
-    /// Validating a BucketAccess and handing it to the sidecar.
-    pub const GRANT: &str = "Grant";
-}

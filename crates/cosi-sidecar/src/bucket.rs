@@ -14,7 +14,7 @@
 //! to is also in deleting state"); to release a Bucket that never had a
 //! claim, an admin adds the `bucketclaim-being-deleted` annotation.
 
-use cosi_api::reasons;
+use cosi_api::reasons::{self, actions};
 use std::sync::Arc;
 
 use cosi_api::conditions::{Desired, Status, is_current, is_true, status_of};
@@ -47,7 +47,7 @@ pub fn key(name: &str) -> String {
 pub enum Step {
     /// Nothing until the Bucket changes: ready, refused for this
     /// generation, another driver's, or waiting for its claim's deletion.
-    Idle,
+    Done,
     /// Deleted by an admin while its claim is not being deleted: wait.
     AwaitClaimDeletion,
     /// Add the protection finalizer.
@@ -174,7 +174,7 @@ fn spec_problems(b: &Bucket, driver: &DriverInfo) -> Option<Vec<Desired>> {
 /// Decides the next step for `b` (KEP steps, in order).
 pub fn decide(b: &Bucket, driver: &DriverInfo) -> Step {
     if b.spec.driver_name != driver.name {
-        return Step::Idle;
+        return Step::Done;
     }
     let finalized = patch::has_finalizer(b, PROTECTION_FINALIZER);
     let claim_deleting = b
@@ -182,7 +182,7 @@ pub fn decide(b: &Bucket, driver: &DriverInfo) -> Step {
         .contains_key(annotations::BUCKETCLAIM_BEING_DELETED);
     if patch::is_deleting(b) {
         if !finalized {
-            return Step::Idle;
+            return Step::Done;
         }
         if !claim_deleting {
             return Step::AwaitClaimDeletion;
@@ -212,7 +212,7 @@ pub fn decide(b: &Bucket, driver: &DriverInfo) -> Step {
             return Step::MarkReleased;
         }
         return if provisioned_condition_generation(b) == b.metadata.generation {
-            Step::Idle
+            Step::Done
         } else {
             Step::RefreshGeneration
         };
@@ -227,7 +227,7 @@ pub fn decide(b: &Bucket, driver: &DriverInfo) -> Step {
         return Step::RecordUnpersisted;
     }
     if claim_deleting || refused_for_this_generation(b) {
-        return Step::Idle;
+        return Step::Done;
     }
     if let Some(problems) = spec_problems(b, driver) {
         return Step::Invalid(problems);
@@ -248,7 +248,7 @@ pub fn decide(b: &Bucket, driver: &DriverInfo) -> Step {
 /// True when applying `step` to `b` would change nothing.
 fn is_settled(step: &Step, b: &Bucket) -> bool {
     match step {
-        Step::Idle | Step::AwaitClaimDeletion => true,
+        Step::Done | Step::AwaitClaimDeletion => true,
         Step::Invalid(desired) => desired
             .iter()
             .all(|d| is_current(b.conditions(), d, b.metadata.generation)),
@@ -331,7 +331,7 @@ impl Worker<'_> {
             let step = decide(&self.bucket, &self.info);
             tracing::debug!(bucket = %self.name(), ?step, "bucket step");
             match step {
-                Step::Idle => return Ok(Action::await_change()),
+                Step::Done => return Ok(Action::await_change()),
                 Step::AwaitClaimDeletion => {
                     tracing::info!(bucket = %self.name(), "Bucket deletion waits until its BucketClaim is being deleted");
                     return Ok(Action::await_change());
@@ -362,7 +362,7 @@ impl Worker<'_> {
                         .warn(
                             &regarding,
                             reasons::FAILED_CREATE_BUCKET,
-                            "CreateBucket",
+                            actions::CREATE_BUCKET,
                             note,
                         )
                         .await;
@@ -647,9 +647,9 @@ impl Worker<'_> {
         let regarding = self.bucket.object_ref(&());
         let deleting = patch::is_deleting(&self.bucket);
         let (event, action) = if deleting {
-            (reasons::FAILED_DELETE_BUCKET, "DeleteBucket")
+            (reasons::FAILED_DELETE_BUCKET, actions::DELETE_BUCKET)
         } else {
-            (reasons::FAILED_CREATE_BUCKET, "CreateBucket")
+            (reasons::FAILED_CREATE_BUCKET, actions::CREATE_BUCKET)
         };
         let failure = match failure {
             Failure::Api(e) => {
@@ -820,8 +820,8 @@ mod tests {
     fn another_drivers_bucket_is_never_touched() {
         let mut b = B::dynamic();
         b.0.spec.driver_name = "other.example.com".into();
-        assert_eq!(b.step(), Step::Idle);
-        assert_eq!(b.deleting().claim_deleting().step(), Step::Idle);
+        assert_eq!(b.step(), Step::Done);
+        assert_eq!(b.deleting().claim_deleting().step(), Step::Done);
     }
 
     #[test]
@@ -834,7 +834,7 @@ mod tests {
                 bucket_id: "id-1".into()
             }
         );
-        assert_eq!(B::dynamic().finalized().provisioned().step(), Step::Idle);
+        assert_eq!(B::dynamic().finalized().provisioned().step(), Step::Done);
     }
 
     #[test]
@@ -845,7 +845,7 @@ mod tests {
             reasons::PROVISION_REFUSED,
             1,
         );
-        assert_eq!(b.step(), Step::Idle);
+        assert_eq!(b.step(), Step::Done);
         let mut b = b;
         b.0.metadata.generation = Some(2);
         assert_eq!(b.step(), Step::GenerateId);
@@ -935,16 +935,16 @@ mod tests {
             .condition(condition_types::PROVISIONED, "True", reasons::RELEASED, 1)
             .retain()
             .claim_deleting();
-        assert_eq!(released.step(), Step::Idle);
+        assert_eq!(released.step(), Step::Done);
         // Under Delete, the controller deletes the Bucket: nothing to mark.
         let b = B::dynamic().finalized().provisioned().claim_deleting();
-        assert_eq!(b.step(), Step::Idle);
+        assert_eq!(b.step(), Step::Done);
     }
 
     #[test]
     fn deletion_needs_both_the_timestamp_and_the_annotation() {
         let b = B::dynamic().finalized().provisioned();
-        assert_eq!(b.claim_deleting().step(), Step::Idle);
+        assert_eq!(b.claim_deleting().step(), Step::Done);
         let b = B::dynamic().finalized().provisioned().deleting();
         assert_eq!(b.step(), Step::AwaitClaimDeletion);
         let b = B::dynamic()
@@ -972,11 +972,11 @@ mod tests {
         let b = B::dynamic().finalized().deleting().claim_deleting();
         assert_eq!(b.step(), Step::Release);
         let b = B::dynamic().deleting().claim_deleting();
-        assert_eq!(b.step(), Step::Idle);
+        assert_eq!(b.step(), Step::Done);
     }
 
     #[test]
     fn a_claim_being_deleted_stops_provisioning_from_starting() {
-        assert_eq!(B::dynamic().finalized().claim_deleting().step(), Step::Idle);
+        assert_eq!(B::dynamic().finalized().claim_deleting().step(), Step::Done);
     }
 }

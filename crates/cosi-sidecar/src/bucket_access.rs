@@ -17,7 +17,7 @@
 //! then the access is revoked, then `sidecar-cleanup-finished` tells the
 //! controller.
 
-use cosi_api::reasons;
+use cosi_api::reasons::{self, actions};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,7 +57,7 @@ pub fn key(namespace: &str, name: &str) -> String {
 pub enum Step {
     /// Not this sidecar's business (yet), already cleaned up, or refused
     /// for this generation.
-    Ignore,
+    Done,
     /// Being deleted: delete the Secrets, revoke, mark cleanup finished.
     Cleanup,
     /// Add the protection finalizer (normally the controller already did).
@@ -83,7 +83,7 @@ fn refused_for_this_generation(ba: &BucketAccess) -> bool {
 /// Decides the next step for `ba`.
 pub fn decide(ba: &BucketAccess, driver: &DriverInfo) -> Step {
     if !is_ours(ba, driver) {
-        return Step::Ignore;
+        return Step::Done;
     }
     if patch::is_deleting(ba) {
         let done = ba
@@ -92,17 +92,17 @@ pub fn decide(ba: &BucketAccess, driver: &DriverInfo) -> Step {
         return if !done && (ba.is_handed_to_sidecar() || ba.account_id().is_some()) {
             Step::Cleanup
         } else {
-            Step::Ignore
+            Step::Done
         };
     }
     if !ba.is_handed_to_sidecar() {
-        return Step::Ignore;
+        return Step::Done;
     }
     if !patch::has_finalizer(ba, PROTECTION_FINALIZER) {
         return Step::AddFinalizer;
     }
     if refused_for_this_generation(ba) {
-        return Step::Ignore;
+        return Step::Done;
     }
     Step::Provision
 }
@@ -575,7 +575,7 @@ pub(crate) async fn reconcile(
 ) -> Result<Action, std::convert::Infallible> {
     let info = ctx.info();
     let step = decide(&cached, &info);
-    if step == Step::Ignore {
+    if step == Step::Done {
         return Ok(Action::await_change());
     }
     let ns = cached.namespace().unwrap_or_default();
@@ -597,7 +597,7 @@ pub(crate) async fn reconcile(
         if step == Step::Provision && looks_ready(&cached) {
             match worker.rotate().await {
                 rotation::Rotation::Acted(action) => return Ok(action),
-                rotation::Rotation::Idle(wake) => rotation_wake = wake,
+                rotation::Rotation::Done(wake) => rotation_wake = wake,
             }
             let version = cached.resource_version();
             let interval = ctx.config.secret_check_interval;
@@ -687,7 +687,7 @@ impl Worker<'_> {
                 .warn(
                     &self.access.object_ref(&()),
                     reasons::SECRET_PROTECTED,
-                    "CheckSecrets",
+                    actions::CHECK_SECRETS,
                     message,
                 )
                 .await;
@@ -724,7 +724,7 @@ impl Worker<'_> {
     async fn run(&mut self) -> Result<Action, Failure> {
         for _ in 0..4 {
             match decide(&self.access, &self.info) {
-                Step::Ignore => return Ok(Action::await_change()),
+                Step::Done => return Ok(Action::await_change()),
                 Step::Cleanup => return self.cleanup().await,
                 Step::AddFinalizer => {
                     if let Some(ba) =
@@ -830,7 +830,7 @@ impl Worker<'_> {
                             .note(
                                 &self.access.object_ref(&()),
                                 reasons::WAITING_FOR_BUCKET,
-                                "GrantAccess",
+                                actions::GRANT_ACCESS,
                                 format!("{why}; access will be granted once it is provisioned"),
                             )
                             .await;
@@ -848,7 +848,7 @@ impl Worker<'_> {
                             .warn(
                                 &self.access.object_ref(&()),
                                 reasons::SECRET_NOT_OWNED,
-                                "GrantAccess",
+                                actions::GRANT_ACCESS,
                                 desired[0].message.clone(),
                             )
                             .await;
@@ -889,7 +889,7 @@ impl Worker<'_> {
                 .warn(
                     &self.access.object_ref(&()),
                     reasons::FAILED_GRANT_ACCESS,
-                    "GrantAccess",
+                    actions::GRANT_ACCESS,
                     message,
                 )
                 .await;
@@ -1030,7 +1030,7 @@ impl Worker<'_> {
                 .warn(
                     &self.access.object_ref(&()),
                     reasons::SECRET_RECREATED,
-                    "CheckSecrets",
+                    actions::CHECK_SECRETS,
                     format!(
                         "Secret {skey} had been deleted while its BucketAccess exists (its {PROTECTION_FINALIZER} finalizer \
                          was removed by hand); COSI wrote it again from a repeat grant by driver {}. Depending on the driver \
@@ -1047,7 +1047,7 @@ impl Worker<'_> {
                 .note(
                     &self.access.object_ref(&()),
                     reasons::ACCESS_GRANTED,
-                    "GrantAccess",
+                    actions::GRANT_ACCESS,
                     format!(
                         "access granted by driver {}; credentials written to Secret(s) {}",
                         self.info.name,
@@ -1188,9 +1188,9 @@ impl Worker<'_> {
         let regarding = self.access.object_ref(&());
         let deleting = patch::is_deleting(&self.access);
         let (event, action) = if deleting {
-            (reasons::FAILED_REVOKE_ACCESS, "RevokeAccess")
+            (reasons::FAILED_REVOKE_ACCESS, actions::REVOKE_ACCESS)
         } else {
-            (reasons::FAILED_GRANT_ACCESS, "GrantAccess")
+            (reasons::FAILED_GRANT_ACCESS, actions::GRANT_ACCESS)
         };
         let failure = match failure {
             Failure::Api(e) => {
@@ -1258,14 +1258,14 @@ impl Worker<'_> {
                     .warn(
                         &regarding,
                         reasons::SECRET_WRITE_FAILED,
-                        "GrantAccess",
+                        actions::GRANT_ACCESS,
                         message,
                     )
                     .await;
                 next
             }
             Err(Failure::Api(api)) => {
-                api_failure(self.ctx, &self.key, &regarding, "GrantAccess", &api).await
+                api_failure(self.ctx, &self.key, &regarding, actions::GRANT_ACCESS, &api).await
             }
             Err(_) => next,
         }
@@ -1404,10 +1404,10 @@ mod tests {
 
     #[test]
     fn accesses_are_ignored_until_handed_off_to_this_driver() {
-        assert_eq!(decide(&A::new().0, &driver()), Step::Ignore);
+        assert_eq!(decide(&A::new().0, &driver()), Step::Done);
         let mut other = A::new().handed_off();
         other.0.status.as_mut().unwrap().driver_name = "other.example.com".into();
-        assert_eq!(decide(&other.0, &driver()), Step::Ignore);
+        assert_eq!(decide(&other.0, &driver()), Step::Done);
         assert_eq!(
             decide(&A::new().handed_off().0, &driver()),
             Step::AddFinalizer
@@ -1428,8 +1428,8 @@ mod tests {
             .annotations
             .get_or_insert_with(Default::default)
             .insert(annotations::SIDECAR_CLEANUP_FINISHED.into(), "true".into());
-        assert_eq!(decide(&done.0, &driver()), Step::Ignore);
-        assert_eq!(decide(&A::new().deleting().0, &driver()), Step::Ignore);
+        assert_eq!(decide(&done.0, &driver()), Step::Done);
+        assert_eq!(decide(&A::new().deleting().0, &driver()), Step::Done);
     }
 
     #[test]
@@ -1440,7 +1440,7 @@ mod tests {
             reasons::PROVISION_REFUSED,
             1,
         ));
-        assert_eq!(decide(&a.0, &driver()), Step::Ignore);
+        assert_eq!(decide(&a.0, &driver()), Step::Done);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use kube::ResourceExt;
 #[derive(Debug, PartialEq, Eq)]
 pub enum Step {
     /// Nothing: not deleting, already released, or its claim decides.
-    Nothing,
+    Done,
     /// Deleting and bound to a live claim: it waits for the claim's deletion.
     WaitForClaim,
     /// Deleting with no claim bound: mark it `bucketclaim-being-deleted`.
@@ -40,10 +40,10 @@ pub fn is_bound(bucket: &Bucket, claim: &BucketClaim) -> bool {
 /// Decides for `bucket`, given the claim its `bucketClaimRef` names (if it exists).
 pub fn decide(bucket: &Bucket, claim: Option<&BucketClaim>) -> Step {
     if !is_candidate(bucket) {
-        return Step::Nothing;
+        return Step::Done;
     }
     match claim {
-        Some(c) if is_bound(bucket, c) && c.metadata.deletion_timestamp.is_some() => Step::Nothing,
+        Some(c) if is_bound(bucket, c) && c.metadata.deletion_timestamp.is_some() => Step::Done,
         Some(c) if is_bound(bucket, c) => Step::WaitForClaim,
         _ => Step::Release,
     }
@@ -60,7 +60,7 @@ mod tests {
 
     #[test]
     fn a_live_bucket_needs_nothing() {
-        assert_eq!(decide(&legacy(), None), Step::Nothing);
+        assert_eq!(decide(&legacy(), None), Step::Done);
     }
 
     #[test]
@@ -77,7 +77,7 @@ mod tests {
         );
         assert_eq!(
             decide(&legacy().deleting(), Some(&claim.deleting())),
-            Step::Nothing
+            Step::Done
         );
     }
 
@@ -95,6 +95,6 @@ mod tests {
 
     #[test]
     fn an_already_released_bucket_needs_nothing() {
-        assert_eq!(decide(&legacy().deleting().marked(), None), Step::Nothing);
+        assert_eq!(decide(&legacy().deleting().marked(), None), Step::Done);
     }
 }

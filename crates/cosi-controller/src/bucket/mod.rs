@@ -69,7 +69,7 @@ async fn reconcile(client: &Client, buckets: &Api<Bucket>, name: &str) -> Result
     let claims: Api<BucketClaim> = Api::namespaced(client.clone(), &reference.namespace);
     let claim = get(&claims, "BucketClaim", &reference.name).await?;
     match decide::decide(&bucket, claim.as_ref()) {
-        Step::Nothing | Step::WaitForClaim => Ok(()),
+        Step::Done | Step::WaitForClaim => Ok(()),
         Step::Release => {
             tracing::info!(bucket = %name, claim = %format!("{}/{}", reference.namespace, reference.name), "deleted Bucket is bound to no claim; releasing it to the sidecar");
             patch::set_annotations(

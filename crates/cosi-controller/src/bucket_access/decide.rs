@@ -58,8 +58,9 @@ use kube::ResourceExt;
 
 use crate::bucket_claim::decide::{Binding, binding};
 use crate::conditions::{all_current, transitions};
-use crate::notice::{Notice, actions};
+use crate::notice::Notice;
 use crate::validate;
+use cosi_api::reasons::actions;
 
 /// One entry of `spec.bucketClaims` as observed.
 #[derive(Clone, Copy, Debug)]

@@ -21,8 +21,8 @@ use serde_json::{Map, Value, json};
 
 use crate::context::{Context, describe, get};
 use crate::error::Error;
-use crate::notice::actions;
 use crate::watches;
+use cosi_api::reasons::actions;
 use decide::{ClaimView, Observed, Step, holds_claims};
 
 const KIND: &str = "BucketAccess";

@@ -36,13 +36,14 @@ use serde_json::json;
 
 use crate::context::{Context, describe};
 use crate::error::Error;
-use crate::notice::{Notice, actions};
+use crate::notice::Notice;
+use cosi_api::reasons::actions;
 
 /// What a class's rotation policy asks of one access now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Policy {
     /// Nothing to ask now; a change of the access (or class) decides again.
-    Nothing,
+    Done,
     /// Ask for a rotation: write this value to `rotate-credentials`.
     Request(String),
     /// Decide again after this long, when the credentials reach the age.
@@ -122,13 +123,13 @@ pub fn decide(
         (_, None) => Report::Keep,
     };
     let Some(Ok(every)) = period else {
-        return (Policy::Nothing, report);
+        return (Policy::Done, report);
     };
     if access.metadata.deletion_timestamp.is_some()
         || !is_true(access.conditions(), PROVISIONED)
         || is_busy(access)
     {
-        return (Policy::Nothing, report);
+        return (Policy::Done, report);
     }
     let since = rotation::rotated_at(access)
         .or_else(|| access.metadata.creation_timestamp.as_ref().map(|t| t.0));
@@ -206,7 +207,7 @@ pub async fn follow_policy(
         }
     }
     match policy {
-        Policy::Nothing => Ok(Action::await_change()),
+        Policy::Done => Ok(Action::await_change()),
         Policy::RecheckIn(left) => Ok(Action::requeue(left)),
         Policy::Request(value) => {
             let written = patch::set_annotations(
@@ -303,10 +304,10 @@ mod tests {
     fn no_policy_asks_nothing_and_writes_nothing() {
         let a = provisioned();
         let now = t("2030-01-01T00:00:00Z");
-        assert_eq!(decide(&a, None, now), (Policy::Nothing, Report::Keep));
+        assert_eq!(decide(&a, None, now), (Policy::Done, Report::Keep));
         assert_eq!(
             decide(&a, Some(&access_class()), now),
-            (Policy::Nothing, Report::Keep)
+            (Policy::Done, Report::Keep)
         );
     }
 
@@ -340,13 +341,13 @@ mod tests {
         let asked = annotated(provisioned(), annotations::ROTATE_CREDENTIALS, "x");
         assert_eq!(
             decide(&asked, Some(&class_every("2h")), now).0,
-            Policy::Nothing
+            Policy::Done
         );
         let mut unprovisioned = provisioned();
         unprovisioned.status.as_mut().unwrap().conditions.clear();
         assert_eq!(
             decide(&unprovisioned, Some(&class_every("2h")), now).0,
-            Policy::Nothing
+            Policy::Done
         );
     }
 
@@ -356,7 +357,7 @@ mod tests {
         let a = provisioned();
         for bad in ["monthly", "0", "30m", "1h"] {
             let (policy, report) = decide(&a, Some(&class_every(bad)), now);
-            assert_eq!(policy, Policy::Nothing, "{bad}");
+            assert_eq!(policy, Policy::Done, "{bad}");
             assert!(matches!(report, Report::Invalid(_)), "{bad}: {report:?}");
         }
         let Report::Invalid(message) = decide(&a, Some(&class_every("30m")), now).1 else {

@@ -21,8 +21,9 @@ use kube::ResourceExt;
 use kube::api::ObjectMeta;
 
 use crate::conditions::{all_current, existing, transitions};
-use crate::notice::{Notice, actions};
+use crate::notice::Notice;
 use crate::validate;
+use cosi_api::reasons::actions;
 
 /// Everything the decision looks at.
 #[derive(Clone, Copy, Debug)]

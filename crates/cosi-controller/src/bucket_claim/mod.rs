@@ -25,7 +25,8 @@ use serde_json::json;
 
 use crate::context::{Context, describe, get};
 use crate::error::Error;
-use crate::notice::{Notice, actions};
+use crate::notice::Notice;
+use cosi_api::reasons::actions;
 use decide::{Observed, Step};
 
 const KIND: &str = "BucketClaim";

@@ -32,7 +32,7 @@
 //! the state names ([`Worker::revoke_rotated`]); the repair grant uses the
 //! live account (see [`cosi_api::rotation::live_account`]).
 
-use cosi_api::reasons;
+use cosi_api::reasons::{self, actions};
 use std::time::{Duration, Instant};
 
 use cosi_api::conditions::{Desired, Status};
@@ -59,8 +59,6 @@ use crate::outcome::api_failure;
 use crate::reply::grant_reply;
 use crate::secret;
 
-/// The Event action of every rotation Event.
-const ACTION: &str = "RotateCredentials";
 /// Rotation steps one reconcile may take.
 const MAX_STEPS: usize = 5;
 
@@ -69,7 +67,7 @@ const MAX_STEPS: usize = 5;
 pub enum RotationStep {
     /// Nothing to do; `Some(d)`: the replaced account is due for
     /// revocation in `d`.
-    Idle(Option<Duration>),
+    Done(Option<Duration>),
     /// A rotation setting is invalid, or the state does not parse: report
     /// it, rotate nothing.
     Invalid(String),
@@ -112,13 +110,13 @@ pub fn decide(access: &BucketAccess, now: Timestamp, default_grace: Duration) ->
         }
         if let Some(at) = state.revoke_at() {
             return match Duration::try_from(now.duration_until(at)) {
-                Ok(left) if !left.is_zero() => RotationStep::Idle(Some(left)),
+                Ok(left) if !left.is_zero() => RotationStep::Done(Some(left)),
                 _ => RotationStep::Revoke(state.clone()),
             };
         }
     }
     let Some(request) = unanswered_request(access) else {
-        return RotationStep::Idle(None);
+        return RotationStep::Done(None);
     };
     if let Err(message) = rotation::grace(access, default_grace) {
         return RotationStep::Invalid(message);
@@ -259,7 +257,7 @@ pub(super) enum Rotation {
     Acted(Action),
     /// Nothing to do now; the grant path runs. `Some(d)`: the replaced
     /// account is due for revocation in `d`.
-    Idle(Option<Duration>),
+    Done(Option<Duration>),
 }
 
 /// `action`, or a requeue after `wake` when that comes first.
@@ -324,14 +322,14 @@ impl Worker<'_> {
                 self.ctx.config.rotation_grace,
             );
             let (phase, result) = match step {
-                RotationStep::Idle(wake) if acted => {
+                RotationStep::Done(wake) if acted => {
                     let next = wake.unwrap_or(self.ctx.config.secret_check_interval);
                     return Rotation::Acted(Action::requeue(next));
                 }
-                RotationStep::Idle(wake) => return Rotation::Idle(wake),
+                RotationStep::Done(wake) => return Rotation::Done(wake),
                 RotationStep::Invalid(message) => {
                     self.rotation_invalid(message).await;
-                    return Rotation::Idle(None);
+                    return Rotation::Done(None);
                 }
                 _ if !acted && self.is_stale() => return Rotation::Acted(Action::await_change()),
                 RotationStep::Start(state) => (
@@ -388,7 +386,7 @@ impl Worker<'_> {
         let access = self.access.clone();
         Ok(match self.observe_ready(&access).await? {
             Some(observed) => Ok((access, observed)),
-            None => Err(Rotation::Idle(None)),
+            None => Err(Rotation::Done(None)),
         })
     }
 
@@ -502,7 +500,7 @@ impl Worker<'_> {
             .note(
                 &self.access.object_ref(&()),
                 reasons::CREDENTIALS_ROTATED,
-                ACTION,
+                actions::ROTATE_CREDENTIALS,
                 message,
             )
             .await;
@@ -545,7 +543,7 @@ impl Worker<'_> {
             return Ok(Some(Rotation::Acted(action)));
         }
         let Some(previous) = state.previous.clone() else {
-            return Ok(Some(Rotation::Idle(None)));
+            return Ok(Some(Rotation::Done(None)));
         };
         if safe_to_revoke(&self.access, &state, &previous.id) {
             let buckets = self.revoked_buckets().await?;
@@ -558,7 +556,7 @@ impl Worker<'_> {
             .note(
                 &self.access.object_ref(&()),
                 reasons::OLD_CREDENTIALS_REVOKED,
-                ACTION,
+                actions::ROTATE_CREDENTIALS,
                 format!(
                     "the account replaced by the last rotation ({}) was revoked after its grace period; its credentials no longer work",
                     previous.id
@@ -607,7 +605,14 @@ impl Worker<'_> {
         let regarding = self.access.object_ref(&());
         let failure = match failure {
             Failure::Api(e) => {
-                return api_failure(self.ctx, &self.key, &regarding, ACTION, &e).await;
+                return api_failure(
+                    self.ctx,
+                    &self.key,
+                    &regarding,
+                    actions::ROTATE_CREDENTIALS,
+                    &e,
+                )
+                .await;
             }
             other => other,
         };
@@ -626,7 +631,12 @@ impl Worker<'_> {
         self.set_condition(Status::False, reasons::ROTATION_FAILED, &message)
             .await;
         self.ctx
-            .warn(&regarding, reasons::ROTATION_FAILED, ACTION, message)
+            .warn(
+                &regarding,
+                reasons::ROTATION_FAILED,
+                actions::ROTATE_CREDENTIALS,
+                message,
+            )
             .await;
         Action::requeue(delay).as_failure()
     }
@@ -644,7 +654,7 @@ impl Worker<'_> {
                 .warn(
                     &self.access.object_ref(&()),
                     reasons::ROTATION_FAILED,
-                    ACTION,
+                    actions::ROTATE_CREDENTIALS,
                     message,
                 )
                 .await;
@@ -757,7 +767,7 @@ mod tests {
 
     #[test]
     fn an_access_that_never_asked_rotates_nothing() {
-        assert_eq!(decide(&access(&[]), now(), GRACE), RotationStep::Idle(None));
+        assert_eq!(decide(&access(&[]), now(), GRACE), RotationStep::Done(None));
     }
 
     #[test]
@@ -799,7 +809,7 @@ mod tests {
         let a = with_state("1", &live);
         assert_eq!(
             decide(&a, now(), GRACE),
-            RotationStep::Idle(Some(GRACE)),
+            RotationStep::Done(Some(GRACE)),
             "the replaced account stays valid for the grace period"
         );
         let later = t("2025-01-01T00:01:00Z");
@@ -807,7 +817,7 @@ mod tests {
         let done = revoked(&live);
         assert_eq!(
             decide(&with_state("1", &done), later, GRACE),
-            RotationStep::Idle(None)
+            RotationStep::Done(None)
         );
     }
 
@@ -829,7 +839,7 @@ mod tests {
         let a = with_state("2", &live);
         assert!(matches!(
             decide(&a, now(), GRACE),
-            RotationStep::Idle(Some(_))
+            RotationStep::Done(Some(_))
         ));
         let a = with_state("2", &revoked(&live));
         let RotationStep::Start(next) = decide(&a, now(), GRACE) else {
@@ -866,7 +876,7 @@ mod tests {
         assert!(matches!(decide(&a, now(), GRACE), RotationStep::Invalid(_)));
         // Without a request, a bad grace is not looked at.
         let a = access(&[(annotations::ROTATION_GRACE, "one hour".into())]);
-        assert_eq!(decide(&a, now(), GRACE), RotationStep::Idle(None));
+        assert_eq!(decide(&a, now(), GRACE), RotationStep::Done(None));
     }
 
     #[test]
