@@ -5,12 +5,12 @@
 //! by the API (so a just-created object is never taken for missing), and
 //! every write carries the resourceVersion it was decided on.
 
-use cosi_api::reasons;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cosi_api::reasons;
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::ref_index::RefIndex;

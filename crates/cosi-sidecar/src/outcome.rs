@@ -4,10 +4,10 @@
 //! (conflicts are retried quietly, then reported as an Event; a missing
 //! permission is logged, shown on `/readyz` and reported as an Event).
 
-use cosi_api::reasons;
 use std::time::Duration;
 
 use cosi_api::Condition;
+use cosi_api::reasons;
 use std::time::Instant;
 
 use cosi_api::conditions::{Desired, Status, set_all};

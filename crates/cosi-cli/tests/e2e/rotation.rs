@@ -5,12 +5,12 @@
 //! access. On both driver APIs, and from a BucketAccessClass policy; a
 //! rotation the driver refuses changes nothing until it can succeed.
 
-use cosi_api::reasons;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use cosi_api::constants::secret_keys::s3;
+use cosi_api::reasons;
 use cosi_api::rotation::{self, RotationState, annotations};
 use cosi_api::*;
 use cosi_cli::describe::events_about;

@@ -40,7 +40,6 @@
 //! finds the Secret foreign and is refused there (`SecretNotOwned`). The
 //! credentials of a Secret never change owner.
 
-use cosi_api::reasons;
 use std::collections::{BTreeMap, BTreeSet};
 
 use cosi_api::conditions::{Desired, Status, find, set_all};
@@ -49,6 +48,7 @@ use cosi_api::constants::annotations::{
     HAS_BUCKETACCESS_REFERENCES, SIDECAR_CLEANUP_FINISHED, SIDECAR_GRANT_STARTED,
 };
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
+use cosi_api::reasons::{self, actions};
 use cosi_api::{
     AccessedBucket, AuthenticationType, Bucket, BucketAccess, BucketAccessClass, BucketAccessMode,
     BucketAccessStatus, BucketClaim, MultiBucketAccess,
@@ -60,7 +60,6 @@ use crate::bucket_claim::decide::{Binding, binding};
 use crate::conditions::{all_current, transitions};
 use crate::notice::Notice;
 use crate::validate;
-use cosi_api::reasons::actions;
 
 /// One entry of `spec.bucketClaims` as observed.
 #[derive(Clone, Copy, Debug)]

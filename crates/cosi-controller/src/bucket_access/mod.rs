@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::HAS_BUCKETACCESS_REFERENCES;
+use cosi_api::reasons::actions;
 use cosi_api::{Bucket, BucketAccess, BucketClaim};
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
@@ -22,7 +23,6 @@ use serde_json::{Map, Value, json};
 use crate::context::{Context, describe, get};
 use crate::error::Error;
 use crate::watches;
-use cosi_api::reasons::actions;
 use decide::{ClaimView, Observed, Step, holds_claims};
 
 const KIND: &str = "BucketAccess";

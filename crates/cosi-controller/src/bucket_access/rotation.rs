@@ -18,12 +18,12 @@
 //! condition with reason `InvalidRotationPolicy` and a Warning Event, and
 //! the condition is removed once the policy is fixed or removed.
 
-use cosi_api::reasons;
 use std::time::Duration;
 
 use cosi_api::BucketAccessClass;
 use cosi_api::conditions::{Desired, Status, find, is_true, set_all};
 use cosi_api::constants::condition_types::PROVISIONED;
+use cosi_api::reasons::{self, actions};
 use cosi_api::rotation::{self, CONDITION, DEFAULT_GRACE, annotations, format_duration, is_busy};
 use cosi_api::{BucketAccess, Condition};
 use cosi_runtime::patch;
@@ -37,7 +37,6 @@ use serde_json::json;
 use crate::context::{Context, describe};
 use crate::error::Error;
 use crate::notice::Notice;
-use cosi_api::reasons::actions;
 
 /// What a class's rotation policy asks of one access now.
 #[derive(Clone, Debug, PartialEq, Eq)]

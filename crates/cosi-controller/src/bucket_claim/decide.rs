@@ -11,7 +11,7 @@ use cosi_api::conditions::{Desired, Status, find, is_current, set_all, status_of
 use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCESS_REFERENCES};
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
 use cosi_api::constants::{PROTECTION_FINALIZER, names};
-use cosi_api::reasons;
+use cosi_api::reasons::{self, actions};
 use cosi_api::{
     Bucket, BucketClaim, BucketClaimReference, BucketClaimStatus, BucketClass, BucketSpec,
     DeletionPolicy, Protocol,
@@ -23,7 +23,6 @@ use kube::api::ObjectMeta;
 use crate::conditions::{all_current, existing, transitions};
 use crate::notice::Notice;
 use crate::validate;
-use cosi_api::reasons::actions;
 
 /// Everything the decision looks at.
 #[derive(Clone, Copy, Debug)]

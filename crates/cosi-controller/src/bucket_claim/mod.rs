@@ -10,11 +10,11 @@
 
 pub mod decide;
 
-use cosi_api::reasons;
 use std::sync::Arc;
 
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED;
+use cosi_api::reasons::{self, actions};
 use cosi_api::{Bucket, BucketClaim, BucketClaimStatus};
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
@@ -26,7 +26,6 @@ use serde_json::json;
 use crate::context::{Context, describe, get};
 use crate::error::Error;
 use crate::notice::Notice;
-use cosi_api::reasons::actions;
 use decide::{Observed, Step};
 
 const KIND: &str = "BucketClaim";

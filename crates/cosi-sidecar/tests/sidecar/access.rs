@@ -1,12 +1,12 @@
 //! BucketAccesses: grants with one Secret per claim, waiting for Buckets,
 //! refusals, Secrets never clobbered, bad replies, re-grants and deletion.
 
-use cosi_api::reasons;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
 use cosi_api::AuthenticationType;
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
+use cosi_api::reasons;
 use cosi_driver::proto::{AzureCredentials, Credentials, GrantedBucket};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;

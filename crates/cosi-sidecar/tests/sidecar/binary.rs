@@ -98,10 +98,17 @@ async fn the_binary_serves_probes_and_metrics_provisions_and_stops_on_sigterm() 
         .unwrap()
         .unwrap();
     assert!(exit.success(), "exit status {exit}");
-    let mut rest = Vec::new();
-    while let Ok(line) = rx.try_recv() {
-        rest.push(line);
-    }
+    // The log ends when the sidecar's stderr closes; read it to the end
+    // (its last lines may still be on their way from the reader thread).
+    let rest = tokio::time::timeout(Duration::from_secs(10), async {
+        let mut rest = Vec::new();
+        while let Some(line) = rx.recv().await {
+            rest.push(line);
+        }
+        rest
+    })
+    .await
+    .expect("the sidecar's log ends once it has exited");
     assert!(
         rest.iter().any(|l| l.contains("SIGTERM received")),
         "{rest:#?}"

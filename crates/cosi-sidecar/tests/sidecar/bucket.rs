@@ -1,10 +1,10 @@
 //! Buckets: dynamic two-phase provisioning, static import, deletion, and
 //! the retry policy by gRPC code.
 
-use cosi_api::reasons;
 use std::time::Duration;
 
 use cosi_api::constants::{PROTECTION_FINALIZER, condition_types};
+use cosi_api::reasons;
 use cosi_api::{DeletionPolicy, Protocol};
 use cosi_driver::Status;
 use kube::ResourceExt;

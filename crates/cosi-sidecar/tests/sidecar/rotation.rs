@@ -6,10 +6,10 @@
 //! granted twice. Deletion in the middle of a rotation revokes both
 //! accounts.
 
-use cosi_api::reasons;
 use std::collections::BTreeSet;
 
 use cosi_api::constants::{annotations as cosi_annotations, condition_types};
+use cosi_api::reasons;
 use cosi_api::rotation::{CONDITION, RotationState, annotations};
 use cosi_driver::Status as GrpcStatus;
 use kube::ResourceExt as _;

@@ -8,13 +8,13 @@ pub mod fake;
 pub mod logs;
 pub mod replay;
 
-use cosi_api::reasons;
 use std::fmt::Display;
 use std::future::Future;
 use std::time::Duration;
 
 use cosi_api::conditions::{Desired, Status, set_all};
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
+use cosi_api::reasons;
 use cosi_api::{
     AccessedBucket, AuthenticationType, Bucket, BucketAccess, BucketAccessClaim, BucketAccessMode,
     BucketAccessModes, BucketAccessSpec, BucketAccessStatus, BucketClaimReference, BucketSpec,

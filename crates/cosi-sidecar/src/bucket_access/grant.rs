@@ -1,0 +1,296 @@
+//! Granting access (KEP "Generating Bucket Access Credentials" step 4):
+//! the steps [`decide_grant`] orders, the driver calls and the Secrets.
+
+use std::time::Duration;
+
+use cosi_api::Bucket;
+use cosi_api::conditions::{Desired, Status, is_true};
+use cosi_api::constants::{PROTECTION_FINALIZER, condition_types};
+use cosi_api::reasons::{self, actions};
+use cosi_runtime::patch;
+use cosi_runtime::reconciler::Action;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Resource;
+use kube::api::PostParams;
+use serde_json::{Map, json};
+
+use super::{
+    GrantStep, Observed, Target, Worker, bucket_ids, decide_grant, grant_params, needs_secrets,
+    refusal, targets,
+};
+use crate::driver::Method;
+use crate::error::{ApiError, Failure, SecretWriteError};
+use crate::reply::grant_reply;
+use crate::secret;
+
+impl Worker<'_> {
+    pub(super) async fn provision(&mut self) -> Result<Action, Failure> {
+        let access = self.access.clone();
+        let targets = match targets(&access) {
+            Ok(t) => t,
+            Err(message) => {
+                let desired = refusal(&access, reasons::INVALID, message.clone());
+                return self.refuse(&desired, message).await;
+            }
+        };
+        // Secrets read in this reconcile; still what the API holds until a
+        // step of ours writes one (each such step ends the reconcile).
+        let mut read: Option<Vec<Option<Secret>>> = None;
+        for _ in 0..2 {
+            let buckets = self.read_buckets(&targets).await?;
+            let fetched = read.is_some() || needs_secrets(&self.access, &buckets);
+            let secrets = match read.take() {
+                Some(secrets) => secrets,
+                None if fetched => self.read_secrets(&targets).await?,
+                None => vec![None; targets.len()],
+            };
+            let observed = Observed { buckets, secrets };
+            let step = decide_grant(&self.access, &self.info, &targets, &observed);
+            tracing::debug!(access = %self.key, ?step, "grant step");
+            match step {
+                GrantStep::Ready => {
+                    self.report_deletions(&targets, &observed.secrets).await;
+                    self.secrets_checked();
+                    self.ctx.stop_waiting(&self.key);
+                    return Ok(Action::requeue(self.ctx.config.secret_check_interval));
+                }
+                GrantStep::Wait { bucket, why } => {
+                    if self.ctx.start_waiting(&self.key) {
+                        tracing::info!(access = %self.key, %bucket, "{why}; waiting");
+                        self.ctx
+                            .note(
+                                &self.access.object_ref(&()),
+                                reasons::WAITING_FOR_BUCKET,
+                                actions::GRANT_ACCESS,
+                                format!("{why}; access will be granted once it is provisioned"),
+                            )
+                            .await;
+                    }
+                    return Ok(Action::requeue(self.ctx.gates.backoff(&self.key)));
+                }
+                GrantStep::Refuse(desired) => {
+                    let message = desired[0].message.clone();
+                    return self.refuse(&desired, message).await;
+                }
+                GrantStep::SecretConflict(desired) => {
+                    if self.write_status(&desired, Map::new()).await? {
+                        tracing::warn!(access = %self.key, "{}", desired[0].message);
+                        self.ctx
+                            .warn(
+                                &self.access.object_ref(&()),
+                                reasons::SECRET_NOT_OWNED,
+                                actions::GRANT_ACCESS,
+                                desired[0].message.clone(),
+                            )
+                            .await;
+                    }
+                    return Ok(Action::requeue(self.ctx.gates.backoff(&self.key)));
+                }
+                GrantStep::GenerateAccountId => {
+                    if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
+                        return Ok(action);
+                    }
+                    if self.info.api.phase_one_creates() {
+                        self.mark_grant_started().await?;
+                    }
+                    let ids = bucket_ids(&observed);
+                    self.generate_account_id(&targets, &ids).await?;
+                    read = fetched.then_some(observed.secrets);
+                }
+                GrantStep::Grant => {
+                    if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
+                        return Ok(action);
+                    }
+                    let ids = bucket_ids(&observed);
+                    let buckets: Vec<&Bucket> = observed.buckets.iter().flatten().collect();
+                    return self
+                        .grant(&targets, &ids, &buckets, &observed.secrets)
+                        .await;
+                }
+            }
+        }
+        Ok(Action::requeue(Duration::from_millis(100)))
+    }
+
+    pub(super) async fn refuse(
+        &mut self,
+        desired: &[Desired],
+        message: String,
+    ) -> Result<Action, Failure> {
+        self.ctx.stop_waiting(&self.key);
+        if self.write_status(desired, Map::new()).await? {
+            tracing::warn!(access = %self.key, "refusing to grant access: {message}");
+            self.ctx
+                .warn(
+                    &self.access.object_ref(&()),
+                    reasons::FAILED_GRANT_ACCESS,
+                    actions::GRANT_ACCESS,
+                    message,
+                )
+                .await;
+        }
+        Ok(Action::await_change())
+    }
+
+    pub(super) async fn generate_account_id(
+        &mut self,
+        targets: &[Target<'_>],
+        bucket_ids: &[String],
+    ) -> Result<(), Failure> {
+        let p = grant_params(&self.access, targets, bucket_ids);
+        let account_id = self
+            .ctx
+            .driver
+            .generate_bucket_access_id(p.generate(self.account_name()))
+            .await?;
+        tracing::info!(access = %self.key, %account_id, "account ID generated");
+        let mut fields = Map::new();
+        fields.insert("accountID".into(), json!(account_id));
+        self.write_status(&[], fields).await?;
+        Ok(())
+    }
+
+    pub(super) async fn grant(
+        &mut self,
+        targets: &[Target<'_>],
+        bucket_ids: &[String],
+        buckets: &[&Bucket],
+        secrets: &[Option<Secret>],
+    ) -> Result<Action, Failure> {
+        let p = grant_params(&self.access, targets, bucket_ids);
+        let account_id = cosi_api::rotation::live_account(&self.access)
+            .1
+            .unwrap_or_default();
+        let reply = self
+            .ctx
+            .driver
+            .grant_bucket_access(&self.account_name(), buckets, p.grant(account_id))
+            .await?;
+        let auth = self
+            .access
+            .status
+            .as_ref()
+            .and_then(|s| s.authentication_type)
+            .unwrap_or_default();
+        let protocol = self.access.spec.protocol;
+        let granted = grant_reply(&reply, bucket_ids, protocol, auth).map_err(|message| {
+            Failure::BadReply {
+                method: Method::GrantBucketAccess,
+                message,
+            }
+        })?;
+        drop(reply);
+        let was_provisioned = is_true(self.access.conditions(), condition_types::PROVISIONED);
+        // Every Secret's data is known before the first one is written.
+        let mut written = Vec::new();
+        let mut recreated = Vec::new();
+        for ((t, id), existing) in targets.iter().zip(bucket_ids).zip(secrets) {
+            let data = secret::secret_data(
+                protocol,
+                granted.buckets.get(id).unwrap_or(&Default::default()),
+                &granted.credentials,
+            );
+            let name = &t.claim.access_secret_name;
+            let claim = &t.claim.bucket_claim_name;
+            let skey = self.secret_key(name);
+            let write = match existing {
+                None => {
+                    let s = secret::new_secret(&self.access, claim, name, data);
+                    Some((
+                        "create",
+                        self.secrets.create(&PostParams::default(), &s).await,
+                    ))
+                }
+                Some(existing) => match secret::updated_secret(existing, &self.access, claim, data)
+                {
+                    Some(s) => Some((
+                        "update",
+                        self.secrets.replace(name, &PostParams::default(), &s).await,
+                    )),
+                    None => None,
+                },
+            };
+            if let Some((verb, Err(e))) = write {
+                // A conflict (the Secret appeared, or changed, meanwhile) is
+                // decided again on a fresh read; anything else is the user's
+                // or the admin's to fix, and is reported on the access.
+                if patch::is_conflict(&e) {
+                    return Err(ApiError::new(verb, "secrets", skey, e).into());
+                }
+                let values = granted.credentials.0.values().map(String::as_str);
+                return Err(SecretWriteError::new(verb, skey, &e, values).into());
+            }
+            if existing.is_none() && was_provisioned {
+                recreated.push(skey.clone());
+            }
+            written.push(skey);
+        }
+        let mut desired = vec![
+            Desired::new(
+                condition_types::PROVISIONED,
+                Status::True,
+                reasons::PROVISIONED,
+                format!(
+                    "access granted by driver {}; credentials are in Secret(s) {}",
+                    self.info.name,
+                    written.join(", ")
+                ),
+            ),
+            Desired::new(
+                condition_types::PROVISION_FAILED,
+                Status::False,
+                reasons::PROVISION_SUCCEEDED,
+                format!("{} succeeded", Method::GrantBucketAccess),
+            ),
+        ];
+        if !is_true(
+            self.access.conditions(),
+            condition_types::RESOURCES_VALIDATED,
+        ) {
+            desired.push(Desired::new(
+                condition_types::RESOURCES_VALIDATED,
+                Status::True,
+                reasons::VALID,
+                "the BucketAccess, its Buckets and its Secrets are valid",
+            ));
+        }
+        self.write_status(&desired, Map::new()).await?;
+        self.secrets_checked();
+        self.ctx.gates.succeeded(&self.key);
+        self.ctx.stop_waiting(&self.key);
+        tracing::info!(access = %self.key, secrets = %written.join(","), "access granted");
+        for skey in &recreated {
+            tracing::warn!(access = %self.key, secret = %skey, "access Secret had vanished; written again");
+            self.ctx
+                .warn(
+                    &self.access.object_ref(&()),
+                    reasons::SECRET_RECREATED,
+                    actions::CHECK_SECRETS,
+                    format!(
+                        "Secret {skey} had been deleted while its BucketAccess exists (its {PROTECTION_FINALIZER} finalizer \
+                         was removed by hand); COSI wrote it again from a repeat grant by driver {}. Depending on the driver \
+                         the credentials are new and the old ones revoked: restart Pods that read the old Secret. \
+                         To remove the Secret for good, delete the BucketAccess",
+                        self.info.name
+                    ),
+                )
+                .await;
+        }
+        self.report_deletions(targets, secrets).await;
+        if !was_provisioned {
+            self.ctx
+                .note(
+                    &self.access.object_ref(&()),
+                    reasons::ACCESS_GRANTED,
+                    actions::GRANT_ACCESS,
+                    format!(
+                        "access granted by driver {}; credentials written to Secret(s) {}",
+                        self.info.name,
+                        written.join(", ")
+                    ),
+                )
+                .await;
+        }
+        Ok(Action::requeue(self.ctx.config.secret_check_interval))
+    }
+}

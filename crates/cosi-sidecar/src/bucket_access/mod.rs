@@ -1,0 +1,370 @@
+//! The BucketAccess reconciler: KEP "Generating Bucket Access Credentials"
+//! step 4 and "Deleting a BucketAccess" step 3.
+//!
+//! A BucketAccess is ignored until the controller hands it off (its status
+//! names this driver, the authentication type and one Bucket per claim).
+//! Access is granted in two phases: DriverGenerateBucketAccessId (keyed by
+//! `ba-<UID>`), the ID persisted in `status.accountID`, then
+//! DriverGrantBucketAccess. The whole reply is validated before any Secret
+//! is written; one Secret per claim carries the bucket's info and the shared
+//! credentials. A Secret of that name that this access does not own is
+//! never touched (and an access whose Secret was taken that way is
+//! provisioned no more). A granted access has its Secrets read every
+//! `--secret-check-interval`: one a user asked to delete stays (COSI's
+//! finalizer) and the user is told how to remove it properly; one that
+//! vanished is written again from a repeat grant; one that cannot be
+//! written is reported on the access. On deletion the Secrets go first,
+//! then the access is revoked, then `sidecar-cleanup-finished` tells the
+//! controller.
+//!
+//! The decisions are in [`decide`]; this module reads, calls the driver
+//! and writes what they say.
+
+mod cleanup;
+pub mod decide;
+mod grant;
+mod requests;
+
+pub use decide::*;
+use requests::{grant_params, lookup_request, revoke_request};
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cosi_api::conditions::{Desired, status_of};
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
+use cosi_api::reasons::{self, actions};
+use cosi_api::{Bucket, BucketAccess};
+use cosi_runtime::patch;
+use cosi_runtime::reconciler::Action;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::Api;
+use kube::{Resource, ResourceExt};
+use serde_json::{Map, Value, json};
+
+use crate::context::Context;
+use crate::driver::DriverInfo;
+use crate::error::{ApiContext, ApiError, Failure, SecretWriteError, SecretWriteKind};
+use crate::outcome::{api_failure, plan_failure, report_failure, updated_conditions};
+
+pub mod rotation;
+
+/// The key of a BucketAccess in gates and health.
+pub fn key(namespace: &str, name: &str) -> String {
+    format!("BucketAccess/{namespace}/{name}")
+}
+
+/// Reconciles one BucketAccess. Never fails: every error is turned into
+/// conditions, Events and a retry delay here.
+pub(crate) async fn reconcile(
+    cached: Arc<BucketAccess>,
+    ctx: Arc<Context>,
+) -> Result<Action, std::convert::Infallible> {
+    let info = ctx.info();
+    let step = decide(&cached, &info);
+    if step == Step::Done {
+        return Ok(Action::await_change());
+    }
+    let ns = cached.namespace().unwrap_or_default();
+    let name = cached.name_any();
+    let key = key(&ns, &name);
+    let mut worker = Worker {
+        ctx: &ctx,
+        api: Api::namespaced(ctx.client.clone(), &ns),
+        secrets: Api::namespaced(ctx.client.clone(), &ns),
+        info,
+        key,
+        access: cached.as_ref().clone(),
+    };
+    let mut rotation_wake = None;
+    let result = async {
+        // A granted access: its Secrets are read (nothing written) when
+        // due for a check; the event of our own last write, or of a
+        // version already checked, needs no read before then.
+        if step == Step::Provision && looks_ready(&cached) {
+            match worker.rotate().await {
+                rotation::Rotation::Acted(action) => return Ok(action),
+                rotation::Rotation::Done(wake) => rotation_wake = wake,
+            }
+            let version = cached.resource_version();
+            let interval = ctx.config.secret_check_interval;
+            let checks = &ctx.secret_checks;
+            let key = &worker.key;
+            if let Some(left) = checks.due_in(key, version.as_deref(), Instant::now(), interval) {
+                return Ok(Action::requeue(left));
+            }
+            let targets = targets(&cached).unwrap_or_default();
+            let secrets = worker.read_secrets(&targets).await?;
+            if !targets.is_empty() && secrets_ready(&cached, &targets, &secrets) {
+                worker.report_deletions(&targets, &secrets).await;
+                worker.secrets_checked();
+                return Ok(Action::requeue(interval));
+            }
+        }
+        if ctx
+            .own_writes
+            .is_stale(Some(&ns), &name, Some(cached.as_ref()))
+        {
+            // The event of our own last write is on its way and will start
+            // a reconcile that sees it.
+            tracing::debug!(access = %worker.key, "cache behind our own writes");
+            return Ok(Action::await_change());
+        }
+        worker.run().await
+    }
+    .await;
+    Ok(match result {
+        Ok(action) => {
+            ctx.health.allowed(&worker.key);
+            rotation::sooner(action, rotation_wake)
+        }
+        Err(failure) => worker.failed(failure).await,
+    })
+}
+
+struct Worker<'a> {
+    ctx: &'a Context,
+    api: Api<BucketAccess>,
+    secrets: Api<Secret>,
+    info: DriverInfo,
+    key: String,
+    /// The latest version of the BucketAccess (after our own writes).
+    access: BucketAccess,
+}
+
+impl Worker<'_> {
+    /// Takes the access as our write left it, remembering the version it
+    /// replaced.
+    fn wrote(&mut self, written: BucketAccess) {
+        self.ctx.own_writes.replaced(&self.access, &written);
+        self.access = written;
+    }
+
+    /// Records that the Secrets of the access, as it is now, were just
+    /// written or found complete.
+    fn secrets_checked(&self) {
+        let version = self.access.resource_version();
+        self.ctx
+            .secret_checks
+            .checked(&self.key, version.as_deref(), Instant::now());
+    }
+
+    fn generation(&self) -> Option<i64> {
+        self.access.metadata.generation
+    }
+
+    /// A Warning Event, once per Secret, for each owned Secret a user asked
+    /// to delete: COSI keeps it while the access exists. Nothing is written
+    /// to the Secret or the access.
+    async fn report_deletions(&self, targets: &[Target<'_>], secrets: &[Option<Secret>]) {
+        let ns = self.access.namespace().unwrap_or_default();
+        let access = self.access.name_any();
+        for (name, uid) in secrets_marked_for_deletion(&self.access, targets, secrets) {
+            if !self.ctx.secret_checks.report_deletion(&self.key, &uid) {
+                continue;
+            }
+            let message = format!(
+                "Secret {ns}/{name} was marked for deletion, but it is protected while BucketAccess {ns}/{access} exists: \
+                 COSI keeps its {PROTECTION_FINALIZER} finalizer, and the Secret and its credentials keep working. \
+                 To remove it and revoke the credentials, delete the BucketAccess (kubectl delete bucketaccess {access} -n {ns}); \
+                 do not remove the finalizer by hand"
+            );
+            tracing::warn!(access = %self.key, secret = %name, "access Secret marked for deletion; kept while the access exists");
+            self.ctx
+                .warn(
+                    &self.access.object_ref(&()),
+                    reasons::SECRET_PROTECTED,
+                    actions::CHECK_SECRETS,
+                    message,
+                )
+                .await;
+        }
+    }
+
+    /// Tells the controller, before a driver call that grants with no ID to
+    /// record first, that only this sidecar may finish the access's
+    /// deletion (guarded by the resourceVersion, like every write).
+    async fn mark_grant_started(&mut self) -> Result<(), Failure> {
+        if let Some(written) = patch::set_annotations(
+            &self.api,
+            &self.access,
+            &[(annotations::SIDECAR_GRANT_STARTED, Some("true"))],
+        )
+        .await
+        .api("patch", "bucketaccesses", &self.key)?
+        {
+            self.wrote(written);
+        }
+        Ok(())
+    }
+
+    /// The live account's name at the driver: `ba-<UID>`, or after a
+    /// credential rotation `ba-<UID>-r<n>`.
+    fn account_name(&self) -> String {
+        cosi_api::rotation::live_account(&self.access).0
+    }
+
+    fn secret_key(&self, name: &str) -> String {
+        format!("{}/{name}", self.access.namespace().unwrap_or_default())
+    }
+
+    async fn run(&mut self) -> Result<Action, Failure> {
+        for _ in 0..4 {
+            match decide(&self.access, &self.info) {
+                Step::Done => return Ok(Action::await_change()),
+                Step::Cleanup => return self.cleanup().await,
+                Step::AddFinalizer => {
+                    if let Some(ba) =
+                        patch::add_finalizer(&self.api, &self.access, PROTECTION_FINALIZER)
+                            .await
+                            .api("patch", "bucketaccesses", &self.key)?
+                    {
+                        self.wrote(ba);
+                    }
+                }
+                Step::Provision => return self.provision().await,
+            }
+        }
+        Ok(Action::requeue(Duration::from_millis(100)))
+    }
+
+    async fn read_secrets(&self, targets: &[Target<'_>]) -> Result<Vec<Option<Secret>>, ApiError> {
+        let mut out = Vec::with_capacity(targets.len());
+        for t in targets {
+            let name = &t.claim.access_secret_name;
+            out.push(self.secrets.get_opt(name).await.api(
+                "get",
+                "secrets",
+                &self.secret_key(name),
+            )?);
+        }
+        Ok(out)
+    }
+
+    /// The Buckets of `targets`, from the cache the access loop's wake-ups
+    /// come from.
+    async fn read_buckets(&self, targets: &[Target<'_>]) -> Result<Vec<Option<Bucket>>, ApiError> {
+        let api: Api<Bucket> = Api::all(self.ctx.client.clone());
+        let mut out = Vec::with_capacity(targets.len());
+        for t in targets {
+            // A miss is confirmed by the API: the cache may not have seen
+            // the Bucket yet.
+            let bucket = match self.ctx.cached_bucket(t.bucket_name) {
+                Some(b) => Some(b),
+                None => api
+                    .get_opt(t.bucket_name)
+                    .await
+                    .api("get", "buckets", t.bucket_name)?,
+            };
+            out.push(bucket);
+        }
+        Ok(out)
+    }
+
+    async fn write_status(
+        &mut self,
+        desired: &[Desired],
+        mut fields: Map<String, Value>,
+    ) -> Result<bool, Failure> {
+        let conditions = updated_conditions(self.access.conditions(), desired, self.generation());
+        if conditions.is_none() && fields.is_empty() {
+            return Ok(false);
+        }
+        if let Some(c) = conditions {
+            fields.insert("conditions".into(), json!(c));
+        }
+        let written = patch::patch_status(&self.api, &self.access, &Value::Object(fields))
+            .await
+            .api("patch", "bucketaccesses/status", &self.key)?;
+        self.wrote(written);
+        Ok(true)
+    }
+
+    /// Turns a failed step into conditions, an Event and a retry delay.
+    async fn failed(&mut self, failure: Failure) -> Action {
+        let regarding = self.access.object_ref(&());
+        let deleting = patch::is_deleting(&self.access);
+        let (event, action) = if deleting {
+            (reasons::FAILED_REVOKE_ACCESS, actions::REVOKE_ACCESS)
+        } else {
+            (reasons::FAILED_GRANT_ACCESS, actions::GRANT_ACCESS)
+        };
+        let failure = match failure {
+            Failure::Api(e) => {
+                return api_failure(self.ctx, &self.key, &regarding, action, &e).await;
+            }
+            Failure::SecretWrite(e) => return self.secret_write_failed(e).await,
+            other => other,
+        };
+        let hint = if deleting {
+            "the driver refuses to revoke the access; fix the driver or backend"
+        } else {
+            "the driver refuses the request as it is; check the BucketAccessClass (authentication type, parameters), the access modes and the number of claims, then delete the BucketAccess and re-create it (its spec and its copy of the class are immutable)"
+        };
+        let provisioned = status_of(self.access.conditions(), condition_types::PROVISIONED);
+        let generation = self.generation();
+        let plan = plan_failure(
+            self.ctx,
+            &self.key,
+            generation,
+            &failure,
+            deleting,
+            provisioned,
+            hint,
+        );
+        tracing::warn!(access = %self.key, error = %failure, refused = plan.refused, "bucket access step failed");
+        let written = self
+            .write_status(&plan.desired, Map::new())
+            .await
+            .map(|_| ());
+        report_failure(
+            self.ctx, &self.key, generation, &regarding, event, action, plan, written,
+        )
+        .await
+    }
+
+    /// Reports a Secret that could not be written: conditions, a Warning
+    /// Event, and a retry after the backoff delay (or, for a Secret the API
+    /// server refuses as invalid, once the access changes). Each retry is
+    /// a repeat grant, so the retry gate keeps it from calling the driver
+    /// sooner.
+    async fn secret_write_failed(&mut self, e: SecretWriteError) -> Action {
+        let regarding = self.access.object_ref(&());
+        let message = e.to_string();
+        let generation = self.generation();
+        tracing::warn!(access = %self.key, "{message}");
+        if e.kind == SecretWriteKind::Forbidden {
+            self.ctx.health.denied(&self.key, message.clone());
+        }
+        let next = if e.kind.is_refusal() {
+            Action::await_change().as_failure()
+        } else {
+            let delay = self
+                .ctx
+                .gates
+                .retry_later(&self.key, generation, Instant::now());
+            Action::requeue(delay).as_failure()
+        };
+        let desired = secret_write_conditions(&self.access, &message);
+        match self.write_status(&desired, Map::new()).await {
+            Ok(_) => {
+                if e.kind.is_refusal() {
+                    self.ctx.gates.refused(&self.key, generation);
+                }
+                self.ctx
+                    .warn(
+                        &regarding,
+                        reasons::SECRET_WRITE_FAILED,
+                        actions::GRANT_ACCESS,
+                        message,
+                    )
+                    .await;
+                next
+            }
+            Err(Failure::Api(api)) => {
+                api_failure(self.ctx, &self.key, &regarding, actions::GRANT_ACCESS, &api).await
+            }
+            Err(_) => next,
+        }
+    }
+}

@@ -1,0 +1,261 @@
+use super::*;
+use cosi_api::rotation::annotations;
+use cosi_api::{BucketAccessSpec, BucketAccessStatus, Protocol};
+
+const GRACE: Duration = Duration::from_secs(60);
+
+fn t(s: &str) -> Timestamp {
+    s.parse().unwrap()
+}
+
+fn access(annotations: &[(&str, String)]) -> BucketAccess {
+    let mut a = BucketAccess::new(
+        "ba",
+        BucketAccessSpec {
+            bucket_claims: vec![],
+            bucket_access_class_name: "c".into(),
+            protocol: Protocol::S3,
+            service_account_name: String::new(),
+        },
+    );
+    a.metadata.uid = Some("u1".into());
+    a.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), v.clone()))
+            .collect(),
+    );
+    a.status = Some(BucketAccessStatus {
+        account_id: "first".into(),
+        ..Default::default()
+    });
+    a
+}
+
+fn with_state(request: &str, state: &RotationState) -> BucketAccess {
+    access(&[
+        (annotations::ROTATE_CREDENTIALS, request.to_owned()),
+        (annotations::ROTATION_STATE, state.to_annotation()),
+    ])
+}
+
+fn now() -> Timestamp {
+    t("2025-01-01T00:00:00Z")
+}
+
+fn acct(serial: u32, id: &str) -> Account {
+    Account {
+        serial,
+        id: id.into(),
+    }
+}
+
+#[test]
+fn an_access_that_never_asked_rotates_nothing() {
+    assert_eq!(decide(&access(&[]), now(), GRACE), RotationStep::Done(None));
+}
+
+#[test]
+fn a_new_request_first_records_the_number_of_the_new_account() {
+    let a = access(&[(annotations::ROTATE_CREDENTIALS, "1".into())]);
+    let RotationStep::Start(state) = decide(&a, now(), GRACE) else {
+        panic!("expected a start");
+    };
+    assert_eq!(state.request, "1");
+    assert_eq!(state.serial, 2);
+    assert!(state.in_progress() && state.pending.is_none() && state.current.is_none());
+}
+
+#[test]
+fn each_step_of_a_rotation_follows_from_the_recorded_state() {
+    let started = RotationState {
+        request: "1".into(),
+        serial: 2,
+        ..Default::default()
+    };
+    let a = with_state("1", &started);
+    assert_eq!(
+        decide(&a, now(), GRACE),
+        RotationStep::Generate(started.clone())
+    );
+    let pending = with_pending(&started, "second");
+    let a = with_state("1", &pending);
+    assert_eq!(
+        decide(&a, now(), GRACE),
+        RotationStep::Grant {
+            state: pending.clone(),
+            grace: GRACE
+        }
+    );
+    let live = switched(&pending, "first", now(), GRACE);
+    assert_eq!(live.current, Some(acct(2, "second")));
+    assert_eq!(live.previous, Some(acct(1, "first")));
+    assert_eq!(live.revoke_after.as_deref(), Some("2025-01-01T00:01:00Z"));
+    let a = with_state("1", &live);
+    assert_eq!(
+        decide(&a, now(), GRACE),
+        RotationStep::Done(Some(GRACE)),
+        "the replaced account stays valid for the grace period"
+    );
+    let later = t("2025-01-01T00:01:00Z");
+    assert_eq!(decide(&a, later, GRACE), RotationStep::Revoke(live.clone()));
+    let done = revoked(&live);
+    assert_eq!(
+        decide(&with_state("1", &done), later, GRACE),
+        RotationStep::Done(None)
+    );
+}
+
+#[test]
+fn a_second_request_waits_for_the_replaced_account_to_be_revoked() {
+    let live = switched(
+        &with_pending(
+            &RotationState {
+                request: "1".into(),
+                serial: 2,
+                ..Default::default()
+            },
+            "second",
+        ),
+        "first",
+        now(),
+        GRACE,
+    );
+    let a = with_state("2", &live);
+    assert!(matches!(
+        decide(&a, now(), GRACE),
+        RotationStep::Done(Some(_))
+    ));
+    let a = with_state("2", &revoked(&live));
+    let RotationStep::Start(next) = decide(&a, now(), GRACE) else {
+        panic!("expected a start");
+    };
+    assert_eq!(next.serial, 3);
+    assert_eq!(next.current, Some(acct(2, "second")));
+    let after = switched(&with_pending(&next, "third"), "first", now(), GRACE);
+    assert_eq!(after.previous, Some(acct(2, "second")), "never the first");
+}
+
+#[test]
+fn a_request_during_a_rotation_waits_for_it() {
+    let started = RotationState {
+        request: "1".into(),
+        serial: 2,
+        ..Default::default()
+    };
+    let a = with_state("2", &started);
+    assert_eq!(decide(&a, now(), GRACE), RotationStep::Generate(started));
+}
+
+#[test]
+fn invalid_settings_rotate_nothing() {
+    let a = access(&[
+        (annotations::ROTATE_CREDENTIALS, "1".into()),
+        (annotations::ROTATION_GRACE, "one hour".into()),
+    ]);
+    let RotationStep::Invalid(m) = decide(&a, now(), GRACE) else {
+        panic!("expected invalid");
+    };
+    assert!(m.contains(annotations::ROTATION_GRACE), "{m}");
+    let a = access(&[(annotations::ROTATION_STATE, "[]".into())]);
+    assert!(matches!(decide(&a, now(), GRACE), RotationStep::Invalid(_)));
+    // Without a request, a bad grace is not looked at.
+    let a = access(&[(annotations::ROTATION_GRACE, "one hour".into())]);
+    assert_eq!(decide(&a, now(), GRACE), RotationStep::Done(None));
+}
+
+#[test]
+fn the_access_grace_overrides_the_sidecar_default() {
+    let pending = with_pending(
+        &RotationState {
+            request: "1".into(),
+            serial: 2,
+            ..Default::default()
+        },
+        "second",
+    );
+    let a = access(&[
+        (annotations::ROTATION_STATE, pending.to_annotation()),
+        (annotations::ROTATION_GRACE, "5s".into()),
+    ]);
+    assert_eq!(
+        decide(&a, now(), GRACE),
+        RotationStep::Grant {
+            state: pending,
+            grace: Duration::from_secs(5)
+        }
+    );
+}
+
+#[test]
+fn a_driver_returning_a_known_account_for_a_new_name_is_refused() {
+    let started = RotationState {
+        request: "1".into(),
+        serial: 2,
+        ..Default::default()
+    };
+    let a = with_state("1", &started);
+    let e = check_new_id(&a, &started, "first").unwrap_err();
+    assert!(e.contains("ba-u1-r2"), "{e}");
+    check_new_id(&a, &started, "second").unwrap();
+    let third = RotationState {
+        request: "2".into(),
+        serial: 3,
+        current: Some(acct(2, "second")),
+        ..Default::default()
+    };
+    assert!(check_new_id(&a, &third, "second").is_err());
+    assert!(check_new_id(&a, &third, "first").is_err());
+}
+
+#[test]
+fn the_live_account_is_never_revoked() {
+    let s = RotationState {
+        request: "1".into(),
+        serial: 2,
+        current: Some(acct(2, "second")),
+        previous: Some(acct(2, "second")),
+        ..Default::default()
+    };
+    let a = with_state("1", &s);
+    assert!(!safe_to_revoke(&a, &s, "second"));
+    assert!(safe_to_revoke(&a, &s, "first"));
+    let fresh = RotationState::default();
+    assert!(!safe_to_revoke(&a, &fresh, "first"));
+}
+
+#[test]
+fn deletion_revokes_every_account_the_state_names() {
+    let s = RotationState {
+        request: "2".into(),
+        serial: 3,
+        current: Some(acct(2, "second")),
+        pending: Some("third".into()),
+        previous: Some(acct(1, "first")),
+        revoke_after: None,
+    };
+    let a = with_state("2", &s);
+    assert_eq!(
+        revoked_on_deletion(&a, &s),
+        (vec!["second".to_owned(), "third".to_owned()], None)
+    );
+    let unrecorded = abandoned(&s);
+    assert_eq!(
+        revoked_on_deletion(&a, &unrecorded),
+        (vec!["second".to_owned()], Some(3))
+    );
+}
+
+#[test]
+fn the_revocation_wake_up_comes_first_when_it_is_sooner() {
+    let a = Action::requeue(Duration::from_secs(600));
+    let w = Some(Duration::from_secs(5));
+    assert_eq!(sooner(a, w), Action::requeue(Duration::from_secs(5)));
+    assert_eq!(sooner(a, None), a);
+    let soon = Action::requeue(Duration::from_secs(1));
+    assert_eq!(sooner(soon, w), soon);
+    assert_eq!(
+        sooner(Action::await_change(), w),
+        Action::requeue(Duration::from_secs(5))
+    );
+}
