@@ -22,6 +22,7 @@ pub mod patch;
 pub mod reconcile_loop;
 pub mod ref_index;
 pub mod shutdown;
+pub mod steps;
 
 pub use backoff::{Backoff, FailureTracker};
 pub use events::EventReporter;

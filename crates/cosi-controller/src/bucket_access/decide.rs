@@ -264,19 +264,6 @@ fn secret_name_problems(obs: &Observed<'_>) -> Vec<(&'static str, String)> {
     problems
 }
 
-/// True when `step`, decided on cached state, may be written without
-/// reading the access, its claims and Buckets from the API first:
-/// provisioning steps of an access not being deleted, whose writes carry
-/// the resourceVersion of what they change. Deletion steps rest on a
-/// fresh read.
-pub fn trusts_cache(access: &BucketAccess, step: &Step) -> bool {
-    access.metadata.deletion_timestamp.is_none()
-        && matches!(
-            step,
-            Step::AddFinalizer | Step::AnnotateClaim { .. } | Step::WriteStatus(_)
-        )
-}
-
 /// Decides the next step for an access.
 pub fn decide(obs: &Observed<'_>) -> Step {
     let access = obs.access;

@@ -5,6 +5,7 @@
 
 pub mod decide;
 pub mod rotation;
+pub mod trust;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use cosi_api::reasons::actions;
 use cosi_api::{Bucket, BucketAccess, BucketClaim};
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
+use cosi_runtime::steps::{self, Applied, Steps, Trust};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -24,6 +26,7 @@ use crate::context::{Context, describe, get};
 use crate::error::Error;
 use crate::watches;
 use decide::{ClaimView, Observed, Step, holds_claims};
+use trust::trusts_cache;
 
 const KIND: &str = "BucketAccess";
 /// Writes one reconcile may make before it gives up.
@@ -200,68 +203,121 @@ async fn held_by_others(
 /// Reconciles one BucketAccess.
 pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.wait_ready().await?;
-    let key = describe(access.as_ref());
-    let name = access.name_any();
     let namespace = access.namespace().unwrap_or_default();
-    let api: Api<BucketAccess> = Api::namespaced(ctx.client.clone(), &namespace);
     ctx.operations.access_observed(&access);
-    let mut snapshot = observe(&ctx, access, false).await?;
-    if snapshot.is_stale(&ctx) {
-        // The events of our own last writes are on their way and will
-        // trigger a reconcile that sees them.
-        tracing::debug!(access = %key, "cache behind our own writes");
-        return Ok(Action::await_change());
+    let mut steps = AccessSteps {
+        ctx: &ctx,
+        api: Api::namespaced(ctx.client.clone(), &namespace),
+        key: describe(access.as_ref()),
+        trigger: access,
+        conflicts: 0,
+    };
+    steps::drive(&mut steps, MAX_STEPS).await
+}
+
+/// One reconcile of an access, as the step driver runs it.
+struct AccessSteps<'a> {
+    ctx: &'a Context,
+    api: Api<BucketAccess>,
+    key: String,
+    /// The cached access whose change started the reconcile.
+    trigger: Arc<BucketAccess>,
+    conflicts: u32,
+}
+
+impl Steps for AccessSteps<'_> {
+    type Observed = Snapshot;
+    type Step = Step;
+    type Error = Error;
+
+    async fn observe(&mut self, fresh: bool) -> Result<Option<Snapshot>, Error> {
+        if !fresh {
+            return observe(self.ctx, self.trigger.clone(), false)
+                .await
+                .map(Some);
+        }
+        let Some(current) = get(&self.api, KIND, &self.trigger.name_any()).await? else {
+            return Ok(None);
+        };
+        observe(self.ctx, Arc::new(current), true).await.map(Some)
     }
-    // Cached until a deletion step or a conflict calls for a read from the
-    // API; after any write, known from what the write returned.
-    let mut fresh = false;
-    let mut reread = false;
-    let mut conflicts = 0;
-    for _ in 0..MAX_STEPS {
-        if reread {
-            let Some(current) = get(&api, KIND, &name).await? else {
-                return Ok(Action::await_change());
-            };
-            snapshot = observe(&ctx, Arc::new(current), true).await?;
-            reread = false;
-            fresh = true;
+
+    fn is_stale(&self, snapshot: &Snapshot) -> bool {
+        let stale = snapshot.is_stale(self.ctx);
+        if stale {
+            tracing::debug!(access = %self.key, "cache behind our own writes");
         }
-        let step = decide::decide(&snapshot.observed());
-        if let Step::Done(idle) = step {
-            tracing::debug!(access = %key, ?idle, "nothing to write");
-            ctx.failures.succeeded(&key);
-            return rotation::follow_policy(&ctx, &api, &snapshot.access).await;
-        }
-        if !fresh && !decide::trusts_cache(&snapshot.access, &step) {
-            reread = true;
-            continue;
-        }
-        tracing::debug!(access = %key, ?step, "applying");
-        match apply(&ctx, &api, &snapshot, step).await {
-            Ok(Applied::Access(a)) => snapshot.access = Arc::new(a),
-            Ok(Applied::Claim(written)) => snapshot.replace_claim(written),
-            Ok(Applied::Reread) => reread = true,
-            Ok(Applied::Released) => {
-                ctx.failures.succeeded(&key);
-                return Ok(Action::await_change());
-            }
-            Ok(Applied::Superseded) => {
-                tracing::debug!(access = %key, "claim changed by our other loop; waiting for its event");
-                return Ok(Action::await_change());
-            }
-            Err(e) if e.is_conflict() => {
-                reread = true;
-                ctx.conflicted(&*snapshot.access, KIND, actions::GRANT, &mut conflicts, &e)
-                    .await?;
-            }
-            Err(e) => return Err(e),
+        stale
+    }
+
+    async fn decide(&mut self, snapshot: &Snapshot) -> Result<Step, Error> {
+        Ok(decide::decide(&snapshot.observed()))
+    }
+
+    async fn done(&mut self, snapshot: &Snapshot, step: &Step) -> Result<Option<Action>, Error> {
+        let Step::Done(idle) = step else {
+            return Ok(None);
+        };
+        tracing::debug!(access = %self.key, ?idle, "nothing to write");
+        self.ctx.failures.succeeded(&self.key);
+        rotation::follow_policy(self.ctx, &self.api, &snapshot.access)
+            .await
+            .map(Some)
+    }
+
+    fn trust(&self, snapshot: &Snapshot, step: &Step) -> Trust {
+        if trusts_cache(&snapshot.access, step) {
+            Trust::Cache
+        } else {
+            Trust::Api
         }
     }
-    Err(Error::Unsettled {
-        kind: KIND,
-        name: key,
-        steps: MAX_STEPS,
-    })
+
+    async fn apply(&mut self, snapshot: &mut Snapshot, step: Step) -> Result<Applied, Error> {
+        tracing::debug!(access = %self.key, ?step, "applying");
+        Ok(match apply(self.ctx, &self.api, snapshot, step).await? {
+            Wrote::Access(a) => {
+                snapshot.access = Arc::new(a);
+                Applied::Written
+            }
+            Wrote::Claim(written) => {
+                snapshot.replace_claim(written);
+                Applied::Written
+            }
+            Wrote::Reread => Applied::Reread,
+            Wrote::Released => {
+                self.ctx.failures.succeeded(&self.key);
+                Applied::Finished(Action::await_change())
+            }
+            Wrote::Superseded => {
+                tracing::debug!(access = %self.key, "claim changed by our other loop; waiting for its event");
+                Applied::Finished(Action::await_change())
+            }
+        })
+    }
+
+    async fn failed(&mut self, snapshot: &Snapshot, e: Error) -> Result<(), Error> {
+        if !e.is_conflict() {
+            return Err(e);
+        }
+        self.ctx
+            .conflicted(
+                &*snapshot.access,
+                KIND,
+                actions::GRANT,
+                &mut self.conflicts,
+                &e,
+            )
+            .await
+    }
+
+    fn unsettled(&self, steps: usize) -> Result<Action, Error> {
+        Err(Error::Unsettled {
+            kind: KIND,
+            name: self.key.clone(),
+            steps,
+        })
+    }
 }
 
 /// Backoff after a failed reconcile.
@@ -270,7 +326,7 @@ pub fn error_policy(access: Arc<BucketAccess>, err: &Error, ctx: Arc<Context>) -
 }
 
 /// What a write left behind, so the next decision needs no re-read.
-enum Applied {
+enum Wrote {
     /// The access as written.
     Access(BucketAccess),
     /// A claim as written.
@@ -289,7 +345,7 @@ async fn apply(
     api: &Api<BucketAccess>,
     snapshot: &Snapshot,
     step: Step,
-) -> Result<Applied, Error> {
+) -> Result<Wrote, Error> {
     let access: &BucketAccess = &snapshot.access;
     let key = describe(access);
     let namespace = access.namespace().unwrap_or_default();
@@ -304,7 +360,7 @@ async fn apply(
             if let Some(w) = &written {
                 own.replaced(access, w);
             }
-            written.map_or(Applied::Reread, Applied::Access)
+            written.map_or(Wrote::Reread, Wrote::Access)
         }
         Step::AnnotateClaim { claim } => {
             set_reference(ctx, &claims, snapshot, &claim, Some("true")).await?
@@ -341,7 +397,7 @@ async fn apply(
                 tracing::info!(access = %key, "handed to the sidecar");
                 ctx.operations.access_observed(&written);
             }
-            Applied::Access(written)
+            Wrote::Access(written)
         }
         Step::RemoveFinalizer => {
             patch::remove_finalizer(api, access, PROTECTION_FINALIZER)
@@ -351,9 +407,9 @@ async fn apply(
             let class_driver = snapshot.class.as_ref().map(|c| c.spec.driver_name.as_str());
             ctx.operations.access_released(access, class_driver);
             tracing::info!(access = %key, "access released");
-            Applied::Released
+            Wrote::Released
         }
-        Step::Done(_) => Applied::Reread,
+        Step::Done(_) => Wrote::Reread,
     };
     Ok(applied)
 }
@@ -365,13 +421,13 @@ async fn set_reference(
     snapshot: &Snapshot,
     name: &str,
     value: Option<&str>,
-) -> Result<Applied, Error> {
+) -> Result<Wrote, Error> {
     let Some(claim) = snapshot.claim(name) else {
-        return Ok(Applied::Reread);
+        return Ok(Wrote::Reread);
     };
     // One writer per claim at a time (the claim loop writes claims too).
     let Some(_lock) = ctx.lock_claim(claim).await else {
-        return Ok(Applied::Superseded);
+        return Ok(Wrote::Superseded);
     };
     let own = &ctx.own_writes;
     let what = if value.is_some() {
@@ -385,5 +441,5 @@ async fn set_reference(
     if let Some(w) = &written {
         own.replaced(claim, w);
     }
-    Ok(written.map_or(Applied::Reread, Applied::Claim))
+    Ok(written.map_or(Wrote::Reread, Wrote::Claim))
 }

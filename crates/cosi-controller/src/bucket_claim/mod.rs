@@ -9,6 +9,7 @@
 //! from the API first.
 
 pub mod decide;
+pub mod trust;
 
 use std::sync::Arc;
 
@@ -18,6 +19,7 @@ use cosi_api::reasons::{self, actions};
 use cosi_api::{Bucket, BucketClaim, BucketClaimStatus};
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
+use cosi_runtime::steps::{self, Applied, Steps, Trust};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -27,6 +29,7 @@ use crate::context::{Context, describe, get};
 use crate::error::Error;
 use crate::notice::Notice;
 use decide::{Observed, Step};
+use trust::{trusts_cache, trusts_missing_bucket};
 
 const KIND: &str = "BucketClaim";
 /// Writes one reconcile may make before it gives up (a full dynamic
@@ -34,112 +37,169 @@ const KIND: &str = "BucketClaim";
 const MAX_STEPS: usize = 12;
 
 /// Reconciles one BucketClaim.
-pub async fn reconcile(mut claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.wait_ready().await?;
-    let key = describe(claim.as_ref());
     let namespace = claim.namespace().unwrap_or_default();
-    let api: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &namespace);
-    let mut bucket = None;
-    // From the cache until a deletion step or a conflict calls for a read
-    // from the API; after any write, known from what the write returned.
-    let mut fresh = false;
-    let mut held = false;
-    let mut reread = false;
-    // The Bucket is absent from the cache, and the API was not asked yet.
-    let mut unconfirmed_miss = false;
-    let mut conflicts = 0;
-    for _ in 0..MAX_STEPS {
-        let name = decide::bucket_name(&claim);
-        if reread {
-            match get(&api, KIND, &claim.name_any()).await? {
-                Some(c) => claim = Arc::new(c),
-                None => return Ok(Action::await_change()),
-            }
-            bucket = match &name {
-                Some(name) => ctx.bucket(name, true).await?,
-                None => None,
-            };
-            reread = false;
-            unconfirmed_miss = false;
-            fresh = true;
-            held = true;
-        } else if !held {
-            bucket = name.as_deref().and_then(|n| ctx.cached_bucket(n));
-            unconfirmed_miss = name.is_some() && bucket.is_none();
-            let own = &ctx.own_writes;
-            if own.is_stale(Some(&namespace), &claim.name_any(), Some(&*claim))
-                || name
-                    .as_deref()
-                    .is_some_and(|n| own.is_stale(None, n, bucket.as_deref()))
-            {
-                // The events of our own last writes are on their way and
-                // will trigger a reconcile that sees them.
-                tracing::debug!(claim = %key, "cache behind our own writes");
-                return Ok(Action::await_change());
-            }
+    let mut steps = ClaimSteps {
+        ctx: &ctx,
+        api: Api::namespaced(ctx.client.clone(), &namespace),
+        key: describe(claim.as_ref()),
+        trigger: claim,
+        conflicts: 0,
+    };
+    steps::drive(&mut steps, MAX_STEPS).await
+}
+
+/// One reconcile of a claim, as the step driver runs it.
+struct ClaimSteps<'a> {
+    ctx: &'a Context,
+    api: Api<BucketClaim>,
+    key: String,
+    /// The cached claim whose change started the reconcile.
+    trigger: Arc<BucketClaim>,
+    conflicts: u32,
+}
+
+/// What one decision looks at: the claim and its Bucket.
+struct Claimed {
+    claim: Arc<BucketClaim>,
+    bucket: Option<Arc<Bucket>>,
+    /// The Bucket is absent from the cache, and the API was not asked yet.
+    unconfirmed_miss: bool,
+}
+
+impl Steps for ClaimSteps<'_> {
+    type Observed = Claimed;
+    type Step = Step;
+    type Error = Error;
+
+    async fn observe(&mut self, fresh: bool) -> Result<Option<Claimed>, Error> {
+        if !fresh {
+            let claim = self.trigger.clone();
+            let name = decide::bucket_name(&claim);
+            let bucket = name.as_deref().and_then(|n| self.ctx.cached_bucket(n));
+            let unconfirmed_miss = name.is_some() && bucket.is_none();
+            return Ok(Some(Claimed {
+                claim,
+                bucket,
+                unconfirmed_miss,
+            }));
         }
-        let class = if claim.is_static() || bucket.is_some() {
+        let Some(claim) = get(&self.api, KIND, &self.trigger.name_any()).await? else {
+            return Ok(None);
+        };
+        let bucket = match decide::bucket_name(&claim) {
+            Some(name) => self.ctx.bucket(&name, true).await?,
+            None => None,
+        };
+        Ok(Some(Claimed {
+            claim: Arc::new(claim),
+            bucket,
+            unconfirmed_miss: false,
+        }))
+    }
+
+    fn is_stale(&self, o: &Claimed) -> bool {
+        let own = &self.ctx.own_writes;
+        let stale = own.is_stale(
+            o.claim.namespace().as_deref(),
+            &o.claim.name_any(),
+            Some(&*o.claim),
+        ) || decide::bucket_name(&o.claim)
+            .is_some_and(|n| own.is_stale(None, &n, o.bucket.as_deref()));
+        if stale {
+            tracing::debug!(claim = %self.key, "cache behind our own writes");
+        }
+        stale
+    }
+
+    async fn decide(&mut self, o: &Claimed) -> Result<Step, Error> {
+        let claim = &o.claim;
+        let class = if claim.is_static() || o.bucket.is_some() {
             None
         } else {
-            ctx.bucket_class(&claim.spec.bucket_class_name).await?
+            self.ctx.bucket_class(&claim.spec.bucket_class_name).await?
         };
-        let holders = holders(&ctx, &claim);
-        let step = decide::decide(&Observed {
-            claim: &claim,
+        let holders = holders(self.ctx, claim);
+        Ok(decide::decide(&Observed {
+            claim,
             class: class.as_deref(),
-            bucket: bucket.as_deref(),
+            bucket: o.bucket.as_deref(),
             holders: &holders,
-        });
-        if unconfirmed_miss
-            && !decide::trusts_missing_bucket(&step)
-            && let Some(name) = &name
-        {
-            // Decide again once the API has said whether the Bucket exists.
-            bucket = ctx.bucket(name, true).await?;
-            unconfirmed_miss = false;
-            held = true;
-            continue;
-        }
-        if let Step::Done(idle) = step {
-            tracing::debug!(claim = %key, ?idle, "nothing to write");
-            ctx.failures.succeeded(&key);
-            return Ok(Action::await_change());
-        }
-        if !fresh && !decide::trusts_cache(&claim, &step) {
-            // Decide again on what the API says now before writing.
-            reread = true;
-            continue;
-        }
-        tracing::debug!(claim = %key, ?step, "applying");
-        held = true;
-        match apply(&ctx, &api, &claim, bucket.as_deref(), step).await {
-            Ok(Applied::Claim(c)) => claim = Arc::new(c),
-            Ok(Applied::Bucket(b)) => {
-                bucket = b.map(Arc::new);
-                unconfirmed_miss = false;
-            }
-            Ok(Applied::Reread) => reread = true,
-            Ok(Applied::Released) => {
-                ctx.failures.succeeded(&key);
-                return Ok(Action::await_change());
-            }
-            Ok(Applied::Superseded) => {
-                tracing::debug!(claim = %key, "claim changed by our other loop; waiting for its event");
-                return Ok(Action::await_change());
-            }
-            Err(e) if e.is_conflict() => {
-                reread = true;
-                ctx.conflicted(&*claim, KIND, actions::PROVISION, &mut conflicts, &e)
-                    .await?;
-            }
-            Err(e) => return Err(e),
+        }))
+    }
+
+    async fn done(&mut self, _: &Claimed, step: &Step) -> Result<Option<Action>, Error> {
+        let Step::Done(idle) = step else {
+            return Ok(None);
+        };
+        tracing::debug!(claim = %self.key, ?idle, "nothing to write");
+        self.ctx.failures.succeeded(&self.key);
+        Ok(Some(Action::await_change()))
+    }
+
+    /// Provisioning steps rest on the caches; a decision on a Bucket the
+    /// cache does not have asks the API first unless it cannot depend on
+    /// it; deletion steps rest on a read from the API.
+    fn trust(&self, o: &Claimed, step: &Step) -> Trust {
+        if o.unconfirmed_miss && !trusts_missing_bucket(step) {
+            Trust::ConfirmMissing
+        } else if trusts_cache(&o.claim, step) {
+            Trust::Cache
+        } else {
+            Trust::Api
         }
     }
-    Err(Error::Unsettled {
-        kind: KIND,
-        name: key,
-        steps: MAX_STEPS,
-    })
+
+    async fn confirm(&mut self, o: &mut Claimed) -> Result<(), Error> {
+        if let Some(name) = decide::bucket_name(&o.claim) {
+            o.bucket = self.ctx.bucket(&name, true).await?;
+        }
+        o.unconfirmed_miss = false;
+        Ok(())
+    }
+
+    async fn apply(&mut self, o: &mut Claimed, step: Step) -> Result<Applied, Error> {
+        tracing::debug!(claim = %self.key, ?step, "applying");
+        let wrote = apply(self.ctx, &self.api, &o.claim, o.bucket.as_deref(), step).await?;
+        Ok(match wrote {
+            Wrote::Claim(c) => {
+                o.claim = Arc::new(c);
+                Applied::Written
+            }
+            Wrote::Bucket(b) => {
+                o.bucket = b.map(Arc::new);
+                o.unconfirmed_miss = false;
+                Applied::Written
+            }
+            Wrote::Reread => Applied::Reread,
+            Wrote::Released => {
+                self.ctx.failures.succeeded(&self.key);
+                Applied::Finished(Action::await_change())
+            }
+            Wrote::Superseded => {
+                tracing::debug!(claim = %self.key, "claim changed by our other loop; waiting for its event");
+                Applied::Finished(Action::await_change())
+            }
+        })
+    }
+
+    async fn failed(&mut self, o: &Claimed, e: Error) -> Result<(), Error> {
+        if !e.is_conflict() {
+            return Err(e);
+        }
+        self.ctx
+            .conflicted(&*o.claim, KIND, actions::PROVISION, &mut self.conflicts, &e)
+            .await
+    }
+
+    fn unsettled(&self, steps: usize) -> Result<Action, Error> {
+        Err(Error::Unsettled {
+            kind: KIND,
+            name: self.key.clone(),
+            steps,
+        })
+    }
 }
 
 /// The accesses (names, sorted) whose references hold a claim being
@@ -175,7 +235,7 @@ pub fn error_policy(claim: Arc<BucketClaim>, err: &Error, ctx: Arc<Context>) -> 
 }
 
 /// What a write left behind, so the next decision needs no re-read.
-enum Applied {
+enum Wrote {
     /// The claim as written.
     Claim(BucketClaim),
     /// The Bucket as written (`None`: gone).
@@ -203,7 +263,7 @@ async fn apply(
     claim: &BucketClaim,
     bucket: Option<&Bucket>,
     step: Step,
-) -> Result<Applied, Error> {
+) -> Result<Wrote, Error> {
     let buckets: Api<Bucket> = Api::all(ctx.client.clone());
     let key = describe(claim);
     let own = &ctx.own_writes;
@@ -214,7 +274,7 @@ async fn apply(
     // write of ours has replaced yet.
     let _claim_lock = if writes_claim(&step) {
         let Some(lock) = ctx.lock_claim(claim).await else {
-            return Ok(Applied::Superseded);
+            return Ok(Wrote::Superseded);
         };
         Some(lock)
     } else {
@@ -228,21 +288,21 @@ async fn apply(
             if let Some(w) = &written {
                 own.replaced(claim, w);
             }
-            written.map_or(Applied::Reread, Applied::Claim)
+            written.map_or(Wrote::Reread, Wrote::Claim)
         }
         Step::CreateBucket(desired) => {
             let name = desired.name_any();
             match buckets.create(&PostParams::default(), &desired).await {
                 Ok(created) => {
                     tracing::info!(claim = %key, bucket = %name, "created Bucket");
-                    Applied::Bucket(Some(created))
+                    Wrote::Bucket(Some(created))
                 }
                 // It exists (an earlier attempt, or a cache that had not
                 // seen it yet): the next decision rests on it as it is.
                 Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" => {
                     match ctx.bucket(&name, true).await? {
-                        Some(existing) => Applied::Bucket(Some(Arc::unwrap_or_clone(existing))),
-                        None => Applied::Reread,
+                        Some(existing) => Wrote::Bucket(Some(Arc::unwrap_or_clone(existing))),
+                        None => Wrote::Reread,
                     }
                 }
                 Err(source) => {
@@ -276,7 +336,7 @@ async fn apply(
                 own.replaced(before, &bound);
             }
             tracing::info!(claim = %key, bucket = %name, "bound existing Bucket");
-            Applied::Bucket(Some(bound))
+            Wrote::Bucket(Some(bound))
         }
         Step::WriteStatus(update) => {
             let status = update.applied(
@@ -295,7 +355,7 @@ async fn apply(
                 tracing::info!(claim = %key, bucket = %bucket.name_any(), "claim provisioned");
                 ctx.operations.claim_provisioned(&written, bucket);
             }
-            Applied::Claim(written)
+            Wrote::Claim(written)
         }
         Step::MarkBucketClaimDeleting { bucket: name } => match bucket {
             Some(bucket) => {
@@ -313,9 +373,9 @@ async fn apply(
                 if let Some(w) = &written {
                     own.replaced(bucket, w);
                 }
-                written.map_or(Applied::Reread, |b| Applied::Bucket(Some(b)))
+                written.map_or(Wrote::Reread, |b| Wrote::Bucket(Some(b)))
             }
-            None => Applied::Reread,
+            None => Wrote::Reread,
         },
         Step::DeleteBucket { bucket: name, uid } => {
             let params = DeleteParams {
@@ -328,9 +388,9 @@ async fn apply(
             match buckets.delete(&name, &params).await {
                 Ok(deleted) => {
                     tracing::info!(claim = %key, bucket = %name, "deleted Bucket (policy Delete)");
-                    Applied::Bucket(deleted.left())
+                    Wrote::Bucket(deleted.left())
                 }
-                Err(e) if patch::is_not_found(&e) => Applied::Bucket(None),
+                Err(e) if patch::is_not_found(&e) => Wrote::Bucket(None),
                 Err(source) => {
                     ctx.publish(
                         claim,
@@ -359,9 +419,9 @@ async fn apply(
                 .unwrap_or_default();
             ctx.operations.claim_released(claim, &driver);
             tracing::info!(claim = %key, "claim released");
-            Applied::Released
+            Wrote::Released
         }
-        Step::Done(_) => Applied::Reread,
+        Step::Done(_) => Wrote::Reread,
     };
     Ok(applied)
 }

@@ -32,6 +32,7 @@ use cosi_driver::proto::{
 };
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
+use cosi_runtime::steps::{self, Applied, Steps};
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value, json};
@@ -59,12 +60,6 @@ pub(crate) async fn reconcile(
         return Ok(Action::await_change());
     }
     let name = cached.name_any();
-    if ctx.own_writes.is_stale(None, &name, Some(cached.as_ref())) {
-        // The event of our own last write is on its way and will start a
-        // reconcile that sees it.
-        tracing::debug!(bucket = %name, "cache behind our own writes");
-        return Ok(Action::await_change());
-    }
     let mut worker = Worker {
         ctx: &ctx,
         api: Api::all(ctx.client.clone()),
@@ -108,100 +103,9 @@ impl Worker<'_> {
     }
 
     async fn run(&mut self) -> Result<Action, Failure> {
-        // Each pass performs one step; a full provisioning takes at most
-        // finalizer + phase 1 + phase 2.
-        for _ in 0..4 {
-            let step = decide(&self.bucket, &self.info);
-            tracing::debug!(bucket = %self.name(), ?step, "bucket step");
-            match step {
-                Step::Done => return Ok(Action::await_change()),
-                Step::AwaitClaimDeletion => {
-                    tracing::info!(bucket = %self.name(), "Bucket deletion waits until its BucketClaim is being deleted");
-                    return Ok(Action::await_change());
-                }
-                Step::AddFinalizer => {
-                    let name = self.name();
-                    if let Some(b) =
-                        patch::add_finalizer(&self.api, &self.bucket, PROTECTION_FINALIZER)
-                            .await
-                            .api("patch", "buckets", &name)?
-                    {
-                        self.wrote(b);
-                    }
-                }
-                Step::Release => {
-                    self.release().await?;
-                    return Ok(Action::await_change());
-                }
-                Step::DeleteBackend { bucket_id } => return self.delete_backend(bucket_id).await,
-                Step::DeleteUnpersisted => return self.delete_unpersisted().await,
-                Step::RecordUnpersisted => return self.record_unpersisted().await,
-                Step::Invalid(desired) => {
-                    self.write_status(&desired, Map::new()).await?;
-                    // Written only when the conditions changed: one Event per refusal.
-                    let regarding = self.bucket.object_ref(&());
-                    let note = desired[0].message.clone();
-                    self.ctx
-                        .warn(
-                            &regarding,
-                            reasons::FAILED_CREATE_BUCKET,
-                            actions::CREATE_BUCKET,
-                            note,
-                        )
-                        .await;
-                    return Ok(Action::await_change());
-                }
-                Step::MarkReleased => {
-                    let released = released_condition(&self.bucket);
-                    self.write_status(&[released], Map::new()).await?;
-                    tracing::info!(bucket = %self.name(), "bucket released: its claim was deleted, deletionPolicy Retain keeps it");
-                    return Ok(Action::await_change());
-                }
-                Step::RefreshGeneration => {
-                    let desired: Vec<Desired> = self
-                        .bucket
-                        .conditions()
-                        .iter()
-                        .filter_map(|c| {
-                            condition_types::ALL
-                                .iter()
-                                .find(|t| **t == c.type_)
-                                .map(|t| {
-                                    Desired::new(
-                                        t,
-                                        Status::parse(&c.status),
-                                        c.reason.clone(),
-                                        c.message.clone(),
-                                    )
-                                })
-                        })
-                        .collect();
-                    self.write_status(&desired, Map::new()).await?;
-                    return Ok(Action::await_change());
-                }
-                Step::GenerateId => {
-                    if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
-                        return Ok(action);
-                    }
-                    self.generate_id().await?;
-                }
-                Step::Create { bucket_id } => {
-                    if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
-                        return Ok(action);
-                    }
-                    return self.create(bucket_id).await;
-                }
-                Step::Import { bucket_id } => {
-                    if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
-                        return Ok(action);
-                    }
-                    return self.import(bucket_id).await;
-                }
-            }
-        }
-        Ok(Action::requeue(std::time::Duration::from_millis(100)))
+        // A full provisioning takes finalizer + phase 1 + phase 2.
+        steps::drive(self, 4).await
     }
-
     async fn write_status(
         &mut self,
         desired: &[Desired],
@@ -462,5 +366,140 @@ impl Worker<'_> {
             self.ctx, &self.key, generation, &regarding, event, action, plan, written,
         )
         .await
+    }
+}
+
+/// The Bucket's steps, as the step driver runs them: the Bucket is the
+/// worker's own copy, replaced by each write.
+impl Steps for Worker<'_> {
+    type Observed = ();
+    type Step = Step;
+    type Error = Failure;
+
+    async fn observe(&mut self, _fresh: bool) -> Result<Option<()>, Failure> {
+        Ok(Some(()))
+    }
+
+    fn is_stale(&self, _: &()) -> bool {
+        let name = self.name();
+        let stale = self
+            .ctx
+            .own_writes
+            .is_stale(None, &name, Some(&self.bucket));
+        if stale {
+            // The event of our own last write is on its way and will start
+            // a reconcile that sees it.
+            tracing::debug!(bucket = %name, "cache behind our own writes");
+        }
+        stale
+    }
+
+    async fn decide(&mut self, _: &()) -> Result<Step, Failure> {
+        let step = decide(&self.bucket, &self.info);
+        tracing::debug!(bucket = %self.name(), ?step, "bucket step");
+        Ok(step)
+    }
+
+    async fn done(&mut self, _: &(), step: &Step) -> Result<Option<Action>, Failure> {
+        if *step == Step::AwaitClaimDeletion {
+            tracing::info!(bucket = %self.name(), "Bucket deletion waits until its BucketClaim is being deleted");
+        }
+        Ok(is_settled(step, &self.bucket).then(Action::await_change))
+    }
+
+    async fn apply(&mut self, _: &mut (), step: Step) -> Result<Applied, Failure> {
+        match step {
+            Step::Done | Step::AwaitClaimDeletion => {
+                return Ok(Applied::Finished(Action::await_change()));
+            }
+            Step::AddFinalizer => {
+                let name = self.name();
+                if let Some(b) = patch::add_finalizer(&self.api, &self.bucket, PROTECTION_FINALIZER)
+                    .await
+                    .api("patch", "buckets", &name)?
+                {
+                    self.wrote(b);
+                }
+            }
+            Step::Release => {
+                self.release().await?;
+                return Ok(Applied::Finished(Action::await_change()));
+            }
+            Step::DeleteBackend { bucket_id } => {
+                return self.delete_backend(bucket_id).await.map(Applied::Finished);
+            }
+            Step::DeleteUnpersisted => {
+                return self.delete_unpersisted().await.map(Applied::Finished);
+            }
+            Step::RecordUnpersisted => {
+                return self.record_unpersisted().await.map(Applied::Finished);
+            }
+            Step::Invalid(desired) => {
+                self.write_status(&desired, Map::new()).await?;
+                // Written only when the conditions changed: one Event per refusal.
+                let regarding = self.bucket.object_ref(&());
+                let note = desired[0].message.clone();
+                self.ctx
+                    .warn(
+                        &regarding,
+                        reasons::FAILED_CREATE_BUCKET,
+                        actions::CREATE_BUCKET,
+                        note,
+                    )
+                    .await;
+                return Ok(Applied::Finished(Action::await_change()));
+            }
+            Step::MarkReleased => {
+                let released = released_condition(&self.bucket);
+                self.write_status(&[released], Map::new()).await?;
+                tracing::info!(bucket = %self.name(), "bucket released: its claim was deleted, deletionPolicy Retain keeps it");
+                return Ok(Applied::Finished(Action::await_change()));
+            }
+            Step::RefreshGeneration => {
+                let desired: Vec<Desired> = self
+                    .bucket
+                    .conditions()
+                    .iter()
+                    .filter_map(|c| {
+                        condition_types::ALL
+                            .iter()
+                            .find(|t| **t == c.type_)
+                            .map(|t| {
+                                Desired::new(
+                                    t,
+                                    Status::parse(&c.status),
+                                    c.reason.clone(),
+                                    c.message.clone(),
+                                )
+                            })
+                    })
+                    .collect();
+                self.write_status(&desired, Map::new()).await?;
+                return Ok(Applied::Finished(Action::await_change()));
+            }
+            Step::GenerateId => {
+                if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
+                    return Ok(Applied::Finished(action));
+                }
+                self.generate_id().await?;
+            }
+            Step::Create { bucket_id } => {
+                if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
+                    return Ok(Applied::Finished(action));
+                }
+                return self.create(bucket_id).await.map(Applied::Finished);
+            }
+            Step::Import { bucket_id } => {
+                if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
+                    return Ok(Applied::Finished(action));
+                }
+                return self.import(bucket_id).await.map(Applied::Finished);
+            }
+        }
+        Ok(Applied::Written)
+    }
+
+    fn unsettled(&self, _steps: usize) -> Result<Action, Failure> {
+        Ok(Action::requeue(std::time::Duration::from_millis(100)))
     }
 }

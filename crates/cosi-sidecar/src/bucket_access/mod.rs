@@ -37,6 +37,7 @@ use cosi_api::reasons::{self, actions};
 use cosi_api::{Bucket, BucketAccess};
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
+use cosi_runtime::steps::{self, Applied, Steps};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
@@ -75,6 +76,7 @@ pub(crate) async fn reconcile(
         info,
         key,
         access: cached.as_ref().clone(),
+        trigger: cached.clone(),
     };
     let mut rotation_wake = None;
     let result = async {
@@ -101,15 +103,6 @@ pub(crate) async fn reconcile(
                 return Ok(Action::requeue(interval));
             }
         }
-        if ctx
-            .own_writes
-            .is_stale(Some(&ns), &name, Some(cached.as_ref()))
-        {
-            // The event of our own last write is on its way and will start
-            // a reconcile that sees it.
-            tracing::debug!(access = %worker.key, "cache behind our own writes");
-            return Ok(Action::await_change());
-        }
         worker.run().await
     }
     .await;
@@ -130,6 +123,8 @@ struct Worker<'a> {
     key: String,
     /// The latest version of the BucketAccess (after our own writes).
     access: BucketAccess,
+    /// The cached version whose change started the reconcile.
+    trigger: Arc<BucketAccess>,
 }
 
 impl Worker<'_> {
@@ -209,23 +204,8 @@ impl Worker<'_> {
     }
 
     async fn run(&mut self) -> Result<Action, Failure> {
-        for _ in 0..4 {
-            match decide(&self.access, &self.info) {
-                Step::Done => return Ok(Action::await_change()),
-                Step::Cleanup => return self.cleanup().await,
-                Step::AddFinalizer => {
-                    if let Some(ba) =
-                        patch::add_finalizer(&self.api, &self.access, PROTECTION_FINALIZER)
-                            .await
-                            .api("patch", "bucketaccesses", &self.key)?
-                    {
-                        self.wrote(ba);
-                    }
-                }
-                Step::Provision => return self.provision().await,
-            }
-        }
-        Ok(Action::requeue(Duration::from_millis(100)))
+        // The finalizer, then the grant or the cleanup.
+        steps::drive(self, 4).await
     }
 
     async fn read_secrets(&self, targets: &[Target<'_>]) -> Result<Vec<Option<Secret>>, ApiError> {
@@ -366,5 +346,65 @@ impl Worker<'_> {
             }
             Err(_) => next,
         }
+    }
+}
+
+/// The access's steps, as the step driver runs them: the access is the
+/// worker's own copy, replaced by each write. The grant and the cleanup
+/// run their own decision tables ([`decide_grant`], [`decide_cleanup`]).
+impl Steps for Worker<'_> {
+    type Observed = ();
+    type Step = Step;
+    type Error = Failure;
+
+    async fn observe(&mut self, _fresh: bool) -> Result<Option<()>, Failure> {
+        Ok(Some(()))
+    }
+
+    /// Judged on the cached version that started the reconcile: a write of
+    /// a rotation step before it also waits for its own event.
+    fn is_stale(&self, _: &()) -> bool {
+        let ns = self.trigger.namespace();
+        let stale = self.ctx.own_writes.is_stale(
+            ns.as_deref(),
+            &self.trigger.name_any(),
+            Some(self.trigger.as_ref()),
+        );
+        if stale {
+            // The event of our own last write is on its way and will start
+            // a reconcile that sees it.
+            tracing::debug!(access = %self.key, "cache behind our own writes");
+        }
+        stale
+    }
+
+    async fn decide(&mut self, _: &()) -> Result<Step, Failure> {
+        Ok(decide(&self.access, &self.info))
+    }
+
+    async fn done(&mut self, _: &(), step: &Step) -> Result<Option<Action>, Failure> {
+        Ok((*step == Step::Done).then(Action::await_change))
+    }
+
+    async fn apply(&mut self, _: &mut (), step: Step) -> Result<Applied, Failure> {
+        match step {
+            Step::Done => Ok(Applied::Finished(Action::await_change())),
+            Step::Cleanup => self.cleanup().await.map(Applied::Finished),
+            Step::AddFinalizer => {
+                if let Some(ba) =
+                    patch::add_finalizer(&self.api, &self.access, PROTECTION_FINALIZER)
+                        .await
+                        .api("patch", "bucketaccesses", &self.key)?
+                {
+                    self.wrote(ba);
+                }
+                Ok(Applied::Written)
+            }
+            Step::Provision => self.provision().await.map(Applied::Finished),
+        }
+    }
+
+    fn unsettled(&self, _steps: usize) -> Result<Action, Failure> {
+        Ok(Action::requeue(Duration::from_millis(100)))
     }
 }

@@ -10,6 +10,7 @@ use cosi_api::{
 };
 
 use super::*;
+use crate::bucket_access::trust::trusts_cache;
 use crate::fixtures::*;
 use crate::notice::Severity;
 

@@ -7,6 +7,7 @@ use cosi_api::{Bucket, BucketClaim, BucketClass, DeletionPolicy, Protocol};
 use kube::ResourceExt;
 
 use super::*;
+use crate::bucket_claim::trust::{trusts_cache, trusts_missing_bucket};
 use crate::fixtures::*;
 use crate::notice::Severity;
 
