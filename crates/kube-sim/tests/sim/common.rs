@@ -1,9 +1,12 @@
 //! Shared fixtures: a started simulator, the Widget CRD used across tests
 //! and small helpers.
 
+use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::CustomResource;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams, WatchEvent,
+};
 use kube_sim::KubeSim;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -173,4 +176,25 @@ where
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The resourceVersion of a list of `api`'s objects: "now".
+pub async fn list_version<K>(api: &Api<K>) -> String
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
+}
+
+/// The next event of a watch stream, which must come.
+pub async fn next_event<K, S>(stream: &mut S) -> WatchEvent<K>
+where
+    S: futures::Stream<Item = kube::Result<WatchEvent<K>>> + Unpin,
+{
+    stream.try_next().await.unwrap().unwrap()
 }
