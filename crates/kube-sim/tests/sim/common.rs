@@ -5,7 +5,8 @@ use futures::TryStreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::CustomResource;
 use kube::api::{
-    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams, WatchEvent,
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent,
 };
 use kube_sim::KubeSim;
 use serde::{Deserialize, Serialize};
@@ -197,4 +198,20 @@ where
     S: futures::Stream<Item = kube::Result<WatchEvent<K>>> + Unpin,
 {
     stream.try_next().await.unwrap().unwrap()
+}
+
+/// Asserts that an API error's message contains `text`, showing the whole
+/// message when it does not.
+pub fn assert_mentions(err: &kube::core::Status, text: &str) {
+    assert!(err.message.contains(text), "{}", err.message);
+}
+
+/// Merge-patches the named object, which must succeed.
+pub async fn merge<K>(api: &Api<K>, name: &str, patch: Value) -> K
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap()
 }

@@ -4,7 +4,7 @@
 use crate::common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use kube::{Resource, ResourceExt};
 use kube_sim::KubeSim;
 use serde_json::json;
@@ -58,14 +58,7 @@ async fn dependents_are_deleted_in_the_background_after_their_owner() {
         })
         .await
     );
-    secrets
-        .patch(
-            "held",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    merge(&secrets, "held", json!({"metadata": {"finalizers": null}})).await;
     assert!(secrets.get("held").await.is_err());
 }
 
@@ -129,14 +122,12 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
         cms.get("o3").await.is_ok(),
         "the owner stays while a blocking dependent exists"
     );
-    secrets
-        .patch(
-            "blocker",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    merge(
+        &secrets,
+        "blocker",
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
     assert!(eventually(5, || async { cms.get("o3").await.is_err() }).await);
 }
 

@@ -18,14 +18,7 @@ async fn merge_and_json_patches_apply() {
         serde_json::from_value(json!({"metadata": {"name": "m"}, "data": {"a": "1", "b": "2"}}))
             .unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
-    let merged = api
-        .patch(
-            "m",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"a": null, "c": "3"}})),
-        )
-        .await
-        .unwrap();
+    let merged = merge(&api, "m", json!({"data": {"a": null, "c": "3"}})).await;
     assert_eq!(
         merged.data.unwrap(),
         [
@@ -131,12 +124,8 @@ async fn server_side_apply_tracks_managers_and_reports_conflicts() {
             .unwrap_err(),
     );
     assert_eq!(err.code, 409);
-    assert!(
-        err.message.contains("conflict with \"alice\""),
-        "{}",
-        err.message
-    );
-    assert!(err.message.contains(".data.owner"), "{}", err.message);
+    assert_mentions(&err, "conflict with \"alice\"");
+    assert_mentions(&err, ".data.owner");
 
     let forced = api
         .patch(

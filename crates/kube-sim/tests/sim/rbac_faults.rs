@@ -52,12 +52,7 @@ async fn an_identity_without_a_verb_is_forbidden_and_with_it_succeeds() {
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "x"}})).unwrap();
     let err = api_error(alice.create(&PostParams::default(), &cm).await.unwrap_err());
     assert_eq!(err.code, 403);
-    assert!(
-        err.message
-            .contains("cannot create resource \"configmaps\""),
-        "{}",
-        err.message
-    );
+    assert_mentions(&err, "cannot create resource \"configmaps\"");
     let other_ns: Api<ConfigMap> = Api::namespaced(sim.client_for_token(&token), "kube-system");
     assert_eq!(
         api_error(other_ns.list(&ListParams::default()).await.unwrap_err()).code,
@@ -280,11 +275,7 @@ async fn token_requests_issue_service_account_tokens() {
     let token = tr.status.unwrap().token.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client_for_token(&token), "default");
     let err = api_error(api.list(&ListParams::default()).await.unwrap_err());
-    assert!(
-        err.message.contains("system:serviceaccount:default:bot"),
-        "{}",
-        err.message
-    );
+    assert_mentions(&err, "system:serviceaccount:default:bot");
 }
 
 /// A Role granting `verbs` on the Lease `mine` only, bound to user `who`.
@@ -353,11 +344,7 @@ async fn resource_names_never_allow_a_post_and_an_apply_that_creates_needs_creat
             .unwrap_err(),
     );
     assert_eq!(err.code, 403, "{}", err.message);
-    assert!(
-        err.message.contains("cannot create resource \"leases\""),
-        "{}",
-        err.message
-    );
+    assert_mentions(&err, "cannot create resource \"leases\"");
     assert!(admin.get_opt("mine").await.unwrap().is_none());
     admin.create(&pp, &lease("mine")).await.unwrap();
     patcher
