@@ -121,16 +121,21 @@ pub async fn sim_with_widgets() -> KubeSim {
     sim
 }
 
-pub async fn install_widgets(sim: &KubeSim) {
-    let crds: Api<DynamicObject> = Api::all_with(
+/// CustomResourceDefinitions as dynamic objects.
+pub fn crd_api(sim: &KubeSim) -> Api<DynamicObject> {
+    Api::all_with(
         sim.client(),
         &ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
             "customresourcedefinitions",
         ),
-    );
+    )
+}
+
+pub async fn install_widgets(sim: &KubeSim) {
     let crd: DynamicObject = serde_json::from_value(widget_crd()).expect("valid CRD json");
-    crds.create(&PostParams::default(), &crd)
+    crd_api(sim)
+        .create(&PostParams::default(), &crd)
         .await
         .expect("CRD is accepted");
 }
@@ -214,4 +219,35 @@ where
     api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
         .await
         .unwrap()
+}
+
+/// The error of a create that must be refused.
+pub async fn refused<K>(api: &Api<K>, obj: &K) -> kube::core::Status
+where
+    K: Clone + Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api_error(api.create(&PostParams::default(), obj).await.unwrap_err())
+}
+
+/// The fields an API error's causes name, in order.
+pub fn cause_fields(err: &kube::core::Status) -> Vec<String> {
+    err.details
+        .as_ref()
+        .expect("the error has details")
+        .causes
+        .iter()
+        .map(|c| c.field.clone())
+        .collect()
+}
+
+/// The error of a merge patch that must be refused.
+pub async fn merge_refused<K>(api: &Api<K>, name: &str, patch: Value) -> kube::core::Status
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api_error(
+        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap_err(),
+    )
 }

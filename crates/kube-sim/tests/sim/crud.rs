@@ -168,11 +168,12 @@ async fn deleting_an_object_with_finalizers_only_marks_it_until_the_last_one_goe
     assert_eq!(marked.metadata.deletion_grace_period_seconds, Some(0));
     assert_eq!(marked.metadata.generation, Some(2));
 
-    let err = api_error(
-        api.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/a", "example.com/b", "example.com/c"]}})))
-            .await
-            .unwrap_err(),
-    );
+    let err = merge_refused(
+        &api,
+        "held",
+        json!({"metadata": {"finalizers": ["example.com/a", "example.com/b", "example.com/c"]}}),
+    )
+    .await;
     assert_eq!(err.code, 422);
     assert_mentions(
         &err,

@@ -55,15 +55,12 @@ async fn a_patch_carrying_a_stale_resource_version_conflicts() {
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "rv"}, "data": {"a": "1"}})).unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
-    let err = api_error(
-        api.patch(
-            "rv",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"resourceVersion": "1"}, "data": {"a": "2"}})),
-        )
-        .await
-        .unwrap_err(),
-    );
+    let err = merge_refused(
+        &api,
+        "rv",
+        json!({"metadata": {"resourceVersion": "1"}, "data": {"a": "2"}}),
+    )
+    .await;
     assert_eq!(err.code, 409);
 }
 

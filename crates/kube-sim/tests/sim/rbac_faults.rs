@@ -50,7 +50,7 @@ async fn an_identity_without_a_verb_is_forbidden_and_with_it_succeeds() {
     .await;
     assert!(alice.list(&ListParams::default()).await.is_ok());
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "x"}})).unwrap();
-    let err = api_error(alice.create(&PostParams::default(), &cm).await.unwrap_err());
+    let err = refused(&alice, &cm).await;
     assert_eq!(err.code, 403);
     assert_mentions(&err, "cannot create resource \"configmaps\"");
     let other_ns: Api<ConfigMap> = Api::namespaced(sim.client_for_token(&token), "kube-system");
@@ -111,15 +111,7 @@ async fn service_accounts_get_exactly_their_cluster_role_including_subresources_
         .await
         .is_ok()
     );
-    let err = api_error(
-        sa.patch(
-            "w",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"size": 2}})),
-        )
-        .await
-        .unwrap_err(),
-    );
+    let err = merge_refused(&sa, "w", json!({"spec": {"size": 2}})).await;
     assert_eq!(err.code, 403);
     assert_eq!(
         err.message,
