@@ -33,8 +33,13 @@ pub fn resource_version(obj: &Value) -> &str {
 
 /// `metadata.finalizers` as strings.
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    obj.get("metadata")
-        .and_then(|m| m.get("finalizers"))
+    strings(obj.get("metadata").and_then(|m| m.get("finalizers")))
+}
+
+/// The strings of a JSON array (other items skipped); empty when the value
+/// is absent or not an array.
+pub fn strings(value: Option<&Value>) -> Vec<String> {
+    value
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()

@@ -4,6 +4,7 @@
 use super::{AppState, OpCtx, value_response};
 use crate::auth::Identity;
 use crate::builtin::Builtin;
+use crate::meta;
 use crate::rbac::{self, Attributes};
 use crate::status::ApiError;
 use axum::http::HeaderMap;
@@ -132,15 +133,7 @@ impl OpCtx<'_> {
                 .and_then(Value::as_str)
                 .unwrap_or("")
                 .to_string();
-            let groups: Vec<String> = spec
-                .get("groups")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(|g| g.as_str().map(String::from))
-                        .collect()
-                })
-                .unwrap_or_default();
+            let groups = meta::strings(spec.get("groups"));
             Identity { user, groups }
         } else {
             self.who.clone()

@@ -11,6 +11,7 @@
 mod check;
 mod prune;
 
+use crate::meta;
 use crate::status::FieldError;
 use check::{Found, validate_value};
 use prune::{default_value, prune_root};
@@ -149,21 +150,14 @@ fn compile_at(raw: &Value, path: &str) -> Result<Schema, String> {
     let b = |k: &str| obj.get(k).and_then(Value::as_bool).unwrap_or(false);
     let n = |k: &str| obj.get(k).and_then(Value::as_f64);
     let u = |k: &str| obj.get(k).and_then(Value::as_u64);
+    let strings = |k: &str| meta::strings(obj.get(k));
     let mut schema = Schema {
         ty: s("type"),
         nullable: b("nullable"),
         int_or_string: b("x-kubernetes-int-or-string"),
         preserve_unknown: b("x-kubernetes-preserve-unknown-fields"),
         embedded: b("x-kubernetes-embedded-resource"),
-        required: obj
-            .get("required")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        required: strings("required"),
         enumeration: obj.get("enum").and_then(Value::as_array).cloned(),
         minimum: n("minimum"),
         maximum: n("maximum"),
@@ -176,15 +170,7 @@ fn compile_at(raw: &Value, path: &str) -> Result<Schema, String> {
         min_properties: u("minProperties"),
         max_properties: u("maxProperties"),
         list_type: s("x-kubernetes-list-type"),
-        list_map_keys: obj
-            .get("x-kubernetes-list-map-keys")
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        list_map_keys: strings("x-kubernetes-list-map-keys"),
         default: obj.get("default").cloned(),
         description: s("description"),
         ..Schema::default()

@@ -169,67 +169,25 @@ fn check_value(schema: &Schema, v: &Value, old: Option<&Value>, path: &str, errs
         }
         Value::Number(num) => {
             let x = num.as_f64().unwrap_or(0.0);
-            if let Some(min) = schema.minimum {
-                let bad = if schema.exclusive_minimum {
-                    x <= min
-                } else {
-                    x < min
-                };
-                if bad {
-                    let rel = if schema.exclusive_minimum {
-                        "greater than"
-                    } else {
-                        "greater than or equal to"
-                    };
+            let bounds = [
+                (schema.minimum, schema.exclusive_minimum, true),
+                (schema.maximum, schema.exclusive_maximum, false),
+            ];
+            for (bound, exclusive, lower) in bounds {
+                if let Some(b) = bound
+                    && let Some(rel) = broken_bound(x, b, exclusive, lower)
+                {
                     errs.push(FieldError::invalid(
                         path,
                         v,
-                        format!("{path} in body should be {rel} {}", fmt_num(min)),
-                    ));
-                }
-            }
-            if let Some(max) = schema.maximum {
-                let bad = if schema.exclusive_maximum {
-                    x >= max
-                } else {
-                    x > max
-                };
-                if bad {
-                    let rel = if schema.exclusive_maximum {
-                        "less than"
-                    } else {
-                        "less than or equal to"
-                    };
-                    errs.push(FieldError::invalid(
-                        path,
-                        v,
-                        format!("{path} in body should be {rel} {}", fmt_num(max)),
+                        format!("{path} in body should be {rel} {}", fmt_num(b)),
                     ));
                 }
             }
         }
         Value::Array(items) => {
-            let len = items.len() as u64;
-            if let Some(min) = schema.min_items
-                && len < min
-            {
-                errs.push(FieldError::new(
-                    FieldErrorKind::Invalid,
-                    path,
-                    Some(len.to_string()),
-                    format!("{path} in body should have at least {min} items"),
-                ));
-            }
-            if let Some(max) = schema.max_items
-                && len > max
-            {
-                errs.push(FieldError::new(
-                    FieldErrorKind::TooMany,
-                    path,
-                    Some(len.to_string()),
-                    format!("must have at most {max} items"),
-                ));
-            }
+            let bounds = (schema.min_items, schema.max_items);
+            check_count(bounds, items.len(), "items", path, errs);
             check_list_uniqueness(schema, items, path, errs);
             if let Some(item_schema) = &schema.items {
                 for (i, item) in items.iter().enumerate() {
@@ -239,27 +197,8 @@ fn check_value(schema: &Schema, v: &Value, old: Option<&Value>, path: &str, errs
             }
         }
         Value::Object(map) => {
-            let len = map.len() as u64;
-            if let Some(min) = schema.min_properties
-                && len < min
-            {
-                errs.push(FieldError::new(
-                    FieldErrorKind::Invalid,
-                    path,
-                    Some(len.to_string()),
-                    format!("{path} in body should have at least {min} properties"),
-                ));
-            }
-            if let Some(max) = schema.max_properties
-                && len > max
-            {
-                errs.push(FieldError::new(
-                    FieldErrorKind::TooMany,
-                    path,
-                    Some(len.to_string()),
-                    format!("must have at most {max} items"),
-                ));
-            }
+            let bounds = (schema.min_properties, schema.max_properties);
+            check_count(bounds, map.len(), "properties", path, errs);
             for req in &schema.required {
                 let present = map
                     .get(req)
@@ -330,6 +269,50 @@ fn check_value(schema: &Schema, v: &Value, old: Option<&Value>, path: &str, errs
                 format!("{path} in body must not match the schema in not"),
             ));
         }
+    }
+}
+
+/// The relation a `minimum` (`lower`) or `maximum` bound demands, when `x`
+/// breaks it.
+fn broken_bound(x: f64, bound: f64, exclusive: bool, lower: bool) -> Option<&'static str> {
+    let (broken, relation) = match (lower, exclusive) {
+        (true, true) => (x <= bound, "greater than"),
+        (true, false) => (x < bound, "greater than or equal to"),
+        (false, true) => (x >= bound, "less than"),
+        (false, false) => (x > bound, "less than or equal to"),
+    };
+    broken.then_some(relation)
+}
+
+/// Checks the `(min, max)` count bounds of an array's items or an object's
+/// properties (`what`); the real server says "items" for both maxima.
+fn check_count(
+    (min, max): (Option<u64>, Option<u64>),
+    len: usize,
+    what: &str,
+    path: &str,
+    errs: &mut Found,
+) {
+    let len = len as u64;
+    if let Some(min) = min
+        && len < min
+    {
+        errs.push(FieldError::new(
+            FieldErrorKind::Invalid,
+            path,
+            Some(len.to_string()),
+            format!("{path} in body should have at least {min} {what}"),
+        ));
+    }
+    if let Some(max) = max
+        && len > max
+    {
+        errs.push(FieldError::new(
+            FieldErrorKind::TooMany,
+            path,
+            Some(len.to_string()),
+            format!("must have at most {max} items"),
+        ));
     }
 }
 
