@@ -194,6 +194,22 @@ impl State {
         let old = self
             .get_obj(&info.storage, ns, name)
             .ok_or_else(|| ApiError::not_found(&info.gr, name))?;
+        self.replace_stored(info, ns, name, old, body, status_write, opts)
+    }
+
+    /// Replaces the stored `old` with `body` (an update or a patched
+    /// object): the resourceVersion precondition, admission and the write.
+    #[allow(clippy::too_many_arguments)]
+    fn replace_stored(
+        &mut self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        old: Arc<Value>,
+        body: Value,
+        status_write: bool,
+        opts: &WriteOptions,
+    ) -> Result<WriteResult, ApiError> {
         let rv = meta::resource_version(&body);
         if !rv.is_empty() && rv != meta::resource_version(&old) {
             return Err(ApiError::stale(&info.gr, name));

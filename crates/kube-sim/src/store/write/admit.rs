@@ -13,6 +13,18 @@ use crate::resource::ResourceInfo;
 use crate::status::{ApiError, FieldError, GroupResource};
 use serde_json::{Value, json};
 
+/// The part of an object a write may change: the status alone through the
+/// status subresource, everything else when the kind has one, or all.
+pub(super) fn scope_for(info: &ResourceInfo, status_write: bool) -> Scope {
+    if status_write {
+        Scope::OnlyStatus
+    } else if info.status_subresource {
+        Scope::NoStatus
+    } else {
+        Scope::All
+    }
+}
+
 pub(super) fn lists_for(info: &ResourceInfo) -> Box<dyn ListTypes + '_> {
     match &info.crd {
         Some(c) => Box::new(SchemaLists(c.schema.as_ref())),
@@ -387,13 +399,7 @@ impl State {
             return Err(ApiError::invalid(&info.kind, &info.group, &name, &errs));
         }
         if let Managed::Update = managed_op {
-            let scope = if status_write {
-                Scope::OnlyStatus
-            } else if info.status_subresource {
-                Scope::NoStatus
-            } else {
-                Scope::All
-            };
+            let scope = scope_for(info, status_write);
             let lists = lists_for(info);
             let empty = json!({});
             let before = old.unwrap_or(&empty);

@@ -2,11 +2,10 @@
 //! status, and server-side apply, which may create the object.
 
 use super::super::State;
-use super::admit::{check_type_meta, lists_for};
+use super::admit::{check_type_meta, lists_for, scope_for};
 use super::{Managed, WriteOptions, WriteResult};
 use crate::builtin;
 use crate::meta;
-use crate::patch::fields::Scope;
 use crate::patch::{self, PatchType, apply, strategic};
 use crate::resource::ResourceInfo;
 use crate::status::{ApiError, FieldError};
@@ -57,20 +56,7 @@ impl State {
             }
             PatchType::Apply => unreachable!("handled above"),
         };
-        let rv = meta::resource_version(&patched);
-        if !rv.is_empty() && rv != meta::resource_version(&old) {
-            return Err(ApiError::stale(&info.gr, name));
-        }
-        let (obj, warnings) = self.admit(
-            info,
-            ns,
-            patched,
-            Some(&old),
-            status_write,
-            opts,
-            Managed::Update,
-        )?;
-        Ok(self.finish_update(info, old, obj, warnings, opts))
+        self.replace_stored(info, ns, name, old, patched, status_write, opts)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -117,13 +103,7 @@ impl State {
         meta::set_meta(&mut applied, "name", Some(json!(name)));
         let live_view = old.as_ref().map(|o| builtin::to_view(info, o));
         let lists = lists_for(info);
-        let scope = if status_write {
-            Scope::OnlyStatus
-        } else if info.status_subresource {
-            Scope::NoStatus
-        } else {
-            Scope::All
-        };
+        let scope = scope_for(info, status_write);
         let api_version = info.api_version();
         let merged = apply::apply(&apply::ApplyRequest {
             live: live_view.as_ref(),
