@@ -1,12 +1,12 @@
 //! Shared fixtures: a started simulator, the Widget CRD used across tests
 //! and small helpers.
 
-use futures::TryStreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::CustomResource;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
-    WatchEvent,
+    WatchEvent, WatchParams,
 };
 use kube_sim::KubeSim;
 use serde::{Deserialize, Serialize};
@@ -250,4 +250,38 @@ where
             .await
             .unwrap_err(),
     )
+}
+
+/// Removes every finalizer of the named object.
+pub async fn drop_finalizers<K>(api: &Api<K>, name: &str) -> K
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    merge(api, name, json!({"metadata": {"finalizers": null}})).await
+}
+
+/// Whether the named object comes to carry a deletionTimestamp within 5 s.
+pub async fn comes_to_be_deleting<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(5, || async {
+        api.get(name)
+            .await
+            .is_ok_and(|o| o.meta().deletion_timestamp.is_some())
+    })
+    .await
+}
+
+/// A watch of all `api`'s objects from the start (resourceVersion "0").
+pub async fn watch_from_start<K>(
+    api: &Api<K>,
+) -> futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    api.watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed()
 }

@@ -187,7 +187,7 @@ async fn deleting_an_object_with_finalizers_only_marks_it_until_the_last_one_goe
     )
     .await;
     assert!(api.get("held").await.is_ok());
-    merge(&api, "held", json!({"metadata": {"finalizers": null}})).await;
+    drop_finalizers(&api, "held").await;
     assert_eq!(api_error(api.get("held").await.unwrap_err()).code, 404);
 }
 
@@ -253,19 +253,12 @@ async fn creating_in_a_missing_or_terminating_namespace_is_refused() {
     assert_eq!(err.code, 403);
     assert_mentions(&err, "because it is being terminated");
 
-    assert!(
-        eventually(5, || async {
-            api.get("held")
-                .await
-                .is_ok_and(|c| c.metadata.deletion_timestamp.is_some())
-        })
-        .await
-    );
+    assert!(comes_to_be_deleting(&api, "held").await);
     assert!(
         namespaces.get("doomed").await.is_ok(),
         "the namespace waits for its content"
     );
-    merge(&api, "held", json!({"metadata": {"finalizers": null}})).await;
+    drop_finalizers(&api, "held").await;
     assert!(eventually(5, || async { namespaces.get("doomed").await.is_err() }).await);
 }
 

@@ -19,6 +19,21 @@ fn owned_secret(name: &str, owner: &ConfigMap, block: bool, finalizers: Vec<Stri
     s
 }
 
+/// Creates a Secret owned by `owner`.
+async fn add_dependent(
+    secrets: &Api<Secret>,
+    name: &str,
+    owner: &ConfigMap,
+    block: bool,
+    finalizers: Vec<String>,
+) {
+    let dependent = owned_secret(name, owner, block, finalizers);
+    secrets
+        .create(&PostParams::default(), &dependent)
+        .await
+        .unwrap();
+}
+
 async fn owner(sim: &KubeSim, name: &str) -> ConfigMap {
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
@@ -30,35 +45,15 @@ async fn dependents_are_deleted_in_the_background_after_their_owner() {
     let sim = KubeSim::start().await.unwrap();
     let o = owner(&sim, "owner").await;
     let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
-    secrets
-        .create(
-            &PostParams::default(),
-            &owned_secret("dep", &o, false, vec![]),
-        )
-        .await
-        .unwrap();
-    secrets
-        .create(
-            &PostParams::default(),
-            &owned_secret("held", &o, false, vec!["example.com/keep".into()]),
-        )
-        .await
-        .unwrap();
+    add_dependent(&secrets, "dep", &o, false, vec![]).await;
+    add_dependent(&secrets, "held", &o, false, vec!["example.com/keep".into()]).await;
     let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     cms.delete("owner", &DeleteParams::background())
         .await
         .unwrap();
     assert!(eventually(5, || async { secrets.get("dep").await.is_err() }).await);
-    assert!(
-        eventually(5, || async {
-            secrets
-                .get("held")
-                .await
-                .is_ok_and(|s| s.metadata.deletion_timestamp.is_some())
-        })
-        .await
-    );
-    merge(&secrets, "held", json!({"metadata": {"finalizers": null}})).await;
+    assert!(comes_to_be_deleting(&secrets, "held").await);
+    drop_finalizers(&secrets, "held").await;
     assert!(secrets.get("held").await.is_err());
 }
 
@@ -67,13 +62,7 @@ async fn orphan_propagation_keeps_dependents_and_drops_their_owner_reference() {
     let sim = KubeSim::start().await.unwrap();
     let o = owner(&sim, "o2").await;
     let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
-    secrets
-        .create(
-            &PostParams::default(),
-            &owned_secret("kept", &o, false, vec![]),
-        )
-        .await
-        .unwrap();
+    add_dependent(&secrets, "kept", &o, false, vec![]).await;
     let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     cms.delete("o2", &DeleteParams::orphan()).await.unwrap();
     assert!(eventually(5, || async { cms.get("o2").await.is_err() }).await);
@@ -86,13 +75,14 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
     let sim = KubeSim::start().await.unwrap();
     let o = owner(&sim, "o3").await;
     let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
-    secrets
-        .create(
-            &PostParams::default(),
-            &owned_secret("blocker", &o, true, vec!["example.com/slow".into()]),
-        )
-        .await
-        .unwrap();
+    add_dependent(
+        &secrets,
+        "blocker",
+        &o,
+        true,
+        vec!["example.com/slow".into()],
+    )
+    .await;
     let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Foreground),
@@ -109,25 +99,12 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
             .finalizers()
             .contains(&"foregroundDeletion".to_string())
     );
-    assert!(
-        eventually(5, || async {
-            secrets
-                .get("blocker")
-                .await
-                .is_ok_and(|s| s.metadata.deletion_timestamp.is_some())
-        })
-        .await
-    );
+    assert!(comes_to_be_deleting(&secrets, "blocker").await);
     assert!(
         cms.get("o3").await.is_ok(),
         "the owner stays while a blocking dependent exists"
     );
-    merge(
-        &secrets,
-        "blocker",
-        json!({"metadata": {"finalizers": null}}),
-    )
-    .await;
+    drop_finalizers(&secrets, "blocker").await;
     assert!(eventually(5, || async { cms.get("o3").await.is_err() }).await);
 }
 

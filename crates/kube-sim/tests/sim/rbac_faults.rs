@@ -215,11 +215,7 @@ async fn injected_errors_follow_the_rules_and_carry_retry_after() {
 async fn watches_can_be_dropped_now_or_after_n_events() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let mut stream = api
-        .watch(&WatchParams::default(), "0")
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = watch_from_start(&api).await;
     assert!(eventually(5, || async { sim.open_watches() == 1 }).await);
     sim.faults().drop_watches();
     let end = tokio::time::timeout(Duration::from_secs(5), stream.next())
@@ -228,11 +224,7 @@ async fn watches_can_be_dropped_now_or_after_n_events() {
     assert!(end.is_none(), "the stream ended");
 
     sim.faults().drop_watches_after(Some(2));
-    let mut stream = api
-        .watch(&WatchParams::default(), "0")
-        .await
-        .unwrap()
-        .boxed();
+    let mut stream = watch_from_start(&api).await;
     for i in 0..3 {
         let cm: ConfigMap =
             serde_json::from_value(json!({"metadata": {"name": format!("n{i}")}})).unwrap();
@@ -296,6 +288,15 @@ fn apply_lease(name: &str) -> Patch<serde_json::Value> {
     }))
 }
 
+/// The error of an apply of the named Lease that must be refused.
+async fn apply_refused(api: &Api<Lease>, name: &str) -> kube::core::Status {
+    api_error(
+        api.patch(name, &PatchParams::apply("test"), &apply_lease(name))
+            .await
+            .unwrap_err(),
+    )
+}
+
 /// As the real authorizer: a POST names no object, so a create rule with
 /// resourceNames never allows one; an apply patch that creates the object is
 /// authorized as a create of its name, so `patch` alone does not create.
@@ -315,12 +316,7 @@ async fn resource_names_never_allow_a_post_and_an_apply_that_creates_needs_creat
         .patch("mine", &ssa, &apply_lease("mine"))
         .await
         .expect("an apply creating the named Lease is a create of that name");
-    let err = api_error(
-        creator
-            .patch("other", &ssa, &apply_lease("other"))
-            .await
-            .unwrap_err(),
-    );
+    let err = apply_refused(&creator, "other").await;
     assert_eq!(err.code, 403, "{}", err.message);
 
     let patcher = grant_on_lease_mine(&sim, "patcher", &["get", "patch"]).await;
@@ -329,12 +325,7 @@ async fn resource_names_never_allow_a_post_and_an_apply_that_creates_needs_creat
         .delete("mine", &Default::default())
         .await
         .expect("delete the Lease");
-    let err = api_error(
-        patcher
-            .patch("mine", &ssa, &apply_lease("mine"))
-            .await
-            .unwrap_err(),
-    );
+    let err = apply_refused(&patcher, "mine").await;
     assert_eq!(err.code, 403, "{}", err.message);
     assert_mentions(&err, "cannot create resource \"leases\"");
     assert!(admin.get_opt("mine").await.unwrap().is_none());

@@ -109,11 +109,7 @@ async fn names(api: &Api<ConfigMap>, lp: &ListParams) -> Vec<String> {
 async fn a_write_answers_with_the_object_its_watchers_receive() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let mut events = api
-        .watch(&WatchParams::default(), "0")
-        .await
-        .unwrap()
-        .boxed();
+    let mut events = watch_from_start(&api).await;
     let mut written = vec![add(&api, "a", &[("app", "web")]).await];
     let patch = Patch::Merge(json!({"data": {"k": "v"}}));
     written.push(
