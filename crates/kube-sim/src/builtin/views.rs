@@ -58,14 +58,20 @@ const EVENT_FIELD_MAP: &[(&str, &str)] = &[
     ("reportingInstance", "reportingInstance"),
 ];
 
-/// core/v1 Event → events.k8s.io/v1 Event.
-pub fn event_core_to_v1(core: &Value) -> Value {
+/// An Event of `api_version` with the metadata of `from`, fields to come.
+fn event_of(api_version: &str, from: &Value) -> Map<String, Value> {
     let mut out = Map::new();
-    out.insert("apiVersion".into(), json!("events.k8s.io/v1"));
+    out.insert("apiVersion".into(), json!(api_version));
     out.insert("kind".into(), json!("Event"));
-    if let Some(m) = core.get("metadata") {
+    if let Some(m) = from.get("metadata") {
         out.insert("metadata".into(), m.clone());
     }
+    out
+}
+
+/// core/v1 Event → events.k8s.io/v1 Event.
+pub fn event_core_to_v1(core: &Value) -> Value {
+    let mut out = event_of("events.k8s.io/v1", core);
     for (c, v) in EVENT_FIELD_MAP {
         if let Some(val) = core.get(*c)
             && !val.is_null()
@@ -81,12 +87,7 @@ pub fn event_core_to_v1(core: &Value) -> Value {
 
 /// events.k8s.io/v1 Event → core/v1 Event.
 pub fn event_v1_to_core(v1: &Value) -> Value {
-    let mut out = Map::new();
-    out.insert("apiVersion".into(), json!("v1"));
-    out.insert("kind".into(), json!("Event"));
-    if let Some(m) = v1.get("metadata") {
-        out.insert("metadata".into(), m.clone());
-    }
+    let mut out = event_of("v1", v1);
     for (c, v) in EVENT_FIELD_MAP {
         if let Some(val) = v1.get(*v)
             && !val.is_null()

@@ -24,29 +24,26 @@ impl State {
         let old = self
             .get_obj(&info.storage, ns, name)
             .ok_or_else(|| ApiError::not_found(&info.gr, name))?;
-        if let Some(uid) = &dopts.uid
-            && uid != meta::uid(&old)
-        {
-            return Err(ApiError::conflict(
-                &info.gr,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta::uid(&old)
-                ),
-            ));
-        }
-        if let Some(rv) = &dopts.resource_version
-            && rv != meta::resource_version(&old)
-        {
-            return Err(ApiError::conflict(
-                &info.gr,
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    meta::resource_version(&old)
-                ),
-            ));
+        let preconditions = [
+            ("UID", &dopts.uid, meta::uid(&old)),
+            (
+                "ResourceVersion",
+                &dopts.resource_version,
+                meta::resource_version(&old),
+            ),
+        ];
+        for (field, wanted, actual) in preconditions {
+            if let Some(wanted) = wanted
+                && wanted != actual
+            {
+                return Err(ApiError::conflict(
+                    &info.gr,
+                    name,
+                    &format!(
+                        "Precondition failed: {field} in precondition: {wanted}, {field} in object meta: {actual}"
+                    ),
+                ));
+            }
         }
         let mut obj = (*old).clone();
         let mut fins = meta::finalizers(&obj);
