@@ -2,7 +2,7 @@
 //! messages.
 
 use super::{Builtin, event_core_to_v1};
-use crate::status::FieldError;
+use crate::status::{FieldError, comma_list};
 use serde_json::{Value, json};
 
 /// Kind-specific validation of a built-in object (`old` on updates).
@@ -126,11 +126,7 @@ pub fn validate(builtin: Builtin, obj: &Value, old: Option<&Value>) -> Vec<Field
                             Some(format!("{kind:?}")),
                             format!(
                                 "supported values: {}",
-                                allowed
-                                    .iter()
-                                    .map(|k| format!("{k:?}"))
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
+                                comma_list(allowed, |k| format!("{k:?}"))
                             ),
                         ));
                     }

@@ -167,42 +167,39 @@ impl Store {
                 .registry
                 .get("rbac.authorization.k8s.io", "v1", "clusterrolebindings")
                 .expect("clusterrolebindings are built in");
-            let admin = json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": {"name": "cluster-admin"},
-                "rules": [
-                    {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-                    {"nonResourceURLs": ["*"], "verbs": ["*"]}
-                ]
-            });
-            let _ = st.create(&cr_info, "", admin, &write::WriteOptions::internal());
-            let binding = json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                "metadata": {"name": "cluster-admin"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]
-            });
-            let _ = st.create(&crb_info, "", binding, &write::WriteOptions::internal());
-            // As in every cluster: anyone authenticated may review their own
-            // access (`kubectl auth can-i`).
-            let basic = json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": {"name": "system:basic-user"},
-                "rules": [{"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]}]
-            });
-            let _ = st.create(&cr_info, "", basic, &write::WriteOptions::internal());
-            let basic_binding = json!({
-                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-                "metadata": {"name": "system:basic-user"},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:basic-user"},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:authenticated"}]
-            });
-            let _ = st.create(
-                &crb_info,
-                "",
-                basic_binding,
-                &write::WriteOptions::internal(),
-            );
+            // cluster-admin for system:masters and, as in every cluster,
+            // the right of anyone authenticated to review their own access
+            // (`kubectl auth can-i`).
+            let roles = [
+                (
+                    "cluster-admin",
+                    json!([
+                        {"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                        {"nonResourceURLs": ["*"], "verbs": ["*"]}
+                    ]),
+                    "system:masters",
+                ),
+                (
+                    "system:basic-user",
+                    json!([{"apiGroups": ["authorization.k8s.io"], "resources": ["selfsubjectaccessreviews", "selfsubjectrulesreviews"], "verbs": ["create"]}]),
+                    "system:authenticated",
+                ),
+            ];
+            for (name, rules, group) in roles {
+                let role = json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "metadata": {"name": name},
+                    "rules": rules
+                });
+                let _ = st.create(&cr_info, "", role, &write::WriteOptions::internal());
+                let binding = json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                    "metadata": {"name": name},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": group}]
+                });
+                let _ = st.create(&crb_info, "", binding, &write::WriteOptions::internal());
+            }
         }
         store
     }

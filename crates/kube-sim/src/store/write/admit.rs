@@ -10,7 +10,7 @@ use crate::meta;
 use crate::patch::fields::{BuiltinLists, ListTypes, SchemaLists, Scope, changed_paths};
 use crate::patch::managed;
 use crate::resource::ResourceInfo;
-use crate::status::{ApiError, FieldError, GroupResource};
+use crate::status::{ApiError, FieldError, GroupResource, comma_list};
 use serde_json::{Value, json};
 
 /// The part of an object a write may change: the status alone through the
@@ -33,14 +33,7 @@ pub(super) fn lists_for(info: &ResourceInfo) -> Box<dyn ListTypes + '_> {
 }
 
 pub(super) fn go_string_slice(items: &[String]) -> String {
-    format!(
-        "[]string{{{}}}",
-        items
-            .iter()
-            .map(|s| format!("{s:?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    )
+    format!("[]string{{{}}}", comma_list(items, |s| format!("{s:?}")))
 }
 
 /// Makes `obj` the stored `old` object with `obj`'s status: what a write
@@ -246,11 +239,7 @@ impl State {
                 FieldValidation::Strict => {
                     return Err(ApiError::bad_request(format!(
                         "strict decoding error: {}",
-                        dropped
-                            .iter()
-                            .map(|p| format!("unknown field \"{p}\""))
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        comma_list(&dropped, |p| format!("unknown field \"{p}\""))
                     )));
                 }
                 FieldValidation::Warn => {

@@ -3,7 +3,7 @@
 //! with ratcheting of unchanged values on update.
 
 use super::{Schema, join};
-use crate::status::{FieldError, FieldErrorKind, render_value};
+use crate::status::{FieldError, FieldErrorKind, comma_list, render_value};
 use crate::validation::ratchet;
 use serde_json::{Map, Value};
 
@@ -125,14 +125,7 @@ fn check_value(schema: &Schema, v: &Value, old: Option<&Value>, path: &str, errs
             FieldErrorKind::NotSupported,
             path,
             Some(render_value(v)),
-            format!(
-                "supported values: {}",
-                allowed
-                    .iter()
-                    .map(render_value)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            format!("supported values: {}", comma_list(allowed, render_value)),
         ));
     }
     match v {
