@@ -140,6 +140,20 @@ pub async fn install_widgets(sim: &KubeSim) {
         .expect("CRD is accepted");
 }
 
+/// Widgets in the default namespace as dynamic objects.
+pub fn dynamic_widgets(sim: &KubeSim) -> Api<DynamicObject> {
+    Api::namespaced_with(sim.client(), "default", &widget_resource())
+}
+
+/// Creates an object given as JSON, which must succeed.
+pub async fn create_json<K>(api: &Api<K>, object: Value) -> K
+where
+    K: Clone + Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object).expect("the object's JSON fits its type");
+    api.create(&PostParams::default(), &object).await.unwrap()
+}
+
 pub fn widget(name: &str, size: i64) -> Widget {
     Widget::new(
         name,
@@ -245,8 +259,17 @@ pub async fn merge_refused<K>(api: &Api<K>, name: &str, patch: Value) -> kube::c
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    patch_refused(api, name, &Patch::Merge(patch)).await
+}
+
+/// The error of a patch that must be refused.
+pub async fn patch_refused<K, P>(api: &Api<K>, name: &str, patch: &Patch<P>) -> kube::core::Status
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    P: Serialize + std::fmt::Debug,
+{
     api_error(
-        api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        api.patch(name, &PatchParams::default(), patch)
             .await
             .unwrap_err(),
     )
@@ -284,4 +307,12 @@ where
         .await
         .unwrap()
         .boxed()
+}
+
+/// Whether the named object is gone (a get fails) within 5 s.
+pub async fn comes_to_be_gone<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(5, || async { api.get(name).await.is_err() }).await
 }

@@ -41,7 +41,7 @@ async fn a_created_crd_is_established_and_discoverable() {
 #[tokio::test]
 async fn schema_violations_are_422_with_field_causes() {
     let sim = sim_with_widgets().await;
-    let api: Api<DynamicObject> = Api::namespaced_with(sim.client(), "default", &widget_resource());
+    let api = dynamic_widgets(&sim);
     let bad = dynamic(
         "bad",
         json!({"spec": {"size": "big", "color": "purple", "driver": "Bad Driver", "tags": ["a", "a"]}}),
@@ -79,7 +79,7 @@ async fn schema_violations_are_422_with_field_causes() {
 #[tokio::test]
 async fn defaults_are_applied_and_unknown_fields_pruned() {
     let sim = sim_with_widgets().await;
-    let api: Api<DynamicObject> = Api::namespaced_with(sim.client(), "default", &widget_resource());
+    let api = dynamic_widgets(&sim);
     let obj = dynamic(
         "d",
         json!({"spec": {"size": 1, "extra": "dropped"}, "other": 1}),
@@ -121,8 +121,7 @@ async fn cel_rules_run_with_old_self_on_updates() {
     assert_eq!(err.details.unwrap().causes[0].field, "spec");
     merge(&api, "c", json!({"spec": {"size": 2}})).await;
 
-    let dyn_api: Api<DynamicObject> =
-        Api::namespaced_with(sim.client(), "default", &widget_resource());
+    let dyn_api = dynamic_widgets(&sim);
     let err = refused(
         &dyn_api,
         &dynamic("ns", json!({"spec": {"size": 1, "namespace": "forbidden"}})),
@@ -154,12 +153,7 @@ async fn deleting_a_crd_removes_its_objects_and_stops_serving_it() {
     crds.delete("widgets.example.com", &DeleteParams::default())
         .await
         .unwrap();
-    assert!(
-        eventually(5, || async {
-            crds.get("widgets.example.com").await.is_err()
-        })
-        .await
-    );
+    assert!(comes_to_be_gone(&crds, "widgets.example.com").await);
     let err = api_error(api.get("gone").await.unwrap_err());
     assert_eq!(err.code, 404);
     assert!(crds.get_opt("widgets.example.com").await.unwrap().is_none());

@@ -259,7 +259,7 @@ async fn creating_in_a_missing_or_terminating_namespace_is_refused() {
         "the namespace waits for its content"
     );
     drop_finalizers(&api, "held").await;
-    assert!(eventually(5, || async { namespaces.get("doomed").await.is_err() }).await);
+    assert!(comes_to_be_gone(&namespaces, "doomed").await);
 }
 
 #[tokio::test]

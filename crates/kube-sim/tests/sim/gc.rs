@@ -51,7 +51,7 @@ async fn dependents_are_deleted_in_the_background_after_their_owner() {
     cms.delete("owner", &DeleteParams::background())
         .await
         .unwrap();
-    assert!(eventually(5, || async { secrets.get("dep").await.is_err() }).await);
+    assert!(comes_to_be_gone(&secrets, "dep").await);
     assert!(comes_to_be_deleting(&secrets, "held").await);
     drop_finalizers(&secrets, "held").await;
     assert!(secrets.get("held").await.is_err());
@@ -65,7 +65,7 @@ async fn orphan_propagation_keeps_dependents_and_drops_their_owner_reference() {
     add_dependent(&secrets, "kept", &o, false, vec![]).await;
     let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     cms.delete("o2", &DeleteParams::orphan()).await.unwrap();
-    assert!(eventually(5, || async { cms.get("o2").await.is_err() }).await);
+    assert!(comes_to_be_gone(&cms, "o2").await);
     let kept = secrets.get("kept").await.unwrap();
     assert!(kept.owner_references().is_empty());
 }
@@ -105,7 +105,7 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
         "the owner stays while a blocking dependent exists"
     );
     drop_finalizers(&secrets, "blocker").await;
-    assert!(eventually(5, || async { cms.get("o3").await.is_err() }).await);
+    assert!(comes_to_be_gone(&cms, "o3").await);
 }
 
 #[tokio::test]
@@ -116,5 +116,5 @@ async fn a_dependent_whose_owner_never_existed_is_collected() {
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}
     ]}})).unwrap();
     secrets.create(&PostParams::default(), &s).await.unwrap();
-    assert!(eventually(5, || async { secrets.get("dangling").await.is_err() }).await);
+    assert!(comes_to_be_gone(&secrets, "dangling").await);
 }

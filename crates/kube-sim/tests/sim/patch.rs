@@ -40,11 +40,7 @@ async fn merge_and_json_patches_apply() {
     let failing: json_patch::Patch =
         serde_json::from_value(json!([{"op": "test", "path": "/data/b", "value": "nope"}]))
             .unwrap();
-    let err = api_error(
-        api.patch("m", &PatchParams::default(), &Patch::<()>::Json(failing))
-            .await
-            .unwrap_err(),
-    );
+    let err = patch_refused(&api, "m", &Patch::<()>::Json(failing)).await;
     assert_eq!(err.code, 422);
 }
 
@@ -87,16 +83,12 @@ async fn strategic_merge_patch_merges_finalizers_and_is_refused_for_custom_resou
         .create(&PostParams::default(), &widget("w", 1))
         .await
         .unwrap();
-    let err = api_error(
-        widgets
-            .patch(
-                "w",
-                &PatchParams::default(),
-                &Patch::Strategic(json!({"spec": {"size": 2}})),
-            )
-            .await
-            .unwrap_err(),
-    );
+    let err = patch_refused(
+        &widgets,
+        "w",
+        &Patch::Strategic(json!({"spec": {"size": 2}})),
+    )
+    .await;
     assert_eq!(err.code, 415);
 }
 

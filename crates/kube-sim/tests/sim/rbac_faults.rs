@@ -12,21 +12,9 @@ use std::time::Duration;
 
 async fn grant(sim: &KubeSim, ns: &str, role: serde_json::Value, binding: serde_json::Value) {
     let roles: Api<Role> = Api::namespaced(sim.client(), ns);
-    roles
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(role).unwrap(),
-        )
-        .await
-        .unwrap();
+    create_json(&roles, role).await;
     let bindings: Api<RoleBinding> = Api::namespaced(sim.client(), ns);
-    bindings
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(binding).unwrap(),
-        )
-        .await
-        .unwrap();
+    create_json(&bindings, binding).await;
 }
 
 #[tokio::test]
