@@ -316,3 +316,22 @@ where
 {
     eventually(5, || async { api.get(name).await.is_err() }).await
 }
+
+/// The object `held_name` comes to be deleting but stays for its finalizers,
+/// and `waiting_name` stays with it (`why`); once the finalizers are
+/// dropped, `waiting_name` goes too.
+pub async fn waits_for_finalizers<W, H>(
+    waiting: &Api<W>,
+    waiting_name: &str,
+    held: &Api<H>,
+    held_name: &str,
+    why: &str,
+) where
+    W: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    H: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    assert!(comes_to_be_deleting(held, held_name).await);
+    assert!(waiting.get(waiting_name).await.is_ok(), "{why}");
+    drop_finalizers(held, held_name).await;
+    assert!(comes_to_be_gone(waiting, waiting_name).await);
+}

@@ -253,13 +253,14 @@ async fn creating_in_a_missing_or_terminating_namespace_is_refused() {
     assert_eq!(err.code, 403);
     assert_mentions(&err, "because it is being terminated");
 
-    assert!(comes_to_be_deleting(&api, "held").await);
-    assert!(
-        namespaces.get("doomed").await.is_ok(),
-        "the namespace waits for its content"
-    );
-    drop_finalizers(&api, "held").await;
-    assert!(comes_to_be_gone(&namespaces, "doomed").await);
+    waits_for_finalizers(
+        &namespaces,
+        "doomed",
+        &api,
+        "held",
+        "the namespace waits for its content",
+    )
+    .await;
 }
 
 #[tokio::test]

@@ -34,20 +34,21 @@ async fn add_dependent(
         .unwrap();
 }
 
-async fn owner(sim: &KubeSim, name: &str) -> ConfigMap {
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    api.create(&PostParams::default(), &cm).await.unwrap()
+/// A simulator with the ConfigMap `name` in the default namespace, to own
+/// things there; with the Secrets and ConfigMaps of that namespace.
+async fn with_owner(name: &str) -> (KubeSim, ConfigMap, Api<Secret>, Api<ConfigMap>) {
+    let sim = KubeSim::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let owner = create_json(&cms, json!({"metadata": {"name": name}})).await;
+    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
+    (sim, owner, secrets, cms)
 }
 
 #[tokio::test]
 async fn dependents_are_deleted_in_the_background_after_their_owner() {
-    let sim = KubeSim::start().await.unwrap();
-    let o = owner(&sim, "owner").await;
-    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
+    let (_sim, o, secrets, cms) = with_owner("owner").await;
     add_dependent(&secrets, "dep", &o, false, vec![]).await;
     add_dependent(&secrets, "held", &o, false, vec!["example.com/keep".into()]).await;
-    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     cms.delete("owner", &DeleteParams::background())
         .await
         .unwrap();
@@ -59,11 +60,8 @@ async fn dependents_are_deleted_in_the_background_after_their_owner() {
 
 #[tokio::test]
 async fn orphan_propagation_keeps_dependents_and_drops_their_owner_reference() {
-    let sim = KubeSim::start().await.unwrap();
-    let o = owner(&sim, "o2").await;
-    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
+    let (_sim, o, secrets, cms) = with_owner("o2").await;
     add_dependent(&secrets, "kept", &o, false, vec![]).await;
-    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     cms.delete("o2", &DeleteParams::orphan()).await.unwrap();
     assert!(comes_to_be_gone(&cms, "o2").await);
     let kept = secrets.get("kept").await.unwrap();
@@ -72,9 +70,7 @@ async fn orphan_propagation_keeps_dependents_and_drops_their_owner_reference() {
 
 #[tokio::test]
 async fn foreground_deletion_waits_for_blocking_dependents() {
-    let sim = KubeSim::start().await.unwrap();
-    let o = owner(&sim, "o3").await;
-    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
+    let (_sim, o, secrets, cms) = with_owner("o3").await;
     add_dependent(
         &secrets,
         "blocker",
@@ -83,7 +79,6 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
         vec!["example.com/slow".into()],
     )
     .await;
-    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Foreground),
         ..DeleteParams::default()
@@ -99,13 +94,14 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
             .finalizers()
             .contains(&"foregroundDeletion".to_string())
     );
-    assert!(comes_to_be_deleting(&secrets, "blocker").await);
-    assert!(
-        cms.get("o3").await.is_ok(),
-        "the owner stays while a blocking dependent exists"
-    );
-    drop_finalizers(&secrets, "blocker").await;
-    assert!(comes_to_be_gone(&cms, "o3").await);
+    waits_for_finalizers(
+        &cms,
+        "o3",
+        &secrets,
+        "blocker",
+        "the owner stays while a blocking dependent exists",
+    )
+    .await;
 }
 
 #[tokio::test]
