@@ -3,7 +3,7 @@
 //! date library, the human ages `kubectl get` shows, `generateName` suffixes,
 //! and the name rules (DNS-1123 subdomain and label) the API server enforces.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `metadata.<field>` as a string, if present.
@@ -34,6 +34,12 @@ pub fn resource_version(obj: &Value) -> &str {
 /// `metadata.finalizers` as strings.
 pub fn finalizers(obj: &Value) -> Vec<String> {
     strings(obj.get("metadata").and_then(|m| m.get("finalizers")))
+}
+
+/// Sets `metadata.finalizers`, removing the field when none are left.
+pub fn set_finalizers(obj: &mut Value, finalizers: Vec<String>) {
+    let value = (!finalizers.is_empty()).then(|| json!(finalizers));
+    set_meta(obj, "finalizers", value);
 }
 
 /// The strings of a JSON array (other items skipped); empty when the value

@@ -86,15 +86,7 @@ impl State {
                 deleted: false,
             });
         }
-        meta::set_meta(
-            &mut obj,
-            "finalizers",
-            if fins.is_empty() {
-                None
-            } else {
-                Some(json!(fins))
-            },
-        );
+        meta::set_finalizers(&mut obj, fins);
         if !already {
             meta::set_meta(
                 &mut obj,
