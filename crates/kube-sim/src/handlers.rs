@@ -5,8 +5,8 @@
 //! JSON, a Table, PartialObjectMetadata or a watch stream; plus discovery,
 //! OpenAPI and health endpoints.
 //!
-//! Reading the request lives in [`request`], authorization beyond the plain
-//! RBAC check in [`access`], and the operations in [`read`] and [`write`].
+//! Reading the request lives in `request`, authorization beyond the plain
+//! RBAC check in `access`, and the operations in `read` and `write`.
 
 mod access;
 mod read;

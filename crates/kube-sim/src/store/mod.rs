@@ -5,7 +5,7 @@
 //! which are fed synchronously on commit so that no event can slip between a
 //! list and a watch. Reads ([`Store::get`], [`Store::list`]) live here, how
 //! lists are cut, paged and read at a past version in `list`;
-//! writes are in [`write`](self::write); watch streams are served by `crate::watch`.
+//! writes are in [`write`]; watch streams are served by `crate::watch`.
 
 mod list;
 pub mod write;
