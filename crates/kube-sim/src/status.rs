@@ -45,6 +45,16 @@ impl ApiError {
         }
     }
 
+    /// `<gr> "<name>" <what>`, with the object's details.
+    fn about_object(code: u16, reason: &str, gr: &GroupResource, name: &str, what: &str) -> Self {
+        ApiError::new(
+            code,
+            reason,
+            format!("{} \"{name}\" {what}", gr.qualified()),
+        )
+        .with_details(object_details(gr, name))
+    }
+
     fn with_details(mut self, details: Value) -> Self {
         self.details = Some(details);
         self
@@ -52,12 +62,7 @@ impl ApiError {
 
     /// `404 NotFound`: `buckets.example.com "b1" not found`.
     pub fn not_found(gr: &GroupResource, name: &str) -> Self {
-        ApiError::new(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", gr.qualified()),
-        )
-        .with_details(object_details(gr, name))
+        ApiError::about_object(404, "NotFound", gr, name, "not found")
     }
 
     /// `404 NotFound` for a path that names no served resource.
@@ -72,12 +77,7 @@ impl ApiError {
 
     /// `409 AlreadyExists`.
     pub fn already_exists(gr: &GroupResource, name: &str) -> Self {
-        ApiError::new(
-            409,
-            "AlreadyExists",
-            format!("{} \"{name}\" already exists", gr.qualified()),
-        )
-        .with_details(object_details(gr, name))
+        ApiError::about_object(409, "AlreadyExists", gr, name, "already exists")
     }
 
     /// `409 Conflict`: `Operation cannot be fulfilled on <gr> "<name>": <why>`.
