@@ -60,27 +60,22 @@ async fn service_accounts_get_exactly_their_cluster_role_including_subresources_
     let sim = KubeSim::builder().rbac(true).start().await.unwrap();
     install_widgets(&sim).await;
     let sas: Api<ServiceAccount> = Api::namespaced(sim.client(), "default");
-    sas.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "sidecar"}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    create_json(&sas, json!({"metadata": {"name": "sidecar"}})).await;
     let cr: Api<ClusterRole> = Api::all(sim.client());
-    cr.create(&PostParams::default(), &serde_json::from_value(json!({
+    create_json(&cr, json!({
         "metadata": {"name": "widget-status"},
         "rules": [
             {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["example.com"], "resources": ["widgets/status"], "verbs": ["patch"]},
             {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["allowed"], "verbs": ["get"]}
         ]
-    })).unwrap()).await.unwrap();
+    })).await;
     let crb: Api<ClusterRoleBinding> = Api::all(sim.client());
-    crb.create(&PostParams::default(), &serde_json::from_value(json!({
+    create_json(&crb, json!({
         "metadata": {"name": "sidecar-widget-status"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "widget-status"},
         "subjects": [{"kind": "ServiceAccount", "name": "sidecar", "namespace": "default"}]
-    })).unwrap()).await.unwrap();
+    })).await;
     let admin: Api<Widget> = Api::namespaced(sim.client(), "default");
     admin
         .create(&PostParams::default(), &widget("w", 1))
@@ -233,12 +228,7 @@ async fn watches_can_be_dropped_now_or_after_n_events() {
 async fn token_requests_issue_service_account_tokens() {
     let sim = KubeSim::builder().rbac(true).start().await.unwrap();
     let sas: Api<ServiceAccount> = Api::namespaced(sim.client(), "default");
-    sas.create(
-        &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "bot"}})).unwrap(),
-    )
-    .await
-    .unwrap();
+    create_json(&sas, json!({"metadata": {"name": "bot"}})).await;
     let req = k8s_openapi::api::authentication::v1::TokenRequest::default();
     let tr = sas
         .create_token_request("bot", &PostParams::default(), &req)
