@@ -5,10 +5,18 @@
 //! structs (which drops unknown fields and rejects wrong types), kind-specific
 //! defaults (Secret `stringData`, Namespace phase), light validation, and the
 //! conversion between the two Event representations, which share storage.
+//!
+//! Validation lives in `checks`, the served representations in `views`.
+
+mod checks;
+mod views;
+
+pub use checks::validate;
+pub use views::{event_core_to_v1, event_v1_to_core, to_storage, to_view, view_is_identity};
 
 use crate::meta;
 use crate::resource::ResourceInfo;
-use crate::status::{ApiError, FieldError, GroupResource};
+use crate::status::{ApiError, GroupResource};
 use base64::Engine;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -61,175 +69,149 @@ struct Def {
     storage: &'static str,
 }
 
+/// A v1 kind with no short names, categories or status subresource.
+const fn def(
+    builtin: Builtin,
+    group: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+    storage: &'static str,
+) -> Def {
+    Def {
+        builtin,
+        group,
+        version: "v1",
+        kind,
+        plural,
+        namespaced,
+        short: &[],
+        categories: &[],
+        status: false,
+        storage,
+    }
+}
+
 const DEFS: &[Def] = &[
     Def {
-        builtin: Builtin::Namespace,
-        group: "",
-        version: "v1",
-        kind: "Namespace",
-        plural: "namespaces",
-        namespaced: false,
         short: &["ns"],
-        categories: &[],
         status: true,
-        storage: "namespaces",
+        ..def(
+            Builtin::Namespace,
+            "",
+            "Namespace",
+            "namespaces",
+            false,
+            "namespaces",
+        )
     },
+    def(Builtin::Secret, "", "Secret", "secrets", true, "secrets"),
     Def {
-        builtin: Builtin::Secret,
-        group: "",
-        version: "v1",
-        kind: "Secret",
-        plural: "secrets",
-        namespaced: true,
-        short: &[],
-        categories: &[],
-        status: false,
-        storage: "secrets",
-    },
-    Def {
-        builtin: Builtin::ConfigMap,
-        group: "",
-        version: "v1",
-        kind: "ConfigMap",
-        plural: "configmaps",
-        namespaced: true,
         short: &["cm"],
-        categories: &[],
-        status: false,
-        storage: "configmaps",
+        ..def(
+            Builtin::ConfigMap,
+            "",
+            "ConfigMap",
+            "configmaps",
+            true,
+            "configmaps",
+        )
     },
     Def {
-        builtin: Builtin::ServiceAccount,
-        group: "",
-        version: "v1",
-        kind: "ServiceAccount",
-        plural: "serviceaccounts",
-        namespaced: true,
         short: &["sa"],
-        categories: &[],
-        status: false,
-        storage: "serviceaccounts",
+        ..def(
+            Builtin::ServiceAccount,
+            "",
+            "ServiceAccount",
+            "serviceaccounts",
+            true,
+            "serviceaccounts",
+        )
     },
     Def {
-        builtin: Builtin::Event,
-        group: "",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        namespaced: true,
         short: &["ev"],
-        categories: &[],
-        status: false,
-        storage: "events",
+        ..def(Builtin::Event, "", "Event", "events", true, "events")
     },
     Def {
-        builtin: Builtin::EventV1,
-        group: "events.k8s.io",
-        version: "v1",
-        kind: "Event",
-        plural: "events",
-        namespaced: true,
         short: &["ev"],
-        categories: &[],
-        status: false,
-        storage: "events",
+        ..def(
+            Builtin::EventV1,
+            "events.k8s.io",
+            "Event",
+            "events",
+            true,
+            "events",
+        )
     },
+    def(
+        Builtin::Lease,
+        "coordination.k8s.io",
+        "Lease",
+        "leases",
+        true,
+        "leases.coordination.k8s.io",
+    ),
     Def {
-        builtin: Builtin::Lease,
-        group: "coordination.k8s.io",
-        version: "v1",
-        kind: "Lease",
-        plural: "leases",
-        namespaced: true,
-        short: &[],
-        categories: &[],
-        status: false,
-        storage: "leases.coordination.k8s.io",
-    },
-    Def {
-        builtin: Builtin::CustomResourceDefinition,
-        group: "apiextensions.k8s.io",
-        version: "v1",
-        kind: "CustomResourceDefinition",
-        plural: "customresourcedefinitions",
-        namespaced: false,
         short: &["crd", "crds"],
         categories: &["api-extensions"],
         status: true,
-        storage: "customresourcedefinitions.apiextensions.k8s.io",
+        ..def(
+            Builtin::CustomResourceDefinition,
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            "customresourcedefinitions",
+            false,
+            "customresourcedefinitions.apiextensions.k8s.io",
+        )
     },
-    Def {
-        builtin: Builtin::Role,
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "Role",
-        plural: "roles",
-        namespaced: true,
-        short: &[],
-        categories: &[],
-        status: false,
-        storage: "roles.rbac.authorization.k8s.io",
-    },
-    Def {
-        builtin: Builtin::ClusterRole,
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "ClusterRole",
-        plural: "clusterroles",
-        namespaced: false,
-        short: &[],
-        categories: &[],
-        status: false,
-        storage: "clusterroles.rbac.authorization.k8s.io",
-    },
-    Def {
-        builtin: Builtin::RoleBinding,
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "RoleBinding",
-        plural: "rolebindings",
-        namespaced: true,
-        short: &[],
-        categories: &[],
-        status: false,
-        storage: "rolebindings.rbac.authorization.k8s.io",
-    },
-    Def {
-        builtin: Builtin::ClusterRoleBinding,
-        group: "rbac.authorization.k8s.io",
-        version: "v1",
-        kind: "ClusterRoleBinding",
-        plural: "clusterrolebindings",
-        namespaced: false,
-        short: &[],
-        categories: &[],
-        status: false,
-        storage: "clusterrolebindings.rbac.authorization.k8s.io",
-    },
-    Def {
-        builtin: Builtin::SelfSubjectAccessReview,
-        group: "authorization.k8s.io",
-        version: "v1",
-        kind: "SelfSubjectAccessReview",
-        plural: "selfsubjectaccessreviews",
-        namespaced: false,
-        short: &[],
-        categories: &[],
-        status: false,
-        storage: "selfsubjectaccessreviews.authorization.k8s.io",
-    },
-    Def {
-        builtin: Builtin::SubjectAccessReview,
-        group: "authorization.k8s.io",
-        version: "v1",
-        kind: "SubjectAccessReview",
-        plural: "subjectaccessreviews",
-        namespaced: false,
-        short: &[],
-        categories: &[],
-        status: false,
-        storage: "subjectaccessreviews.authorization.k8s.io",
-    },
+    def(
+        Builtin::Role,
+        "rbac.authorization.k8s.io",
+        "Role",
+        "roles",
+        true,
+        "roles.rbac.authorization.k8s.io",
+    ),
+    def(
+        Builtin::ClusterRole,
+        "rbac.authorization.k8s.io",
+        "ClusterRole",
+        "clusterroles",
+        false,
+        "clusterroles.rbac.authorization.k8s.io",
+    ),
+    def(
+        Builtin::RoleBinding,
+        "rbac.authorization.k8s.io",
+        "RoleBinding",
+        "rolebindings",
+        true,
+        "rolebindings.rbac.authorization.k8s.io",
+    ),
+    def(
+        Builtin::ClusterRoleBinding,
+        "rbac.authorization.k8s.io",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+        "clusterrolebindings.rbac.authorization.k8s.io",
+    ),
+    def(
+        Builtin::SelfSubjectAccessReview,
+        "authorization.k8s.io",
+        "SelfSubjectAccessReview",
+        "selfsubjectaccessreviews",
+        false,
+        "selfsubjectaccessreviews.authorization.k8s.io",
+    ),
+    def(
+        Builtin::SubjectAccessReview,
+        "authorization.k8s.io",
+        "SubjectAccessReview",
+        "subjectaccessreviews",
+        false,
+        "subjectaccessreviews.authorization.k8s.io",
+    ),
 ];
 
 /// Storage key of namespaces.
@@ -410,246 +392,6 @@ fn normalize_secret(obj: &mut Value) {
     {
         map.insert("type".into(), json!("Opaque"));
     }
-}
-
-/// Kind-specific validation of a built-in object (`old` on updates).
-pub fn validate(builtin: Builtin, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
-    let mut errs = Vec::new();
-    match builtin {
-        Builtin::Secret | Builtin::ConfigMap => {
-            for field in ["data", "binaryData", "stringData"] {
-                if let Some(map) = obj.get(field).and_then(Value::as_object) {
-                    for key in map.keys() {
-                        let ok = !key.is_empty()
-                            && key.len() <= 253
-                            && key != "."
-                            && key != ".."
-                            && key.bytes().all(|c| {
-                                c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.')
-                            });
-                        if !ok {
-                            errs.push(FieldError::invalid(
-                                &format!("{field}[{key}]"),
-                                &json!(key),
-                                "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')",
-                            ));
-                        }
-                    }
-                }
-            }
-            if let Some(old) = old
-                && old.get("immutable") == Some(&json!(true))
-            {
-                for field in ["data", "binaryData"] {
-                    if obj.get(field) != old.get(field) {
-                        errs.push(FieldError::forbidden(
-                            field,
-                            "field is immutable when `immutable` is set",
-                        ));
-                    }
-                }
-            }
-        }
-        Builtin::Event if obj.get("involvedObject").is_none() => {
-            errs.push(FieldError::required("involvedObject", ""));
-        }
-        Builtin::EventV1 => {
-            let v1 = event_core_to_v1(obj);
-            for field in [
-                "reportingController",
-                "reportingInstance",
-                "action",
-                "reason",
-            ] {
-                if v1
-                    .get(field)
-                    .and_then(Value::as_str)
-                    .is_none_or(str::is_empty)
-                {
-                    errs.push(FieldError::required(field, ""));
-                }
-            }
-            if v1.get("eventTime").is_none_or(Value::is_null) {
-                errs.push(FieldError::required("eventTime", ""));
-            }
-            if let Some(t) = v1.get("type").and_then(Value::as_str)
-                && t != "Normal"
-                && t != "Warning"
-            {
-                errs.push(FieldError::new(
-                    crate::status::FieldErrorKind::Invalid,
-                    "type",
-                    Some(format!("{t:?}")),
-                    "has invalid value, must be one of [Normal Warning]",
-                ));
-            }
-        }
-        Builtin::Role | Builtin::ClusterRole => {
-            if let Some(rules) = obj.get("rules").and_then(Value::as_array) {
-                for (i, rule) in rules.iter().enumerate() {
-                    if rule
-                        .get("verbs")
-                        .and_then(Value::as_array)
-                        .is_none_or(Vec::is_empty)
-                    {
-                        errs.push(FieldError::required(
-                            &format!("rules[{i}].verbs"),
-                            "verbs must contain at least one value",
-                        ));
-                    }
-                    let has_urls = rule
-                        .get("nonResourceURLs")
-                        .and_then(Value::as_array)
-                        .is_some_and(|a| !a.is_empty());
-                    if !has_urls && rule.get("apiGroups").and_then(Value::as_array).is_none() {
-                        errs.push(FieldError::required(
-                            &format!("rules[{i}].apiGroups"),
-                            "resource rules must supply at least one api group",
-                        ));
-                    }
-                }
-            }
-        }
-        Builtin::RoleBinding | Builtin::ClusterRoleBinding => {
-            match obj.get("roleRef") {
-                None => errs.push(FieldError::required("roleRef", "")),
-                Some(r) => {
-                    if r.get("name")
-                        .and_then(Value::as_str)
-                        .is_none_or(str::is_empty)
-                    {
-                        errs.push(FieldError::required("roleRef.name", ""));
-                    }
-                    let kind = r.get("kind").and_then(Value::as_str).unwrap_or("");
-                    let allowed: &[&str] = if builtin == Builtin::RoleBinding {
-                        &["Role", "ClusterRole"]
-                    } else {
-                        &["ClusterRole"]
-                    };
-                    if !allowed.contains(&kind) {
-                        errs.push(FieldError::new(
-                            crate::status::FieldErrorKind::NotSupported,
-                            "roleRef.kind",
-                            Some(format!("{kind:?}")),
-                            format!(
-                                "supported values: {}",
-                                allowed
-                                    .iter()
-                                    .map(|k| format!("{k:?}"))
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                        ));
-                    }
-                }
-            }
-            if let Some(old) = old
-                && old.get("roleRef") != obj.get("roleRef")
-            {
-                errs.push(FieldError::invalid(
-                    "roleRef",
-                    obj.get("roleRef").unwrap_or(&Value::Null),
-                    "cannot change roleRef",
-                ));
-            }
-        }
-        _ => {}
-    }
-    errs
-}
-
-/// Converts a stored object to the representation a resource serves (only
-/// events.k8s.io Events differ); other kinds just get the served apiVersion.
-pub fn to_view(info: &ResourceInfo, stored: &Value) -> Value {
-    if info.builtin == Some(Builtin::EventV1) {
-        return event_core_to_v1(stored);
-    }
-    let mut v = stored.clone();
-    set_api_version(&mut v, info);
-    v
-}
-
-/// Whether `to_view` changes anything beyond the apiVersion.
-pub fn view_is_identity(info: &ResourceInfo) -> bool {
-    info.builtin != Some(Builtin::EventV1) && info.storage_api_version == info.api_version()
-}
-
-/// Converts a request body in a resource's representation to storage form.
-pub fn to_storage(info: &ResourceInfo, obj: Value) -> Value {
-    if info.builtin == Some(Builtin::EventV1) {
-        return event_v1_to_core(&obj);
-    }
-    let mut v = obj;
-    if let Some(map) = v.as_object_mut() {
-        map.insert("apiVersion".into(), json!(info.storage_api_version));
-    }
-    v
-}
-
-fn set_api_version(v: &mut Value, info: &ResourceInfo) {
-    if let Some(map) = v.as_object_mut() {
-        map.insert("apiVersion".into(), json!(info.api_version()));
-        map.insert("kind".into(), json!(info.kind));
-    }
-}
-
-const EVENT_FIELD_MAP: &[(&str, &str)] = &[
-    ("involvedObject", "regarding"),
-    ("related", "related"),
-    ("message", "note"),
-    ("reason", "reason"),
-    ("type", "type"),
-    ("source", "deprecatedSource"),
-    ("firstTimestamp", "deprecatedFirstTimestamp"),
-    ("lastTimestamp", "deprecatedLastTimestamp"),
-    ("count", "deprecatedCount"),
-    ("eventTime", "eventTime"),
-    ("series", "series"),
-    ("action", "action"),
-    ("reportingComponent", "reportingController"),
-    ("reportingInstance", "reportingInstance"),
-];
-
-/// core/v1 Event → events.k8s.io/v1 Event.
-pub fn event_core_to_v1(core: &Value) -> Value {
-    let mut out = Map::new();
-    out.insert("apiVersion".into(), json!("events.k8s.io/v1"));
-    out.insert("kind".into(), json!("Event"));
-    if let Some(m) = core.get("metadata") {
-        out.insert("metadata".into(), m.clone());
-    }
-    for (c, v) in EVENT_FIELD_MAP {
-        if let Some(val) = core.get(*c)
-            && !val.is_null()
-        {
-            if *c == "count" && val == &json!(0) {
-                continue;
-            }
-            out.insert((*v).into(), val.clone());
-        }
-    }
-    Value::Object(out)
-}
-
-/// events.k8s.io/v1 Event → core/v1 Event.
-pub fn event_v1_to_core(v1: &Value) -> Value {
-    let mut out = Map::new();
-    out.insert("apiVersion".into(), json!("v1"));
-    out.insert("kind".into(), json!("Event"));
-    if let Some(m) = v1.get("metadata") {
-        out.insert("metadata".into(), m.clone());
-    }
-    for (c, v) in EVENT_FIELD_MAP {
-        if let Some(val) = v1.get(*v)
-            && !val.is_null()
-        {
-            out.insert((*c).into(), val.clone());
-        }
-    }
-    if out.get("involvedObject").is_none() {
-        out.insert("involvedObject".into(), json!({}));
-    }
-    Value::Object(out)
 }
 
 #[cfg(test)]

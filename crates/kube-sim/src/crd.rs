@@ -65,16 +65,7 @@ struct Names {
 fn names_of(crd: &Value) -> Names {
     let n = &crd["spec"]["names"];
     let s = |k: &str| n.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    let list = |k: &str| {
-        n.get(k)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
+    let list = |k: &str| meta::strings(n.get(k));
     let kind = s("kind");
     let singular = {
         let x = s("singular");

@@ -127,6 +127,11 @@ mod tests {
     use super::*;
     use crate::builtin::builtin_resources;
 
+    /// The item of a JSON array with this `name`.
+    fn named<'a>(items: &'a Value, name: &str) -> Option<&'a Value> {
+        items.as_array()?.iter().find(|item| item["name"] == name)
+    }
+
     fn registry() -> Registry {
         let mut r = Registry::default();
         for i in builtin_resources() {
@@ -138,34 +143,17 @@ mod tests {
     #[test]
     fn core_resources_are_listed_with_verbs_and_short_names() {
         let list = resource_list(&registry(), "", "v1").unwrap();
-        let cm = list["resources"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|r| r["name"] == "configmaps")
-            .unwrap();
+        let cm = named(&list["resources"], "configmaps").unwrap();
         assert_eq!(cm["shortNames"], json!(["cm"]));
         assert_eq!(cm["namespaced"], json!(true));
         assert!(cm["verbs"].as_array().unwrap().contains(&json!("watch")));
-        assert!(
-            list["resources"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|r| r["name"] == "namespaces/status")
-        );
+        assert!(named(&list["resources"], "namespaces/status").is_some());
     }
 
     #[test]
     fn groups_list_their_versions() {
         let g = group_list(&registry());
-        assert!(
-            g["groups"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|x| x["name"] == "coordination.k8s.io")
-        );
+        assert!(named(&g["groups"], "coordination.k8s.io").is_some());
         assert!(group(&registry(), "rbac.authorization.k8s.io").is_some());
         assert!(group(&registry(), "nope.example.com").is_none());
     }

@@ -87,15 +87,7 @@ fn without_finalizer(obj: &Value, finalizer: &str) -> Value {
         .into_iter()
         .filter(|f| f != finalizer)
         .collect();
-    meta::set_meta(
-        &mut o,
-        "finalizers",
-        if fins.is_empty() {
-            None
-        } else {
-            Some(json!(fins))
-        },
-    );
+    meta::set_finalizers(&mut o, fins);
     o
 }
 

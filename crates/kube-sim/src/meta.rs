@@ -3,7 +3,7 @@
 //! date library, the human ages `kubectl get` shows, `generateName` suffixes,
 //! and the name rules (DNS-1123 subdomain and label) the API server enforces.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// `metadata.<field>` as a string, if present.
@@ -33,8 +33,19 @@ pub fn resource_version(obj: &Value) -> &str {
 
 /// `metadata.finalizers` as strings.
 pub fn finalizers(obj: &Value) -> Vec<String> {
-    obj.get("metadata")
-        .and_then(|m| m.get("finalizers"))
+    strings(obj.get("metadata").and_then(|m| m.get("finalizers")))
+}
+
+/// Sets `metadata.finalizers`, removing the field when none are left.
+pub fn set_finalizers(obj: &mut Value, finalizers: Vec<String>) {
+    let value = (!finalizers.is_empty()).then(|| json!(finalizers));
+    set_meta(obj, "finalizers", value);
+}
+
+/// The strings of a JSON array (other items skipped); empty when the value
+/// is absent or not an array.
+pub fn strings(value: Option<&Value>) -> Vec<String> {
+    value
         .and_then(Value::as_array)
         .map(|a| {
             a.iter()
@@ -180,38 +191,30 @@ pub fn human_duration(secs: i64) -> String {
     if s < 120 {
         format!("{s}s")
     } else if minutes < 10 {
-        if s % 60 == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{}s", s % 60)
-        }
+        two_units(minutes, "m", s % 60, "s")
     } else if hours < 3 {
         format!("{minutes}m")
     } else if hours < 8 {
-        if minutes % 60 == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{}m", minutes % 60)
-        }
+        two_units(hours, "h", minutes % 60, "m")
     } else if hours < 48 {
         format!("{hours}h")
     } else if hours < 192 {
-        if hours % 24 == 0 {
-            format!("{days}d")
-        } else {
-            format!("{days}d{}h", hours % 24)
-        }
+        two_units(days, "d", hours % 24, "h")
     } else if days < 365 * 2 {
         format!("{days}d")
     } else if days < 365 * 8 {
-        let years = days / 365;
-        if days % 365 == 0 {
-            format!("{years}y")
-        } else {
-            format!("{years}y{}d", days % 365)
-        }
+        two_units(days / 365, "y", days % 365, "d")
     } else {
         format!("{}y", days / 365)
+    }
+}
+
+/// `3m20s`, or `3m` when the smaller unit is zero.
+fn two_units(big: i64, big_unit: &str, small: i64, small_unit: &str) -> String {
+    if small == 0 {
+        format!("{big}{big_unit}")
+    } else {
+        format!("{big}{big_unit}{small}{small_unit}")
     }
 }
 

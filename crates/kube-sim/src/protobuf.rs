@@ -48,6 +48,28 @@ const fn r(num: u64, name: &'static str, kind: Kind) -> Field {
     }
 }
 
+/// Fields 1, 2, ... holding one string each, named in order.
+const fn strings<const N: usize>(names: [&'static str; N]) -> [Field; N] {
+    let mut out = [f(0, "", Kind::Str); N];
+    let mut i = 0;
+    while i < N {
+        out[i] = f(i as u64 + 1, names[i], Kind::Str);
+        i += 1;
+    }
+    out
+}
+
+/// Fields 1, 2, ... holding lists of strings, named in order.
+const fn repeated_strings<const N: usize>(names: [&'static str; N]) -> [Field; N] {
+    let mut out = strings(names);
+    let mut i = 0;
+    while i < N {
+        out[i].repeated = true;
+        i += 1;
+    }
+    out
+}
+
 const OWNER_REF: &[Field] = &[
     f(1, "kind", Kind::Str),
     f(3, "name", Kind::Str),
@@ -70,15 +92,15 @@ const OBJECT_META: &[Field] = &[
     r(14, "finalizers", Kind::Str),
 ];
 
-const OBJECT_REF: &[Field] = &[
-    f(1, "kind", Kind::Str),
-    f(2, "namespace", Kind::Str),
-    f(3, "name", Kind::Str),
-    f(4, "uid", Kind::Str),
-    f(5, "apiVersion", Kind::Str),
-    f(6, "resourceVersion", Kind::Str),
-    f(7, "fieldPath", Kind::Str),
-];
+const OBJECT_REF: &[Field] = &strings([
+    "kind",
+    "namespace",
+    "name",
+    "uid",
+    "apiVersion",
+    "resourceVersion",
+    "fieldPath",
+]);
 
 const LOCAL_REF: &[Field] = &[f(1, "name", Kind::Str)];
 
@@ -109,12 +131,7 @@ const SERVICE_ACCOUNT: &[Field] = &[
     f(4, "automountServiceAccountToken", Kind::Bool),
 ];
 
-const BOUND_REF: &[Field] = &[
-    f(1, "kind", Kind::Str),
-    f(2, "apiVersion", Kind::Str),
-    f(3, "name", Kind::Str),
-    f(4, "uid", Kind::Str),
-];
+const BOUND_REF: &[Field] = &strings(["kind", "apiVersion", "name", "uid"]);
 
 const TOKEN_REQUEST: &[Field] = &[
     f(1, "metadata", Kind::Msg(OBJECT_META)),
@@ -129,17 +146,17 @@ const TOKEN_REQUEST: &[Field] = &[
     ),
 ];
 
-const RESOURCE_ATTRIBUTES: &[Field] = &[
-    f(1, "namespace", Kind::Str),
-    f(2, "verb", Kind::Str),
-    f(3, "group", Kind::Str),
-    f(4, "version", Kind::Str),
-    f(5, "resource", Kind::Str),
-    f(6, "subresource", Kind::Str),
-    f(7, "name", Kind::Str),
-];
+const RESOURCE_ATTRIBUTES: &[Field] = &strings([
+    "namespace",
+    "verb",
+    "group",
+    "version",
+    "resource",
+    "subresource",
+    "name",
+]);
 
-const NON_RESOURCE_ATTRIBUTES: &[Field] = &[f(1, "path", Kind::Str), f(2, "verb", Kind::Str)];
+const NON_RESOURCE_ATTRIBUTES: &[Field] = &strings(["path", "verb"]);
 
 const SELF_SUBJECT_ACCESS_REVIEW: &[Field] = &[
     f(1, "metadata", Kind::Msg(OBJECT_META)),
@@ -157,31 +174,22 @@ const SELF_SUBJECT_ACCESS_REVIEW: &[Field] = &[
     ),
 ];
 
-const POLICY_RULE: &[Field] = &[
-    r(1, "verbs", Kind::Str),
-    r(2, "apiGroups", Kind::Str),
-    r(3, "resources", Kind::Str),
-    r(4, "resourceNames", Kind::Str),
-    r(5, "nonResourceURLs", Kind::Str),
-];
+const POLICY_RULE: &[Field] = &repeated_strings([
+    "verbs",
+    "apiGroups",
+    "resources",
+    "resourceNames",
+    "nonResourceURLs",
+]);
 
 const ROLE: &[Field] = &[
     f(1, "metadata", Kind::Msg(OBJECT_META)),
     r(2, "rules", Kind::Msg(POLICY_RULE)),
 ];
 
-const SUBJECT: &[Field] = &[
-    f(1, "kind", Kind::Str),
-    f(2, "apiGroup", Kind::Str),
-    f(3, "name", Kind::Str),
-    f(4, "namespace", Kind::Str),
-];
+const SUBJECT: &[Field] = &strings(["kind", "apiGroup", "name", "namespace"]);
 
-const ROLE_REF: &[Field] = &[
-    f(1, "apiGroup", Kind::Str),
-    f(2, "kind", Kind::Str),
-    f(3, "name", Kind::Str),
-];
+const ROLE_REF: &[Field] = &strings(["apiGroup", "kind", "name"]);
 
 const ROLE_BINDING: &[Field] = &[
     f(1, "metadata", Kind::Msg(OBJECT_META)),
@@ -189,7 +197,7 @@ const ROLE_BINDING: &[Field] = &[
     f(3, "roleRef", Kind::Msg(ROLE_REF)),
 ];
 
-const TYPE_META: &[Field] = &[f(1, "apiVersion", Kind::Str), f(2, "kind", Kind::Str)];
+const TYPE_META: &[Field] = &strings(["apiVersion", "kind"]);
 
 const UNKNOWN: &[Field] = &[
     f(1, "typeMeta", Kind::Msg(TYPE_META)),

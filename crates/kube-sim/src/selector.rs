@@ -123,19 +123,16 @@ fn parse_label_req(part: &str) -> Result<LabelReq, String> {
     if let Some((k, v)) = part.split_once('=') {
         return Ok(LabelReq::Eq(check_key(k)?, v.trim().to_string()));
     }
-    if let Some((k, v)) = part.split_once('>') {
-        let n = v
-            .trim()
-            .parse()
-            .map_err(|_| format!("invalid number {v:?}"))?;
-        return Ok(LabelReq::Gt(check_key(k)?, n));
-    }
-    if let Some((k, v)) = part.split_once('<') {
-        let n = v
-            .trim()
-            .parse()
-            .map_err(|_| format!("invalid number {v:?}"))?;
-        return Ok(LabelReq::Lt(check_key(k)?, n));
+    type Bound = fn(String, i64) -> LabelReq;
+    let bounds: [(char, Bound); 2] = [('>', LabelReq::Gt), ('<', LabelReq::Lt)];
+    for (op, requirement) in bounds {
+        if let Some((k, v)) = part.split_once(op) {
+            let n = v
+                .trim()
+                .parse()
+                .map_err(|_| format!("invalid number {v:?}"))?;
+            return Ok(requirement(check_key(k)?, n));
+        }
     }
     let words: Vec<&str> = part.splitn(2, char::is_whitespace).collect();
     if words.len() == 2 {

@@ -22,6 +22,17 @@ pub struct ApiError {
     pub retry_after: Option<u64>,
 }
 
+/// `items` shown by `show` and joined with ", ", as the server lists
+/// values in its messages.
+pub fn comma_list<T>(items: impl IntoIterator<Item = T>, show: impl FnMut(T) -> String) -> String {
+    items.into_iter().map(show).collect::<Vec<_>>().join(", ")
+}
+
+/// The `details` of an error about one named object.
+fn object_details(gr: &GroupResource, name: &str) -> Value {
+    json!({"name": name, "group": gr.group, "kind": gr.resource})
+}
+
 impl ApiError {
     /// A bare error with code, reason and message.
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
@@ -34,6 +45,16 @@ impl ApiError {
         }
     }
 
+    /// `<gr> "<name>" <what>`, with the object's details.
+    fn about_object(code: u16, reason: &str, gr: &GroupResource, name: &str, what: &str) -> Self {
+        ApiError::new(
+            code,
+            reason,
+            format!("{} \"{name}\" {what}", gr.qualified()),
+        )
+        .with_details(object_details(gr, name))
+    }
+
     fn with_details(mut self, details: Value) -> Self {
         self.details = Some(details);
         self
@@ -41,12 +62,7 @@ impl ApiError {
 
     /// `404 NotFound`: `buckets.example.com "b1" not found`.
     pub fn not_found(gr: &GroupResource, name: &str) -> Self {
-        ApiError::new(
-            404,
-            "NotFound",
-            format!("{} \"{name}\" not found", gr.qualified()),
-        )
-        .with_details(json!({"name": name, "group": gr.group, "kind": gr.resource}))
+        ApiError::about_object(404, "NotFound", gr, name, "not found")
     }
 
     /// `404 NotFound` for a path that names no served resource.
@@ -61,12 +77,7 @@ impl ApiError {
 
     /// `409 AlreadyExists`.
     pub fn already_exists(gr: &GroupResource, name: &str) -> Self {
-        ApiError::new(
-            409,
-            "AlreadyExists",
-            format!("{} \"{name}\" already exists", gr.qualified()),
-        )
-        .with_details(json!({"name": name, "group": gr.group, "kind": gr.resource}))
+        ApiError::about_object(409, "AlreadyExists", gr, name, "already exists")
     }
 
     /// `409 Conflict`: `Operation cannot be fulfilled on <gr> "<name>": <why>`.
@@ -79,7 +90,7 @@ impl ApiError {
                 gr.qualified()
             ),
         )
-        .with_details(json!({"name": name, "group": gr.group, "kind": gr.resource}))
+        .with_details(object_details(gr, name))
     }
 
     /// The conflict an update with a stale `resourceVersion` gets.
@@ -101,14 +112,7 @@ impl ApiError {
         let joined = if errors.len() == 1 {
             errors[0].to_string()
         } else {
-            format!(
-                "[{}]",
-                errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
+            format!("[{}]", comma_list(errors, ToString::to_string))
         };
         let causes: Vec<Value> = errors
             .iter()

@@ -38,6 +38,8 @@ enum Source {
     Age,
     CreatedAt,
     Path(JsonPath, String),
+    /// The value at a JSON pointer, null when absent.
+    Pointer(&'static str),
     Func(fn(&Value) -> Value),
 }
 
@@ -77,6 +79,16 @@ fn count_of(v: Option<&Value>) -> usize {
     }
 }
 
+/// The `kind` and `name` of the object reference at a JSON pointer.
+fn reference<'a>(obj: &'a Value, at: &str) -> (&'a str, &'a str) {
+    let field = |k: &str| {
+        obj.pointer(&format!("{at}/{k}"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+    };
+    (field("kind"), field("name"))
+}
+
 fn columns(info: &ResourceInfo) -> Vec<Column> {
     let name = || col("Name", "string", NAME_DOC, Source::Name);
     let age = || col("Age", "string", AGE_DOC, Source::Age);
@@ -87,7 +99,7 @@ fn columns(info: &ResourceInfo) -> Vec<Column> {
                 "Status",
                 "string",
                 "The status of the namespace",
-                Source::Func(|o| o.pointer("/status/phase").cloned().unwrap_or(Value::Null)),
+                Source::Pointer("/status/phase"),
             ),
             age(),
         ],
@@ -97,7 +109,7 @@ fn columns(info: &ResourceInfo) -> Vec<Column> {
                 "Type",
                 "string",
                 "The type of the secret",
-                Source::Func(|o| o.get("type").cloned().unwrap_or(Value::Null)),
+                Source::Pointer("/type"),
             ),
             col(
                 "Data",
@@ -148,36 +160,28 @@ fn columns(info: &ResourceInfo) -> Vec<Column> {
                 "Type",
                 "string",
                 "Type of this event (Normal, Warning)",
-                Source::Func(|o| o.get("type").cloned().unwrap_or(Value::Null)),
+                Source::Pointer("/type"),
             ),
             col(
                 "Reason",
                 "string",
                 "Why the action was taken",
-                Source::Func(|o| o.get("reason").cloned().unwrap_or(Value::Null)),
+                Source::Pointer("/reason"),
             ),
             col(
                 "Object",
                 "string",
                 "The object this Event is about",
                 Source::Func(|o| {
-                    let kind = o
-                        .pointer("/involvedObject/kind")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_lowercase();
-                    let name = o
-                        .pointer("/involvedObject/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    json!(format!("{kind}/{name}"))
+                    let (kind, name) = reference(o, "/involvedObject");
+                    json!(format!("{}/{name}", kind.to_lowercase()))
                 }),
             ),
             col(
                 "Message",
                 "string",
                 "A human-readable description of the status of this operation",
-                Source::Func(|o| o.get("message").cloned().unwrap_or(Value::Null)),
+                Source::Pointer("/message"),
             ),
         ],
         Some(Builtin::Lease) => vec![
@@ -205,15 +209,8 @@ fn columns(info: &ResourceInfo) -> Vec<Column> {
                 "string",
                 "Role",
                 Source::Func(|o| {
-                    let k = o
-                        .pointer("/roleRef/kind")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    let n = o
-                        .pointer("/roleRef/name")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
-                    json!(format!("{k}/{n}"))
+                    let (kind, name) = reference(o, "/roleRef");
+                    json!(format!("{kind}/{name}"))
                 }),
             ),
             age(),
@@ -244,6 +241,7 @@ fn cell(source: &Source, obj: &Value) -> Value {
         Source::Name => json!(meta::name(obj)),
         Source::Age => json!(meta::age_of(meta::meta_str(obj, "creationTimestamp"))),
         Source::CreatedAt => json!(meta::meta_str(obj, "creationTimestamp").unwrap_or("")),
+        Source::Pointer(p) => obj.pointer(p).cloned().unwrap_or(Value::Null),
         Source::Func(f) => f(obj),
         Source::Path(path, ty) => {
             let Some(v) = path.find(obj).into_iter().next() else {

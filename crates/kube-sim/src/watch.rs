@@ -126,22 +126,21 @@ fn encode_into(out: &mut Vec<u8>, info: &ResourceInfo, params: &WatchParams, ev:
 /// (`None`: none).
 fn event_type(info: &ResourceInfo, params: &WatchParams, ev: &Event) -> Option<EventType> {
     let now = selected(info, &ev.object, &params.labels, &params.fields);
+    // Whether the object before the event was selected (`unknown` when the
+    // event carries no previous object).
+    let was_selected = |unknown: bool| {
+        ev.prev.as_deref().map_or(unknown, |p| {
+            selected(info, p, &params.labels, &params.fields)
+        })
+    };
     let etype = match ev.etype {
         EventType::Added => now.then_some(EventType::Added)?,
         EventType::Deleted => {
-            let before = ev
-                .prev
-                .as_deref()
-                .map(|p| selected(info, p, &params.labels, &params.fields))
-                .unwrap_or(now);
+            let before = was_selected(now);
             (before || now).then_some(EventType::Deleted)?
         }
         EventType::Modified => {
-            let before = ev
-                .prev
-                .as_deref()
-                .map(|p| selected(info, p, &params.labels, &params.fields))
-                .unwrap_or(true);
+            let before = was_selected(true);
             match (before, now) {
                 (true, true) => EventType::Modified,
                 (false, true) => EventType::Added,

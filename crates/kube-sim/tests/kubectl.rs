@@ -113,6 +113,37 @@ impl Kubectl {
         std::fs::write(&path, contents).unwrap();
         path.to_string_lossy().into_owned()
     }
+
+    /// Writes the manifest of a Widget of this size to `file`.
+    fn widget(&self, file: &str, name: &str, size: u32) -> String {
+        self.file(
+            file,
+            &format!(
+                "apiVersion: example.com/v1\nkind: Widget\nmetadata: {{name: {name}}}\nspec: {{size: {size}}}\n"
+            ),
+        )
+    }
+
+    /// A Widget's `spec.size`, as `kubectl get -o jsonpath` prints it.
+    async fn size_of(&self, name: &str) -> String {
+        self.ok(&["get", "widget", name, "-o", "jsonpath={.spec.size}"])
+            .await
+    }
+}
+
+/// Waits up to 40 s for a started kubectl, which must succeed; returns its
+/// output.
+async fn succeeds(child: tokio::process::Child) -> std::process::Output {
+    let out = tokio::time::timeout(Duration::from_secs(40), child.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
 }
 
 async fn with_widgets() -> (KubeSim, Kubectl) {
@@ -151,10 +182,7 @@ async fn kubectl_gets_describes_and_explains_custom_resources() {
     );
     let explained = k.ok(&["explain", "widgets.spec"]).await;
     assert!(explained.contains("How big the widget is."), "{explained}");
-    let invalid = k.file(
-        "bad.yaml",
-        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: bad}\nspec: {size: 0}\n",
-    );
+    let invalid = k.widget("bad.yaml", "bad", 0);
     let (ok, _, stderr) = k.run(&["apply", "-f", &invalid]).await;
     assert!(!ok);
     assert!(
@@ -188,16 +216,10 @@ async fn kubectl_applies_client_side_and_server_side() {
         "a key removed from the manifest is removed: {data:?}"
     );
 
-    let w = k.file(
-        "w.yaml",
-        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: ssa}\nspec: {size: 2}\n",
-    );
+    let w = k.widget("w.yaml", "ssa", 2);
     let out = k.ok(&["apply", "--server-side", "-f", &w]).await;
     assert!(out.contains("serverside-applied"), "{out}");
-    let w2 = k.file(
-        "w2.yaml",
-        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: ssa}\nspec: {size: 5}\n",
-    );
+    let w2 = k.widget("w2.yaml", "ssa", 5);
     let (ok, _, stderr) = k
         .run(&["apply", "--server-side", "--field-manager=other", "-f", &w2])
         .await;
@@ -212,34 +234,19 @@ async fn kubectl_applies_client_side_and_server_side() {
         &w2,
     ])
     .await;
-    let size = k
-        .ok(&["get", "widget", "ssa", "-o", "jsonpath={.spec.size}"])
-        .await;
+    let size = k.size_of("ssa").await;
     assert_eq!(size, "5");
-    let w3 = k.file(
-        "w3.yaml",
-        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: csa}\nspec: {size: 2}\n",
-    );
+    let w3 = k.widget("w3.yaml", "csa", 2);
     k.ok(&["apply", "-f", &w3]).await;
-    let w3 = k.file(
-        "w3.yaml",
-        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: csa}\nspec: {size: 7}\n",
-    );
+    let w3 = k.widget("w3.yaml", "csa", 7);
     k.ok(&["apply", "-f", &w3]).await;
-    assert_eq!(
-        k.ok(&["get", "widget", "csa", "-o", "jsonpath={.spec.size}"])
-            .await,
-        "7"
-    );
+    assert_eq!(k.size_of("csa").await, "7");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_waits_for_a_condition_and_deletes() {
     let (sim, k) = with_widgets().await;
-    let w = k.file(
-        "w.yaml",
-        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: ready-me}\nspec: {size: 1}\n",
-    );
+    let w = k.widget("w.yaml", "ready-me", 1);
     k.ok(&["apply", "-f", &w]).await;
     let waiter = k
         .command(&[
@@ -267,15 +274,7 @@ async fn kubectl_waits_for_a_condition_and_deletes() {
     )
     .await
     .unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(40), waiter.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = succeeds(waiter).await;
     assert!(String::from_utf8_lossy(&out.stdout).contains("condition met"));
     let table = k.ok(&["get", "widget", "ready-me"]).await;
     assert!(
@@ -315,15 +314,7 @@ async fn kubectl_waits_for_a_condition_and_deletes() {
     )
     .await
     .unwrap();
-    let out = tokio::time::timeout(Duration::from_secs(40), deleter.wait_with_output())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeds(deleter).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

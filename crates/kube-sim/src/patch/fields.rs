@@ -188,22 +188,10 @@ pub fn resolve<'a>(obj: &'a Value, path: &[String]) -> Option<&'a Value> {
 }
 
 fn step<'a>(cur: &'a Value, tok: &str) -> Option<&'a Value> {
-    if let Some(name) = tok.strip_prefix("f:") {
-        return cur.get(name);
+    match Token::parse(tok)? {
+        Token::Field(name) => cur.get(name),
+        token => cur.as_array()?.iter().find(|item| token.names(item)),
     }
-    let items = cur.as_array()?;
-    if let Some(k) = tok.strip_prefix("k:") {
-        let key: Value = serde_json::from_str(k).ok()?;
-        let key = key.as_object()?;
-        return items
-            .iter()
-            .find(|item| key.iter().all(|(kk, kv)| item.get(kk) == Some(kv)));
-    }
-    if let Some(v) = tok.strip_prefix("v:") {
-        let val: Value = serde_json::from_str(v).ok()?;
-        return items.iter().find(|item| **item == val);
-    }
-    None
 }
 
 /// Removes the field at a path; returns whether something was removed.
@@ -219,42 +207,61 @@ pub fn remove(obj: &mut Value, path: &[String]) -> bool {
             None => return false,
         }
     }
-    if let Some(name) = last.strip_prefix("f:") {
-        return cur.as_object_mut().and_then(|m| m.remove(name)).is_some();
-    }
-    let Some(items) = cur.as_array_mut() else {
-        return false;
-    };
-    let before = items.len();
-    if let Some(k) = last.strip_prefix("k:") {
-        if let Ok(Value::Object(key)) = serde_json::from_str::<Value>(k) {
-            items.retain(|item| !key.iter().all(|(kk, kv)| item.get(kk) == Some(kv)));
+    match Token::parse(last) {
+        Some(Token::Field(name)) => cur.as_object_mut().and_then(|m| m.remove(name)).is_some(),
+        Some(token) => {
+            let Some(items) = cur.as_array_mut() else {
+                return false;
+            };
+            let before = items.len();
+            items.retain(|item| !token.names(item));
+            items.len() != before
         }
-    } else if let Some(v) = last.strip_prefix("v:")
-        && let Ok(val) = serde_json::from_str::<Value>(v)
-    {
-        items.retain(|item| *item != val);
+        None => false,
     }
-    items.len() != before
 }
 
 fn step_mut<'a>(cur: &'a mut Value, tok: &str) -> Option<&'a mut Value> {
-    if let Some(name) = tok.strip_prefix("f:") {
-        return cur.get_mut(name);
-    }
-    let items = cur.as_array_mut()?;
-    if let Some(k) = tok.strip_prefix("k:") {
-        let key: Value = serde_json::from_str(k).ok()?;
-        let key = key.as_object()?.clone();
-        return items
+    match Token::parse(tok)? {
+        Token::Field(name) => cur.get_mut(name),
+        token => cur
+            .as_array_mut()?
             .iter_mut()
-            .find(|item| key.iter().all(|(kk, kv)| item.get(kk) == Some(kv)));
+            .find(|item| token.names(item)),
     }
-    if let Some(v) = tok.strip_prefix("v:") {
-        let val: Value = serde_json::from_str(v).ok()?;
-        return items.iter_mut().find(|item| **item == val);
+}
+
+/// One token of a managed-fields path: `f:<field>`, `k:<key JSON>` (the
+/// map-list item with those key values) or `v:<value JSON>` (the set item).
+enum Token<'a> {
+    Field(&'a str),
+    Key(Map<String, Value>),
+    Item(Value),
+}
+
+impl<'a> Token<'a> {
+    fn parse(tok: &'a str) -> Option<Self> {
+        if let Some(name) = tok.strip_prefix("f:") {
+            return Some(Token::Field(name));
+        }
+        if let Some(k) = tok.strip_prefix("k:") {
+            return match serde_json::from_str(k).ok()? {
+                Value::Object(key) => Some(Token::Key(key)),
+                _ => None,
+            };
+        }
+        let v = tok.strip_prefix("v:")?;
+        serde_json::from_str(v).ok().map(Token::Item)
     }
-    None
+
+    /// Whether a list item is the one this token names.
+    fn names(&self, item: &Value) -> bool {
+        match self {
+            Token::Field(_) => false,
+            Token::Key(key) => key.iter().all(|(k, v)| item.get(k) == Some(v)),
+            Token::Item(value) => item == value,
+        }
+    }
 }
 
 /// Paths whose value differs between two objects (added, changed or

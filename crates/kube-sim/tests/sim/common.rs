@@ -1,9 +1,13 @@
 //! Shared fixtures: a started simulator, the Widget CRD used across tests
 //! and small helpers.
 
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::CustomResource;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+    WatchEvent, WatchParams,
+};
 use kube_sim::KubeSim;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -117,18 +121,37 @@ pub async fn sim_with_widgets() -> KubeSim {
     sim
 }
 
-pub async fn install_widgets(sim: &KubeSim) {
-    let crds: Api<DynamicObject> = Api::all_with(
+/// CustomResourceDefinitions as dynamic objects.
+pub fn crd_api(sim: &KubeSim) -> Api<DynamicObject> {
+    Api::all_with(
         sim.client(),
         &ApiResource::from_gvk_with_plural(
             &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
             "customresourcedefinitions",
         ),
-    );
+    )
+}
+
+pub async fn install_widgets(sim: &KubeSim) {
     let crd: DynamicObject = serde_json::from_value(widget_crd()).expect("valid CRD json");
-    crds.create(&PostParams::default(), &crd)
+    crd_api(sim)
+        .create(&PostParams::default(), &crd)
         .await
         .expect("CRD is accepted");
+}
+
+/// Widgets in the default namespace as dynamic objects.
+pub fn dynamic_widgets(sim: &KubeSim) -> Api<DynamicObject> {
+    Api::namespaced_with(sim.client(), "default", &widget_resource())
+}
+
+/// Creates an object given as JSON, which must succeed.
+pub async fn create_json<K>(api: &Api<K>, object: Value) -> K
+where
+    K: Clone + Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object).expect("the object's JSON fits its type");
+    api.create(&PostParams::default(), &object).await.unwrap()
 }
 
 pub fn widget(name: &str, size: i64) -> Widget {
@@ -173,4 +196,142 @@ where
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// The resourceVersion of a list of `api`'s objects: "now".
+pub async fn list_version<K>(api: &Api<K>) -> String
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
+}
+
+/// The next event of a watch stream, which must come.
+pub async fn next_event<K, S>(stream: &mut S) -> WatchEvent<K>
+where
+    S: futures::Stream<Item = kube::Result<WatchEvent<K>>> + Unpin,
+{
+    stream.try_next().await.unwrap().unwrap()
+}
+
+/// Asserts that an API error's message contains `text`, showing the whole
+/// message when it does not.
+pub fn assert_mentions(err: &kube::core::Status, text: &str) {
+    assert!(err.message.contains(text), "{}", err.message);
+}
+
+/// Merge-patches the named object, which must succeed.
+pub async fn merge<K>(api: &Api<K>, name: &str, patch: Value) -> K
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap()
+}
+
+/// The error of a create that must be refused.
+pub async fn refused<K>(api: &Api<K>, obj: &K) -> kube::core::Status
+where
+    K: Clone + Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api_error(api.create(&PostParams::default(), obj).await.unwrap_err())
+}
+
+/// The fields an API error's causes name, in order.
+pub fn cause_fields(err: &kube::core::Status) -> Vec<String> {
+    err.details
+        .as_ref()
+        .expect("the error has details")
+        .causes
+        .iter()
+        .map(|c| c.field.clone())
+        .collect()
+}
+
+/// The error of a merge patch that must be refused.
+pub async fn merge_refused<K>(api: &Api<K>, name: &str, patch: Value) -> kube::core::Status
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    patch_refused(api, name, &Patch::Merge(patch)).await
+}
+
+/// The error of a patch that must be refused.
+pub async fn patch_refused<K, P>(api: &Api<K>, name: &str, patch: &Patch<P>) -> kube::core::Status
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    P: Serialize + std::fmt::Debug,
+{
+    api_error(
+        api.patch(name, &PatchParams::default(), patch)
+            .await
+            .unwrap_err(),
+    )
+}
+
+/// Removes every finalizer of the named object.
+pub async fn drop_finalizers<K>(api: &Api<K>, name: &str) -> K
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    merge(api, name, json!({"metadata": {"finalizers": null}})).await
+}
+
+/// Whether the named object comes to carry a deletionTimestamp within 5 s.
+pub async fn comes_to_be_deleting<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(5, || async {
+        api.get(name)
+            .await
+            .is_ok_and(|o| o.meta().deletion_timestamp.is_some())
+    })
+    .await
+}
+
+/// A watch of all `api`'s objects from the start (resourceVersion "0").
+pub async fn watch_from_start<K>(
+    api: &Api<K>,
+) -> futures::stream::BoxStream<'static, kube::Result<WatchEvent<K>>>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    api.watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed()
+}
+
+/// Whether the named object is gone (a get fails) within 5 s.
+pub async fn comes_to_be_gone<K>(api: &Api<K>, name: &str) -> bool
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(5, || async { api.get(name).await.is_err() }).await
+}
+
+/// The object `held_name` comes to be deleting but stays for its finalizers,
+/// and `waiting_name` stays with it (`why`); once the finalizers are
+/// dropped, `waiting_name` goes too.
+pub async fn waits_for_finalizers<W, H>(
+    waiting: &Api<W>,
+    waiting_name: &str,
+    held: &Api<H>,
+    held_name: &str,
+    why: &str,
+) where
+    W: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    H: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    assert!(comes_to_be_deleting(held, held_name).await);
+    assert!(waiting.get(waiting_name).await.is_ok(), "{why}");
+    drop_finalizers(held, held_name).await;
+    assert!(comes_to_be_gone(waiting, waiting_name).await);
 }

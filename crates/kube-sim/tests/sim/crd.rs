@@ -41,12 +41,12 @@ async fn a_created_crd_is_established_and_discoverable() {
 #[tokio::test]
 async fn schema_violations_are_422_with_field_causes() {
     let sim = sim_with_widgets().await;
-    let api: Api<DynamicObject> = Api::namespaced_with(sim.client(), "default", &widget_resource());
+    let api = dynamic_widgets(&sim);
     let bad = dynamic(
         "bad",
         json!({"spec": {"size": "big", "color": "purple", "driver": "Bad Driver", "tags": ["a", "a"]}}),
     );
-    let err = api_error(api.create(&PostParams::default(), &bad).await.unwrap_err());
+    let err = refused(&api, &bad).await;
     assert_eq!(err.code, 422);
     assert_eq!(err.reason, "Invalid");
     assert!(
@@ -55,13 +55,7 @@ async fn schema_violations_are_422_with_field_causes() {
         "{}",
         err.message
     );
-    let fields: Vec<String> = err
-        .details
-        .unwrap()
-        .causes
-        .iter()
-        .map(|c| c.field.clone())
-        .collect();
+    let fields: Vec<String> = cause_fields(&err);
     for f in ["spec.size", "spec.color", "spec.driver", "spec.tags[1]"] {
         assert!(
             fields.contains(&f.to_string()),
@@ -69,29 +63,23 @@ async fn schema_violations_are_422_with_field_causes() {
         );
     }
     let missing = dynamic("missing", json!({"spec": {}}));
-    let err = api_error(
-        api.create(&PostParams::default(), &missing)
-            .await
-            .unwrap_err(),
-    );
+    let err = refused(&api, &missing).await;
     assert_eq!(
         err.message,
         "Widget.example.com \"missing\" is invalid: spec.size: Required value"
     );
     let big = dynamic("big", json!({"spec": {"size": 101}}));
-    let err = api_error(api.create(&PostParams::default(), &big).await.unwrap_err());
-    assert!(
-        err.message
-            .contains("spec.size in body should be less than or equal to 100"),
-        "{}",
-        err.message
+    let err = refused(&api, &big).await;
+    assert_mentions(
+        &err,
+        "spec.size in body should be less than or equal to 100",
     );
 }
 
 #[tokio::test]
 async fn defaults_are_applied_and_unknown_fields_pruned() {
     let sim = sim_with_widgets().await;
-    let api: Api<DynamicObject> = Api::namespaced_with(sim.client(), "default", &widget_resource());
+    let api = dynamic_widgets(&sim);
     let obj = dynamic(
         "d",
         json!({"spec": {"size": 1, "extra": "dropped"}, "other": 1}),
@@ -114,11 +102,7 @@ async fn defaults_are_applied_and_unknown_fields_pruned() {
             .unwrap_err(),
     );
     assert_eq!(err.code, 400);
-    assert!(
-        err.message.contains("unknown field \"spec.extra\""),
-        "{}",
-        err.message
-    );
+    assert_mentions(&err, "unknown field \"spec.extra\"");
 }
 
 #[tokio::test]
@@ -128,66 +112,33 @@ async fn cel_rules_run_with_old_self_on_updates() {
     let mut w = widget("c", 1);
     w.spec.driver = Some("d1".into());
     api.create(&PostParams::default(), &w).await.unwrap();
-    let err = api_error(
-        api.patch(
-            "c",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"driver": "d2"}})),
-        )
-        .await
-        .unwrap_err(),
-    );
+    let err = merge_refused(&api, "c", json!({"spec": {"driver": "d2"}})).await;
     assert_eq!(err.code, 422);
     assert_eq!(
         err.message,
         "Widget.example.com \"c\" is invalid: spec: Invalid value: \"object\": driver is immutable once set"
     );
     assert_eq!(err.details.unwrap().causes[0].field, "spec");
-    api.patch(
-        "c",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"size": 2}})),
-    )
-    .await
-    .unwrap();
+    merge(&api, "c", json!({"spec": {"size": 2}})).await;
 
-    let dyn_api: Api<DynamicObject> =
-        Api::namespaced_with(sim.client(), "default", &widget_resource());
-    let err = api_error(
-        dyn_api
-            .create(
-                &PostParams::default(),
-                &dynamic("ns", json!({"spec": {"size": 1, "namespace": "forbidden"}})),
-            )
-            .await
-            .unwrap_err(),
-    );
-    assert!(
-        err.message.contains("namespace may not be 'forbidden'"),
-        "{}",
-        err.message
-    );
+    let dyn_api = dynamic_widgets(&sim);
+    let err = refused(
+        &dyn_api,
+        &dynamic("ns", json!({"spec": {"size": 1, "namespace": "forbidden"}})),
+    )
+    .await;
+    assert_mentions(&err, "namespace may not be 'forbidden'");
 }
 
 #[tokio::test]
 async fn a_crd_with_a_rule_that_does_not_compile_is_refused() {
     let sim = kube_sim::KubeSim::start().await.unwrap();
-    let crds: Api<DynamicObject> = Api::all_with(
-        sim.client(),
-        &kube::api::ApiResource::from_gvk_with_plural(
-            &kube::api::GroupVersionKind::gvk(
-                "apiextensions.k8s.io",
-                "v1",
-                "CustomResourceDefinition",
-            ),
-            "customresourcedefinitions",
-        ),
-    );
+    let crds = crd_api(&sim);
     let mut crd = widget_crd();
     crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"] =
         json!([{"rule": "self.spec.size >"}]);
     let crd: DynamicObject = serde_json::from_value(crd).unwrap();
-    let err = api_error(crds.create(&PostParams::default(), &crd).await.unwrap_err());
+    let err = refused(&crds, &crd).await;
     assert_eq!(err.code, 422);
 }
 
@@ -202,12 +153,7 @@ async fn deleting_a_crd_removes_its_objects_and_stops_serving_it() {
     crds.delete("widgets.example.com", &DeleteParams::default())
         .await
         .unwrap();
-    assert!(
-        eventually(5, || async {
-            crds.get("widgets.example.com").await.is_err()
-        })
-        .await
-    );
+    assert!(comes_to_be_gone(&crds, "widgets.example.com").await);
     let err = api_error(api.get("gone").await.unwrap_err());
     assert_eq!(err.code, 404);
     assert!(crds.get_opt("widgets.example.com").await.unwrap().is_none());
@@ -243,23 +189,14 @@ async fn an_object_stored_before_a_rule_existed_stays_updatable_and_deletable() 
     w.metadata.finalizers = Some(vec!["example.com/keep".into()]);
     api.create(&PostParams::default(), &w).await.unwrap();
     tighten_widgets(&sim).await;
-    let fresh = api_error(
-        api.create(&PostParams::default(), &{
-            let mut w = w.clone();
-            w.metadata.name = Some("fresh".into());
-            w
-        })
-        .await
-        .unwrap_err(),
-    );
+    let fresh = refused(&api, &{
+        let mut w = w.clone();
+        w.metadata.name = Some("fresh".into());
+        w
+    })
+    .await;
     assert_eq!(fresh.code, 422, "today's rules refuse a new object");
-    let causes: Vec<String> = fresh
-        .details
-        .unwrap()
-        .causes
-        .iter()
-        .map(|c| c.field.clone())
-        .collect();
+    let causes: Vec<String> = cause_fields(&fresh);
     assert_eq!(causes, ["spec.driver", "spec.size"], "{}", fresh.message);
 
     // Unchanged fields stay: labels, status and finalizers can be written.

@@ -17,18 +17,34 @@ fn configmap(name: &str, k: &str, v: &str) -> ConfigMap {
     cm
 }
 
+/// Creates a ConfigMap holding one key.
+async fn create_configmap(
+    api: &Api<ConfigMap>,
+    name: &str,
+    k: &str,
+    v: &str,
+) -> kube::Result<ConfigMap> {
+    api.create(&PostParams::default(), &configmap(name, k, v))
+        .await
+}
+
+/// Delete parameters with these preconditions.
+fn preconditions(uid: Option<String>, resource_version: Option<String>) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid,
+            resource_version,
+        }),
+        ..DeleteParams::default()
+    }
+}
+
 #[tokio::test]
 async fn created_objects_get_identity_and_a_monotonic_resource_version() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let a = api
-        .create(&PostParams::default(), &configmap("a", "k", "v"))
-        .await
-        .unwrap();
-    let b = api
-        .create(&PostParams::default(), &configmap("b", "k", "v"))
-        .await
-        .unwrap();
+    let a = create_configmap(&api, "a", "k", "v").await.unwrap();
+    let b = create_configmap(&api, "b", "k", "v").await.unwrap();
     assert!(a.uid().is_some_and(|u| u.len() == 36));
     assert!(a.metadata.creation_timestamp.is_some());
     assert_eq!(a.metadata.generation, Some(1));
@@ -36,11 +52,7 @@ async fn created_objects_get_identity_and_a_monotonic_resource_version() {
     assert!(rv(&b) > rv(&a));
     let got = api.get("a").await.unwrap();
     assert_eq!(got.data, a.data);
-    let err = api_error(
-        api.create(&PostParams::default(), &configmap("a", "k", "v"))
-            .await
-            .unwrap_err(),
-    );
+    let err = api_error(create_configmap(&api, "a", "k", "v").await.unwrap_err());
     assert_eq!(err.code, 409);
     assert_eq!(err.reason, "AlreadyExists");
     let err = api_error(api.get("missing").await.unwrap_err());
@@ -52,10 +64,7 @@ async fn created_objects_get_identity_and_a_monotonic_resource_version() {
 async fn a_stale_resource_version_on_update_is_a_conflict() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let first = api
-        .create(&PostParams::default(), &configmap("c", "k", "1"))
-        .await
-        .unwrap();
+    let first = create_configmap(&api, "c", "k", "1").await.unwrap();
     let mut second = first.clone();
     second.data = Some(BTreeMap::from([("k".into(), "2".into())]));
     let updated = api
@@ -72,11 +81,7 @@ async fn a_stale_resource_version_on_update_is_a_conflict() {
     );
     assert_eq!(err.code, 409);
     assert_eq!(err.reason, "Conflict");
-    assert!(
-        err.message.contains("the object has been modified"),
-        "{}",
-        err.message
-    );
+    assert_mentions(&err, "the object has been modified");
     assert_eq!(api.get("c").await.unwrap().data.unwrap()["k"], "2");
 }
 
@@ -84,10 +89,7 @@ async fn a_stale_resource_version_on_update_is_a_conflict() {
 async fn an_update_that_changes_nothing_keeps_the_resource_version() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let first = api
-        .create(&PostParams::default(), &configmap("same", "k", "1"))
-        .await
-        .unwrap();
+    let first = create_configmap(&api, "same", "k", "1").await.unwrap();
     let again = api
         .replace("same", &PostParams::default(), &first)
         .await
@@ -111,14 +113,7 @@ async fn generation_moves_only_with_spec_changes_and_status_goes_through_its_sub
         "status is dropped on create when a status subresource exists"
     );
 
-    let labelled = api
-        .patch(
-            "w1",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {"a": "b"}}})),
-        )
-        .await
-        .unwrap();
+    let labelled = merge(&api, "w1", json!({"metadata": {"labels": {"a": "b"}}})).await;
     assert_eq!(labelled.metadata.generation, Some(1));
 
     let status = api
@@ -133,14 +128,12 @@ async fn generation_moves_only_with_spec_changes_and_status_goes_through_its_sub
     assert_eq!(status.spec.size, 3, "the status endpoint ignores spec");
     assert_eq!(status.metadata.generation, Some(1));
 
-    let spec = api
-        .patch(
-            "w1",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"size": 4}, "status": {"phase": "Ignored"}})),
-        )
-        .await
-        .unwrap();
+    let spec = merge(
+        &api,
+        "w1",
+        json!({"spec": {"size": 4}, "status": {"phase": "Ignored"}}),
+    )
+    .await;
     assert_eq!(spec.metadata.generation, Some(2));
     assert_eq!(
         spec.status.unwrap().phase.as_deref(),
@@ -175,34 +168,26 @@ async fn deleting_an_object_with_finalizers_only_marks_it_until_the_last_one_goe
     assert_eq!(marked.metadata.deletion_grace_period_seconds, Some(0));
     assert_eq!(marked.metadata.generation, Some(2));
 
-    let err = api_error(
-        api.patch("held", &PatchParams::default(), &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/a", "example.com/b", "example.com/c"]}})))
-            .await
-            .unwrap_err(),
-    );
+    let err = merge_refused(
+        &api,
+        "held",
+        json!({"metadata": {"finalizers": ["example.com/a", "example.com/b", "example.com/c"]}}),
+    )
+    .await;
     assert_eq!(err.code, 422);
-    assert!(
-        err.message
-            .contains("no new finalizers can be added if the object is being deleted"),
-        "{}",
-        err.message
+    assert_mentions(
+        &err,
+        "no new finalizers can be added if the object is being deleted",
     );
 
-    api.patch(
+    merge(
+        &api,
         "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": ["example.com/b"]}})),
+        json!({"metadata": {"finalizers": ["example.com/b"]}}),
     )
-    .await
-    .unwrap();
+    .await;
     assert!(api.get("held").await.is_ok());
-    api.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .unwrap();
+    drop_finalizers(&api, "held").await;
     assert_eq!(api_error(api.get("held").await.unwrap_err()).code, 404);
 }
 
@@ -226,43 +211,17 @@ async fn generate_name_makes_unique_names() {
 async fn delete_preconditions_are_checked() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let cm = api
-        .create(&PostParams::default(), &configmap("p", "k", "v"))
-        .await
-        .unwrap();
-    let wrong_uid = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: Some("nope".into()),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
+    let cm = create_configmap(&api, "p", "k", "v").await.unwrap();
+    let wrong_uid = preconditions(Some("nope".into()), None);
     let err = api_error(api.delete("p", &wrong_uid).await.unwrap_err());
     assert_eq!(err.code, 409);
-    assert!(
-        err.message
-            .contains("Precondition failed: UID in precondition: nope"),
-        "{}",
-        err.message
-    );
-    let wrong_rv = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: None,
-            resource_version: Some("1".into()),
-        }),
-        ..DeleteParams::default()
-    };
+    assert_mentions(&err, "Precondition failed: UID in precondition: nope");
+    let wrong_rv = preconditions(None, Some("1".into()));
     assert_eq!(
         api_error(api.delete("p", &wrong_rv).await.unwrap_err()).code,
         409
     );
-    let right = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: cm.uid(),
-            resource_version: cm.resource_version(),
-        }),
-        ..DeleteParams::default()
-    };
+    let right = preconditions(cm.uid(), cm.resource_version());
     assert!(
         api.delete("p", &right).await.unwrap().is_right(),
         "a built-in delete answers a Status"
@@ -273,11 +232,7 @@ async fn delete_preconditions_are_checked() {
 async fn creating_in_a_missing_or_terminating_namespace_is_refused() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "nowhere");
-    let err = api_error(
-        api.create(&PostParams::default(), &configmap("x", "k", "v"))
-            .await
-            .unwrap_err(),
-    );
+    let err = api_error(create_configmap(&api, "x", "k", "v").await.unwrap_err());
     assert_eq!(err.code, 404);
     assert_eq!(err.message, "namespaces \"nowhere\" not found");
 
@@ -294,38 +249,18 @@ async fn creating_in_a_missing_or_terminating_namespace_is_refused() {
         .left()
         .unwrap();
     assert_eq!(ns.status.unwrap().phase.as_deref(), Some("Terminating"));
-    let err = api_error(
-        api.create(&PostParams::default(), &configmap("y", "k", "v"))
-            .await
-            .unwrap_err(),
-    );
+    let err = api_error(create_configmap(&api, "y", "k", "v").await.unwrap_err());
     assert_eq!(err.code, 403);
-    assert!(
-        err.message.contains("because it is being terminated"),
-        "{}",
-        err.message
-    );
+    assert_mentions(&err, "because it is being terminated");
 
-    assert!(
-        eventually(5, || async {
-            api.get("held")
-                .await
-                .is_ok_and(|c| c.metadata.deletion_timestamp.is_some())
-        })
-        .await
-    );
-    assert!(
-        namespaces.get("doomed").await.is_ok(),
-        "the namespace waits for its content"
-    );
-    api.patch(
+    waits_for_finalizers(
+        &namespaces,
+        "doomed",
+        &api,
         "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        "the namespace waits for its content",
     )
-    .await
-    .unwrap();
-    assert!(eventually(5, || async { namespaces.get("doomed").await.is_err() }).await);
+    .await;
 }
 
 #[tokio::test]
@@ -364,7 +299,7 @@ async fn invalid_names_are_rejected_with_422() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     let err = api_error(
-        api.create(&PostParams::default(), &configmap("Bad_Name", "k", "v"))
+        create_configmap(&api, "Bad_Name", "k", "v")
             .await
             .unwrap_err(),
     );

@@ -4,7 +4,7 @@
 use crate::common::*;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Api, DeleteParams, PostParams, PropagationPolicy};
 use kube::{Resource, ResourceExt};
 use kube_sim::KubeSim;
 use serde_json::json;
@@ -19,88 +19,66 @@ fn owned_secret(name: &str, owner: &ConfigMap, block: bool, finalizers: Vec<Stri
     s
 }
 
-async fn owner(sim: &KubeSim, name: &str) -> ConfigMap {
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    api.create(&PostParams::default(), &cm).await.unwrap()
+/// Creates a Secret owned by `owner`.
+async fn add_dependent(
+    secrets: &Api<Secret>,
+    name: &str,
+    owner: &ConfigMap,
+    block: bool,
+    finalizers: Vec<String>,
+) {
+    let dependent = owned_secret(name, owner, block, finalizers);
+    secrets
+        .create(&PostParams::default(), &dependent)
+        .await
+        .unwrap();
+}
+
+/// A simulator with the ConfigMap `name` in the default namespace, to own
+/// things there; with the Secrets and ConfigMaps of that namespace.
+async fn with_owner(name: &str) -> (KubeSim, ConfigMap, Api<Secret>, Api<ConfigMap>) {
+    let sim = KubeSim::start().await.unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let owner = create_json(&cms, json!({"metadata": {"name": name}})).await;
+    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
+    (sim, owner, secrets, cms)
 }
 
 #[tokio::test]
 async fn dependents_are_deleted_in_the_background_after_their_owner() {
-    let sim = KubeSim::start().await.unwrap();
-    let o = owner(&sim, "owner").await;
-    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
-    secrets
-        .create(
-            &PostParams::default(),
-            &owned_secret("dep", &o, false, vec![]),
-        )
-        .await
-        .unwrap();
-    secrets
-        .create(
-            &PostParams::default(),
-            &owned_secret("held", &o, false, vec!["example.com/keep".into()]),
-        )
-        .await
-        .unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, o, secrets, cms) = with_owner("owner").await;
+    add_dependent(&secrets, "dep", &o, false, vec![]).await;
+    add_dependent(&secrets, "held", &o, false, vec!["example.com/keep".into()]).await;
     cms.delete("owner", &DeleteParams::background())
         .await
         .unwrap();
-    assert!(eventually(5, || async { secrets.get("dep").await.is_err() }).await);
-    assert!(
-        eventually(5, || async {
-            secrets
-                .get("held")
-                .await
-                .is_ok_and(|s| s.metadata.deletion_timestamp.is_some())
-        })
-        .await
-    );
-    secrets
-        .patch(
-            "held",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    assert!(comes_to_be_gone(&secrets, "dep").await);
+    assert!(comes_to_be_deleting(&secrets, "held").await);
+    drop_finalizers(&secrets, "held").await;
     assert!(secrets.get("held").await.is_err());
 }
 
 #[tokio::test]
 async fn orphan_propagation_keeps_dependents_and_drops_their_owner_reference() {
-    let sim = KubeSim::start().await.unwrap();
-    let o = owner(&sim, "o2").await;
-    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
-    secrets
-        .create(
-            &PostParams::default(),
-            &owned_secret("kept", &o, false, vec![]),
-        )
-        .await
-        .unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, o, secrets, cms) = with_owner("o2").await;
+    add_dependent(&secrets, "kept", &o, false, vec![]).await;
     cms.delete("o2", &DeleteParams::orphan()).await.unwrap();
-    assert!(eventually(5, || async { cms.get("o2").await.is_err() }).await);
+    assert!(comes_to_be_gone(&cms, "o2").await);
     let kept = secrets.get("kept").await.unwrap();
     assert!(kept.owner_references().is_empty());
 }
 
 #[tokio::test]
 async fn foreground_deletion_waits_for_blocking_dependents() {
-    let sim = KubeSim::start().await.unwrap();
-    let o = owner(&sim, "o3").await;
-    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
-    secrets
-        .create(
-            &PostParams::default(),
-            &owned_secret("blocker", &o, true, vec!["example.com/slow".into()]),
-        )
-        .await
-        .unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, o, secrets, cms) = with_owner("o3").await;
+    add_dependent(
+        &secrets,
+        "blocker",
+        &o,
+        true,
+        vec!["example.com/slow".into()],
+    )
+    .await;
     let dp = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Foreground),
         ..DeleteParams::default()
@@ -116,28 +94,14 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
             .finalizers()
             .contains(&"foregroundDeletion".to_string())
     );
-    assert!(
-        eventually(5, || async {
-            secrets
-                .get("blocker")
-                .await
-                .is_ok_and(|s| s.metadata.deletion_timestamp.is_some())
-        })
-        .await
-    );
-    assert!(
-        cms.get("o3").await.is_ok(),
-        "the owner stays while a blocking dependent exists"
-    );
-    secrets
-        .patch(
-            "blocker",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
-    assert!(eventually(5, || async { cms.get("o3").await.is_err() }).await);
+    waits_for_finalizers(
+        &cms,
+        "o3",
+        &secrets,
+        "blocker",
+        "the owner stays while a blocking dependent exists",
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -148,5 +112,5 @@ async fn a_dependent_whose_owner_never_existed_is_collected() {
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}
     ]}})).unwrap();
     secrets.create(&PostParams::default(), &s).await.unwrap();
-    assert!(eventually(5, || async { secrets.get("dangling").await.is_err() }).await);
+    assert!(comes_to_be_gone(&secrets, "dangling").await);
 }

@@ -18,14 +18,7 @@ async fn merge_and_json_patches_apply() {
         serde_json::from_value(json!({"metadata": {"name": "m"}, "data": {"a": "1", "b": "2"}}))
             .unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
-    let merged = api
-        .patch(
-            "m",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"data": {"a": null, "c": "3"}})),
-        )
-        .await
-        .unwrap();
+    let merged = merge(&api, "m", json!({"data": {"a": null, "c": "3"}})).await;
     assert_eq!(
         merged.data.unwrap(),
         [
@@ -47,11 +40,7 @@ async fn merge_and_json_patches_apply() {
     let failing: json_patch::Patch =
         serde_json::from_value(json!([{"op": "test", "path": "/data/b", "value": "nope"}]))
             .unwrap();
-    let err = api_error(
-        api.patch("m", &PatchParams::default(), &Patch::<()>::Json(failing))
-            .await
-            .unwrap_err(),
-    );
+    let err = patch_refused(&api, "m", &Patch::<()>::Json(failing)).await;
     assert_eq!(err.code, 422);
 }
 
@@ -62,15 +51,12 @@ async fn a_patch_carrying_a_stale_resource_version_conflicts() {
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "rv"}, "data": {"a": "1"}})).unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
-    let err = api_error(
-        api.patch(
-            "rv",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"resourceVersion": "1"}, "data": {"a": "2"}})),
-        )
-        .await
-        .unwrap_err(),
-    );
+    let err = merge_refused(
+        &api,
+        "rv",
+        json!({"metadata": {"resourceVersion": "1"}, "data": {"a": "2"}}),
+    )
+    .await;
     assert_eq!(err.code, 409);
 }
 
@@ -97,16 +83,12 @@ async fn strategic_merge_patch_merges_finalizers_and_is_refused_for_custom_resou
         .create(&PostParams::default(), &widget("w", 1))
         .await
         .unwrap();
-    let err = api_error(
-        widgets
-            .patch(
-                "w",
-                &PatchParams::default(),
-                &Patch::Strategic(json!({"spec": {"size": 2}})),
-            )
-            .await
-            .unwrap_err(),
-    );
+    let err = patch_refused(
+        &widgets,
+        "w",
+        &Patch::Strategic(json!({"spec": {"size": 2}})),
+    )
+    .await;
     assert_eq!(err.code, 415);
 }
 
@@ -131,12 +113,8 @@ async fn server_side_apply_tracks_managers_and_reports_conflicts() {
             .unwrap_err(),
     );
     assert_eq!(err.code, 409);
-    assert!(
-        err.message.contains("conflict with \"alice\""),
-        "{}",
-        err.message
-    );
-    assert!(err.message.contains(".data.owner"), "{}", err.message);
+    assert_mentions(&err, "conflict with \"alice\"");
+    assert_mentions(&err, ".data.owner");
 
     let forced = api
         .patch(

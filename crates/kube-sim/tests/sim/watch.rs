@@ -11,6 +11,7 @@ use kube::api::{
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
+use kube::runtime::reflector::Store;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Resource, ResourceExt};
 use kube_sim::KubeSim;
@@ -31,6 +32,55 @@ fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
     c
 }
 
+/// Creates a ConfigMap with these labels in `api`'s namespace.
+async fn add(api: &Api<ConfigMap>, name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    api.create(&PostParams::default(), &cm(name, labels))
+        .await
+        .unwrap()
+}
+
+/// Sets a ConfigMap's `app` label with a merge patch.
+async fn relabel(api: &Api<ConfigMap>, name: &str, app: &str) {
+    let patch = Patch::Merge(json!({"metadata": {"labels": {"app": app}}}));
+    api.patch(name, &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+}
+
+/// Runs a reflector over `api` with `config` until aborted; its store is
+/// what it has seen.
+fn reflect(
+    api: &Api<ConfigMap>,
+    config: watcher::Config,
+    backoff: bool,
+) -> (Store<ConfigMap>, tokio::task::JoinHandle<()>) {
+    let (reader, writer) = kube::runtime::reflector::store();
+    let events = watcher(api.clone(), config);
+    let task = if backoff {
+        drain(kube::runtime::reflector(writer, events.default_backoff()).applied_objects())
+    } else {
+        drain(kube::runtime::reflector(writer, events).applied_objects())
+    };
+    (reader, task)
+}
+
+/// Polls the stream to its end on a task of its own.
+fn drain<S: futures::Stream + Send + 'static>(stream: S) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut s = std::pin::pin!(stream);
+        while s.next().await.is_some() {}
+    })
+}
+
+/// Whether the reflector's store comes to hold `n` objects within `secs`.
+async fn holds(reader: &Store<ConfigMap>, n: usize, secs: u64) -> bool {
+    eventually(secs, || {
+        let r = reader.clone();
+        async move { r.state().len() == n }
+    })
+    .await
+}
+
 async fn seed(api: &Api<ConfigMap>) {
     for (name, app, tier) in [
         ("a", "web", "front"),
@@ -42,9 +92,7 @@ async fn seed(api: &Api<ConfigMap>) {
         if !tier.is_empty() {
             labels.push(("tier", tier));
         }
-        api.create(&PostParams::default(), &cm(name, &labels))
-            .await
-            .unwrap();
+        add(api, name, &labels).await;
     }
 }
 
@@ -61,16 +109,8 @@ async fn names(api: &Api<ConfigMap>, lp: &ListParams) -> Vec<String> {
 async fn a_write_answers_with_the_object_its_watchers_receive() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let mut events = api
-        .watch(&WatchParams::default(), "0")
-        .await
-        .unwrap()
-        .boxed();
-    let mut written = vec![
-        api.create(&PostParams::default(), &cm("a", &[("app", "web")]))
-            .await
-            .unwrap(),
-    ];
+    let mut events = watch_from_start(&api).await;
+    let mut written = vec![add(&api, "a", &[("app", "web")]).await];
     let patch = Patch::Merge(json!({"data": {"k": "v"}}));
     written.push(
         api.patch("a", &PatchParams::default(), &patch)
@@ -157,17 +197,13 @@ async fn lists_paginate_with_limit_and_continue() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
     for i in 0..7 {
-        api.create(&PostParams::default(), &cm(&format!("p{i}"), &[]))
-            .await
-            .unwrap();
+        add(&api, &format!("p{i}"), &[]).await;
     }
     let first = api.list(&ListParams::default().limit(3)).await.unwrap();
     assert_eq!(first.items.len(), 3);
     assert_eq!(first.metadata.remaining_item_count, Some(4));
     let token = first.metadata.continue_.clone().unwrap();
-    api.create(&PostParams::default(), &cm("p9", &[]))
-        .await
-        .unwrap();
+    add(&api, "p9", &[]).await;
     let second = api
         .list(&ListParams::default().limit(3).continue_token(&token))
         .await
@@ -199,19 +235,9 @@ async fn lists_paginate_with_limit_and_continue() {
 async fn lists_at_an_exact_resource_version_see_the_past_until_it_leaves_the_window() {
     let sim = KubeSim::builder().watch_window(20).start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    api.create(&PostParams::default(), &cm("x", &[]))
-        .await
-        .unwrap();
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    api.create(&PostParams::default(), &cm("y", &[]))
-        .await
-        .unwrap();
+    add(&api, "x", &[]).await;
+    let rv = list_version(&api).await;
+    add(&api, "y", &[]).await;
     let exact = ListParams::default().at(&rv).matching(VersionMatch::Exact);
     assert_eq!(names(&api, &exact).await, vec!["x"]);
     assert_eq!(
@@ -225,9 +251,7 @@ async fn lists_at_an_exact_resource_version_see_the_past_until_it_leaves_the_win
         vec!["x", "y"]
     );
     for i in 0..25 {
-        api.create(&PostParams::default(), &cm(&format!("f{i}"), &[]))
-            .await
-            .unwrap();
+        add(&api, &format!("f{i}"), &[]).await;
     }
     let err = api_error(api.list(&exact).await.unwrap_err());
     assert_eq!(err.code, 410);
@@ -237,44 +261,22 @@ async fn lists_at_an_exact_resource_version_see_the_past_until_it_leaves_the_win
 async fn watches_resume_from_a_resource_version_and_honour_selectors() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
-    api.create(&PostParams::default(), &cm("w1", &[("app", "web")]))
-        .await
-        .unwrap();
-    api.create(&PostParams::default(), &cm("w2", &[("app", "db")]))
-        .await
-        .unwrap();
+    let rv = list_version(&api).await;
+    add(&api, "w1", &[("app", "web")]).await;
+    add(&api, "w2", &[("app", "db")]).await;
     let wp = WatchParams::default().labels("app=web").timeout(5);
     let mut stream = api.watch(&wp, &rv).await.unwrap().boxed();
-    match stream.try_next().await.unwrap().unwrap() {
+    match next_event(&mut stream).await {
         WatchEvent::Added(c) => assert_eq!(c.name_any(), "w1"),
         other => panic!("unexpected {other:?}"),
     }
-    api.patch(
-        "w2",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"app": "web"}}})),
-    )
-    .await
-    .unwrap();
-    match stream.try_next().await.unwrap().unwrap() {
+    relabel(&api, "w2", "web").await;
+    match next_event(&mut stream).await {
         WatchEvent::Added(c) => assert_eq!(c.name_any(), "w2", "entering the selector is ADDED"),
         other => panic!("unexpected {other:?}"),
     }
-    api.patch(
-        "w1",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"labels": {"app": "gone"}}})),
-    )
-    .await
-    .unwrap();
-    match stream.try_next().await.unwrap().unwrap() {
+    relabel(&api, "w1", "gone").await;
+    match next_event(&mut stream).await {
         WatchEvent::Deleted(c) => assert_eq!(c.name_any(), "w1", "leaving the selector is DELETED"),
         other => panic!("unexpected {other:?}"),
     }
@@ -307,7 +309,7 @@ async fn a_burst_of_events_arrives_whole_filtered_and_in_order() {
         .await;
     let mut versions = Vec::new();
     while versions.len() < N / 2 {
-        match stream.try_next().await.unwrap().unwrap() {
+        match next_event(&mut stream).await {
             WatchEvent::Added(c) => {
                 assert_eq!(c.labels()["app"], "web");
                 versions.push(c.resource_version().unwrap().parse::<u64>().unwrap());
@@ -322,13 +324,7 @@ async fn a_burst_of_events_arrives_whole_filtered_and_in_order() {
 async fn watches_end_after_their_timeout() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = list_version(&api).await;
     let stream = api
         .watch(&WatchParams::default().timeout(1), &rv)
         .await
@@ -347,16 +343,14 @@ async fn bookmarks_arrive_periodically_and_mark_the_end_of_initial_events() {
         .await
         .unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    api.create(&PostParams::default(), &cm("bm", &[]))
-        .await
-        .unwrap();
+    add(&api, "bm", &[]).await;
     let wp = WatchParams::streaming_lists().timeout(5);
     let mut stream = api.watch(&wp, "0").await.unwrap().boxed();
-    match stream.try_next().await.unwrap().unwrap() {
+    match next_event(&mut stream).await {
         WatchEvent::Added(c) => assert_eq!(c.name_any(), "bm"),
         other => panic!("unexpected {other:?}"),
     }
-    match stream.try_next().await.unwrap().unwrap() {
+    match next_event(&mut stream).await {
         WatchEvent::Bookmark(b) => {
             assert_eq!(
                 b.metadata
@@ -368,7 +362,7 @@ async fn bookmarks_arrive_periodically_and_mark_the_end_of_initial_events() {
         }
         other => panic!("unexpected {other:?}"),
     }
-    match stream.try_next().await.unwrap().unwrap() {
+    match next_event(&mut stream).await {
         WatchEvent::Bookmark(b) => assert!(!b.metadata.resource_version.is_empty()),
         other => panic!("unexpected {other:?}"),
     }
@@ -378,31 +372,12 @@ async fn bookmarks_arrive_periodically_and_mark_the_end_of_initial_events() {
 async fn the_kube_watcher_syncs_with_streaming_lists() {
     let sim = KubeSim::start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    api.create(&PostParams::default(), &cm("s1", &[]))
-        .await
-        .unwrap();
-    let (reader, writer) = kube::runtime::reflector::store();
-    let stream = kube::runtime::reflector(
-        writer,
-        watcher(api.clone(), watcher::Config::default().streaming_lists()),
-    )
-    .applied_objects();
-    let task = tokio::spawn(async move {
-        let mut s = stream.boxed();
-        while s.next().await.is_some() {}
-    });
+    add(&api, "s1", &[]).await;
+    let (reader, task) = reflect(&api, watcher::Config::default().streaming_lists(), false);
     assert!(reader.wait_until_ready().await.is_ok());
     assert_eq!(reader.state().len(), 1);
-    api.create(&PostParams::default(), &cm("s2", &[]))
-        .await
-        .unwrap();
-    assert!(
-        eventually(5, || {
-            let r = reader.clone();
-            async move { r.state().len() == 2 }
-        })
-        .await
-    );
+    add(&api, "s2", &[]).await;
+    assert!(holds(&reader, 2, 5).await);
     assert_eq!(
         sim.counters().count("list", "configmaps"),
         0,
@@ -415,24 +390,16 @@ async fn the_kube_watcher_syncs_with_streaming_lists() {
 async fn a_watch_from_a_version_older_than_the_window_gets_410_gone() {
     let sim = KubeSim::builder().watch_window(5).start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    let rv = api
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .metadata
-        .resource_version
-        .unwrap();
+    let rv = list_version(&api).await;
     for i in 0..10 {
-        api.create(&PostParams::default(), &cm(&format!("g{i}"), &[]))
-            .await
-            .unwrap();
+        add(&api, &format!("g{i}"), &[]).await;
     }
     let mut stream = api
         .watch(&WatchParams::default().timeout(5), &rv)
         .await
         .unwrap()
         .boxed();
-    match stream.try_next().await.unwrap().unwrap() {
+    match next_event(&mut stream).await {
         WatchEvent::Error(e) => {
             assert_eq!(e.code, 410);
             assert_eq!(e.reason, "Expired");
@@ -445,27 +412,9 @@ async fn a_watch_from_a_version_older_than_the_window_gets_410_gone() {
 async fn the_kube_watcher_recovers_from_410_gone() {
     let sim = KubeSim::builder().watch_window(5).start().await.unwrap();
     let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
-    api.create(&PostParams::default(), &cm("before", &[]))
-        .await
-        .unwrap();
-    let (reader, writer) = kube::runtime::reflector::store();
-    let stream = kube::runtime::reflector(
-        writer,
-        watcher(api.clone(), watcher::Config::default().disable_bookmarks()),
-    )
-    .default_backoff()
-    .applied_objects();
-    let task = tokio::spawn(async move {
-        let mut s = stream.boxed();
-        while s.next().await.is_some() {}
-    });
-    assert!(
-        eventually(5, || {
-            let r = reader.clone();
-            async move { r.state().len() == 1 }
-        })
-        .await
-    );
+    add(&api, "before", &[]).await;
+    let (reader, task) = reflect(&api, watcher::Config::default().disable_bookmarks(), true);
+    assert!(holds(&reader, 1, 5).await);
     // Refuse re-watches until the window has moved past the watcher's last
     // resourceVersion, then cut the stream; its next watch gets 410 Gone.
     sim.faults().inject(
@@ -475,18 +424,10 @@ async fn the_kube_watcher_recovers_from_410_gone() {
     );
     sim.faults().drop_watches();
     for i in 0..10 {
-        api.create(&PostParams::default(), &cm(&format!("after{i}"), &[]))
-            .await
-            .unwrap();
+        add(&api, &format!("after{i}"), &[]).await;
     }
     sim.faults().clear();
-    assert!(
-        eventually(10, || {
-            let r = reader.clone();
-            async move { r.state().len() == 11 }
-        })
-        .await
-    );
+    assert!(holds(&reader, 11, 10).await);
     assert!(
         sim.counters().count("list", "configmaps") >= 2,
         "the watcher relisted after 410"
