@@ -2,8 +2,9 @@
 //! flags, Kubernetes client set-up, logging, graceful shutdown, leader
 //! election, the metrics/health HTTP endpoints with the KEP's metrics and the
 //! controller-runtime ones (reconciles, work queues, leader election),
-//! capped exponential backoff, Events, and metadata/status patches that
-//! write nothing when nothing changes.
+//! capped exponential backoff, Events, metadata/status patches that write
+//! nothing when nothing changes, and the one observe → decide → apply loop
+//! every reconciler runs ([`steps`]).
 
 pub mod backoff;
 pub mod client;

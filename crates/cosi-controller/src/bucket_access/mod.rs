@@ -1,5 +1,7 @@
-//! The BucketAccess reconciler: fetch → [`decide`] → apply, one write at a
-//! time, until nothing is left to write. As for claims, provisioning writes
+//! The BucketAccess reconciler: observe → [`decide`] → apply, one write at
+//! a time, until nothing is left to write, run by the step driver
+//! ([`cosi_runtime::steps`]); what may rest on the caches is in [`trust`].
+//! As for claims, provisioning writes
 //! rest on the caches (guarded by resourceVersion), while deletion steps
 //! and conflicts are decided again on objects re-read from the API.
 

@@ -1,5 +1,6 @@
-//! The BucketClaim reconciler: fetch → [`decide`] → apply, one write at a
-//! time, until nothing is left to write.
+//! The BucketClaim reconciler: observe → [`decide`] → apply, one write at a
+//! time, until nothing is left to write, run by the step driver
+//! ([`cosi_runtime::steps`]); what may rest on the caches is in [`trust`].
 //!
 //! Decisions are made on the watch caches. Every write carries the
 //! resourceVersion of the object it changes, so a provisioning write made
