@@ -11,6 +11,8 @@ use std::time::Duration;
 use cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED;
 use cosi_api::{Bucket, BucketClaim};
 use cosi_runtime::reconcile_loop::errors_handled;
+use cosi_runtime::reconciler::Action;
+use cosi_runtime::steps::{self, Applied, Steps};
 use cosi_runtime::{Shutdown, patch};
 use futures::{Stream, StreamExt};
 use kube::api::Api;
@@ -59,32 +61,81 @@ pub async fn run(
 
 /// Reads the Bucket and the claim it names, decides, and marks the Bucket.
 async fn reconcile(client: &Client, buckets: &Api<Bucket>, name: &str) -> Result<(), Error> {
-    let Some(bucket) = get(buckets, KIND, name).await? else {
-        return Ok(());
+    let mut steps = BucketSteps {
+        client,
+        buckets,
+        name,
     };
-    if !decide::is_candidate(&bucket) {
-        return Ok(());
-    }
-    let reference = &bucket.spec.bucket_claim_ref;
-    let claims: Api<BucketClaim> = Api::namespaced(client.clone(), &reference.namespace);
-    let claim = get(&claims, "BucketClaim", &reference.name).await?;
-    match decide::decide(&bucket, claim.as_ref()) {
-        Step::Done | Step::WaitForClaim => Ok(()),
-        Step::Release => {
-            tracing::info!(bucket = %name, claim = %format!("{}/{}", reference.namespace, reference.name), "deleted Bucket is bound to no claim; releasing it to the sidecar");
-            patch::set_annotations(
-                buckets,
-                &bucket,
-                &[(BUCKETCLAIM_BEING_DELETED, Some("true"))],
-            )
-            .await
-            .map(|_| ())
-            .map_err(|source| Error::Patch {
-                what: "mark bucketclaim-being-deleted",
-                kind: KIND,
-                name: name.to_owned(),
-                source,
-            })
+    steps::drive(&mut steps, 1).await.map(|_| ())
+}
+
+/// One reconcile of a deleted Bucket, as the step driver runs it: always
+/// on objects read from the API.
+struct BucketSteps<'a> {
+    client: &'a Client,
+    buckets: &'a Api<Bucket>,
+    name: &'a str,
+}
+
+/// What the decision looks at: the Bucket and the claim it names.
+struct Named {
+    bucket: Bucket,
+    claim: Option<BucketClaim>,
+}
+
+impl Steps for BucketSteps<'_> {
+    type Observed = Named;
+    type Step = Step;
+    type Error = Error;
+
+    async fn observe(&mut self, _fresh: bool) -> Result<Option<Named>, Error> {
+        let Some(bucket) = get(self.buckets, KIND, self.name).await? else {
+            return Ok(None);
+        };
+        if !decide::is_candidate(&bucket) {
+            return Ok(None);
         }
+        let reference = &bucket.spec.bucket_claim_ref;
+        let claims: Api<BucketClaim> = Api::namespaced(self.client.clone(), &reference.namespace);
+        let claim = get(&claims, "BucketClaim", &reference.name).await?;
+        Ok(Some(Named { bucket, claim }))
+    }
+
+    fn is_stale(&self, _: &Named) -> bool {
+        false
+    }
+
+    async fn decide(&mut self, o: &Named) -> Result<Step, Error> {
+        Ok(decide::decide(&o.bucket, o.claim.as_ref()))
+    }
+
+    async fn done(&mut self, _: &Named, step: &Step) -> Result<Option<Action>, Error> {
+        Ok(matches!(step, Step::Done | Step::WaitForClaim).then(Action::await_change))
+    }
+
+    async fn apply(&mut self, o: &mut Named, step: Step) -> Result<Applied, Error> {
+        if step != Step::Release {
+            return Ok(Applied::Finished(Action::await_change()));
+        }
+        let reference = &o.bucket.spec.bucket_claim_ref;
+        tracing::info!(bucket = %self.name, claim = %format!("{}/{}", reference.namespace, reference.name), "deleted Bucket is bound to no claim; releasing it to the sidecar");
+        patch::set_annotations(
+            self.buckets,
+            &o.bucket,
+            &[(BUCKETCLAIM_BEING_DELETED, Some("true"))],
+        )
+        .await
+        .map_err(|source| Error::Patch {
+            what: "mark bucketclaim-being-deleted",
+            kind: KIND,
+            name: self.name.to_owned(),
+            source,
+        })?;
+        Ok(Applied::Finished(Action::await_change()))
+    }
+
+    /// One step is all a deleted Bucket needs.
+    fn unsettled(&self, _steps: usize) -> Result<Action, Error> {
+        Ok(Action::await_change())
     }
 }
