@@ -9,6 +9,7 @@ use cosi_api::constants::{PROTECTION_FINALIZER, condition_types};
 use cosi_api::reasons::{self, actions};
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
+use cosi_runtime::steps::{self, Applied, Steps};
 use k8s_openapi::api::core::v1::Secret;
 use kube::Resource;
 use kube::api::PostParams;
@@ -33,83 +34,15 @@ impl Worker<'_> {
                 return self.refuse(&desired, message).await;
             }
         };
-        // Secrets read in this reconcile; still what the API holds until a
-        // step of ours writes one (each such step ends the reconcile).
-        let mut read: Option<Vec<Option<Secret>>> = None;
-        for _ in 0..2 {
-            let buckets = self.read_buckets(&targets).await?;
-            let fetched = read.is_some() || needs_secrets(&self.access, &buckets);
-            let secrets = match read.take() {
-                Some(secrets) => secrets,
-                None if fetched => self.read_secrets(&targets).await?,
-                None => vec![None; targets.len()],
-            };
-            let observed = Observed { buckets, secrets };
-            let step = decide_grant(&self.access, &self.info, &targets, &observed);
-            tracing::debug!(access = %self.key, ?step, "grant step");
-            match step {
-                GrantStep::Ready => {
-                    self.report_deletions(&targets, &observed.secrets).await;
-                    self.secrets_checked();
-                    self.ctx.stop_waiting(&self.key);
-                    return Ok(Action::requeue(self.ctx.config.secret_check_interval));
-                }
-                GrantStep::Wait { bucket, why } => {
-                    if self.ctx.start_waiting(&self.key) {
-                        tracing::info!(access = %self.key, %bucket, "{why}; waiting");
-                        self.ctx
-                            .note(
-                                &self.access.object_ref(&()),
-                                reasons::WAITING_FOR_BUCKET,
-                                actions::GRANT_ACCESS,
-                                format!("{why}; access will be granted once it is provisioned"),
-                            )
-                            .await;
-                    }
-                    return Ok(Action::requeue(self.ctx.gates.backoff(&self.key)));
-                }
-                GrantStep::Refuse(desired) => {
-                    let message = desired[0].message.clone();
-                    return self.refuse(&desired, message).await;
-                }
-                GrantStep::SecretConflict(desired) => {
-                    if self.write_status(&desired, Map::new()).await? {
-                        tracing::warn!(access = %self.key, "{}", desired[0].message);
-                        self.ctx
-                            .warn(
-                                &self.access.object_ref(&()),
-                                reasons::SECRET_NOT_OWNED,
-                                actions::GRANT_ACCESS,
-                                desired[0].message.clone(),
-                            )
-                            .await;
-                    }
-                    return Ok(Action::requeue(self.ctx.gates.backoff(&self.key)));
-                }
-                GrantStep::GenerateAccountId => {
-                    if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
-                        return Ok(action);
-                    }
-                    if self.info.api.phase_one_creates() {
-                        self.mark_grant_started().await?;
-                    }
-                    let ids = bucket_ids(&observed);
-                    self.generate_account_id(&targets, &ids).await?;
-                    read = fetched.then_some(observed.secrets);
-                }
-                GrantStep::Grant => {
-                    if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
-                        return Ok(action);
-                    }
-                    let ids = bucket_ids(&observed);
-                    let buckets: Vec<&Bucket> = observed.buckets.iter().flatten().collect();
-                    return self
-                        .grant(&targets, &ids, &buckets, &observed.secrets)
-                        .await;
-                }
-            }
-        }
-        Ok(Action::requeue(Duration::from_millis(100)))
+        // Phase 1, then phase 2.
+        steps::drive(
+            &mut Grant {
+                worker: self,
+                targets: &targets,
+            },
+            2,
+        )
+        .await
     }
 
     pub(super) async fn refuse(
@@ -292,5 +225,119 @@ impl Worker<'_> {
                 .await;
         }
         Ok(Action::requeue(self.ctx.config.secret_check_interval))
+    }
+}
+
+/// A grant, as the step driver runs it: the steps [`decide_grant`] orders
+/// on the access's Buckets and Secrets. Each step but phase 1 ends the
+/// reconcile; phase 1 changes neither, so the grant rests on what was read.
+struct Grant<'w, 'c, 't> {
+    worker: &'w mut Worker<'c>,
+    targets: &'t [Target<'t>],
+}
+
+impl Steps for Grant<'_, '_, '_> {
+    type Observed = Observed;
+    type Step = GrantStep;
+    type Error = Failure;
+
+    async fn observe(&mut self, _fresh: bool) -> Result<Option<Observed>, Failure> {
+        let w = &self.worker;
+        let buckets = w.read_buckets(self.targets).await?;
+        // Secrets only when they can change the step.
+        let secrets = if needs_secrets(&w.access, &buckets) {
+            w.read_secrets(self.targets).await?
+        } else {
+            vec![None; self.targets.len()]
+        };
+        Ok(Some(Observed { buckets, secrets }))
+    }
+
+    fn is_stale(&self, _: &Observed) -> bool {
+        false
+    }
+
+    async fn decide(&mut self, observed: &Observed) -> Result<GrantStep, Failure> {
+        let w = &self.worker;
+        let step = decide_grant(&w.access, &w.info, self.targets, observed);
+        tracing::debug!(access = %w.key, ?step, "grant step");
+        Ok(step)
+    }
+
+    async fn done(&mut self, _: &Observed, _: &GrantStep) -> Result<Option<Action>, Failure> {
+        Ok(None)
+    }
+
+    async fn apply(
+        &mut self,
+        observed: &mut Observed,
+        step: GrantStep,
+    ) -> Result<Applied, Failure> {
+        let w = &mut *self.worker;
+        let targets = self.targets;
+        let action = match step {
+            GrantStep::Ready => {
+                w.report_deletions(targets, &observed.secrets).await;
+                w.secrets_checked();
+                w.ctx.stop_waiting(&w.key);
+                Action::requeue(w.ctx.config.secret_check_interval)
+            }
+            GrantStep::Wait { bucket, why } => {
+                if w.ctx.start_waiting(&w.key) {
+                    tracing::info!(access = %w.key, %bucket, "{why}; waiting");
+                    w.ctx
+                        .note(
+                            &w.access.object_ref(&()),
+                            reasons::WAITING_FOR_BUCKET,
+                            actions::GRANT_ACCESS,
+                            format!("{why}; access will be granted once it is provisioned"),
+                        )
+                        .await;
+                }
+                Action::requeue(w.ctx.gates.backoff(&w.key))
+            }
+            GrantStep::Refuse(desired) => {
+                let message = desired[0].message.clone();
+                w.refuse(&desired, message).await?
+            }
+            GrantStep::SecretConflict(desired) => {
+                if w.write_status(&desired, Map::new()).await? {
+                    tracing::warn!(access = %w.key, "{}", desired[0].message);
+                    w.ctx
+                        .warn(
+                            &w.access.object_ref(&()),
+                            reasons::SECRET_NOT_OWNED,
+                            actions::GRANT_ACCESS,
+                            desired[0].message.clone(),
+                        )
+                        .await;
+                }
+                Action::requeue(w.ctx.gates.backoff(&w.key))
+            }
+            GrantStep::GenerateAccountId => {
+                if let Some(action) = w.ctx.gates.hold(&w.key, w.generation()) {
+                    return Ok(Applied::Finished(action));
+                }
+                if w.info.api.phase_one_creates() {
+                    w.mark_grant_started().await?;
+                }
+                let ids = bucket_ids(observed);
+                w.generate_account_id(targets, &ids).await?;
+                return Ok(Applied::Written);
+            }
+            GrantStep::Grant => {
+                if let Some(action) = w.ctx.gates.hold(&w.key, w.generation()) {
+                    return Ok(Applied::Finished(action));
+                }
+                let ids = bucket_ids(observed);
+                let buckets: Vec<&Bucket> = observed.buckets.iter().flatten().collect();
+                w.grant(targets, &ids, &buckets, &observed.secrets).await?
+            }
+        };
+        Ok(Applied::Finished(action))
+    }
+
+    fn unsettled(&self, _steps: usize) -> Result<Action, Failure> {
+        Ok(Action::requeue(Duration::from_millis(100)))
     }
 }
