@@ -7,6 +7,7 @@ use regex::Regex;
 use crate::cases::{self, Case};
 use crate::checks::{self, describe};
 use crate::config::{Api, Config};
+use crate::context::CaseContext as _;
 use crate::context::{Ctx, Step, Stop};
 use crate::report::{CaseResult, Outcome, Report};
 

@@ -9,6 +9,7 @@ use crate::context::{Ctx, OrFail, Step, Stop, fail, proto_map, skip};
 use crate::names;
 
 use super::answered;
+use crate::context::CaseContext as _;
 
 const GENERATE: &str = "DriverGenerateBucketId";
 const CREATE: &str = "DriverCreateBucket";

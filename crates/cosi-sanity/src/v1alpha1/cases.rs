@@ -12,6 +12,7 @@ use crate::names;
 use crate::s3::Access;
 
 use super::context::{Ctx1, setup};
+use crate::context::CaseContext as _;
 
 const CREATE: &str = "DriverCreateBucket";
 const DELETE: &str = "DriverDeleteBucket";

@@ -9,6 +9,7 @@ use std::pin::Pin;
 use cosi_driver::client::V1alpha1Client;
 
 use crate::config::Config;
+use crate::context::CaseContext as _;
 use crate::context::Step;
 use crate::report::{CaseResult, Report};
 use crate::suite::combine;
