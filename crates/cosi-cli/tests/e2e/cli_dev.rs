@@ -59,6 +59,22 @@ impl Kubectl {
         child.wait_with_output().expect("kubectl runs")
     }
 
+    /// Waits with `kubectl wait` until the example's claim `photos` and
+    /// access `photos-rw` are provisioned.
+    pub fn wait_example_provisioned(&self) {
+        let waited = self.ok(
+            &[
+                "wait",
+                "--for=condition=Provisioned",
+                "bucketclaim/photos",
+                "bucketaccess/photos-rw",
+                "--timeout=60s",
+            ],
+            None,
+        );
+        assert_eq!(waited.matches("condition met").count(), 2, "{waited}");
+    }
+
     /// Runs kubectl and returns its stdout; panics with its stderr on failure.
     pub fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
         let out = self.run(args, stdin);
@@ -258,17 +274,7 @@ async fn dev_stack_serves_kubectl_until_interrupted() {
         applied.contains("bucketaccess.objectstorage.k8s.io/photos-rw created"),
         "{applied}"
     );
-    let waited = k.ok(
-        &[
-            "wait",
-            "--for=condition=Provisioned",
-            "bucketclaim/photos",
-            "bucketaccess/photos-rw",
-            "--timeout=60s",
-        ],
-        None,
-    );
-    assert_eq!(waited.matches("condition met").count(), 2, "{waited}");
+    k.wait_example_provisioned();
 
     let described = k.ok(&["describe", "bucketclaim", "photos"], None);
     for needle in [
@@ -401,17 +407,7 @@ async fn dev_stack_with_the_azure_driver_on_azurite_serves_kubectl() {
         kubeconfig: kubeconfig.clone(),
     };
     k.ok(&["apply", "-f", "-"], Some(AZURE_EXAMPLE_MANIFEST));
-    let waited = k.ok(
-        &[
-            "wait",
-            "--for=condition=Provisioned",
-            "bucketclaim/photos",
-            "bucketaccess/photos-rw",
-            "--timeout=60s",
-        ],
-        None,
-    );
-    assert_eq!(waited.matches("condition met").count(), 2, "{waited}");
+    k.wait_example_provisioned();
     let secret = secret_data(&k, "photos-rw");
     assert_eq!(secret["COSI_PROTOCOL"], "Azure");
     let target = cosi_sanity::azure::AzureTarget::new(

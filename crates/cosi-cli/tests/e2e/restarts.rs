@@ -64,8 +64,7 @@ async fn works(env: &Env, secret: &str) {
 async fn clean_up(env: Env, access: &str, claim: &str) {
     env.remove_access(access).await;
     env.remove_claim(claim).await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -138,13 +137,7 @@ async fn driver_down_during_provisioning_is_reported_then_converges_once_it_is_b
 
     env.stack.start_driver().await.unwrap();
     env.wait_claim_provisioned("patient").await;
-    env.provisioned_access(
-        "patient-rw",
-        SINGLE,
-        &["patient"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
+    env.provisioned_rw_access("patient-rw", "patient").await;
     assert_one_bucket(&env, "patient", 1).await;
     works(&env, "patient-rw").await;
     clean_up(env, "patient-rw", "patient").await;
@@ -185,13 +178,7 @@ async fn a_grant_interrupted_by_a_driver_crash_and_a_sidecar_kill_converges_to_o
 async fn every_component_killed_after_provisioning_restarts_with_no_writes_and_still_cleans_up() {
     let mut env = Env::start().await;
     env.provisioned_claim("sturdy", DELETE).await;
-    env.provisioned_access(
-        "sturdy-rw",
-        SINGLE,
-        &["sturdy"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
+    env.provisioned_rw_access("sturdy-rw", "sturdy").await;
     let before = env.secret("sturdy-rw").await;
 
     env.stack.kill_controller().await;
@@ -223,13 +210,7 @@ async fn every_component_killed_after_provisioning_restarts_with_no_writes_and_s
 async fn controller_killed_during_access_deletion_finishes_it_after_restart() {
     let mut env = Env::start().await;
     env.provisioned_claim("handoff", DELETE).await;
-    env.provisioned_access(
-        "handoff-rw",
-        SINGLE,
-        &["handoff"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
+    env.provisioned_rw_access("handoff-rw", "handoff").await;
     env.stack.kill_controller().await;
     env.delete_access("handoff-rw").await;
 
@@ -268,8 +249,7 @@ async fn controller_killed_during_access_deletion_finishes_it_after_restart() {
     )
     .await;
     env.remove_claim("handoff").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -279,7 +259,7 @@ async fn sidecar_down_during_claim_deletion_keeps_the_bucket_until_it_returns() 
     let bucket = env.bucket_of(&claim).await.name_any();
     env.stack.stop_sidecar().await;
     env.delete_claim("pending").await;
-    env.wait_gone(&env.claims(), "BucketClaim", "pending").await;
+    env.wait_claim_gone("pending").await;
 
     // The controller has asked for the Bucket's deletion; only the sidecar may finish it.
     env.wait_for(
@@ -295,22 +275,15 @@ async fn sidecar_down_during_claim_deletion_keeps_the_bucket_until_it_returns() 
     assert_eq!(env.backend().buckets.len(), 1);
 
     env.stack.start_sidecar().unwrap();
-    env.wait_gone(&env.buckets(), "Bucket", &bucket).await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.wait_bucket_gone(&bucket).await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
 async fn a_driver_restart_keeps_issued_credentials_and_data() {
     let mut env = Env::start().await;
     env.provisioned_claim("durable", DELETE).await;
-    env.provisioned_access(
-        "durable-rw",
-        SINGLE,
-        &["durable"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
+    env.provisioned_rw_access("durable-rw", "durable").await;
     let (s3c, bucket) = env.s3("durable-rw").await;
     put(&s3c, &bucket, "kept", b"across restarts")
         .await

@@ -114,13 +114,7 @@ async fn a_static_bucket_binds_to_its_claim_and_outlives_it() {
         "bound with the claim's UID"
     );
 
-    env.provisioned_access(
-        "legacy-rw",
-        SINGLE,
-        &["legacy"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
+    env.provisioned_rw_access("legacy-rw", "legacy").await;
     let (s3c, name) = env.s3("legacy-rw").await;
     assert_eq!(name, id);
     put(&s3c, &name, "old-data", b"1999").await.unwrap();
@@ -149,8 +143,7 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
     let claim = env.provisioned_claim("v1", RETAIN).await;
     let old = env.bucket_of(&claim).await;
     let id = old.bucket_id().unwrap().to_owned();
-    env.provisioned_access("v1-rw", SINGLE, &["v1"], BucketAccessMode::ReadWrite)
-        .await;
+    env.provisioned_rw_access("v1-rw", "v1").await;
     let (s3c, name) = env.s3("v1-rw").await;
     put(&s3c, &name, "report.csv", b"a,b\n1,2\n").await.unwrap();
     env.remove_access("v1-rw").await;
@@ -169,8 +162,7 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
         .delete(&old.name_any(), &DeleteParams::default())
         .await
         .unwrap();
-    env.wait_gone(&env.buckets(), "Bucket", &old.name_any())
-        .await;
+    env.wait_bucket_gone(&old.name_any()).await;
     let pp = PostParams::default();
     env.buckets()
         .create(&pp, &static_bucket(&env, "imported", &id, "v2"))

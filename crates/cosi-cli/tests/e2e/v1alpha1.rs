@@ -43,14 +43,7 @@ async fn a_v1alpha1_driver_serves_the_v1alpha2_flows() {
     let bucket = env.bucket_of(&claim).await;
     let bucket_id = bucket.bucket_id().expect("bucket ID recorded").to_owned();
 
-    let access = env
-        .provisioned_access(
-            "photos-rw",
-            SINGLE,
-            &["photos"],
-            BucketAccessMode::ReadWrite,
-        )
-        .await;
+    let access = env.provisioned_rw_access("photos-rw", "photos").await;
     let account_id = access.account_id().expect("account ID recorded").to_owned();
     let data = env.secret("photos-rw").await;
     assert_eq!(data[COSI_PROTOCOL], "S3");
@@ -83,10 +76,8 @@ async fn a_v1alpha1_driver_serves_the_v1alpha2_flows() {
 
     // Deleting the claim (policy Delete) empties the backend.
     env.remove_claim("photos").await;
-    env.wait_gone(&env.buckets(), "Bucket", &bucket.name_any())
-        .await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.wait_bucket_gone(&bucket.name_any()).await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -137,13 +128,7 @@ async fn a_static_bucket_binds_on_a_v1alpha1_driver() {
     claim.spec.existing_bucket_name = "brownfield".into();
     env.claims().create(&pp, &claim).await.unwrap();
     env.wait_claim_provisioned("legacy").await;
-    env.provisioned_access(
-        "legacy-rw",
-        SINGLE,
-        &["legacy"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
+    env.provisioned_rw_access("legacy-rw", "legacy").await;
     let (s3c, name) = env.s3("legacy-rw").await;
     assert_eq!(name, id);
     put(&s3c, &name, "k", b"v").await.unwrap();
