@@ -7,12 +7,13 @@ mod calls;
 mod resources;
 mod watch;
 
-pub use watch::{CallWatch, CaseContext};
+pub use watch::{CallWatch, CaseBody, CaseContext};
 
 use std::collections::HashMap;
+use std::future::Future;
 
 use cosi_driver::proto::*;
-use cosi_driver::{DriverClient, Status};
+use cosi_driver::{Code, DriverClient, Status};
 
 use crate::checks::{self, describe};
 use crate::config::{Config, Parameters};
@@ -187,6 +188,12 @@ struct TrackedBucket {
     parameters: HashMap<String, String>,
 }
 
+/// Checks that a call was refused with InvalidArgument; `what` describes
+/// the request.
+pub fn expect_invalid<T>(rpc: &str, what: &str, result: &Result<T, Status>) -> Step {
+    checks::expect_code(rpc, what, result, Code::InvalidArgument).or_fail("")
+}
+
 /// Converts a configured parameter set to the proto map.
 pub fn proto_map(params: &Parameters) -> HashMap<String, String> {
     params.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
@@ -222,6 +229,26 @@ impl Ctx {
         }
     }
 
+    /// The configured invalid bucket parameters as a proto map, or a skip
+    /// when none are given.
+    pub fn invalid_bucket_parameters(&self) -> Result<HashMap<String, String>, Stop> {
+        let Some(invalid) = &self.config.invalid_parameters else {
+            skip!("no invalid bucket parameters given (invalidParameters in --parameters FILE)");
+        };
+        Ok(proto_map(invalid))
+    }
+
+    /// The configured invalid access parameters as a proto map, or a skip
+    /// when none are given.
+    pub fn invalid_access_parameters(&self) -> Result<HashMap<String, String>, Stop> {
+        let Some(invalid) = &self.config.invalid_access_parameters else {
+            skip!(
+                "no invalid access parameters given (invalidParameters in --access-parameters FILE)"
+            );
+        };
+        Ok(proto_map(invalid))
+    }
+
     /// The protocol under test, or a skip when there is none.
     pub fn protocol(&self) -> Result<ObjectProtocol, Stop> {
         self.protocol.clone().map_err(Stop::Skip)
@@ -239,6 +266,10 @@ impl CaseContext for Ctx {
 
     fn watch_mut(&mut self) -> &mut CallWatch {
         &mut self.watch
+    }
+
+    fn clean_up(&mut self) -> impl Future<Output = Vec<String>> + Send {
+        self.cleanup()
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 
 use cosi_driver::{Response, Status};
@@ -11,7 +12,7 @@ use cosi_driver::{Response, Status};
 use crate::config::Config;
 use crate::secrets::SecretSet;
 
-use super::proto_map;
+use super::{Step, proto_map};
 
 /// The watch every driver call of a run goes through.
 pub struct CallWatch {
@@ -61,6 +62,9 @@ impl CallWatch {
     }
 }
 
+/// A case body working on the context `C`.
+pub type CaseBody<C> = for<'a> fn(&'a mut C) -> Pin<Box<dyn Future<Output = Step> + Send + 'a>>;
+
 /// What a case context offers whatever the driver API.
 pub trait CaseContext {
     /// The run's configuration.
@@ -71,6 +75,9 @@ pub trait CaseContext {
 
     /// The watch of the driver calls, to take from.
     fn watch_mut(&mut self) -> &mut CallWatch;
+
+    /// Removes everything the case created; what it could not remove.
+    fn clean_up(&mut self) -> impl Future<Output = Vec<String>> + Send;
 
     /// The bucket parameters of the configuration, as a proto map.
     fn bucket_parameters(&self) -> HashMap<String, String> {

@@ -48,6 +48,10 @@ impl CaseContext for Ctx1 {
     fn watch_mut(&mut self) -> &mut CallWatch {
         &mut self.watch
     }
+
+    fn clean_up(&mut self) -> impl Future<Output = Vec<String>> + Send {
+        self.cleanup()
+    }
 }
 
 impl Ctx1 {
