@@ -11,9 +11,9 @@ use crate::common::*;
 /// A claim `data` holding object `seed`, written by a ReadWrite access `seeder`.
 async fn seeded(env: &Env) -> String {
     env.provisioned_claim("data", DELETE).await;
-    env.provisioned_rw_access("seeder", "data").await;
-    let (s3c, bucket) = env.s3("seeder").await;
-    put(&s3c, &bucket, "seed", b"seed").await.unwrap();
+    let (_, bucket) = env
+        .write_through_new_access("seeder", "data", "seed", b"seed")
+        .await;
     bucket
 }
 

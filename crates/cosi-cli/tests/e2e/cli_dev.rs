@@ -147,6 +147,18 @@ impl Dev {
         }
     }
 
+    /// The whole banner, from the ready line to "Stop with Ctrl-C.".
+    fn read_banner(&self) -> String {
+        let banner = self.read_until(READY_LINE, STARTUP);
+        let rest = self.read_until("Stop with Ctrl-C.", Duration::from_secs(5));
+        banner
+            .iter()
+            .chain(&rest)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     /// Lines up to and including the first one starting with `prefix`.
     fn read_until(&self, prefix: &str, within: Duration) -> Vec<String> {
         let deadline = Instant::now() + within;
@@ -224,14 +236,7 @@ async fn dev_stack_serves_kubectl_until_interrupted() {
     let kubeconfig = dir.path().join("kubeconfig");
     let data = dir.path().join("data");
     let mut dev = Dev::spawn(&kubeconfig, &data);
-    let banner = dev.read_until(READY_LINE, STARTUP);
-    let rest = dev.read_until("Stop with Ctrl-C.", Duration::from_secs(5));
-    let text = banner
-        .iter()
-        .chain(&rest)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = dev.read_banner();
     assert!(
         text.contains(&format!("kubeconfig   {}", kubeconfig.display())),
         "{text}"
@@ -392,14 +397,7 @@ async fn dev_stack_with_the_azure_driver_on_azurite_serves_kubectl() {
         &data,
         &["--driver", "azure", "--azurite-bin", &bin],
     );
-    let banner = dev.read_until(READY_LINE, STARTUP);
-    let rest = dev.read_until("Stop with Ctrl-C.", Duration::from_secs(5));
-    let text = banner
-        .iter()
-        .chain(&rest)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = dev.read_banner();
     assert!(text.contains("Blob endpoint http://127.0.0.1:"), "{text}");
     assert!(text.contains(AZURE_EXAMPLE_MANIFEST), "{text}");
     let k = Kubectl {

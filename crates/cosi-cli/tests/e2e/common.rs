@@ -394,6 +394,21 @@ impl Env {
         s3::client_from_secret(&self.secret(secret).await).expect("a complete S3 Secret")
     }
 
+    /// Writes `key` into the bucket of `claim` through a new ReadWrite
+    /// access `access`; its S3 client and the bucket name.
+    pub async fn write_through_new_access(
+        &self,
+        access: &str,
+        claim: &str,
+        key: &str,
+        body: &[u8],
+    ) -> (aws_sdk_s3::Client, String) {
+        self.provisioned_rw_access(access, claim).await;
+        let (s3c, bucket) = self.s3(access).await;
+        put(&s3c, &bucket, key, body).await.unwrap();
+        (s3c, bucket)
+    }
+
     pub async fn delete_access(&self, name: &str) {
         self.accesses()
             .delete(name, &DeleteParams::default())
@@ -609,4 +624,20 @@ where
         .await
         .map(|l| l.items)
         .unwrap_or_default()
+}
+
+/// Phase 1 of an S3 bucket named `name` through `driver`: its bucket ID.
+pub async fn generate_s3_bucket_id(driver: &cosi_driver::DriverClient, name: &str) -> String {
+    driver
+        .provisioner
+        .clone()
+        .driver_generate_bucket_id(cosi_driver::proto::DriverGenerateBucketIdRequest {
+            name: name.to_owned(),
+            protocols: vec![cosi_driver::proto::ObjectProtocol::S3 as i32],
+            parameters: Default::default(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .bucket_id
 }

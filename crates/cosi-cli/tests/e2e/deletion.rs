@@ -44,9 +44,8 @@ async fn retain_policy_keeps_the_bucket_object_and_the_backend_data() {
         1,
         "the Bucket is named once: {message}"
     );
-    env.provisioned_rw_access("archiver", "archive").await;
-    let (s3c, name) = env.s3("archiver").await;
-    put(&s3c, &name, "keep-me", b"precious").await.unwrap();
+    env.write_through_new_access("archiver", "archive", "keep-me", b"precious")
+        .await;
 
     env.remove_access("archiver").await;
     env.remove_claim("archive").await;

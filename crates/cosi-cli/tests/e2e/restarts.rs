@@ -283,11 +283,9 @@ async fn sidecar_down_during_claim_deletion_keeps_the_bucket_until_it_returns() 
 async fn a_driver_restart_keeps_issued_credentials_and_data() {
     let mut env = Env::start().await;
     env.provisioned_claim("durable", DELETE).await;
-    env.provisioned_rw_access("durable-rw", "durable").await;
-    let (s3c, bucket) = env.s3("durable-rw").await;
-    put(&s3c, &bucket, "kept", b"across restarts")
-        .await
-        .unwrap();
+    let (s3c, bucket) = env
+        .write_through_new_access("durable-rw", "durable", "kept", b"across restarts")
+        .await;
 
     env.stack.stop_driver().await;
     assert!(

@@ -5,9 +5,7 @@
 use cosi_api::constants::annotations;
 use cosi_api::*;
 use cosi_driver::DriverClient;
-use cosi_driver::proto::{
-    DriverCreateBucketRequest, DriverGenerateBucketIdRequest, ObjectProtocol,
-};
+use cosi_driver::proto::{DriverCreateBucketRequest, ObjectProtocol};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Resource as _, ResourceExt};
 
@@ -49,18 +47,7 @@ async fn backend_bucket(env: &Env, name: &str, create: bool) -> String {
     let driver = DriverClient::connect(env.stack.driver_endpoint())
         .await
         .unwrap();
-    let id = driver
-        .provisioner
-        .clone()
-        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-            name: name.to_owned(),
-            protocols: vec![ObjectProtocol::S3 as i32],
-            parameters: Default::default(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .bucket_id;
+    let id = generate_s3_bucket_id(&driver, name).await;
     if create {
         create_backend_bucket(env, &id).await;
     }
@@ -114,10 +101,10 @@ async fn a_static_bucket_binds_to_its_claim_and_outlives_it() {
         "bound with the claim's UID"
     );
 
-    env.provisioned_rw_access("legacy-rw", "legacy").await;
-    let (s3c, name) = env.s3("legacy-rw").await;
+    let (_, name) = env
+        .write_through_new_access("legacy-rw", "legacy", "old-data", b"1999")
+        .await;
     assert_eq!(name, id);
-    put(&s3c, &name, "old-data", b"1999").await.unwrap();
 
     env.remove_access("legacy-rw").await;
     env.remove_claim("legacy").await;
@@ -143,9 +130,8 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
     let claim = env.provisioned_claim("v1", RETAIN).await;
     let old = env.bucket_of(&claim).await;
     let id = old.bucket_id().unwrap().to_owned();
-    env.provisioned_rw_access("v1-rw", "v1").await;
-    let (s3c, name) = env.s3("v1-rw").await;
-    put(&s3c, &name, "report.csv", b"a,b\n1,2\n").await.unwrap();
+    env.write_through_new_access("v1-rw", "v1", "report.csv", b"a,b\n1,2\n")
+        .await;
     env.remove_access("v1-rw").await;
     env.remove_claim("v1").await;
 

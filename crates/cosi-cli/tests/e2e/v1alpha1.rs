@@ -128,10 +128,10 @@ async fn a_static_bucket_binds_on_a_v1alpha1_driver() {
     claim.spec.existing_bucket_name = "brownfield".into();
     env.claims().create(&pp, &claim).await.unwrap();
     env.wait_claim_provisioned("legacy").await;
-    env.provisioned_rw_access("legacy-rw", "legacy").await;
-    let (s3c, name) = env.s3("legacy-rw").await;
+    let (_, name) = env
+        .write_through_new_access("legacy-rw", "legacy", "k", b"v")
+        .await;
     assert_eq!(name, id);
-    put(&s3c, &name, "k", b"v").await.unwrap();
     env.remove_access("legacy-rw").await;
     env.remove_claim("legacy").await;
     assert_eq!(env.backend().buckets.len(), 1, "Retain keeps the bucket");
