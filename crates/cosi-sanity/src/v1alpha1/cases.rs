@@ -9,9 +9,9 @@ use crate::cases::data_plane::{BODY, Want, poll, secs};
 use crate::checks::{describe, expect_code};
 use crate::context::{CaseContext as _, OrFail, Step, Stop, expect_invalid, fail, proto_map, skip};
 use crate::names;
-use crate::s3::Access;
+use crate::s3::{Access, S3Target};
 
-use super::context::{Ctx1, setup};
+use super::context::{Created, Ctx1, setup};
 
 const CREATE: &str = "DriverCreateBucket";
 const DELETE: &str = "DriverDeleteBucket";
@@ -298,7 +298,9 @@ fn data_plane_enabled(ctx: &Ctx1) -> Step {
     Ok(())
 }
 
-pub(super) async fn data_plane_read_write(ctx: &mut Ctx1) -> Step {
+/// With the data plane on: a new bucket, an account granted access to it,
+/// and an S3 client with the account's credentials.
+async fn granted_target(ctx: &mut Ctx1) -> Result<(Created, String, S3Target), Stop> {
     data_plane_enabled(ctx)?;
     let b = ctx.new_bucket().await?;
     let resp = ctx
@@ -307,6 +309,11 @@ pub(super) async fn data_plane_read_write(ctx: &mut Ctx1) -> Step {
         .map_err(|s| setup(GRANT, &s))?;
     s3_credentials(&resp)?;
     let target = ctx.s3_target(&b.name, &resp)?;
+    Ok((b, resp.account_id, target))
+}
+
+pub(super) async fn data_plane_read_write(ctx: &mut Ctx1) -> Step {
+    let (b, _, target) = granted_target(ctx).await?;
     let key = names::object_key();
     let timeout = ctx.config.propagation_timeout;
     match poll(timeout, Want::Allowed, || target.put(&key, BODY)).await {
@@ -330,14 +337,7 @@ pub(super) async fn data_plane_read_write(ctx: &mut Ctx1) -> Step {
 }
 
 pub(super) async fn data_plane_revoked_fail(ctx: &mut Ctx1) -> Step {
-    data_plane_enabled(ctx)?;
-    let b = ctx.new_bucket().await?;
-    let resp = ctx
-        .grant(ctx.grant_request(&b.id, &names::account_name()))
-        .await
-        .map_err(|s| setup(GRANT, &s))?;
-    s3_credentials(&resp)?;
-    let target = ctx.s3_target(&b.name, &resp)?;
+    let (b, account_id, target) = granted_target(ctx).await?;
     // A second account removes the object at cleanup.
     let cleaner = ctx
         .grant(ctx.grant_request(&b.id, &names::account_name()))
@@ -354,7 +354,7 @@ pub(super) async fn data_plane_revoked_fail(ctx: &mut Ctx1) -> Step {
             ctx.redact(&e)
         ),
     }
-    ctx.revoke(&b.id, &resp.account_id)
+    ctx.revoke(&b.id, &account_id)
         .await
         .map_err(answered(REVOKE))?;
     match poll(timeout, Want::Denied, || target.get(&key)).await {
