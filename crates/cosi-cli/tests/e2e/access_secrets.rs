@@ -291,8 +291,7 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
     apply(&role);
 
     env.provisioned_claim("photos", DELETE).await;
-    env.access("app", SINGLE, &["photos"], BucketAccessMode::ReadWrite)
-        .await;
+    env.rw_access("app", "photos").await;
     let a = env
         .wait_for(
             &env.accesses(),

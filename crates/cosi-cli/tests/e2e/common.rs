@@ -199,11 +199,17 @@ impl Env {
         self.wait_access_provisioned(name).await
     }
 
+    /// Creates a ReadWrite access of class `single` to `claim`.
+    pub async fn rw_access(&self, name: &str, claim: &str) -> BucketAccess {
+        self.access(name, SINGLE, &[claim], BucketAccessMode::ReadWrite)
+            .await
+    }
+
     /// Creates a ReadWrite access of class `single` to `claim` and waits
     /// until it is provisioned.
     pub async fn provisioned_rw_access(&self, name: &str, claim: &str) -> BucketAccess {
-        self.provisioned_access(name, SINGLE, &[claim], BucketAccessMode::ReadWrite)
-            .await
+        self.rw_access(name, claim).await;
+        self.wait_access_provisioned(name).await
     }
 
     /// Waits until the BucketClaim `name` is provisioned.

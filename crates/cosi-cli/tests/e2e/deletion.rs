@@ -215,8 +215,7 @@ async fn a_new_access_to_a_claim_being_deleted_is_refused() {
     )
     .await;
 
-    env.access("late", SINGLE, &["leaving"], BucketAccessMode::ReadWrite)
-        .await;
+    env.rw_access("late", "leaving").await;
     let late = env
         .wait_for(
             &env.accesses(),

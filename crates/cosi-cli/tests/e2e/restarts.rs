@@ -61,6 +61,20 @@ async fn works(env: &Env, secret: &str) {
     assert_eq!(get(&s3c, &bucket, "probe").await.unwrap(), b"ok");
 }
 
+/// Waits until `claim` and `access` are provisioned, then [`ends_clean`].
+async fn converges(env: Env, access: &str, claim: &str) {
+    env.wait_claim_provisioned(claim).await;
+    env.wait_access_provisioned(access).await;
+    ends_clean(env, access, claim).await;
+}
+
+/// Checks `claim` has one backend bucket and `access` works, then cleans up.
+async fn ends_clean(env: Env, access: &str, claim: &str) {
+    assert_one_bucket(&env, claim, 1).await;
+    works(&env, access).await;
+    clean_up(env, access, claim).await;
+}
+
 async fn clean_up(env: Env, access: &str, claim: &str) {
     env.remove_access(access).await;
     env.remove_claim(claim).await;
@@ -72,14 +86,9 @@ async fn claim_and_access_made_while_the_controller_is_down_converge_once_it_sta
     let mut env = Env::start().await;
     env.stack.stop_controller().await;
     env.claim("early", DELETE).await;
-    env.access("early-rw", SINGLE, &["early"], BucketAccessMode::ReadWrite)
-        .await;
+    env.rw_access("early-rw", "early").await;
     env.stack.start_controller().unwrap();
-    env.wait_claim_provisioned("early").await;
-    env.wait_access_provisioned("early-rw").await;
-    assert_one_bucket(&env, "early", 1).await;
-    works(&env, "early-rw").await;
-    clean_up(env, "early-rw", "early").await;
+    converges(env, "early-rw", "early").await;
 }
 
 #[tokio::test]
@@ -106,14 +115,9 @@ async fn sidecar_killed_as_the_bucket_appears_converges_to_one_backend_bucket() 
     )
     .await;
     env.stack.kill_sidecar().await;
-    env.access("racy-rw", SINGLE, &["racy"], BucketAccessMode::ReadWrite)
-        .await;
+    env.rw_access("racy-rw", "racy").await;
     env.stack.start_sidecar().unwrap();
-    env.wait_claim_provisioned("racy").await;
-    env.wait_access_provisioned("racy-rw").await;
-    assert_one_bucket(&env, "racy", 1).await;
-    works(&env, "racy-rw").await;
-    clean_up(env, "racy-rw", "racy").await;
+    converges(env, "racy-rw", "racy").await;
 }
 
 #[tokio::test]
@@ -138,9 +142,7 @@ async fn driver_down_during_provisioning_is_reported_then_converges_once_it_is_b
     env.stack.start_driver().await.unwrap();
     env.wait_claim_provisioned("patient").await;
     env.provisioned_rw_access("patient-rw", "patient").await;
-    assert_one_bucket(&env, "patient", 1).await;
-    works(&env, "patient-rw").await;
-    clean_up(env, "patient-rw", "patient").await;
+    ends_clean(env, "patient-rw", "patient").await;
 }
 
 #[tokio::test]
@@ -151,13 +153,7 @@ async fn a_grant_interrupted_by_a_driver_crash_and_a_sidecar_kill_converges_to_o
         .driver()
         .unwrap()
         .crash_once_at(CrashPoint::AfterAccountRecorded);
-    env.access(
-        "fragile-rw",
-        SINGLE,
-        &["fragile"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
+    env.rw_access("fragile-rw", "fragile").await;
     env.wait_for(
         &env.accesses(),
         "BucketAccess",
@@ -169,9 +165,7 @@ async fn a_grant_interrupted_by_a_driver_crash_and_a_sidecar_kill_converges_to_o
     env.stack.kill_sidecar().await;
     env.stack.start_sidecar().unwrap();
     env.wait_access_provisioned("fragile-rw").await;
-    assert_one_bucket(&env, "fragile", 1).await;
-    works(&env, "fragile-rw").await;
-    clean_up(env, "fragile-rw", "fragile").await;
+    ends_clean(env, "fragile-rw", "fragile").await;
 }
 
 #[tokio::test]
