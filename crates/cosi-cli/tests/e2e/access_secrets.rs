@@ -126,8 +126,7 @@ async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_go
         Err("AccessDenied".into())
     );
 
-    env.remove_access("second").await;
-    env.remove_claim("shared").await;
+    env.remove_access_and_claim("second", "shared").await;
     env.stop_empty().await;
 }
 
@@ -184,8 +183,7 @@ async fn a_provisioned_access_whose_secret_another_access_took_reports_it_and_wr
         .await
         .unwrap();
     env.remove_access("owner").await;
-    env.remove_access("intruder").await;
-    env.remove_claim("photos").await;
+    env.remove_access_and_claim("intruder", "photos").await;
     env.stop_empty().await;
 }
 
@@ -336,7 +334,6 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
         assert!(!why.contains(value.as_str()) && !note.contains(value.as_str()));
     }
 
-    env.remove_access("app").await;
-    env.remove_claim("photos").await;
+    env.remove_access_and_claim("app", "photos").await;
     env.stop_empty().await;
 }

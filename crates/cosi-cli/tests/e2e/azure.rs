@@ -341,8 +341,7 @@ async fn a_multi_bucket_azure_access_is_refused_as_out_of_range_on_the_access() 
         let policies = azurite.api().get_acl(c).await.unwrap().acl.policies;
         assert!(policies.is_empty(), "a refused access wrote {policies:?}");
     }
-    env.remove_access("both").await;
-    env.remove_claim("left").await;
+    env.remove_access_and_claim("both", "left").await;
     env.remove_claim("right").await;
     env.stop().await;
     stop.trigger();

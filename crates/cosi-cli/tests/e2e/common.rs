@@ -435,6 +435,13 @@ impl Env {
         self.wait_gone(&self.accesses(), "BucketAccess", name).await;
     }
 
+    /// Deletes the access `access`, then the claim `claim`, each as
+    /// [`Env::remove_access`] and [`Env::remove_claim`] do.
+    pub async fn remove_access_and_claim(&self, access: &str, claim: &str) {
+        self.remove_access(access).await;
+        self.remove_claim(claim).await;
+    }
+
     /// Deletes the claim and waits until it is gone and, when its Bucket's
     /// policy is Delete, until the Bucket is gone too (the sidecar deletes
     /// the backend bucket after the claim's finalizer is removed).

@@ -24,8 +24,7 @@ async fn delete_policy_removes_the_bucket_object_and_the_backend_bucket_with_its
     }
     assert_eq!(env.backend().buckets[0].objects, 5);
 
-    env.remove_access("writer").await;
-    env.remove_claim("scratch").await;
+    env.remove_access_and_claim("writer", "scratch").await;
     env.wait_bucket_gone(&bucket.name_any()).await;
     env.stop_empty().await;
 }
@@ -47,8 +46,7 @@ async fn retain_policy_keeps_the_bucket_object_and_the_backend_data() {
     env.write_through_new_access("archiver", "archive", "keep-me", b"precious")
         .await;
 
-    env.remove_access("archiver").await;
-    env.remove_claim("archive").await;
+    env.remove_access_and_claim("archiver", "archive").await;
 
     // The Bucket stays, shown as released, never deleted.
     let bucket = env

@@ -135,8 +135,7 @@ async fn each_access_to_a_claim_gets_credentials_of_its_own() {
     );
     assert_eq!(get(&cb, &bucket, "from-a").await.unwrap(), b"1");
 
-    env.remove_access("app-b").await;
-    env.remove_claim("shared").await;
+    env.remove_access_and_claim("app-b", "shared").await;
     env.stop_empty().await;
 }
 

@@ -119,8 +119,7 @@ async fn a_single_bucket_class_refuses_an_access_to_two_claims() {
         assert!(env.secrets().get_opt(s).await.unwrap().is_none());
     }
 
-    env.remove_access("greedy").await;
-    env.remove_claim("one").await;
+    env.remove_access_and_claim("greedy", "one").await;
     env.remove_claim("two").await;
     env.stop_empty().await;
 }

@@ -170,7 +170,6 @@ async fn real_s3_clients_work_from_the_secret_alone() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     // Every client deleted what it wrote.
-    env.remove_access("tools-rw").await;
-    env.remove_claim("tools").await;
+    env.remove_access_and_claim("tools-rw", "tools").await;
     env.stop_empty().await;
 }

@@ -76,8 +76,7 @@ async fn ends_clean(env: Env, access: &str, claim: &str) {
 }
 
 async fn clean_up(env: Env, access: &str, claim: &str) {
-    env.remove_access(access).await;
-    env.remove_claim(claim).await;
+    env.remove_access_and_claim(access, claim).await;
     env.stop_empty().await;
 }
 

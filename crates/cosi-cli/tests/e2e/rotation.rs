@@ -340,8 +340,7 @@ async fn a_class_policy_rotates_accesses_once_their_credentials_reach_its_age() 
         get(&old, &bucket, "a").await.unwrap_err(),
         "InvalidAccessKeyId"
     );
-    env.remove_access("logs-rw").await;
-    env.remove_claim("logs").await;
+    env.remove_access_and_claim("logs-rw", "logs").await;
     env.stop_empty().await;
 }
 
@@ -397,8 +396,7 @@ async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing()
         },
     )
     .await;
-    env.remove_access("data-rw").await;
-    env.remove_claim("data").await;
+    env.remove_access_and_claim("data-rw", "data").await;
     env.stop_empty().await;
 }
 
@@ -519,7 +517,6 @@ async fn a_rotation_whose_new_grant_fails_leaves_the_old_key_working_and_the_sec
     );
     let accounts: Vec<String> = env.backend().accounts.into_iter().map(|a| a.id).collect();
     assert_eq!(accounts, vec![state(&done).current.unwrap().id]);
-    env.remove_access("media-rw").await;
-    env.remove_claim("media").await;
+    env.remove_access_and_claim("media-rw", "media").await;
     env.stop_empty().await;
 }

@@ -106,8 +106,7 @@ async fn a_static_bucket_binds_to_its_claim_and_outlives_it() {
         .await;
     assert_eq!(name, id);
 
-    env.remove_access("legacy-rw").await;
-    env.remove_claim("legacy").await;
+    env.remove_access_and_claim("legacy-rw", "legacy").await;
     let bucket = env
         .wait_for(
             &env.buckets(),
@@ -132,8 +131,7 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
     let id = old.bucket_id().unwrap().to_owned();
     env.write_through_new_access("v1-rw", "v1", "report.csv", b"a,b\n1,2\n")
         .await;
-    env.remove_access("v1-rw").await;
-    env.remove_claim("v1").await;
+    env.remove_access_and_claim("v1-rw", "v1").await;
 
     // The admin retires the old Bucket object and imports the bucket for a new claim.
     env.wait_for(
@@ -165,8 +163,7 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
     assert_eq!(name, id);
     assert_eq!(get(&s3c, &name, "report.csv").await.unwrap(), b"a,b\n1,2\n");
 
-    env.remove_access("v2-ro").await;
-    env.remove_claim("v2").await;
+    env.remove_access_and_claim("v2-ro", "v2").await;
     env.assert_backend_holds_only(&[&id]);
     env.stop().await;
 }

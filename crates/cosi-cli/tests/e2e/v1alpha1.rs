@@ -132,8 +132,7 @@ async fn a_static_bucket_binds_on_a_v1alpha1_driver() {
         .write_through_new_access("legacy-rw", "legacy", "k", b"v")
         .await;
     assert_eq!(name, id);
-    env.remove_access("legacy-rw").await;
-    env.remove_claim("legacy").await;
+    env.remove_access_and_claim("legacy-rw", "legacy").await;
     assert_eq!(env.backend().buckets.len(), 1, "Retain keeps the bucket");
     env.stop().await;
 }
