@@ -487,20 +487,23 @@ mod tests {
 
     fn banner_with(leftovers: &[String]) -> String {
         banner(&Banner {
-            api_url: "http://127.0.0.1:1234",
-            kubeconfig: Path::new("/tmp/k/kubeconfig"),
-            endpoint: "http://127.0.0.1:9000",
-            flavor: &LOCAL,
-            driver: "local.cosi-rs.dev",
-            data_dir: Path::new("/tmp/k"),
-            temporary: true,
             leftover_buckets: leftovers,
             endpoints: &[Endpoints {
                 component: "sidecar",
                 metrics: "127.0.0.1:8080".parse().unwrap(),
                 health: "127.0.0.1:8081".parse().unwrap(),
             }],
+            ..banner_fields()
         })
+    }
+
+    /// How many documents an example manifest holds, and its claim and access.
+    fn example_objects(manifest: &str) -> (usize, cosi_api::BucketClaim, cosi_api::BucketAccess) {
+        let docs: Vec<serde_json::Value> =
+            serde_saphyr::from_multiple(manifest).expect("valid YAML");
+        let claim = serde_json::from_value(docs[0].clone()).expect("a BucketClaim");
+        let access = serde_json::from_value(docs[1].clone()).expect("a BucketAccess");
+        (docs.len(), claim, access)
     }
 
     #[test]
@@ -529,28 +532,18 @@ mod tests {
 
     #[test]
     fn example_manifest_is_a_claim_and_an_access_using_the_precreated_classes() {
-        let docs: Vec<serde_json::Value> =
-            serde_saphyr::from_multiple(EXAMPLE_MANIFEST).expect("valid YAML");
-        assert_eq!(docs.len(), 2);
-        let claim: cosi_api::BucketClaim =
-            serde_json::from_value(docs[0].clone()).expect("a BucketClaim");
+        let (docs, claim, access) = example_objects(EXAMPLE_MANIFEST);
+        assert_eq!(docs, 2);
         assert_eq!(claim.spec.bucket_class_name, CLASS_DELETE);
-        let access: cosi_api::BucketAccess =
-            serde_json::from_value(docs[1].clone()).expect("a BucketAccess");
         assert_eq!(access.spec.bucket_access_class_name, ACCESS_CLASS);
         assert_eq!(access.spec.bucket_claims[0].bucket_claim_name, "photos");
     }
 
     #[test]
     fn the_azure_example_uses_the_azure_classes_and_protocol() {
-        let docs: Vec<serde_json::Value> =
-            serde_saphyr::from_multiple(AZURE_EXAMPLE_MANIFEST).expect("valid YAML");
-        let claim: cosi_api::BucketClaim =
-            serde_json::from_value(docs[0].clone()).expect("a BucketClaim");
+        let (_, claim, access) = example_objects(AZURE_EXAMPLE_MANIFEST);
         assert_eq!(claim.spec.bucket_class_name, AZURE.class_delete);
         assert_eq!(claim.spec.protocols, [cosi_api::Protocol::Azure]);
-        let access: cosi_api::BucketAccess =
-            serde_json::from_value(docs[1].clone()).expect("a BucketAccess");
         assert_eq!(access.spec.bucket_access_class_name, AZURE.access_class);
         assert_eq!(access.spec.protocol, cosi_api::Protocol::Azure);
         let text = banner(&Banner {

@@ -7,7 +7,7 @@ use regex::Regex;
 use crate::cases::{self, Case};
 use crate::checks::{self, describe};
 use crate::config::{Api, Config};
-use crate::context::{Ctx, Step, Stop};
+use crate::context::{CaseBody, CaseContext, Ctx, Step, Stop};
 use crate::report::{CaseResult, Outcome, Report};
 
 /// The name of the entry reported when the suite cannot start.
@@ -107,14 +107,25 @@ pub async fn run(config: &Config) -> Report {
         return setup_failure(&names, e);
     }
     let mut ctx = Ctx::new(client, config.clone(), info);
+    let cases = selected.iter().map(|c| (c.name, c.run)).collect();
+    run_cases(&mut ctx, cases, config.strict).await
+}
+
+/// Runs each case in `ctx`, then removes what it created, and reports
+/// their outcomes.
+pub(crate) async fn run_cases<C: CaseContext>(
+    ctx: &mut C,
+    cases: Vec<(&'static str, CaseBody<C>)>,
+    strict: bool,
+) -> Report {
     let mut report = Report::default();
-    for case in selected {
-        let step = (case.run)(&mut ctx).await;
-        let cleanup = ctx.cleanup().await;
+    for (name, run) in cases {
+        let step = run(ctx).await;
+        let cleanup = ctx.clean_up().await;
         let violations = ctx.take_violations();
         report.cases.push(CaseResult {
-            name: case.name.to_owned(),
-            outcome: combine(step, violations, cleanup, config.strict),
+            name: name.to_owned(),
+            outcome: combine(step, violations, cleanup, strict),
         });
     }
     report

@@ -11,10 +11,9 @@ use crate::common::*;
 /// A claim `data` holding object `seed`, written by a ReadWrite access `seeder`.
 async fn seeded(env: &Env) -> String {
     env.provisioned_claim("data", DELETE).await;
-    env.provisioned_access("seeder", SINGLE, &["data"], BucketAccessMode::ReadWrite)
+    let (_, bucket) = env
+        .write_through_new_access("seeder", "data", "seed", b"seed")
         .await;
-    let (s3c, bucket) = env.s3("seeder").await;
-    put(&s3c, &bucket, "seed", b"seed").await.unwrap();
     bucket
 }
 
@@ -25,8 +24,7 @@ async fn clean_up(env: Env, accesses: &[&str], claims: &[&str]) {
     for c in claims {
         env.remove_claim(c).await;
     }
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -76,13 +74,7 @@ async fn credentials_for_one_bucket_are_denied_on_another() {
     let env = Env::start().await;
     let bucket = seeded(&env).await;
     env.provisioned_claim("elsewhere", DELETE).await;
-    env.provisioned_access(
-        "outsider",
-        SINGLE,
-        &["elsewhere"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
+    env.provisioned_rw_access("outsider", "elsewhere").await;
     let (s3c, own) = env.s3("outsider").await;
     assert_ne!(own, bucket);
     assert_eq!(
@@ -107,8 +99,7 @@ async fn credentials_for_one_bucket_are_denied_on_another() {
 async fn revoked_credentials_fail_once_the_access_is_deleted() {
     let env = Env::start().await;
     let bucket = seeded(&env).await;
-    env.provisioned_access("temp", SINGLE, &["data"], BucketAccessMode::ReadWrite)
-        .await;
+    env.provisioned_rw_access("temp", "data").await;
     let (s3c, _) = env.s3("temp").await;
     assert_eq!(get(&s3c, &bucket, "seed").await.unwrap(), b"seed");
     env.remove_access("temp").await;

@@ -41,9 +41,7 @@ fn message(conds: &[Condition], type_: &str) -> String {
 async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_gone() {
     let env = env().await;
     env.provisioned_claim("shared", DELETE).await;
-    let first = env
-        .provisioned_access("first", SINGLE, &["shared"], BucketAccessMode::ReadWrite)
-        .await;
+    let first = env.provisioned_rw_access("first", "shared").await;
     let first_uid = first.uid().unwrap();
 
     // A later access asks for the same Secret name.
@@ -128,18 +126,15 @@ async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_go
         Err("AccessDenied".into())
     );
 
-    env.remove_access("second").await;
-    env.remove_claim("shared").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.remove_access_and_claim("second", "shared").await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
 async fn a_provisioned_access_whose_secret_another_access_took_reports_it_and_writes_nothing() {
     let env = env().await;
     env.provisioned_claim("photos", DELETE).await;
-    env.provisioned_access("owner", SINGLE, &["photos"], BucketAccessMode::ReadWrite)
-        .await;
+    env.provisioned_rw_access("owner", "photos").await;
     let intruder = env
         .provisioned_access("intruder", SINGLE, &["photos"], BucketAccessMode::ReadOnly)
         .await;
@@ -188,10 +183,8 @@ async fn a_provisioned_access_whose_secret_another_access_took_reports_it_and_wr
         .await
         .unwrap();
     env.remove_access("owner").await;
-    env.remove_access("intruder").await;
-    env.remove_claim("photos").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.remove_access_and_claim("intruder", "photos").await;
+    env.stop_empty().await;
 }
 
 /// A controller ownerReference to `access`, as the sidecar writes it.
@@ -205,9 +198,7 @@ fn cosi_sidecar_owner(
 async fn a_secret_deleted_by_hand_is_kept_while_its_access_lives_and_one_forced_away_comes_back() {
     let env = env().await;
     env.provisioned_claim("photos", DELETE).await;
-    let access = env
-        .provisioned_access("app", SINGLE, &["photos"], BucketAccessMode::ReadWrite)
-        .await;
+    let access = env.provisioned_rw_access("app", "photos").await;
     let before = env.secrets().get("app").await.unwrap();
     let keys_before = env.secret("app").await;
 
@@ -272,8 +263,7 @@ async fn a_secret_deleted_by_hand_is_kept_while_its_access_lives_and_one_forced_
     env.remove_access("app").await;
     assert!(env.secrets().get_opt("app").await.unwrap().is_none());
     env.remove_claim("photos").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -299,8 +289,7 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
     apply(&role);
 
     env.provisioned_claim("photos", DELETE).await;
-    env.access("app", SINGLE, &["photos"], BucketAccessMode::ReadWrite)
-        .await;
+    env.rw_access("app", "photos").await;
     let a = env
         .wait_for(
             &env.accesses(),
@@ -345,8 +334,6 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
         assert!(!why.contains(value.as_str()) && !note.contains(value.as_str()));
     }
 
-    env.remove_access("app").await;
-    env.remove_claim("photos").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.remove_access_and_claim("app", "photos").await;
+    env.stop_empty().await;
 }

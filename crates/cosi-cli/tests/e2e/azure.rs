@@ -15,7 +15,6 @@ use std::time::{Duration, Instant, SystemTime};
 use cosi_api::constants::secret_keys::azure;
 use cosi_api::rotation::annotations;
 use cosi_api::*;
-use cosi_cli::{Stack, StackOptions};
 use cosi_driver_azure::AzureDriver;
 use cosi_driver_azure::testing::Azurite;
 use cosi_runtime::Shutdown;
@@ -37,18 +36,8 @@ async fn azure_env() -> (Env, Shutdown, &'static Azurite) {
     let driver = AzureDriver::connect(azurite.config(), azurite.key())
         .await
         .expect("the driver reaches Azurite");
-    let dir = tempfile::tempdir().unwrap();
-    let mut opts = StackOptions::new(dir.path());
-    opts.driver_name = driver.config().driver_name.clone();
-    let mut stack = Stack::start_api(opts).await.expect("the API server starts");
-    let stop = Shutdown::new();
-    let (endpoint, stopped) = (stack.driver_endpoint().clone(), stop.stopped());
-    tokio::spawn(
-        async move { cosi_driver::serve(&endpoint, driver.clone(), driver, stopped).await },
-    );
-    stack.start_sidecar().unwrap();
-    stack.start_controller().unwrap();
-    let env = Env::with_stack(stack, dir).await;
+    let name = driver.config().driver_name.clone();
+    let (env, stop, _served) = Env::with_driver(&name, driver).await;
     let mut class =
         cosi_cli::manifests::bucket_class(PURGING, env.stack.driver_name(), DeletionPolicy::Delete);
     class
@@ -201,8 +190,7 @@ async fn an_azure_claim_and_access_work_with_the_python_sdk_and_leave_nothing_be
     );
 
     env.remove_claim("photos").await;
-    env.wait_gone(&env.buckets(), "Bucket", &bucket.name_any())
-        .await;
+    env.wait_bucket_gone(&bucket.name_any()).await;
     assert!(
         api.container(&container).await.unwrap().is_none(),
         "the container is gone"
@@ -353,8 +341,7 @@ async fn a_multi_bucket_azure_access_is_refused_as_out_of_range_on_the_access() 
         let policies = azurite.api().get_acl(c).await.unwrap().acl.policies;
         assert!(policies.is_empty(), "a refused access wrote {policies:?}");
     }
-    env.remove_access("both").await;
-    env.remove_claim("left").await;
+    env.remove_access_and_claim("both", "left").await;
     env.remove_claim("right").await;
     env.stop().await;
     stop.trigger();

@@ -3,11 +3,8 @@
 //! → access → Secret → S3 data path → deletion, and no RGW user or bucket
 //! left, as `radosgw-admin` lists them.
 
-use cosi_api::BucketAccessMode;
-use cosi_cli::{Stack, StackOptions};
 use cosi_driver_ceph_rgw::RgwDriver;
 use cosi_driver_ceph_rgw::testing::RgwCluster;
-use cosi_runtime::Shutdown;
 use kube::ResourceExt;
 
 use crate::common::*;
@@ -20,31 +17,14 @@ async fn a_claim_and_an_access_on_real_ceph_leave_nothing_behind() {
     let driver = RgwDriver::connect(cluster.config(), cluster.admin_keys().clone())
         .await
         .expect("the driver reaches radosgw");
-    let dir = tempfile::tempdir().unwrap();
-    let mut opts = StackOptions::new(dir.path());
-    opts.driver_name = driver.config().driver_name.clone();
-    let mut stack = Stack::start_api(opts).await.expect("the API server starts");
-    let stop = Shutdown::new();
-    let (endpoint, stopped) = (stack.driver_endpoint().clone(), stop.stopped());
-    let served = tokio::spawn(async move {
-        cosi_driver::serve(&endpoint, driver.clone(), driver, stopped).await
-    });
-    stack.start_sidecar().unwrap();
-    stack.start_controller().unwrap();
-    let env = Env::with_stack(stack, dir).await;
+    let name = driver.config().driver_name.clone();
+    let (env, stop, served) = Env::with_driver(&name, driver).await;
 
     let claim = env.provisioned_claim("photos", DELETE).await;
     let bucket = env.bucket_of(&claim).await;
     let bucket_id = bucket.bucket_id().expect("bucket ID").to_owned();
     assert!(cluster.bucket_names().contains(&bucket_id));
-    let access = env
-        .provisioned_access(
-            "photos-rw",
-            SINGLE,
-            &["photos"],
-            BucketAccessMode::ReadWrite,
-        )
-        .await;
+    let access = env.provisioned_rw_access("photos-rw", "photos").await;
     let account = access.account_id().expect("account ID").to_owned();
     assert!(
         cluster.user_ids().contains(&account),
@@ -71,8 +51,7 @@ async fn a_claim_and_an_access_on_real_ceph_leave_nothing_behind() {
         "the revoked key still works"
     );
     env.remove_claim("photos").await;
-    env.wait_gone(&env.buckets(), "Bucket", &bucket.name_any())
-        .await;
+    env.wait_bucket_gone(&bucket.name_any()).await;
     assert!(
         !cluster.bucket_names().contains(&bucket_id),
         "the RGW bucket is gone"

@@ -59,6 +59,22 @@ impl Kubectl {
         child.wait_with_output().expect("kubectl runs")
     }
 
+    /// Waits with `kubectl wait` until the example's claim `photos` and
+    /// access `photos-rw` are provisioned.
+    pub fn wait_example_provisioned(&self) {
+        let waited = self.ok(
+            &[
+                "wait",
+                "--for=condition=Provisioned",
+                "bucketclaim/photos",
+                "bucketaccess/photos-rw",
+                "--timeout=60s",
+            ],
+            None,
+        );
+        assert_eq!(waited.matches("condition met").count(), 2, "{waited}");
+    }
+
     /// Runs kubectl and returns its stdout; panics with its stderr on failure.
     pub fn ok(&self, args: &[&str], stdin: Option<&str>) -> String {
         let out = self.run(args, stdin);
@@ -129,6 +145,18 @@ impl Dev {
             lines,
             stderr,
         }
+    }
+
+    /// The whole banner, from the ready line to "Stop with Ctrl-C.".
+    fn read_banner(&self) -> String {
+        let banner = self.read_until(READY_LINE, STARTUP);
+        let rest = self.read_until("Stop with Ctrl-C.", Duration::from_secs(5));
+        banner
+            .iter()
+            .chain(&rest)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// Lines up to and including the first one starting with `prefix`.
@@ -208,14 +236,7 @@ async fn dev_stack_serves_kubectl_until_interrupted() {
     let kubeconfig = dir.path().join("kubeconfig");
     let data = dir.path().join("data");
     let mut dev = Dev::spawn(&kubeconfig, &data);
-    let banner = dev.read_until(READY_LINE, STARTUP);
-    let rest = dev.read_until("Stop with Ctrl-C.", Duration::from_secs(5));
-    let text = banner
-        .iter()
-        .chain(&rest)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = dev.read_banner();
     assert!(
         text.contains(&format!("kubeconfig   {}", kubeconfig.display())),
         "{text}"
@@ -258,17 +279,7 @@ async fn dev_stack_serves_kubectl_until_interrupted() {
         applied.contains("bucketaccess.objectstorage.k8s.io/photos-rw created"),
         "{applied}"
     );
-    let waited = k.ok(
-        &[
-            "wait",
-            "--for=condition=Provisioned",
-            "bucketclaim/photos",
-            "bucketaccess/photos-rw",
-            "--timeout=60s",
-        ],
-        None,
-    );
-    assert_eq!(waited.matches("condition met").count(), 2, "{waited}");
+    k.wait_example_provisioned();
 
     let described = k.ok(&["describe", "bucketclaim", "photos"], None);
     for needle in [
@@ -386,14 +397,7 @@ async fn dev_stack_with_the_azure_driver_on_azurite_serves_kubectl() {
         &data,
         &["--driver", "azure", "--azurite-bin", &bin],
     );
-    let banner = dev.read_until(READY_LINE, STARTUP);
-    let rest = dev.read_until("Stop with Ctrl-C.", Duration::from_secs(5));
-    let text = banner
-        .iter()
-        .chain(&rest)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = dev.read_banner();
     assert!(text.contains("Blob endpoint http://127.0.0.1:"), "{text}");
     assert!(text.contains(AZURE_EXAMPLE_MANIFEST), "{text}");
     let k = Kubectl {
@@ -401,17 +405,7 @@ async fn dev_stack_with_the_azure_driver_on_azurite_serves_kubectl() {
         kubeconfig: kubeconfig.clone(),
     };
     k.ok(&["apply", "-f", "-"], Some(AZURE_EXAMPLE_MANIFEST));
-    let waited = k.ok(
-        &[
-            "wait",
-            "--for=condition=Provisioned",
-            "bucketclaim/photos",
-            "bucketaccess/photos-rw",
-            "--timeout=60s",
-        ],
-        None,
-    );
-    assert_eq!(waited.matches("condition met").count(), 2, "{waited}");
+    k.wait_example_provisioned();
     let secret = secret_data(&k, "photos-rw");
     assert_eq!(secret["COSI_PROTOCOL"], "Azure");
     let target = cosi_sanity::azure::AzureTarget::new(

@@ -53,19 +53,24 @@ fn announced_data_dir(stdout: &str) -> PathBuf {
     PathBuf::from(line.split(" (").next().unwrap())
 }
 
-#[test]
-fn quickstart_passes_every_step_and_shows_no_credentials() {
-    let out = quickstart(&[]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+/// Checks the run exited 0 with every step passed; its stdout and stderr.
+fn passed_every_step(out: &Output) -> (String, String) {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         out.status.success(),
         "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
         out.status
     );
-
     let steps = stdout.lines().filter(|l| l.starts_with("[ ok ] ")).count();
     assert_eq!(steps, cosi_cli::quickstart::STEPS, "{stdout}");
+    (stdout, stderr)
+}
+
+#[test]
+fn quickstart_passes_every_step_and_shows_no_credentials() {
+    let out = quickstart(&[]);
+    let (stdout, stderr) = passed_every_step(&out);
     assert!(!stdout.contains("[FAIL]"));
     for needle in [
         "quickstart passed: 15 steps",
@@ -104,15 +109,7 @@ fn quickstart_with_the_azure_protocol_passes_every_step_on_azurite_and_shows_no_
         .unwrap_or_else(|| panic!("{}", cosi_driver_azure::testing::install_hint()));
     let bin = bin.to_string_lossy().into_owned();
     let out = quickstart(&["--protocol", "azure", "--azurite-bin", &bin]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    let steps = stdout.lines().filter(|l| l.starts_with("[ ok ] ")).count();
-    assert_eq!(steps, cosi_cli::quickstart::STEPS, "{stdout}");
+    let (stdout, stderr) = passed_every_step(&out);
     for needle in [
         "Start Azurite (Azure Storage emulator) and the Azure driver",
         "class quickstart, protocols [Azure]",

@@ -12,7 +12,9 @@ use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOUR
 use cosi_api::*;
 use cosi_cli::describe::{condition_lines, event_line, events_about};
 use cosi_cli::{Stack, StackOptions, manifests, s3, wait};
+use cosi_driver::ServeError;
 use cosi_driver_local::BackendState;
+use cosi_runtime::Shutdown;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -20,6 +22,7 @@ use kube::runtime::wait::Condition as WaitCondition;
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use tempfile::TempDir;
+use tokio::task::JoinHandle;
 
 /// How long any one wait may take before the test fails.
 pub const TIMEOUT: Duration = Duration::from_secs(30);
@@ -76,6 +79,30 @@ impl Env {
         };
         env.create_classes().await;
         env
+    }
+
+    /// Starts the API server, serves `driver` in this process on the
+    /// stack's endpoint until the returned [`Shutdown`] triggers, starts the
+    /// sidecar and the controller and creates the four classes.
+    pub async fn with_driver<D>(
+        driver_name: &str,
+        driver: D,
+    ) -> (Env, Shutdown, JoinHandle<Result<(), ServeError>>)
+    where
+        D: cosi_driver::Identity + cosi_driver::Provisioner + Clone,
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = StackOptions::new(dir.path());
+        driver_name.clone_into(&mut opts.driver_name);
+        let mut stack = Stack::start_api(opts).await.expect("the API server starts");
+        let stop = Shutdown::new();
+        let (endpoint, stopped) = (stack.driver_endpoint().clone(), stop.stopped());
+        let served = tokio::spawn(async move {
+            cosi_driver::serve(&endpoint, driver.clone(), driver, stopped).await
+        });
+        stack.start_sidecar().unwrap();
+        stack.start_controller().unwrap();
+        (Self::with_stack(stack, dir).await, stop, served)
     }
 
     async fn create_classes(&self) {
@@ -172,40 +199,72 @@ impl Env {
         self.wait_access_provisioned(name).await
     }
 
-    pub async fn wait_claim_provisioned(&self, name: &str) -> BucketClaim {
-        self.wait_for(
-            &self.claims(),
-            "BucketClaim",
-            name,
-            "to be provisioned",
-            wait::provisioned(BucketClaim::conditions),
-        )
-        .await
-        .expect("claim exists")
+    /// Creates a ReadWrite access of class `single` to `claim`.
+    pub async fn rw_access(&self, name: &str, claim: &str) -> BucketAccess {
+        self.access(name, SINGLE, &[claim], BucketAccessMode::ReadWrite)
+            .await
     }
 
+    /// Creates a ReadWrite access of class `single` to `claim` and waits
+    /// until it is provisioned.
+    pub async fn provisioned_rw_access(&self, name: &str, claim: &str) -> BucketAccess {
+        self.rw_access(name, claim).await;
+        self.wait_access_provisioned(name).await
+    }
+
+    /// Waits until the BucketClaim `name` is provisioned.
+    pub async fn wait_claim_provisioned(&self, name: &str) -> BucketClaim {
+        self.wait_provisioned(&self.claims(), "BucketClaim", name, BucketClaim::conditions)
+            .await
+    }
+
+    /// Waits until the BucketAccess `name` is provisioned.
     pub async fn wait_access_provisioned(&self, name: &str) -> BucketAccess {
-        self.wait_for(
+        self.wait_provisioned(
             &self.accesses(),
             "BucketAccess",
             name,
-            "to be provisioned",
-            wait::provisioned(BucketAccess::conditions),
+            BucketAccess::conditions,
         )
         .await
-        .expect("access exists")
     }
 
+    /// Waits until the Bucket `name` is provisioned.
     pub async fn wait_bucket_provisioned(&self, name: &str) -> Bucket {
+        self.wait_provisioned(&self.buckets(), "Bucket", name, Bucket::conditions)
+            .await
+    }
+
+    /// Waits until the object `name` exists and is provisioned.
+    async fn wait_provisioned<K>(
+        &self,
+        api: &Api<K>,
+        kind: &str,
+        name: &str,
+        conditions_of: fn(&K) -> &[Condition],
+    ) -> K
+    where
+        K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    {
         self.wait_for(
-            &self.buckets(),
-            "Bucket",
+            api,
+            kind,
             name,
             "to be provisioned",
-            wait::provisioned(Bucket::conditions),
+            wait::provisioned(conditions_of),
         )
         .await
-        .expect("bucket exists")
+        .unwrap_or_else(|| panic!("{kind} {name} exists"))
+    }
+
+    /// Waits until the BucketClaim `name` is gone.
+    pub async fn wait_claim_gone(&self, name: &str) {
+        self.wait_gone(&self.claims(), "BucketClaim", name).await;
+    }
+
+    /// Waits until the Bucket `name` is gone.
+    pub async fn wait_bucket_gone(&self, name: &str) {
+        self.wait_gone(&self.buckets(), "Bucket", name).await;
     }
 
     /// Waits until the object `name` is gone.
@@ -239,13 +298,7 @@ impl Env {
     /// Every COSI object's conditions and the Events about `kind/name`.
     pub async fn explain(&self, kind: &str, name: &str) -> String {
         let mut lines = Vec::new();
-        for c in self
-            .claims()
-            .list(&Default::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
+        for c in list_all(&self.claims()).await {
             lines.push(format!(
                 "BucketClaim {}: {:?} {:?}",
                 c.name_any(),
@@ -253,26 +306,14 @@ impl Env {
                 c.annotations()
             ));
         }
-        for b in self
-            .buckets()
-            .list(&Default::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
+        for b in list_all(&self.buckets()).await {
             lines.push(format!(
                 "Bucket {}: {:?}",
                 b.name_any(),
                 condition_lines(b.conditions())
             ));
         }
-        for a in self
-            .accesses()
-            .list(&Default::default())
-            .await
-            .map(|l| l.items)
-            .unwrap_or_default()
-        {
+        for a in list_all(&self.accesses()).await {
             lines.push(format!(
                 "BucketAccess {}: {:?}",
                 a.name_any(),
@@ -359,6 +400,21 @@ impl Env {
         s3::client_from_secret(&self.secret(secret).await).expect("a complete S3 Secret")
     }
 
+    /// Writes `key` into the bucket of `claim` through a new ReadWrite
+    /// access `access`; its S3 client and the bucket name.
+    pub async fn write_through_new_access(
+        &self,
+        access: &str,
+        claim: &str,
+        key: &str,
+        body: &[u8],
+    ) -> (aws_sdk_s3::Client, String) {
+        self.provisioned_rw_access(access, claim).await;
+        let (s3c, bucket) = self.s3(access).await;
+        put(&s3c, &bucket, key, body).await.unwrap();
+        (s3c, bucket)
+    }
+
     pub async fn delete_access(&self, name: &str) {
         self.accesses()
             .delete(name, &DeleteParams::default())
@@ -379,6 +435,13 @@ impl Env {
         self.wait_gone(&self.accesses(), "BucketAccess", name).await;
     }
 
+    /// Deletes the access `access`, then the claim `claim`, each as
+    /// [`Env::remove_access`] and [`Env::remove_claim`] do.
+    pub async fn remove_access_and_claim(&self, access: &str, claim: &str) {
+        self.remove_access(access).await;
+        self.remove_claim(claim).await;
+    }
+
     /// Deletes the claim and waits until it is gone and, when its Bucket's
     /// policy is Delete, until the Bucket is gone too (the sidecar deletes
     /// the backend bucket after the claim's finalizer is removed).
@@ -389,10 +452,9 @@ impl Env {
             None => None,
         };
         self.delete_claim(name).await;
-        self.wait_gone(&self.claims(), "BucketClaim", name).await;
+        self.wait_claim_gone(name).await;
         if let Some(bucket) = bucket.filter(|b| b.spec.deletion_policy == DeletionPolicy::Delete) {
-            self.wait_gone(&self.buckets(), "Bucket", &bucket.name_any())
-                .await;
+            self.wait_bucket_gone(&bucket.name_any()).await;
         }
     }
 
@@ -465,6 +527,12 @@ impl Env {
 
     pub async fn stop(self) {
         self.stack.shutdown().await;
+    }
+
+    /// Checks the backend holds no bucket and no account, then stops.
+    pub async fn stop_empty(self) {
+        self.assert_backend_holds_only(&[]);
+        self.stop().await;
     }
 }
 
@@ -558,4 +626,31 @@ pub async fn get(client: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result
         })?;
     let bytes = out.body.collect().await.map_err(|e| e.to_string())?;
     Ok(bytes.into_bytes().to_vec())
+}
+
+/// Every object `api` lists, or none when the listing fails.
+async fn list_all<K>(api: &Api<K>) -> Vec<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    api.list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default()
+}
+
+/// Phase 1 of an S3 bucket named `name` through `driver`: its bucket ID.
+pub async fn generate_s3_bucket_id(driver: &cosi_driver::DriverClient, name: &str) -> String {
+    driver
+        .provisioner
+        .clone()
+        .driver_generate_bucket_id(cosi_driver::proto::DriverGenerateBucketIdRequest {
+            name: name.to_owned(),
+            protocols: vec![cosi_driver::proto::ObjectProtocol::S3 as i32],
+            parameters: Default::default(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .bucket_id
 }

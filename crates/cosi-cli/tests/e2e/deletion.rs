@@ -16,8 +16,7 @@ async fn delete_policy_removes_the_bucket_object_and_the_backend_bucket_with_its
     let env = Env::start().await;
     let claim = env.provisioned_claim("scratch", DELETE).await;
     let bucket = env.bucket_of(&claim).await;
-    env.provisioned_access("writer", SINGLE, &["scratch"], BucketAccessMode::ReadWrite)
-        .await;
+    env.provisioned_rw_access("writer", "scratch").await;
     let (s3c, name) = env.s3("writer").await;
     for i in 0..5 {
         put(&s3c, &name, &format!("obj-{i}"), b"data")
@@ -26,12 +25,9 @@ async fn delete_policy_removes_the_bucket_object_and_the_backend_bucket_with_its
     }
     assert_eq!(env.backend().buckets[0].objects, 5);
 
-    env.remove_access("writer").await;
-    env.remove_claim("scratch").await;
-    env.wait_gone(&env.buckets(), "Bucket", &bucket.name_any())
-        .await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.remove_access_and_claim("writer", "scratch").await;
+    env.wait_bucket_gone(&bucket.name_any()).await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -48,18 +44,10 @@ async fn retain_policy_keeps_the_bucket_object_and_the_backend_data() {
         1,
         "the Bucket is named once: {message}"
     );
-    env.provisioned_access(
-        "archiver",
-        SINGLE,
-        &["archive"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
-    let (s3c, name) = env.s3("archiver").await;
-    put(&s3c, &name, "keep-me", b"precious").await.unwrap();
+    env.write_through_new_access("archiver", "archive", "keep-me", b"precious")
+        .await;
 
-    env.remove_access("archiver").await;
-    env.remove_claim("archive").await;
+    env.remove_access_and_claim("archiver", "archive").await;
 
     // The Bucket stays, shown as released, never deleted.
     let bucket = env
@@ -112,8 +100,7 @@ async fn retain_policy_keeps_the_bucket_object_and_the_backend_data() {
         .delete(&bucket.name_any(), &DeleteParams::default())
         .await
         .unwrap();
-    env.wait_gone(&env.buckets(), "Bucket", &bucket.name_any())
-        .await;
+    env.wait_bucket_gone(&bucket.name_any()).await;
     env.assert_backend_holds_only(&[&bucket_id]);
     assert_eq!(env.backend().buckets[0].objects, 1);
     env.stop().await;
@@ -126,8 +113,7 @@ async fn claim_deletion_waits_until_its_accesses_are_gone() {
     let bucket = env.bucket_of(&claim).await;
     env.provisioned_access("reader", SINGLE, &["busy"], BucketAccessMode::ReadOnly)
         .await;
-    env.provisioned_access("writer", SINGLE, &["busy"], BucketAccessMode::ReadWrite)
-        .await;
+    env.provisioned_rw_access("writer", "busy").await;
 
     env.delete_claim("busy").await;
     env.wait_for(
@@ -206,11 +192,9 @@ async fn claim_deletion_waits_until_its_accesses_are_gone() {
 
     // The last one gone lets the deletion proceed.
     env.remove_access("writer").await;
-    env.wait_gone(&env.claims(), "BucketClaim", "busy").await;
-    env.wait_gone(&env.buckets(), "Bucket", &bucket.name_any())
-        .await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.wait_claim_gone("busy").await;
+    env.wait_bucket_gone(&bucket.name_any()).await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -230,8 +214,7 @@ async fn a_new_access_to_a_claim_being_deleted_is_refused() {
     )
     .await;
 
-    env.access("late", SINGLE, &["leaving"], BucketAccessMode::ReadWrite)
-        .await;
+    env.rw_access("late", "leaving").await;
     let late = env
         .wait_for(
             &env.accesses(),
@@ -252,10 +235,9 @@ async fn a_new_access_to_a_claim_being_deleted_is_refused() {
 
     env.remove_access("late").await;
     env.remove_access("holder").await;
-    env.wait_gone(&env.claims(), "BucketClaim", "leaving").await;
-    env.wait_gone(&env.buckets(), "Bucket", &bucket).await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.wait_claim_gone("leaving").await;
+    env.wait_bucket_gone(&bucket).await;
+    env.stop_empty().await;
 }
 
 /// The cell of `column` in the server-side table (what `kubectl get` prints)

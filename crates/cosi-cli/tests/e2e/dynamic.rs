@@ -35,14 +35,7 @@ async fn a_claim_and_an_access_become_a_working_bucket_and_secret() {
             .contains(&PROTECTION_FINALIZER.to_owned())
     );
 
-    let access = env
-        .provisioned_access(
-            "photos-rw",
-            SINGLE,
-            &["photos"],
-            BucketAccessMode::ReadWrite,
-        )
-        .await;
+    let access = env.provisioned_rw_access("photos-rw", "photos").await;
     assert_eq!(
         access.account_id(),
         Some(names::account_name(&access.uid().unwrap()).as_str())
@@ -115,20 +108,16 @@ async fn a_claim_and_an_access_become_a_working_bucket_and_secret() {
             .contains_key(annotations::HAS_BUCKETACCESS_REFERENCES)
     );
     env.remove_claim("photos").await;
-    env.wait_gone(&env.buckets(), "Bucket", &bucket.name_any())
-        .await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.wait_bucket_gone(&bucket.name_any()).await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
 async fn each_access_to_a_claim_gets_credentials_of_its_own() {
     let env = Env::start().await;
     env.provisioned_claim("shared", DELETE).await;
-    env.provisioned_access("app-a", SINGLE, &["shared"], BucketAccessMode::ReadWrite)
-        .await;
-    env.provisioned_access("app-b", SINGLE, &["shared"], BucketAccessMode::ReadWrite)
-        .await;
+    env.provisioned_rw_access("app-a", "shared").await;
+    env.provisioned_rw_access("app-b", "shared").await;
     let (a, b) = (env.secret("app-a").await, env.secret("app-b").await);
     assert_ne!(a[s3::AWS_ACCESS_KEY_ID], b[s3::AWS_ACCESS_KEY_ID]);
     assert_eq!(a[s3::BUCKET_NAME], b[s3::BUCKET_NAME]);
@@ -146,10 +135,8 @@ async fn each_access_to_a_claim_gets_credentials_of_its_own() {
     );
     assert_eq!(get(&cb, &bucket, "from-a").await.unwrap(), b"1");
 
-    env.remove_access("app-b").await;
-    env.remove_claim("shared").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.remove_access_and_claim("app-b", "shared").await;
+    env.stop_empty().await;
 }
 
 /// (manager, subresource) of each managedFields entry of `obj`.
@@ -171,9 +158,7 @@ fn writers(obj: &impl kube::Resource) -> std::collections::BTreeSet<(String, Str
 async fn each_component_writes_under_its_own_name() {
     let env = Env::start().await;
     let claim = env.provisioned_claim("named", DELETE).await;
-    let access = env
-        .provisioned_access("named-rw", SINGLE, &["named"], BucketAccessMode::ReadWrite)
-        .await;
+    let access = env.provisioned_rw_access("named-rw", "named").await;
     let bucket = env.bucket_of(&claim).await;
     let claim = env.claims().get("named").await.unwrap();
     let secret = env.secrets().get("named-rw").await.unwrap();

@@ -9,7 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use cosi_api::BucketAccessMode;
 use cosi_runtime::metrics::render;
 use serde_json::Value;
 
@@ -310,13 +309,7 @@ async fn every_metric_of_the_alerts_and_the_dashboard_is_exported_by_a_live_syst
     );
 
     env.provisioned_claim("photos", DELETE).await;
-    env.provisioned_access(
-        "photos-rw",
-        SINGLE,
-        &["photos"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
+    env.provisioned_rw_access("photos-rw", "photos").await;
     let driver = env.stack.driver_name().to_owned();
     let ready = |text: &str, line: &str| text.lines().any(|l| l == line);
     let mut sidecar = String::new();

@@ -83,8 +83,7 @@ async fn a_multi_bucket_access_writes_one_secret_per_claim_with_the_same_credent
     for c in ["images", "thumbs", "other"] {
         env.remove_claim(c).await;
     }
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -120,9 +119,7 @@ async fn a_single_bucket_class_refuses_an_access_to_two_claims() {
         assert!(env.secrets().get_opt(s).await.unwrap().is_none());
     }
 
-    env.remove_access("greedy").await;
-    env.remove_claim("one").await;
+    env.remove_access_and_claim("greedy", "one").await;
     env.remove_claim("two").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.stop_empty().await;
 }

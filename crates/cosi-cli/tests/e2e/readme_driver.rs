@@ -116,6 +116,8 @@ async fn main() -> Result<(), cosi_driver::ServeError> {
 
 use cosi_driver::{DriverClient, Endpoint};
 
+use crate::common::generate_s3_bucket_id;
+
 /// The lines between the `// README <part> begins` and `ends` markers above.
 fn example_source(part: &str) -> String {
     let source = include_str!("readme_driver.rs");
@@ -166,18 +168,7 @@ async fn the_readme_driver_example_answers_over_its_socket() {
         info.expect("the driver answers").name,
         "objects.example.com"
     );
-    let id = client
-        .provisioner
-        .clone()
-        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-            name: "bc-1".into(),
-            protocols: vec![ObjectProtocol::S3 as i32],
-            parameters: Default::default(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .bucket_id;
+    let id = generate_s3_bucket_id(&client, "bc-1").await;
     assert_eq!(id, "bc-1");
     let _ = stop.send(());
     server.await.unwrap().unwrap();

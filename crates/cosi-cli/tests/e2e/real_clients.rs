@@ -11,7 +11,6 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use cosi_api::BucketAccessMode;
 use cosi_api::constants::secret_keys::s3;
 use tokio::process::Command;
 
@@ -155,8 +154,7 @@ async fn real_s3_clients_work_from_the_secret_alone() {
     };
     let env = Env::start().await;
     env.provisioned_claim("tools", DELETE).await;
-    env.provisioned_access("tools-rw", SINGLE, &["tools"], BucketAccessMode::ReadWrite)
-        .await;
+    env.provisioned_rw_access("tools-rw", "tools").await;
     let secret = env.secret("tools-rw").await;
 
     let results = futures::future::join_all(clients.iter().map(|c| run(c, &secret))).await;
@@ -172,8 +170,6 @@ async fn real_s3_clients_work_from_the_secret_alone() {
     }
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     // Every client deleted what it wrote.
-    env.remove_access("tools-rw").await;
-    env.remove_claim("tools").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.remove_access_and_claim("tools-rw", "tools").await;
+    env.stop_empty().await;
 }

@@ -61,11 +61,23 @@ async fn works(env: &Env, secret: &str) {
     assert_eq!(get(&s3c, &bucket, "probe").await.unwrap(), b"ok");
 }
 
+/// Waits until `claim` and `access` are provisioned, then [`ends_clean`].
+async fn converges(env: Env, access: &str, claim: &str) {
+    env.wait_claim_provisioned(claim).await;
+    env.wait_access_provisioned(access).await;
+    ends_clean(env, access, claim).await;
+}
+
+/// Checks `claim` has one backend bucket and `access` works, then cleans up.
+async fn ends_clean(env: Env, access: &str, claim: &str) {
+    assert_one_bucket(&env, claim, 1).await;
+    works(&env, access).await;
+    clean_up(env, access, claim).await;
+}
+
 async fn clean_up(env: Env, access: &str, claim: &str) {
-    env.remove_access(access).await;
-    env.remove_claim(claim).await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.remove_access_and_claim(access, claim).await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -73,14 +85,9 @@ async fn claim_and_access_made_while_the_controller_is_down_converge_once_it_sta
     let mut env = Env::start().await;
     env.stack.stop_controller().await;
     env.claim("early", DELETE).await;
-    env.access("early-rw", SINGLE, &["early"], BucketAccessMode::ReadWrite)
-        .await;
+    env.rw_access("early-rw", "early").await;
     env.stack.start_controller().unwrap();
-    env.wait_claim_provisioned("early").await;
-    env.wait_access_provisioned("early-rw").await;
-    assert_one_bucket(&env, "early", 1).await;
-    works(&env, "early-rw").await;
-    clean_up(env, "early-rw", "early").await;
+    converges(env, "early-rw", "early").await;
 }
 
 #[tokio::test]
@@ -107,14 +114,9 @@ async fn sidecar_killed_as_the_bucket_appears_converges_to_one_backend_bucket() 
     )
     .await;
     env.stack.kill_sidecar().await;
-    env.access("racy-rw", SINGLE, &["racy"], BucketAccessMode::ReadWrite)
-        .await;
+    env.rw_access("racy-rw", "racy").await;
     env.stack.start_sidecar().unwrap();
-    env.wait_claim_provisioned("racy").await;
-    env.wait_access_provisioned("racy-rw").await;
-    assert_one_bucket(&env, "racy", 1).await;
-    works(&env, "racy-rw").await;
-    clean_up(env, "racy-rw", "racy").await;
+    converges(env, "racy-rw", "racy").await;
 }
 
 #[tokio::test]
@@ -138,16 +140,8 @@ async fn driver_down_during_provisioning_is_reported_then_converges_once_it_is_b
 
     env.stack.start_driver().await.unwrap();
     env.wait_claim_provisioned("patient").await;
-    env.provisioned_access(
-        "patient-rw",
-        SINGLE,
-        &["patient"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
-    assert_one_bucket(&env, "patient", 1).await;
-    works(&env, "patient-rw").await;
-    clean_up(env, "patient-rw", "patient").await;
+    env.provisioned_rw_access("patient-rw", "patient").await;
+    ends_clean(env, "patient-rw", "patient").await;
 }
 
 #[tokio::test]
@@ -158,13 +152,7 @@ async fn a_grant_interrupted_by_a_driver_crash_and_a_sidecar_kill_converges_to_o
         .driver()
         .unwrap()
         .crash_once_at(CrashPoint::AfterAccountRecorded);
-    env.access(
-        "fragile-rw",
-        SINGLE,
-        &["fragile"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
+    env.rw_access("fragile-rw", "fragile").await;
     env.wait_for(
         &env.accesses(),
         "BucketAccess",
@@ -176,22 +164,14 @@ async fn a_grant_interrupted_by_a_driver_crash_and_a_sidecar_kill_converges_to_o
     env.stack.kill_sidecar().await;
     env.stack.start_sidecar().unwrap();
     env.wait_access_provisioned("fragile-rw").await;
-    assert_one_bucket(&env, "fragile", 1).await;
-    works(&env, "fragile-rw").await;
-    clean_up(env, "fragile-rw", "fragile").await;
+    ends_clean(env, "fragile-rw", "fragile").await;
 }
 
 #[tokio::test]
 async fn every_component_killed_after_provisioning_restarts_with_no_writes_and_still_cleans_up() {
     let mut env = Env::start().await;
     env.provisioned_claim("sturdy", DELETE).await;
-    env.provisioned_access(
-        "sturdy-rw",
-        SINGLE,
-        &["sturdy"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
+    env.provisioned_rw_access("sturdy-rw", "sturdy").await;
     let before = env.secret("sturdy-rw").await;
 
     env.stack.kill_controller().await;
@@ -223,13 +203,7 @@ async fn every_component_killed_after_provisioning_restarts_with_no_writes_and_s
 async fn controller_killed_during_access_deletion_finishes_it_after_restart() {
     let mut env = Env::start().await;
     env.provisioned_claim("handoff", DELETE).await;
-    env.provisioned_access(
-        "handoff-rw",
-        SINGLE,
-        &["handoff"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
+    env.provisioned_rw_access("handoff-rw", "handoff").await;
     env.stack.kill_controller().await;
     env.delete_access("handoff-rw").await;
 
@@ -268,8 +242,7 @@ async fn controller_killed_during_access_deletion_finishes_it_after_restart() {
     )
     .await;
     env.remove_claim("handoff").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -279,7 +252,7 @@ async fn sidecar_down_during_claim_deletion_keeps_the_bucket_until_it_returns() 
     let bucket = env.bucket_of(&claim).await.name_any();
     env.stack.stop_sidecar().await;
     env.delete_claim("pending").await;
-    env.wait_gone(&env.claims(), "BucketClaim", "pending").await;
+    env.wait_claim_gone("pending").await;
 
     // The controller has asked for the Bucket's deletion; only the sidecar may finish it.
     env.wait_for(
@@ -295,26 +268,17 @@ async fn sidecar_down_during_claim_deletion_keeps_the_bucket_until_it_returns() 
     assert_eq!(env.backend().buckets.len(), 1);
 
     env.stack.start_sidecar().unwrap();
-    env.wait_gone(&env.buckets(), "Bucket", &bucket).await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.wait_bucket_gone(&bucket).await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
 async fn a_driver_restart_keeps_issued_credentials_and_data() {
     let mut env = Env::start().await;
     env.provisioned_claim("durable", DELETE).await;
-    env.provisioned_access(
-        "durable-rw",
-        SINGLE,
-        &["durable"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
-    let (s3c, bucket) = env.s3("durable-rw").await;
-    put(&s3c, &bucket, "kept", b"across restarts")
-        .await
-        .unwrap();
+    let (s3c, bucket) = env
+        .write_through_new_access("durable-rw", "durable", "kept", b"across restarts")
+        .await;
 
     env.stack.stop_driver().await;
     assert!(

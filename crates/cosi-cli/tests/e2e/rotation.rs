@@ -150,14 +150,7 @@ async fn rotation_condition(env: &Env, name: &str, reason: &str) -> (BucketAcces
 async fn rotation_switches_keys_and_revokes_the_old_one_after_the_grace(api: DriverApi) {
     let env = Env::start_api(api).await;
     env.provisioned_claim("photos", DELETE).await;
-    let access = env
-        .provisioned_access(
-            "photos-rw",
-            SINGLE,
-            &["photos"],
-            BucketAccessMode::ReadWrite,
-        )
-        .await;
+    let access = env.provisioned_rw_access("photos-rw", "photos").await;
     let first_account = access.account_id().expect("account recorded").to_owned();
     let before = env.secret("photos-rw").await;
     let (old, bucket) = env.s3("photos-rw").await;
@@ -284,8 +277,7 @@ async fn rotation_switches_keys_and_revokes_the_old_one_after_the_grace(api: Dri
     env.remove_access("photos-rw").await;
     assert!(get(&newest, &bucket, "before.txt").await.is_err());
     env.remove_claim("photos").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -349,10 +341,8 @@ async fn a_class_policy_rotates_accesses_once_their_credentials_reach_its_age() 
         get(&old, &bucket, "a").await.unwrap_err(),
         "InvalidAccessKeyId"
     );
-    env.remove_access("logs-rw").await;
-    env.remove_claim("logs").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.remove_access_and_claim("logs-rw", "logs").await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -407,10 +397,8 @@ async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing()
         },
     )
     .await;
-    env.remove_access("data-rw").await;
-    env.remove_claim("data").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.remove_access_and_claim("data-rw", "data").await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -423,9 +411,7 @@ async fn a_rotation_whose_new_grant_fails_leaves_the_old_key_working_and_the_sec
     let env = Env::start().await;
     let claim = env.provisioned_claim("media", DELETE).await;
     let bucket_id = env.bucket_of(&claim).await.bucket_id().unwrap().to_owned();
-    let access = env
-        .provisioned_access("media-rw", SINGLE, &["media"], BucketAccessMode::ReadWrite)
-        .await;
+    let access = env.provisioned_rw_access("media-rw", "media").await;
     let first_account = access.account_id().unwrap().to_owned();
     let before = env.secret("media-rw").await;
     let (old, bucket) = env.s3("media-rw").await;
@@ -443,13 +429,14 @@ async fn a_rotation_whose_new_grant_fails_leaves_the_old_key_working_and_the_sec
         object_metadata: AccessMode::ReadOnly as i32,
         bucket_metadata: AccessMode::Unspecified as i32,
     };
+    let accessed = vec![AccessedBucket {
+        bucket_id: bucket_id.clone(),
+        access_mode: Some(read_only),
+    }];
     let squatter = driver
         .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
             account_name: taken.clone(),
-            buckets: vec![AccessedBucket {
-                bucket_id: bucket_id.clone(),
-                access_mode: Some(read_only),
-            }],
+            buckets: accessed.clone(),
             protocol: ObjectProtocol::S3 as i32,
             authentication_type: Auth::Key as i32,
             ..Default::default()
@@ -461,10 +448,7 @@ async fn a_rotation_whose_new_grant_fails_leaves_the_old_key_working_and_the_sec
     driver
         .driver_grant_bucket_access(cosi_driver::proto::DriverGrantBucketAccessRequest {
             account_id: squatter.clone(),
-            buckets: vec![AccessedBucket {
-                bucket_id: bucket_id.clone(),
-                access_mode: Some(read_only),
-            }],
+            buckets: accessed.clone(),
             protocol: ObjectProtocol::S3 as i32,
             authentication_type: Auth::Key as i32,
             ..Default::default()
@@ -534,8 +518,6 @@ async fn a_rotation_whose_new_grant_fails_leaves_the_old_key_working_and_the_sec
     );
     let accounts: Vec<String> = env.backend().accounts.into_iter().map(|a| a.id).collect();
     assert_eq!(accounts, vec![state(&done).current.unwrap().id]);
-    env.remove_access("media-rw").await;
-    env.remove_claim("media").await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.remove_access_and_claim("media-rw", "media").await;
+    env.stop_empty().await;
 }

@@ -5,9 +5,7 @@
 use cosi_api::constants::annotations;
 use cosi_api::*;
 use cosi_driver::DriverClient;
-use cosi_driver::proto::{
-    DriverCreateBucketRequest, DriverGenerateBucketIdRequest, ObjectProtocol,
-};
+use cosi_driver::proto::{DriverCreateBucketRequest, ObjectProtocol};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Resource as _, ResourceExt};
 
@@ -49,18 +47,7 @@ async fn backend_bucket(env: &Env, name: &str, create: bool) -> String {
     let driver = DriverClient::connect(env.stack.driver_endpoint())
         .await
         .unwrap();
-    let id = driver
-        .provisioner
-        .clone()
-        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-            name: name.to_owned(),
-            protocols: vec![ObjectProtocol::S3 as i32],
-            parameters: Default::default(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .bucket_id;
+    let id = generate_s3_bucket_id(&driver, name).await;
     if create {
         create_backend_bucket(env, &id).await;
     }
@@ -114,19 +101,12 @@ async fn a_static_bucket_binds_to_its_claim_and_outlives_it() {
         "bound with the claim's UID"
     );
 
-    env.provisioned_access(
-        "legacy-rw",
-        SINGLE,
-        &["legacy"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
-    let (s3c, name) = env.s3("legacy-rw").await;
+    let (_, name) = env
+        .write_through_new_access("legacy-rw", "legacy", "old-data", b"1999")
+        .await;
     assert_eq!(name, id);
-    put(&s3c, &name, "old-data", b"1999").await.unwrap();
 
-    env.remove_access("legacy-rw").await;
-    env.remove_claim("legacy").await;
+    env.remove_access_and_claim("legacy-rw", "legacy").await;
     let bucket = env
         .wait_for(
             &env.buckets(),
@@ -149,12 +129,9 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
     let claim = env.provisioned_claim("v1", RETAIN).await;
     let old = env.bucket_of(&claim).await;
     let id = old.bucket_id().unwrap().to_owned();
-    env.provisioned_access("v1-rw", SINGLE, &["v1"], BucketAccessMode::ReadWrite)
+    env.write_through_new_access("v1-rw", "v1", "report.csv", b"a,b\n1,2\n")
         .await;
-    let (s3c, name) = env.s3("v1-rw").await;
-    put(&s3c, &name, "report.csv", b"a,b\n1,2\n").await.unwrap();
-    env.remove_access("v1-rw").await;
-    env.remove_claim("v1").await;
+    env.remove_access_and_claim("v1-rw", "v1").await;
 
     // The admin retires the old Bucket object and imports the bucket for a new claim.
     env.wait_for(
@@ -169,8 +146,7 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
         .delete(&old.name_any(), &DeleteParams::default())
         .await
         .unwrap();
-    env.wait_gone(&env.buckets(), "Bucket", &old.name_any())
-        .await;
+    env.wait_bucket_gone(&old.name_any()).await;
     let pp = PostParams::default();
     env.buckets()
         .create(&pp, &static_bucket(&env, "imported", &id, "v2"))
@@ -187,8 +163,7 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
     assert_eq!(name, id);
     assert_eq!(get(&s3c, &name, "report.csv").await.unwrap(), b"a,b\n1,2\n");
 
-    env.remove_access("v2-ro").await;
-    env.remove_claim("v2").await;
+    env.remove_access_and_claim("v2-ro", "v2").await;
     env.assert_backend_holds_only(&[&id]);
     env.stop().await;
 }

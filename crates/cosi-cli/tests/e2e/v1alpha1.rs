@@ -43,14 +43,7 @@ async fn a_v1alpha1_driver_serves_the_v1alpha2_flows() {
     let bucket = env.bucket_of(&claim).await;
     let bucket_id = bucket.bucket_id().expect("bucket ID recorded").to_owned();
 
-    let access = env
-        .provisioned_access(
-            "photos-rw",
-            SINGLE,
-            &["photos"],
-            BucketAccessMode::ReadWrite,
-        )
-        .await;
+    let access = env.provisioned_rw_access("photos-rw", "photos").await;
     let account_id = access.account_id().expect("account ID recorded").to_owned();
     let data = env.secret("photos-rw").await;
     assert_eq!(data[COSI_PROTOCOL], "S3");
@@ -83,10 +76,8 @@ async fn a_v1alpha1_driver_serves_the_v1alpha2_flows() {
 
     // Deleting the claim (policy Delete) empties the backend.
     env.remove_claim("photos").await;
-    env.wait_gone(&env.buckets(), "Bucket", &bucket.name_any())
-        .await;
-    env.assert_backend_holds_only(&[]);
-    env.stop().await;
+    env.wait_bucket_gone(&bucket.name_any()).await;
+    env.stop_empty().await;
 }
 
 #[tokio::test]
@@ -137,18 +128,11 @@ async fn a_static_bucket_binds_on_a_v1alpha1_driver() {
     claim.spec.existing_bucket_name = "brownfield".into();
     env.claims().create(&pp, &claim).await.unwrap();
     env.wait_claim_provisioned("legacy").await;
-    env.provisioned_access(
-        "legacy-rw",
-        SINGLE,
-        &["legacy"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
-    let (s3c, name) = env.s3("legacy-rw").await;
+    let (_, name) = env
+        .write_through_new_access("legacy-rw", "legacy", "k", b"v")
+        .await;
     assert_eq!(name, id);
-    put(&s3c, &name, "k", b"v").await.unwrap();
-    env.remove_access("legacy-rw").await;
-    env.remove_claim("legacy").await;
+    env.remove_access_and_claim("legacy-rw", "legacy").await;
     assert_eq!(env.backend().buckets.len(), 1, "Retain keeps the bucket");
     env.stop().await;
 }

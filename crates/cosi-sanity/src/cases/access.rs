@@ -6,7 +6,7 @@ use cosi_driver::proto::*;
 
 use crate::checks::{self, expect_code};
 use crate::context::{
-    Ctx, Grant, GrantSpec, OrFail, Step, Stop, fail, object_data, proto_map, skip,
+    Ctx, Grant, GrantSpec, OrFail, Step, Stop, expect_invalid, fail, object_data, proto_map, skip,
 };
 use crate::names;
 
@@ -69,21 +69,13 @@ pub(super) async fn generated_ids_are_unique(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn generate_refuses_invalid_parameters(ctx: &mut Ctx) -> Step {
-    let Some(invalid) = ctx.config.invalid_access_parameters.clone() else {
-        skip!("no invalid access parameters given (invalidParameters in --access-parameters FILE)");
-    };
+    let invalid = ctx.invalid_access_parameters()?;
     let mut spec = one_bucket_spec(ctx).await?;
-    spec.parameters = proto_map(&invalid);
+    spec.parameters = invalid;
     let result = ctx
         .generate_access_id(spec.generate_request(&names::account_name()))
         .await;
-    expect_code(
-        GENERATE,
-        "the invalid parameters",
-        &result,
-        Code::InvalidArgument,
-    )
-    .or_fail("")
+    expect_invalid(GENERATE, "the invalid parameters", &result)
 }
 
 pub(super) async fn generate_requires_fields(ctx: &mut Ctx) -> Step {
@@ -229,21 +221,13 @@ pub(super) async fn grant_refuses_incompatible_repeat(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn grant_refuses_invalid_parameters(ctx: &mut Ctx) -> Step {
-    let Some(invalid) = ctx.config.invalid_access_parameters.clone() else {
-        skip!("no invalid access parameters given (invalidParameters in --access-parameters FILE)");
-    };
+    let invalid = ctx.invalid_access_parameters()?;
     let spec = one_bucket_spec(ctx).await?;
     let id = account_id(ctx, &spec, &names::account_name()).await?;
     let mut bad = spec.clone();
-    bad.parameters = proto_map(&invalid);
+    bad.parameters = invalid;
     let result = ctx.grant_access(bad.grant_request(&id)).await;
-    expect_code(
-        GRANT,
-        "the invalid parameters",
-        &result,
-        Code::InvalidArgument,
-    )
-    .or_fail("")
+    expect_invalid(GRANT, "the invalid parameters", &result)
 }
 
 pub(super) async fn grant_requires_fields(ctx: &mut Ctx) -> Step {

@@ -5,7 +5,9 @@ use cosi_driver::Code;
 use cosi_driver::proto::*;
 
 use crate::checks::{self, describe, expect_code, protocol_name};
-use crate::context::{Ctx, OrFail, Step, Stop, fail, proto_map, skip};
+use crate::context::{
+    CaseContext as _, Ctx, OrFail, Step, Stop, expect_invalid, fail, proto_map, skip,
+};
 use crate::names;
 
 use super::answered;
@@ -120,25 +122,17 @@ pub(super) async fn generate_creates_nothing(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn generate_refuses_invalid_parameters(ctx: &mut Ctx) -> Step {
-    let Some(invalid) = ctx.config.invalid_parameters.clone() else {
-        skip!("no invalid bucket parameters given (invalidParameters in --parameters FILE)");
-    };
+    let invalid = ctx.invalid_bucket_parameters()?;
     let mut req = ctx.generate_request(&names::bucket_name())?;
-    req.parameters = proto_map(&invalid);
+    req.parameters = invalid;
     let result = ctx.generate_bucket_id(req).await;
-    expect_code(
-        GENERATE,
-        "the invalid parameters",
-        &result,
-        Code::InvalidArgument,
-    )
-    .or_fail("")
+    expect_invalid(GENERATE, "the invalid parameters", &result)
 }
 
 pub(super) async fn generate_requires_a_name(ctx: &mut Ctx) -> Step {
     let req = ctx.generate_request("")?;
     let result = ctx.generate_bucket_id(req).await;
-    expect_code(GENERATE, "an empty name", &result, Code::InvalidArgument).or_fail("")
+    expect_invalid(GENERATE, "an empty name", &result)
 }
 
 pub(super) async fn create_covers_protocols(ctx: &mut Ctx) -> Step {
@@ -200,30 +194,22 @@ pub(super) async fn create_refuses_unsupported_protocol(ctx: &mut Ctx) -> Step {
         "protocols [{}], which it does not advertise",
         protocol_name(unsupported)
     );
-    expect_code(CREATE, &what, &result, Code::InvalidArgument).or_fail("")
+    expect_invalid(CREATE, &what, &result)
 }
 
 pub(super) async fn create_refuses_invalid_parameters(ctx: &mut Ctx) -> Step {
-    let Some(invalid) = ctx.config.invalid_parameters.clone() else {
-        skip!("no invalid bucket parameters given (invalidParameters in --parameters FILE)");
-    };
+    let invalid = ctx.invalid_bucket_parameters()?;
     let (_, id) = ctx.new_bucket_id().await?;
     let mut req = ctx.create_request(&id)?;
-    req.parameters = proto_map(&invalid);
+    req.parameters = invalid;
     let result = ctx.create_bucket(req).await;
-    expect_code(
-        CREATE,
-        "the invalid parameters",
-        &result,
-        Code::InvalidArgument,
-    )
-    .or_fail("")
+    expect_invalid(CREATE, "the invalid parameters", &result)
 }
 
 pub(super) async fn create_requires_a_bucket_id(ctx: &mut Ctx) -> Step {
     let req = ctx.create_request("")?;
     let result = ctx.create_bucket(req).await;
-    expect_code(CREATE, "an empty bucket_id", &result, Code::InvalidArgument).or_fail("")
+    expect_invalid(CREATE, "an empty bucket_id", &result)
 }
 
 pub(super) async fn get_finds_a_bucket(ctx: &mut Ctx) -> Step {
@@ -260,9 +246,7 @@ pub(super) async fn get_requires_a_bucket_id(ctx: &mut Ctx) -> Step {
     let req = get_request(ctx, "")?;
     match ctx.get_bucket(req).await {
         Err(s) if s.code() == Code::Unimplemented => skip!("{NO_GET}"),
-        result => {
-            expect_code(GET, "an empty bucket_id", &result, Code::InvalidArgument).or_fail("")
-        }
+        result => expect_invalid(GET, "an empty bucket_id", &result),
     }
 }
 
@@ -307,5 +291,5 @@ pub(super) async fn delete_absent_is_ok(ctx: &mut Ctx) -> Step {
 pub(super) async fn delete_requires_a_bucket_id(ctx: &mut Ctx) -> Step {
     let req = delete_request(ctx, "");
     let result = ctx.delete_bucket(req).await;
-    expect_code(DELETE, "an empty bucket_id", &result, Code::InvalidArgument).or_fail("")
+    expect_invalid(DELETE, "an empty bucket_id", &result)
 }

@@ -7,7 +7,7 @@ use cosi_driver::proto::*;
 use cosi_driver::Code;
 
 use crate::checks::{self, describe};
-use crate::context::{Ctx, Step, Stop, fail, proto_map, skip};
+use crate::context::{CaseContext as _, Ctx, Step, Stop, fail, proto_map, skip};
 use crate::names;
 use crate::secrets::SecretSet;
 

@@ -2,13 +2,10 @@
 //! order. Each case creates what it needs under fresh names; the suite
 //! removes it afterwards whatever the outcome.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use cosi_driver::Status;
 
 use crate::checks::describe;
-use crate::context::{Ctx, Step, Stop};
+use crate::context::{CaseBody, Ctx, Stop};
 
 mod access;
 mod bucket;
@@ -18,7 +15,7 @@ mod identity;
 pub mod required;
 
 /// A case body.
-pub type CaseFn = for<'a> fn(&'a mut Ctx) -> Pin<Box<dyn Future<Output = Step> + Send + 'a>>;
+pub type CaseFn = CaseBody<Ctx>;
 
 /// A named case.
 pub struct Case {
@@ -33,6 +30,7 @@ pub(crate) fn answered(rpc: &'static str) -> impl Fn(Status) -> Stop {
     move |s| Stop::Fail(format!("{rpc} answered {}", describe(&s)))
 }
 
+/// A [`Case`] (of the module where it is used) named `$name` running `$body`.
 macro_rules! case {
     ($name:expr, $body:path) => {
         Case {
@@ -41,6 +39,8 @@ macro_rules! case {
         }
     };
 }
+
+pub(crate) use case;
 
 /// Every case, in run order.
 pub fn all() -> Vec<Case> {

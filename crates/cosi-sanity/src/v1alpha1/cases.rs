@@ -7,11 +7,11 @@ use cosi_driver::v1alpha1::credential_keys;
 
 use crate::cases::data_plane::{BODY, Want, poll, secs};
 use crate::checks::{describe, expect_code};
-use crate::context::{OrFail, Step, Stop, fail, proto_map, skip};
+use crate::context::{CaseContext as _, OrFail, Step, Stop, expect_invalid, fail, proto_map, skip};
 use crate::names;
-use crate::s3::Access;
+use crate::s3::{Access, S3Target};
 
-use super::context::{Ctx1, setup};
+use super::context::{Created, Ctx1, setup};
 
 const CREATE: &str = "DriverCreateBucket";
 const DELETE: &str = "DriverDeleteBucket";
@@ -107,12 +107,12 @@ pub(super) async fn create_refuses_invalid_parameters(ctx: &mut Ctx1) -> Step {
     let mut req = ctx.create_request(&names::bucket_name());
     req.parameters = proto_map(&invalid);
     let result = ctx.create(req).await;
-    expect_code(CREATE, "invalid parameters", &result, Code::InvalidArgument).or_fail("")
+    expect_invalid(CREATE, "invalid parameters", &result)
 }
 
 pub(super) async fn create_requires_a_name(ctx: &mut Ctx1) -> Step {
     let result = ctx.create(ctx.create_request("")).await;
-    expect_code(CREATE, "an empty name", &result, Code::InvalidArgument).or_fail("")
+    expect_invalid(CREATE, "an empty name", &result)
 }
 
 pub(super) async fn delete_deletes(ctx: &mut Ctx1) -> Step {
@@ -131,7 +131,7 @@ pub(super) async fn delete_absent_is_ok(ctx: &mut Ctx1) -> Step {
 
 pub(super) async fn delete_requires_a_bucket_id(ctx: &mut Ctx1) -> Step {
     let result = ctx.delete("").await;
-    expect_code(DELETE, "an empty bucket_id", &result, Code::InvalidArgument).or_fail("")
+    expect_invalid(DELETE, "an empty bucket_id", &result)
 }
 
 /// Checks the credentials of a grant for S3: `credentials["s3"]` with the
@@ -242,15 +242,9 @@ pub(super) async fn grant_requires_fields(ctx: &mut Ctx1) -> Step {
     let no_bucket = ctx
         .grant(ctx.grant_request("", &names::account_name()))
         .await;
-    expect_code(
-        GRANT,
-        "an empty bucket_id",
-        &no_bucket,
-        Code::InvalidArgument,
-    )
-    .or_fail("")?;
+    expect_invalid(GRANT, "an empty bucket_id", &no_bucket)?;
     let no_name = ctx.grant(ctx.grant_request(&b.id, "")).await;
-    expect_code(GRANT, "an empty name", &no_name, Code::InvalidArgument).or_fail("")
+    expect_invalid(GRANT, "an empty name", &no_name)
 }
 
 pub(super) async fn revoke_revokes(ctx: &mut Ctx1) -> Step {
@@ -277,21 +271,9 @@ pub(super) async fn revoke_absent_is_ok(ctx: &mut Ctx1) -> Step {
 pub(super) async fn revoke_requires_fields(ctx: &mut Ctx1) -> Step {
     let b = ctx.new_bucket().await?;
     let no_account = ctx.revoke(&b.id, "").await;
-    expect_code(
-        REVOKE,
-        "an empty account_id",
-        &no_account,
-        Code::InvalidArgument,
-    )
-    .or_fail("")?;
+    expect_invalid(REVOKE, "an empty account_id", &no_account)?;
     let no_bucket = ctx.revoke("", "some-account").await;
-    expect_code(
-        REVOKE,
-        "an empty bucket_id",
-        &no_bucket,
-        Code::InvalidArgument,
-    )
-    .or_fail("")
+    expect_invalid(REVOKE, "an empty bucket_id", &no_bucket)
 }
 
 pub(super) async fn no_credential_in_errors(ctx: &mut Ctx1) -> Step {
@@ -316,7 +298,9 @@ fn data_plane_enabled(ctx: &Ctx1) -> Step {
     Ok(())
 }
 
-pub(super) async fn data_plane_read_write(ctx: &mut Ctx1) -> Step {
+/// With the data plane on: a new bucket, an account granted access to it,
+/// and an S3 client with the account's credentials.
+async fn granted_target(ctx: &mut Ctx1) -> Result<(Created, String, S3Target), Stop> {
     data_plane_enabled(ctx)?;
     let b = ctx.new_bucket().await?;
     let resp = ctx
@@ -325,6 +309,11 @@ pub(super) async fn data_plane_read_write(ctx: &mut Ctx1) -> Step {
         .map_err(|s| setup(GRANT, &s))?;
     s3_credentials(&resp)?;
     let target = ctx.s3_target(&b.name, &resp)?;
+    Ok((b, resp.account_id, target))
+}
+
+pub(super) async fn data_plane_read_write(ctx: &mut Ctx1) -> Step {
+    let (b, _, target) = granted_target(ctx).await?;
     let key = names::object_key();
     let timeout = ctx.config.propagation_timeout;
     match poll(timeout, Want::Allowed, || target.put(&key, BODY)).await {
@@ -348,14 +337,7 @@ pub(super) async fn data_plane_read_write(ctx: &mut Ctx1) -> Step {
 }
 
 pub(super) async fn data_plane_revoked_fail(ctx: &mut Ctx1) -> Step {
-    data_plane_enabled(ctx)?;
-    let b = ctx.new_bucket().await?;
-    let resp = ctx
-        .grant(ctx.grant_request(&b.id, &names::account_name()))
-        .await
-        .map_err(|s| setup(GRANT, &s))?;
-    s3_credentials(&resp)?;
-    let target = ctx.s3_target(&b.name, &resp)?;
+    let (b, account_id, target) = granted_target(ctx).await?;
     // A second account removes the object at cleanup.
     let cleaner = ctx
         .grant(ctx.grant_request(&b.id, &names::account_name()))
@@ -372,7 +354,7 @@ pub(super) async fn data_plane_revoked_fail(ctx: &mut Ctx1) -> Step {
             ctx.redact(&e)
         ),
     }
-    ctx.revoke(&b.id, &resp.account_id)
+    ctx.revoke(&b.id, &account_id)
         .await
         .map_err(answered(REVOKE))?;
     match poll(timeout, Want::Denied, || target.get(&key)).await {

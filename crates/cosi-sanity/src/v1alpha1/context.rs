@@ -2,21 +2,17 @@
 //! bounded by a timeout and watched for credential leaks), the driver's
 //! name, and the tracker of everything the case created.
 
-use std::collections::HashMap;
-use std::future::Future;
-
+use cosi_driver::Status;
 use cosi_driver::client::V1alpha1Client;
 use cosi_driver::proto::{S3BucketInfo, S3Credentials};
 use cosi_driver::v1alpha1::credential_keys;
 use cosi_driver::v1alpha1::*;
-use cosi_driver::{Response, Status};
 
 use crate::checks::describe;
 use crate::config::Config;
-use crate::context::{Stop, proto_map};
+use crate::context::{CallWatch, CaseContext, Stop};
 use crate::names;
 use crate::s3::{Access, DEFAULT_REGION, S3Target};
-use crate::secrets::SecretSet;
 
 /// A bucket the suite created: the name sent and the ID returned.
 #[derive(Clone, Debug)]
@@ -34,11 +30,28 @@ pub struct Ctx1 {
     pub config: Config,
     /// What DriverGetInfo answered when the run started.
     pub name: String,
-    secrets: SecretSet,
-    violations: Vec<String>,
+    watch: CallWatch,
     buckets: Vec<String>,
     accounts: Vec<(String, String)>,
     objects: Vec<(S3Target, String)>,
+}
+
+impl CaseContext for Ctx1 {
+    fn config(&self) -> &Config {
+        &self.config
+    }
+
+    fn watch(&self) -> &CallWatch {
+        &self.watch
+    }
+
+    fn watch_mut(&mut self) -> &mut CallWatch {
+        &mut self.watch
+    }
+
+    fn clean_up(&mut self) -> impl Future<Output = Vec<String>> + Send {
+        self.cleanup()
+    }
 }
 
 impl Ctx1 {
@@ -46,68 +59,23 @@ impl Ctx1 {
     pub fn new(client: V1alpha1Client, config: Config, name: String) -> Self {
         Self {
             client,
+            watch: CallWatch::new(config.rpc_timeout),
             config,
             name,
-            secrets: SecretSet::default(),
-            violations: Vec::new(),
             buckets: Vec::new(),
             accounts: Vec::new(),
             objects: Vec::new(),
         }
     }
 
-    /// The bucket parameters of the configuration.
-    pub fn bucket_parameters(&self) -> HashMap<String, String> {
-        proto_map(&self.config.parameters)
-    }
-
-    /// The access parameters of the configuration.
-    pub fn access_parameters(&self) -> HashMap<String, String> {
-        proto_map(&self.config.access_parameters)
-    }
-
-    /// `text` with every credential seen so far replaced.
-    pub fn redact(&self, text: &str) -> String {
-        self.secrets.redact(text)
-    }
-
-    /// Requirements broken in passing (credential leaks).
-    pub fn take_violations(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.violations)
-    }
-
-    async fn call<T, F>(&mut self, rpc: &'static str, fut: F) -> Result<T, Status>
-    where
-        F: Future<Output = Result<Response<T>, Status>>,
-    {
-        let timeout = self.config.rpc_timeout;
-        let result = match tokio::time::timeout(timeout, fut).await {
-            Ok(r) => r.map(Response::into_inner),
-            Err(_) => Err(Status::deadline_exceeded(format!(
-                "no answer within {}s",
-                timeout.as_secs_f64()
-            ))),
-        };
-        result.map_err(|status| {
-            if self.secrets.found_in(status.message()) {
-                self.violations.push(format!(
-                    "the {:?} error message of {rpc} contains a credential returned by a grant",
-                    status.code()
-                ));
-                Status::new(status.code(), self.secrets.redact(status.message()))
-            } else {
-                status
-            }
-        })
-    }
-
     /// Calls DriverGetInfo.
     pub async fn get_info(&mut self) -> Result<DriverGetInfoResponse, Status> {
         let mut c = self.client.identity.clone();
-        self.call("DriverGetInfo", async move {
-            c.driver_get_info(DriverGetInfoRequest {}).await
-        })
-        .await
+        self.watch
+            .call("DriverGetInfo", async move {
+                c.driver_get_info(DriverGetInfoRequest {}).await
+            })
+            .await
     }
 
     /// Calls DriverCreateBucket; a returned bucket is deleted at cleanup.
@@ -117,6 +85,7 @@ impl Ctx1 {
     ) -> Result<DriverCreateBucketResponse, Status> {
         let mut c = self.client.provisioner.clone();
         let resp = self
+            .watch
             .call("DriverCreateBucket", async move {
                 c.driver_create_bucket(req).await
             })
@@ -160,10 +129,11 @@ impl Ctx1 {
             bucket_id: bucket_id.to_owned(),
             delete_context: self.bucket_parameters(),
         };
-        self.call("DriverDeleteBucket", async move {
-            c.driver_delete_bucket(req).await
-        })
-        .await?;
+        self.watch
+            .call("DriverDeleteBucket", async move {
+                c.driver_delete_bucket(req).await
+            })
+            .await?;
         self.buckets.retain(|b| b != bucket_id);
         Ok(())
     }
@@ -187,13 +157,14 @@ impl Ctx1 {
         let bucket_id = req.bucket_id.clone();
         let mut c = self.client.provisioner.clone();
         let resp = self
+            .watch
             .call("DriverGrantBucketAccess", async move {
                 c.driver_grant_bucket_access(req).await
             })
             .await?;
         for details in resp.credentials.values() {
             for value in details.secrets.values() {
-                self.secrets.add(value);
+                self.watch.secrets.add(value);
             }
         }
         let account = (bucket_id, resp.account_id.clone());
@@ -211,10 +182,11 @@ impl Ctx1 {
             account_id: account_id.to_owned(),
             revoke_access_context: self.access_parameters(),
         };
-        self.call("DriverRevokeBucketAccess", async move {
-            c.driver_revoke_bucket_access(req).await
-        })
-        .await?;
+        self.watch
+            .call("DriverRevokeBucketAccess", async move {
+                c.driver_revoke_bucket_access(req).await
+            })
+            .await?;
         self.accounts
             .retain(|(b, a)| !(b == bucket_id && a == account_id));
         Ok(())

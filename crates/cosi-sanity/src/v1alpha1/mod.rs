@@ -3,15 +3,13 @@
 //! cosi-rs's sidecar runs: the v1alpha1 specification's rules and what the
 //! sidecar needs from the replies.
 
-use std::future::Future;
-use std::pin::Pin;
-
 use cosi_driver::client::V1alpha1Client;
 
+use crate::cases::case;
 use crate::config::Config;
-use crate::context::Step;
-use crate::report::{CaseResult, Report};
-use crate::suite::combine;
+use crate::context::CaseBody;
+use crate::report::Report;
+use crate::suite::run_cases;
 
 mod cases;
 mod context;
@@ -20,22 +18,13 @@ pub use cases::{MAX_MAP_BYTES, MAX_STRING_BYTES};
 use context::Ctx1;
 
 /// A case body.
-type CaseFn = for<'a> fn(&'a mut Ctx1) -> Pin<Box<dyn Future<Output = Step> + Send + 'a>>;
+type CaseFn = CaseBody<Ctx1>;
 
 /// A named case.
 pub struct Case {
     /// `"<RPC or area>: <expected behaviour>"`.
     pub name: &'static str,
     run: CaseFn,
-}
-
-macro_rules! case {
-    ($name:expr, $body:path) => {
-        Case {
-            name: $name,
-            run: |ctx| Box::pin($body(ctx)),
-        }
-    };
 }
 
 /// Every v1alpha1 case, in run order.
@@ -140,17 +129,8 @@ pub(crate) async fn run(
     selected: &[&Case],
 ) -> Report {
     let mut ctx = Ctx1::new(client, config.clone(), name);
-    let mut report = Report::default();
-    for case in selected {
-        let step = (case.run)(&mut ctx).await;
-        let cleanup = ctx.cleanup().await;
-        let violations = ctx.take_violations();
-        report.cases.push(CaseResult {
-            name: case.name.to_owned(),
-            outcome: combine(step, violations, cleanup, config.strict),
-        });
-    }
-    report
+    let cases = selected.iter().map(|c| (c.name, c.run)).collect();
+    run_cases(&mut ctx, cases, config.strict).await
 }
 
 #[cfg(test)]

@@ -1,0 +1,102 @@
+//! What the v1alpha2 and the v1alpha1 case contexts share: every driver
+//! call bounded by the RPC timeout and its error message watched for a
+//! credential a grant returned, and the configured parameters.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use cosi_driver::{Response, Status};
+
+use crate::config::Config;
+use crate::secrets::SecretSet;
+
+use super::{Step, proto_map};
+
+/// The watch every driver call of a run goes through.
+pub struct CallWatch {
+    timeout: Duration,
+    /// Every credential a grant returned so far.
+    pub secrets: SecretSet,
+    /// Requirements broken in passing.
+    pub violations: Vec<String>,
+}
+
+impl CallWatch {
+    /// A watch bounding each call by `timeout`.
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            secrets: SecretSet::default(),
+            violations: Vec::new(),
+        }
+    }
+
+    /// Awaits the call `rpc` within the timeout; an error message that
+    /// contains a credential is recorded as a violation and redacted.
+    pub async fn call<T, F>(&mut self, rpc: &'static str, fut: F) -> Result<T, Status>
+    where
+        F: Future<Output = Result<Response<T>, Status>>,
+    {
+        let result = match tokio::time::timeout(self.timeout, fut).await {
+            Ok(r) => r.map(Response::into_inner),
+            Err(_) => Err(Status::deadline_exceeded(format!(
+                "no answer within {}s",
+                self.timeout.as_secs_f64()
+            ))),
+        };
+        result.map_err(|status| self.observe(rpc, status))
+    }
+
+    fn observe(&mut self, rpc: &str, status: Status) -> Status {
+        if self.secrets.found_in(status.message()) {
+            self.violations.push(format!(
+                "the {:?} error message of {rpc} contains a credential returned by a grant",
+                status.code()
+            ));
+            Status::new(status.code(), self.secrets.redact(status.message()))
+        } else {
+            status
+        }
+    }
+}
+
+/// A case body working on the context `C`.
+pub type CaseBody<C> = for<'a> fn(&'a mut C) -> Pin<Box<dyn Future<Output = Step> + Send + 'a>>;
+
+/// What a case context offers whatever the driver API.
+pub trait CaseContext {
+    /// The run's configuration.
+    fn config(&self) -> &Config;
+
+    /// The watch of the driver calls.
+    fn watch(&self) -> &CallWatch;
+
+    /// The watch of the driver calls, to take from.
+    fn watch_mut(&mut self) -> &mut CallWatch;
+
+    /// Removes everything the case created; what it could not remove.
+    fn clean_up(&mut self) -> impl Future<Output = Vec<String>> + Send;
+
+    /// The bucket parameters of the configuration, as a proto map.
+    fn bucket_parameters(&self) -> HashMap<String, String> {
+        proto_map(&self.config().parameters)
+    }
+
+    /// The access parameters of the configuration, as a proto map.
+    fn access_parameters(&self) -> HashMap<String, String> {
+        proto_map(&self.config().access_parameters)
+    }
+
+    /// `text` with every credential seen so far replaced.
+    fn redact(&self, text: &str) -> String {
+        self.watch().secrets.redact(text)
+    }
+
+    /// Requirements broken in passing since the last call (credential
+    /// leaks and, on v1alpha2, OutOfRange for single-bucket requests).
+    fn take_violations(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.watch_mut().violations)
+    }
+}
