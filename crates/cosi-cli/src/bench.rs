@@ -42,7 +42,7 @@ use kube::api::{Api, ListParams, PostParams};
 use kube_sim::Counters;
 use tokio::time::Instant;
 
-use crate::faults::driver::DriverHost;
+use crate::driver_host::DriverHost;
 use crate::stack::{SYSTEM_NAMESPACE, Stack, StackOptions};
 use crate::{manifests, wait};
 use child::Component;

@@ -7,7 +7,7 @@ pub mod bench;
 pub mod describe;
 pub mod dev;
 pub mod drift;
-pub mod faults;
+pub mod driver_host;
 pub mod logs;
 pub mod manifests;
 pub mod progress;

@@ -11,8 +11,10 @@
 
 mod rotation;
 
-use cosi_cli::faults::{RunFailure, RunReport, run_seed};
+mod harness;
+
 use futures::StreamExt as _;
+use harness::{RunFailure, RunReport, run_seed};
 
 fn env_u64(name: &str) -> Option<u64> {
     let value = std::env::var(name).ok()?;

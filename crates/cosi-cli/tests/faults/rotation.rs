@@ -10,14 +10,14 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::harness::crash::When;
+use crate::harness::system::{Faults, Supervised};
 use cosi_api::rotation::{RotationState, annotations};
 use cosi_api::{
     BucketAccess, BucketAccessClass, BucketAccessMode, BucketClass, DeletionPolicy,
     MultiBucketAccess,
 };
-use cosi_cli::faults::crash::When;
-use cosi_cli::faults::driver::{DriverFault, FaultAction, Rpc};
-use cosi_cli::faults::system::{Faults, Supervised};
+use cosi_cli::driver_host::{DriverFault, FaultAction, Rpc};
 use cosi_cli::manifests;
 use cosi_driver::DriverApi;
 use futures::StreamExt as _;

@@ -18,8 +18,8 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use super::crash::{CrashLayer, CrashSwitch, When};
-use super::driver::{DriverFault, DriverHooks, DriverHost, DriverHostError};
-use crate::stack::{
+use cosi_cli::driver_host::{DriverFault, DriverHooks, DriverHost, DriverHostError};
+use cosi_cli::stack::{
     CONTROLLER_SERVICE_ACCOUNT, SIDECAR_SERVICE_ACCOUNT, SYSTEM_NAMESPACE, Stack, StackError,
     StackOptions,
 };

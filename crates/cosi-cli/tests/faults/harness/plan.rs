@@ -8,8 +8,8 @@ use std::fmt;
 use cosi_driver::{Code, DriverApi};
 use cosi_driver_local::CrashPoint;
 
-use super::driver::{DriverFault, FaultAction, Rpc, When};
 use super::rng::Rng;
+use cosi_cli::driver_host::{DriverFault, FaultAction, Rpc, When};
 
 /// The main kind of fault a run exercises (runs cycle through them; the
 /// last one mixes all of them).

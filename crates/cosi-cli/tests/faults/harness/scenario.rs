@@ -24,7 +24,7 @@ use super::invariants::{self, DeletedPair, PairState};
 use super::observe::{ApiSnapshot, Observer};
 use super::plan::{DeleteOrder, PairPlan, Plan, Policy};
 use super::system::{Faults, Restarts, Supervised};
-use crate::manifests;
+use cosi_cli::manifests;
 
 /// The namespace of the run's claims and accesses.
 pub const NAMESPACE: &str = "faults";
@@ -64,9 +64,10 @@ impl std::fmt::Display for RunReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "seed {} passed in {:.1} s: restarts {:?}, {} driver faults fired, {} refused pairs, {} rotated pairs{}",
+            "seed {} passed in {:.1} s ({}): restarts {:?}, {} driver faults fired, {} refused pairs, {} rotated pairs{}",
             self.seed,
             self.seconds,
+            self.plan,
             self.restarts,
             self.driver_faults,
             self.refused,

@@ -520,7 +520,7 @@ mod tests {
 
     /// A snapshot with pair `p0` fully ready on bucket `id0` and account `acc0`.
     fn ready() -> (ApiSnapshot, BackendState) {
-        let mut claim = crate::manifests::claim(NS, "p0", "c");
+        let mut claim = cosi_cli::manifests::claim(NS, "p0", "c");
         claim.metadata.uid = Some("u0".into());
         claim.status = Some(BucketClaimStatus {
             conditions: vec![cond(PROVISIONED, "True")],
@@ -539,7 +539,7 @@ mod tests {
             bucket_id: "id0".into(),
             ..Default::default()
         });
-        let mut access = crate::manifests::access(
+        let mut access = cosi_cli::manifests::access(
             NS,
             "p0",
             "c",

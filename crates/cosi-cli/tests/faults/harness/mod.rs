@@ -5,7 +5,6 @@
 //! duplicated).
 
 pub mod crash;
-pub mod driver;
 pub mod invariants;
 pub mod observe;
 pub mod plan;

@@ -16,7 +16,7 @@ use http::Method;
 use tokio::sync::watch;
 use tower::{Layer, Service};
 
-pub use super::driver::When;
+pub use cosi_cli::driver_host::When;
 
 #[derive(Debug)]
 struct Inner {
