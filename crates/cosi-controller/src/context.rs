@@ -204,20 +204,24 @@ impl Context {
         lookup(&self.caches.claims, api, "BucketClaim", key, fresh).await
     }
 
-    /// Counts one more conflicting write of `obj` during a reconcile. Past
-    /// [`MAX_CONFLICTS`] it tells the user with an Event and gives up, so
-    /// the reconcile is retried with backoff.
+    /// A failed write of `obj` during a reconcile: a conflict is counted
+    /// and `Ok` (the step driver reads again); past [`MAX_CONFLICTS`] the
+    /// user is told with an Event and the reconcile gives up, to be retried
+    /// with backoff. Any other error ends the reconcile as it is.
     pub async fn conflicted<K>(
         &self,
         obj: &K,
         kind: &'static str,
         action: &'static str,
         conflicts: &mut u32,
-        err: &Error,
+        err: Error,
     ) -> Result<(), Error>
     where
         K: Resource<DynamicType = ()> + ResourceExt,
     {
+        if !err.is_conflict() {
+            return Err(err);
+        }
         *conflicts += 1;
         if *conflicts <= MAX_CONFLICTS {
             return Ok(());

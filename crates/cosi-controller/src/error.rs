@@ -1,6 +1,8 @@
 //! What can go wrong in the controller. Variants name the failed operation;
 //! [`Error::label`] gives a short stable name for logs.
 
+use cosi_runtime::reconciler::Action;
+
 /// A controller failure.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -100,6 +102,16 @@ impl Error {
             Error::CacheClosed { .. } => "cache_closed",
             Error::Metrics(_) => "metrics",
         }
+    }
+
+    /// The end of a reconcile of the `kind` object `name` that did not
+    /// settle within `steps` writes.
+    pub fn unsettled(kind: &'static str, name: &str, steps: usize) -> Result<Action, Error> {
+        Err(Error::Unsettled {
+            kind,
+            name: name.to_owned(),
+            steps,
+        })
     }
 
     /// Wraps the API error of writing `what` on the `kind` object `name`.

@@ -299,26 +299,15 @@ impl Steps for AccessSteps<'_> {
     }
 
     async fn failed(&mut self, snapshot: &Snapshot, e: Error) -> Result<(), Error> {
-        if !e.is_conflict() {
-            return Err(e);
-        }
+        let conflicts = &mut self.conflicts;
+        let access = &*snapshot.access;
         self.ctx
-            .conflicted(
-                &*snapshot.access,
-                KIND,
-                actions::GRANT,
-                &mut self.conflicts,
-                &e,
-            )
+            .conflicted(access, KIND, actions::GRANT, conflicts, e)
             .await
     }
 
     fn unsettled(&self, steps: usize) -> Result<Action, Error> {
-        Err(Error::Unsettled {
-            kind: KIND,
-            name: self.key.clone(),
-            steps,
-        })
+        Error::unsettled(KIND, &self.key, steps)
     }
 }
 

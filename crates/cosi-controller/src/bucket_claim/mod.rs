@@ -186,20 +186,14 @@ impl Steps for ClaimSteps<'_> {
     }
 
     async fn failed(&mut self, o: &Claimed, e: Error) -> Result<(), Error> {
-        if !e.is_conflict() {
-            return Err(e);
-        }
+        let conflicts = &mut self.conflicts;
         self.ctx
-            .conflicted(&*o.claim, KIND, actions::PROVISION, &mut self.conflicts, &e)
+            .conflicted(&*o.claim, KIND, actions::PROVISION, conflicts, e)
             .await
     }
 
     fn unsettled(&self, steps: usize) -> Result<Action, Error> {
-        Err(Error::Unsettled {
-            kind: KIND,
-            name: self.key.clone(),
-            steps,
-        })
+        Error::unsettled(KIND, &self.key, steps)
     }
 }
 

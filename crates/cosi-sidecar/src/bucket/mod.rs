@@ -28,7 +28,7 @@ use cosi_api::reasons::{self, actions};
 use cosi_api::{Bucket, Protocol};
 use cosi_driver::proto::{
     DriverCreateBucketRequest, DriverDeleteBucketRequest, DriverGenerateBucketIdRequest,
-    DriverGetBucketRequest,
+    DriverGetBucketRequest, ProtocolBucketInfo,
 };
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
@@ -183,12 +183,7 @@ impl Worker<'_> {
                 },
             )
             .await?;
-        let provisioned = bucket_reply(reply.protocols.as_ref(), &b.spec.protocols, &self.info)
-            .map_err(|message| Failure::BadReply {
-                method: Method::CreateBucket,
-                message,
-            })?;
-        self.provisioned(Method::CreateBucket, &bucket_id, provisioned)
+        self.answered(Method::CreateBucket, &bucket_id, reply.protocols.as_ref())
             .await
     }
 
@@ -203,13 +198,21 @@ impl Worker<'_> {
                 parameters: b.spec.parameters.clone().into_iter().collect(),
             })
             .await?;
-        let provisioned = bucket_reply(reply.protocols.as_ref(), &b.spec.protocols, &self.info)
-            .map_err(|message| Failure::BadReply {
-                method: Method::GetBucket,
-                message,
-            })?;
-        self.provisioned(Method::GetBucket, &bucket_id, provisioned)
+        self.answered(Method::GetBucket, &bucket_id, reply.protocols.as_ref())
             .await
+    }
+
+    /// Checks the driver's answer about the bucket (`info`), then records
+    /// the Bucket as provisioned.
+    async fn answered(
+        &mut self,
+        method: Method,
+        bucket_id: &str,
+        info: Option<&ProtocolBucketInfo>,
+    ) -> Result<Action, Failure> {
+        let provisioned = bucket_reply(info, &self.bucket.spec.protocols, &self.info)
+            .map_err(|message| Failure::BadReply { method, message })?;
+        self.provisioned(method, bucket_id, provisioned).await
     }
 
     /// The Provisioned condition of a Bucket the driver provisioned or found.
