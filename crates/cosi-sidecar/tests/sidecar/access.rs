@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use cosi_api::AuthenticationType;
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
 use cosi_api::reasons;
+use cosi_api::{AuthenticationType, BucketAccess};
 use cosi_driver::proto::{AzureCredentials, Credentials, GrantedBucket};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -170,14 +170,7 @@ async fn a_grant_waits_for_its_bucket_to_be_provisioned() {
     h.create_bucket(&dynamic_bucket("bc-late")).await;
     hold.entered.notified().await;
 
-    h.create_access(&access("ba-early", &[("claim-late", "creds-late")]))
-        .await;
-    h.hand_off(
-        "ba-early",
-        &[("claim-late", "bc-late")],
-        AuthenticationType::Key,
-    )
-    .await;
+    handed_off_access(&h, "ba-early", "claim-late", "creds-late", "bc-late").await;
     let e = h.event_seen(NS, "ba-early", "WaitingForBucket").await;
     assert!(e.note.unwrap_or_default().contains("bc-late"));
     assert!(h.fake.calls_of(GENERATE_ACCESS_ID).is_empty());
@@ -197,23 +190,8 @@ async fn access_to_a_bucket_being_deleted_is_refused_without_calling_the_driver(
     h.provision_bucket("bc-going").await;
     h.claim_deleted("bc-going", false).await;
 
-    h.create_access(&access("ba-late", &[("claim-going", "creds-going")]))
-        .await;
-    h.hand_off(
-        "ba-late",
-        &[("claim-going", "bc-going")],
-        AuthenticationType::Key,
-    )
-    .await;
-    let a = h
-        .access_when("ba-late", "ResourcesValidated=False", |a| {
-            has(
-                a.conditions(),
-                condition_types::RESOURCES_VALIDATED,
-                "False",
-            )
-        })
-        .await;
+    handed_off_access(&h, "ba-late", "claim-going", "creds-going", "bc-going").await;
+    let a = access_once(&h, "ba-late", condition_types::RESOURCES_VALIDATED, "False").await;
     let rv = condition(a.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
     assert_eq!(rv.reason, "BucketBeingDeleted");
     assert!(rv.message.contains("bc-going"), "{}", rv.message);
@@ -244,23 +222,14 @@ async fn a_secret_the_access_does_not_own_is_never_overwritten() {
         .await
         .unwrap();
 
-    h.create_access(&access("ba-clash", &[("claim-clash", "taken")]))
-        .await;
-    h.hand_off(
+    handed_off_access(&h, "ba-clash", "claim-clash", "taken", "bc-clash").await;
+    let a = access_once(
+        &h,
         "ba-clash",
-        &[("claim-clash", "bc-clash")],
-        AuthenticationType::Key,
+        condition_types::RESOURCES_VALIDATED,
+        "False",
     )
     .await;
-    let a = h
-        .access_when("ba-clash", "ResourcesValidated=False", |a| {
-            has(
-                a.conditions(),
-                condition_types::RESOURCES_VALIDATED,
-                "False",
-            )
-        })
-        .await;
     let rv = condition(a.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
     assert_eq!(rv.reason, "SecretNotOwned");
     assert!(rv.message.contains("apps/taken"), "{}", rv.message);
@@ -339,14 +308,8 @@ async fn invalid_grant_replies_are_failures_and_write_no_secret() {
         h.fake.mutate_grant(mutate);
         let ba = format!("ba-{name}");
         let secret = format!("creds-{name}");
-        h.create_access(&access(&ba, &[("claim-r", &secret)])).await;
-        h.hand_off(&ba, &[("claim-r", "bc-r")], AuthenticationType::Key)
-            .await;
-        let a = h
-            .access_when(&ba, "ProvisionFailed=True", |a| {
-                has(a.conditions(), condition_types::PROVISION_FAILED, "True")
-            })
-            .await;
+        handed_off_access(&h, &ba, "claim-r", &secret, "bc-r").await;
+        let a = access_once(&h, &ba, condition_types::PROVISION_FAILED, "True").await;
         let pf = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
         assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE, "{name}");
         assert!(pf.message.contains(expected), "{name}: {}", pf.message);
@@ -542,19 +505,8 @@ async fn a_refused_grant_fails_once_and_is_not_retried() {
     );
     let _sidecar = h.start_sidecar();
     h.provision_bucket("bc-oor").await;
-    h.create_access(&access("ba-oor", &[("claim-oor", "creds-oor")]))
-        .await;
-    h.hand_off(
-        "ba-oor",
-        &[("claim-oor", "bc-oor")],
-        AuthenticationType::Key,
-    )
-    .await;
-    let a = h
-        .access_when("ba-oor", "Provisioned=False", |a| {
-            has(a.conditions(), condition_types::PROVISIONED, "False")
-        })
-        .await;
+    handed_off_access(&h, "ba-oor", "claim-oor", "creds-oor", "bc-oor").await;
+    let a = access_once(&h, "ba-oor", condition_types::PROVISIONED, "False").await;
     let pf = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(
         (pf.status.as_str(), pf.reason.as_str()),
@@ -581,19 +533,8 @@ async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_
             .resource("secrets")
             .times(1),
     );
-    h.create_access(&access("ba-invalid", &[("claim", "creds-invalid")]))
-        .await;
-    h.hand_off(
-        "ba-invalid",
-        &[("claim", "bc-invalid")],
-        AuthenticationType::Key,
-    )
-    .await;
-    let a = h
-        .access_when("ba-invalid", "Provisioned=False", |a| {
-            has(a.conditions(), condition_types::PROVISIONED, "False")
-        })
-        .await;
+    handed_off_access(&h, "ba-invalid", "claim", "creds-invalid", "bc-invalid").await;
+    let a = access_once(&h, "ba-invalid", condition_types::PROVISIONED, "False").await;
     for type_ in [
         condition_types::PROVISIONED,
         condition_types::RESOURCES_VALIDATED,
@@ -612,4 +553,20 @@ async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_
     assert_eq!(h.fake.calls_of(GRANT).len(), 1);
     assert!(h.secret("creds-invalid").await.is_none());
     h.fake.assert_no_unexpected_calls();
+}
+
+/// Creates access `name` to one claim, with its Secret name, and hands it
+/// to the sidecar with the claim's Bucket (Key authentication).
+async fn handed_off_access(h: &Harness, name: &str, claim: &str, secret: &str, bucket: &str) {
+    h.create_access(&access(name, &[(claim, secret)])).await;
+    h.hand_off(name, &[(claim, bucket)], AuthenticationType::Key)
+        .await;
+}
+
+/// The access `name` once its condition `type_` has `status`.
+async fn access_once(h: &Harness, name: &str, type_: &str, status: &str) -> BucketAccess {
+    h.access_when(name, &format!("{type_}={status}"), |a| {
+        has(a.conditions(), type_, status)
+    })
+    .await
 }
