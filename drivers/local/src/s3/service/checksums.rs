@@ -1,7 +1,50 @@
 //! Checksums of uploaded bodies: which to compute, and whether they match those given.
 
-use s3s::dto::ChecksumAlgorithm;
-use s3s::{S3Result, s3_error};
+use s3s::dto::{Checksum, ChecksumAlgorithm};
+use s3s::{S3Result, TrailingHeaders, s3_error};
+
+/// Builds `$target` from the given fields and the five checksum fields of
+/// `$from`, which names them alike (S3 inputs, outputs and [`Checksum`]).
+macro_rules! with_checksums {
+    ($from:ident, $target:ident { $($field:ident: $value:expr),* $(,)? }) => {
+        $target {
+            $($field: $value,)*
+            checksum_crc32: $from.checksum_crc32,
+            checksum_crc32c: $from.checksum_crc32c,
+            checksum_sha1: $from.checksum_sha1,
+            checksum_sha256: $from.checksum_sha256,
+            checksum_crc64nvme: $from.checksum_crc64nvme,
+            ..Default::default()
+        }
+    };
+}
+pub(super) use with_checksums;
+
+/// The [`Integrity`] asked for by upload request `$input`, with its
+/// `$trailers` and the Content-MD5 to check (`None` for none).
+macro_rules! integrity {
+    ($input:ident, $trailers:expr, $content_md5:expr) => {
+        $crate::s3::service::checksums::Integrity {
+            given: $crate::s3::service::checksums::with_checksums!($input, Checksum {}),
+            algorithm: $input.checksum_algorithm,
+            content_md5: $content_md5,
+            trailers: $trailers,
+        }
+    };
+}
+pub(super) use integrity;
+
+/// The integrity checks of an upload.
+pub(super) struct Integrity {
+    /// Checksums given in headers; trailers may give more.
+    pub(super) given: Checksum,
+    /// The checksum algorithm asked for.
+    pub(super) algorithm: Option<ChecksumAlgorithm>,
+    /// The base64 Content-MD5 to check, if any.
+    pub(super) content_md5: Option<String>,
+    /// The request's trailers.
+    pub(super) trailers: Option<TrailingHeaders>,
+}
 
 /// Checksums requested on an upload, computed while the body streams.
 pub(super) fn checksum_hasher(

@@ -6,9 +6,9 @@ use s3s::crypto::{Checksum as _, Md5};
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
-use super::checksums::{checksum_hasher, verify_checksums};
+use super::checksums::{integrity, with_checksums};
 use super::support::{
-    AttrsInput, check_conditions, copy_range, hex_md5, i64_of, internal, now_ms, owner,
+    attrs_input, check_conditions, copy_range, hex_md5, i64_of, internal, now_ms, owner,
     part_number_ok, timestamp,
 };
 use super::{LocalS3, MAX_LIST, MIN_PART_SIZE};
@@ -28,16 +28,7 @@ pub(super) async fn create_multipart_upload(
         .unwrap_or_default();
     let input = req.input;
     let bucket = s3.ready_bucket(&input.bucket).await?;
-    let attrs = AttrsInput {
-        content_type: input.content_type,
-        content_encoding: input.content_encoding,
-        content_disposition: input.content_disposition,
-        content_language: input.content_language,
-        cache_control: input.cache_control,
-        metadata: input.metadata,
-        tagging: input.tagging,
-    }
-    .into_attrs()?;
+    let attrs = attrs_input!(input, input.tagging).into_attrs()?;
     let upload_id = uuid::Uuid::new_v4().simple().to_string();
     let rec = UploadRecord {
         key: input.key.clone(),
@@ -67,35 +58,19 @@ pub(super) async fn upload_part(
     s3.upload(&bucket.id, &input.key, &input.upload_id).await?;
     let declared = input.content_length.and_then(|n| u64::try_from(n).ok());
     let room = s3.room(&bucket, 0, declared)?;
-    let given = s3s::dto::Checksum {
-        checksum_crc32: input.checksum_crc32,
-        checksum_crc32c: input.checksum_crc32c,
-        checksum_sha1: input.checksum_sha1,
-        checksum_sha256: input.checksum_sha256,
-        checksum_crc64nvme: input.checksum_crc64nvme,
-        ..Default::default()
-    };
-    let hasher = checksum_hasher(input.checksum_algorithm.as_ref(), &given)?;
-    let body = input.body.unwrap_or_else(|| {
-        StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
-    });
-    let blob = s3.write_blob(&bucket, body, room, declared, hasher).await?;
-    if let Err(e) = verify_checksums(given, &blob.checksum, trailers.as_ref()) {
-        s3.discard(&bucket.id, vec![blob.name]).await;
-        return Err(e);
-    }
+    let integrity = integrity!(input, trailers, None);
+    let blob = s3
+        .receive(&bucket, input.body, room, declared, integrity)
+        .await?;
     s3.store_part(&bucket.id, &input.upload_id, input.part_number, &blob)
         .await?;
     let c = blob.checksum;
-    Ok(S3Response::new(UploadPartOutput {
-        e_tag: Some(ETag::Strong(hex_md5(blob.md5))),
-        checksum_crc32: c.checksum_crc32,
-        checksum_crc32c: c.checksum_crc32c,
-        checksum_sha1: c.checksum_sha1,
-        checksum_sha256: c.checksum_sha256,
-        checksum_crc64nvme: c.checksum_crc64nvme,
-        ..Default::default()
-    }))
+    Ok(S3Response::new(with_checksums!(
+        c,
+        UploadPartOutput {
+            e_tag: Some(ETag::Strong(hex_md5(blob.md5)))
+        }
+    )))
 }
 
 pub(super) async fn upload_part_copy(

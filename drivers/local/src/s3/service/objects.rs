@@ -3,10 +3,10 @@
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, s3_error};
 
-use super::checksums::{checksum_hasher, verify_checksums};
+use super::checksums::{integrity, with_checksums};
 use super::support::{
-    AttrsInput, base64_decode, check_conditions, etag_of, from_tag_set, full_control, hex_md5,
-    i64_of, internal, max_keys, now_ms, owner, split_listing, timestamp, to_tag_set, user_metadata,
+    attrs_input, check_conditions, etag_of, from_tag_set, full_control, hex_md5, i64_of, internal,
+    max_keys, now_ms, owner, split_listing, timestamp, to_tag_set, user_metadata,
 };
 use super::{LocalS3, MAX_LIST};
 use crate::blobs;
@@ -28,45 +28,13 @@ pub(super) async fn put_object(
         input.if_none_match.as_ref(),
         false,
     )?;
-    let attrs = AttrsInput {
-        content_type: input.content_type,
-        content_encoding: input.content_encoding,
-        content_disposition: input.content_disposition,
-        content_language: input.content_language,
-        cache_control: input.cache_control,
-        metadata: input.metadata,
-        tagging: input.tagging,
-    }
-    .into_attrs()?;
+    let attrs = attrs_input!(input, input.tagging).into_attrs()?;
     let declared = input.content_length.and_then(|n| u64::try_from(n).ok());
     let room = s3.room(&bucket, existing.as_ref().map_or(0, |o| o.size), declared)?;
-    let given = s3s::dto::Checksum {
-        checksum_crc32: input.checksum_crc32,
-        checksum_crc32c: input.checksum_crc32c,
-        checksum_sha1: input.checksum_sha1,
-        checksum_sha256: input.checksum_sha256,
-        checksum_crc64nvme: input.checksum_crc64nvme,
-        ..Default::default()
-    };
-    let hasher = checksum_hasher(input.checksum_algorithm.as_ref(), &given)?;
-    let body = input.body.unwrap_or_else(|| {
-        StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
-    });
-    let blob = s3.write_blob(&bucket, body, room, declared, hasher).await?;
-    let verified = (|| {
-        if let Some(md5) = &input.content_md5 {
-            let want = base64_decode(md5)
-                .ok_or_else(|| s3_error!(InvalidDigest, "Content-MD5 is not base64"))?;
-            if want != blob.md5 {
-                return Err(s3_error!(BadDigest, "Content-MD5 does not match the data"));
-            }
-        }
-        verify_checksums(given, &blob.checksum, trailers.as_ref())
-    })();
-    if let Err(e) = verified {
-        s3.discard(&bucket.id, vec![blob.name]).await;
-        return Err(e);
-    }
+    let integrity = integrity!(input, trailers, input.content_md5);
+    let blob = s3
+        .receive(&bucket, input.body, room, declared, integrity)
+        .await?;
     let etag = hex_md5(blob.md5);
     let rec = ObjectRecord {
         blob: blob.name.clone(),
@@ -77,15 +45,12 @@ pub(super) async fn put_object(
     };
     s3.commit_object(&bucket.id, &key, rec).await?;
     let c = blob.checksum;
-    Ok(S3Response::new(PutObjectOutput {
-        e_tag: Some(ETag::Strong(etag)),
-        checksum_crc32: c.checksum_crc32,
-        checksum_crc32c: c.checksum_crc32c,
-        checksum_sha1: c.checksum_sha1,
-        checksum_sha256: c.checksum_sha256,
-        checksum_crc64nvme: c.checksum_crc64nvme,
-        ..Default::default()
-    }))
+    Ok(S3Response::new(with_checksums!(
+        c,
+        PutObjectOutput {
+            e_tag: Some(ETag::Strong(etag))
+        }
+    )))
 }
 
 pub(super) async fn get_object(
@@ -258,16 +223,7 @@ pub(super) async fn copy_object(
         .as_ref()
         .is_some_and(|d| d.as_str() == TaggingDirective::REPLACE);
     let mut attrs = if replace_meta {
-        AttrsInput {
-            content_type: input.content_type,
-            content_encoding: input.content_encoding,
-            content_disposition: input.content_disposition,
-            content_language: input.content_language,
-            cache_control: input.cache_control,
-            metadata: input.metadata,
-            tagging: None,
-        }
-        .into_attrs()?
+        attrs_input!(input, None).into_attrs()?
     } else {
         src.attrs.clone()
     };

@@ -2,11 +2,12 @@
 
 use std::path::PathBuf;
 
-use s3s::dto::CopySource;
+use s3s::dto::{CopySource, StreamingBlob};
 use s3s::{S3Result, s3_error};
 
 use super::LocalS3;
-use super::support::{hex_md5, internal, now_ms, quota_error, write_error};
+use super::checksums::{Integrity, checksum_hasher, verify_checksums};
+use super::support::{base64_decode, hex_md5, internal, now_ms, quota_error, write_error};
 use crate::blobs::{self, WriteBlobError};
 use crate::listing::{self, Query};
 use crate::store::{
@@ -164,6 +165,48 @@ impl LocalS3 {
             ),
             Err(WriteBlobError::Io(e)) => Err(internal(e)),
         }
+    }
+
+    /// Streams an upload body into a new blob of `bucket` as
+    /// [`Self::write_blob`] does, computing the checksums `integrity` asks
+    /// for, then checks the Content-MD5 and checksums; a blob failing
+    /// them is removed.
+    pub(super) async fn receive(
+        &self,
+        bucket: &BucketRecord,
+        body: Option<StreamingBlob>,
+        room: u64,
+        declared: Option<u64>,
+        integrity: Integrity,
+    ) -> S3Result<NewBlob> {
+        let Integrity {
+            given,
+            algorithm,
+            content_md5,
+            trailers,
+        } = integrity;
+        let hasher = checksum_hasher(algorithm.as_ref(), &given)?;
+        let body = body.unwrap_or_else(|| {
+            StreamingBlob::wrap(futures::stream::empty::<Result<bytes::Bytes, std::io::Error>>())
+        });
+        let blob = self
+            .write_blob(bucket, body, room, declared, hasher)
+            .await?;
+        let verified = (|| {
+            if let Some(md5) = &content_md5 {
+                let want = base64_decode(md5)
+                    .ok_or_else(|| s3_error!(InvalidDigest, "Content-MD5 is not base64"))?;
+                if want != blob.md5 {
+                    return Err(s3_error!(BadDigest, "Content-MD5 does not match the data"));
+                }
+            }
+            verify_checksums(given, &blob.checksum, trailers.as_ref())
+        })();
+        if let Err(e) = verified {
+            self.discard(&bucket.id, vec![blob.name]).await;
+            return Err(e);
+        }
+        Ok(blob)
     }
 
     pub(super) async fn discard(&self, bucket: &str, blobs: Vec<String>) {

@@ -127,6 +127,23 @@ pub(super) fn check_conditions(
     Ok(())
 }
 
+/// The [`AttrsInput`] of write request `$input`, which names the
+/// attribute fields alike, with `$tagging` as its tagging header.
+macro_rules! attrs_input {
+    ($input:ident, $tagging:expr) => {
+        $crate::s3::service::support::AttrsInput {
+            content_type: $input.content_type,
+            content_encoding: $input.content_encoding,
+            content_disposition: $input.content_disposition,
+            content_language: $input.content_language,
+            cache_control: $input.cache_control,
+            metadata: $input.metadata,
+            tagging: $tagging,
+        }
+    };
+}
+pub(super) use attrs_input;
+
 /// Attributes given on a write request.
 pub(super) struct AttrsInput {
     pub(super) content_type: Option<String>,
