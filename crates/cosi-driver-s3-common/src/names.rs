@@ -3,6 +3,7 @@
 //! is its own INVARIANT and stays in the driver; [`hashed_name`] is the
 //! shared step of it.
 
+use cosi_driver::names::is_lowercase_prefix;
 pub use cosi_driver::names::{HASH_DIGITS, hashed_name};
 
 /// Longest S3 bucket name.
@@ -14,15 +15,7 @@ pub const MAX_PREFIX: usize = 24;
 /// Checks a `bucketNamePrefix`: lowercase letters, digits and `-`,
 /// starting with a letter or digit, at most [`MAX_PREFIX`] characters.
 pub fn check_bucket_prefix(prefix: &str) -> Result<(), String> {
-    if prefix.is_empty() {
-        return Ok(());
-    }
-    let ok = prefix.len() <= MAX_PREFIX
-        && prefix
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && prefix.starts_with(|c: char| c.is_ascii_alphanumeric());
-    if ok {
+    if is_lowercase_prefix(prefix, MAX_PREFIX) {
         Ok(())
     } else {
         Err(format!(

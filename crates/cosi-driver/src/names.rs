@@ -47,10 +47,20 @@ pub fn direct_or_hashed(
 
 /// True when `id` is 1 to `max` characters of `[a-z0-9-]`.
 pub fn is_lowercase_id(id: &str, max: usize) -> bool {
-    (1..=max).contains(&id.len())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    (1..=max).contains(&id.len()) && id.chars().all(is_lowercase_char)
+}
+
+/// True when `prefix` is empty, or at most `max` characters of
+/// `[a-z0-9-]` starting with a letter or digit.
+pub fn is_lowercase_prefix(prefix: &str, max: usize) -> bool {
+    prefix.is_empty()
+        || (prefix.len() <= max
+            && prefix.chars().all(is_lowercase_char)
+            && prefix.starts_with(|c: char| c.is_ascii_alphanumeric()))
+}
+
+fn is_lowercase_char(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'
 }
 
 #[cfg(test)]
@@ -85,6 +95,15 @@ mod tests {
             Some("abc-1".into())
         );
         assert_eq!(direct_or_hashed("ABC".into(), valid, || "A".into()), None);
+    }
+
+    #[test]
+    fn lowercase_prefixes_may_be_empty_and_start_with_a_letter_or_digit() {
+        assert!(is_lowercase_prefix("", 3));
+        assert!(is_lowercase_prefix("a-", 3));
+        assert!(!is_lowercase_prefix("-a", 3));
+        assert!(!is_lowercase_prefix("abcd", 3));
+        assert!(!is_lowercase_prefix("A", 3));
     }
 
     #[test]

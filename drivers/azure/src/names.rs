@@ -15,7 +15,7 @@
 //! never shared by two accesses, because re-creating a deleted policy
 //! under the same identifier would revive every token issued under it.
 
-use cosi_driver::names::{direct_or_hashed, hashed_name, is_lowercase_id};
+use cosi_driver::names::{direct_or_hashed, hashed_name, is_lowercase_id, is_lowercase_prefix};
 
 /// Longest container name.
 pub const MAX_CONTAINER_NAME: usize = 63;
@@ -76,16 +76,7 @@ fn trim_head(head: &str) -> &str {
 /// Checks a `containerNamePrefix`: lowercase letters, digits and single
 /// `-`, starting with a letter or digit, at most [`MAX_PREFIX`] characters.
 pub fn check_prefix(prefix: &str) -> Result<(), String> {
-    if prefix.is_empty() {
-        return Ok(());
-    }
-    let ok = prefix.len() <= MAX_PREFIX
-        && prefix
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && prefix.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && !prefix.contains("--");
-    if ok {
+    if is_lowercase_prefix(prefix, MAX_PREFIX) && !prefix.contains("--") {
         Ok(())
     } else {
         Err(format!(
