@@ -21,7 +21,6 @@ pub(crate) struct LocalS3 {
     pub(crate) driver: LocalDriver,
 }
 
-mod buckets;
 mod checksums;
 mod multipart;
 mod objects;
@@ -44,15 +43,15 @@ macro_rules! serve {
 }
 
 serve! {
-    buckets::list_buckets(ListBucketsInput) -> ListBucketsOutput;
-    buckets::head_bucket(HeadBucketInput) -> HeadBucketOutput;
-    buckets::get_bucket_location(GetBucketLocationInput) -> GetBucketLocationOutput;
-    buckets::get_bucket_versioning(GetBucketVersioningInput) -> GetBucketVersioningOutput;
-    buckets::get_bucket_acl(GetBucketAclInput) -> GetBucketAclOutput;
-    buckets::get_bucket_policy(GetBucketPolicyInput) -> GetBucketPolicyOutput;
-    buckets::get_bucket_tagging(GetBucketTaggingInput) -> GetBucketTaggingOutput;
-    buckets::put_bucket_tagging(PutBucketTaggingInput) -> PutBucketTaggingOutput;
-    buckets::delete_bucket_tagging(DeleteBucketTaggingInput) -> DeleteBucketTaggingOutput;
+    objects::list_buckets(ListBucketsInput) -> ListBucketsOutput;
+    objects::head_bucket(HeadBucketInput) -> HeadBucketOutput;
+    objects::get_bucket_location(GetBucketLocationInput) -> GetBucketLocationOutput;
+    objects::get_bucket_versioning(GetBucketVersioningInput) -> GetBucketVersioningOutput;
+    objects::get_bucket_acl(GetBucketAclInput) -> GetBucketAclOutput;
+    objects::get_bucket_policy(GetBucketPolicyInput) -> GetBucketPolicyOutput;
+    objects::get_bucket_tagging(GetBucketTaggingInput) -> GetBucketTaggingOutput;
+    objects::put_bucket_tagging(PutBucketTaggingInput) -> PutBucketTaggingOutput;
+    objects::delete_bucket_tagging(DeleteBucketTaggingInput) -> DeleteBucketTaggingOutput;
     objects::put_object(PutObjectInput) -> PutObjectOutput;
     objects::get_object(GetObjectInput) -> GetObjectOutput;
     objects::head_object(HeadObjectInput) -> HeadObjectOutput;

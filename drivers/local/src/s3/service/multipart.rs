@@ -54,8 +54,9 @@ pub(super) async fn upload_part(
     let trailers = req.trailing_headers;
     let input = req.input;
     part_number_ok(input.part_number)?;
-    let bucket = s3.ready_bucket(&input.bucket).await?;
-    s3.upload(&bucket.id, &input.key, &input.upload_id).await?;
+    let (bucket, _) = s3
+        .ready_upload(&input.bucket, &input.key, &input.upload_id)
+        .await?;
     let declared = input.content_length.and_then(|n| u64::try_from(n).ok());
     let room = s3.room(&bucket, 0, declared)?;
     let integrity = integrity!(input, trailers, None);
@@ -80,8 +81,9 @@ pub(super) async fn upload_part_copy(
     let input = req.input;
     part_number_ok(input.part_number)?;
     let (src_bucket, src) = s3.copy_source(&input.copy_source).await?;
-    let bucket = s3.ready_bucket(&input.bucket).await?;
-    s3.upload(&bucket.id, &input.key, &input.upload_id).await?;
+    let (bucket, _) = s3
+        .ready_upload(&input.bucket, &input.key, &input.upload_id)
+        .await?;
     let (offset, len) = copy_range(input.copy_source_range.as_deref(), src.size)?;
     let room = s3.room(&bucket, 0, Some(len))?;
     let blob = s3
@@ -104,8 +106,9 @@ pub(super) async fn complete_multipart_upload(
     req: S3Request<CompleteMultipartUploadInput>,
 ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
     let input = req.input;
-    let bucket = s3.ready_bucket(&input.bucket).await?;
-    let upload = s3.upload(&bucket.id, &input.key, &input.upload_id).await?;
+    let (bucket, upload) = s3
+        .ready_upload(&input.bucket, &input.key, &input.upload_id)
+        .await?;
     let existing = s3.find_object(&bucket.id, &input.key).await?;
     check_conditions(
         existing.as_ref(),
@@ -219,8 +222,7 @@ pub(super) async fn abort_multipart_upload(
     req: S3Request<AbortMultipartUploadInput>,
 ) -> S3Result<S3Response<AbortMultipartUploadOutput>> {
     let input = req.input;
-    s3.ready_bucket(&input.bucket).await?;
-    s3.upload(&input.bucket, &input.key, &input.upload_id)
+    s3.ready_upload(&input.bucket, &input.key, &input.upload_id)
         .await?;
     let (b, u) = (input.bucket.clone(), input.upload_id.clone());
     let unreferenced = s3
@@ -235,8 +237,7 @@ pub(super) async fn list_parts(
     req: S3Request<ListPartsInput>,
 ) -> S3Result<S3Response<ListPartsOutput>> {
     let input = req.input;
-    s3.ready_bucket(&input.bucket).await?;
-    s3.upload(&input.bucket, &input.key, &input.upload_id)
+    s3.ready_upload(&input.bucket, &input.key, &input.upload_id)
         .await?;
     let u = input.upload_id.clone();
     let parts = s3.read(move |s| s.parts(&u)).await?;

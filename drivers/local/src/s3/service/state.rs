@@ -32,15 +32,22 @@ impl LocalS3 {
         self.driver.bucket_dir(bucket)
     }
 
+    /// Runs `f` on the store off the async workers.
+    async fn blocking<T: Send + 'static, E: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Store) -> Result<T, E> + Send + 'static,
+    ) -> S3Result<Result<T, E>> {
+        let store = self.store();
+        tokio::task::spawn_blocking(move || f(&store))
+            .await
+            .map_err(internal)
+    }
+
     pub(super) async fn read<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
     ) -> S3Result<T> {
-        let store = self.store();
-        tokio::task::spawn_blocking(move || f(&store))
-            .await
-            .map_err(internal)?
-            .map_err(internal)
+        self.blocking(f).await?.map_err(internal)
     }
 
     pub(super) async fn write<T: Send + 'static>(
@@ -48,11 +55,7 @@ impl LocalS3 {
         bucket: &str,
         f: impl FnOnce(&Store) -> Result<T, WriteError> + Send + 'static,
     ) -> S3Result<T> {
-        let store = self.store();
-        tokio::task::spawn_blocking(move || f(&store))
-            .await
-            .map_err(internal)?
-            .map_err(|e| write_error(bucket, e))
+        self.blocking(f).await?.map_err(|e| write_error(bucket, e))
     }
 
     /// The directory of `bucket` for a new blob: a bucket has none until
@@ -286,15 +289,17 @@ impl LocalS3 {
         .await
     }
 
-    pub(super) async fn upload(
+    /// The ready bucket `bucket` and its upload `upload_id` of `key`.
+    pub(super) async fn ready_upload(
         &self,
         bucket: &str,
         key: &str,
         upload_id: &str,
-    ) -> S3Result<UploadRecord> {
+    ) -> S3Result<(BucketRecord, UploadRecord)> {
+        let ready = self.ready_bucket(bucket).await?;
         let (b, u) = (bucket.to_owned(), upload_id.to_owned());
         match self.read(move |s| s.upload(&b, &u)).await? {
-            Some(up) if up.key == key => Ok(up),
+            Some(up) if up.key == key => Ok((ready, up)),
             _ => Err(s3_error!(NoSuchUpload)),
         }
     }
