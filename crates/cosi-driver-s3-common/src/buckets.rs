@@ -3,6 +3,9 @@
 use std::fmt;
 
 use aws_sdk_s3::Client;
+use aws_sdk_s3::config::http::HttpResponse;
+use aws_sdk_s3::error::SdkError;
+use aws_sdk_s3::operation::delete_bucket::DeleteBucketError;
 use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 
 use crate::errors::{BackendError, Dialect, Error, FromSdk};
@@ -15,6 +18,28 @@ pub const MAX_PURGE_ROUNDS: usize = 1000;
 /// How a bucket is named as the target of a failed operation.
 pub fn target(bucket: &str) -> String {
     format!("bucket {bucket:?}")
+}
+
+/// Reads how S3 DeleteBucket on `bucket` ended: `Ok(true)` when it
+/// deleted the bucket, `Ok(false)` when there was none, the error
+/// `not_empty` makes when the bucket still holds objects, else the
+/// backend's error.
+pub fn deleted<D: Dialect + fmt::Debug, T>(
+    bucket: &str,
+    result: Result<T, SdkError<DeleteBucketError, HttpResponse>>,
+    not_empty: impl FnOnce() -> Error<D>,
+) -> Result<bool, Error<D>> {
+    let Err(e) = result else {
+        return Ok(true);
+    };
+    let err = BackendError::<D>::from_sdk("S3 DeleteBucket", target(bucket), &e);
+    if err.has_code("NoSuchBucket") {
+        Ok(false)
+    } else if err.has_code("BucketNotEmpty") {
+        Err(not_empty())
+    } else {
+        Err(err.into())
+    }
 }
 
 /// What [`empty`] removed.

@@ -3,7 +3,8 @@
 //! is its own INVARIANT and stays in the driver; [`hashed_name`] is the
 //! shared step of it.
 
-use sha2::{Digest, Sha256};
+use cosi_driver::names::is_lowercase_prefix;
+pub use cosi_driver::names::{HASH_DIGITS, hashed_name};
 
 /// Longest S3 bucket name.
 pub const MAX_BUCKET_NAME: usize = 63;
@@ -14,15 +15,7 @@ pub const MAX_PREFIX: usize = 24;
 /// Checks a `bucketNamePrefix`: lowercase letters, digits and `-`,
 /// starting with a letter or digit, at most [`MAX_PREFIX`] characters.
 pub fn check_bucket_prefix(prefix: &str) -> Result<(), String> {
-    if prefix.is_empty() {
-        return Ok(());
-    }
-    let ok = prefix.len() <= MAX_PREFIX
-        && prefix
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && prefix.starts_with(|c: char| c.is_ascii_alphanumeric());
-    if ok {
+    if is_lowercase_prefix(prefix, MAX_PREFIX) {
         Ok(())
     } else {
         Err(format!(
@@ -66,29 +59,27 @@ pub fn sanitize(name: &str) -> String {
         .collect()
 }
 
-/// How many hex digits of the SHA-256 a hashed name ends with.
-pub const HASH_DIGITS: usize = 8;
-
-/// A name of at most `limit` characters for an input that does not fit as
-/// it is: `prefix`, then as much of `sanitized` as fits with `trim` applied
-/// to it, `-`, and the first [`HASH_DIGITS`] hex digits of the SHA-256 of
-/// `original`. Deterministic, so a driver may persist it; which `trim` a
-/// driver passes is part of its naming INVARIANT and must never change.
-pub fn hashed_name(
+/// The bucket name for the Bucket `name` with `prefix` (already checked
+/// with [`check_bucket_prefix`]): `<prefix><name>` when `valid` accepts it
+/// and it holds no `.`, else its [`hashed_name`] (with `trim`) when `valid`
+/// accepts that. `kind` names the bucket name in the error.
+pub fn derive_bucket_name(
     prefix: &str,
-    sanitized: &str,
-    original: &str,
-    limit: usize,
+    name: &str,
+    valid: fn(&str) -> bool,
     trim: fn(&str) -> &str,
-) -> String {
-    let digest = hex::encode(Sha256::digest(original.as_bytes()));
-    let budget = limit.saturating_sub(prefix.len() + 1 + HASH_DIGITS);
-    let head: String = sanitized.chars().take(budget).collect();
-    let mut out = String::from(prefix);
-    out.push_str(trim(&head));
-    if !out.is_empty() && !out.ends_with('-') {
-        out.push('-');
+    kind: &str,
+) -> Result<String, String> {
+    let direct = format!("{prefix}{name}");
+    if valid(&direct) && !direct.contains('.') {
+        return Ok(direct);
     }
-    out.push_str(&digest[..HASH_DIGITS]);
-    out
+    let hashed = hashed_name(prefix, &sanitize(name), name, MAX_BUCKET_NAME, trim);
+    if valid(&hashed) {
+        Ok(hashed)
+    } else {
+        Err(format!(
+            "cannot derive a valid {kind} from Bucket {name:?} with prefix {prefix:?}"
+        ))
+    }
 }

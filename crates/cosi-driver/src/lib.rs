@@ -31,6 +31,8 @@ pub mod errors;
 pub mod locks;
 #[cfg(feature = "logging")]
 pub mod logging;
+#[cfg(feature = "names")]
+pub mod names;
 pub mod params;
 pub mod proto;
 mod redact;

@@ -45,3 +45,26 @@ pub fn finish<T>(value: T, problems: Vec<String>, class: &str) -> Result<T, Stri
         ))
     }
 }
+
+/// Parses a positive size like `1048576`, `10Mi` or `2G`, exactly: digits
+/// and at most one of the suffixes `k`, `M`, `G`, `T` (powers of 1000) or
+/// `Ki`, `Mi`, `Gi`, `Ti` (powers of 1024); no sign, no spaces. `None` for
+/// anything else, zero, or a size past `u64`.
+pub fn parse_size(value: &str) -> Option<u64> {
+    let digits = value.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, suffix) = value.split_at(digits);
+    let multiplier: u64 = match suffix {
+        "" => 1,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        "Ki" => 1 << 10,
+        "Mi" => 1 << 20,
+        "Gi" => 1 << 30,
+        "Ti" => 1 << 40,
+        _ => return None,
+    };
+    let n: u64 = number.parse().ok()?;
+    n.checked_mul(multiplier).filter(|n| *n > 0)
+}

@@ -268,54 +268,30 @@ where
     call(request).await
 }
 
-#[tonic::async_trait]
-impl<P: Provisioner> Provisioner for Validated<P> {
-    async fn driver_generate_bucket_id(
-        &self,
-        request: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
-        checked(request, |r| self.0.driver_generate_bucket_id(r)).await
-    }
+/// Implements [`Provisioner`] for [`Validated`]: each listed call is
+/// [`checked`], then forwarded to the driver.
+macro_rules! validated_calls {
+    ($($call:ident($request:ty) -> $response:ty;)*) => {
+        #[tonic::async_trait]
+        impl<P: Provisioner> Provisioner for Validated<P> {
+            $(
+                async fn $call(
+                    &self,
+                    request: Request<$request>,
+                ) -> Result<Response<$response>, Status> {
+                    checked(request, |r| self.0.$call(r)).await
+                }
+            )*
+        }
+    };
+}
 
-    async fn driver_create_bucket(
-        &self,
-        request: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        checked(request, |r| self.0.driver_create_bucket(r)).await
-    }
-
-    async fn driver_get_bucket(
-        &self,
-        request: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
-        checked(request, |r| self.0.driver_get_bucket(r)).await
-    }
-
-    async fn driver_delete_bucket(
-        &self,
-        request: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
-        checked(request, |r| self.0.driver_delete_bucket(r)).await
-    }
-
-    async fn driver_generate_bucket_access_id(
-        &self,
-        request: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
-        checked(request, |r| self.0.driver_generate_bucket_access_id(r)).await
-    }
-
-    async fn driver_grant_bucket_access(
-        &self,
-        request: Request<DriverGrantBucketAccessRequest>,
-    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
-        checked(request, |r| self.0.driver_grant_bucket_access(r)).await
-    }
-
-    async fn driver_revoke_bucket_access(
-        &self,
-        request: Request<DriverRevokeBucketAccessRequest>,
-    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
-        checked(request, |r| self.0.driver_revoke_bucket_access(r)).await
-    }
+validated_calls! {
+    driver_generate_bucket_id(DriverGenerateBucketIdRequest) -> DriverGenerateBucketIdResponse;
+    driver_create_bucket(DriverCreateBucketRequest) -> DriverCreateBucketResponse;
+    driver_get_bucket(DriverGetBucketRequest) -> DriverGetBucketResponse;
+    driver_delete_bucket(DriverDeleteBucketRequest) -> DriverDeleteBucketResponse;
+    driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest) -> DriverGenerateBucketAccessIdResponse;
+    driver_grant_bucket_access(DriverGrantBucketAccessRequest) -> DriverGrantBucketAccessResponse;
+    driver_revoke_bucket_access(DriverRevokeBucketAccessRequest) -> DriverRevokeBucketAccessResponse;
 }

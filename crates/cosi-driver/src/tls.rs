@@ -1,11 +1,25 @@
 //! The TLS trust of a driver's `--ca-file` (feature `tls`): the system's
 //! roots plus the CA certificates of a bundle, for a backend whose
 //! certificate a private CA signs. Each driver builds its HTTP clients (the
-//! smithy HTTP client on rustls) on [`tls_context`].
+//! smithy HTTP client on rustls) on [`tls_context`], or takes a
+//! [`connector`] and sends its own signed calls with [`send`].
 
-use aws_smithy_http_client::tls::{TlsContext, TrustStore};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use aws_smithy_async::rt::sleep::TokioSleep;
+use aws_smithy_http_client::Connector;
+use aws_smithy_http_client::tls::rustls_provider::CryptoMode;
+use aws_smithy_http_client::tls::{Provider, TlsContext, TrustStore};
+use aws_smithy_runtime_api::client::http::{HttpConnector, HttpConnectorSettings};
+use aws_smithy_types::body::SdkBody;
+use aws_smithy_types::byte_stream::ByteStream;
+use aws_smithy_types::error::display::DisplayErrorContext;
+use bytes::Bytes;
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
+
+use crate::errors::{BackendError, Dialect, Transport};
 
 /// Checks that `pem` holds at least one CA certificate usable as a trust
 /// anchor; returns how many it holds. Nothing else may reach an HTTPS
@@ -27,6 +41,26 @@ pub fn check_ca_pem(pem: &str) -> Result<usize, String> {
     Ok(certs.len())
 }
 
+/// A `--ca-file` that cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[error("--ca-file: cannot read {}", path.display())]
+pub struct CaFileError {
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
+/// The contents of the CA bundle `--ca-file` names, when it names one.
+pub fn read_ca_file(path: Option<&Path>) -> Result<Option<String>, CaFileError> {
+    path.map(|path| {
+        std::fs::read_to_string(path).map_err(|source| CaFileError {
+            path: path.to_owned(),
+            source,
+        })
+    })
+    .transpose()
+}
+
 /// A TLS context trusting the system's roots and, when given, the
 /// certificates of `ca_pem` (refused unless [`check_ca_pem`] accepts it).
 pub fn tls_context(ca_pem: Option<&str>) -> Result<TlsContext, String> {
@@ -39,6 +73,87 @@ pub fn tls_context(ca_pem: Option<&str>) -> Result<TlsContext, String> {
         .with_trust_store(trust)
         .build()
         .map_err(|e| format!("cannot build the TLS context: {e}"))
+}
+
+/// An HTTP(S) connector (rustls with aws-lc) trusting the system's roots
+/// and `ca_pem`, giving up connecting after `connect_timeout` and waiting
+/// for a silent server after `read_timeout`.
+pub fn connector(
+    ca_pem: Option<&str>,
+    connect_timeout: Duration,
+    read_timeout: Duration,
+) -> Result<Connector, String> {
+    let tls = tls_context(ca_pem)?;
+    let settings = HttpConnectorSettings::builder()
+        .connect_timeout(connect_timeout)
+        .read_timeout(read_timeout)
+        .build();
+    Ok(Connector::builder()
+        .connector_settings(settings)
+        .sleep_impl(TokioSleep::new())
+        .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
+        .tls_context(tls)
+        .build())
+}
+
+/// What a server answered: the status, the headers (names lowercased)
+/// and the whole body.
+#[derive(Debug)]
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// The headers, names lowercased.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Bytes,
+}
+
+/// Sends `request` through `connector` and reads the whole answer, all
+/// within `timeout`, whatever its status. A request the connector cannot
+/// take fails as [`Transport::Local`], a failed connection or read as
+/// [`Transport::Connection`] (or [`Transport::Timeout`]); the error names
+/// `operation` and `target`.
+pub async fn send<D: Dialect>(
+    connector: &Connector,
+    request: http::Request<SdkBody>,
+    operation: &'static str,
+    target: &str,
+    timeout: Duration,
+) -> Result<Answer, BackendError<D>> {
+    let failed = |transport, detail: &str| {
+        BackendError::without_answer(operation, target, transport, detail)
+    };
+    let request = aws_smithy_runtime_api::http::Request::try_from(request)
+        .map_err(|e| failed(Transport::Local, &e.to_string()))?;
+    let exchange = async {
+        let response = connector.call(request).await.map_err(|e| {
+            let transport = if e.is_timeout() {
+                Transport::Timeout
+            } else {
+                Transport::Connection
+            };
+            failed(transport, &DisplayErrorContext(&e).to_string())
+        })?;
+        let status = response.status().as_u16();
+        let headers = response
+            .headers()
+            .iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
+            .collect();
+        let body = ByteStream::new(response.into_body())
+            .collect()
+            .await
+            .map_err(|e| failed(Transport::Connection, &e.to_string()))?
+            .into_bytes();
+        Ok(Answer {
+            status,
+            headers,
+            body,
+        })
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .unwrap_or_else(|_| Err(failed(Transport::Timeout, "no answer in time")))
 }
 
 /// A self-signed CA certificate for tests (no private key kept anywhere).

@@ -271,17 +271,20 @@ fn accessed_buckets(buckets: &[AccessedBucket]) -> Result<(), Status> {
     Ok(())
 }
 
-fn grant_parameters(
-    buckets: &[AccessedBucket],
-    protocol: i32,
-    auth: i32,
-    sa: Option<&ServiceAccount>,
-    params: &HashMap<String, String>,
-) -> Result<(), Status> {
-    accessed_buckets(buckets)?;
-    known_protocol("protocol", protocol)?;
-    authentication(auth, sa)?;
-    parameters("parameters", params)
+/// Checks the access fields that DriverGenerateBucketAccessId and
+/// DriverGrantBucketAccess requests name alike: buckets, protocol,
+/// authentication and parameters.
+macro_rules! access_fields {
+    ($request:expr) => {{
+        let request = $request;
+        accessed_buckets(&request.buckets)?;
+        known_protocol("protocol", request.protocol)?;
+        authentication(
+            request.authentication_type,
+            request.service_account.as_ref(),
+        )?;
+        parameters("parameters", &request.parameters)
+    }};
 }
 
 impl Validate for DriverGenerateBucketIdRequest {
@@ -292,21 +295,21 @@ impl Validate for DriverGenerateBucketIdRequest {
     }
 }
 
-impl Validate for DriverCreateBucketRequest {
-    fn validate(&self) -> Result<(), Status> {
-        identifier("bucket_id", &self.bucket_id)?;
-        protocols("protocols", &self.protocols)?;
-        parameters("parameters", &self.parameters)
-    }
+/// Implements [`Validate`] for requests that name a bucket by ID, with
+/// protocols and parameters.
+macro_rules! bucket_id_requests {
+    ($($request:ty),*) => {$(
+        impl Validate for $request {
+            fn validate(&self) -> Result<(), Status> {
+                identifier("bucket_id", &self.bucket_id)?;
+                protocols("protocols", &self.protocols)?;
+                parameters("parameters", &self.parameters)
+            }
+        }
+    )*};
 }
 
-impl Validate for DriverGetBucketRequest {
-    fn validate(&self) -> Result<(), Status> {
-        identifier("bucket_id", &self.bucket_id)?;
-        protocols("protocols", &self.protocols)?;
-        parameters("parameters", &self.parameters)
-    }
-}
+bucket_id_requests!(DriverCreateBucketRequest, DriverGetBucketRequest);
 
 impl Validate for DriverDeleteBucketRequest {
     fn validate(&self) -> Result<(), Status> {
@@ -318,26 +321,14 @@ impl Validate for DriverDeleteBucketRequest {
 impl Validate for DriverGenerateBucketAccessIdRequest {
     fn validate(&self) -> Result<(), Status> {
         object_name("account_name", &self.account_name)?;
-        grant_parameters(
-            &self.buckets,
-            self.protocol,
-            self.authentication_type,
-            self.service_account.as_ref(),
-            &self.parameters,
-        )
+        access_fields!(self)
     }
 }
 
 impl Validate for DriverGrantBucketAccessRequest {
     fn validate(&self) -> Result<(), Status> {
         identifier("account_id", &self.account_id)?;
-        grant_parameters(
-            &self.buckets,
-            self.protocol,
-            self.authentication_type,
-            self.service_account.as_ref(),
-            &self.parameters,
-        )
+        access_fields!(self)
     }
 }
 

@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Parser;
 use cosi_driver::logging::{self, LogFormat};
 use cosi_driver_azure::AzureDriver;
@@ -45,13 +44,7 @@ struct Args {
 
 impl Args {
     fn config(&self) -> anyhow::Result<Config> {
-        let ca_pem = match &self.ca_file {
-            Some(path) => Some(
-                std::fs::read_to_string(path)
-                    .with_context(|| format!("--ca-file: cannot read {}", path.display()))?,
-            ),
-            None => None,
-        };
+        let ca_pem = cosi_driver::tls::read_ca_file(self.ca_file.as_deref())?;
         let endpoint = self
             .blob_endpoint
             .clone()

@@ -15,7 +15,7 @@
 //! never shared by two accesses, because re-creating a deleted policy
 //! under the same identifier would revive every token issued under it.
 
-use sha2::{Digest, Sha256};
+use cosi_driver::names::{direct_or_hashed, hashed_name, is_lowercase_id, is_lowercase_prefix};
 
 /// Longest container name.
 pub const MAX_CONTAINER_NAME: usize = 63;
@@ -25,38 +25,31 @@ pub const MAX_POLICY_ID: usize = 64;
 /// always fits after it without hashing.
 pub const MAX_PREFIX: usize = 24;
 
-const HASH_DIGITS: usize = 8;
-
 /// The container name for the Bucket `name` with `prefix` (already
 /// checked with [`check_prefix`]).
 pub fn container_name(prefix: &str, name: &str) -> Result<String, String> {
-    let direct = format!("{prefix}{name}");
-    if is_valid_container_name(&direct) {
-        return Ok(direct);
-    }
-    let hashed = hashed_name(prefix, &sanitize(name), name, MAX_CONTAINER_NAME);
-    if is_valid_container_name(&hashed) {
-        Ok(hashed)
-    } else {
-        Err(format!(
-            "cannot derive a valid container name from Bucket {name:?} with prefix {prefix:?}"
-        ))
-    }
+    direct_or_hashed(format!("{prefix}{name}"), is_valid_container_name, || {
+        hashed_name(prefix, &sanitize(name), name, MAX_CONTAINER_NAME, trim_head)
+    })
+    .ok_or_else(|| {
+        format!("cannot derive a valid container name from Bucket {name:?} with prefix {prefix:?}")
+    })
 }
 
 /// The stored access policy identifier (and account ID) for `account_name`.
 pub fn policy_id(account_name: &str) -> Result<String, String> {
-    if is_valid_policy_id(account_name) {
-        return Ok(account_name.to_owned());
-    }
-    let hashed = hashed_name("", &sanitize(account_name), account_name, MAX_POLICY_ID);
-    if is_valid_policy_id(&hashed) {
-        Ok(hashed)
-    } else {
-        Err(format!(
-            "cannot derive an access policy identifier from account {account_name:?}"
-        ))
-    }
+    direct_or_hashed(account_name.to_owned(), is_valid_policy_id, || {
+        hashed_name(
+            "",
+            &sanitize(account_name),
+            account_name,
+            MAX_POLICY_ID,
+            trim_head,
+        )
+    })
+    .ok_or_else(|| {
+        format!("cannot derive an access policy identifier from account {account_name:?}")
+    })
 }
 
 /// Lowercase letters and digits kept, anything else one `-`, no `-` twice
@@ -74,33 +67,16 @@ fn sanitize(name: &str) -> String {
     out
 }
 
-fn hashed_name(prefix: &str, sanitized: &str, original: &str, limit: usize) -> String {
-    let digest = hex::encode(Sha256::digest(original.as_bytes()));
-    let budget = limit.saturating_sub(prefix.len() + 1 + HASH_DIGITS);
-    let head: String = sanitized.chars().take(budget).collect();
-    let head = head.trim_matches('-');
-    let mut out = String::from(prefix);
-    out.push_str(head);
-    if !out.is_empty() && !out.ends_with('-') {
-        out.push('-');
-    }
-    out.push_str(&digest[..HASH_DIGITS]);
-    out
+/// INVARIANT: a hashed name's readable head is trimmed of `-` at both
+/// ends; never change it, or names hashed before the change are no longer found.
+fn trim_head(head: &str) -> &str {
+    head.trim_matches('-')
 }
 
 /// Checks a `containerNamePrefix`: lowercase letters, digits and single
 /// `-`, starting with a letter or digit, at most [`MAX_PREFIX`] characters.
 pub fn check_prefix(prefix: &str) -> Result<(), String> {
-    if prefix.is_empty() {
-        return Ok(());
-    }
-    let ok = prefix.len() <= MAX_PREFIX
-        && prefix
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && prefix.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && !prefix.contains("--");
-    if ok {
+    if is_lowercase_prefix(prefix, MAX_PREFIX) && !prefix.contains("--") {
         Ok(())
     } else {
         Err(format!(
@@ -125,10 +101,7 @@ pub fn is_valid_container_name(name: &str) -> bool {
 /// True when `id` is a policy identifier this driver derives: 1-64
 /// characters of `[a-z0-9-]`.
 pub fn is_valid_policy_id(id: &str) -> bool {
-    (1..=MAX_POLICY_ID).contains(&id.len())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    is_lowercase_id(id, MAX_POLICY_ID)
 }
 
 #[cfg(test)]

@@ -8,16 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use aws_smithy_async::rt::sleep::TokioSleep;
 use aws_smithy_http_client::Connector;
-use aws_smithy_http_client::tls::Provider;
-use aws_smithy_http_client::tls::rustls_provider::CryptoMode;
-use aws_smithy_runtime_api::client::http::{HttpConnector, HttpConnectorSettings};
 use aws_smithy_types::body::SdkBody;
-use aws_smithy_types::byte_stream::ByteStream;
-use aws_smithy_types::error::display::DisplayErrorContext;
 use bytes::Bytes;
-use cosi_driver::tls::tls_context;
 
 use crate::acl::Acl;
 use crate::config::{API_VERSION, AccountKey, Config, ConfigError};
@@ -31,17 +24,7 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The HTTP(S) connector trusting the system's roots and `ca_pem`.
 pub fn connector(ca_pem: Option<&str>) -> Result<Connector, String> {
-    let tls = tls_context(ca_pem)?;
-    let settings = HttpConnectorSettings::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .read_timeout(CALL_TIMEOUT)
-        .build();
-    Ok(Connector::builder()
-        .connector_settings(settings)
-        .sleep_impl(TokioSleep::new())
-        .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
-        .tls_context(tls)
-        .build())
+    cosi_driver::tls::connector(ca_pem, CONNECT_TIMEOUT, CALL_TIMEOUT)
 }
 
 /// The path part of a URL, without its query (empty when it has none).
@@ -192,63 +175,29 @@ impl BlobApi {
         let request = self
             .signed_request(&method, resource, query, headers, body, SystemTime::now())
             .map_err(local)?;
-        let request = aws_smithy_runtime_api::http::Request::try_from(request)
-            .map_err(|e| local(e.to_string()))?;
-        let send = async {
-            let response = self.connector.call(request).await.map_err(|e| {
-                let transport = if e.is_timeout() {
-                    Transport::Timeout
-                } else {
-                    Transport::Connection
-                };
-                BackendError::without_answer(
-                    operation,
-                    target,
-                    transport,
-                    &DisplayErrorContext(&e).to_string(),
-                )
-            })?;
-            let status = response.status().as_u16();
-            let headers: Vec<(String, String)> = response
-                .headers()
-                .iter()
-                .map(|(k, v)| (k.to_ascii_lowercase(), v.to_owned()))
-                .collect();
-            let body = ByteStream::new(response.into_body())
-                .collect()
-                .await
-                .map_err(|e| {
-                    BackendError::without_answer(
-                        operation,
-                        target,
-                        Transport::Connection,
-                        &e.to_string(),
-                    )
-                })?
-                .into_bytes();
-            let answer = Answer { headers, body };
-            if (200..300).contains(&status) {
-                Ok(answer)
-            } else {
-                Err(errors::answered(
-                    operation,
-                    target,
-                    status,
-                    answer.header("x-ms-error-code"),
-                    &answer.body,
-                ))
-            }
+        let answered = cosi_driver::tls::send::<errors::Azure>(
+            &self.connector,
+            request,
+            operation,
+            target,
+            CALL_TIMEOUT,
+        )
+        .await?;
+        let answer = Answer {
+            headers: answered.headers,
+            body: answered.body,
         };
-        tokio::time::timeout(CALL_TIMEOUT, send)
-            .await
-            .unwrap_or_else(|_| {
-                Err(BackendError::without_answer(
-                    operation,
-                    target,
-                    Transport::Timeout,
-                    "no answer in time",
-                ))
-            })
+        if (200..300).contains(&answered.status) {
+            Ok(answer)
+        } else {
+            Err(errors::answered(
+                operation,
+                target,
+                answered.status,
+                answer.header("x-ms-error-code"),
+                &answer.body,
+            ))
+        }
     }
 
     /// Lists one page of containers: proves the account name, key and

@@ -17,9 +17,7 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4;
 use aws_smithy_http_client::Connector;
-use aws_smithy_runtime_api::client::http::HttpConnector;
 use aws_smithy_types::body::SdkBody;
-use aws_smithy_types::byte_stream::ByteStream;
 use bytes::Bytes;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
@@ -258,54 +256,42 @@ impl AdminApi {
         let url = format!("{}/{resource}?{}", self.base, encode_query(query));
         let request = signed_request(&method, &url, &self.keys, &self.region, SystemTime::now())
             .map_err(|e| BackendError::without_answer(operation, target, Transport::Local, &e))?;
-        let request = aws_smithy_runtime_api::http::Request::try_from(request).map_err(|e| {
-            BackendError::without_answer(operation, target, Transport::Local, &e.to_string())
-        })?;
-        let send = async {
-            let response = self.connector.call(request).await.map_err(|e| {
-                let transport = if e.is_timeout() {
-                    Transport::Timeout
-                } else {
-                    Transport::Connection
-                };
-                BackendError::without_answer(
-                    operation,
-                    target,
-                    transport,
-                    &aws_sdk_s3::error::DisplayErrorContext(&e).to_string(),
-                )
-            })?;
-            let status = response.status().as_u16();
-            let body = ByteStream::new(response.into_body())
-                .collect()
-                .await
-                .map_err(|e| {
-                    BackendError::without_answer(
-                        operation,
-                        target,
-                        Transport::Connection,
-                        &e.to_string(),
-                    )
-                })?
-                .into_bytes();
-            if (200..300).contains(&status) {
-                Ok(body)
-            } else {
-                Err(crate::errors::from_admin_response(
-                    operation, target, status, &body,
-                ))
-            }
-        };
-        tokio::time::timeout(CALL_TIMEOUT, send)
+        let answer = cosi_driver::tls::send::<crate::errors::Rgw>(
+            &self.connector,
+            request,
+            operation,
+            target,
+            CALL_TIMEOUT,
+        )
+        .await?;
+        if (200..300).contains(&answer.status) {
+            Ok(answer.body)
+        } else {
+            Err(crate::errors::from_admin_response(
+                operation,
+                target,
+                answer.status,
+                &answer.body,
+            ))
+        }
+    }
+
+    /// Reads `resource`, parsed; `None` when RGW says there is none.
+    async fn get<T: for<'de> Deserialize<'de>>(
+        &self,
+        op: &'static str,
+        target: &str,
+        resource: &str,
+        query: &[(&str, &str)],
+    ) -> Result<Option<T>, BackendError> {
+        match self
+            .call(op, target, http::Method::GET, resource, query)
             .await
-            .unwrap_or_else(|_| {
-                Err(BackendError::without_answer(
-                    operation,
-                    target,
-                    Transport::Timeout,
-                    "no answer in time",
-                ))
-            })
+        {
+            Ok(body) => parse(op, &body).map(Some),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The user holding `access_key` (the driver's own admin user).
@@ -325,21 +311,9 @@ impl AdminApi {
 
     /// The user `uid`; `None` when there is none.
     pub async fn user(&self, uid: &str) -> Result<Option<UserInfo>, BackendError> {
-        let op = "Admin Ops get user";
-        match self
-            .call(
-                op,
-                &user_target(uid),
-                http::Method::GET,
-                "user",
-                &[("uid", uid)],
-            )
+        let target = user_target(uid);
+        self.get("Admin Ops get user", &target, "user", &[("uid", uid)])
             .await
-        {
-            Ok(body) => parse(op, &body).map(Some),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e),
-        }
     }
 
     /// Creates the user `uid` with one generated S3 key. RGW answers
@@ -425,21 +399,10 @@ impl AdminApi {
 
     /// The bucket `bucket`; `None` when there is none.
     pub async fn bucket(&self, bucket: &str) -> Result<Option<BucketInfo>, BackendError> {
-        let op = "Admin Ops get bucket info";
-        match self
-            .call(
-                op,
-                &bucket_target(bucket),
-                http::Method::GET,
-                "bucket",
-                &[("bucket", bucket)],
-            )
+        let target = bucket_target(bucket);
+        let query = [("bucket", bucket)];
+        self.get("Admin Ops get bucket info", &target, "bucket", &query)
             .await
-        {
-            Ok(body) => parse(op, &body).map(Some),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e),
-        }
     }
 
     /// Sets the quota of `bucket` (owned by `owner`); a quota that limits

@@ -171,22 +171,11 @@ pub async fn delete(
     if purge {
         empty(backend, bucket).await?;
     }
-    match backend.s3.delete_bucket().bucket(bucket).send().await {
-        Ok(_) => {
-            tracing::info!(bucket, "bucket deleted");
-            Ok(())
-        }
-        Err(e) => {
-            let err = BackendError::from_sdk("S3 DeleteBucket", target(bucket), &e);
-            if err.has_code("NoSuchBucket") {
-                Ok(())
-            } else if err.has_code("BucketNotEmpty") {
-                Err(decide::not_empty(bucket))
-            } else {
-                Err(err.into())
-            }
-        }
+    let result = backend.s3.delete_bucket().bucket(bucket).send().await;
+    if s3_buckets::deleted(bucket, result, || decide::not_empty(bucket))? {
+        tracing::info!(bucket, "bucket deleted");
     }
+    Ok(())
 }
 
 /// Removes every object version, delete marker and unfinished multipart

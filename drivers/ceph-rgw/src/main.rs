@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use cosi_driver_ceph_rgw::RgwDriver;
 use cosi_driver_ceph_rgw::config::{self, AddressingStyle, AdminKeys, Config};
@@ -61,13 +60,7 @@ struct Args {
 
 impl Args {
     fn config(&self) -> anyhow::Result<Config> {
-        let ca_pem = match &self.ca_file {
-            Some(path) => Some(
-                std::fs::read_to_string(path)
-                    .with_context(|| format!("--ca-file: cannot read {}", path.display()))?,
-            ),
-            None => None,
-        };
+        let ca_pem = cosi_driver::tls::read_ca_file(self.ca_file.as_deref())?;
         let cfg = Config {
             driver_name: self.driver_name.clone(),
             endpoint: self.rgw_endpoint.clone(),

@@ -14,11 +14,12 @@
 //! statement (`<uid>.deny`, see [`crate::policy`]) distinct from every
 //! other access's `Sid`.
 
+use cosi_driver::names::{direct_or_hashed, is_lowercase_id};
 pub use cosi_driver_s3_common::names::{
     MAX_BUCKET_NAME, MAX_PREFIX, check_bucket_prefix, is_plausible_existing_bucket_name,
     is_valid_new_bucket_name,
 };
-use cosi_driver_s3_common::names::{hashed_name, sanitize};
+use cosi_driver_s3_common::names::{derive_bucket_name, hashed_name, sanitize};
 
 /// Longest RGW user ID this driver derives.
 pub const MAX_USER_ID: usize = 64;
@@ -26,40 +27,22 @@ pub const MAX_USER_ID: usize = 64;
 /// The bucket name for the Bucket `name` with `prefix` (already checked
 /// with [`check_bucket_prefix`]).
 pub fn bucket_name(prefix: &str, name: &str) -> Result<String, String> {
-    let direct = format!("{prefix}{name}");
-    if is_valid_new_bucket_name(&direct) && !direct.contains('.') {
-        return Ok(direct);
-    }
-    let sanitized = sanitize(name);
-    let hashed = hashed_name(prefix, &sanitized, name, MAX_BUCKET_NAME, trim_head);
-    if is_valid_new_bucket_name(&hashed) {
-        Ok(hashed)
-    } else {
-        Err(format!(
-            "cannot derive a valid bucket name from Bucket {name:?} with prefix {prefix:?}"
-        ))
-    }
+    derive_bucket_name(
+        prefix,
+        name,
+        is_valid_new_bucket_name,
+        trim_head,
+        "bucket name",
+    )
 }
 
 /// The RGW user ID for `account_name`.
 pub fn user_id(account_name: &str) -> Result<String, String> {
-    if is_valid_user_id(account_name) {
-        return Ok(account_name.to_owned());
-    }
-    let hashed = hashed_name(
-        "",
-        &sanitize(account_name),
-        account_name,
-        MAX_USER_ID,
-        trim_head,
-    );
-    if is_valid_user_id(&hashed) {
-        Ok(hashed)
-    } else {
-        Err(format!(
-            "cannot derive an RGW user ID from account {account_name:?}"
-        ))
-    }
+    direct_or_hashed(account_name.to_owned(), is_valid_user_id, || {
+        let sanitized = sanitize(account_name);
+        hashed_name("", &sanitized, account_name, MAX_USER_ID, trim_head)
+    })
+    .ok_or_else(|| format!("cannot derive an RGW user ID from account {account_name:?}"))
 }
 
 /// INVARIANT: a hashed name's readable head is trimmed of `-` at both
@@ -71,10 +54,7 @@ fn trim_head(head: &str) -> &str {
 /// True when `id` is an RGW user ID this driver derives: 1-64 characters
 /// of `[a-z0-9-]`.
 pub fn is_valid_user_id(id: &str) -> bool {
-    (1..=MAX_USER_ID).contains(&id.len())
-        && id
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+    is_lowercase_id(id, MAX_USER_ID)
 }
 
 #[cfg(test)]

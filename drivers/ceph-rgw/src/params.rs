@@ -138,24 +138,7 @@ fn is_rgw_name(v: &str) -> bool {
 
 /// Parses a positive size like `1048576`, `10Mi` or `2G`.
 pub fn parse_size(value: &str) -> Option<u64> {
-    let value = value.trim();
-    let digits = value.bytes().take_while(u8::is_ascii_digit).count();
-    let (number, suffix) = value.split_at(digits);
-    let multiplier: u64 = match suffix {
-        "" => 1,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        _ => return None,
-    };
-    let n: u64 = number.parse().ok()?;
-    n.checked_mul(multiplier)
-        .filter(|n| *n > 0 && *n <= i64::MAX as u64)
+    cosi_driver::params::parse_size(value.trim()).filter(|n| *n <= i64::MAX as u64)
 }
 
 #[cfg(test)]

@@ -6,11 +6,9 @@
 use std::time::Duration;
 
 use aws_sdk_s3::config::SharedHttpClient;
-use aws_smithy_async::rt::sleep::TokioSleep;
 use aws_smithy_http_client::Connector;
 use aws_smithy_http_client::tls::Provider;
 use aws_smithy_http_client::tls::rustls_provider::CryptoMode;
-use aws_smithy_runtime_api::client::http::HttpConnectorSettings;
 pub use cosi_driver::tls::check_ca_pem;
 use cosi_driver::tls::tls_context;
 
@@ -29,16 +27,7 @@ pub fn s3_http_client(ca_pem: Option<&str>) -> Result<SharedHttpClient, String> 
 
 /// The connector the Admin Ops client sends its requests with.
 pub fn admin_connector(ca_pem: Option<&str>) -> Result<Connector, String> {
-    let settings = HttpConnectorSettings::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .read_timeout(READ_TIMEOUT)
-        .build();
-    Ok(Connector::builder()
-        .connector_settings(settings)
-        .sleep_impl(TokioSleep::new())
-        .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
-        .tls_context(tls_context(ca_pem)?)
-        .build())
+    cosi_driver::tls::connector(ca_pem, CONNECT_TIMEOUT, READ_TIMEOUT)
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
+use cosi_driver::params::parse_size;
 use serde::{Deserialize, Serialize};
 
 /// BucketClass parameter: the most bytes of object data a bucket may hold.
@@ -92,28 +93,6 @@ pub fn bucket_params(params: &HashMap<String, String>) -> Result<BucketParams, P
 /// Checks BucketAccessClass parameters (this driver knows none).
 pub fn access_params(params: &HashMap<String, String>) -> Result<(), ParamError> {
     check_known("BucketAccessClass", params, ACCESS_PARAMETERS)
-}
-
-/// Parses a positive size like `1048576`, `10Mi` or `2G`, exactly: no
-/// sign, no spaces, no other suffix (a class value that only looks right,
-/// such as `" 10"`, is refused rather than read as something else).
-fn parse_size(value: &str) -> Option<u64> {
-    let digits = value.bytes().take_while(u8::is_ascii_digit).count();
-    let (number, suffix) = value.split_at(digits);
-    let multiplier: u64 = match suffix {
-        "" => 1,
-        "k" => 1_000,
-        "M" => 1_000_000,
-        "G" => 1_000_000_000,
-        "T" => 1_000_000_000_000,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        "Ti" => 1 << 40,
-        _ => return None,
-    };
-    let n: u64 = number.parse().ok()?;
-    n.checked_mul(multiplier).filter(|n| *n > 0)
 }
 
 #[cfg(test)]

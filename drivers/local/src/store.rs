@@ -11,23 +11,21 @@
 //! Object contents live in blob files next to the store (see `blobs`); a
 //! record points at its blob. Records are serialized as JSON.
 
-use std::collections::BTreeMap;
 use std::fmt;
-use std::ops::Bound;
 use std::path::Path;
 use std::sync::Arc;
 
-use redb::{
-    Database, Durability, ReadableTable, ReadableTableMetadata, TableDefinition, WriteTransaction,
-};
+use redb::{Database, Durability, ReadableTable, TableDefinition, WriteTransaction};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::group_commit::{GroupCommit, Writer};
-use crate::params::BucketParams;
-use crate::policy::Modes;
 
-const BUCKETS: TableDefinition<&str, &[u8]> = TableDefinition::new("buckets");
-const ACCOUNTS: TableDefinition<&str, &[u8]> = TableDefinition::new("accounts");
+/// A table of records by ID.
+type ById = TableDefinition<'static, &'static str, &'static [u8]>;
+
+const BUCKETS: ById = TableDefinition::new("buckets");
+const ACCOUNTS: ById = TableDefinition::new("accounts");
 /// access key ID → account ID.
 const KEYS: TableDefinition<&str, &str> = TableDefinition::new("keys");
 /// (bucket, object key) → object record.
@@ -71,122 +69,13 @@ from_redb!(
     redb::CommitError
 );
 
-/// Where a bucket is in its life.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum BucketState {
-    /// Recorded by an earlier version of this driver, which made the
-    /// directory before marking the bucket ready; a repeated
-    /// DriverCreateBucket makes it `Ready`. Not served.
-    Creating,
-    /// Served. Its directory is made by its first object write.
-    Ready,
-    /// Being deleted; not served.
-    Deleting,
-}
+mod buckets;
+mod objects;
+mod records;
 
-/// A bucket.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BucketRecord {
-    /// The bucket ID, also its S3 name and directory name.
-    pub id: String,
-    /// Life-cycle state.
-    pub state: BucketState,
-    /// Settings from BucketClass parameters.
-    pub params: BucketParams,
-    /// Creation time, milliseconds since the Unix epoch.
-    pub created_ms: i64,
-    /// Bytes of object data stored.
-    pub used_bytes: u64,
-    /// Bucket tags.
-    #[serde(default)]
-    pub tags: Vec<(String, String)>,
-}
-
-/// An account: one key pair and its grants.
-#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct AccountRecord {
-    /// The account ID.
-    pub id: String,
-    /// The S3 access key ID.
-    pub access_key_id: String,
-    /// The S3 secret access key.
-    pub secret_access_key: String,
-    /// Bucket ID → granted modes.
-    pub grants: BTreeMap<String, Modes>,
-    /// Creation time, milliseconds since the Unix epoch.
-    pub created_ms: i64,
-}
-
-impl fmt::Debug for AccountRecord {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AccountRecord")
-            .field("id", &self.id)
-            .field("access_key_id", &"<redacted>")
-            .field("secret_access_key", &"<redacted>")
-            .field("grants", &self.grants)
-            .finish()
-    }
-}
-
-/// Attributes stored with an object, set when it is written.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectAttrs {
-    /// Content-Type.
-    pub content_type: Option<String>,
-    /// Content-Encoding.
-    pub content_encoding: Option<String>,
-    /// Content-Disposition.
-    pub content_disposition: Option<String>,
-    /// Content-Language.
-    pub content_language: Option<String>,
-    /// Cache-Control.
-    pub cache_control: Option<String>,
-    /// User metadata (`x-amz-meta-*`).
-    pub metadata: BTreeMap<String, String>,
-    /// Object tags.
-    pub tags: Vec<(String, String)>,
-}
-
-/// An object.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ObjectRecord {
-    /// Blob file name within the bucket directory.
-    pub blob: String,
-    /// Size in bytes.
-    pub size: u64,
-    /// ETag without quotes.
-    pub etag: String,
-    /// Last-Modified, milliseconds since the Unix epoch.
-    pub last_modified_ms: i64,
-    /// Attributes.
-    pub attrs: ObjectAttrs,
-}
-
-/// A multipart upload in progress.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UploadRecord {
-    /// Object key.
-    pub key: String,
-    /// The account that started it.
-    pub account_id: String,
-    /// Start time, milliseconds since the Unix epoch.
-    pub initiated_ms: i64,
-    /// Attributes of the object to be.
-    pub attrs: ObjectAttrs,
-}
-
-/// An uploaded part.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartRecord {
-    /// Blob file name within the bucket directory.
-    pub blob: String,
-    /// Size in bytes.
-    pub size: u64,
-    /// MD5 of the part, hex.
-    pub md5_hex: String,
-    /// Upload time, milliseconds since the Unix epoch.
-    pub last_modified_ms: i64,
-}
+pub use records::{
+    AccountRecord, BucketRecord, BucketState, ObjectAttrs, ObjectRecord, PartRecord, UploadRecord,
+};
 
 /// Why an object write was refused.
 #[derive(Debug, thiserror::Error)]
@@ -332,19 +221,17 @@ impl Store {
         self.group.durable_commits()
     }
 
-    // ---- buckets ----
-
-    /// The bucket `id`, if recorded.
-    pub fn bucket(&self, id: &str) -> Result<Option<BucketRecord>, StoreError> {
+    /// The record `id` of `table`, if any.
+    fn record<T: DeserializeOwned>(&self, table: ById, id: &str) -> Result<Option<T>, StoreError> {
         let tx = self.db.begin_read()?;
-        let t = tx.open_table(BUCKETS)?;
+        let t = tx.open_table(table)?;
         t.get(id)?.map(|v| dec(v.value())).transpose()
     }
 
-    /// Every bucket, by ID.
-    pub fn buckets(&self) -> Result<Vec<BucketRecord>, StoreError> {
+    /// Every record of `table`, by ID.
+    fn records<T: DeserializeOwned>(&self, table: ById) -> Result<Vec<T>, StoreError> {
         let tx = self.db.begin_read()?;
-        let t = tx.open_table(BUCKETS)?;
+        let t = tx.open_table(table)?;
         let mut out = Vec::new();
         for row in t.iter()? {
             let (_, v) = row?;
@@ -353,489 +240,31 @@ impl Store {
         Ok(out)
     }
 
-    /// Records a new bucket unless one with that ID exists; returns the
-    /// record now stored.
-    pub fn insert_bucket_if_absent(&self, rec: &BucketRecord) -> Result<BucketRecord, StoreError> {
+    /// Records `rec` as `id` of `table` unless a record with that ID
+    /// exists, writing what `also` writes with a new record in the same
+    /// grouped transaction; returns the record now stored.
+    fn insert_if_absent<T: Serialize + DeserializeOwned + Clone>(
+        &self,
+        table: ById,
+        id: &str,
+        rec: &T,
+        also: impl FnOnce(&WriteTransaction) -> Result<(), StoreError>,
+    ) -> Result<T, StoreError> {
         let tx = self.begin_grouped()?;
         let stored = {
-            let mut t = tx.open_table(BUCKETS)?;
-            let existing = t
-                .get(rec.id.as_str())?
-                .map(|v| dec(v.value()))
-                .transpose()?;
+            let mut t = tx.open_table(table)?;
+            let existing = t.get(id)?.map(|v| dec(v.value())).transpose()?;
             match existing {
                 Some(e) => e,
                 None => {
-                    t.insert(rec.id.as_str(), enc(rec)?.as_slice())?;
+                    t.insert(id, enc(rec)?.as_slice())?;
+                    also(&tx)?;
                     rec.clone()
                 }
             }
         };
         self.commit_grouped(tx)?;
         Ok(stored)
-    }
-
-    /// Sets the state of bucket `id`; false when it is not recorded.
-    pub fn set_bucket_state(&self, id: &str, state: BucketState) -> Result<bool, StoreError> {
-        self.update_bucket(id, Commit::Grouped, |b| b.state = state)
-    }
-
-    /// Sets the tags of bucket `id`; false when it is not recorded.
-    pub fn set_bucket_tags(
-        &self,
-        id: &str,
-        tags: Vec<(String, String)>,
-    ) -> Result<bool, StoreError> {
-        self.update_bucket(id, Commit::Alone, |b| b.tags = tags)
-    }
-
-    fn update_bucket(
-        &self,
-        id: &str,
-        commit: Commit,
-        f: impl FnOnce(&mut BucketRecord),
-    ) -> Result<bool, StoreError> {
-        let update = |tx: &WriteTransaction| -> Result<bool, StoreError> {
-            let mut t = tx.open_table(BUCKETS)?;
-            let existing: Option<BucketRecord> = t.get(id)?.map(|v| dec(v.value())).transpose()?;
-            Ok(match existing {
-                Some(mut b) => {
-                    f(&mut b);
-                    t.insert(id, enc(&b)?.as_slice())?;
-                    true
-                }
-                None => false,
-            })
-        };
-        match commit {
-            Commit::Grouped => {
-                let tx = self.begin_grouped()?;
-                let found = update(&tx)?;
-                self.commit_grouped(tx)?;
-                Ok(found)
-            }
-            Commit::Alone => {
-                let tx = self.db.begin_write()?;
-                let found = update(&tx)?;
-                tx.commit()?;
-                Ok(found)
-            }
-        }
-    }
-
-    /// Removes bucket `id` with all its object, upload and part records.
-    pub fn remove_bucket(&self, id: &str) -> Result<(), StoreError> {
-        let tx = self.begin_grouped()?;
-        {
-            tx.open_table(BUCKETS)?.remove(id)?;
-            let mut objects = tx.open_table(OBJECTS)?;
-            let keys = collect_keys(&objects, id)?;
-            for k in &keys {
-                objects.remove((id, k.as_str()))?;
-            }
-            let mut uploads = tx.open_table(UPLOADS)?;
-            let upload_ids = collect_keys(&uploads, id)?;
-            let mut parts = tx.open_table(PARTS)?;
-            for u in &upload_ids {
-                uploads.remove((id, u.as_str()))?;
-                let numbers: Vec<u32> = parts
-                    .range((u.as_str(), 0)..=(u.as_str(), u32::MAX))?
-                    .map(|r| r.map(|(k, _)| k.value().1))
-                    .collect::<Result<_, _>>()?;
-                for n in numbers {
-                    parts.remove((u.as_str(), n))?;
-                }
-            }
-        }
-        self.commit_grouped(tx)?;
-        Ok(())
-    }
-
-    // ---- accounts ----
-
-    /// The account `id`, if recorded.
-    pub fn account(&self, id: &str) -> Result<Option<AccountRecord>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let t = tx.open_table(ACCOUNTS)?;
-        t.get(id)?.map(|v| dec(v.value())).transpose()
-    }
-
-    /// The account owning access key `access_key_id`, if any.
-    pub fn account_by_key(&self, access_key_id: &str) -> Result<Option<AccountRecord>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let keys = tx.open_table(KEYS)?;
-        let Some(id) = keys.get(access_key_id)?.map(|v| v.value().to_owned()) else {
-            return Ok(None);
-        };
-        let t = tx.open_table(ACCOUNTS)?;
-        t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
-    }
-
-    /// Every account, by ID.
-    pub fn accounts(&self) -> Result<Vec<AccountRecord>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let t = tx.open_table(ACCOUNTS)?;
-        let mut out = Vec::new();
-        for row in t.iter()? {
-            let (_, v) = row?;
-            out.push(dec(v.value())?);
-        }
-        Ok(out)
-    }
-
-    /// Number of access keys recorded (one per account when consistent).
-    pub fn key_count(&self) -> Result<u64, StoreError> {
-        let tx = self.db.begin_read()?;
-        Ok(tx.open_table(KEYS)?.len()?)
-    }
-
-    /// Records a new account and its key in one transaction unless the
-    /// account exists; returns the account now stored.
-    pub fn insert_account_if_absent(
-        &self,
-        rec: &AccountRecord,
-    ) -> Result<AccountRecord, StoreError> {
-        let tx = self.begin_grouped()?;
-        let stored = {
-            let mut t = tx.open_table(ACCOUNTS)?;
-            let existing = t
-                .get(rec.id.as_str())?
-                .map(|v| dec(v.value()))
-                .transpose()?;
-            match existing {
-                Some(e) => e,
-                None => {
-                    t.insert(rec.id.as_str(), enc(rec)?.as_slice())?;
-                    tx.open_table(KEYS)?
-                        .insert(rec.access_key_id.as_str(), rec.id.as_str())?;
-                    rec.clone()
-                }
-            }
-        };
-        self.commit_grouped(tx)?;
-        Ok(stored)
-    }
-
-    /// Removes account `id` and its key in one transaction; false when absent.
-    pub fn remove_account(&self, id: &str) -> Result<bool, StoreError> {
-        let tx = self.begin_grouped()?;
-        let found = {
-            let mut t = tx.open_table(ACCOUNTS)?;
-            let existing: Option<AccountRecord> =
-                t.remove(id)?.map(|v| dec(v.value())).transpose()?;
-            match existing {
-                Some(a) => {
-                    tx.open_table(KEYS)?.remove(a.access_key_id.as_str())?;
-                    true
-                }
-                None => false,
-            }
-        };
-        self.commit_grouped(tx)?;
-        Ok(found)
-    }
-
-    // ---- objects ----
-
-    /// The object `key` in `bucket`, if any.
-    pub fn object(&self, bucket: &str, key: &str) -> Result<Option<ObjectRecord>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let t = tx.open_table(OBJECTS)?;
-        t.get((bucket, key))?.map(|v| dec(v.value())).transpose()
-    }
-
-    /// Up to `limit` objects of `bucket` whose keys start with `prefix` and
-    /// sort after `after` (or from the prefix when `None`).
-    pub fn objects_after(
-        &self,
-        bucket: &str,
-        prefix: &str,
-        after: Option<&str>,
-        limit: usize,
-    ) -> Result<ObjectPage, StoreError> {
-        let tx = self.db.begin_read()?;
-        let t = tx.open_table(OBJECTS)?;
-        let start = match after {
-            Some(a) if a >= prefix => Bound::Excluded((bucket, a)),
-            _ => Bound::Included((bucket, prefix)),
-        };
-        let mut objects = Vec::new();
-        for row in t.range::<(&str, &str)>((start, Bound::Unbounded))? {
-            let (k, v) = row?;
-            let (b, key) = k.value();
-            if b != bucket || !key.starts_with(prefix) || objects.len() >= limit {
-                break;
-            }
-            objects.push((key.to_owned(), dec(v.value())?));
-        }
-        Ok(ObjectPage { objects })
-    }
-
-    /// Number of objects in `bucket`.
-    pub fn object_count(&self, bucket: &str) -> Result<usize, StoreError> {
-        let tx = self.db.begin_read()?;
-        let t = tx.open_table(OBJECTS)?;
-        Ok(collect_keys(&t, bucket)?.len())
-    }
-
-    /// Stores `rec` as object `key` of `bucket` if the bucket is ready and
-    /// its quota allows; returns the replaced object's blob.
-    pub fn put_object(
-        &self,
-        bucket: &str,
-        key: &str,
-        rec: &ObjectRecord,
-    ) -> Result<Option<String>, WriteError> {
-        let tx = self.db.begin_write()?;
-        let old = {
-            let mut buckets = tx.open_table(BUCKETS)?;
-            let mut b = ready_bucket(&buckets, bucket)?;
-            let mut objects = tx.open_table(OBJECTS)?;
-            let old: Option<ObjectRecord> = objects
-                .get((bucket, key))?
-                .map(|v| dec(v.value()))
-                .transpose()?;
-            let old_size = old.as_ref().map_or(0, |o| o.size);
-            b.used_bytes = check_quota(&b, old_size, rec.size)?;
-            objects.insert((bucket, key), enc(rec)?.as_slice())?;
-            buckets.insert(bucket, enc(&b)?.as_slice())?;
-            old
-        };
-        tx.commit()?;
-        Ok(old.map(|o| o.blob))
-    }
-
-    /// Removes object `key` of `bucket`; returns its blob when it existed.
-    pub fn delete_object(&self, bucket: &str, key: &str) -> Result<Option<String>, StoreError> {
-        let tx = self.db.begin_write()?;
-        let old = {
-            let mut objects = tx.open_table(OBJECTS)?;
-            let old: Option<ObjectRecord> = objects
-                .remove((bucket, key))?
-                .map(|v| dec(v.value()))
-                .transpose()?;
-            if let Some(o) = &old {
-                let mut buckets = tx.open_table(BUCKETS)?;
-                let b: Option<BucketRecord> =
-                    buckets.get(bucket)?.map(|v| dec(v.value())).transpose()?;
-                if let Some(mut b) = b {
-                    b.used_bytes = b.used_bytes.saturating_sub(o.size);
-                    buckets.insert(bucket, enc(&b)?.as_slice())?;
-                }
-            }
-            old
-        };
-        tx.commit()?;
-        Ok(old.map(|o| o.blob))
-    }
-
-    /// Replaces the tags of object `key`; false when the object is absent.
-    pub fn set_object_tags(
-        &self,
-        bucket: &str,
-        key: &str,
-        tags: Vec<(String, String)>,
-    ) -> Result<bool, StoreError> {
-        let tx = self.db.begin_write()?;
-        let found = {
-            let mut objects = tx.open_table(OBJECTS)?;
-            let existing: Option<ObjectRecord> = objects
-                .get((bucket, key))?
-                .map(|v| dec(v.value()))
-                .transpose()?;
-            match existing {
-                Some(mut o) => {
-                    o.attrs.tags = tags;
-                    objects.insert((bucket, key), enc(&o)?.as_slice())?;
-                    true
-                }
-                None => false,
-            }
-        };
-        tx.commit()?;
-        Ok(found)
-    }
-
-    // ---- multipart uploads ----
-
-    /// Records a new multipart upload in a ready bucket.
-    pub fn create_upload(
-        &self,
-        bucket: &str,
-        upload_id: &str,
-        rec: &UploadRecord,
-    ) -> Result<(), WriteError> {
-        let tx = self.db.begin_write()?;
-        {
-            ready_bucket(&tx.open_table(BUCKETS)?, bucket)?;
-            tx.open_table(UPLOADS)?
-                .insert((bucket, upload_id), enc(rec)?.as_slice())?;
-        }
-        tx.commit()?;
-        Ok(())
-    }
-
-    /// The upload `upload_id` of `bucket`, if any.
-    pub fn upload(
-        &self,
-        bucket: &str,
-        upload_id: &str,
-    ) -> Result<Option<UploadRecord>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let t = tx.open_table(UPLOADS)?;
-        t.get((bucket, upload_id))?
-            .map(|v| dec(v.value()))
-            .transpose()
-    }
-
-    /// The uploads in progress in `bucket`, by upload ID.
-    pub fn uploads(&self, bucket: &str) -> Result<Vec<(String, UploadRecord)>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let t = tx.open_table(UPLOADS)?;
-        let mut out = Vec::new();
-        for row in t.range::<(&str, &str)>((bucket, "")..)? {
-            let (k, v) = row?;
-            if k.value().0 != bucket {
-                break;
-            }
-            out.push((k.value().1.to_owned(), dec(v.value())?));
-        }
-        Ok(out)
-    }
-
-    /// Stores part `number` of an upload; returns the replaced part's blob.
-    pub fn put_part(
-        &self,
-        bucket: &str,
-        upload_id: &str,
-        number: u32,
-        rec: &PartRecord,
-    ) -> Result<Option<String>, WriteError> {
-        let tx = self.db.begin_write()?;
-        let old = {
-            ready_bucket(&tx.open_table(BUCKETS)?, bucket)?;
-            if tx.open_table(UPLOADS)?.get((bucket, upload_id))?.is_none() {
-                return Err(WriteError::NoSuchUpload);
-            }
-            let mut parts = tx.open_table(PARTS)?;
-            let old: Option<PartRecord> = parts
-                .insert((upload_id, number), enc(rec)?.as_slice())?
-                .map(|v| dec(v.value()))
-                .transpose()?;
-            old
-        };
-        tx.commit()?;
-        Ok(old.map(|p| p.blob))
-    }
-
-    /// The parts of an upload, by number.
-    pub fn parts(&self, upload_id: &str) -> Result<Vec<(u32, PartRecord)>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let t = tx.open_table(PARTS)?;
-        let mut out = Vec::new();
-        for row in t.range((upload_id, 0)..=(upload_id, u32::MAX))? {
-            let (k, v) = row?;
-            out.push((k.value().1, dec(v.value())?));
-        }
-        Ok(out)
-    }
-
-    /// Ends an upload: removes it and its parts and, when `object` is given,
-    /// stores it as the upload's object (quota permitting) in the same
-    /// transaction. Returns the blobs no longer referenced (all parts and
-    /// any replaced object).
-    pub fn finish_upload(
-        &self,
-        bucket: &str,
-        upload_id: &str,
-        object: Option<&ObjectRecord>,
-    ) -> Result<Vec<String>, WriteError> {
-        let tx = self.db.begin_write()?;
-        let mut unreferenced = Vec::new();
-        {
-            let mut uploads = tx.open_table(UPLOADS)?;
-            let upload: UploadRecord = match uploads.remove((bucket, upload_id))? {
-                Some(v) => dec(v.value())?,
-                None => return Err(WriteError::NoSuchUpload),
-            };
-            let mut parts = tx.open_table(PARTS)?;
-            let numbers: Vec<(u32, PartRecord)> = parts
-                .range((upload_id, 0)..=(upload_id, u32::MAX))?
-                .map(|r| {
-                    let (k, v) = r?;
-                    Ok((k.value().1, dec(v.value())?))
-                })
-                .collect::<Result<_, StoreError>>()?;
-            for (n, p) in numbers {
-                parts.remove((upload_id, n))?;
-                unreferenced.push(p.blob);
-            }
-            if let Some(rec) = object {
-                let mut buckets = tx.open_table(BUCKETS)?;
-                let mut b = ready_bucket(&buckets, bucket)?;
-                let mut objects = tx.open_table(OBJECTS)?;
-                let key = upload.key.as_str();
-                let old: Option<ObjectRecord> = objects
-                    .get((bucket, key))?
-                    .map(|v| dec(v.value()))
-                    .transpose()?;
-                b.used_bytes = check_quota(&b, old.as_ref().map_or(0, |o| o.size), rec.size)?;
-                objects.insert((bucket, key), enc(rec)?.as_slice())?;
-                buckets.insert(bucket, enc(&b)?.as_slice())?;
-                unreferenced.extend(old.map(|o| o.blob));
-            }
-        }
-        tx.commit()?;
-        Ok(unreferenced)
-    }
-
-    /// Every blob referenced by the objects and parts of `bucket`.
-    pub fn referenced_blobs(&self, bucket: &str) -> Result<Vec<String>, StoreError> {
-        let tx = self.db.begin_read()?;
-        let objects = tx.open_table(OBJECTS)?;
-        let mut out = Vec::new();
-        for row in objects.range::<(&str, &str)>((bucket, "")..)? {
-            let (k, v) = row?;
-            if k.value().0 != bucket {
-                break;
-            }
-            out.push(dec::<ObjectRecord>(v.value())?.blob);
-        }
-        let uploads = tx.open_table(UPLOADS)?;
-        let parts = tx.open_table(PARTS)?;
-        for u in collect_keys(&uploads, bucket)? {
-            for row in parts.range((u.as_str(), 0)..=(u.as_str(), u32::MAX))? {
-                let (_, v) = row?;
-                out.push(dec::<PartRecord>(v.value())?.blob);
-            }
-        }
-        Ok(out)
-    }
-}
-
-fn ready_bucket(
-    buckets: &impl ReadableTable<&'static str, &'static [u8]>,
-    id: &str,
-) -> Result<BucketRecord, WriteError> {
-    let b: Option<BucketRecord> = buckets.get(id)?.map(|v| dec(v.value())).transpose()?;
-    match b {
-        Some(b) if b.state == BucketState::Ready => Ok(b),
-        _ => Err(WriteError::NoSuchBucket),
-    }
-}
-
-/// The bucket's new usage after replacing `old_size` bytes by `new_size`,
-/// or `Quota` when that exceeds its quota.
-fn check_quota(b: &BucketRecord, old_size: u64, new_size: u64) -> Result<u64, WriteError> {
-    let would_hold = b
-        .used_bytes
-        .saturating_sub(old_size)
-        .saturating_add(new_size);
-    match b.params.max_size_bytes {
-        Some(max) if would_hold > max && new_size > old_size => {
-            Err(WriteError::Quota { max, would_hold })
-        }
-        _ => Ok(would_hold),
     }
 }
 
@@ -858,7 +287,10 @@ fn collect_keys(
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+    use crate::params::BucketParams;
 
     fn bucket(id: &str, max: Option<u64>) -> BucketRecord {
         BucketRecord {

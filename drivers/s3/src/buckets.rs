@@ -297,25 +297,16 @@ pub async fn delete(
         .config_override(s3_config(&located.region))
         .send()
         .await;
-    match result {
-        Ok(_) => {
-            tracing::info!(bucket, "bucket deleted");
-            Ok(())
-        }
-        Err(e) => {
-            let err = BackendError::from_sdk("S3 DeleteBucket", target(bucket), &e);
-            if err.has_code("NoSuchBucket") {
-                Ok(())
-            } else if err.has_code("BucketNotEmpty") {
-                Err(Error::FailedPrecondition(format!(
-                    "bucket {bucket:?} is not empty; it is deleted once emptied (retried), or set the \
-                     BucketClass parameter {PURGE_ON_DELETE}: \"true\" to let the driver delete its objects"
-                )))
-            } else {
-                Err(err.into())
-            }
-        }
+    let not_empty = || {
+        Error::FailedPrecondition(format!(
+            "bucket {bucket:?} is not empty; it is deleted once emptied (retried), or set the \
+             BucketClass parameter {PURGE_ON_DELETE}: \"true\" to let the driver delete its objects"
+        ))
+    };
+    if s3_buckets::deleted(bucket, result, not_empty)? {
+        tracing::info!(bucket, "bucket deleted");
     }
+    Ok(())
 }
 
 /// Removes every object version, delete marker and unfinished multipart

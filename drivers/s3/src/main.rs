@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::{Parser, ValueEnum};
 use cosi_driver_s3::config::{self, AddressingStyle, Config};
 use cosi_driver_s3::{AdminCredentials, S3Driver};
@@ -61,13 +60,7 @@ struct Args {
 
 impl Args {
     fn config(&self) -> anyhow::Result<Config> {
-        let ca_pem = match &self.ca_file {
-            Some(path) => Some(
-                std::fs::read_to_string(path)
-                    .with_context(|| format!("--ca-file: cannot read {}", path.display()))?,
-            ),
-            None => None,
-        };
+        let ca_pem = cosi_driver::tls::read_ca_file(self.ca_file.as_deref())?;
         let cfg = Config {
             driver_name: self.driver_name.clone(),
             s3_endpoint: self.s3_endpoint.clone(),

@@ -11,10 +11,11 @@
 //! head and the first 8 hex digits of the input's SHA-256, so the result is
 //! still deterministic and valid.
 
+use cosi_driver::names::direct_or_hashed;
 pub use cosi_driver_s3_common::names::{
     MAX_BUCKET_NAME, MAX_PREFIX, check_bucket_prefix, is_plausible_existing_bucket_name,
 };
-use cosi_driver_s3_common::names::{hashed_name, sanitize};
+use cosi_driver_s3_common::names::{derive_bucket_name, hashed_name};
 
 /// Longest IAM user name.
 pub const MAX_USER_NAME: usize = 64;
@@ -22,39 +23,30 @@ pub const MAX_USER_NAME: usize = 64;
 /// The S3 bucket name for the Bucket `name` with `prefix` (already checked
 /// with [`check_bucket_prefix`]).
 pub fn bucket_name(prefix: &str, name: &str) -> Result<String, String> {
-    let direct = format!("{prefix}{name}");
-    if is_valid_new_bucket_name(&direct) && !direct.contains('.') {
-        return Ok(direct);
-    }
-    let hashed = hashed_name(prefix, &sanitize(name), name, MAX_BUCKET_NAME, trim_head);
-    if is_valid_new_bucket_name(&hashed) {
-        Ok(hashed)
-    } else {
-        Err(format!(
-            "cannot derive a valid S3 bucket name from Bucket {name:?} with prefix {prefix:?}"
-        ))
-    }
+    derive_bucket_name(
+        prefix,
+        name,
+        is_valid_new_bucket_name,
+        trim_head,
+        "S3 bucket name",
+    )
 }
 
 /// The IAM user name for `account_name` with `prefix` (already checked with
 /// [`check_user_prefix`]).
 pub fn user_name(prefix: &str, account_name: &str) -> Result<String, String> {
-    let direct = format!("{prefix}{account_name}");
-    if is_valid_user_name(&direct) {
-        return Ok(direct);
-    }
-    let sanitized: String = account_name
-        .chars()
-        .map(|c| if is_user_name_char(c) { c } else { '-' })
-        .collect();
-    let hashed = hashed_name(prefix, &sanitized, account_name, MAX_USER_NAME, trim_head);
-    if is_valid_user_name(&hashed) {
-        Ok(hashed)
-    } else {
-        Err(format!(
+    direct_or_hashed(format!("{prefix}{account_name}"), is_valid_user_name, || {
+        let sanitized: String = account_name
+            .chars()
+            .map(|c| if is_user_name_char(c) { c } else { '-' })
+            .collect();
+        hashed_name(prefix, &sanitized, account_name, MAX_USER_NAME, trim_head)
+    })
+    .ok_or_else(|| {
+        format!(
             "cannot derive a valid IAM user name from account {account_name:?} with prefix {prefix:?}"
-        ))
-    }
+        )
+    })
 }
 
 /// INVARIANT: the end of a hashed name's readable head is trimmed of `-`
