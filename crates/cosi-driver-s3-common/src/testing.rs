@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use cosi_driver::proto::*;
+use cosi_driver::testing::{self, TestServer};
 use cosi_driver::{DriverClient, Endpoint, Identity, Provisioner};
-use tokio::sync::oneshot;
 
 /// A driver served on a temporary UNIX socket, with a connected client.
 pub struct Served<D> {
@@ -20,58 +20,31 @@ pub struct Served<D> {
     pub client: DriverClient,
     /// The driver being served (a clone of the one the server holds).
     pub driver: D,
-    /// The socket.
-    pub endpoint: Endpoint,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
+    server: TestServer,
 }
 
 impl<D: Identity + Provisioner + Clone> Served<D> {
     /// Serves `driver` and connects to it; panics when the socket does not
-    /// answer within two seconds.
+    /// answer within ten seconds.
     pub async fn serve(driver: D) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).expect("endpoint");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let (d1, d2, ep) = (driver.clone(), driver.clone(), endpoint.clone());
-        let task = tokio::spawn(async move {
-            cosi_driver::serve(&ep, d1, d2, async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("serve");
-        });
-        let mut client = None;
-        for _ in 0..100 {
-            if endpoint.path().exists()
-                && let Ok(c) = DriverClient::connect(&endpoint).await
-            {
-                client = Some(c);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let (client, server) = testing::serve(driver.clone(), driver.clone()).await;
         Served {
-            client: client.expect("driver socket answers"),
+            client,
             driver,
-            endpoint,
-            stop: Some(stop),
-            task: Some(task),
-            _dir: dir,
+            server,
         }
     }
 }
 
 impl<D> Served<D> {
+    /// The socket.
+    pub fn endpoint(&self) -> &Endpoint {
+        self.server.endpoint()
+    }
+
     /// Stops the server and waits for it.
-    pub async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.task.take() {
-            t.await.expect("server task");
-        }
+    pub async fn stop(self) {
+        self.server.stop().await;
     }
 
     /// DriverGenerateBucketId for the S3 protocol.

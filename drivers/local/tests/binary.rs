@@ -83,14 +83,7 @@ impl Process {
     }
 
     async fn client(&self) -> DriverClient {
-        let endpoint = Endpoint::from_path(&self.socket).unwrap();
-        for _ in 0..500 {
-            if let Ok(c) = DriverClient::connect(&endpoint).await {
-                return c;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the driver does not listen on COSI_ENDPOINT");
+        connect(&Endpoint::from_path(&self.socket).unwrap()).await
     }
 
     /// Sends SIGTERM and waits up to 10 s for the process to exit.

@@ -43,7 +43,7 @@ fn sanity_config(endpoint: Endpoint) -> Config {
 #[tokio::test]
 async fn the_conformance_suite_passes_with_the_data_plane() {
     let h = Harness::start().await;
-    let endpoint = Endpoint::from_path(h.dir.path().join("cosi.sock")).unwrap();
+    let endpoint = h.endpoint().clone();
 
     let report = cosi_sanity::run(&sanity_config(endpoint)).await;
     report.print();
@@ -69,7 +69,7 @@ async fn the_conformance_suite_passes_with_the_data_plane() {
 #[tokio::test]
 async fn the_v1alpha1_conformance_suite_passes_with_the_data_plane() {
     let h = Harness::start_v1alpha1().await;
-    let endpoint = Endpoint::from_path(h.dir.path().join("cosi.sock")).unwrap();
+    let endpoint = h.endpoint().clone();
     let mut config = sanity_config(endpoint);
     config.api = cosi_sanity::Api::V1alpha1;
 

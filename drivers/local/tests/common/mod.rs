@@ -11,18 +11,17 @@ use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials as AwsCredentials, Region};
 use cosi_driver::proto::*;
+use cosi_driver::testing::{Serve, TestServer};
 use cosi_driver::{DriverClient, Endpoint};
 use cosi_driver_local::{Config, LocalDriver, S3Server};
 use tempfile::TempDir;
-use tokio::sync::oneshot;
 
 pub struct Harness {
     pub dir: TempDir,
     pub driver: LocalDriver,
     pub client: DriverClient,
     pub s3: S3Server,
-    stop: oneshot::Sender<()>,
-    grpc: tokio::task::JoinHandle<Result<(), cosi_driver::ServeError>>,
+    grpc: TestServer,
 }
 
 pub fn config(dir: &TempDir) -> Config {
@@ -83,36 +82,29 @@ impl Harness {
         let api = config.api;
         let driver = LocalDriver::open(&config).unwrap();
         let s3 = driver.start_s3().await.unwrap();
-        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let grpc = tokio::spawn({
-            let (endpoint, driver) = (endpoint.clone(), driver.clone());
-            async move {
-                cosi_driver::serve_api(api, &endpoint, driver.clone(), driver, async {
-                    let _ = stopped.await;
-                })
-                .await
-            }
-        });
-        let client = connect(&endpoint).await;
+        let serve = Serve::api(api, driver.clone(), driver.clone());
+        let (client, grpc) = TestServer::start(serve).await;
         Self {
             dir,
             driver,
             client,
             s3,
-            stop,
             grpc,
         }
     }
 
     /// Stops both servers and drops the driver, handing back the data.
     pub async fn stop(self) -> TempDir {
-        let _ = self.stop.send(());
-        self.grpc.await.unwrap().unwrap();
+        self.grpc.stop().await;
         self.s3.shutdown().await;
         drop(self.client);
         drop(self.driver);
         self.dir
+    }
+
+    /// The driver's gRPC socket.
+    pub fn endpoint(&self) -> &Endpoint {
+        self.grpc.endpoint()
     }
 
     pub fn provisioner(
