@@ -139,31 +139,14 @@ async fn the_binary_serves_both_apis_logs_no_credentials_and_stops_on_sigterm() 
         &creds.access_key_id,
         &creds.access_secret_key,
     );
-    s3.put_object()
-        .bucket("bc-bin")
-        .key("k")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap();
-    s3.get_object()
-        .bucket("bc-bin")
-        .key("k")
-        .send()
-        .await
-        .unwrap();
+    put(&s3, "bc-bin", "k", b"v").await.unwrap();
+    get(&s3, "bc-bin", "k").await.unwrap();
     let wrong = s3_client(
         &endpoint_url,
         &creds.access_key_id,
         "wrong-secret-wrong-secret-wrong-secret00",
     );
-    wrong
-        .get_object()
-        .bucket("bc-bin")
-        .key("k")
-        .send()
-        .await
-        .unwrap_err();
+    get(&wrong, "bc-bin", "k").await.unwrap_err();
 
     let (exited, logs) = driver.terminate().await;
     assert!(exited.success(), "{exited:?}");

@@ -160,13 +160,7 @@ async fn delete_bucket_retried_after_a_crash_finishes() {
     let id = h.bucket("bc-c3", &[]).await;
     let creds = h.grant("ba-c3", &[(&id, rw())]).await;
     let s3 = h.s3_client(&creds);
-    s3.put_object()
-        .bucket(&id)
-        .key("k")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &id, "k", b"v").await.unwrap();
     h.driver.crash_once_at(CrashPoint::AfterBucketDataRemoved);
     let req = DriverDeleteBucketRequest {
         bucket_id: id.clone(),
@@ -181,14 +175,7 @@ async fn delete_bucket_retried_after_a_crash_finishes() {
         Code::Unavailable
     );
     // Half-deleted: no longer served.
-    let err = s3
-        .get_object()
-        .bucket(&id)
-        .key("k")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "NoSuchBucket");
+    assert_eq!(get(&s3, &id, "k").await.unwrap_err(), "NoSuchBucket");
     let state = h.driver.backend_state().unwrap();
     assert_eq!(state.buckets[0].state, BucketState::Deleting);
     assert!(!state.buckets[0].directory_exists);

@@ -50,13 +50,7 @@ fn assert_private(root: &Path) {
 async fn write_objects(h: &Harness, name: &str) -> (String, aws_sdk_s3::Client) {
     let id = h.bucket(&format!("bc-{name}"), &[]).await;
     let s3 = h.s3_client(&h.grant(&format!("ba-{name}"), &[(&id, rw())]).await);
-    s3.put_object()
-        .bucket(&id)
-        .key("plain")
-        .body(body(b"contents"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &id, "plain", b"contents").await.unwrap();
     let up = s3
         .create_multipart_upload()
         .bucket(&id)

@@ -407,13 +407,7 @@ async fn crafted_continuation_tokens_are_invalid_arguments() {
     }
     // Tokens the endpoint hands out still page through the bucket.
     let s3 = h.s3_client(&creds);
-    s3.put_object()
-        .bucket(&id)
-        .key("l")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &id, "l", b"v").await.unwrap();
     let first = s3
         .list_objects_v2()
         .bucket(&id)
@@ -440,13 +434,7 @@ async fn names_xml_cannot_carry_are_listed_only_url_encoded() {
     let (id, creds) = bucket_with_object(&h, "ctl").await;
     let s3 = h.s3_client(&creds);
     for key in ["ctl/\u{1}bell", "ctl/cr\rlf", "ctl/nul\u{0}"] {
-        s3.put_object()
-            .bucket(&id)
-            .key(key)
-            .body(body(b"v"))
-            .send()
-            .await
-            .unwrap();
+        put(&s3, &id, key, b"v").await.unwrap();
     }
 
     // Asked for plainly, the listing refuses rather than send them.

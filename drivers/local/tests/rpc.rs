@@ -257,13 +257,7 @@ async fn delete_bucket_removes_the_data_on_disk_and_is_ok_when_absent() {
     let id = h.bucket("bc-6666", &[]).await;
     let creds = h.grant("ba-6666", &[(&id, rw())]).await;
     let s3 = h.s3_client(&creds);
-    s3.put_object()
-        .bucket(&id)
-        .key("k")
-        .body(body(b"data"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &id, "k", b"data").await.unwrap();
     let dir = h.driver.bucket_dir(&id);
     assert_eq!(
         std::fs::read_dir(&dir).unwrap().count(),
@@ -282,14 +276,7 @@ async fn delete_bucket_removes_the_data_on_disk_and_is_ok_when_absent() {
     assert!(state.buckets.is_empty());
     assert!(state.stray_directories.is_empty());
     p.driver_delete_bucket(req).await.unwrap();
-    let err = s3
-        .get_object()
-        .bucket(&id)
-        .key("k")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "NoSuchBucket");
+    assert_eq!(get(&s3, &id, "k").await.unwrap_err(), "NoSuchBucket");
     h.stop().await;
 }
 

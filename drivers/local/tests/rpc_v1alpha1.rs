@@ -223,11 +223,7 @@ async fn granted_credentials_work_until_revoked_and_delete_is_idempotent() {
     assert_eq!(s3_secrets(&again), &secrets);
 
     let s3 = s3_client_for(&secrets);
-    s3.put_object()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .body(body(b"over v1alpha1"))
-        .send()
+    put(&s3, &bucket, "hello.txt", b"over v1alpha1")
         .await
         .unwrap();
     let got = s3
@@ -279,14 +275,10 @@ async fn granted_credentials_work_until_revoked_and_delete_is_idempotent() {
     assert_eq!(tags.tag_set()[0].key(), "api");
 
     d.revoke(&bucket, &granted.account_id).await.unwrap();
-    let err = s3
-        .get_object()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "InvalidAccessKeyId");
+    assert_eq!(
+        get(&s3, &bucket, "hello.txt").await.unwrap_err(),
+        "InvalidAccessKeyId"
+    );
     d.revoke(&bucket, &granted.account_id).await.unwrap();
 
     d.delete(&bucket).await.unwrap();

@@ -305,3 +305,45 @@ where
 pub fn body(bytes: &'static [u8]) -> aws_sdk_s3::primitives::ByteStream {
     aws_sdk_s3::primitives::ByteStream::from_static(bytes)
 }
+
+/// Puts `data` at `key`; the S3 error code on failure.
+pub async fn put(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    data: &'static [u8],
+) -> Result<(), String> {
+    let call = s3.put_object().bucket(bucket).key(key).body(body(data));
+    call.send().await.map(drop).map_err(|e| s3_code(&e))
+}
+
+/// Reads `key`; the S3 error code on failure.
+pub async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
+    let out = s3.get_object().bucket(bucket).key(key).send().await;
+    let out = out.map_err(|e| s3_code(&e))?;
+    Ok(out.body.collect().await.unwrap().into_bytes().to_vec())
+}
+
+/// Reads the metadata of `key`; the S3 error code (`HTTP <status>`) on failure.
+pub async fn head(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
+    let out = s3.head_object().bucket(bucket).key(key).send().await;
+    out.map(drop).map_err(|e| s3_code(&e))
+}
+
+/// Deletes `key`; the S3 error code on failure.
+pub async fn delete(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
+    let out = s3.delete_object().bucket(bucket).key(key).send().await;
+    out.map(drop).map_err(|e| s3_code(&e))
+}
+
+/// Lists the keys of `bucket` (one page); the S3 error code on failure.
+pub async fn list(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<Vec<String>, String> {
+    let out = s3.list_objects_v2().bucket(bucket).send().await;
+    let out = out.map_err(|e| s3_code(&e))?;
+    Ok(out
+        .contents()
+        .iter()
+        .filter_map(|o| o.key())
+        .map(str::to_owned)
+        .collect())
+}
