@@ -92,7 +92,10 @@ async fn read_write_credentials_write_and_read_their_bucket() {
         .send()
         .await
         .unwrap();
-    assert_eq!(written.e_tag(), Some("\"5eb63bbbe01eeed093cb22bb8f5acdc3\""));
+    assert_eq!(
+        written.e_tag(),
+        Some("\"5eb63bbbe01eeed093cb22bb8f5acdc3\"")
+    );
     assert_eq!(read_all(&s3, &id, "dir/hello.txt").await, b"hello world");
 
     let head = s3

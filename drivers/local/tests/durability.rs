@@ -91,16 +91,7 @@ async fn concurrent_calls_share_durable_commits_and_survive_a_restart() {
 async fn create_bucket_retried_after_a_crash_converges_to_one_bucket() {
     let h = Harness::start().await;
     let mut p = h.provisioner();
-    let id = p
-        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-            name: "bc-c1".into(),
-            protocols: vec![],
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .bucket_id;
+    let id = h.generate("bc-c1", &[], &[]).await.unwrap();
     let req = DriverCreateBucketRequest {
         bucket_id: id.clone(),
         protocols: vec![ObjectProtocol::S3 as i32],

@@ -95,13 +95,8 @@ async fn create_bucket_is_idempotent_and_returns_s3_info() {
 async fn create_bucket_with_other_parameters_is_already_exists() {
     let h = Harness::start().await;
     let id = h.bucket("bc-3333", &[("maxSizeBytes", "1Mi")]).await;
-    let mut p = h.provisioner();
-    let err = p
-        .driver_create_bucket(DriverCreateBucketRequest {
-            bucket_id: id.clone(),
-            protocols: vec![],
-            parameters: map(&[("maxSizeBytes", "2Mi")]),
-        })
+    let err = h
+        .create(&id, &[], &[("maxSizeBytes", "2Mi")])
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
@@ -110,14 +105,7 @@ async fn create_bucket_with_other_parameters_is_already_exists() {
         "{}",
         err.message()
     );
-    let err = p
-        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-            name: "bc-3333".into(),
-            protocols: vec![],
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap_err();
+    let err = h.generate("bc-3333", &[], &[]).await.unwrap_err();
     assert_eq!(err.code(), Code::AlreadyExists);
     h.stop().await;
 }
@@ -125,14 +113,9 @@ async fn create_bucket_with_other_parameters_is_already_exists() {
 #[tokio::test]
 async fn a_parameter_value_that_does_not_parse_exactly_is_an_invalid_argument_naming_it() {
     let h = Harness::start().await;
-    let mut p = h.provisioner();
     for value in [" 10", "10 ", "10\n", "1 Gi"] {
-        let err = p
-            .driver_create_bucket(DriverCreateBucketRequest {
-                bucket_id: "bc-4445".into(),
-                protocols: vec![],
-                parameters: map(&[("maxSizeBytes", value)]),
-            })
+        let err = h
+            .create("bc-4445", &[], &[("maxSizeBytes", value)])
             .await
             .unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument, "{value:?}");
@@ -145,13 +128,8 @@ async fn a_parameter_value_that_does_not_parse_exactly_is_an_invalid_argument_na
 #[tokio::test]
 async fn unknown_parameters_and_protocols_are_invalid_arguments() {
     let h = Harness::start().await;
-    let mut p = h.provisioner();
-    let err = p
-        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-            name: "bc-4444".into(),
-            protocols: vec![],
-            parameters: map(&[("quota", "1")]),
-        })
+    let err = h
+        .generate("bc-4444", &[], &[("quota", "1")])
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
@@ -160,24 +138,13 @@ async fn unknown_parameters_and_protocols_are_invalid_arguments() {
         "{}",
         err.message()
     );
-    let err = p
-        .driver_create_bucket(DriverCreateBucketRequest {
-            bucket_id: "bc-4444".into(),
-            protocols: vec![ObjectProtocol::Azure as i32],
-            parameters: HashMap::new(),
-        })
+    let err = h
+        .create("bc-4444", &[ObjectProtocol::Azure], &[])
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("only the S3 protocol"));
-    let err = p
-        .driver_create_bucket(DriverCreateBucketRequest {
-            bucket_id: "Not_A_Bucket".into(),
-            protocols: vec![],
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap_err();
+    let err = h.create("Not_A_Bucket", &[], &[]).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(h.driver.backend_state().unwrap().buckets.is_empty());
     h.stop().await;

@@ -115,26 +115,45 @@ impl Harness {
 
     /// Creates a bucket through both phases; returns its ID.
     pub async fn bucket(&self, name: &str, params: &[(&str, &str)]) -> String {
-        let mut p = self.provisioner();
-        let parameters = map(params);
-        let id = p
-            .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-                name: name.into(),
-                protocols: vec![ObjectProtocol::S3 as i32],
-                parameters: parameters.clone(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .bucket_id;
-        p.driver_create_bucket(DriverCreateBucketRequest {
-            bucket_id: id.clone(),
-            protocols: vec![ObjectProtocol::S3 as i32],
-            parameters,
-        })
-        .await
-        .unwrap();
+        let s3 = &[ObjectProtocol::S3];
+        let id = self.generate(name, s3, params).await.unwrap();
+        self.create(&id, s3, params).await.unwrap();
         id
+    }
+
+    /// DriverGenerateBucketId: the bucket ID.
+    pub async fn generate(
+        &self,
+        name: &str,
+        protocols: &[ObjectProtocol],
+        params: &[(&str, &str)],
+    ) -> Result<String, tonic::Status> {
+        let request = DriverGenerateBucketIdRequest {
+            name: name.into(),
+            protocols: protocols.iter().map(|p| *p as i32).collect(),
+            parameters: map(params),
+        };
+        let reply = self
+            .provisioner()
+            .driver_generate_bucket_id(request)
+            .await?;
+        Ok(reply.into_inner().bucket_id)
+    }
+
+    /// DriverCreateBucket.
+    pub async fn create(
+        &self,
+        id: &str,
+        protocols: &[ObjectProtocol],
+        params: &[(&str, &str)],
+    ) -> Result<DriverCreateBucketResponse, tonic::Status> {
+        let request = DriverCreateBucketRequest {
+            bucket_id: id.into(),
+            protocols: protocols.iter().map(|p| *p as i32).collect(),
+            parameters: map(params),
+        };
+        let reply = self.provisioner().driver_create_bucket(request).await?;
+        Ok(reply.into_inner())
     }
 
     /// Grants `account` access through both phases; returns the credentials.
