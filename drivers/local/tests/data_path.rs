@@ -123,13 +123,7 @@ async fn read_write_credentials_write_and_read_their_bucket() {
     );
 
     put(&s3, &id, "top", b"x").await.unwrap();
-    let listed = s3
-        .list_objects_v2()
-        .bucket(&id)
-        .delimiter("/")
-        .send()
-        .await
-        .unwrap();
+    let listed = s3_result(s3.list_objects_v2().bucket(&id).delimiter("/").send().await).unwrap();
     let keys: Vec<_> = listed.contents().iter().filter_map(|o| o.key()).collect();
     let prefixes: Vec<_> = listed
         .common_prefixes()
@@ -218,13 +212,8 @@ async fn buckets_cannot_be_created_or_deleted_through_s3() {
     let id = h.bucket("bc-d5", &[]).await;
     let all = modes(ReadWrite, ReadWrite, ReadWrite);
     let s3 = h.s3_client(&h.grant("ba-d5", &[(&id, all)]).await);
-    let err = s3
-        .create_bucket()
-        .bucket("sneaky")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = s3_result(s3.create_bucket().bucket("sneaky").send().await).unwrap_err();
+    assert_eq!(err, "AccessDenied");
     let err = s3.delete_bucket().bucket(&id).send().await.unwrap_err();
     assert_eq!(s3_code(&err), "AccessDenied");
     // Its own bucket exists already and is its own, as AWS answers an
@@ -239,13 +228,8 @@ async fn buckets_cannot_be_created_or_deleted_through_s3() {
         )
         .await,
     );
-    let err = read_only
-        .create_bucket()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "BucketAlreadyOwnedByYou");
+    let err = s3_result(read_only.create_bucket().bucket(&id).send().await).unwrap_err();
+    assert_eq!(err, "BucketAlreadyOwnedByYou");
     assert_eq!(h.driver.backend_state().unwrap().buckets.len(), 1);
     h.stop().await;
 }
@@ -340,21 +324,11 @@ async fn bucket_metadata_needs_the_bucket_metadata_mode() {
         .await
         .unwrap_err();
     assert_eq!(s3_code(&err), "AccessDenied");
-    let err = data_only
-        .get_bucket_versioning()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = s3_result(data_only.get_bucket_versioning().bucket(&id).send().await).unwrap_err();
+    assert_eq!(err, "AccessDenied");
     // The location is bucket metadata, but any grant may read it: s3cmd
     // asks for it before anything else.
-    data_only
-        .get_bucket_location()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap();
+    s3_result(data_only.get_bucket_location().bucket(&id).send().await).unwrap();
 
     let meta_rw = modes(Unspecified, Unspecified, ReadWrite);
     let admin = h.s3_client(&h.grant("ba-d10b", &[(&id, meta_rw)]).await);
@@ -367,43 +341,18 @@ async fn bucket_metadata_needs_the_bucket_metadata_mode() {
         .unwrap();
     let tags = admin.get_bucket_tagging().bucket(&id).send().await.unwrap();
     assert_eq!(tags.tag_set()[0].key(), "team");
-    admin
-        .get_bucket_versioning()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap();
-    admin
-        .get_bucket_location()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap();
-    let err = admin
-        .get_bucket_policy()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "NoSuchBucketPolicy");
+    s3_result(admin.get_bucket_versioning().bucket(&id).send().await).unwrap();
+    s3_result(admin.get_bucket_location().bucket(&id).send().await).unwrap();
+    let err = s3_result(admin.get_bucket_policy().bucket(&id).send().await).unwrap_err();
+    assert_eq!(err, "NoSuchBucketPolicy");
     // Bucket metadata does not give object data.
     assert_eq!(list(&admin, &id).await.unwrap_err(), "AccessDenied");
 
     let meta_ro = modes(Unspecified, Unspecified, ReadOnly);
     let viewer = h.s3_client(&h.grant("ba-d10c", &[(&id, meta_ro)]).await);
-    viewer
-        .get_bucket_tagging()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap();
-    let err = viewer
-        .delete_bucket_tagging()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    s3_result(viewer.get_bucket_tagging().bucket(&id).send().await).unwrap();
+    let err = s3_result(viewer.delete_bucket_tagging().bucket(&id).send().await).unwrap_err();
+    assert_eq!(err, "AccessDenied");
     h.stop().await;
 }
 
@@ -466,13 +415,7 @@ async fn object_tags_need_the_object_metadata_mode() {
         .unwrap();
     let tags: Vec<(&str, &str)> = got.tag_set().iter().map(|t| (t.key(), t.value())).collect();
     assert_eq!(tags, [("class", "silver"), ("tier", "2")]);
-    tagger
-        .get_object_acl()
-        .bucket(&id)
-        .key("k")
-        .send()
-        .await
-        .unwrap();
+    s3_result(tagger.get_object_acl().bucket(&id).key("k").send().await).unwrap();
     h.stop().await;
 }
 
@@ -655,12 +598,7 @@ async fn a_bucket_gets_its_directory_with_its_first_object_and_loses_it_when_del
     assert!(!has_directory(&h, &put_first));
     assert!(!has_directory(&h, &part_first));
     // An empty bucket lists as empty.
-    let listed = s3
-        .list_objects_v2()
-        .bucket(&put_first)
-        .send()
-        .await
-        .unwrap();
+    let listed = s3_result(s3.list_objects_v2().bucket(&put_first).send().await).unwrap();
     assert_eq!(listed.key_count(), Some(0));
 
     put(&s3, &put_first, "k", b"first").await.unwrap();

@@ -30,13 +30,7 @@ async fn state_and_credentials_survive_a_restart() {
     assert_eq!(h.driver.backend_state().unwrap(), before);
     // The endpoint moved (new port); the same key works against it.
     let s3 = h.s3_client(&creds);
-    let got = s3
-        .get_object()
-        .bucket(&id)
-        .key("kept")
-        .send()
-        .await
-        .unwrap();
+    let got = s3_result(s3.get_object().bucket(&id).key("kept").send().await).unwrap();
     assert_eq!(
         got.body.collect().await.unwrap().into_bytes().as_ref(),
         b"still here"

@@ -119,13 +119,7 @@ async fn a_data_directory_left_looser_is_tightened_at_start_up() {
     let h = Harness::start_in(dir).await;
     assert_private(&data);
     let s3 = h.s3_client(&h.grant("ba-after", &[(&id, rw())]).await);
-    let got = s3
-        .get_object()
-        .bucket(&id)
-        .key("parts")
-        .send()
-        .await
-        .unwrap();
+    let got = s3_result(s3.get_object().bucket(&id).key("parts").send().await).unwrap();
     assert_eq!(&got.body.collect().await.unwrap().into_bytes()[..], b"part");
     h.stop().await;
 }

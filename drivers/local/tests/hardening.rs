@@ -72,12 +72,7 @@ async fn user_metadata_over_2_kb_is_refused_and_nothing_is_stored() {
 
     let state = h.driver.backend_state().unwrap();
     assert_eq!(state.buckets[0].objects, 1, "only the object that fits");
-    let uploads = s3
-        .list_multipart_uploads()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap();
+    let uploads = s3_result(s3.list_multipart_uploads().bucket(&id).send().await).unwrap();
     assert!(uploads.uploads().is_empty());
     h.stop().await;
 }
@@ -133,13 +128,7 @@ async fn an_aws_chunked_body_must_match_its_declared_decoded_length() {
     let ok = chunked_put(&h, &creds, &url("exact"), b"0123456789", 10).await;
     assert_eq!(ok.status, 200, "{}", ok.text());
     let s3 = h.s3_client(&creds);
-    let got = s3
-        .get_object()
-        .bucket(&id)
-        .key("exact")
-        .send()
-        .await
-        .unwrap();
+    let got = s3_result(s3.get_object().bucket(&id).key("exact").send().await).unwrap();
     assert_eq!(
         &got.body.collect().await.unwrap().into_bytes()[..],
         b"0123456789"
@@ -408,13 +397,7 @@ async fn crafted_continuation_tokens_are_invalid_arguments() {
     // Tokens the endpoint hands out still page through the bucket.
     let s3 = h.s3_client(&creds);
     put(&s3, &id, "l", b"v").await.unwrap();
-    let first = s3
-        .list_objects_v2()
-        .bucket(&id)
-        .max_keys(1)
-        .send()
-        .await
-        .unwrap();
+    let first = s3_result(s3.list_objects_v2().bucket(&id).max_keys(1).send().await).unwrap();
     let token = first.next_continuation_token().unwrap();
     let second = s3
         .list_objects_v2()

@@ -266,12 +266,7 @@ async fn granted_credentials_work_until_revoked_and_delete_is_idempotent() {
         .send()
         .await
         .unwrap();
-    let tags = s3
-        .get_bucket_tagging()
-        .bucket(&bucket)
-        .send()
-        .await
-        .unwrap();
+    let tags = s3_result(s3.get_bucket_tagging().bucket(&bucket).send().await).unwrap();
     assert_eq!(tags.tag_set()[0].key(), "api");
 
     d.revoke(&bucket, &granted.account_id).await.unwrap();

@@ -333,36 +333,46 @@ pub async fn put(
     data: &'static [u8],
 ) -> Result<(), String> {
     let call = s3.put_object().bucket(bucket).key(key).body(body(data));
-    call.send().await.map(drop).map_err(|e| s3_code(&e))
+    s3_result(call.send().await).map(drop)
 }
 
 /// Reads `key`; the S3 error code on failure.
 pub async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
     let out = s3.get_object().bucket(bucket).key(key).send().await;
-    let out = out.map_err(|e| s3_code(&e))?;
+    let out = s3_result(out)?;
     Ok(out.body.collect().await.unwrap().into_bytes().to_vec())
 }
 
 /// Reads the metadata of `key`; the S3 error code (`HTTP <status>`) on failure.
 pub async fn head(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
     let out = s3.head_object().bucket(bucket).key(key).send().await;
-    out.map(drop).map_err(|e| s3_code(&e))
+    s3_result(out).map(drop)
 }
 
 /// Deletes `key`; the S3 error code on failure.
 pub async fn delete(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
     let out = s3.delete_object().bucket(bucket).key(key).send().await;
-    out.map(drop).map_err(|e| s3_code(&e))
+    s3_result(out).map(drop)
 }
 
 /// Lists the keys of `bucket` (one page); the S3 error code on failure.
 pub async fn list(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<Vec<String>, String> {
     let out = s3.list_objects_v2().bucket(bucket).send().await;
-    let out = out.map_err(|e| s3_code(&e))?;
+    let out = s3_result(out)?;
     Ok(out
         .contents()
         .iter()
         .filter_map(|o| o.key())
         .map(str::to_owned)
         .collect())
+}
+
+/// The result of an S3 call, its error the S3 error code (see [`s3_code`]).
+pub fn s3_result<T, E>(
+    result: Result<T, aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>>,
+) -> Result<T, String>
+where
+    E: aws_sdk_s3::error::ProvideErrorMetadata + std::fmt::Debug,
+{
+    result.map_err(|e| s3_code(&e))
 }
