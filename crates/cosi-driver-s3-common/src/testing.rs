@@ -4,7 +4,6 @@
 //! report an S3 failure by its error code, and the driver binary run as a
 //! process ([`driver_command`], [`RunningBinary`]).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
@@ -136,14 +135,11 @@ impl<D> Served<D> {
     ) -> Result<String, tonic::Status> {
         let mut p = self.client.provisioner.clone();
         Ok(
-            p.driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-                account_name: account_name.into(),
-                buckets: buckets.to_vec(),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
-                parameters: Default::default(),
-            })
+            p.driver_generate_bucket_access_id(testing::access_id_request(
+                ObjectProtocol::S3,
+                account_name,
+                buckets.to_vec(),
+            ))
             .await?
             .into_inner()
             .account_id,
@@ -157,18 +153,13 @@ impl<D> Served<D> {
         buckets: &[AccessedBucket],
     ) -> Result<DriverGrantBucketAccessResponse, tonic::Status> {
         let mut p = self.client.provisioner.clone();
-        Ok(
-            p.driver_grant_bucket_access(DriverGrantBucketAccessRequest {
-                account_id: account_id.into(),
-                buckets: buckets.to_vec(),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
-                parameters: Default::default(),
-            })
-            .await?
-            .into_inner(),
-        )
+        Ok(p.driver_grant_bucket_access(testing::grant_request(
+            ObjectProtocol::S3,
+            account_id,
+            buckets.to_vec(),
+        ))
+        .await?
+        .into_inner())
     }
 
     /// Generates an account ID for a fresh `ba-<uuid>` name and grants it,
@@ -189,31 +180,18 @@ impl<D> Served<D> {
     /// DriverRevokeBucketAccess for S3 with Key authentication.
     pub async fn revoke(&self, account_id: &str, buckets: &[&str]) -> Result<(), tonic::Status> {
         let mut p = self.client.provisioner.clone();
-        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
-            account_id: account_id.into(),
-            buckets: buckets
-                .iter()
-                .map(|b| RevokedBucket {
-                    bucket_id: (*b).into(),
-                })
-                .collect(),
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: Default::default(),
-        })
+        p.driver_revoke_bucket_access(testing::revoke_request(
+            ObjectProtocol::S3,
+            account_id,
+            buckets,
+        ))
         .await?;
         Ok(())
     }
 }
 
 /// A parameter map from pairs.
-pub fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+pub use cosi_driver::testing::params as map;
 
 /// A bucket with `object_data` access only.
 pub fn access(bucket: &str, object_data: AccessMode) -> AccessedBucket {

@@ -14,7 +14,12 @@
 //! v1alpha1 API, a bare gRPC router (a driver misbehaving below the SDK),
 //! or any function that serves on an endpoint until a shutdown future
 //! completes (a driver's own `run`).
+//!
+//! The request builders ([`params`], [`access_id_request`],
+//! [`grant_request`], [`revoke_request`]) spell out the requests tests send
+//! most: Key authentication, no parameters (set them with struct update).
 
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::pin::Pin;
@@ -31,6 +36,10 @@ use crate::client::DriverClient;
 use crate::endpoint::Endpoint;
 use crate::proto::identity_server::Identity;
 use crate::proto::provisioner_server::Provisioner;
+use crate::proto::{
+    AccessedBucket, AuthenticationType, DriverGenerateBucketAccessIdRequest,
+    DriverGrantBucketAccessRequest, DriverRevokeBucketAccessRequest, ObjectProtocol, RevokedBucket,
+};
 use crate::server::DriverApi;
 
 /// How long [`TestServer::start`] waits for the socket to answer.
@@ -206,5 +215,69 @@ impl Drop for TestServer {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+    }
+}
+
+/// A parameter map from pairs.
+pub fn params(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// DriverGenerateBucketAccessId of `account_name` for `buckets` over
+/// `protocol`, with Key authentication and no parameters.
+pub fn access_id_request(
+    protocol: ObjectProtocol,
+    account_name: &str,
+    buckets: Vec<AccessedBucket>,
+) -> DriverGenerateBucketAccessIdRequest {
+    DriverGenerateBucketAccessIdRequest {
+        account_name: account_name.into(),
+        buckets,
+        protocol: protocol as i32,
+        authentication_type: AuthenticationType::Key as i32,
+        service_account: None,
+        parameters: HashMap::new(),
+    }
+}
+
+/// DriverGrantBucketAccess of `account_id` to `buckets` over `protocol`,
+/// with Key authentication and no parameters.
+pub fn grant_request(
+    protocol: ObjectProtocol,
+    account_id: &str,
+    buckets: Vec<AccessedBucket>,
+) -> DriverGrantBucketAccessRequest {
+    DriverGrantBucketAccessRequest {
+        account_id: account_id.into(),
+        buckets,
+        protocol: protocol as i32,
+        authentication_type: AuthenticationType::Key as i32,
+        service_account: None,
+        parameters: HashMap::new(),
+    }
+}
+
+/// DriverRevokeBucketAccess of `account_id` from `bucket_ids` over
+/// `protocol`, with Key authentication and no parameters.
+pub fn revoke_request(
+    protocol: ObjectProtocol,
+    account_id: &str,
+    bucket_ids: &[&str],
+) -> DriverRevokeBucketAccessRequest {
+    DriverRevokeBucketAccessRequest {
+        account_id: account_id.into(),
+        buckets: bucket_ids
+            .iter()
+            .map(|id| RevokedBucket {
+                bucket_id: (*id).into(),
+            })
+            .collect(),
+        protocol: protocol as i32,
+        authentication_type: AuthenticationType::Key as i32,
+        service_account: None,
+        parameters: HashMap::new(),
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cosi_driver::proto::*;
-use cosi_driver::testing::{Serve, TestServer};
+use cosi_driver::testing::{Serve, TestServer, access_id_request, grant_request, revoke_request};
 use cosi_driver::{Code, DriverClient, Endpoint, Identity, Provisioner, Request, Response, Status};
 
 /// A driver keeping buckets and accounts in memory, counting the calls that reach it.
@@ -229,14 +229,11 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
     assert_eq!(got.protocols.unwrap().s3.unwrap().bucket_name, id);
 
     let account = p
-        .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-            account_name: "ba-5678".into(),
-            buckets: vec![rw_bucket(&id)],
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: HashMap::new(),
-        })
+        .driver_generate_bucket_access_id(access_id_request(
+            ObjectProtocol::S3,
+            "ba-5678",
+            vec![rw_bucket(&id)],
+        ))
         .await
         .unwrap()
         .into_inner()
@@ -244,14 +241,11 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
     assert_eq!(account, "ba-5678");
 
     let grant = p
-        .driver_grant_bucket_access(DriverGrantBucketAccessRequest {
-            account_id: account.clone(),
-            buckets: vec![rw_bucket(&id)],
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: HashMap::new(),
-        })
+        .driver_grant_bucket_access(grant_request(
+            ObjectProtocol::S3,
+            &account,
+            vec![rw_bucket(&id)],
+        ))
         .await
         .unwrap()
         .into_inner();
@@ -261,18 +255,9 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
         "s3cr3t-value"
     );
 
-    p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
-        account_id: account,
-        buckets: vec![RevokedBucket {
-            bucket_id: id.clone(),
-        }],
-        protocol: ObjectProtocol::S3 as i32,
-        authentication_type: AuthenticationType::Key as i32,
-        service_account: None,
-        parameters: HashMap::new(),
-    })
-    .await
-    .unwrap();
+    p.driver_revoke_bucket_access(revoke_request(ObjectProtocol::S3, &account, &[&id]))
+        .await
+        .unwrap();
     assert!(r.driver.accounts.lock().unwrap().is_empty());
 
     p.driver_delete_bucket(DriverDeleteBucketRequest {

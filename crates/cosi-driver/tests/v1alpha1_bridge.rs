@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cosi_driver::proto::*;
-use cosi_driver::testing::{Serve, TestServer};
+use cosi_driver::testing::params as map;
+use cosi_driver::testing::{self, Serve, TestServer};
 use cosi_driver::v1alpha1;
 use cosi_driver::v1alpha1::credential_keys::s3 as s3_secret_keys;
 use cosi_driver::{
@@ -212,13 +213,6 @@ impl Running {
     }
 }
 
-fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
-
 fn grant_request(auth: v1alpha1::AuthenticationType) -> v1alpha1::DriverGrantBucketAccessRequest {
     v1alpha1::DriverGrantBucketAccessRequest {
         bucket_id: "id-bc-1".into(),
@@ -310,20 +304,12 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
         r.driver.take(),
         [
             Call::GenerateBucketAccessId(DriverGenerateBucketAccessIdRequest {
-                account_name: "ba-1".into(),
-                buckets: all_read_write("id-bc-1"),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
                 parameters: map(&[("tier", "gold")]),
+                ..testing::access_id_request(ObjectProtocol::S3, "ba-1", all_read_write("id-bc-1"))
             }),
             Call::GrantBucketAccess(DriverGrantBucketAccessRequest {
-                account_id: "acct-ba-1".into(),
-                buckets: all_read_write("id-bc-1"),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
                 parameters: map(&[("tier", "gold")]),
+                ..testing::grant_request(ObjectProtocol::S3, "acct-ba-1", all_read_write("id-bc-1"))
             }),
         ]
     );
@@ -338,14 +324,8 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
     assert_eq!(
         r.driver.take(),
         [Call::RevokeBucketAccess(DriverRevokeBucketAccessRequest {
-            account_id: "acct-ba-1".into(),
-            buckets: vec![RevokedBucket {
-                bucket_id: "id-bc-1".into()
-            }],
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
             parameters: map(&[("reason", "done")]),
+            ..testing::revoke_request(ObjectProtocol::S3, "acct-ba-1", &["id-bc-1"])
         })]
     );
 

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use cosi_driver::proto::*;
+use cosi_driver::testing::params as map;
 use cosi_driver::testing::{self, TestServer};
 use cosi_driver::{Code, DriverClient};
 use cosi_driver_azure::AzureDriver;
@@ -39,13 +40,6 @@ async fn serve() -> Served {
         client,
         _server: server,
     }
-}
-
-fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 fn uid() -> String {

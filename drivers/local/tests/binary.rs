@@ -125,15 +125,8 @@ async fn the_binary_serves_both_apis_logs_no_credentials_and_stops_on_sigterm() 
         .into_inner();
     let endpoint_url = info.protocols.unwrap().s3.unwrap().endpoint;
     assert_eq!(endpoint_url, format!("http://127.0.0.1:{port}"));
-    let creds = p
-        .driver_grant_bucket_access(grant_request("ba-bin", accessed(&[("bc-bin", rw())])))
-        .await
-        .unwrap()
-        .into_inner()
-        .credentials
-        .unwrap()
-        .s3
-        .unwrap();
+    let request = grant_request("ba-bin", accessed(&[("bc-bin", rw())]));
+    let creds = granted_s3(&mut p, request).await;
     let s3 = s3_client(
         &endpoint_url,
         &creds.access_key_id,

@@ -293,14 +293,11 @@ async fn a_grant_for_other_buckets_on_the_same_account_is_already_exists() {
         AccessMode::Unspecified,
     );
     let err = p
-        .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-            account_name: "ba-8888".into(),
-            buckets: accessed(&[(&a, ro)]),
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: HashMap::new(),
-        })
+        .driver_generate_bucket_access_id(access_id_request(
+            ObjectProtocol::S3,
+            "ba-8888",
+            accessed(&[(&a, ro)]),
+        ))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::AlreadyExists);

@@ -6,15 +6,17 @@
 
 pub mod raw;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials as AwsCredentials, Region};
+use cosi_driver::proto::provisioner_client::ProvisionerClient;
 use cosi_driver::proto::*;
-use cosi_driver::testing::{Serve, TestServer};
+use cosi_driver::testing::{self, Serve, TestServer};
+pub use cosi_driver::testing::{access_id_request, params as map};
 use cosi_driver::{DriverClient, Endpoint};
 use cosi_driver_local::{Config, LocalDriver, S3Server};
 use tempfile::TempDir;
+use tonic::transport::Channel;
 
 pub struct Harness {
     pub dir: TempDir,
@@ -107,9 +109,7 @@ impl Harness {
         self.grpc.endpoint()
     }
 
-    pub fn provisioner(
-        &self,
-    ) -> cosi_driver::proto::provisioner_client::ProvisionerClient<tonic::transport::Channel> {
+    pub fn provisioner(&self) -> ProvisionerClient<Channel> {
         self.client.provisioner.clone()
     }
 
@@ -161,26 +161,16 @@ impl Harness {
         let mut p = self.provisioner();
         let buckets = accessed(buckets);
         let id = p
-            .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-                account_name: account.into(),
-                buckets: buckets.clone(),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
-                parameters: HashMap::new(),
-            })
+            .driver_generate_bucket_access_id(access_id_request(
+                ObjectProtocol::S3,
+                account,
+                buckets.clone(),
+            ))
             .await
             .unwrap()
             .into_inner()
             .account_id;
-        p.driver_grant_bucket_access(grant_request(&id, buckets))
-            .await
-            .unwrap()
-            .into_inner()
-            .credentials
-            .unwrap()
-            .s3
-            .unwrap()
+        granted_s3(&mut p, grant_request(&id, buckets)).await
     }
 
     pub async fn revoke(&self, account_id: &str, bucket: &str) {
@@ -239,13 +229,6 @@ pub async fn connect(endpoint: &Endpoint) -> DriverClient {
     panic!("driver did not start listening on {endpoint}");
 }
 
-pub fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
-
 pub fn modes(
     object_data: AccessMode,
     object_metadata: AccessMode,
@@ -276,31 +259,26 @@ pub fn accessed(buckets: &[(&str, AccessModes)]) -> Vec<AccessedBucket> {
         .collect()
 }
 
+/// Sends `request` and returns the S3 credentials granted.
+pub async fn granted_s3(
+    p: &mut ProvisionerClient<Channel>,
+    request: DriverGrantBucketAccessRequest,
+) -> S3Credentials {
+    let reply = p.driver_grant_bucket_access(request).await.unwrap();
+    reply.into_inner().credentials.unwrap().s3.unwrap()
+}
+
+/// DriverGrantBucketAccess of `account_id` to `buckets` for S3.
 pub fn grant_request(
     account_id: &str,
     buckets: Vec<AccessedBucket>,
 ) -> DriverGrantBucketAccessRequest {
-    DriverGrantBucketAccessRequest {
-        account_id: account_id.into(),
-        buckets,
-        protocol: ObjectProtocol::S3 as i32,
-        authentication_type: AuthenticationType::Key as i32,
-        service_account: None,
-        parameters: HashMap::new(),
-    }
+    testing::grant_request(ObjectProtocol::S3, account_id, buckets)
 }
 
+/// DriverRevokeBucketAccess of `account_id` from `bucket` for S3.
 pub fn revoke_request(account_id: &str, bucket: &str) -> DriverRevokeBucketAccessRequest {
-    DriverRevokeBucketAccessRequest {
-        account_id: account_id.into(),
-        buckets: vec![RevokedBucket {
-            bucket_id: bucket.into(),
-        }],
-        protocol: ObjectProtocol::S3 as i32,
-        authentication_type: AuthenticationType::Key as i32,
-        service_account: None,
-        parameters: HashMap::new(),
-    }
+    testing::revoke_request(ObjectProtocol::S3, account_id, &[bucket])
 }
 
 /// The S3 error code of a failed SDK call, or `HTTP <status>` for bodiless
