@@ -153,32 +153,18 @@ async fn unknown_parameters_and_protocols_are_invalid_arguments() {
 #[tokio::test]
 async fn missing_fields_are_invalid_arguments() {
     let h = Harness::start().await;
-    let mut p = h.provisioner();
-    let codes = [
-        p.driver_generate_bucket_id(DriverGenerateBucketIdRequest::default())
-            .await
-            .unwrap_err(),
-        p.driver_create_bucket(DriverCreateBucketRequest::default())
-            .await
-            .unwrap_err(),
-        p.driver_get_bucket(DriverGetBucketRequest::default())
-            .await
-            .unwrap_err(),
-        p.driver_delete_bucket(DriverDeleteBucketRequest::default())
-            .await
-            .unwrap_err(),
-        p.driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest::default())
-            .await
-            .unwrap_err(),
-        p.driver_grant_bucket_access(DriverGrantBucketAccessRequest::default())
-            .await
-            .unwrap_err(),
-        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest::default())
-            .await
-            .unwrap_err(),
-    ];
-    for status in codes {
-        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    // An empty message is each request with every field unset.
+    for path in [
+        "/cosi.v1alpha2.Provisioner/DriverGenerateBucketId",
+        "/cosi.v1alpha2.Provisioner/DriverCreateBucket",
+        "/cosi.v1alpha2.Provisioner/DriverGetBucket",
+        "/cosi.v1alpha2.Provisioner/DriverDeleteBucket",
+        "/cosi.v1alpha2.Provisioner/DriverGenerateBucketAccessId",
+        "/cosi.v1alpha2.Provisioner/DriverGrantBucketAccess",
+        "/cosi.v1alpha2.Provisioner/DriverRevokeBucketAccess",
+    ] {
+        let status = h.client.call_raw(path, Vec::new()).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{path}: {status:?}");
     }
     h.stop().await;
 }
@@ -187,31 +173,12 @@ async fn missing_fields_are_invalid_arguments() {
 async fn get_bucket_finds_existing_buckets_only() {
     let h = Harness::start().await;
     let id = h.bucket("bc-5555", &[("maxSizeBytes", "1000")]).await;
-    let mut p = h.provisioner();
-    let got = p
-        .driver_get_bucket(DriverGetBucketRequest {
-            bucket_id: id.clone(),
-            protocols: vec![ObjectProtocol::S3 as i32],
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let got = h.get(&id, &[ObjectProtocol::S3], &[]).await.unwrap();
     assert_eq!(got.protocols.unwrap().s3.unwrap().bucket_name, id);
-    let missing = p
-        .driver_get_bucket(DriverGetBucketRequest {
-            bucket_id: "no-such-bucket".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap_err();
+    let missing = h.get("no-such-bucket", &[], &[]).await.unwrap_err();
     assert_eq!(missing.code(), Code::NotFound);
-    let incompatible = p
-        .driver_get_bucket(DriverGetBucketRequest {
-            bucket_id: id,
-            protocols: vec![],
-            parameters: map(&[("maxSizeBytes", "2000")]),
-        })
+    let incompatible = h
+        .get(&id, &[], &[("maxSizeBytes", "2000")])
         .await
         .unwrap_err();
     assert_eq!(incompatible.code(), Code::AlreadyExists);

@@ -156,6 +156,22 @@ impl Harness {
         Ok(reply.into_inner())
     }
 
+    /// DriverGetBucket.
+    pub async fn get(
+        &self,
+        id: &str,
+        protocols: &[ObjectProtocol],
+        params: &[(&str, &str)],
+    ) -> Result<DriverGetBucketResponse, tonic::Status> {
+        let request = DriverGetBucketRequest {
+            bucket_id: id.into(),
+            protocols: protocols.iter().map(|p| *p as i32).collect(),
+            parameters: map(params),
+        };
+        let reply = self.provisioner().driver_get_bucket(request).await?;
+        Ok(reply.into_inner())
+    }
+
     /// Grants `account` access through both phases; returns the credentials.
     pub async fn grant(&self, account: &str, buckets: &[(&str, AccessModes)]) -> S3Credentials {
         let mut p = self.provisioner();
