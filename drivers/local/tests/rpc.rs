@@ -41,24 +41,9 @@ async fn the_driver_name_is_configurable() {
 #[tokio::test]
 async fn bucket_ids_are_deterministic_and_create_nothing() {
     let h = Harness::start().await;
-    let mut p = h.provisioner();
-    let req = DriverGenerateBucketIdRequest {
-        name: "bc-1111".into(),
-        protocols: vec![ObjectProtocol::S3 as i32],
-        parameters: HashMap::new(),
-    };
-    let a = p
-        .driver_generate_bucket_id(req.clone())
-        .await
-        .unwrap()
-        .into_inner()
-        .bucket_id;
-    let b = p
-        .driver_generate_bucket_id(req)
-        .await
-        .unwrap()
-        .into_inner()
-        .bucket_id;
+    let s3 = &[ObjectProtocol::S3];
+    let a = h.generate("bc-1111", s3, &[]).await.unwrap();
+    let b = h.generate("bc-1111", s3, &[]).await.unwrap();
     assert_eq!(a, "bc-1111");
     assert_eq!(a, b);
     assert!(h.driver.backend_state().unwrap().buckets.is_empty());
@@ -69,13 +54,7 @@ async fn bucket_ids_are_deterministic_and_create_nothing() {
 async fn create_bucket_is_idempotent_and_returns_s3_info() {
     let h = Harness::start().await;
     let id = h.bucket("bc-2222", &[]).await;
-    let mut p = h.provisioner();
-    let req = DriverCreateBucketRequest {
-        bucket_id: id.clone(),
-        protocols: vec![ObjectProtocol::S3 as i32],
-        parameters: HashMap::new(),
-    };
-    let again = p.driver_create_bucket(req).await.unwrap().into_inner();
+    let again = h.create(&id, &[ObjectProtocol::S3], &[]).await.unwrap();
     let s3 = again.protocols.unwrap().s3.unwrap();
     assert_eq!(s3.bucket_name, id);
     assert_eq!(s3.region, "us-east-1");
