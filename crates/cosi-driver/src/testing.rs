@@ -218,6 +218,17 @@ impl Drop for TestServer {
     }
 }
 
+/// The RPCs of the v1alpha2 Provisioner service, in the proto's order.
+pub const PROVISIONER_RPCS: [&str; 7] = [
+    "DriverGenerateBucketId",
+    "DriverCreateBucket",
+    "DriverGetBucket",
+    "DriverDeleteBucket",
+    "DriverGenerateBucketAccessId",
+    "DriverGrantBucketAccess",
+    "DriverRevokeBucketAccess",
+];
+
 /// A parameter map from pairs.
 pub fn params(pairs: &[(&str, &str)]) -> HashMap<String, String> {
     pairs
