@@ -4,15 +4,14 @@
 //! report an S3 failure by its error code, and the driver binary run as a
 //! process ([`driver_command`], [`RunningBinary`]).
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use cosi_driver::proto::*;
+use cosi_driver::testing::{self, TestServer};
 use cosi_driver::{DriverClient, Endpoint, Identity, Provisioner};
-use tokio::sync::oneshot;
 
 /// A driver served on a temporary UNIX socket, with a connected client.
 pub struct Served<D> {
@@ -20,58 +19,31 @@ pub struct Served<D> {
     pub client: DriverClient,
     /// The driver being served (a clone of the one the server holds).
     pub driver: D,
-    /// The socket.
-    pub endpoint: Endpoint,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-    _dir: tempfile::TempDir,
+    server: TestServer,
 }
 
 impl<D: Identity + Provisioner + Clone> Served<D> {
     /// Serves `driver` and connects to it; panics when the socket does not
-    /// answer within two seconds.
+    /// answer within ten seconds.
     pub async fn serve(driver: D) -> Self {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).expect("endpoint");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let (d1, d2, ep) = (driver.clone(), driver.clone(), endpoint.clone());
-        let task = tokio::spawn(async move {
-            cosi_driver::serve(&ep, d1, d2, async {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("serve");
-        });
-        let mut client = None;
-        for _ in 0..100 {
-            if endpoint.path().exists()
-                && let Ok(c) = DriverClient::connect(&endpoint).await
-            {
-                client = Some(c);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let (client, server) = testing::serve(driver.clone(), driver.clone()).await;
         Served {
-            client: client.expect("driver socket answers"),
+            client,
             driver,
-            endpoint,
-            stop: Some(stop),
-            task: Some(task),
-            _dir: dir,
+            server,
         }
     }
 }
 
 impl<D> Served<D> {
+    /// The socket.
+    pub fn endpoint(&self) -> &Endpoint {
+        self.server.endpoint()
+    }
+
     /// Stops the server and waits for it.
-    pub async fn stop(mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.task.take() {
-            t.await.expect("server task");
-        }
+    pub async fn stop(self) {
+        self.server.stop().await;
     }
 
     /// DriverGenerateBucketId for the S3 protocol.
@@ -163,14 +135,11 @@ impl<D> Served<D> {
     ) -> Result<String, tonic::Status> {
         let mut p = self.client.provisioner.clone();
         Ok(
-            p.driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-                account_name: account_name.into(),
-                buckets: buckets.to_vec(),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
-                parameters: Default::default(),
-            })
+            p.driver_generate_bucket_access_id(testing::access_id_request(
+                ObjectProtocol::S3,
+                account_name,
+                buckets.to_vec(),
+            ))
             .await?
             .into_inner()
             .account_id,
@@ -184,18 +153,13 @@ impl<D> Served<D> {
         buckets: &[AccessedBucket],
     ) -> Result<DriverGrantBucketAccessResponse, tonic::Status> {
         let mut p = self.client.provisioner.clone();
-        Ok(
-            p.driver_grant_bucket_access(DriverGrantBucketAccessRequest {
-                account_id: account_id.into(),
-                buckets: buckets.to_vec(),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
-                parameters: Default::default(),
-            })
-            .await?
-            .into_inner(),
-        )
+        Ok(p.driver_grant_bucket_access(testing::grant_request(
+            ObjectProtocol::S3,
+            account_id,
+            buckets.to_vec(),
+        ))
+        .await?
+        .into_inner())
     }
 
     /// Generates an account ID for a fresh `ba-<uuid>` name and grants it,
@@ -216,31 +180,18 @@ impl<D> Served<D> {
     /// DriverRevokeBucketAccess for S3 with Key authentication.
     pub async fn revoke(&self, account_id: &str, buckets: &[&str]) -> Result<(), tonic::Status> {
         let mut p = self.client.provisioner.clone();
-        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
-            account_id: account_id.into(),
-            buckets: buckets
-                .iter()
-                .map(|b| RevokedBucket {
-                    bucket_id: (*b).into(),
-                })
-                .collect(),
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: Default::default(),
-        })
+        p.driver_revoke_bucket_access(testing::revoke_request(
+            ObjectProtocol::S3,
+            account_id,
+            buckets,
+        ))
         .await?;
         Ok(())
     }
 }
 
 /// A parameter map from pairs.
-pub fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
+pub use cosi_driver::testing::params as map;
 
 /// A bucket with `object_data` access only.
 pub fn access(bucket: &str, object_data: AccessMode) -> AccessedBucket {

@@ -20,7 +20,9 @@
 //!   the protocol and Key-authentication checks of a request
 //!   ([`requests`]), and, behind features, the binary's logging
 //!   ([`logging`], feature `logging`) and the TLS trust of `--ca-file`
-//!   ([`tls`], feature `tls`).
+//!   ([`tls`], feature `tls`);
+//! - [`testing`] (feature `testing`): a driver served for a test on a
+//!   temporary socket, with a connected client.
 //!
 //! Drivers never link Kubernetes crates: this crate knows only the gRPC API.
 
@@ -38,6 +40,8 @@ pub mod proto;
 mod redact;
 pub mod requests;
 pub mod server;
+#[cfg(feature = "testing")]
+pub mod testing;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod v1alpha1;

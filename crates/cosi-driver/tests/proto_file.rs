@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+use cosi_driver::testing::PROVISIONER_RPCS;
+
 fn proto_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto")
 }
@@ -28,17 +30,7 @@ fn the_proto_declares_exactly_the_kep_rpcs() {
             ("Identity".to_owned(), vec!["DriverGetInfo".to_owned()]),
             (
                 "Provisioner".to_owned(),
-                [
-                    "DriverGenerateBucketId",
-                    "DriverCreateBucket",
-                    "DriverGetBucket",
-                    "DriverDeleteBucket",
-                    "DriverGenerateBucketAccessId",
-                    "DriverGrantBucketAccess",
-                    "DriverRevokeBucketAccess",
-                ]
-                .map(String::from)
-                .to_vec()
+                PROVISIONER_RPCS.map(String::from).to_vec()
             ),
         ]
     );

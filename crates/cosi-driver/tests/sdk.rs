@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cosi_driver::proto::*;
+use cosi_driver::testing::{
+    PROVISIONER_RPCS, Serve, TestServer, access_id_request, grant_request, revoke_request,
+};
 use cosi_driver::{Code, DriverClient, Endpoint, Identity, Provisioner, Request, Response, Status};
-use tokio::sync::oneshot;
 
 /// A driver keeping buckets and accounts in memory, counting the calls that reach it.
 #[derive(Clone, Default)]
@@ -156,9 +158,7 @@ impl Provisioner for MemDriver {
 struct Running {
     client: DriverClient,
     driver: MemDriver,
-    endpoint: Endpoint,
-    stop: oneshot::Sender<()>,
-    done: tokio::task::JoinHandle<Result<(), cosi_driver::ServeError>>,
+    server: TestServer,
     _dir: tempfile::TempDir,
 }
 
@@ -167,35 +167,14 @@ async fn start() -> Running {
     // A socket in a directory that does not exist yet: the SDK creates it.
     let endpoint = Endpoint::from_path(dir.path().join("plugins/mem/cosi.sock")).unwrap();
     let driver = MemDriver::default();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let done = tokio::spawn({
-        let (endpoint, driver) = (endpoint.clone(), driver.clone());
-        async move {
-            cosi_driver::serve(&endpoint, driver.clone(), driver, async {
-                let _ = stopped.await;
-            })
-            .await
-        }
-    });
-    let client = connect(&endpoint).await;
+    let serve = Serve::driver(driver.clone(), driver.clone());
+    let (client, server) = TestServer::start_at(&endpoint, serve).await;
     Running {
         client,
         driver,
-        endpoint,
-        stop,
-        done,
+        server,
         _dir: dir,
     }
-}
-
-async fn connect(endpoint: &Endpoint) -> DriverClient {
-    for _ in 0..200 {
-        if let Ok(c) = DriverClient::connect(endpoint).await {
-            return c;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("driver did not start listening on {endpoint}");
 }
 
 fn rw_bucket(id: &str) -> AccessedBucket {
@@ -252,14 +231,11 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
     assert_eq!(got.protocols.unwrap().s3.unwrap().bucket_name, id);
 
     let account = p
-        .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-            account_name: "ba-5678".into(),
-            buckets: vec![rw_bucket(&id)],
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: HashMap::new(),
-        })
+        .driver_generate_bucket_access_id(access_id_request(
+            ObjectProtocol::S3,
+            "ba-5678",
+            vec![rw_bucket(&id)],
+        ))
         .await
         .unwrap()
         .into_inner()
@@ -267,14 +243,11 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
     assert_eq!(account, "ba-5678");
 
     let grant = p
-        .driver_grant_bucket_access(DriverGrantBucketAccessRequest {
-            account_id: account.clone(),
-            buckets: vec![rw_bucket(&id)],
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: HashMap::new(),
-        })
+        .driver_grant_bucket_access(grant_request(
+            ObjectProtocol::S3,
+            &account,
+            vec![rw_bucket(&id)],
+        ))
         .await
         .unwrap()
         .into_inner();
@@ -284,18 +257,9 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
         "s3cr3t-value"
     );
 
-    p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
-        account_id: account,
-        buckets: vec![RevokedBucket {
-            bucket_id: id.clone(),
-        }],
-        protocol: ObjectProtocol::S3 as i32,
-        authentication_type: AuthenticationType::Key as i32,
-        service_account: None,
-        parameters: HashMap::new(),
-    })
-    .await
-    .unwrap();
+    p.driver_revoke_bucket_access(revoke_request(ObjectProtocol::S3, &account, &[&id]))
+        .await
+        .unwrap();
     assert!(r.driver.accounts.lock().unwrap().is_empty());
 
     p.driver_delete_bucket(DriverDeleteBucketRequest {
@@ -314,23 +278,13 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
     assert_eq!(gone.code(), Code::NotFound);
 
     let calls = r.driver.calls.lock().unwrap().clone();
-    for rpc in [
-        "DriverGetInfo",
-        "DriverGenerateBucketId",
-        "DriverCreateBucket",
-        "DriverGetBucket",
-        "DriverDeleteBucket",
-        "DriverGenerateBucketAccessId",
-        "DriverGrantBucketAccess",
-        "DriverRevokeBucketAccess",
-    ] {
+    for rpc in std::iter::once("DriverGetInfo").chain(PROVISIONER_RPCS) {
         assert!(
             calls.contains(&rpc),
             "{rpc} never reached the driver: {calls:?}"
         );
     }
-    r.stop.send(()).unwrap();
-    r.done.await.unwrap().unwrap();
+    r.server.stop().await;
 }
 
 #[tokio::test]
@@ -357,7 +311,7 @@ async fn invalid_requests_are_refused_before_the_driver_sees_them() {
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("service_account is required"));
     assert!(r.driver.calls.lock().unwrap().is_empty());
-    r.stop.send(()).unwrap();
+    r.server.stop().await;
 }
 
 #[tokio::test]
@@ -378,39 +332,31 @@ async fn a_request_that_does_not_decode_is_invalid_argument() {
         err.message()
     );
     assert!(r.driver.calls.lock().unwrap().is_empty());
-    r.stop.send(()).unwrap();
+    r.server.stop().await;
 }
 
 #[tokio::test]
 async fn the_socket_is_0660_replaced_when_stale_and_removed_on_shutdown() {
     let r = start().await;
-    let mode = std::fs::metadata(r.endpoint.path())
+    let mode = std::fs::metadata(r.server.endpoint().path())
         .unwrap()
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o660);
 
-    r.stop.send(()).unwrap();
-    r.done.await.unwrap().unwrap();
-    assert!(!r.endpoint.path().exists(), "socket removed on shutdown");
+    let endpoint = r.server.endpoint().clone();
+    r.server.stop().await;
+    assert!(!endpoint.path().exists(), "socket removed on shutdown");
 
     // A stale socket left by a crashed driver is replaced.
-    let stale = std::os::unix::net::UnixListener::bind(r.endpoint.path()).unwrap();
+    let stale = std::os::unix::net::UnixListener::bind(endpoint.path()).unwrap();
     drop(stale);
-    assert!(r.endpoint.path().exists());
+    assert!(endpoint.path().exists());
     let driver = MemDriver::default();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let endpoint = r.endpoint.clone();
-    let server = tokio::spawn(async move {
-        cosi_driver::serve(&endpoint, driver.clone(), driver, async {
-            let _ = stopped.await;
-        })
-        .await
-    });
-    let client = connect(&r.endpoint).await;
+    let serve = Serve::driver(driver.clone(), driver);
+    let (client, server) = TestServer::start_at(&endpoint, serve).await;
     client.get_info().await.unwrap();
-    stop.send(()).unwrap();
-    server.await.unwrap().unwrap();
+    server.stop().await;
 }
 
 #[tokio::test]
@@ -433,21 +379,14 @@ async fn a_regular_file_at_the_socket_path_is_never_deleted() {
 #[tokio::test]
 async fn a_lazy_client_reconnects_after_the_driver_restarts() {
     let r = start().await;
-    let lazy = DriverClient::connect_lazy(&r.endpoint);
+    let endpoint = r.server.endpoint().clone();
+    let lazy = DriverClient::connect_lazy(&endpoint);
     lazy.get_info().await.unwrap();
-    r.stop.send(()).unwrap();
-    r.done.await.unwrap().unwrap();
+    r.server.stop().await;
     assert!(lazy.get_info().await.is_err(), "driver is down");
 
     let driver = MemDriver::default();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let endpoint = r.endpoint.clone();
-    let server = tokio::spawn(async move {
-        cosi_driver::serve(&endpoint, driver.clone(), driver, async {
-            let _ = stopped.await;
-        })
-        .await
-    });
+    let server = TestServer::spawn_at(&endpoint, Serve::driver(driver.clone(), driver));
     let mut ok = false;
     for _ in 0..200 {
         if lazy.get_info().await.is_ok() {
@@ -457,6 +396,5 @@ async fn a_lazy_client_reconnects_after_the_driver_restarts() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(ok, "the same client works again once the driver is back");
-    stop.send(()).unwrap();
-    server.await.unwrap().unwrap();
+    server.stop().await;
 }

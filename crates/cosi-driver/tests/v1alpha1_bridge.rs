@@ -6,13 +6,15 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use cosi_driver::proto::*;
+use cosi_driver::testing::params as map;
+use cosi_driver::testing::{self, Serve, TestServer};
 use cosi_driver::v1alpha1;
 use cosi_driver::v1alpha1::credential_keys::s3 as s3_secret_keys;
-use cosi_driver::{Code, DriverClient, Endpoint, Identity, Provisioner, Request, Response, Status};
-use tokio::sync::oneshot;
+use cosi_driver::{
+    Code, DriverApi, DriverClient, Identity, Provisioner, Request, Response, Status,
+};
 
 /// What the driver answers; tests change it to exercise the bridge.
 #[derive(Clone)]
@@ -185,40 +187,18 @@ impl Provisioner for Recorder {
 struct Running {
     client: DriverClient,
     driver: Recorder,
-    stop: oneshot::Sender<()>,
-    done: tokio::task::JoinHandle<Result<(), cosi_driver::ServeError>>,
-    _dir: tempfile::TempDir,
+    server: TestServer,
 }
 
 impl Running {
     async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).unwrap();
         let driver = Recorder::default();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let done = tokio::spawn({
-            let (endpoint, driver) = (endpoint.clone(), driver.clone());
-            async move {
-                cosi_driver::serve_v1alpha1(&endpoint, driver.clone(), driver, async {
-                    let _ = stopped.await;
-                })
-                .await
-            }
-        });
-        let mut client = None;
-        for _ in 0..500 {
-            if let Ok(c) = DriverClient::connect(&endpoint).await {
-                client = Some(c);
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let serve = Serve::api(DriverApi::V1alpha1, driver.clone(), driver.clone());
+        let (client, server) = TestServer::start(serve).await;
         Self {
-            client: client.expect("the bridge listens"),
+            client,
             driver,
-            stop,
-            done,
-            _dir: dir,
+            server,
         }
     }
 
@@ -229,16 +209,8 @@ impl Running {
     }
 
     async fn stop(self) {
-        self.stop.send(()).unwrap();
-        self.done.await.unwrap().unwrap();
+        self.server.stop().await;
     }
-}
-
-fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
 }
 
 fn grant_request(auth: v1alpha1::AuthenticationType) -> v1alpha1::DriverGrantBucketAccessRequest {
@@ -332,20 +304,12 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
         r.driver.take(),
         [
             Call::GenerateBucketAccessId(DriverGenerateBucketAccessIdRequest {
-                account_name: "ba-1".into(),
-                buckets: all_read_write("id-bc-1"),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
                 parameters: map(&[("tier", "gold")]),
+                ..testing::access_id_request(ObjectProtocol::S3, "ba-1", all_read_write("id-bc-1"))
             }),
             Call::GrantBucketAccess(DriverGrantBucketAccessRequest {
-                account_id: "acct-ba-1".into(),
-                buckets: all_read_write("id-bc-1"),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
                 parameters: map(&[("tier", "gold")]),
+                ..testing::grant_request(ObjectProtocol::S3, "acct-ba-1", all_read_write("id-bc-1"))
             }),
         ]
     );
@@ -360,14 +324,8 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
     assert_eq!(
         r.driver.take(),
         [Call::RevokeBucketAccess(DriverRevokeBucketAccessRequest {
-            account_id: "acct-ba-1".into(),
-            buckets: vec![RevokedBucket {
-                bucket_id: "id-bc-1".into()
-            }],
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
             parameters: map(&[("reason", "done")]),
+            ..testing::revoke_request(ObjectProtocol::S3, "acct-ba-1", &["id-bc-1"])
         })]
     );
 
@@ -578,7 +536,6 @@ async fn a_v1alpha1_process_does_not_serve_v1alpha2() {
 
 #[test]
 fn driver_api_names_round_trip() {
-    use cosi_driver::DriverApi;
     for api in [DriverApi::V1alpha2, DriverApi::V1alpha1] {
         assert_eq!(api.as_str().parse::<DriverApi>().unwrap(), api);
         assert_eq!(api.package(), format!("cosi.{api}"));

@@ -109,10 +109,118 @@ async fn cases_without_their_inputs_are_skipped_with_the_reason() {
     assert!(driver.driver.state().buckets.is_empty());
 }
 
+/// Broken drivers and what each must fail: the case, and words of its reason.
+const BROKEN: &[(Fault, &[(&str, &str)])] = &[
+    // A name that is not a domain name fails.
+    (Fault::BadName, &[(NAME_CASE, "\"Mem Driver!\"")]),
+    // A bucket created in phase one fails.
+    (
+        Fault::GenerateCreatesBucket,
+        &[(
+            GENERATE_CREATES_NOTHING,
+            "phase 1 must not create a backend bucket",
+        )],
+    ),
+    // A create that refuses an identical repeat fails idempotency.
+    (
+        Fault::CreateFailsOnRepeat,
+        &[(CREATE_IDEMPOTENT, "answered AlreadyExists")],
+    ),
+    // An accepted incompatible repeat fails.
+    (
+        Fault::CreateIgnoresIncompatibleRepeat,
+        &[(
+            CREATE_INCOMPATIBLE,
+            "succeeded instead of answering AlreadyExists",
+        )],
+    ),
+    // An accepted unsupported protocol fails.
+    (
+        Fault::CreateAcceptsAnyProtocol,
+        &[(CREATE_UNSUPPORTED, "protocols [Azure]")],
+    ),
+    // Bucket info without the requested protocol fails.
+    (
+        Fault::CreateReturnsWrongProtocol,
+        &[(CREATE_COVERS, "lacks requested protocol S3")],
+    ),
+    // A wrong code for an unknown bucket fails.
+    (
+        Fault::GetMissingIsInternal,
+        &[(
+            GET_UNKNOWN,
+            "answered Internal: lookup failed instead of NotFound",
+        )],
+    ),
+    // Deleting an absent bucket must be ok.
+    (
+        Fault::DeleteAbsentIsNotFound,
+        &[(DELETE_ABSENT, "never created answered NotFound")],
+    ),
+    // A grant that leaves out a bucket fails.
+    (
+        Fault::GrantDropsABucket,
+        &[(GRANT_SEVERAL, "no entry for requested bucket")],
+    ),
+    // A grant without a secret key fails.
+    (
+        Fault::GrantOmitsSecretKey,
+        &[(GRANT_COMPLETE, "S3 credentials lack access_secret_key")],
+    ),
+    // Revoking an absent access must be ok.
+    (
+        Fault::RevokeAbsentIsNotFound,
+        &[(REVOKE_ABSENT, "never granted answered NotFound")],
+    ),
+    // A wrong code for unsupported service accounts fails.
+    (
+        Fault::ServiceAccountPermissionDenied,
+        &[(GRANT_SERVICE_ACCOUNT, "must answer InvalidArgument")],
+    ),
+    // Out of range for a single bucket fails.
+    (
+        Fault::OutOfRangeAlways,
+        &[
+            (GRANT_SEVERAL, "a single-bucket grant also fails"),
+            (GRANT_COMPLETE, "OutOfRange for a single-bucket request"),
+        ],
+    ),
+    // Accepted requests without required fields fail.
+    (
+        Fault::AcceptsMissingFields,
+        &[
+            (
+                GENERATE_NEEDS_NAME,
+                "succeeded instead of answering InvalidArgument",
+            ),
+            (GRANT_NEEDS_FIELDS, "with no buckets succeeded"),
+        ],
+    ),
+    // Revoked credentials that keep working fail.
+    (
+        Fault::RevokeKeepsKeys,
+        &[(DATA_REVOKED, "revoked credentials still read bucket")],
+    ),
+    // Read only credentials that can write fail.
+    (
+        Fault::ReadOnlyCanWrite,
+        &[(DATA_READ_ONLY, "ReadOnly credentials wrote")],
+    ),
+    // What cleanup cannot remove fails the case.
+    (
+        Fault::DeleteFails,
+        &[(CREATE_COVERS, "cleanup: DriverDeleteBucket of bucket")],
+    ),
+];
+
 #[tokio::test]
-async fn a_name_that_is_not_a_domain_name_fails() {
-    let report = run_against(Fault::BadName).await;
-    assert_failed(&report, NAME_CASE, "\"Mem Driver!\"");
+async fn each_broken_driver_fails_the_case_that_checks_what_it_breaks() {
+    for (fault, failures) in BROKEN {
+        let report = run_against(*fault).await;
+        for (case, words) in *failures {
+            assert_failed(&report, case, words);
+        }
+    }
 }
 
 #[tokio::test]
@@ -130,76 +238,6 @@ async fn random_bucket_ids_fail_idempotency() {
 }
 
 #[tokio::test]
-async fn a_bucket_created_in_phase_one_fails() {
-    let report = run_against(Fault::GenerateCreatesBucket).await;
-    assert_failed(
-        &report,
-        GENERATE_CREATES_NOTHING,
-        "phase 1 must not create a backend bucket",
-    );
-}
-
-#[tokio::test]
-async fn a_create_that_refuses_an_identical_repeat_fails_idempotency() {
-    let report = run_against(Fault::CreateFailsOnRepeat).await;
-    assert_failed(&report, CREATE_IDEMPOTENT, "answered AlreadyExists");
-}
-
-#[tokio::test]
-async fn an_accepted_incompatible_repeat_fails() {
-    let report = run_against(Fault::CreateIgnoresIncompatibleRepeat).await;
-    assert_failed(
-        &report,
-        CREATE_INCOMPATIBLE,
-        "succeeded instead of answering AlreadyExists",
-    );
-}
-
-#[tokio::test]
-async fn an_accepted_unsupported_protocol_fails() {
-    let report = run_against(Fault::CreateAcceptsAnyProtocol).await;
-    assert_failed(&report, CREATE_UNSUPPORTED, "protocols [Azure]");
-}
-
-#[tokio::test]
-async fn bucket_info_without_the_requested_protocol_fails() {
-    let report = run_against(Fault::CreateReturnsWrongProtocol).await;
-    assert_failed(&report, CREATE_COVERS, "lacks requested protocol S3");
-}
-
-#[tokio::test]
-async fn a_wrong_code_for_an_unknown_bucket_fails() {
-    let report = run_against(Fault::GetMissingIsInternal).await;
-    assert_failed(
-        &report,
-        GET_UNKNOWN,
-        "answered Internal: lookup failed instead of NotFound",
-    );
-}
-
-#[tokio::test]
-async fn deleting_an_absent_bucket_must_be_ok() {
-    let report = run_against(Fault::DeleteAbsentIsNotFound).await;
-    assert_failed(&report, DELETE_ABSENT, "never created answered NotFound");
-}
-
-#[tokio::test]
-async fn a_grant_that_leaves_out_a_bucket_fails() {
-    let report = run_against(Fault::GrantDropsABucket).await;
-    assert_failed(&report, GRANT_SEVERAL, "no entry for requested bucket");
-}
-
-#[tokio::test]
-async fn a_grant_without_a_secret_key_fails() {
-    let report = run_against(Fault::GrantOmitsSecretKey).await;
-    assert_failed(
-        &report,
-        GRANT_COMPLETE,
-        "S3 credentials lack access_secret_key",
-    );
-}
-
-#[tokio::test]
 async fn a_credential_in_an_error_message_fails_without_being_repeated() {
     let driver = start(Fault::CredentialInErrors).await;
     let report = run(&config(&driver)).await;
@@ -214,44 +252,6 @@ async fn a_credential_in_an_error_message_fails_without_being_repeated() {
         !report.to_string().contains(&secret),
         "the report quotes a credential"
     );
-}
-
-#[tokio::test]
-async fn revoking_an_absent_access_must_be_ok() {
-    let report = run_against(Fault::RevokeAbsentIsNotFound).await;
-    assert_failed(&report, REVOKE_ABSENT, "never granted answered NotFound");
-}
-
-#[tokio::test]
-async fn a_wrong_code_for_unsupported_service_accounts_fails() {
-    let report = run_against(Fault::ServiceAccountPermissionDenied).await;
-    assert_failed(
-        &report,
-        GRANT_SERVICE_ACCOUNT,
-        "must answer InvalidArgument",
-    );
-}
-
-#[tokio::test]
-async fn out_of_range_for_a_single_bucket_fails() {
-    let report = run_against(Fault::OutOfRangeAlways).await;
-    assert_failed(&report, GRANT_SEVERAL, "a single-bucket grant also fails");
-    assert_failed(
-        &report,
-        GRANT_COMPLETE,
-        "OutOfRange for a single-bucket request",
-    );
-}
-
-#[tokio::test]
-async fn accepted_requests_without_required_fields_fail() {
-    let report = run_against(Fault::AcceptsMissingFields).await;
-    assert_failed(
-        &report,
-        GENERATE_NEEDS_NAME,
-        "succeeded instead of answering InvalidArgument",
-    );
-    assert_failed(&report, GRANT_NEEDS_FIELDS, "with no buckets succeeded");
 }
 
 #[tokio::test]
@@ -275,16 +275,6 @@ async fn internal_for_a_request_that_does_not_decode_warns_and_fails_under_stric
 }
 
 #[tokio::test]
-async fn revoked_credentials_that_keep_working_fail() {
-    let report = run_against(Fault::RevokeKeepsKeys).await;
-    assert_failed(
-        &report,
-        DATA_REVOKED,
-        "revoked credentials still read bucket",
-    );
-}
-
-#[tokio::test]
 async fn a_new_backend_account_per_repeated_grant_fails() {
     let report = run_against(Fault::AccountPerRepeatedGrant).await;
     assert_failed(
@@ -303,22 +293,6 @@ async fn a_new_backend_account_per_repeated_grant_fails() {
             "{case}: {report}"
         );
     }
-}
-
-#[tokio::test]
-async fn read_only_credentials_that_can_write_fail() {
-    let report = run_against(Fault::ReadOnlyCanWrite).await;
-    assert_failed(&report, DATA_READ_ONLY, "ReadOnly credentials wrote");
-}
-
-#[tokio::test]
-async fn what_cleanup_cannot_remove_fails_the_case() {
-    let report = run_against(Fault::DeleteFails).await;
-    assert_failed(
-        &report,
-        CREATE_COVERS,
-        "cleanup: DriverDeleteBucket of bucket",
-    );
 }
 
 #[tokio::test]

@@ -9,27 +9,19 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime};
 
 use cosi_driver::proto::*;
-use cosi_driver::{Code, DriverClient, Endpoint};
+use cosi_driver::testing::params as map;
+use cosi_driver::testing::{self, TestServer};
+use cosi_driver::{Code, DriverClient};
 use cosi_driver_azure::AzureDriver;
 use cosi_driver_azure::acl::{Acl, Policy};
 use cosi_driver_azure::rest::AclState;
 use cosi_driver_azure::testing::Azurite;
 use cosi_sanity::azure::AzureTarget;
 use cosi_sanity::s3::Access;
-use tokio::sync::oneshot;
 
 struct Served {
     client: DriverClient,
-    stop: Option<oneshot::Sender<()>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-    }
+    _server: TestServer,
 }
 
 fn azurite() -> &'static Azurite {
@@ -43,37 +35,11 @@ async fn serve() -> Served {
     let driver = AzureDriver::connect(azurite.config(), azurite.key())
         .await
         .expect("driver");
-    let dir = tempfile::tempdir().unwrap();
-    let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let ep = endpoint.clone();
-    tokio::spawn(async move {
-        cosi_driver::serve(&ep, driver.clone(), driver, async {
-            let _ = stopped.await;
-        })
-        .await
-        .expect("serve");
-    });
-    for _ in 0..100 {
-        if endpoint.path().exists()
-            && let Ok(client) = DriverClient::connect(&endpoint).await
-        {
-            return Served {
-                client,
-                stop: Some(stop),
-                _dir: dir,
-            };
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let (client, server) = testing::serve(driver.clone(), driver).await;
+    Served {
+        client,
+        _server: server,
     }
-    panic!("the driver did not listen");
-}
-
-fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
 }
 
 fn uid() -> String {

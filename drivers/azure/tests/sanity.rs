@@ -9,11 +9,11 @@
 use std::time::{Duration, Instant};
 
 use cosi_driver::proto::*;
-use cosi_driver::{DriverClient, Endpoint, Identity, Provisioner, Request, Response, Status};
+use cosi_driver::testing;
+use cosi_driver::{Endpoint, Identity, Provisioner, Request, Response, Status};
 use cosi_driver_azure::AzureDriver;
 use cosi_driver_azure::testing::Azurite;
 use cosi_sanity::{Config, Outcome, ParameterFile, Report};
-use tokio::sync::oneshot;
 
 /// BucketClass parameters: none changes a container once made, so no set
 /// is valid yet incompatible.
@@ -61,22 +61,9 @@ async fn run_suite<D>(driver: D, config_of: impl FnOnce(Endpoint) -> Config) -> 
 where
     D: Identity + Provisioner + Clone,
 {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).expect("endpoint");
-    let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn({
-        let (endpoint, driver) = (endpoint.clone(), driver.clone());
-        async move {
-            cosi_driver::serve(&endpoint, driver.clone(), driver, async {
-                let _ = stopped.await;
-            })
-            .await
-        }
-    });
-    wait_for_socket(&endpoint).await;
-    let report = cosi_sanity::run(&config_of(endpoint)).await;
-    let _ = stop.send(());
-    server.await.expect("server task").expect("serve");
+    let (_, server) = testing::serve(driver.clone(), driver).await;
+    let report = cosi_sanity::run(&config_of(server.endpoint().clone())).await;
+    server.stop().await;
     report
 }
 
@@ -99,16 +86,6 @@ async fn the_conformance_suite_passes_on_azurite_with_the_data_plane() {
         .await
         .expect("list containers");
     assert!(left.is_empty(), "containers left behind: {left:?}");
-}
-
-async fn wait_for_socket(endpoint: &Endpoint) {
-    for _ in 0..100 {
-        if endpoint.path().exists() && DriverClient::connect(endpoint).await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the driver did not start listening on {endpoint}");
 }
 
 /// How [`Broken`] breaks the driver.

@@ -60,7 +60,7 @@ async fn the_conformance_suite_passes_on_a_real_radosgw_with_the_data_plane() {
     let served = Served::serve(driver).await;
 
     let t0 = Instant::now();
-    let report = cosi_sanity::run(&sanity_config(served.endpoint.clone())).await;
+    let report = cosi_sanity::run(&sanity_config(served.endpoint().clone())).await;
     report.print();
     eprintln!("cosi-sanity took {:?}", t0.elapsed());
 

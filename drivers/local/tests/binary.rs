@@ -83,14 +83,7 @@ impl Process {
     }
 
     async fn client(&self) -> DriverClient {
-        let endpoint = Endpoint::from_path(&self.socket).unwrap();
-        for _ in 0..500 {
-            if let Ok(c) = DriverClient::connect(&endpoint).await {
-                return c;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("the driver does not listen on COSI_ENDPOINT");
+        connect(&Endpoint::from_path(&self.socket).unwrap()).await
     }
 
     /// Sends SIGTERM and waits up to 10 s for the process to exit.
@@ -132,45 +125,21 @@ async fn the_binary_serves_both_apis_logs_no_credentials_and_stops_on_sigterm() 
         .into_inner();
     let endpoint_url = info.protocols.unwrap().s3.unwrap().endpoint;
     assert_eq!(endpoint_url, format!("http://127.0.0.1:{port}"));
-    let creds = p
-        .driver_grant_bucket_access(grant_request("ba-bin", accessed(&[("bc-bin", rw())])))
-        .await
-        .unwrap()
-        .into_inner()
-        .credentials
-        .unwrap()
-        .s3
-        .unwrap();
+    let request = grant_request("ba-bin", accessed(&[("bc-bin", rw())]));
+    let creds = granted_s3(&mut p, request).await;
     let s3 = s3_client(
         &endpoint_url,
         &creds.access_key_id,
         &creds.access_secret_key,
     );
-    s3.put_object()
-        .bucket("bc-bin")
-        .key("k")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap();
-    s3.get_object()
-        .bucket("bc-bin")
-        .key("k")
-        .send()
-        .await
-        .unwrap();
+    put(&s3, "bc-bin", "k", b"v").await.unwrap();
+    get(&s3, "bc-bin", "k").await.unwrap();
     let wrong = s3_client(
         &endpoint_url,
         &creds.access_key_id,
         "wrong-secret-wrong-secret-wrong-secret00",
     );
-    wrong
-        .get_object()
-        .bucket("bc-bin")
-        .key("k")
-        .send()
-        .await
-        .unwrap_err();
+    get(&wrong, "bc-bin", "k").await.unwrap_err();
 
     let (exited, logs) = driver.terminate().await;
     assert!(exited.success(), "{exited:?}");

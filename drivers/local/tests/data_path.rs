@@ -9,14 +9,7 @@ use cosi_driver::proto::AccessMode::{ReadOnly, ReadWrite, Unspecified, WriteOnly
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 async fn read_all(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec<u8> {
-    let out = s3
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .unwrap();
-    out.body.collect().await.unwrap().into_bytes().to_vec()
+    get(s3, bucket, key).await.unwrap()
 }
 
 /// Starts a multipart upload of `key` and uploads `parts`, numbered from 1;
@@ -89,7 +82,7 @@ async fn read_write_credentials_write_and_read_their_bucket() {
     let h = Harness::start().await;
     let id = h.bucket("bc-d1", &[]).await;
     let s3 = h.s3_client(&h.grant("ba-d1", &[(&id, rw())]).await);
-    let put = s3
+    let written = s3
         .put_object()
         .bucket(&id)
         .key("dir/hello.txt")
@@ -99,7 +92,10 @@ async fn read_write_credentials_write_and_read_their_bucket() {
         .send()
         .await
         .unwrap();
-    assert_eq!(put.e_tag(), Some("\"5eb63bbbe01eeed093cb22bb8f5acdc3\""));
+    assert_eq!(
+        written.e_tag(),
+        Some("\"5eb63bbbe01eeed093cb22bb8f5acdc3\"")
+    );
     assert_eq!(read_all(&s3, &id, "dir/hello.txt").await, b"hello world");
 
     let head = s3
@@ -126,20 +122,8 @@ async fn read_write_credentials_write_and_read_their_bucket() {
         b"world"
     );
 
-    s3.put_object()
-        .bucket(&id)
-        .key("top")
-        .body(body(b"x"))
-        .send()
-        .await
-        .unwrap();
-    let listed = s3
-        .list_objects_v2()
-        .bucket(&id)
-        .delimiter("/")
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &id, "top", b"x").await.unwrap();
+    let listed = s3_result(s3.list_objects_v2().bucket(&id).delimiter("/").send().await).unwrap();
     let keys: Vec<_> = listed.contents().iter().filter_map(|o| o.key()).collect();
     let prefixes: Vec<_> = listed
         .common_prefixes()
@@ -158,20 +142,8 @@ async fn read_write_credentials_write_and_read_their_bucket() {
         .unwrap();
     assert_eq!(read_all(&s3, &id, "copy").await, b"x");
 
-    s3.delete_object()
-        .bucket(&id)
-        .key("top")
-        .send()
-        .await
-        .unwrap();
-    let err = s3
-        .get_object()
-        .bucket(&id)
-        .key("top")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "NoSuchKey");
+    delete(&s3, &id, "top").await.unwrap();
+    assert_eq!(get(&s3, &id, "top").await.unwrap_err(), "NoSuchKey");
     h.stop().await;
 }
 
@@ -180,35 +152,16 @@ async fn read_only_credentials_cannot_write() {
     let h = Harness::start().await;
     let id = h.bucket("bc-d2", &[]).await;
     let writer = h.s3_client(&h.grant("ba-d2w", &[(&id, rw())]).await);
-    writer
-        .put_object()
-        .bucket(&id)
-        .key("k")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap();
+    put(&writer, &id, "k", b"v").await.unwrap();
     let ro = modes(ReadOnly, Unspecified, Unspecified);
     let reader = h.s3_client(&h.grant("ba-d2r", &[(&id, ro)]).await);
     assert_eq!(read_all(&reader, &id, "k").await, b"v");
-    reader.list_objects_v2().bucket(&id).send().await.unwrap();
-    let err = reader
-        .put_object()
-        .bucket(&id)
-        .key("k2")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
-    let err = reader
-        .delete_object()
-        .bucket(&id)
-        .key("k")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    list(&reader, &id).await.unwrap();
+    assert_eq!(
+        put(&reader, &id, "k2", b"v").await.unwrap_err(),
+        "AccessDenied"
+    );
+    assert_eq!(delete(&reader, &id, "k").await.unwrap_err(), "AccessDenied");
     let err = reader
         .create_multipart_upload()
         .bucket(&id)
@@ -226,31 +179,10 @@ async fn write_only_credentials_cannot_read() {
     let id = h.bucket("bc-d3", &[]).await;
     let wo = modes(WriteOnly, Unspecified, Unspecified);
     let s3 = h.s3_client(&h.grant("ba-d3", &[(&id, wo)]).await);
-    s3.put_object()
-        .bucket(&id)
-        .key("k")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap();
-    let err = s3
-        .get_object()
-        .bucket(&id)
-        .key("k")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
-    let err = s3.list_objects_v2().bucket(&id).send().await.unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
-    let err = s3
-        .head_object()
-        .bucket(&id)
-        .key("k")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "HTTP 403");
+    put(&s3, &id, "k", b"v").await.unwrap();
+    assert_eq!(get(&s3, &id, "k").await.unwrap_err(), "AccessDenied");
+    assert_eq!(list(&s3, &id).await.unwrap_err(), "AccessDenied");
+    assert_eq!(head(&s3, &id, "k").await.unwrap_err(), "HTTP 403");
     h.stop().await;
 }
 
@@ -260,22 +192,11 @@ async fn other_buckets_are_denied_and_not_listed() {
     let mine = h.bucket("bc-d4a", &[]).await;
     let theirs = h.bucket("bc-d4b", &[]).await;
     let s3 = h.s3_client(&h.grant("ba-d4", &[(&mine, rw())]).await);
-    let err = s3
-        .put_object()
-        .bucket(&theirs)
-        .key("k")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
-    let err = s3
-        .list_objects_v2()
-        .bucket(&theirs)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    assert_eq!(
+        put(&s3, &theirs, "k", b"v").await.unwrap_err(),
+        "AccessDenied"
+    );
+    assert_eq!(list(&s3, &theirs).await.unwrap_err(), "AccessDenied");
     let err = s3.head_bucket().bucket(&theirs).send().await.unwrap_err();
     assert_eq!(s3_code(&err), "HTTP 403");
     s3.head_bucket().bucket(&mine).send().await.unwrap();
@@ -291,13 +212,8 @@ async fn buckets_cannot_be_created_or_deleted_through_s3() {
     let id = h.bucket("bc-d5", &[]).await;
     let all = modes(ReadWrite, ReadWrite, ReadWrite);
     let s3 = h.s3_client(&h.grant("ba-d5", &[(&id, all)]).await);
-    let err = s3
-        .create_bucket()
-        .bucket("sneaky")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = s3_result(s3.create_bucket().bucket("sneaky").send().await).unwrap_err();
+    assert_eq!(err, "AccessDenied");
     let err = s3.delete_bucket().bucket(&id).send().await.unwrap_err();
     assert_eq!(s3_code(&err), "AccessDenied");
     // Its own bucket exists already and is its own, as AWS answers an
@@ -312,13 +228,8 @@ async fn buckets_cannot_be_created_or_deleted_through_s3() {
         )
         .await,
     );
-    let err = read_only
-        .create_bucket()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "BucketAlreadyOwnedByYou");
+    let err = s3_result(read_only.create_bucket().bucket(&id).send().await).unwrap_err();
+    assert_eq!(err, "BucketAlreadyOwnedByYou");
     assert_eq!(h.driver.backend_state().unwrap().buckets.len(), 1);
     h.stop().await;
 }
@@ -331,24 +242,10 @@ async fn one_key_works_on_every_bucket_of_a_multi_bucket_grant() {
     let ro = modes(ReadOnly, Unspecified, Unspecified);
     let creds = h.grant("ba-d6", &[(&a, rw()), (&b, ro)]).await;
     let s3 = h.s3_client(&creds);
-    s3.put_object()
-        .bucket(&a)
-        .key("k")
-        .body(body(b"in a"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &a, "k", b"in a").await.unwrap();
     // Copy from a to b is refused (b is read-only); b is still readable.
-    let err = s3
-        .put_object()
-        .bucket(&b)
-        .key("k")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
-    s3.list_objects_v2().bucket(&b).send().await.unwrap();
+    assert_eq!(put(&s3, &b, "k", b"v").await.unwrap_err(), "AccessDenied");
+    list(&s3, &b).await.unwrap();
     let names: Vec<String> = s3
         .list_buckets()
         .send()
@@ -369,22 +266,9 @@ async fn a_revoked_key_fails_on_its_next_request() {
     let h = Harness::start().await;
     let id = h.bucket("bc-d7", &[]).await;
     let s3 = h.s3_client(&h.grant("ba-d7", &[(&id, rw())]).await);
-    s3.put_object()
-        .bucket(&id)
-        .key("k")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &id, "k", b"v").await.unwrap();
     h.revoke("ba-d7", &id).await;
-    let err = s3
-        .get_object()
-        .bucket(&id)
-        .key("k")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "InvalidAccessKeyId");
+    assert_eq!(get(&s3, &id, "k").await.unwrap_err(), "InvalidAccessKeyId");
     h.stop().await;
 }
 
@@ -398,16 +282,9 @@ async fn a_wrong_secret_key_is_a_signature_mismatch() {
         &creds.access_key_id,
         "not-the-secret-key-at-all-000000000000000",
     );
-    let err = s3.list_objects_v2().bucket(&id).send().await.unwrap_err();
-    assert_eq!(s3_code(&err), "SignatureDoesNotMatch");
+    assert_eq!(list(&s3, &id).await.unwrap_err(), "SignatureDoesNotMatch");
     let unknown = s3_client(h.s3.endpoint_url(), "LCLUNKNOWNKEY0000000", "whatever");
-    let err = unknown
-        .list_objects_v2()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "InvalidAccessKeyId");
+    assert_eq!(list(&unknown, &id).await.unwrap_err(), "InvalidAccessKeyId");
     h.stop().await;
 }
 
@@ -447,21 +324,11 @@ async fn bucket_metadata_needs_the_bucket_metadata_mode() {
         .await
         .unwrap_err();
     assert_eq!(s3_code(&err), "AccessDenied");
-    let err = data_only
-        .get_bucket_versioning()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = s3_result(data_only.get_bucket_versioning().bucket(&id).send().await).unwrap_err();
+    assert_eq!(err, "AccessDenied");
     // The location is bucket metadata, but any grant may read it: s3cmd
     // asks for it before anything else.
-    data_only
-        .get_bucket_location()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap();
+    s3_result(data_only.get_bucket_location().bucket(&id).send().await).unwrap();
 
     let meta_rw = modes(Unspecified, Unspecified, ReadWrite);
     let admin = h.s3_client(&h.grant("ba-d10b", &[(&id, meta_rw)]).await);
@@ -474,49 +341,18 @@ async fn bucket_metadata_needs_the_bucket_metadata_mode() {
         .unwrap();
     let tags = admin.get_bucket_tagging().bucket(&id).send().await.unwrap();
     assert_eq!(tags.tag_set()[0].key(), "team");
-    admin
-        .get_bucket_versioning()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap();
-    admin
-        .get_bucket_location()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap();
-    let err = admin
-        .get_bucket_policy()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "NoSuchBucketPolicy");
+    s3_result(admin.get_bucket_versioning().bucket(&id).send().await).unwrap();
+    s3_result(admin.get_bucket_location().bucket(&id).send().await).unwrap();
+    let err = s3_result(admin.get_bucket_policy().bucket(&id).send().await).unwrap_err();
+    assert_eq!(err, "NoSuchBucketPolicy");
     // Bucket metadata does not give object data.
-    let err = admin
-        .list_objects_v2()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    assert_eq!(list(&admin, &id).await.unwrap_err(), "AccessDenied");
 
     let meta_ro = modes(Unspecified, Unspecified, ReadOnly);
     let viewer = h.s3_client(&h.grant("ba-d10c", &[(&id, meta_ro)]).await);
-    viewer
-        .get_bucket_tagging()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap();
-    let err = viewer
-        .delete_bucket_tagging()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    s3_result(viewer.get_bucket_tagging().bucket(&id).send().await).unwrap();
+    let err = s3_result(viewer.delete_bucket_tagging().bucket(&id).send().await).unwrap_err();
+    assert_eq!(err, "AccessDenied");
     h.stop().await;
 }
 
@@ -525,14 +361,7 @@ async fn object_tags_need_the_object_metadata_mode() {
     let h = Harness::start().await;
     let id = h.bucket("bc-d11", &[]).await;
     let data_only = h.s3_client(&h.grant("ba-d11a", &[(&id, rw())]).await);
-    data_only
-        .put_object()
-        .bucket(&id)
-        .key("k")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap();
+    put(&data_only, &id, "k", b"v").await.unwrap();
     let tagging = Tagging::builder()
         .tag_set(Tag::builder().key("class").value("gold").build().unwrap())
         .build()
@@ -586,13 +415,7 @@ async fn object_tags_need_the_object_metadata_mode() {
         .unwrap();
     let tags: Vec<(&str, &str)> = got.tag_set().iter().map(|t| (t.key(), t.value())).collect();
     assert_eq!(tags, [("class", "silver"), ("tier", "2")]);
-    tagger
-        .get_object_acl()
-        .bucket(&id)
-        .key("k")
-        .send()
-        .await
-        .unwrap();
+    s3_result(tagger.get_object_acl().bucket(&id).key("k").send().await).unwrap();
     h.stop().await;
 }
 
@@ -602,14 +425,7 @@ async fn copies_need_read_access_to_the_source_bucket() {
     let src = h.bucket("bc-d12a", &[]).await;
     let dst = h.bucket("bc-d12b", &[]).await;
     let owner = h.s3_client(&h.grant("ba-d12a", &[(&src, rw())]).await);
-    owner
-        .put_object()
-        .bucket(&src)
-        .key("secret")
-        .body(body(b"s"))
-        .send()
-        .await
-        .unwrap();
+    put(&owner, &src, "secret", b"s").await.unwrap();
     let other = h.s3_client(&h.grant("ba-d12b", &[(&dst, rw())]).await);
     let err = other
         .copy_object()
@@ -694,12 +510,7 @@ async fn the_size_quota_refuses_puts_and_multipart_completions_over_it() {
         .unwrap_err();
     assert_eq!(s3_code(&err), "QuotaExceeded");
     // Freeing space lets the same upload complete.
-    s3.delete_object()
-        .bucket(&id)
-        .key("small")
-        .send()
-        .await
-        .unwrap();
+    delete(&s3, &id, "small").await.unwrap();
     complete_upload(&s3, &id, "mp", &upload_id, parts)
         .await
         .unwrap();
@@ -714,13 +525,7 @@ async fn listings_paginate_with_continuation_tokens() {
     let id = h.bucket("bc-d15", &[]).await;
     let s3 = h.s3_client(&h.grant("ba-d15", &[(&id, rw())]).await);
     for i in 0..5 {
-        s3.put_object()
-            .bucket(&id)
-            .key(format!("k{i}"))
-            .body(body(b"v"))
-            .send()
-            .await
-            .unwrap();
+        put(&s3, &id, &format!("k{i}"), b"v").await.unwrap();
     }
     let mut keys = Vec::new();
     let mut token: Option<String> = None;
@@ -793,21 +598,10 @@ async fn a_bucket_gets_its_directory_with_its_first_object_and_loses_it_when_del
     assert!(!has_directory(&h, &put_first));
     assert!(!has_directory(&h, &part_first));
     // An empty bucket lists as empty.
-    let listed = s3
-        .list_objects_v2()
-        .bucket(&put_first)
-        .send()
-        .await
-        .unwrap();
+    let listed = s3_result(s3.list_objects_v2().bucket(&put_first).send().await).unwrap();
     assert_eq!(listed.key_count(), Some(0));
 
-    s3.put_object()
-        .bucket(&put_first)
-        .key("k")
-        .body(body(b"first"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &put_first, "k", b"first").await.unwrap();
     assert!(has_directory(&h, &put_first));
     assert_eq!(read_all(&s3, &put_first, "k").await, b"first");
 
@@ -827,15 +621,10 @@ async fn a_bucket_gets_its_directory_with_its_first_object_and_loses_it_when_del
         })
         .await
         .unwrap();
-    let err = s3
-        .put_object()
-        .bucket(&put_first)
-        .key("late")
-        .body(body(b"late"))
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "NoSuchBucket");
+    assert_eq!(
+        put(&s3, &put_first, "late", b"late").await.unwrap_err(),
+        "NoSuchBucket"
+    );
     let state = h.driver.backend_state().unwrap();
     assert!(state.buckets.iter().all(|b| b.id != put_first));
     assert!(state.stray_directories.is_empty(), "{state:?}");

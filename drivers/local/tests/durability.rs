@@ -30,13 +30,7 @@ async fn state_and_credentials_survive_a_restart() {
     assert_eq!(h.driver.backend_state().unwrap(), before);
     // The endpoint moved (new port); the same key works against it.
     let s3 = h.s3_client(&creds);
-    let got = s3
-        .get_object()
-        .bucket(&id)
-        .key("kept")
-        .send()
-        .await
-        .unwrap();
+    let got = s3_result(s3.get_object().bucket(&id).key("kept").send().await).unwrap();
     assert_eq!(
         got.body.collect().await.unwrap().into_bytes().as_ref(),
         b"still here"
@@ -91,16 +85,7 @@ async fn concurrent_calls_share_durable_commits_and_survive_a_restart() {
 async fn create_bucket_retried_after_a_crash_converges_to_one_bucket() {
     let h = Harness::start().await;
     let mut p = h.provisioner();
-    let id = p
-        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-            name: "bc-c1".into(),
-            protocols: vec![],
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .bucket_id;
+    let id = h.generate("bc-c1", &[], &[]).await.unwrap();
     let req = DriverCreateBucketRequest {
         bucket_id: id.clone(),
         protocols: vec![ObjectProtocol::S3 as i32],
@@ -160,13 +145,7 @@ async fn delete_bucket_retried_after_a_crash_finishes() {
     let id = h.bucket("bc-c3", &[]).await;
     let creds = h.grant("ba-c3", &[(&id, rw())]).await;
     let s3 = h.s3_client(&creds);
-    s3.put_object()
-        .bucket(&id)
-        .key("k")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &id, "k", b"v").await.unwrap();
     h.driver.crash_once_at(CrashPoint::AfterBucketDataRemoved);
     let req = DriverDeleteBucketRequest {
         bucket_id: id.clone(),
@@ -181,14 +160,7 @@ async fn delete_bucket_retried_after_a_crash_finishes() {
         Code::Unavailable
     );
     // Half-deleted: no longer served.
-    let err = s3
-        .get_object()
-        .bucket(&id)
-        .key("k")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "NoSuchBucket");
+    assert_eq!(get(&s3, &id, "k").await.unwrap_err(), "NoSuchBucket");
     let state = h.driver.backend_state().unwrap();
     assert_eq!(state.buckets[0].state, BucketState::Deleting);
     assert!(!state.buckets[0].directory_exists);

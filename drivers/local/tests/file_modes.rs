@@ -50,13 +50,7 @@ fn assert_private(root: &Path) {
 async fn write_objects(h: &Harness, name: &str) -> (String, aws_sdk_s3::Client) {
     let id = h.bucket(&format!("bc-{name}"), &[]).await;
     let s3 = h.s3_client(&h.grant(&format!("ba-{name}"), &[(&id, rw())]).await);
-    s3.put_object()
-        .bucket(&id)
-        .key("plain")
-        .body(body(b"contents"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &id, "plain", b"contents").await.unwrap();
     let up = s3
         .create_multipart_upload()
         .bucket(&id)
@@ -125,13 +119,7 @@ async fn a_data_directory_left_looser_is_tightened_at_start_up() {
     let h = Harness::start_in(dir).await;
     assert_private(&data);
     let s3 = h.s3_client(&h.grant("ba-after", &[(&id, rw())]).await);
-    let got = s3
-        .get_object()
-        .bucket(&id)
-        .key("parts")
-        .send()
-        .await
-        .unwrap();
+    let got = s3_result(s3.get_object().bucket(&id).key("parts").send().await).unwrap();
     assert_eq!(&got.body.collect().await.unwrap().into_bytes()[..], b"part");
     h.stop().await;
 }

@@ -72,12 +72,7 @@ async fn user_metadata_over_2_kb_is_refused_and_nothing_is_stored() {
 
     let state = h.driver.backend_state().unwrap();
     assert_eq!(state.buckets[0].objects, 1, "only the object that fits");
-    let uploads = s3
-        .list_multipart_uploads()
-        .bucket(&id)
-        .send()
-        .await
-        .unwrap();
+    let uploads = s3_result(s3.list_multipart_uploads().bucket(&id).send().await).unwrap();
     assert!(uploads.uploads().is_empty());
     h.stop().await;
 }
@@ -133,13 +128,7 @@ async fn an_aws_chunked_body_must_match_its_declared_decoded_length() {
     let ok = chunked_put(&h, &creds, &url("exact"), b"0123456789", 10).await;
     assert_eq!(ok.status, 200, "{}", ok.text());
     let s3 = h.s3_client(&creds);
-    let got = s3
-        .get_object()
-        .bucket(&id)
-        .key("exact")
-        .send()
-        .await
-        .unwrap();
+    let got = s3_result(s3.get_object().bucket(&id).key("exact").send().await).unwrap();
     assert_eq!(
         &got.body.collect().await.unwrap().into_bytes()[..],
         b"0123456789"
@@ -407,20 +396,8 @@ async fn crafted_continuation_tokens_are_invalid_arguments() {
     }
     // Tokens the endpoint hands out still page through the bucket.
     let s3 = h.s3_client(&creds);
-    s3.put_object()
-        .bucket(&id)
-        .key("l")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap();
-    let first = s3
-        .list_objects_v2()
-        .bucket(&id)
-        .max_keys(1)
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &id, "l", b"v").await.unwrap();
+    let first = s3_result(s3.list_objects_v2().bucket(&id).max_keys(1).send().await).unwrap();
     let token = first.next_continuation_token().unwrap();
     let second = s3
         .list_objects_v2()
@@ -440,13 +417,7 @@ async fn names_xml_cannot_carry_are_listed_only_url_encoded() {
     let (id, creds) = bucket_with_object(&h, "ctl").await;
     let s3 = h.s3_client(&creds);
     for key in ["ctl/\u{1}bell", "ctl/cr\rlf", "ctl/nul\u{0}"] {
-        s3.put_object()
-            .bucket(&id)
-            .key(key)
-            .body(body(b"v"))
-            .send()
-            .await
-            .unwrap();
+        put(&s3, &id, key, b"v").await.unwrap();
     }
 
     // Asked for plainly, the listing refuses rather than send them.

@@ -41,24 +41,9 @@ async fn the_driver_name_is_configurable() {
 #[tokio::test]
 async fn bucket_ids_are_deterministic_and_create_nothing() {
     let h = Harness::start().await;
-    let mut p = h.provisioner();
-    let req = DriverGenerateBucketIdRequest {
-        name: "bc-1111".into(),
-        protocols: vec![ObjectProtocol::S3 as i32],
-        parameters: HashMap::new(),
-    };
-    let a = p
-        .driver_generate_bucket_id(req.clone())
-        .await
-        .unwrap()
-        .into_inner()
-        .bucket_id;
-    let b = p
-        .driver_generate_bucket_id(req)
-        .await
-        .unwrap()
-        .into_inner()
-        .bucket_id;
+    let s3 = &[ObjectProtocol::S3];
+    let a = h.generate("bc-1111", s3, &[]).await.unwrap();
+    let b = h.generate("bc-1111", s3, &[]).await.unwrap();
     assert_eq!(a, "bc-1111");
     assert_eq!(a, b);
     assert!(h.driver.backend_state().unwrap().buckets.is_empty());
@@ -69,13 +54,7 @@ async fn bucket_ids_are_deterministic_and_create_nothing() {
 async fn create_bucket_is_idempotent_and_returns_s3_info() {
     let h = Harness::start().await;
     let id = h.bucket("bc-2222", &[]).await;
-    let mut p = h.provisioner();
-    let req = DriverCreateBucketRequest {
-        bucket_id: id.clone(),
-        protocols: vec![ObjectProtocol::S3 as i32],
-        parameters: HashMap::new(),
-    };
-    let again = p.driver_create_bucket(req).await.unwrap().into_inner();
+    let again = h.create(&id, &[ObjectProtocol::S3], &[]).await.unwrap();
     let s3 = again.protocols.unwrap().s3.unwrap();
     assert_eq!(s3.bucket_name, id);
     assert_eq!(s3.region, "us-east-1");
@@ -95,13 +74,8 @@ async fn create_bucket_is_idempotent_and_returns_s3_info() {
 async fn create_bucket_with_other_parameters_is_already_exists() {
     let h = Harness::start().await;
     let id = h.bucket("bc-3333", &[("maxSizeBytes", "1Mi")]).await;
-    let mut p = h.provisioner();
-    let err = p
-        .driver_create_bucket(DriverCreateBucketRequest {
-            bucket_id: id.clone(),
-            protocols: vec![],
-            parameters: map(&[("maxSizeBytes", "2Mi")]),
-        })
+    let err = h
+        .create(&id, &[], &[("maxSizeBytes", "2Mi")])
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
@@ -110,14 +84,7 @@ async fn create_bucket_with_other_parameters_is_already_exists() {
         "{}",
         err.message()
     );
-    let err = p
-        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-            name: "bc-3333".into(),
-            protocols: vec![],
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap_err();
+    let err = h.generate("bc-3333", &[], &[]).await.unwrap_err();
     assert_eq!(err.code(), Code::AlreadyExists);
     h.stop().await;
 }
@@ -125,14 +92,9 @@ async fn create_bucket_with_other_parameters_is_already_exists() {
 #[tokio::test]
 async fn a_parameter_value_that_does_not_parse_exactly_is_an_invalid_argument_naming_it() {
     let h = Harness::start().await;
-    let mut p = h.provisioner();
     for value in [" 10", "10 ", "10\n", "1 Gi"] {
-        let err = p
-            .driver_create_bucket(DriverCreateBucketRequest {
-                bucket_id: "bc-4445".into(),
-                protocols: vec![],
-                parameters: map(&[("maxSizeBytes", value)]),
-            })
+        let err = h
+            .create("bc-4445", &[], &[("maxSizeBytes", value)])
             .await
             .unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument, "{value:?}");
@@ -145,13 +107,8 @@ async fn a_parameter_value_that_does_not_parse_exactly_is_an_invalid_argument_na
 #[tokio::test]
 async fn unknown_parameters_and_protocols_are_invalid_arguments() {
     let h = Harness::start().await;
-    let mut p = h.provisioner();
-    let err = p
-        .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-            name: "bc-4444".into(),
-            protocols: vec![],
-            parameters: map(&[("quota", "1")]),
-        })
+    let err = h
+        .generate("bc-4444", &[], &[("quota", "1")])
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
@@ -160,24 +117,13 @@ async fn unknown_parameters_and_protocols_are_invalid_arguments() {
         "{}",
         err.message()
     );
-    let err = p
-        .driver_create_bucket(DriverCreateBucketRequest {
-            bucket_id: "bc-4444".into(),
-            protocols: vec![ObjectProtocol::Azure as i32],
-            parameters: HashMap::new(),
-        })
+    let err = h
+        .create("bc-4444", &[ObjectProtocol::Azure], &[])
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("only the S3 protocol"));
-    let err = p
-        .driver_create_bucket(DriverCreateBucketRequest {
-            bucket_id: "Not_A_Bucket".into(),
-            protocols: vec![],
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap_err();
+    let err = h.create("Not_A_Bucket", &[], &[]).await.unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(h.driver.backend_state().unwrap().buckets.is_empty());
     h.stop().await;
@@ -186,32 +132,18 @@ async fn unknown_parameters_and_protocols_are_invalid_arguments() {
 #[tokio::test]
 async fn missing_fields_are_invalid_arguments() {
     let h = Harness::start().await;
-    let mut p = h.provisioner();
-    let codes = [
-        p.driver_generate_bucket_id(DriverGenerateBucketIdRequest::default())
-            .await
-            .unwrap_err(),
-        p.driver_create_bucket(DriverCreateBucketRequest::default())
-            .await
-            .unwrap_err(),
-        p.driver_get_bucket(DriverGetBucketRequest::default())
-            .await
-            .unwrap_err(),
-        p.driver_delete_bucket(DriverDeleteBucketRequest::default())
-            .await
-            .unwrap_err(),
-        p.driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest::default())
-            .await
-            .unwrap_err(),
-        p.driver_grant_bucket_access(DriverGrantBucketAccessRequest::default())
-            .await
-            .unwrap_err(),
-        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest::default())
-            .await
-            .unwrap_err(),
-    ];
-    for status in codes {
-        assert_eq!(status.code(), Code::InvalidArgument, "{status:?}");
+    // An empty message is each request with every field unset.
+    for path in [
+        "/cosi.v1alpha2.Provisioner/DriverGenerateBucketId",
+        "/cosi.v1alpha2.Provisioner/DriverCreateBucket",
+        "/cosi.v1alpha2.Provisioner/DriverGetBucket",
+        "/cosi.v1alpha2.Provisioner/DriverDeleteBucket",
+        "/cosi.v1alpha2.Provisioner/DriverGenerateBucketAccessId",
+        "/cosi.v1alpha2.Provisioner/DriverGrantBucketAccess",
+        "/cosi.v1alpha2.Provisioner/DriverRevokeBucketAccess",
+    ] {
+        let status = h.client.call_raw(path, Vec::new()).await.unwrap_err();
+        assert_eq!(status.code(), Code::InvalidArgument, "{path}: {status:?}");
     }
     h.stop().await;
 }
@@ -220,31 +152,12 @@ async fn missing_fields_are_invalid_arguments() {
 async fn get_bucket_finds_existing_buckets_only() {
     let h = Harness::start().await;
     let id = h.bucket("bc-5555", &[("maxSizeBytes", "1000")]).await;
-    let mut p = h.provisioner();
-    let got = p
-        .driver_get_bucket(DriverGetBucketRequest {
-            bucket_id: id.clone(),
-            protocols: vec![ObjectProtocol::S3 as i32],
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let got = h.get(&id, &[ObjectProtocol::S3], &[]).await.unwrap();
     assert_eq!(got.protocols.unwrap().s3.unwrap().bucket_name, id);
-    let missing = p
-        .driver_get_bucket(DriverGetBucketRequest {
-            bucket_id: "no-such-bucket".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap_err();
+    let missing = h.get("no-such-bucket", &[], &[]).await.unwrap_err();
     assert_eq!(missing.code(), Code::NotFound);
-    let incompatible = p
-        .driver_get_bucket(DriverGetBucketRequest {
-            bucket_id: id,
-            protocols: vec![],
-            parameters: map(&[("maxSizeBytes", "2000")]),
-        })
+    let incompatible = h
+        .get(&id, &[], &[("maxSizeBytes", "2000")])
         .await
         .unwrap_err();
     assert_eq!(incompatible.code(), Code::AlreadyExists);
@@ -257,13 +170,7 @@ async fn delete_bucket_removes_the_data_on_disk_and_is_ok_when_absent() {
     let id = h.bucket("bc-6666", &[]).await;
     let creds = h.grant("ba-6666", &[(&id, rw())]).await;
     let s3 = h.s3_client(&creds);
-    s3.put_object()
-        .bucket(&id)
-        .key("k")
-        .body(body(b"data"))
-        .send()
-        .await
-        .unwrap();
+    put(&s3, &id, "k", b"data").await.unwrap();
     let dir = h.driver.bucket_dir(&id);
     assert_eq!(
         std::fs::read_dir(&dir).unwrap().count(),
@@ -282,14 +189,7 @@ async fn delete_bucket_removes_the_data_on_disk_and_is_ok_when_absent() {
     assert!(state.buckets.is_empty());
     assert!(state.stray_directories.is_empty());
     p.driver_delete_bucket(req).await.unwrap();
-    let err = s3
-        .get_object()
-        .bucket(&id)
-        .key("k")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "NoSuchBucket");
+    assert_eq!(get(&s3, &id, "k").await.unwrap_err(), "NoSuchBucket");
     h.stop().await;
 }
 
@@ -339,14 +239,11 @@ async fn a_grant_for_other_buckets_on_the_same_account_is_already_exists() {
         AccessMode::Unspecified,
     );
     let err = p
-        .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-            account_name: "ba-8888".into(),
-            buckets: accessed(&[(&a, ro)]),
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: HashMap::new(),
-        })
+        .driver_generate_bucket_access_id(access_id_request(
+            ObjectProtocol::S3,
+            "ba-8888",
+            accessed(&[(&a, ro)]),
+        ))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::AlreadyExists);

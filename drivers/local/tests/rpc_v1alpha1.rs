@@ -9,20 +9,19 @@ use std::collections::HashMap;
 
 use aws_sdk_s3::types::{Tag, Tagging};
 use common::*;
+use cosi_driver::testing::{Serve, TestServer};
 use cosi_driver::v1alpha1::credential_keys::s3 as keys;
 use cosi_driver::v1alpha1::provisioner_client::ProvisionerClient;
 use cosi_driver::v1alpha1::*;
-use cosi_driver::{Code, DriverApi, DriverClient, Endpoint};
+use cosi_driver::{Code, DriverApi, DriverClient};
 use tempfile::TempDir;
-use tokio::sync::oneshot;
 use tonic::transport::Channel;
 
 /// `cosi_driver_local::run` serving v1alpha1 on a temporary socket, its S3
 /// endpoint on 127.0.0.1:0.
 struct V1alpha1Driver {
     client: DriverClient,
-    stop: oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<Result<(), cosi_driver_local::Error>>,
+    server: TestServer,
     _dir: TempDir,
 }
 
@@ -31,22 +30,13 @@ impl V1alpha1Driver {
         let dir = tempfile::tempdir().unwrap();
         let mut config = config(&dir);
         config.api = DriverApi::V1alpha1;
-        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn({
-            let endpoint = endpoint.clone();
-            async move {
-                cosi_driver_local::run(config, &endpoint, async {
-                    let _ = stopped.await;
-                })
-                .await
-            }
+        let serve = Serve::with(|endpoint, shutdown| async move {
+            cosi_driver_local::run(config, &endpoint, shutdown).await
         });
-        let client = connect(&endpoint).await;
+        let (client, server) = TestServer::start(serve).await;
         Self {
             client,
-            stop,
-            task,
+            server,
             _dir: dir,
         }
     }
@@ -108,8 +98,7 @@ impl V1alpha1Driver {
     }
 
     async fn stop(self) {
-        let _ = self.stop.send(());
-        self.task.await.unwrap().unwrap();
+        self.server.stop().await;
     }
 }
 
@@ -234,11 +223,7 @@ async fn granted_credentials_work_until_revoked_and_delete_is_idempotent() {
     assert_eq!(s3_secrets(&again), &secrets);
 
     let s3 = s3_client_for(&secrets);
-    s3.put_object()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .body(body(b"over v1alpha1"))
-        .send()
+    put(&s3, &bucket, "hello.txt", b"over v1alpha1")
         .await
         .unwrap();
     let got = s3
@@ -281,23 +266,14 @@ async fn granted_credentials_work_until_revoked_and_delete_is_idempotent() {
         .send()
         .await
         .unwrap();
-    let tags = s3
-        .get_bucket_tagging()
-        .bucket(&bucket)
-        .send()
-        .await
-        .unwrap();
+    let tags = s3_result(s3.get_bucket_tagging().bucket(&bucket).send().await).unwrap();
     assert_eq!(tags.tag_set()[0].key(), "api");
 
     d.revoke(&bucket, &granted.account_id).await.unwrap();
-    let err = s3
-        .get_object()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "InvalidAccessKeyId");
+    assert_eq!(
+        get(&s3, &bucket, "hello.txt").await.unwrap_err(),
+        "InvalidAccessKeyId"
+    );
     d.revoke(&bucket, &granted.account_id).await.unwrap();
 
     d.delete(&bucket).await.unwrap();

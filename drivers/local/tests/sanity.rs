@@ -7,6 +7,7 @@ mod common;
 
 use common::Harness;
 use cosi_driver::Endpoint;
+use cosi_driver_local::BackendState;
 use cosi_sanity::{Config, ParameterFile};
 
 /// BucketClass parameters: a quota well above what the suite writes; a
@@ -43,21 +44,14 @@ fn sanity_config(endpoint: Endpoint) -> Config {
 #[tokio::test]
 async fn the_conformance_suite_passes_with_the_data_plane() {
     let h = Harness::start().await;
-    let endpoint = Endpoint::from_path(h.dir.path().join("cosi.sock")).unwrap();
+    let endpoint = h.endpoint().clone();
 
     let report = cosi_sanity::run(&sanity_config(endpoint)).await;
     report.print();
 
     report.assert_complete(EXPECTED_SKIPS);
 
-    let state = h.driver.backend_state().unwrap();
-    assert!(
-        state.buckets.is_empty() && state.accounts.is_empty() && state.access_keys == 0,
-        "the suite left state behind: {} buckets, {} accounts, {} keys",
-        state.buckets.len(),
-        state.accounts.len(),
-        state.access_keys
-    );
+    let state = assert_left_empty(&h);
     assert!(
         state.stray_directories.is_empty(),
         "stray bucket directories: {:?}",
@@ -69,7 +63,7 @@ async fn the_conformance_suite_passes_with_the_data_plane() {
 #[tokio::test]
 async fn the_v1alpha1_conformance_suite_passes_with_the_data_plane() {
     let h = Harness::start_v1alpha1().await;
-    let endpoint = Endpoint::from_path(h.dir.path().join("cosi.sock")).unwrap();
+    let endpoint = h.endpoint().clone();
     let mut config = sanity_config(endpoint);
     config.api = cosi_sanity::Api::V1alpha1;
 
@@ -93,6 +87,13 @@ async fn the_v1alpha1_conformance_suite_passes_with_the_data_plane() {
         ["v1alpha1 DriverGrantBucketAccess: a repeat with other parameters is AlreadyExists"],
         "the driver knows no BucketAccessClass parameter, so no set is valid yet incompatible\n{report}"
     );
+    assert_left_empty(&h);
+    h.stop().await;
+}
+
+/// Asserts that the suite left no bucket, account or key; returns the
+/// driver's state.
+fn assert_left_empty(h: &Harness) -> BackendState {
     let state = h.driver.backend_state().unwrap();
     assert!(
         state.buckets.is_empty() && state.accounts.is_empty() && state.access_keys == 0,
@@ -101,5 +102,5 @@ async fn the_v1alpha1_conformance_suite_passes_with_the_data_plane() {
         state.accounts.len(),
         state.access_keys
     );
-    h.stop().await;
+    state
 }

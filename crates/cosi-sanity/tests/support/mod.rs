@@ -7,13 +7,11 @@ pub mod s3;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cosi_driver::Endpoint;
 use cosi_driver::proto::identity_server::IdentityServer;
 use cosi_driver::proto::provisioner_server::ProvisionerServer;
+use cosi_driver::testing::{Serve, TestServer};
+use cosi_driver::{DriverApi, Endpoint};
 use cosi_sanity::{Config, ParameterFile};
-use tempfile::TempDir;
-use tokio::sync::oneshot;
-use tokio_stream::wrappers::UnixListenerStream;
 
 pub use driver::{Fault, MemDriver};
 
@@ -21,16 +19,7 @@ pub use driver::{Fault, MemDriver};
 pub struct Running {
     pub endpoint: Endpoint,
     pub driver: MemDriver,
-    _dir: TempDir,
-    stop: Option<oneshot::Sender<()>>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
+    _server: TestServer,
 }
 
 /// Serves a driver with `fault`: through the SDK (which validates requests),
@@ -53,43 +42,32 @@ async fn start_api(fault: Fault, v1alpha1: bool) -> Running {
         fault,
         s3_endpoint,
     };
-    let dir = tempfile::tempdir().unwrap();
-    let endpoint = Endpoint::from_path(dir.path().join("driver.sock")).unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    let shutdown = async {
-        let _ = stopped.await;
-    };
-    if v1alpha1 {
-        let (ep, d) = (endpoint.clone(), driver.clone());
-        tokio::spawn(async move { cosi_driver::serve_v1alpha1(&ep, d.clone(), d, shutdown).await });
-        wait_for_socket(&endpoint).await;
+    let serve = if v1alpha1 {
+        Serve::api(DriverApi::V1alpha1, driver.clone(), driver.clone())
     } else if fault == Fault::UndecodableIsInternal {
-        let listener = tokio::net::UnixListener::bind(endpoint.path()).unwrap();
-        let server = tonic::transport::Server::builder()
+        let router = tonic::transport::Server::builder()
             .layer(tower::util::MapResponseLayer::new(
                 invalid_argument_as_internal,
             ))
             .add_service(IdentityServer::new(driver.clone()))
-            .add_service(ProvisionerServer::new(driver.clone()))
-            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown);
-        tokio::spawn(server);
+            .add_service(ProvisionerServer::new(driver.clone()));
+        Serve::incoming(|incoming, shutdown| {
+            router.serve_with_incoming_shutdown(incoming, shutdown)
+        })
     } else if fault == Fault::AcceptsMissingFields {
-        let listener = tokio::net::UnixListener::bind(endpoint.path()).unwrap();
-        let server = tonic::transport::Server::builder()
-            .add_service(IdentityServer::new(driver.clone()))
-            .add_service(ProvisionerServer::new(driver.clone()))
-            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown);
-        tokio::spawn(server);
+        Serve::router(
+            tonic::transport::Server::builder()
+                .add_service(IdentityServer::new(driver.clone()))
+                .add_service(ProvisionerServer::new(driver.clone())),
+        )
     } else {
-        let (ep, d) = (endpoint.clone(), driver.clone());
-        tokio::spawn(async move { cosi_driver::serve(&ep, d.clone(), d, shutdown).await });
-        wait_for_socket(&endpoint).await;
-    }
+        Serve::driver(driver.clone(), driver.clone())
+    };
+    let (_, server) = TestServer::start(serve).await;
     Running {
-        endpoint,
+        endpoint: server.endpoint().clone(),
         driver,
-        _dir: dir,
-        stop: Some(stop),
+        _server: server,
     }
 }
 
@@ -101,15 +79,6 @@ fn invalid_argument_as_internal<B>(mut response: http::Response<B>) -> http::Res
         headers.insert("grpc-status", http::HeaderValue::from_static("13"));
     }
     response
-}
-
-async fn wait_for_socket(endpoint: &Endpoint) {
-    for _ in 0..500 {
-        if endpoint.path().exists() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
 }
 
 /// Every input the suite can take, matched to the test driver, with the

@@ -34,9 +34,7 @@ async fn read_only_keys_read_and_list_but_cannot_put_or_delete() {
 
     d.revoke(&writer, &[&bucket]).await.unwrap();
     d.revoke(&reader, &[&bucket]).await.unwrap();
-    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
-        .await
-        .unwrap();
+    d.purge(&bucket).await;
     assert_gone(&[&writer, &reader], &[&bucket]);
 }
 
@@ -60,9 +58,7 @@ async fn write_only_keys_write_but_cannot_read_even_what_they_wrote() {
 
     d.revoke(&writer, &[&bucket]).await.unwrap();
     d.revoke(&reader, &[&bucket]).await.unwrap();
-    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
-        .await
-        .unwrap();
+    d.purge(&bucket).await;
     assert_gone(&[&writer, &reader], &[&bucket]);
 }
 
@@ -93,9 +89,7 @@ async fn keys_reach_only_their_buckets() {
 
     for (a, b) in [(&account, &mine), (&owner, &other)] {
         d.revoke(a, &[b]).await.unwrap();
-        d.delete_bucket(b, &[("purgeOnDelete", "true")])
-            .await
-            .unwrap();
+        d.purge(b).await;
     }
     assert_gone(&[&account, &owner], &[&mine, &other]);
 }
@@ -158,9 +152,7 @@ async fn a_repeated_grant_returns_the_same_key_and_keeps_one_user_with_one_key()
         put(&s3(&first), &bucket, "k2", "v").await.unwrap_err(),
         "InvalidAccessKeyId"
     );
-    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
-        .await
-        .unwrap();
+    d.purge(&bucket).await;
     assert_gone(&[&account], &[&bucket]);
 }
 
@@ -191,9 +183,7 @@ async fn one_key_reaches_several_buckets_each_with_its_own_mode() {
     );
     d.revoke(&seeder, &[&ro]).await.unwrap();
     for b in [&rw, &ro] {
-        d.delete_bucket(b, &[("purgeOnDelete", "true")])
-            .await
-            .unwrap();
+        d.purge(b).await;
     }
     assert_gone(&[&account, &seeder], &[&rw, &ro]);
 }
@@ -242,9 +232,7 @@ async fn metadata_modes_are_enforced_per_category() {
     );
 
     d.revoke(&account, &[&bucket]).await.unwrap();
-    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
-        .await
-        .unwrap();
+    d.purge(&bucket).await;
     assert_gone(&[&account], &[&bucket]);
 }
 
@@ -293,9 +281,7 @@ async fn ten_concurrent_grants_on_one_bucket_all_hold_and_concurrent_revokes_lea
         .send()
         .await;
     assert!(after.is_err(), "statements left behind: {after:?}");
-    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
-        .await
-        .unwrap();
+    d.purge(&bucket).await;
     let users: Vec<&str> = accounts.iter().map(|(a, _)| a.as_str()).collect();
     assert_gone(&users, &[&bucket]);
 }
@@ -348,9 +334,7 @@ async fn a_bucket_policy_that_would_outgrow_the_limit_is_resource_exhausted() {
     for a in &granted {
         d.revoke(a, &[&bucket]).await.unwrap();
     }
-    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
-        .await
-        .unwrap();
+    d.purge(&bucket).await;
     let mut users: Vec<&str> = granted.iter().map(String::as_str).collect();
     users.push(&refused.0);
     assert_gone(&users, &[&bucket]);

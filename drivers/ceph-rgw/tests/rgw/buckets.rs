@@ -61,9 +61,7 @@ async fn a_max_objects_quota_is_enforced_by_rgw() {
     assert_eq!(list(&c, &bucket).await.unwrap().len(), 3);
 
     d.revoke(&account, &[&bucket]).await.unwrap();
-    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
-        .await
-        .unwrap();
+    d.purge(&bucket).await;
     assert_gone(&[&account], &[&bucket]);
 }
 
@@ -81,9 +79,7 @@ async fn a_max_size_quota_is_enforced_by_rgw() {
     );
 
     d.revoke(&account, &[&bucket]).await.unwrap();
-    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
-        .await
-        .unwrap();
+    d.purge(&bucket).await;
     assert_gone(&[&account], &[&bucket]);
 }
 
@@ -170,9 +166,7 @@ async fn a_non_empty_bucket_is_refused_unless_the_class_says_to_empty_it() {
     assert!(e.message().contains("purgeOnDelete"), "{}", e.message());
     assert!(rgw().bucket_names().contains(&bucket));
 
-    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
-        .await
-        .unwrap();
+    d.purge(&bucket).await;
     assert_gone(&[&account], &[&bucket]);
 }
 
@@ -231,9 +225,7 @@ async fn emptying_a_versioned_bucket_leaves_nothing() {
 
     let e = d.delete_bucket(&bucket, &[]).await.unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition, "{}", e.message());
-    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
-        .await
-        .unwrap();
+    d.purge(&bucket).await;
     assert_gone(&[&account], &[&bucket]);
     let stats = rgw().radosgw_admin(&["bucket", "stats", &format!("--bucket={bucket}")]);
     assert!(stats.is_err(), "the bucket still has stats: {stats:?}");
@@ -243,8 +235,6 @@ async fn emptying_a_versioned_bucket_leaves_nothing() {
 async fn deleting_a_bucket_that_never_existed_is_ok() {
     let d = Served::start().await;
     let name = format!("bc-{}", uuid::Uuid::new_v4());
-    d.delete_bucket(&name, &[("purgeOnDelete", "true")])
-        .await
-        .unwrap();
+    d.purge(&name).await;
     assert_gone(&[], &[&name]);
 }

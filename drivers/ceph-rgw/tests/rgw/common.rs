@@ -56,6 +56,12 @@ impl Served {
         self.0.stop().await
     }
 
+    /// Deletes `bucket` with the objects it holds (`purgeOnDelete`).
+    pub async fn purge(&self, bucket: &str) {
+        let purge = [("purgeOnDelete", "true")];
+        self.delete_bucket(bucket, &purge).await.unwrap();
+    }
+
     /// Generates an account ID for a fresh `ba-<uuid>` name and grants it,
     /// returning the account ID and the issued keys.
     pub async fn new_access(&self, buckets: &[AccessedBucket]) -> (String, AdminKeys) {

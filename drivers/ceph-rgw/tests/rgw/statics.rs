@@ -66,9 +66,7 @@ async fn a_bucket_of_another_user_is_refused_naming_the_owner_unless_relinking_i
     assert_eq!(list(&o, &bucket).await.unwrap_err(), "AccessDenied");
 
     d.revoke(&id, &[&bucket]).await.unwrap();
-    d.delete_bucket(&bucket, &[("purgeOnDelete", "true")])
-        .await
-        .unwrap();
+    d.purge(&bucket).await;
     rgw()
         .radosgw_admin(&["user", "rm", &format!("--uid={owner}")])
         .unwrap();

@@ -6,23 +6,24 @@
 
 pub mod raw;
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials as AwsCredentials, Region};
+use cosi_driver::proto::provisioner_client::ProvisionerClient;
 use cosi_driver::proto::*;
+use cosi_driver::testing::{self, Serve, TestServer};
+pub use cosi_driver::testing::{access_id_request, params as map};
 use cosi_driver::{DriverClient, Endpoint};
 use cosi_driver_local::{Config, LocalDriver, S3Server};
 use tempfile::TempDir;
-use tokio::sync::oneshot;
+use tonic::transport::Channel;
 
 pub struct Harness {
     pub dir: TempDir,
     pub driver: LocalDriver,
     pub client: DriverClient,
     pub s3: S3Server,
-    stop: oneshot::Sender<()>,
-    grpc: tokio::task::JoinHandle<Result<(), cosi_driver::ServeError>>,
+    grpc: TestServer,
 }
 
 pub fn config(dir: &TempDir) -> Config {
@@ -83,66 +84,92 @@ impl Harness {
         let api = config.api;
         let driver = LocalDriver::open(&config).unwrap();
         let s3 = driver.start_s3().await.unwrap();
-        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).unwrap();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let grpc = tokio::spawn({
-            let (endpoint, driver) = (endpoint.clone(), driver.clone());
-            async move {
-                cosi_driver::serve_api(api, &endpoint, driver.clone(), driver, async {
-                    let _ = stopped.await;
-                })
-                .await
-            }
-        });
-        let client = connect(&endpoint).await;
+        let serve = Serve::api(api, driver.clone(), driver.clone());
+        let (client, grpc) = TestServer::start(serve).await;
         Self {
             dir,
             driver,
             client,
             s3,
-            stop,
             grpc,
         }
     }
 
     /// Stops both servers and drops the driver, handing back the data.
     pub async fn stop(self) -> TempDir {
-        let _ = self.stop.send(());
-        self.grpc.await.unwrap().unwrap();
+        self.grpc.stop().await;
         self.s3.shutdown().await;
         drop(self.client);
         drop(self.driver);
         self.dir
     }
 
-    pub fn provisioner(
-        &self,
-    ) -> cosi_driver::proto::provisioner_client::ProvisionerClient<tonic::transport::Channel> {
+    /// The driver's gRPC socket.
+    pub fn endpoint(&self) -> &Endpoint {
+        self.grpc.endpoint()
+    }
+
+    pub fn provisioner(&self) -> ProvisionerClient<Channel> {
         self.client.provisioner.clone()
     }
 
     /// Creates a bucket through both phases; returns its ID.
     pub async fn bucket(&self, name: &str, params: &[(&str, &str)]) -> String {
-        let mut p = self.provisioner();
-        let parameters = map(params);
-        let id = p
-            .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-                name: name.into(),
-                protocols: vec![ObjectProtocol::S3 as i32],
-                parameters: parameters.clone(),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .bucket_id;
-        p.driver_create_bucket(DriverCreateBucketRequest {
-            bucket_id: id.clone(),
-            protocols: vec![ObjectProtocol::S3 as i32],
-            parameters,
-        })
-        .await
-        .unwrap();
+        let s3 = &[ObjectProtocol::S3];
+        let id = self.generate(name, s3, params).await.unwrap();
+        self.create(&id, s3, params).await.unwrap();
         id
+    }
+
+    /// DriverGenerateBucketId: the bucket ID.
+    pub async fn generate(
+        &self,
+        name: &str,
+        protocols: &[ObjectProtocol],
+        params: &[(&str, &str)],
+    ) -> Result<String, tonic::Status> {
+        let request = DriverGenerateBucketIdRequest {
+            name: name.into(),
+            protocols: protocols.iter().map(|p| *p as i32).collect(),
+            parameters: map(params),
+        };
+        let reply = self
+            .provisioner()
+            .driver_generate_bucket_id(request)
+            .await?;
+        Ok(reply.into_inner().bucket_id)
+    }
+
+    /// DriverCreateBucket.
+    pub async fn create(
+        &self,
+        id: &str,
+        protocols: &[ObjectProtocol],
+        params: &[(&str, &str)],
+    ) -> Result<DriverCreateBucketResponse, tonic::Status> {
+        let request = DriverCreateBucketRequest {
+            bucket_id: id.into(),
+            protocols: protocols.iter().map(|p| *p as i32).collect(),
+            parameters: map(params),
+        };
+        let reply = self.provisioner().driver_create_bucket(request).await?;
+        Ok(reply.into_inner())
+    }
+
+    /// DriverGetBucket.
+    pub async fn get(
+        &self,
+        id: &str,
+        protocols: &[ObjectProtocol],
+        params: &[(&str, &str)],
+    ) -> Result<DriverGetBucketResponse, tonic::Status> {
+        let request = DriverGetBucketRequest {
+            bucket_id: id.into(),
+            protocols: protocols.iter().map(|p| *p as i32).collect(),
+            parameters: map(params),
+        };
+        let reply = self.provisioner().driver_get_bucket(request).await?;
+        Ok(reply.into_inner())
     }
 
     /// Grants `account` access through both phases; returns the credentials.
@@ -150,26 +177,16 @@ impl Harness {
         let mut p = self.provisioner();
         let buckets = accessed(buckets);
         let id = p
-            .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-                account_name: account.into(),
-                buckets: buckets.clone(),
-                protocol: ObjectProtocol::S3 as i32,
-                authentication_type: AuthenticationType::Key as i32,
-                service_account: None,
-                parameters: HashMap::new(),
-            })
+            .driver_generate_bucket_access_id(access_id_request(
+                ObjectProtocol::S3,
+                account,
+                buckets.clone(),
+            ))
             .await
             .unwrap()
             .into_inner()
             .account_id;
-        p.driver_grant_bucket_access(grant_request(&id, buckets))
-            .await
-            .unwrap()
-            .into_inner()
-            .credentials
-            .unwrap()
-            .s3
-            .unwrap()
+        granted_s3(&mut p, grant_request(&id, buckets)).await
     }
 
     pub async fn revoke(&self, account_id: &str, bucket: &str) {
@@ -228,13 +245,6 @@ pub async fn connect(endpoint: &Endpoint) -> DriverClient {
     panic!("driver did not start listening on {endpoint}");
 }
 
-pub fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
-}
-
 pub fn modes(
     object_data: AccessMode,
     object_metadata: AccessMode,
@@ -265,31 +275,26 @@ pub fn accessed(buckets: &[(&str, AccessModes)]) -> Vec<AccessedBucket> {
         .collect()
 }
 
+/// Sends `request` and returns the S3 credentials granted.
+pub async fn granted_s3(
+    p: &mut ProvisionerClient<Channel>,
+    request: DriverGrantBucketAccessRequest,
+) -> S3Credentials {
+    let reply = p.driver_grant_bucket_access(request).await.unwrap();
+    reply.into_inner().credentials.unwrap().s3.unwrap()
+}
+
+/// DriverGrantBucketAccess of `account_id` to `buckets` for S3.
 pub fn grant_request(
     account_id: &str,
     buckets: Vec<AccessedBucket>,
 ) -> DriverGrantBucketAccessRequest {
-    DriverGrantBucketAccessRequest {
-        account_id: account_id.into(),
-        buckets,
-        protocol: ObjectProtocol::S3 as i32,
-        authentication_type: AuthenticationType::Key as i32,
-        service_account: None,
-        parameters: HashMap::new(),
-    }
+    testing::grant_request(ObjectProtocol::S3, account_id, buckets)
 }
 
+/// DriverRevokeBucketAccess of `account_id` from `bucket` for S3.
 pub fn revoke_request(account_id: &str, bucket: &str) -> DriverRevokeBucketAccessRequest {
-    DriverRevokeBucketAccessRequest {
-        account_id: account_id.into(),
-        buckets: vec![RevokedBucket {
-            bucket_id: bucket.into(),
-        }],
-        protocol: ObjectProtocol::S3 as i32,
-        authentication_type: AuthenticationType::Key as i32,
-        service_account: None,
-        parameters: HashMap::new(),
-    }
+    testing::revoke_request(ObjectProtocol::S3, account_id, &[bucket])
 }
 
 /// The S3 error code of a failed SDK call, or `HTTP <status>` for bodiless
@@ -312,4 +317,56 @@ where
 
 pub fn body(bytes: &'static [u8]) -> aws_sdk_s3::primitives::ByteStream {
     aws_sdk_s3::primitives::ByteStream::from_static(bytes)
+}
+
+/// Puts `data` at `key`; the S3 error code on failure.
+pub async fn put(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    data: &'static [u8],
+) -> Result<(), String> {
+    let call = s3.put_object().bucket(bucket).key(key).body(body(data));
+    s3_result(call.send().await).map(drop)
+}
+
+/// Reads `key`; the S3 error code on failure.
+pub async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
+    let out = s3.get_object().bucket(bucket).key(key).send().await;
+    let out = s3_result(out)?;
+    Ok(out.body.collect().await.unwrap().into_bytes().to_vec())
+}
+
+/// Reads the metadata of `key`; the S3 error code (`HTTP <status>`) on failure.
+pub async fn head(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
+    let out = s3.head_object().bucket(bucket).key(key).send().await;
+    s3_result(out).map(drop)
+}
+
+/// Deletes `key`; the S3 error code on failure.
+pub async fn delete(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
+    let out = s3.delete_object().bucket(bucket).key(key).send().await;
+    s3_result(out).map(drop)
+}
+
+/// Lists the keys of `bucket` (one page); the S3 error code on failure.
+pub async fn list(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<Vec<String>, String> {
+    let out = s3.list_objects_v2().bucket(bucket).send().await;
+    let out = s3_result(out)?;
+    Ok(out
+        .contents()
+        .iter()
+        .filter_map(|o| o.key())
+        .map(str::to_owned)
+        .collect())
+}
+
+/// The result of an S3 call, its error the S3 error code (see [`s3_code`]).
+pub fn s3_result<T, E>(
+    result: Result<T, aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>>,
+) -> Result<T, String>
+where
+    E: aws_sdk_s3::error::ProvideErrorMetadata + std::fmt::Debug,
+{
+    result.map_err(|e| s3_code(&e))
 }

@@ -2,9 +2,11 @@
 
 use cosi_driver::Code;
 use cosi_driver::proto::*;
-use cosi_driver_s3::accounts::{MANAGED_TAG, POLICY_NAME};
+use cosi_driver_s3::accounts::POLICY_NAME;
 
-use crate::common::{Moto, Served, access, get, keys_of, keys_of_user, list, put, users_under};
+use crate::common::{
+    Moto, Served, access, assert_managed_by, get, keys_of, keys_of_user, list, put, users_under,
+};
 
 #[tokio::test]
 async fn granted_credentials_reach_their_bucket_and_no_other() {
@@ -204,17 +206,7 @@ async fn one_access_to_several_buckets_is_one_user_with_one_policy() {
         .await
         .unwrap();
     assert_eq!(policies.policy_names(), [POLICY_NAME]);
-    let tags = iam
-        .list_user_tags()
-        .user_name(&account)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        tags.tags()
-            .iter()
-            .any(|t| t.key() == MANAGED_TAG && t.value() == "s3.cosi-rs.dev")
-    );
+    assert_managed_by(&iam, &account, "s3.cosi-rs.dev").await;
     d.stop().await;
 }
 

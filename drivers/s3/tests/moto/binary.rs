@@ -6,10 +6,9 @@ use std::path::Path;
 use std::process::Command;
 
 use cosi_driver::proto::AccessMode;
-use cosi_driver_s3::accounts::MANAGED_TAG;
 use cosi_driver_s3_common::testing::{self, RunningBinary, assert_json_lines};
 
-use crate::common::{Moto, access, keys_of};
+use crate::common::{Moto, access, assert_managed_by, keys_of};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cosi-driver-s3");
 
@@ -62,18 +61,7 @@ async fn binary_serves_with_chain_credentials_logs_no_secret_and_stops_on_sigter
         .unwrap()
         .into_inner();
     let issued = keys_of(&grant);
-    let tags = moto
-        .iam()
-        .list_user_tags()
-        .user_name(&account)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        tags.tags()
-            .iter()
-            .any(|t| t.key() == MANAGED_TAG && t.value() == "bin.cosi-rs.dev")
-    );
+    assert_managed_by(&moto.iam(), &account, "bin.cosi-rs.dev").await;
 
     let socket = driver.socket.clone();
     let (status, text) = driver.terminate().await;

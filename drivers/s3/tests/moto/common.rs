@@ -15,6 +15,7 @@ use std::time::Duration;
 use aws_credential_types::Credentials;
 use aws_sdk_s3::config::{BehaviorVersion, Region};
 use cosi_driver::proto::*;
+use cosi_driver_s3::accounts::MANAGED_TAG;
 use cosi_driver_s3::{AdminCredentials, Config, S3Driver};
 use cosi_driver_s3_common::testing;
 pub use cosi_driver_s3_common::testing::{access, get, list, map, put, s3_error_code};
@@ -348,6 +349,22 @@ pub fn keys_of(resp: &DriverGrantBucketAccessResponse) -> Keys {
         id: s3.access_key_id.clone(),
         secret: s3.access_secret_key.clone(),
     }
+}
+
+/// Asserts that user `account` carries the tag saying driver `driver` manages it.
+pub async fn assert_managed_by(iam: &aws_sdk_iam::Client, account: &str, driver: &str) {
+    let tags = iam
+        .list_user_tags()
+        .user_name(account)
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        tags.tags()
+            .iter()
+            .any(|t| t.key() == MANAGED_TAG && t.value() == driver),
+        "{account} lacks the {MANAGED_TAG} tag of {driver}"
+    );
 }
 
 /// The users under `path`, as the admin sees them.

@@ -50,7 +50,7 @@ async fn the_conformance_suite_passes_on_moto_with_the_data_plane() {
     let moto = Moto::start(false);
     let served = Served::start(moto.config(), &moto.admin).await;
 
-    let report = cosi_sanity::run(&sanity_config(served.endpoint.clone())).await;
+    let report = cosi_sanity::run(&sanity_config(served.endpoint().clone())).await;
     report.print();
 
     report.assert_complete(EXPECTED_SKIPS);

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use cosi_driver::proto::*;
+use cosi_driver::testing::{Serve, TestServer};
 use cosi_driver::{Endpoint, Request, Response, Status};
-use tokio::sync::{Notify, Semaphore, oneshot};
-use tokio::task::JoinHandle;
+use tokio::sync::{Notify, Semaphore};
 
 /// Every credential the fake hands out contains this marker.
 pub const SECRET_MARKER: &str = "cosi-test-secret";
@@ -275,18 +275,12 @@ impl FakeDriver {
         }
     }
 
-    /// Serves on `endpoint` until the returned sender fires (or is dropped).
-    pub fn serve(&self, endpoint: &Endpoint) -> (oneshot::Sender<()>, JoinHandle<()>) {
-        let (tx, rx) = oneshot::channel::<()>();
-        let endpoint = endpoint.clone();
-        let me = self.clone();
-        let task = tokio::spawn(async move {
-            let _ = cosi_driver::serve(&endpoint, me.clone(), me, async {
-                let _ = rx.await;
-            })
-            .await;
-        });
-        (tx, task)
+    /// Serves on `endpoint` (through the SDK, which validates requests)
+    /// until the returned server is stopped or dropped, once the socket
+    /// answers.
+    pub async fn serve(&self, endpoint: &Endpoint) -> TestServer {
+        let serve = Serve::driver(self.clone(), self.clone());
+        TestServer::start_at(endpoint, serve).await.1
     }
 }
 

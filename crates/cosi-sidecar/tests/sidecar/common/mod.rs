@@ -20,6 +20,7 @@ use cosi_api::{
     BucketAccessModes, BucketAccessSpec, BucketAccessStatus, BucketClaimReference, BucketSpec,
     Condition, DeletionPolicy, Protocol,
 };
+use cosi_driver::testing::TestServer;
 use cosi_driver::{DriverClient, Endpoint};
 use cosi_runtime::backoff::Backoff;
 use cosi_runtime::metrics::SidecarMetrics;
@@ -32,7 +33,6 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, P
 use kube::{Client, ResourceExt};
 use kube_sim::KubeSim;
 use serde_json::json;
-use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use fake::FakeDriver;
@@ -50,7 +50,7 @@ pub struct Harness {
     pub fake: FakeDriver,
     pub endpoint: Endpoint,
     pub sidecar_token: String,
-    driver: Option<(oneshot::Sender<()>, JoinHandle<()>)>,
+    driver: Option<TestServer>,
     _dir: tempfile::TempDir,
 }
 
@@ -89,9 +89,8 @@ impl Harness {
         let dir = tempfile::tempdir().expect("temp dir");
         let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).expect("endpoint");
         let fake = FakeDriver::new(DRIVER);
-        let driver = Some(fake.serve(&endpoint));
+        let driver = Some(fake.serve(&endpoint).await);
         let sidecar_token = sim.add_user(SIDECAR_USER, &["system:masters"]);
-        wait_for_socket(&endpoint).await;
         Self {
             sim,
             admin,
@@ -134,17 +133,15 @@ impl Harness {
 
     /// Stops serving the driver (the socket disappears).
     pub async fn stop_driver(&mut self) {
-        if let Some((tx, task)) = self.driver.take() {
-            let _ = tx.send(());
-            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        if let Some(server) = self.driver.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), server.stop()).await;
         }
     }
 
     /// Serves the driver again on the same socket.
     pub async fn restart_driver(&mut self) {
         self.stop_driver().await;
-        self.driver = Some(self.fake.serve(&self.endpoint));
-        wait_for_socket(&self.endpoint).await;
+        self.driver = Some(self.fake.serve(&self.endpoint).await);
     }
 
     pub fn sidecar_writes(&self) -> u64 {
@@ -175,13 +172,6 @@ pub fn test_config(metrics: SidecarMetrics, readiness: Readiness) -> cosi_sideca
     config.secret_check_interval = Duration::from_secs(3600);
     config.workers = 4;
     config
-}
-
-async fn wait_for_socket(endpoint: &Endpoint) {
-    eventually("the driver socket to appear", || async {
-        endpoint.path().exists().then_some(())
-    })
-    .await;
 }
 
 /// A running sidecar; aborted when dropped.

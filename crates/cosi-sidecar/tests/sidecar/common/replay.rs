@@ -11,14 +11,13 @@ use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
 use base64::Engine;
+use cosi_driver::testing::{Serve, TestServer};
 use cosi_driver::v1alpha1::identity_server::{Identity, IdentityServer};
 use cosi_driver::v1alpha1::provisioner_server::{Provisioner, ProvisionerServer};
 use cosi_driver::v1alpha1::*;
 use cosi_driver::{Endpoint, Request, Response, Status};
-use tokio::net::UnixListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::server::Router;
 
 use super::fake::SECRET_MARKER;
@@ -178,19 +177,14 @@ impl ReplayDriver {
     }
 }
 
-/// Serves `router` on the UNIX socket of `endpoint` until the sender is used.
+/// Serves `router` on the UNIX socket of `endpoint` until the sender is
+/// used (or dropped); the socket is bound on return.
 pub fn serve_router(endpoint: &Endpoint, router: Router) -> (oneshot::Sender<()>, JoinHandle<()>) {
-    let path = endpoint.path().to_owned();
-    let _ = std::fs::remove_file(&path);
-    let listener = UnixListener::bind(&path).expect("bind the driver socket");
+    let server = TestServer::spawn_at(endpoint, Serve::router(router));
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
-        let _ = router
-            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
-                let _ = rx.await;
-            })
-            .await;
-        let _ = std::fs::remove_file(&path);
+        let _ = rx.await;
+        server.stop().await;
     });
     (tx, task)
 }

@@ -1,0 +1,294 @@
+//! Serving a driver for a test (feature `testing`): real gRPC over a real
+//! UNIX socket, in a fresh temporary directory, with a connected client.
+//!
+//! ```no_run
+//! # async fn example<D: cosi_driver::Identity + cosi_driver::Provisioner + Clone>(driver: D) {
+//! let (client, server) = cosi_driver::testing::serve(driver.clone(), driver).await;
+//! let info = client.get_info().await.unwrap();
+//! server.stop().await; // or drop it: the server stops and the directory goes
+//! # }
+//! ```
+//!
+//! [`serve`] serves a driver through the SDK's [`crate::serve`] (requests
+//! validated); [`Serve`] says what else a [`TestServer`] can serve: the
+//! v1alpha1 API, a bare gRPC router (a driver misbehaving below the SDK),
+//! or any function that serves on an endpoint until a shutdown future
+//! completes (a driver's own `run`).
+//!
+//! The request builders ([`params`], [`access_id_request`],
+//! [`grant_request`], [`revoke_request`]) spell out the requests tests send
+//! most: Key authentication, no parameters (set them with struct update).
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use tokio::net::UnixListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::transport::server::Router;
+
+use crate::client::DriverClient;
+use crate::endpoint::Endpoint;
+use crate::proto::identity_server::Identity;
+use crate::proto::provisioner_server::Provisioner;
+use crate::proto::{
+    AccessedBucket, AuthenticationType, DriverGenerateBucketAccessIdRequest,
+    DriverGrantBucketAccessRequest, DriverRevokeBucketAccessRequest, ObjectProtocol, RevokedBucket,
+};
+use crate::server::DriverApi;
+
+/// How long [`TestServer::start`] waits for the socket to answer.
+const ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
+/// Serves `identity` and `provisioner` over the v1alpha2 API through the
+/// SDK on a socket in a fresh temporary directory; returns a client
+/// connected to it and the guard that stops the server.
+pub async fn serve<I: Identity, P: Provisioner>(
+    identity: I,
+    provisioner: P,
+) -> (DriverClient, TestServer) {
+    TestServer::start(Serve::driver(identity, provisioner)).await
+}
+
+type Serving = Pin<Box<dyn Future<Output = Result<(), String>> + Send>>;
+
+/// What a [`TestServer`] serves on its socket.
+pub struct Serve(Box<dyn FnOnce(Endpoint, Shutdown) -> Serving + Send>);
+
+impl Serve {
+    /// A driver over the v1alpha2 API through the SDK ([`crate::serve`]).
+    pub fn driver<I: Identity, P: Provisioner>(identity: I, provisioner: P) -> Self {
+        Self::api(DriverApi::V1alpha2, identity, provisioner)
+    }
+
+    /// A driver over `api` through the SDK ([`crate::serve_api`]).
+    pub fn api<I: Identity, P: Provisioner>(api: DriverApi, identity: I, provisioner: P) -> Self {
+        Self::with(move |endpoint, shutdown| async move {
+            crate::serve_api(api, &endpoint, identity, provisioner, shutdown).await
+        })
+    }
+
+    /// A bare gRPC router: its services answer without the SDK's request
+    /// checks.
+    pub fn router(router: Router) -> Self {
+        Self::incoming(|incoming, shutdown| router.serve_with_incoming_shutdown(incoming, shutdown))
+    }
+
+    /// Whatever `serve` serves on the connections of the socket, bound
+    /// (a stale socket replaced) before `serve` is called.
+    pub fn incoming<F, Fut, E>(serve: F) -> Self
+    where
+        F: FnOnce(UnixListenerStream, Shutdown) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Debug,
+    {
+        Self(Box::new(move |endpoint, shutdown| {
+            let path = endpoint.path();
+            let _ = std::fs::remove_file(path);
+            let listener = UnixListener::bind(path)
+                .unwrap_or_else(|e| panic!("cannot bind {}: {e}", path.display()));
+            let serving = serve(UnixListenerStream::new(listener), shutdown);
+            Box::pin(async move {
+                let result = serving.await;
+                let _ = std::fs::remove_file(endpoint.path());
+                result.map_err(|e| format!("{e:?}"))
+            })
+        }))
+    }
+
+    /// Whatever `serve` serves on the endpoint until the shutdown future
+    /// completes, such as a driver's own `run`.
+    pub fn with<F, Fut, E>(serve: F) -> Self
+    where
+        F: FnOnce(Endpoint, Shutdown) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), E>> + Send + 'static,
+        E: Debug,
+    {
+        Self(Box::new(move |endpoint, shutdown| {
+            let serving = serve(endpoint, shutdown);
+            Box::pin(async move { serving.await.map_err(|e| format!("{e:?}")) })
+        }))
+    }
+}
+
+/// Completes when its [`TestServer`] is stopped or dropped: the shutdown
+/// future a [`Serve`] function receives.
+pub struct Shutdown(oneshot::Receiver<()>);
+
+impl Future for Shutdown {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        Pin::new(&mut self.0).poll(cx).map(drop)
+    }
+}
+
+/// A server running for a test. Dropping it stops the server and removes
+/// its temporary directory; [`TestServer::stop`] also waits for the server
+/// to finish and panics when serving failed.
+pub struct TestServer {
+    endpoint: Endpoint,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), String>>>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestServer {
+    /// Serves `serve` on `cosi.sock` in a fresh temporary directory and
+    /// connects to it; panics when the socket does not answer within 10 s.
+    pub async fn start(serve: Serve) -> (DriverClient, Self) {
+        let dir = tempfile::tempdir().expect("create a temporary directory");
+        let endpoint = Endpoint::from_path(dir.path().join("cosi.sock")).expect("socket path");
+        let mut server = Self::spawn_at(&endpoint, serve);
+        server._dir = Some(dir);
+        let client = server.connect().await;
+        (client, server)
+    }
+
+    /// Serves `serve` on `endpoint` (whose directory the caller owns) and
+    /// connects to it; panics when the socket does not answer within 10 s.
+    pub async fn start_at(endpoint: &Endpoint, serve: Serve) -> (DriverClient, Self) {
+        let mut server = Self::spawn_at(endpoint, serve);
+        let client = server.connect().await;
+        (client, server)
+    }
+
+    /// Starts serving `serve` on `endpoint` without waiting for it to
+    /// answer (a [`Serve::incoming`] socket is bound on return).
+    pub fn spawn_at(endpoint: &Endpoint, serve: Serve) -> Self {
+        let (stop, stopped) = oneshot::channel();
+        let serving = (serve.0)(endpoint.clone(), Shutdown(stopped));
+        Self {
+            endpoint: endpoint.clone(),
+            stop: Some(stop),
+            task: Some(tokio::spawn(serving)),
+            _dir: None,
+        }
+    }
+
+    /// The socket served.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.endpoint
+    }
+
+    /// Stops the server gracefully and waits for it; panics when serving
+    /// failed.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            let result = task.await.expect("the test server's task");
+            if let Err(e) = result {
+                panic!("serving {} failed: {e}", self.endpoint);
+            }
+        }
+    }
+
+    async fn connect(&mut self) -> DriverClient {
+        let deadline = Instant::now() + ANSWER_WITHIN;
+        loop {
+            if let Ok(client) = DriverClient::connect(&self.endpoint).await {
+                return client;
+            }
+            if let Some(task) = self.task.as_mut().filter(|t| t.is_finished()) {
+                let result = task.await;
+                panic!("{} stopped before it answered: {result:?}", self.endpoint);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not answer within {ANSWER_WITHIN:?}",
+                self.endpoint
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+/// The RPCs of the v1alpha2 Provisioner service, in the proto's order.
+pub const PROVISIONER_RPCS: [&str; 7] = [
+    "DriverGenerateBucketId",
+    "DriverCreateBucket",
+    "DriverGetBucket",
+    "DriverDeleteBucket",
+    "DriverGenerateBucketAccessId",
+    "DriverGrantBucketAccess",
+    "DriverRevokeBucketAccess",
+];
+
+/// A parameter map from pairs.
+pub fn params(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+/// DriverGenerateBucketAccessId of `account_name` for `buckets` over
+/// `protocol`, with Key authentication and no parameters.
+pub fn access_id_request(
+    protocol: ObjectProtocol,
+    account_name: &str,
+    buckets: Vec<AccessedBucket>,
+) -> DriverGenerateBucketAccessIdRequest {
+    DriverGenerateBucketAccessIdRequest {
+        account_name: account_name.into(),
+        buckets,
+        protocol: protocol as i32,
+        authentication_type: AuthenticationType::Key as i32,
+        service_account: None,
+        parameters: HashMap::new(),
+    }
+}
+
+/// DriverGrantBucketAccess of `account_id` to `buckets` over `protocol`,
+/// with Key authentication and no parameters.
+pub fn grant_request(
+    protocol: ObjectProtocol,
+    account_id: &str,
+    buckets: Vec<AccessedBucket>,
+) -> DriverGrantBucketAccessRequest {
+    DriverGrantBucketAccessRequest {
+        account_id: account_id.into(),
+        buckets,
+        protocol: protocol as i32,
+        authentication_type: AuthenticationType::Key as i32,
+        service_account: None,
+        parameters: HashMap::new(),
+    }
+}
+
+/// DriverRevokeBucketAccess of `account_id` from `bucket_ids` over
+/// `protocol`, with Key authentication and no parameters.
+pub fn revoke_request(
+    protocol: ObjectProtocol,
+    account_id: &str,
+    bucket_ids: &[&str],
+) -> DriverRevokeBucketAccessRequest {
+    DriverRevokeBucketAccessRequest {
+        account_id: account_id.into(),
+        buckets: bucket_ids
+            .iter()
+            .map(|id| RevokedBucket {
+                bucket_id: (*id).into(),
+            })
+            .collect(),
+        protocol: protocol as i32,
+        authentication_type: AuthenticationType::Key as i32,
+        service_account: None,
+        parameters: HashMap::new(),
+    }
+}
