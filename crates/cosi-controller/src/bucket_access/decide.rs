@@ -50,8 +50,8 @@ use cosi_api::constants::annotations::{
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
 use cosi_api::reasons::{self, actions};
 use cosi_api::{
-    AccessedBucket, AuthenticationType, Bucket, BucketAccess, BucketAccessClass, BucketAccessMode,
-    BucketAccessStatus, BucketClaim, MultiBucketAccess,
+    AccessedBucket, AuthenticationType, Bucket, BucketAccess, BucketAccessClass,
+    BucketAccessStatus, BucketClaim,
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -59,7 +59,13 @@ use kube::ResourceExt;
 use crate::bucket_claim::decide::{Binding, binding};
 use crate::conditions::{all_current, transitions};
 use crate::notice::Notice;
-use crate::validate;
+
+mod problems;
+mod secret_names;
+
+use problems::*;
+pub use secret_names::keeps_secret_name;
+use secret_names::secret_name_problems;
 
 /// One entry of `spec.bucketClaims` as observed.
 #[derive(Clone, Copy, Debug)]
@@ -188,80 +194,6 @@ pub fn cleanup_done(access: &BucketAccess) -> bool {
     let annotations = access.annotations();
     annotations.contains_key(SIDECAR_CLEANUP_FINISHED)
         || (access.account_id().is_none() && !annotations.contains_key(SIDECAR_GRANT_STARTED))
-}
-
-/// True when `other`, which names an `accessSecretName` that `access`
-/// names too, keeps the name, so `access` must be refused before any
-/// grant: `other` was handed to its sidecar already (its grant may have
-/// written the Secret), or neither was and `other` was created first
-/// (creationTimestamp, then UID). An access being deleted that was never
-/// handed off wrote no Secret and keeps nothing. Two accesses sharing a
-/// Secret would each overwrite the other's credentials, so exactly one of
-/// any two keeps the name.
-pub fn keeps_secret_name(other: &BucketAccess, access: &BucketAccess) -> bool {
-    if other.uid() == access.uid() || access.is_handed_to_sidecar() {
-        return false;
-    }
-    if other.is_handed_to_sidecar() {
-        return true;
-    }
-    other.metadata.deletion_timestamp.is_none() && age_rank(other) < age_rank(access)
-}
-
-/// Older first: creationTimestamp, then UID (an object read from the API
-/// always has both).
-fn age_rank(access: &BucketAccess) -> (Timestamp, String) {
-    (
-        access
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map_or(Timestamp::MAX, |t| t.0),
-        access.uid().unwrap_or_default(),
-    )
-}
-
-/// The Secret names `access` shares with `other`.
-fn shared_secret_names<'a>(access: &'a BucketAccess, other: &BucketAccess) -> Vec<&'a str> {
-    access
-        .spec
-        .bucket_claims
-        .iter()
-        .map(|r| r.access_secret_name.as_str())
-        .filter(|name| {
-            other
-                .spec
-                .bucket_claims
-                .iter()
-                .any(|o| o.access_secret_name == *name)
-        })
-        .collect()
-}
-
-/// A refusal for every Secret name a rival keeps, naming the rival.
-fn secret_name_problems(obs: &Observed<'_>) -> Vec<(&'static str, String)> {
-    let access = obs.access;
-    let namespace = access.namespace().unwrap_or_default();
-    let mut problems = Vec::new();
-    for other in obs.rivals.iter().filter(|o| keeps_secret_name(o, access)) {
-        let why = if other.is_handed_to_sidecar() {
-            "was handed to its driver first"
-        } else {
-            "was created first"
-        };
-        for secret in shared_secret_names(access, other) {
-            problems.push((
-                reasons::ACCESS_SECRET_NAME_IN_USE,
-                format!(
-                    "accessSecretName {secret:?} is already used by BucketAccess {namespace}/{}, which {why}; \
-                     two accesses cannot share a Secret. Delete that BucketAccess (this one then proceeds), \
-                     or recreate this one with another accessSecretName",
-                    other.name_any()
-                ),
-            ));
-        }
-    }
-    problems
 }
 
 /// Decides the next step for an access.
@@ -529,155 +461,6 @@ fn annotate_step(obs: &Observed<'_>) -> Option<Step> {
             claim: view.name.to_owned(),
         })
     })
-}
-
-/// KEP 3.2: what the class forbids or the spec lacks.
-fn policy_problems(
-    access: &BucketAccess,
-    class: &BucketAccessClass,
-) -> Vec<(&'static str, String)> {
-    let class_name = class.name_any();
-    let mut problems = Vec::new();
-    let invalid = validate::class(&class.spec.driver_name, &class.spec.parameters);
-    if !invalid.is_empty() {
-        problems.push((
-            reasons::INVALID_BUCKET_ACCESS_CLASS,
-            format!(
-                "BucketAccessClass {class_name:?} is invalid: {}; an admin must fix the class (delete and recreate it)",
-                invalid.join("; ")
-            ),
-        ));
-    }
-    let refs = &access.spec.bucket_claims;
-    let mut seen = BTreeSet::new();
-    for r in refs {
-        if !seen.insert(r.bucket_claim_name.as_str()) {
-            problems.push((
-                reasons::INVALID_BUCKET_ACCESS,
-                format!(
-                    "spec.bucketClaims names BucketClaim {:?} more than once; {}",
-                    r.bucket_claim_name,
-                    recreate("listing each claim once")
-                ),
-            ));
-        }
-    }
-    if refs.len() > 1 && class.spec.multi_bucket_access() == MultiBucketAccess::SingleBucket {
-        problems.push((
-            reasons::MULTI_BUCKET_ACCESS_NOT_ALLOWED,
-            format!(
-                "BucketAccessClass {class_name:?} allows one BucketClaim per BucketAccess (multiBucketAccess: SingleBucket) \
-                 but spec.bucketClaims lists {}; {}, or one BucketAccess per claim",
-                refs.len(),
-                recreate("with a class whose multiBucketAccess is MultipleBuckets")
-            ),
-        ));
-    }
-    let disallowed = &class.spec.disallowed_bucket_access_modes;
-    for r in refs {
-        for (category, mode) in r.access_modes.requested() {
-            let forbidden: &[BucketAccessMode] = match category {
-                "objectData" => &disallowed.object_data,
-                "objectMetadata" => &disallowed.object_metadata,
-                _ => &disallowed.bucket_metadata,
-            };
-            if forbidden.contains(&mode) {
-                problems.push((
-                    reasons::ACCESS_MODE_NOT_ALLOWED,
-                    format!(
-                        "BucketClaim {:?}: accessModes.{category} {mode} is disallowed by BucketAccessClass {class_name:?} \
-                         (disallowed {category} modes: {}); {}",
-                        r.bucket_claim_name,
-                        forbidden
-                            .iter()
-                            .map(|m| m.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        recreate("requesting another mode")
-                    ),
-                ));
-            }
-        }
-    }
-    if class.spec.authentication_type == AuthenticationType::ServiceAccount
-        && access.spec.service_account_name.is_empty()
-    {
-        problems.push((
-            reasons::SERVICE_ACCOUNT_NAME_REQUIRED,
-            format!(
-                "BucketAccessClass {class_name:?} uses ServiceAccount authentication; {}",
-                recreate("with spec.serviceAccountName set to the ServiceAccount your Pods run as")
-            ),
-        ));
-    }
-    problems
-}
-
-/// KEP 3.7 and the protocol check of the contract, for one existing claim.
-fn claim_problems(access: &BucketAccess, claim: &BucketClaim) -> Vec<(&'static str, String)> {
-    let name = claim.name_any();
-    let mut problems = Vec::new();
-    if claim.metadata.deletion_timestamp.is_some() {
-        problems.push((
-            reasons::BUCKET_CLAIM_BEING_DELETED,
-            format!("BucketClaim {name:?} is being deleted; no new access can be granted to it"),
-        ));
-    }
-    let protocol = access.spec.protocol;
-    let spec = &claim.spec.protocols;
-    if !spec.is_empty() && !spec.contains(&protocol) {
-        problems.push((
-            reasons::UNSUPPORTED_PROTOCOL,
-            format!(
-                "spec.protocol {protocol} is not among the protocols of BucketClaim {name:?} ({}); {}",
-                list(spec),
-                recreate("requesting one of them")
-            ),
-        ));
-    } else if cosi_api::conditions::is_true(claim.conditions(), PROVISIONED) {
-        let supported = claim
-            .status
-            .as_ref()
-            .map(|s| s.protocols.as_slice())
-            .unwrap_or_default();
-        if !supported.contains(&protocol) {
-            problems.push((
-                reasons::UNSUPPORTED_PROTOCOL,
-                format!(
-                    "spec.protocol {protocol} is not supported by the bucket of BucketClaim {name:?} (it supports: {}); {}",
-                    if supported.is_empty() {
-                        "none".to_owned()
-                    } else {
-                        list(supported)
-                    },
-                    recreate("requesting one of those")
-                ),
-            ));
-        }
-    }
-    problems
-}
-
-/// What to do about a problem of the (immutable) spec: delete the
-/// BucketAccess and create it again `how`.
-fn recreate(how: &str) -> String {
-    format!("the spec of a BucketAccess is immutable: delete it and re-create it {how}")
-}
-
-fn list(protocols: &[cosi_api::Protocol]) -> String {
-    protocols
-        .iter()
-        .map(|p| p.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn join(problems: &[(&'static str, String)]) -> String {
-    problems
-        .iter()
-        .map(|(_, m)| m.as_str())
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 /// Waiting on something that does not exist yet (KEP: ResourcesValidated
