@@ -14,6 +14,7 @@ use cosi_api::reasons;
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::ref_index::RefIndex;
+use cosi_runtime::steps::Applied;
 use cosi_runtime::{EventReporter, FailureTracker, OwnWrites};
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -202,6 +203,18 @@ impl Context {
         let api = Api::namespaced(self.client.clone(), namespace);
         let key = ObjectRef::new(name).within(namespace);
         lookup(&self.caches.claims, api, "BucketClaim", key, fresh).await
+    }
+
+    /// How a reconcile of `key` ends after its last write: `released` (the
+    /// finalizer is gone) is a success; otherwise the claim version decided
+    /// on was replaced by our other loop, whose event reconciles again.
+    pub fn ended(&self, key: &str, released: bool) -> Applied {
+        if released {
+            self.failures.succeeded(key);
+        } else {
+            tracing::debug!(%key, "claim changed by our other loop; waiting for its event");
+        }
+        Applied::Finished(Action::await_change())
     }
 
     /// A failed write of `obj` during a reconcile: a conflict is counted

@@ -174,14 +174,8 @@ impl Steps for ClaimSteps<'_> {
                 Applied::Written
             }
             Wrote::Reread => Applied::Reread,
-            Wrote::Released => {
-                self.ctx.failures.succeeded(&self.key);
-                Applied::Finished(Action::await_change())
-            }
-            Wrote::Superseded => {
-                tracing::debug!(claim = %self.key, "claim changed by our other loop; waiting for its event");
-                Applied::Finished(Action::await_change())
-            }
+            Wrote::Released => self.ctx.ended(&self.key, true),
+            Wrote::Superseded => self.ctx.ended(&self.key, false),
         })
     }
 
