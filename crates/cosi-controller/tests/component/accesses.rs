@@ -6,10 +6,7 @@ use std::time::Duration;
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::HAS_BUCKETACCESS_REFERENCES;
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
-use cosi_api::{
-    AuthenticationType, BucketAccessMode, BucketClaimSpec, DeletionPolicy, MultiBucketAccess,
-    Protocol,
-};
+use cosi_api::{AuthenticationType, BucketAccessMode, DeletionPolicy, MultiBucketAccess, Protocol};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
@@ -24,15 +21,7 @@ async fn with_provisioned_claims(names: &[&str]) -> Env {
     env.create_access_class(access_class("keys")).await;
     env.start_controller();
     for name in names {
-        env.create_claim_with(
-            name,
-            BucketClaimSpec {
-                bucket_class_name: "standard".into(),
-                protocols: vec![Protocol::S3],
-                ..BucketClaimSpec::default()
-            },
-        )
-        .await;
+        env.create_s3_claim(name).await;
     }
     for name in names {
         let claim = env
@@ -75,7 +64,7 @@ async fn a_valid_access_is_handed_off_and_its_deletion_waits_for_the_sidecar() {
     assert_eq!(ab.bucket_claim_name, "photos");
     assert_eq!(ab.bucket_name, bucket_of(&claim));
     assert_eq!(ab.bucket_id, format!("osp-{}", bucket_of(&claim)));
-    assert!(has(a.conditions(), RESOURCES_VALIDATED, "True", "Valid"));
+    assert!(validated(a.conditions(), "True", "Valid"));
     assert!(has(a.conditions(), PROVISIONED, "Unknown", "Provisioning"));
     assert_eq!(
         condition(a.conditions(), PROVISION_FAILED).unwrap().0,
@@ -89,7 +78,7 @@ async fn a_valid_access_is_handed_off_and_its_deletion_waits_for_the_sidecar() {
         has(a.conditions(), PROVISIONED, "True", "Provisioned"),
         "the sidecar's conditions stand"
     );
-    assert!(has(a.conditions(), RESOURCES_VALIDATED, "True", "Valid"));
+    assert!(validated(a.conditions(), "True", "Valid"));
     let metrics = env.metrics_text();
     assert!(metrics.contains(&format!(
         r#"cosi_operation_count{{driver_name="{DRIVER}",operation="Create",resource_kind="BucketAccess",status="Succeeded"}} 1"#
@@ -244,12 +233,7 @@ async fn an_access_created_before_its_claim_is_handed_off_once_the_claim_binds()
     env.create_access(access("early", "keys", &["photos"]))
         .await;
     env.wait_access("early", "waiting", |a| {
-        has(
-            a.conditions(),
-            RESOURCES_VALIDATED,
-            "Unknown",
-            "WaitingForBucketClaim",
-        )
+        validated(a.conditions(), "Unknown", "WaitingForBucketClaim")
     })
     .await;
     env.create_claim("photos", "standard").await;
@@ -270,12 +254,7 @@ async fn a_claim_stuck_without_a_bucket_makes_its_access_wait_for_it() {
     env.create_access(access("app", "keys", &["photos"])).await;
     let a = env
         .wait_access("app", "waiting for the bucket", |a| {
-            has(
-                a.conditions(),
-                RESOURCES_VALIDATED,
-                "Unknown",
-                "WaitingForBucket",
-            )
+            validated(a.conditions(), "Unknown", "WaitingForBucket")
         })
         .await;
     assert!(!a.is_handed_to_sidecar());
@@ -349,12 +328,7 @@ async fn a_claim_vanishing_after_hand_off_degrades_the_access() {
     env.start_controller();
     let a = env
         .wait_access("app", "degraded", |a| {
-            has(
-                a.conditions(),
-                RESOURCES_VALIDATED,
-                "False",
-                "BucketClaimMissing",
-            )
+            validated(a.conditions(), "False", "BucketClaimMissing")
         })
         .await;
     assert!(

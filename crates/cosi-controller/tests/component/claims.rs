@@ -6,7 +6,7 @@ use std::time::Duration;
 use cosi_api::conditions::{Desired, Status};
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCESS_REFERENCES};
-use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
+use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED};
 use cosi_api::{BucketClaimSpec, BucketClass, BucketClassSpec, DeletionPolicy, Protocol};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -20,15 +20,7 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
     let mut env = Env::new().await;
     env.create_class("standard", DeletionPolicy::Delete).await;
     env.start_controller();
-    env.create_claim_with(
-        "photos",
-        BucketClaimSpec {
-            bucket_class_name: "standard".into(),
-            protocols: vec![Protocol::S3],
-            ..BucketClaimSpec::default()
-        },
-    )
-    .await;
+    env.create_s3_claim("photos").await;
 
     // Bound before provisioning, waiting on the sidecar.
     let claim = env
@@ -43,7 +35,7 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
     );
     let conds = claim.conditions();
     assert!(has(conds, PROVISIONED, "Unknown", "Provisioning"));
-    assert!(has(conds, RESOURCES_VALIDATED, "True", "Valid"));
+    assert!(validated(conds, "True", "Valid"));
     assert_eq!(condition(conds, PROVISION_FAILED).unwrap().0, "Unknown");
     let generation = claim.metadata.generation;
     assert!(conds.iter().all(|c| c.observed_generation == generation));
@@ -80,12 +72,7 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
         "False",
         "ProvisionSucceeded"
     ));
-    assert!(has(
-        claim.conditions(),
-        RESOURCES_VALIDATED,
-        "True",
-        "Valid"
-    ));
+    assert!(validated(claim.conditions(), "True", "Valid"));
     env.wait_event("photos", "Normal", "Provisioned").await;
     env.controller_idle(Duration::from_millis(300)).await;
     let provisioned_events = env
@@ -180,12 +167,7 @@ async fn a_missing_class_waits_and_provisioning_starts_when_it_appears() {
     env.create_claim("photos", "later").await;
     let claim = env
         .wait_claim("photos", "waiting for its class", |c| {
-            has(
-                c.conditions(),
-                RESOURCES_VALIDATED,
-                "Unknown",
-                "WaitingForBucketClass",
-            )
+            validated(c.conditions(), "Unknown", "WaitingForBucketClass")
         })
         .await;
     assert!(has(
@@ -203,12 +185,7 @@ async fn a_missing_class_waits_and_provisioning_starts_when_it_appears() {
     let claim = env
         .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
         .await;
-    assert!(has(
-        claim.conditions(),
-        RESOURCES_VALIDATED,
-        "True",
-        "Valid"
-    ));
+    assert!(validated(claim.conditions(), "True", "Valid"));
     env.stop_controller().await;
 }
 
@@ -256,12 +233,7 @@ async fn a_class_stored_before_the_crd_checked_driver_names_is_refused_with_a_me
     env.create_claim("photos", "broken").await;
     let claim = env
         .wait_claim("photos", "refused", |c| {
-            has(
-                c.conditions(),
-                RESOURCES_VALIDATED,
-                "False",
-                "InvalidBucketClass",
-            )
+            validated(c.conditions(), "False", "InvalidBucketClass")
         })
         .await;
     assert!(has(
@@ -294,12 +266,7 @@ async fn a_claim_whose_bucket_vanished_is_an_error_and_is_never_reprovisioned() 
         .unwrap();
     let claim = env
         .wait_claim("photos", "degraded", |c| {
-            has(
-                c.conditions(),
-                RESOURCES_VALIDATED,
-                "False",
-                "BucketMissing",
-            )
+            validated(c.conditions(), "False", "BucketMissing")
         })
         .await;
     assert!(
@@ -328,12 +295,7 @@ async fn a_static_claim_waits_for_its_bucket_then_binds_it_by_uid() {
     )
     .await;
     env.wait_claim("legacy", "waiting", |c| {
-        has(
-            c.conditions(),
-            RESOURCES_VALIDATED,
-            "Unknown",
-            "WaitingForBucket",
-        )
+        validated(c.conditions(), "Unknown", "WaitingForBucket")
     })
     .await;
     env.wait_event("legacy", "Warning", "WaitingForBucket")
@@ -388,12 +350,7 @@ async fn a_static_bucket_reserved_for_another_claim_is_refused_and_left_untouche
     .await;
     let claim = env
         .wait_claim("thief", "refused", |c| {
-            has(
-                c.conditions(),
-                RESOURCES_VALIDATED,
-                "False",
-                "BucketBoundToAnotherClaim",
-            )
+            validated(c.conditions(), "False", "BucketBoundToAnotherClaim")
         })
         .await;
     assert!(has(
@@ -487,12 +444,7 @@ async fn a_crash_between_bucket_creation_and_binding_converges_on_one_bucket() {
         .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
         .await;
     assert_eq!(claim.bound_bucket_name(), Some(name.as_str()));
-    assert!(has(
-        claim.conditions(),
-        RESOURCES_VALIDATED,
-        "True",
-        "Valid"
-    ));
+    assert!(validated(claim.conditions(), "True", "Valid"));
     let buckets = env.buckets().list(&ListParams::default()).await.unwrap();
     assert_eq!(buckets.items.len(), 1, "exactly one Bucket");
     env.stop_controller().await;

@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use cosi_api::constants::condition_types::PROVISIONED;
-use cosi_api::{BucketClaimSpec, DeletionPolicy, Protocol};
+use cosi_api::{DeletionPolicy, Protocol};
 use cosi_controller::Config;
 use cosi_runtime::Shutdown;
 use cosi_runtime::leader::{LeaderElection, run_as_leader};
@@ -289,15 +289,7 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
         }
     });
 
-    env.create_claim_with(
-        "photos",
-        BucketClaimSpec {
-            bucket_class_name: "standard".into(),
-            protocols: vec![Protocol::S3],
-            ..BucketClaimSpec::default()
-        },
-    )
-    .await;
+    env.create_s3_claim("photos").await;
     let claim = env
         .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
         .await;

@@ -31,15 +31,7 @@ async fn one_claim_and_access_pair_stays_within_the_write_budget() {
     env.sim.reset_counters();
 
     // The user applies both at once.
-    env.create_claim_with(
-        "photos",
-        BucketClaimSpec {
-            bucket_class_name: "standard".into(),
-            protocols: vec![Protocol::S3],
-            ..BucketClaimSpec::default()
-        },
-    )
-    .await;
+    env.create_s3_claim("photos").await;
     env.create_access(access("app", "keys", &["photos"])).await;
     let user_writes = 2;
 
