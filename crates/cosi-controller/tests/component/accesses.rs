@@ -30,7 +30,7 @@ async fn with_provisioned_claims(names: &[&str]) -> Env {
         env.provision_bucket(&bucket_of(&claim), &[Protocol::S3])
             .await;
         env.wait_claim(name, "provisioned", |c| {
-            has(c.conditions(), PROVISIONED, "True", "Provisioned")
+            provisioned(c.conditions(), "True", "Provisioned")
         })
         .await;
     }
@@ -65,7 +65,7 @@ async fn a_valid_access_is_handed_off_and_its_deletion_waits_for_the_sidecar() {
     assert_eq!(ab.bucket_name, bucket_of(&claim));
     assert_eq!(ab.bucket_id, format!("osp-{}", bucket_of(&claim)));
     assert!(validated(a.conditions(), "True", "Valid"));
-    assert!(has(a.conditions(), PROVISIONED, "Unknown", "Provisioning"));
+    assert!(provisioned(a.conditions(), "Unknown", "Provisioning"));
     assert_eq!(
         condition(a.conditions(), PROVISION_FAILED).unwrap().0,
         "Unknown"
@@ -75,7 +75,7 @@ async fn a_valid_access_is_handed_off_and_its_deletion_waits_for_the_sidecar() {
     env.controller_idle(Duration::from_millis(300)).await;
     let a = env.accesses().get("app").await.unwrap();
     assert!(
-        has(a.conditions(), PROVISIONED, "True", "Provisioned"),
+        provisioned(a.conditions(), "True", "Provisioned"),
         "the sidecar's conditions stand"
     );
     assert!(validated(a.conditions(), "True", "Valid"));
@@ -332,7 +332,7 @@ async fn a_claim_vanishing_after_hand_off_degrades_the_access() {
         })
         .await;
     assert!(
-        has(a.conditions(), PROVISIONED, "True", "Provisioned"),
+        provisioned(a.conditions(), "True", "Provisioned"),
         "provisioning is not undone"
     );
     env.wait_event("app", "Warning", "BucketClaimMissing").await;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use cosi_api::conditions::{Desired, Status};
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCESS_REFERENCES};
-use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED};
+use cosi_api::constants::condition_types::PROVISION_FAILED;
 use cosi_api::{BucketClaimSpec, BucketClass, BucketClassSpec, DeletionPolicy, Protocol};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -34,7 +34,7 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
             .contains(&PROTECTION_FINALIZER.to_owned())
     );
     let conds = claim.conditions();
-    assert!(has(conds, PROVISIONED, "Unknown", "Provisioning"));
+    assert!(provisioned(conds, "Unknown", "Provisioning"));
     assert!(validated(conds, "True", "Valid"));
     assert_eq!(condition(conds, PROVISION_FAILED).unwrap().0, "Unknown");
     let generation = claim.metadata.generation;
@@ -62,7 +62,7 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
     env.provision_bucket(&name, &[Protocol::S3]).await;
     let claim = env
         .wait_claim("photos", "provisioned", |c| {
-            has(c.conditions(), PROVISIONED, "True", "Provisioned")
+            provisioned(c.conditions(), "True", "Provisioned")
         })
         .await;
     assert_eq!(claim.status.as_ref().unwrap().protocols, vec![Protocol::S3]);
@@ -170,9 +170,8 @@ async fn a_missing_class_waits_and_provisioning_starts_when_it_appears() {
             validated(c.conditions(), "Unknown", "WaitingForBucketClass")
         })
         .await;
-    assert!(has(
+    assert!(provisioned(
         claim.conditions(),
-        PROVISIONED,
         "Unknown",
         "WaitingForBucketClass"
     ));
@@ -236,9 +235,8 @@ async fn a_class_stored_before_the_crd_checked_driver_names_is_refused_with_a_me
             validated(c.conditions(), "False", "InvalidBucketClass")
         })
         .await;
-    assert!(has(
+    assert!(provisioned(
         claim.conditions(),
-        PROVISIONED,
         "False",
         "InvalidBucketClass"
     ));
@@ -270,7 +268,7 @@ async fn a_claim_whose_bucket_vanished_is_an_error_and_is_never_reprovisioned() 
         })
         .await;
     assert!(
-        has(claim.conditions(), PROVISIONED, "True", "Provisioned"),
+        provisioned(claim.conditions(), "True", "Provisioned"),
         "a provisioned claim is not un-provisioned by a missing Bucket object"
     );
     env.wait_event("photos", "Warning", "BucketMissing").await;
@@ -313,16 +311,11 @@ async fn a_static_claim_waits_for_its_bucket_then_binds_it_by_uid() {
         })
         .await;
     assert_eq!(Some(bucket.spec.bucket_claim_ref.uid.clone()), claim.uid());
-    assert!(has(
-        claim.conditions(),
-        PROVISIONED,
-        "Unknown",
-        "Provisioning"
-    ));
+    assert!(provisioned(claim.conditions(), "Unknown", "Provisioning"));
 
     env.provision_bucket("brownfield", &[Protocol::S3]).await;
     env.wait_claim("legacy", "provisioned", |c| {
-        has(c.conditions(), PROVISIONED, "True", "Provisioned")
+        provisioned(c.conditions(), "True", "Provisioned")
     })
     .await;
 
@@ -353,9 +346,8 @@ async fn a_static_bucket_reserved_for_another_claim_is_refused_and_left_untouche
             validated(c.conditions(), "False", "BucketBoundToAnotherClaim")
         })
         .await;
-    assert!(has(
+    assert!(provisioned(
         claim.conditions(),
-        PROVISIONED,
         "False",
         "BucketBoundToAnotherClaim"
     ));
@@ -407,12 +399,7 @@ async fn driver_failures_reported_on_the_bucket_reach_the_claim() {
             )
         })
         .await;
-    assert!(has(
-        claim.conditions(),
-        PROVISIONED,
-        "Unknown",
-        "Provisioning"
-    ));
+    assert!(provisioned(claim.conditions(), "Unknown", "Provisioning"));
     let note = env
         .wait_event("photos", "Warning", "FailedCreateBucket")
         .await;

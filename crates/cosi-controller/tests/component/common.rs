@@ -327,7 +327,7 @@ impl Env {
         let bucket = bucket_of(&claim);
         self.provision_bucket(&bucket, &[Protocol::S3]).await;
         self.wait_claim(name, "provisioned", |c| {
-            has(c.conditions(), PROVISIONED, "True", "Provisioned")
+            provisioned(c.conditions(), "True", "Provisioned")
         })
         .await;
         bucket
@@ -615,6 +615,11 @@ pub fn access_class(name: &str) -> BucketAccessClass {
 /// The dynamic Bucket name of a claim.
 pub fn bucket_of(claim: &BucketClaim) -> String {
     cosi_api::constants::names::bucket_name(&claim.uid().expect("claim has a UID"))
+}
+
+/// True when the Provisioned condition has this status and reason.
+pub fn provisioned(conditions: &[Condition], status: &str, reason: &str) -> bool {
+    has(conditions, PROVISIONED, status, reason)
 }
 
 /// True when the ResourcesValidated condition has this status and reason.

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use cosi_api::constants::condition_types::PROVISIONED;
 use cosi_api::{DeletionPolicy, Protocol};
 use cosi_controller::Config;
 use cosi_runtime::Shutdown;
@@ -296,7 +295,7 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
     let bucket = bucket_of(&claim);
     env.provision_bucket(&bucket, &[Protocol::S3]).await;
     env.wait_claim("photos", "provisioned", |c| {
-        has(c.conditions(), PROVISIONED, "True", "Provisioned")
+        provisioned(c.conditions(), "True", "Provisioned")
     })
     .await;
     env.wait_event("photos", "Normal", "Provisioned").await;

@@ -113,18 +113,18 @@ async fn a_resync_of_a_thousand_ready_claims_writes_nothing() {
 
     println!("created {CLAIMS} claims after {:?}", started.elapsed());
     // Play the sidecar for every Bucket as it appears.
-    let mut provisioned = std::collections::BTreeSet::new();
+    let mut played = std::collections::BTreeSet::new();
     let buckets = kube::runtime::watcher(env.buckets(), Default::default())
         .touched_objects()
         .boxed();
     tokio::time::timeout(Duration::from_secs(120), async {
         let mut pending = buckets.ready_chunks(64);
-        while provisioned.len() < CLAIMS {
+        while played.len() < CLAIMS {
             let batch = pending.next().await.expect("watch goes on");
             let fresh: Vec<Bucket> = batch
                 .into_iter()
                 .filter_map(Result::ok)
-                .filter(|b| b.status.is_none() && provisioned.insert(b.name_any()))
+                .filter(|b| b.status.is_none() && played.insert(b.name_any()))
                 .collect();
             each(fresh, |bucket| {
                 let env = &env;
@@ -139,7 +139,7 @@ async fn a_resync_of_a_thousand_ready_claims_writes_nothing() {
     let ready = |claims: &[BucketClaim]| {
         claims
             .iter()
-            .filter(|c| has(c.conditions(), PROVISIONED, "True", "Provisioned"))
+            .filter(|c| provisioned(c.conditions(), "True", "Provisioned"))
             .count()
     };
     let deadline = Instant::now() + Duration::from_secs(120);
