@@ -44,20 +44,10 @@ fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
     }
 }
 
-fn deleting(m: &mut ObjectMeta) {
-    m.deletion_timestamp = Some(Time(clock()));
-}
-
 fn annotate(m: &mut ObjectMeta, key: &str) {
     m.annotations
         .get_or_insert_with(BTreeMap::new)
         .insert(key.to_owned(), "true".to_owned());
-}
-
-fn finalize(m: &mut ObjectMeta) {
-    m.finalizers
-        .get_or_insert_with(Vec::new)
-        .push(PROTECTION_FINALIZER.to_owned());
 }
 
 fn with_conditions(conditions: &mut Vec<Condition>, desired: &[Desired]) {
@@ -208,12 +198,30 @@ impl<K: Resource> Unsaved for K {
     }
 }
 
-/// Scenario builders on claims.
-pub trait ClaimExt: Sized {
+/// Scenario builders on the lifecycle of any object.
+pub trait Lifecycle: Sized {
     /// Carries the protection finalizer.
     fn finalized(self) -> Self;
     /// Has a deletion timestamp.
     fn deleting(self) -> Self;
+}
+
+impl<K: Resource> Lifecycle for K {
+    fn finalized(mut self) -> Self {
+        self.meta_mut()
+            .finalizers
+            .get_or_insert_with(Vec::new)
+            .push(PROTECTION_FINALIZER.to_owned());
+        self
+    }
+    fn deleting(mut self) -> Self {
+        self.meta_mut().deletion_timestamp = Some(Time(clock()));
+        self
+    }
+}
+
+/// Scenario builders on claims.
+pub trait ClaimExt: Sized {
     /// Carries the has-BucketAccess-references annotation.
     fn referenced(self) -> Self;
     /// Claims the existing Bucket `bucket` instead of a class.
@@ -227,14 +235,6 @@ pub trait ClaimExt: Sized {
 }
 
 impl ClaimExt for BucketClaim {
-    fn finalized(mut self) -> Self {
-        finalize(&mut self.metadata);
-        self
-    }
-    fn deleting(mut self) -> Self {
-        deleting(&mut self.metadata);
-        self
-    }
     fn referenced(mut self) -> Self {
         annotate(&mut self.metadata, HAS_BUCKETACCESS_REFERENCES);
         self
@@ -263,14 +263,10 @@ impl ClaimExt for BucketClaim {
 pub trait BucketExt: Sized {
     /// Provisioned as OSP bucket "osp-1" offering `protocols`.
     fn provisioned(self, protocols: &[Protocol]) -> Self;
-    /// Carries the protection finalizer.
-    fn finalized(self) -> Self;
     /// Has these status conditions.
     fn with_conditions(self, desired: &[Desired]) -> Self;
     /// Carries the BucketClaim-being-deleted annotation.
     fn marked(self) -> Self;
-    /// Has a deletion timestamp.
-    fn deleting(self) -> Self;
     /// Has this deletion policy.
     fn policy(self, policy: DeletionPolicy) -> Self;
     /// Is bound to the claim with this UID.
@@ -289,10 +285,6 @@ impl BucketExt for Bucket {
         status.protocols = protocols.to_vec();
         b
     }
-    fn finalized(mut self) -> Self {
-        finalize(&mut self.metadata);
-        self
-    }
     fn with_conditions(mut self, desired: &[Desired]) -> Self {
         let status = self.status.get_or_insert_with(Default::default);
         with_conditions(&mut status.conditions, desired);
@@ -300,10 +292,6 @@ impl BucketExt for Bucket {
     }
     fn marked(mut self) -> Self {
         annotate(&mut self.metadata, BUCKETCLAIM_BEING_DELETED);
-        self
-    }
-    fn deleting(mut self) -> Self {
-        deleting(&mut self.metadata);
         self
     }
     fn policy(mut self, policy: DeletionPolicy) -> Self {
@@ -341,10 +329,6 @@ impl AccessClassExt for BucketAccessClass {
 
 /// Scenario builders on accesses.
 pub trait AccessExt: Sized {
-    /// Carries the protection finalizer.
-    fn finalized(self) -> Self;
-    /// Has a deletion timestamp.
-    fn deleting(self) -> Self;
     /// Carries the sidecar-cleanup-finished annotation.
     fn cleaned_up(self) -> Self;
     /// Its status names account `id`.
@@ -356,14 +340,6 @@ pub trait AccessExt: Sized {
 }
 
 impl AccessExt for BucketAccess {
-    fn finalized(mut self) -> Self {
-        finalize(&mut self.metadata);
-        self
-    }
-    fn deleting(mut self) -> Self {
-        deleting(&mut self.metadata);
-        self
-    }
     fn cleaned_up(mut self) -> Self {
         annotate(&mut self.metadata, SIDECAR_CLEANUP_FINISHED);
         self
