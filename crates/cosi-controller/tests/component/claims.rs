@@ -165,18 +165,13 @@ async fn a_missing_class_waits_and_provisioning_starts_when_it_appears() {
     let mut env = Env::new().await;
     env.start_controller();
     env.create_claim("photos", "later").await;
-    let claim = env
-        .wait_claim("photos", "waiting for its class", |c| {
-            validated(c.conditions(), "Unknown", "WaitingForBucketClass")
-        })
-        .await;
-    assert!(provisioned(
-        claim.conditions(),
-        "Unknown",
-        "WaitingForBucketClass"
-    ));
-    let note = env
-        .wait_event("photos", "Warning", "WaitingForBucketClass")
+    let (_, note) = env
+        .wait_claim_held(
+            "photos",
+            "waiting for its class",
+            "Unknown",
+            "WaitingForBucketClass",
+        )
         .await;
     assert!(note.contains("\"later\""), "{note}");
 
@@ -230,18 +225,8 @@ async fn a_class_stored_before_the_crd_checked_driver_names_is_refused_with_a_me
     .await;
     env.start_controller();
     env.create_claim("photos", "broken").await;
-    let claim = env
-        .wait_claim("photos", "refused", |c| {
-            validated(c.conditions(), "False", "InvalidBucketClass")
-        })
-        .await;
-    assert!(provisioned(
-        claim.conditions(),
-        "False",
-        "InvalidBucketClass"
-    ));
-    let note = env
-        .wait_event("photos", "Warning", "InvalidBucketClass")
+    let (_, note) = env
+        .wait_claim_held("photos", "refused", "False", "InvalidBucketClass")
         .await;
     assert!(note.contains("'_'"), "{note}");
     let buckets = env.buckets().list(&ListParams::default()).await.unwrap();
@@ -341,20 +326,10 @@ async fn a_static_bucket_reserved_for_another_claim_is_refused_and_left_untouche
         },
     )
     .await;
-    let claim = env
-        .wait_claim("thief", "refused", |c| {
-            validated(c.conditions(), "False", "BucketBoundToAnotherClaim")
-        })
+    let (claim, note) = env
+        .wait_claim_held("thief", "refused", "False", "BucketBoundToAnotherClaim")
         .await;
-    assert!(provisioned(
-        claim.conditions(),
-        "False",
-        "BucketBoundToAnotherClaim"
-    ));
     assert!(claim.bound_bucket_name().is_none());
-    let note = env
-        .wait_event("thief", "Warning", "BucketBoundToAnotherClaim")
-        .await;
     assert!(note.contains("someone-else"), "{note}");
 
     env.delete_claim("thief").await;

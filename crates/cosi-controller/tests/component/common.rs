@@ -480,6 +480,25 @@ impl Env {
         wait_for(&self.claims(), name, what, check).await
     }
 
+    /// Waits until the claim is held back: its ResourcesValidated condition
+    /// has `status` and `reason`, and then so has its Provisioned condition,
+    /// and a Warning Event of `reason` is emitted. Returns the claim as first
+    /// seen held back and the Event's note.
+    pub async fn wait_claim_held(
+        &self,
+        name: &str,
+        what: &str,
+        status: &str,
+        reason: &str,
+    ) -> (BucketClaim, String) {
+        let claim = self
+            .wait_claim(name, what, |c| validated(c.conditions(), status, reason))
+            .await;
+        assert!(provisioned(claim.conditions(), status, reason));
+        let note = self.wait_event(name, "Warning", reason).await;
+        (claim, note)
+    }
+
     /// Waits until the access satisfies `check`.
     pub async fn wait_access(
         &self,
