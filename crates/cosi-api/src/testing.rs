@@ -13,7 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::ObjectMeta;
 
-use crate::conditions::{Desired, Status, set_all};
+use crate::conditions::{Desired, Status, find, set_all};
 use crate::constants::PROTECTION_FINALIZER;
 use crate::constants::annotations::{
     BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCESS_REFERENCES, SIDECAR_CLEANUP_FINISHED,
@@ -62,6 +62,36 @@ pub fn provisioned_conditions(valid_message: &str) -> [Desired; 3] {
         Desired::new(RESOURCES_VALIDATED, Status::True, "Valid", valid_message),
         Desired::new(PROVISION_FAILED, Status::False, "ProvisionSucceeded", "ok"),
     ]
+}
+
+/// Objects whose status carries conditions.
+pub trait HasConditions {
+    /// The status conditions, empty without a status.
+    fn status_conditions(&self) -> &[Condition];
+}
+
+impl HasConditions for BucketClaim {
+    fn status_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl HasConditions for Bucket {
+    fn status_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl HasConditions for BucketAccess {
+    fn status_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+/// The status and reason of condition `type_` of `obj`; panics when absent.
+pub fn cond(obj: &impl HasConditions, type_: &str) -> (Status, String) {
+    let c = find(obj.status_conditions(), type_).expect("condition present");
+    (Status::parse(&c.status), c.reason.clone())
 }
 
 /// A dynamic claim of class "standard" in [`NS`].
