@@ -46,10 +46,7 @@ fn annotated(env_claim: &cosi_api::BucketClaim) -> bool {
 #[tokio::test]
 async fn a_valid_access_is_handed_off_and_its_deletion_waits_for_the_sidecar() {
     let mut env = with_provisioned_claims(&["photos"]).await;
-    env.create_access(access("app", "keys", &["photos"])).await;
-    let a = env
-        .wait_access("app", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    let a = env.hand_off(access("app", "keys", &["photos"])).await;
     assert!(a.finalizers().contains(&PROTECTION_FINALIZER.to_owned()));
     let status = a.status.clone().unwrap();
     assert_eq!(status.driver_name, DRIVER);
@@ -117,10 +114,7 @@ async fn every_invalid_access_ends_in_its_condition_and_event() {
     env.create_access_class(sa).await;
 
     // A claim being deleted: held by a handed-off access, then deleted.
-    env.create_access(access("holder", "keys", &["videos"]))
-        .await;
-    env.wait_access("holder", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    env.hand_off(access("holder", "keys", &["videos"])).await;
     env.delete_claim("videos").await;
     env.wait_claim("videos", "deleting", |c| {
         c.metadata.deletion_timestamp.is_some()
@@ -212,10 +206,8 @@ async fn multiple_claims_are_accepted_by_a_multiple_buckets_class() {
     let mut multi = access_class("multi");
     multi.spec.multi_bucket_access = Some(MultiBucketAccess::MultipleBuckets);
     env.create_access_class(multi).await;
-    env.create_access(access("both", "multi", &["photos", "videos"]))
-        .await;
     let a = env
-        .wait_access("both", "handed off", |a| a.is_handed_to_sidecar())
+        .hand_off(access("both", "multi", &["photos", "videos"]))
         .await;
     assert_eq!(a.status.unwrap().accessed_buckets.len(), 2);
     for c in ["photos", "videos"] {
@@ -266,9 +258,7 @@ async fn a_claim_stuck_without_a_bucket_makes_its_access_wait_for_it() {
 #[tokio::test]
 async fn an_access_never_provisioned_is_deleted_without_the_sidecar() {
     let mut env = with_provisioned_claims(&["photos"]).await;
-    env.create_access(access("app", "keys", &["photos"])).await;
-    env.wait_access("app", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    env.hand_off(access("app", "keys", &["photos"])).await;
     env.wait_claim("photos", "annotated", annotated).await;
     // No sidecar ever acts on it.
     env.delete_access("app").await;
@@ -282,9 +272,7 @@ async fn an_access_never_provisioned_is_deleted_without_the_sidecar() {
 async fn a_claim_stays_protected_until_its_last_access_is_gone() {
     let mut env = with_provisioned_claims(&["photos"]).await;
     for name in ["one", "two"] {
-        env.create_access(access(name, "keys", &["photos"])).await;
-        env.wait_access(name, "handed off", |a| a.is_handed_to_sidecar())
-            .await;
+        env.hand_off(access(name, "keys", &["photos"])).await;
         env.grant_access(name).await;
     }
     env.delete_access("one").await;
@@ -308,9 +296,7 @@ async fn a_claim_stays_protected_until_its_last_access_is_gone() {
 #[tokio::test]
 async fn a_claim_vanishing_after_hand_off_degrades_the_access() {
     let mut env = with_provisioned_claims(&["photos"]).await;
-    env.create_access(access("app", "keys", &["photos"])).await;
-    env.wait_access("app", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    env.hand_off(access("app", "keys", &["photos"])).await;
     env.grant_access("app").await;
     // Someone strips the claim's protection and deletes it while the
     // controller is down (it would put them back otherwise).

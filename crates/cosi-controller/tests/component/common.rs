@@ -300,6 +300,15 @@ impl Env {
             .expect("BucketAccess is created")
     }
 
+    /// Creates the access and waits until the controller hands it to the
+    /// sidecar.
+    pub async fn hand_off(&self, access: BucketAccess) -> BucketAccess {
+        let name = access.name_any();
+        self.create_access(access).await;
+        self.wait_access(&name, "handed off", |a| a.is_handed_to_sidecar())
+            .await
+    }
+
     pub async fn delete_claim(&self, name: &str) {
         self.claims()
             .delete(name, &DeleteParams::default())

@@ -300,9 +300,7 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
     .await;
     env.wait_event("photos", "Normal", "Provisioned").await;
 
-    env.create_access(access("app", "keys", &["photos"])).await;
-    env.wait_access("app", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    env.hand_off(access("app", "keys", &["photos"])).await;
     env.grant_access("app").await;
     env.delete_access("app").await;
     env.finish_sidecar_cleanup("app").await;
