@@ -24,9 +24,7 @@ async fn with_provisioned_claims(names: &[&str]) -> Env {
         env.create_s3_claim(name).await;
     }
     for name in names {
-        let claim = env
-            .wait_claim(name, "bound", |c| c.bound_bucket_name().is_some())
-            .await;
+        let claim = env.wait_bound(name).await;
         env.provision_bucket(&bucket_of(&claim), &[Protocol::S3])
             .await;
         env.wait_claim(name, "provisioned", |c| {

@@ -23,9 +23,7 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
     env.create_s3_claim("photos").await;
 
     // Bound before provisioning, waiting on the sidecar.
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    let claim = env.wait_bound("photos").await;
     let name = bucket_of(&claim);
     assert_eq!(claim.bound_bucket_name(), Some(name.as_str()));
     assert!(
@@ -142,9 +140,7 @@ async fn claim_deletion_with_policy_retain_marks_the_bucket_and_keeps_it() {
     env.create_class("keep", DeletionPolicy::Retain).await;
     env.start_controller();
     env.create_claim("photos", "keep").await;
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    let claim = env.wait_bound("photos").await;
     let name = bucket_of(&claim);
     env.delete_claim("photos").await;
     env.wait_gone(&env.claims(), "photos").await;
@@ -176,9 +172,7 @@ async fn a_missing_class_waits_and_provisioning_starts_when_it_appears() {
     assert!(note.contains("\"later\""), "{note}");
 
     env.create_class("later", DeletionPolicy::Delete).await;
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    let claim = env.wait_bound("photos").await;
     assert!(validated(claim.conditions(), "True", "Valid"));
     env.stop_controller().await;
 }
@@ -349,9 +343,7 @@ async fn driver_failures_reported_on_the_bucket_reach_the_claim() {
     env.create_class("standard", DeletionPolicy::Delete).await;
     env.start_controller();
     env.create_claim("photos", "standard").await;
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    let claim = env.wait_bound("photos").await;
     let bucket = env.buckets().get(&bucket_of(&claim)).await.unwrap();
     env.set_bucket_conditions(
         &bucket,
@@ -402,9 +394,7 @@ async fn a_crash_between_bucket_creation_and_binding_converges_on_one_bucket() {
 
     env.sim.faults().clear();
     env.start_controller();
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    let claim = env.wait_bound("photos").await;
     assert_eq!(claim.bound_bucket_name(), Some(name.as_str()));
     assert!(validated(claim.conditions(), "True", "Valid"));
     let buckets = env.buckets().list(&ListParams::default()).await.unwrap();
@@ -496,7 +486,6 @@ async fn claims_waiting_in_parallel_for_a_cache_whose_first_list_failed_all_proc
     );
     env.start_controller();
     for name in &names {
-        env.wait_claim(name, "bound", |c| c.bound_bucket_name().is_some())
-            .await;
+        env.wait_bound(name).await;
     }
 }

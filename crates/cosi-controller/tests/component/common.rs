@@ -330,9 +330,7 @@ impl Env {
     /// Bucket's name.
     pub async fn provisioned_claim(&self, name: &str, class: &str) -> String {
         self.create_claim(name, class).await;
-        let claim = self
-            .wait_claim(name, "bound", |c| c.bound_bucket_name().is_some())
-            .await;
+        let claim = self.wait_bound(name).await;
         let bucket = bucket_of(&claim);
         self.provision_bucket(&bucket, &[Protocol::S3]).await;
         self.wait_claim(name, "provisioned", |c| {
@@ -506,6 +504,12 @@ impl Env {
         assert!(provisioned(claim.conditions(), status, reason));
         let note = self.wait_event(name, "Warning", reason).await;
         (claim, note)
+    }
+
+    /// Waits until the claim is bound to a Bucket.
+    pub async fn wait_bound(&self, name: &str) -> BucketClaim {
+        self.wait_claim(name, "bound", |c| c.bound_bucket_name().is_some())
+            .await
     }
 
     /// Waits until the access satisfies `check`.

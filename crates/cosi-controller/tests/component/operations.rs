@@ -221,8 +221,7 @@ async fn the_binary_leads_serves_its_endpoints_and_releases_the_lease_on_sigterm
     // It reconciles: a claim gets its finalizer.
     env.create_class("standard", DeletionPolicy::Delete).await;
     env.create_claim("photos", "standard").await;
-    env.wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    env.wait_bound("photos").await;
 
     let pid = child.id().expect("running").to_string();
     let killed = std::process::Command::new("kill")
@@ -289,9 +288,7 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
     });
 
     env.create_s3_claim("photos").await;
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    let claim = env.wait_bound("photos").await;
     let bucket = bucket_of(&claim);
     env.provision_bucket(&bucket, &[Protocol::S3]).await;
     env.wait_claim("photos", "provisioned", |c| {

@@ -39,9 +39,7 @@ async fn one_claim_and_access_pair_stays_within_the_write_budget() {
     // is bound (its Bucket need not be provisioned); the sidecar acts after
     // that, so no write of the test races one of the controller's (a race
     // costs a 409 and a retried write, which is not what is measured here).
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    let claim = env.wait_bound("photos").await;
     env.wait_access("app", "handed off", |a| a.is_handed_to_sidecar())
         .await;
     env.provision_bucket(&bucket_of(&claim), &[Protocol::S3])
