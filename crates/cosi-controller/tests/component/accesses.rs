@@ -310,15 +310,12 @@ async fn a_claim_vanishing_after_hand_off_degrades_the_access() {
         .unwrap();
     env.wait_gone(&env.claims(), "photos").await;
     env.start_controller();
-    let a = env
-        .wait_access("app", "degraded", |a| {
-            validated(a.conditions(), "False", "BucketClaimMissing")
-        })
-        .await;
-    assert!(
-        provisioned(a.conditions(), "True", "Provisioned"),
-        "provisioning is not undone"
-    );
-    env.wait_event("app", "Warning", "BucketClaimMissing").await;
+    env.wait_degraded(
+        &env.accesses(),
+        "app",
+        "BucketClaimMissing",
+        "provisioning is not undone",
+    )
+    .await;
     env.stop_controller().await;
 }

@@ -241,16 +241,13 @@ async fn a_claim_whose_bucket_vanished_is_an_error_and_is_never_reprovisioned() 
         .delete(&name, &DeleteParams::default())
         .await
         .unwrap();
-    let claim = env
-        .wait_claim("photos", "degraded", |c| {
-            validated(c.conditions(), "False", "BucketMissing")
-        })
-        .await;
-    assert!(
-        provisioned(claim.conditions(), "True", "Provisioned"),
-        "a provisioned claim is not un-provisioned by a missing Bucket object"
-    );
-    env.wait_event("photos", "Warning", "BucketMissing").await;
+    env.wait_degraded(
+        &env.claims(),
+        "photos",
+        "BucketMissing",
+        "a provisioned claim is not un-provisioned by a missing Bucket object",
+    )
+    .await;
     env.controller_idle(Duration::from_millis(300)).await;
     assert!(
         env.buckets().get_opt(&name).await.unwrap().is_none(),

@@ -512,6 +512,25 @@ impl Env {
             .await
     }
 
+    /// Waits until object `name` is degraded: its ResourcesValidated
+    /// condition is False with `reason`, its Provisioned condition stays True
+    /// (else the test fails with `why`), and a Warning Event of `reason` is
+    /// emitted.
+    pub async fn wait_degraded<K>(&self, api: &Api<K>, name: &str, reason: &str, why: &str)
+    where
+        K: fixture::HasConditions + Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        let obj = wait_for(api, name, "degraded", |o| {
+            validated(o.status_conditions(), "False", reason)
+        })
+        .await;
+        assert!(
+            provisioned(obj.status_conditions(), "True", "Provisioned"),
+            "{why}"
+        );
+        self.wait_event(name, "Warning", reason).await;
+    }
+
     /// Waits until the access satisfies `check`.
     pub async fn wait_access(
         &self,
