@@ -16,6 +16,8 @@ pub mod constants;
 pub mod crd;
 pub mod reasons;
 pub mod rotation;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use bucket::{Bucket, BucketClaimReference, BucketSpec, BucketStatus};
 pub use bucket_access::{

@@ -180,7 +180,7 @@ impl Operations {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fixtures::{AccessExt, access};
+    use crate::fixtures::{Lifecycle, access};
     use cosi_api::conditions::{Desired, Status, set};
     use prometheus::Registry;
 

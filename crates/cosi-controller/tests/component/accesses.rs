@@ -6,10 +6,7 @@ use std::time::Duration;
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::HAS_BUCKETACCESS_REFERENCES;
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
-use cosi_api::{
-    AuthenticationType, BucketAccessMode, BucketClaimSpec, DeletionPolicy, MultiBucketAccess,
-    Protocol,
-};
+use cosi_api::{AuthenticationType, BucketAccessMode, DeletionPolicy, MultiBucketAccess, Protocol};
 use kube::ResourceExt;
 use kube::api::{DeleteParams, Patch, PatchParams};
 use serde_json::json;
@@ -24,24 +21,14 @@ async fn with_provisioned_claims(names: &[&str]) -> Env {
     env.create_access_class(access_class("keys")).await;
     env.start_controller();
     for name in names {
-        env.create_claim_with(
-            name,
-            BucketClaimSpec {
-                bucket_class_name: "standard".into(),
-                protocols: vec![Protocol::S3],
-                ..BucketClaimSpec::default()
-            },
-        )
-        .await;
+        env.create_s3_claim(name).await;
     }
     for name in names {
-        let claim = env
-            .wait_claim(name, "bound", |c| c.bound_bucket_name().is_some())
-            .await;
+        let claim = env.wait_bound(name).await;
         env.provision_bucket(&bucket_of(&claim), &[Protocol::S3])
             .await;
         env.wait_claim(name, "provisioned", |c| {
-            has(c.conditions(), PROVISIONED, "True", "Provisioned")
+            provisioned(c.conditions(), "True", "Provisioned")
         })
         .await;
     }
@@ -57,10 +44,7 @@ fn annotated(env_claim: &cosi_api::BucketClaim) -> bool {
 #[tokio::test]
 async fn a_valid_access_is_handed_off_and_its_deletion_waits_for_the_sidecar() {
     let mut env = with_provisioned_claims(&["photos"]).await;
-    env.create_access(access("app", "keys", &["photos"])).await;
-    let a = env
-        .wait_access("app", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    let a = env.hand_off(access("app", "keys", &["photos"])).await;
     assert!(a.finalizers().contains(&PROTECTION_FINALIZER.to_owned()));
     let status = a.status.clone().unwrap();
     assert_eq!(status.driver_name, DRIVER);
@@ -75,8 +59,8 @@ async fn a_valid_access_is_handed_off_and_its_deletion_waits_for_the_sidecar() {
     assert_eq!(ab.bucket_claim_name, "photos");
     assert_eq!(ab.bucket_name, bucket_of(&claim));
     assert_eq!(ab.bucket_id, format!("osp-{}", bucket_of(&claim)));
-    assert!(has(a.conditions(), RESOURCES_VALIDATED, "True", "Valid"));
-    assert!(has(a.conditions(), PROVISIONED, "Unknown", "Provisioning"));
+    assert!(validated(a.conditions(), "True", "Valid"));
+    assert!(provisioned(a.conditions(), "Unknown", "Provisioning"));
     assert_eq!(
         condition(a.conditions(), PROVISION_FAILED).unwrap().0,
         "Unknown"
@@ -86,10 +70,10 @@ async fn a_valid_access_is_handed_off_and_its_deletion_waits_for_the_sidecar() {
     env.controller_idle(Duration::from_millis(300)).await;
     let a = env.accesses().get("app").await.unwrap();
     assert!(
-        has(a.conditions(), PROVISIONED, "True", "Provisioned"),
+        provisioned(a.conditions(), "True", "Provisioned"),
         "the sidecar's conditions stand"
     );
-    assert!(has(a.conditions(), RESOURCES_VALIDATED, "True", "Valid"));
+    assert!(validated(a.conditions(), "True", "Valid"));
     let metrics = env.metrics_text();
     assert!(metrics.contains(&format!(
         r#"cosi_operation_count{{driver_name="{DRIVER}",operation="Create",resource_kind="BucketAccess",status="Succeeded"}} 1"#
@@ -128,10 +112,7 @@ async fn every_invalid_access_ends_in_its_condition_and_event() {
     env.create_access_class(sa).await;
 
     // A claim being deleted: held by a handed-off access, then deleted.
-    env.create_access(access("holder", "keys", &["videos"]))
-        .await;
-    env.wait_access("holder", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    env.hand_off(access("holder", "keys", &["videos"])).await;
     env.delete_claim("videos").await;
     env.wait_claim("videos", "deleting", |c| {
         c.metadata.deletion_timestamp.is_some()
@@ -223,10 +204,8 @@ async fn multiple_claims_are_accepted_by_a_multiple_buckets_class() {
     let mut multi = access_class("multi");
     multi.spec.multi_bucket_access = Some(MultiBucketAccess::MultipleBuckets);
     env.create_access_class(multi).await;
-    env.create_access(access("both", "multi", &["photos", "videos"]))
-        .await;
     let a = env
-        .wait_access("both", "handed off", |a| a.is_handed_to_sidecar())
+        .hand_off(access("both", "multi", &["photos", "videos"]))
         .await;
     assert_eq!(a.status.unwrap().accessed_buckets.len(), 2);
     for c in ["photos", "videos"] {
@@ -244,12 +223,7 @@ async fn an_access_created_before_its_claim_is_handed_off_once_the_claim_binds()
     env.create_access(access("early", "keys", &["photos"]))
         .await;
     env.wait_access("early", "waiting", |a| {
-        has(
-            a.conditions(),
-            RESOURCES_VALIDATED,
-            "Unknown",
-            "WaitingForBucketClaim",
-        )
+        validated(a.conditions(), "Unknown", "WaitingForBucketClaim")
     })
     .await;
     env.create_claim("photos", "standard").await;
@@ -270,12 +244,7 @@ async fn a_claim_stuck_without_a_bucket_makes_its_access_wait_for_it() {
     env.create_access(access("app", "keys", &["photos"])).await;
     let a = env
         .wait_access("app", "waiting for the bucket", |a| {
-            has(
-                a.conditions(),
-                RESOURCES_VALIDATED,
-                "Unknown",
-                "WaitingForBucket",
-            )
+            validated(a.conditions(), "Unknown", "WaitingForBucket")
         })
         .await;
     assert!(!a.is_handed_to_sidecar());
@@ -287,9 +256,7 @@ async fn a_claim_stuck_without_a_bucket_makes_its_access_wait_for_it() {
 #[tokio::test]
 async fn an_access_never_provisioned_is_deleted_without_the_sidecar() {
     let mut env = with_provisioned_claims(&["photos"]).await;
-    env.create_access(access("app", "keys", &["photos"])).await;
-    env.wait_access("app", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    env.hand_off(access("app", "keys", &["photos"])).await;
     env.wait_claim("photos", "annotated", annotated).await;
     // No sidecar ever acts on it.
     env.delete_access("app").await;
@@ -303,9 +270,7 @@ async fn an_access_never_provisioned_is_deleted_without_the_sidecar() {
 async fn a_claim_stays_protected_until_its_last_access_is_gone() {
     let mut env = with_provisioned_claims(&["photos"]).await;
     for name in ["one", "two"] {
-        env.create_access(access(name, "keys", &["photos"])).await;
-        env.wait_access(name, "handed off", |a| a.is_handed_to_sidecar())
-            .await;
+        env.hand_off(access(name, "keys", &["photos"])).await;
         env.grant_access(name).await;
     }
     env.delete_access("one").await;
@@ -329,9 +294,7 @@ async fn a_claim_stays_protected_until_its_last_access_is_gone() {
 #[tokio::test]
 async fn a_claim_vanishing_after_hand_off_degrades_the_access() {
     let mut env = with_provisioned_claims(&["photos"]).await;
-    env.create_access(access("app", "keys", &["photos"])).await;
-    env.wait_access("app", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    env.hand_off(access("app", "keys", &["photos"])).await;
     env.grant_access("app").await;
     // Someone strips the claim's protection and deletes it while the
     // controller is down (it would put them back otherwise).
@@ -347,20 +310,12 @@ async fn a_claim_vanishing_after_hand_off_degrades_the_access() {
         .unwrap();
     env.wait_gone(&env.claims(), "photos").await;
     env.start_controller();
-    let a = env
-        .wait_access("app", "degraded", |a| {
-            has(
-                a.conditions(),
-                RESOURCES_VALIDATED,
-                "False",
-                "BucketClaimMissing",
-            )
-        })
-        .await;
-    assert!(
-        has(a.conditions(), PROVISIONED, "True", "Provisioned"),
-        "provisioning is not undone"
-    );
-    env.wait_event("app", "Warning", "BucketClaimMissing").await;
+    env.wait_degraded(
+        &env.accesses(),
+        "app",
+        "BucketClaimMissing",
+        "provisioning is not undone",
+    )
+    .await;
     env.stop_controller().await;
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use cosi_api::conditions::{Desired, Status};
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCESS_REFERENCES};
-use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
+use cosi_api::constants::condition_types::PROVISION_FAILED;
 use cosi_api::{BucketClaimSpec, BucketClass, BucketClassSpec, DeletionPolicy, Protocol};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -20,20 +20,10 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
     let mut env = Env::new().await;
     env.create_class("standard", DeletionPolicy::Delete).await;
     env.start_controller();
-    env.create_claim_with(
-        "photos",
-        BucketClaimSpec {
-            bucket_class_name: "standard".into(),
-            protocols: vec![Protocol::S3],
-            ..BucketClaimSpec::default()
-        },
-    )
-    .await;
+    env.create_s3_claim("photos").await;
 
     // Bound before provisioning, waiting on the sidecar.
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    let claim = env.wait_bound("photos").await;
     let name = bucket_of(&claim);
     assert_eq!(claim.bound_bucket_name(), Some(name.as_str()));
     assert!(
@@ -42,8 +32,8 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
             .contains(&PROTECTION_FINALIZER.to_owned())
     );
     let conds = claim.conditions();
-    assert!(has(conds, PROVISIONED, "Unknown", "Provisioning"));
-    assert!(has(conds, RESOURCES_VALIDATED, "True", "Valid"));
+    assert!(provisioned(conds, "Unknown", "Provisioning"));
+    assert!(validated(conds, "True", "Valid"));
     assert_eq!(condition(conds, PROVISION_FAILED).unwrap().0, "Unknown");
     let generation = claim.metadata.generation;
     assert!(conds.iter().all(|c| c.observed_generation == generation));
@@ -70,7 +60,7 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
     env.provision_bucket(&name, &[Protocol::S3]).await;
     let claim = env
         .wait_claim("photos", "provisioned", |c| {
-            has(c.conditions(), PROVISIONED, "True", "Provisioned")
+            provisioned(c.conditions(), "True", "Provisioned")
         })
         .await;
     assert_eq!(claim.status.as_ref().unwrap().protocols, vec![Protocol::S3]);
@@ -80,12 +70,7 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
         "False",
         "ProvisionSucceeded"
     ));
-    assert!(has(
-        claim.conditions(),
-        RESOURCES_VALIDATED,
-        "True",
-        "Valid"
-    ));
+    assert!(validated(claim.conditions(), "True", "Valid"));
     env.wait_event("photos", "Normal", "Provisioned").await;
     env.controller_idle(Duration::from_millis(300)).await;
     let provisioned_events = env
@@ -155,9 +140,7 @@ async fn claim_deletion_with_policy_retain_marks_the_bucket_and_keeps_it() {
     env.create_class("keep", DeletionPolicy::Retain).await;
     env.start_controller();
     env.create_claim("photos", "keep").await;
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    let claim = env.wait_bound("photos").await;
     let name = bucket_of(&claim);
     env.delete_claim("photos").await;
     env.wait_gone(&env.claims(), "photos").await;
@@ -178,37 +161,19 @@ async fn a_missing_class_waits_and_provisioning_starts_when_it_appears() {
     let mut env = Env::new().await;
     env.start_controller();
     env.create_claim("photos", "later").await;
-    let claim = env
-        .wait_claim("photos", "waiting for its class", |c| {
-            has(
-                c.conditions(),
-                RESOURCES_VALIDATED,
-                "Unknown",
-                "WaitingForBucketClass",
-            )
-        })
-        .await;
-    assert!(has(
-        claim.conditions(),
-        PROVISIONED,
-        "Unknown",
-        "WaitingForBucketClass"
-    ));
-    let note = env
-        .wait_event("photos", "Warning", "WaitingForBucketClass")
+    let (_, note) = env
+        .wait_claim_held(
+            "photos",
+            "waiting for its class",
+            "Unknown",
+            "WaitingForBucketClass",
+        )
         .await;
     assert!(note.contains("\"later\""), "{note}");
 
     env.create_class("later", DeletionPolicy::Delete).await;
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
-    assert!(has(
-        claim.conditions(),
-        RESOURCES_VALIDATED,
-        "True",
-        "Valid"
-    ));
+    let claim = env.wait_bound("photos").await;
+    assert!(validated(claim.conditions(), "True", "Valid"));
     env.stop_controller().await;
 }
 
@@ -254,24 +219,8 @@ async fn a_class_stored_before_the_crd_checked_driver_names_is_refused_with_a_me
     .await;
     env.start_controller();
     env.create_claim("photos", "broken").await;
-    let claim = env
-        .wait_claim("photos", "refused", |c| {
-            has(
-                c.conditions(),
-                RESOURCES_VALIDATED,
-                "False",
-                "InvalidBucketClass",
-            )
-        })
-        .await;
-    assert!(has(
-        claim.conditions(),
-        PROVISIONED,
-        "False",
-        "InvalidBucketClass"
-    ));
-    let note = env
-        .wait_event("photos", "Warning", "InvalidBucketClass")
+    let (_, note) = env
+        .wait_claim_held("photos", "refused", "False", "InvalidBucketClass")
         .await;
     assert!(note.contains("'_'"), "{note}");
     let buckets = env.buckets().list(&ListParams::default()).await.unwrap();
@@ -292,21 +241,13 @@ async fn a_claim_whose_bucket_vanished_is_an_error_and_is_never_reprovisioned() 
         .delete(&name, &DeleteParams::default())
         .await
         .unwrap();
-    let claim = env
-        .wait_claim("photos", "degraded", |c| {
-            has(
-                c.conditions(),
-                RESOURCES_VALIDATED,
-                "False",
-                "BucketMissing",
-            )
-        })
-        .await;
-    assert!(
-        has(claim.conditions(), PROVISIONED, "True", "Provisioned"),
-        "a provisioned claim is not un-provisioned by a missing Bucket object"
-    );
-    env.wait_event("photos", "Warning", "BucketMissing").await;
+    env.wait_degraded(
+        &env.claims(),
+        "photos",
+        "BucketMissing",
+        "a provisioned claim is not un-provisioned by a missing Bucket object",
+    )
+    .await;
     env.controller_idle(Duration::from_millis(300)).await;
     assert!(
         env.buckets().get_opt(&name).await.unwrap().is_none(),
@@ -328,12 +269,7 @@ async fn a_static_claim_waits_for_its_bucket_then_binds_it_by_uid() {
     )
     .await;
     env.wait_claim("legacy", "waiting", |c| {
-        has(
-            c.conditions(),
-            RESOURCES_VALIDATED,
-            "Unknown",
-            "WaitingForBucket",
-        )
+        validated(c.conditions(), "Unknown", "WaitingForBucket")
     })
     .await;
     env.wait_event("legacy", "Warning", "WaitingForBucket")
@@ -351,16 +287,11 @@ async fn a_static_claim_waits_for_its_bucket_then_binds_it_by_uid() {
         })
         .await;
     assert_eq!(Some(bucket.spec.bucket_claim_ref.uid.clone()), claim.uid());
-    assert!(has(
-        claim.conditions(),
-        PROVISIONED,
-        "Unknown",
-        "Provisioning"
-    ));
+    assert!(provisioned(claim.conditions(), "Unknown", "Provisioning"));
 
     env.provision_bucket("brownfield", &[Protocol::S3]).await;
     env.wait_claim("legacy", "provisioned", |c| {
-        has(c.conditions(), PROVISIONED, "True", "Provisioned")
+        provisioned(c.conditions(), "True", "Provisioned")
     })
     .await;
 
@@ -386,26 +317,10 @@ async fn a_static_bucket_reserved_for_another_claim_is_refused_and_left_untouche
         },
     )
     .await;
-    let claim = env
-        .wait_claim("thief", "refused", |c| {
-            has(
-                c.conditions(),
-                RESOURCES_VALIDATED,
-                "False",
-                "BucketBoundToAnotherClaim",
-            )
-        })
+    let (claim, note) = env
+        .wait_claim_held("thief", "refused", "False", "BucketBoundToAnotherClaim")
         .await;
-    assert!(has(
-        claim.conditions(),
-        PROVISIONED,
-        "False",
-        "BucketBoundToAnotherClaim"
-    ));
     assert!(claim.bound_bucket_name().is_none());
-    let note = env
-        .wait_event("thief", "Warning", "BucketBoundToAnotherClaim")
-        .await;
     assert!(note.contains("someone-else"), "{note}");
 
     env.delete_claim("thief").await;
@@ -425,9 +340,7 @@ async fn driver_failures_reported_on_the_bucket_reach_the_claim() {
     env.create_class("standard", DeletionPolicy::Delete).await;
     env.start_controller();
     env.create_claim("photos", "standard").await;
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    let claim = env.wait_bound("photos").await;
     let bucket = env.buckets().get(&bucket_of(&claim)).await.unwrap();
     env.set_bucket_conditions(
         &bucket,
@@ -450,12 +363,7 @@ async fn driver_failures_reported_on_the_bucket_reach_the_claim() {
             )
         })
         .await;
-    assert!(has(
-        claim.conditions(),
-        PROVISIONED,
-        "Unknown",
-        "Provisioning"
-    ));
+    assert!(provisioned(claim.conditions(), "Unknown", "Provisioning"));
     let note = env
         .wait_event("photos", "Warning", "FailedCreateBucket")
         .await;
@@ -483,16 +391,9 @@ async fn a_crash_between_bucket_creation_and_binding_converges_on_one_bucket() {
 
     env.sim.faults().clear();
     env.start_controller();
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    let claim = env.wait_bound("photos").await;
     assert_eq!(claim.bound_bucket_name(), Some(name.as_str()));
-    assert!(has(
-        claim.conditions(),
-        RESOURCES_VALIDATED,
-        "True",
-        "Valid"
-    ));
+    assert!(validated(claim.conditions(), "True", "Valid"));
     let buckets = env.buckets().list(&ListParams::default()).await.unwrap();
     assert_eq!(buckets.items.len(), 1, "exactly one Bucket");
     env.stop_controller().await;
@@ -582,7 +483,6 @@ async fn claims_waiting_in_parallel_for_a_cache_whose_first_list_failed_all_proc
     );
     env.start_controller();
     for name in &names {
-        env.wait_claim(name, "bound", |c| c.bound_bucket_name().is_some())
-            .await;
+        env.wait_bound(name).await;
     }
 }

@@ -2,12 +2,12 @@
 //! controller running under its own identity, and helpers with which the
 //! test plays the user, the admin and the sidecar.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
 use cosi_api::conditions::{Desired, Status, find, set_all};
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
+use cosi_api::testing as fixture;
 use cosi_api::*;
 use cosi_controller::{Config, Error};
 use cosi_runtime::Shutdown;
@@ -23,8 +23,7 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
-pub const NS: &str = "apps";
-pub const DRIVER: &str = "test.cosi.dev";
+pub use cosi_api::testing::{AccessClassExt, AccessExt, BucketExt, ClaimExt, DRIVER, NS, Unsaved};
 pub const CONTROLLER_USER: &str = "cosi-controller-under-test";
 
 /// How long any wait in a test may take before it fails.
@@ -184,17 +183,8 @@ impl Env {
     // ---- admin ----
 
     pub async fn create_class(&self, name: &str, policy: DeletionPolicy) -> BucketClass {
-        let mut parameters = BTreeMap::new();
-        parameters.insert("tier".to_owned(), "gold".to_owned());
-        self.create_class_with(BucketClass::new(
-            name,
-            BucketClassSpec {
-                driver_name: DRIVER.to_owned(),
-                deletion_policy: policy,
-                parameters,
-            },
-        ))
-        .await
+        self.create_class_with(fixture::class_named(name, policy).unsaved())
+            .await
     }
 
     pub async fn create_class_with(&self, class: BucketClass) -> BucketClass {
@@ -262,21 +252,10 @@ impl Env {
 
     /// A static Bucket for an existing OSP bucket, reserved for `apps/<claim>`.
     pub async fn create_static_bucket(&self, name: &str, claim: &str) -> Bucket {
-        let bucket = Bucket::new(
-            name,
-            BucketSpec {
-                driver_name: DRIVER.to_owned(),
-                deletion_policy: DeletionPolicy::Retain,
-                protocols: vec![Protocol::S3],
-                parameters: BTreeMap::new(),
-                bucket_claim_ref: BucketClaimReference {
-                    name: claim.to_owned(),
-                    namespace: NS.to_owned(),
-                    uid: String::new(),
-                },
-                existing_bucket_id: format!("osp-{name}"),
-            },
-        );
+        let bucket = fixture::static_bucket(name, NS, claim)
+            .spec_protocols(&[Protocol::S3])
+            .existing_id(&format!("osp-{name}"))
+            .unsaved();
         self.buckets()
             .create(&PostParams::default(), &bucket)
             .await
@@ -296,6 +275,17 @@ impl Env {
         .await
     }
 
+    /// A claim of class "standard" asking for S3.
+    pub async fn create_s3_claim(&self, name: &str) -> BucketClaim {
+        self.claims()
+            .create(
+                &PostParams::default(),
+                &fixture::claim(name).protocols(&[Protocol::S3]).unsaved(),
+            )
+            .await
+            .expect("BucketClaim is created")
+    }
+
     pub async fn create_claim_with(&self, name: &str, spec: BucketClaimSpec) -> BucketClaim {
         self.claims()
             .create(&PostParams::default(), &BucketClaim::new(name, spec))
@@ -308,6 +298,15 @@ impl Env {
             .create(&PostParams::default(), &access)
             .await
             .expect("BucketAccess is created")
+    }
+
+    /// Creates the access and waits until the controller hands it to the
+    /// sidecar.
+    pub async fn hand_off(&self, access: BucketAccess) -> BucketAccess {
+        let name = access.name_any();
+        self.create_access(access).await;
+        self.wait_access(&name, "handed off", |a| a.is_handed_to_sidecar())
+            .await
     }
 
     pub async fn delete_claim(&self, name: &str) {
@@ -331,13 +330,11 @@ impl Env {
     /// Bucket's name.
     pub async fn provisioned_claim(&self, name: &str, class: &str) -> String {
         self.create_claim(name, class).await;
-        let claim = self
-            .wait_claim(name, "bound", |c| c.bound_bucket_name().is_some())
-            .await;
+        let claim = self.wait_bound(name).await;
         let bucket = bucket_of(&claim);
         self.provision_bucket(&bucket, &[Protocol::S3]).await;
         self.wait_claim(name, "provisioned", |c| {
-            has(c.conditions(), PROVISIONED, "True", "Provisioned")
+            provisioned(c.conditions(), "True", "Provisioned")
         })
         .await;
         bucket
@@ -356,8 +353,12 @@ impl Env {
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
             .await
             .expect("sidecar writes the bucket ID");
-        self.set_bucket_conditions(&b, &provisioned_conditions(), Some(protocols))
-            .await;
+        self.set_bucket_conditions(
+            &b,
+            &fixture::provisioned_conditions("bucket is valid"),
+            Some(protocols),
+        )
+        .await;
     }
 
     /// Plays the sidecar provisioning a Bucket in a single status write.
@@ -365,7 +366,7 @@ impl Env {
         let mut conditions = Vec::new();
         set_all(
             &mut conditions,
-            &provisioned_conditions(),
+            &fixture::provisioned_conditions("bucket is valid"),
             bucket.metadata.generation,
             Timestamp::now(),
         );
@@ -486,6 +487,50 @@ impl Env {
         wait_for(&self.claims(), name, what, check).await
     }
 
+    /// Waits until the claim is held back: its ResourcesValidated condition
+    /// has `status` and `reason`, and then so has its Provisioned condition,
+    /// and a Warning Event of `reason` is emitted. Returns the claim as first
+    /// seen held back and the Event's note.
+    pub async fn wait_claim_held(
+        &self,
+        name: &str,
+        what: &str,
+        status: &str,
+        reason: &str,
+    ) -> (BucketClaim, String) {
+        let claim = self
+            .wait_claim(name, what, |c| validated(c.conditions(), status, reason))
+            .await;
+        assert!(provisioned(claim.conditions(), status, reason));
+        let note = self.wait_event(name, "Warning", reason).await;
+        (claim, note)
+    }
+
+    /// Waits until the claim is bound to a Bucket.
+    pub async fn wait_bound(&self, name: &str) -> BucketClaim {
+        self.wait_claim(name, "bound", |c| c.bound_bucket_name().is_some())
+            .await
+    }
+
+    /// Waits until object `name` is degraded: its ResourcesValidated
+    /// condition is False with `reason`, its Provisioned condition stays True
+    /// (else the test fails with `why`), and a Warning Event of `reason` is
+    /// emitted.
+    pub async fn wait_degraded<K>(&self, api: &Api<K>, name: &str, reason: &str, why: &str)
+    where
+        K: fixture::HasConditions + Resource + Clone + DeserializeOwned + std::fmt::Debug,
+    {
+        let obj = wait_for(api, name, "degraded", |o| {
+            validated(o.status_conditions(), "False", reason)
+        })
+        .await;
+        assert!(
+            provisioned(obj.status_conditions(), "True", "Provisioned"),
+            "{why}"
+        );
+        self.wait_event(name, "Warning", reason).await;
+    }
+
     /// Waits until the access satisfies `check`.
     pub async fn wait_access(
         &self,
@@ -602,38 +647,20 @@ pub fn has(conditions: &[Condition], type_: &str, status: &str, reason: &str) ->
     condition(conditions, type_) == Some((status.to_owned(), reason.to_owned()))
 }
 
-/// An S3 access of `class` to `claims`, read-write on objects.
+/// An S3 access of `class` to `claims`, read-write on objects, each claim's
+/// Secret named `<claim>-<access>-creds`.
 pub fn access(name: &str, class: &str, claims: &[&str]) -> BucketAccess {
-    BucketAccess::new(
-        name,
-        BucketAccessSpec {
-            bucket_claims: claims
-                .iter()
-                .map(|c| BucketAccessClaim {
-                    bucket_claim_name: (*c).to_owned(),
-                    access_secret_name: format!("{c}-{name}-creds"),
-                    access_modes: BucketAccessModes::objects(BucketAccessMode::ReadWrite),
-                })
-                .collect(),
-            bucket_access_class_name: class.to_owned(),
-            protocol: Protocol::S3,
-            service_account_name: String::new(),
-        },
-    )
+    fixture::access(name, claims)
+        .class(class)
+        .secrets_per_access()
+        .unsaved()
 }
 
-/// A Key-authenticated access class of the test driver.
+/// A Key-authenticated access class of the test driver with `role: app`.
 pub fn access_class(name: &str) -> BucketAccessClass {
-    BucketAccessClass::new(
-        name,
-        BucketAccessClassSpec {
-            driver_name: DRIVER.to_owned(),
-            authentication_type: AuthenticationType::Key,
-            parameters: BTreeMap::from([("role".to_owned(), "app".to_owned())]),
-            multi_bucket_access: None,
-            disallowed_bucket_access_modes: DisallowedBucketAccessModes::default(),
-        },
-    )
+    fixture::access_class_named(name)
+        .parameter("role", "app")
+        .unsaved()
 }
 
 /// The dynamic Bucket name of a claim.
@@ -641,16 +668,12 @@ pub fn bucket_of(claim: &BucketClaim) -> String {
     cosi_api::constants::names::bucket_name(&claim.uid().expect("claim has a UID"))
 }
 
-/// The conditions the sidecar writes on a provisioned Bucket.
-fn provisioned_conditions() -> [Desired; 3] {
-    [
-        Desired::new(PROVISIONED, Status::True, "Provisioned", "bucket created"),
-        Desired::new(
-            RESOURCES_VALIDATED,
-            Status::True,
-            "Valid",
-            "bucket is valid",
-        ),
-        Desired::new(PROVISION_FAILED, Status::False, "ProvisionSucceeded", "ok"),
-    ]
+/// True when the Provisioned condition has this status and reason.
+pub fn provisioned(conditions: &[Condition], status: &str, reason: &str) -> bool {
+    has(conditions, PROVISIONED, status, reason)
+}
+
+/// True when the ResourcesValidated condition has this status and reason.
+pub fn validated(conditions: &[Condition], status: &str, reason: &str) -> bool {
+    has(conditions, RESOURCES_VALIDATED, status, reason)
 }

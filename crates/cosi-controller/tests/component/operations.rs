@@ -5,8 +5,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use cosi_api::constants::condition_types::PROVISIONED;
-use cosi_api::{BucketClaimSpec, DeletionPolicy, Protocol};
+use cosi_api::{DeletionPolicy, Protocol};
 use cosi_controller::Config;
 use cosi_runtime::Shutdown;
 use cosi_runtime::leader::{LeaderElection, run_as_leader};
@@ -222,8 +221,7 @@ async fn the_binary_leads_serves_its_endpoints_and_releases_the_lease_on_sigterm
     // It reconciles: a claim gets its finalizer.
     env.create_class("standard", DeletionPolicy::Delete).await;
     env.create_claim("photos", "standard").await;
-    env.wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    env.wait_bound("photos").await;
 
     let pid = child.id().expect("running").to_string();
     let killed = std::process::Command::new("kill")
@@ -289,29 +287,17 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
         }
     });
 
-    env.create_claim_with(
-        "photos",
-        BucketClaimSpec {
-            bucket_class_name: "standard".into(),
-            protocols: vec![Protocol::S3],
-            ..BucketClaimSpec::default()
-        },
-    )
-    .await;
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    env.create_s3_claim("photos").await;
+    let claim = env.wait_bound("photos").await;
     let bucket = bucket_of(&claim);
     env.provision_bucket(&bucket, &[Protocol::S3]).await;
     env.wait_claim("photos", "provisioned", |c| {
-        has(c.conditions(), PROVISIONED, "True", "Provisioned")
+        provisioned(c.conditions(), "True", "Provisioned")
     })
     .await;
     env.wait_event("photos", "Normal", "Provisioned").await;
 
-    env.create_access(access("app", "keys", &["photos"])).await;
-    env.wait_access("app", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    env.hand_off(access("app", "keys", &["photos"])).await;
     env.grant_access("app").await;
     env.delete_access("app").await;
     env.finish_sidecar_cleanup("app").await;

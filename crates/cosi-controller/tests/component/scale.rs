@@ -31,15 +31,7 @@ async fn one_claim_and_access_pair_stays_within_the_write_budget() {
     env.sim.reset_counters();
 
     // The user applies both at once.
-    env.create_claim_with(
-        "photos",
-        BucketClaimSpec {
-            bucket_class_name: "standard".into(),
-            protocols: vec![Protocol::S3],
-            ..BucketClaimSpec::default()
-        },
-    )
-    .await;
+    env.create_s3_claim("photos").await;
     env.create_access(access("app", "keys", &["photos"])).await;
     let user_writes = 2;
 
@@ -47,9 +39,7 @@ async fn one_claim_and_access_pair_stays_within_the_write_budget() {
     // is bound (its Bucket need not be provisioned); the sidecar acts after
     // that, so no write of the test races one of the controller's (a race
     // costs a 409 and a retried write, which is not what is measured here).
-    let claim = env
-        .wait_claim("photos", "bound", |c| c.bound_bucket_name().is_some())
-        .await;
+    let claim = env.wait_bound("photos").await;
     env.wait_access("app", "handed off", |a| a.is_handed_to_sidecar())
         .await;
     env.provision_bucket(&bucket_of(&claim), &[Protocol::S3])
@@ -121,18 +111,18 @@ async fn a_resync_of_a_thousand_ready_claims_writes_nothing() {
 
     println!("created {CLAIMS} claims after {:?}", started.elapsed());
     // Play the sidecar for every Bucket as it appears.
-    let mut provisioned = std::collections::BTreeSet::new();
+    let mut played = std::collections::BTreeSet::new();
     let buckets = kube::runtime::watcher(env.buckets(), Default::default())
         .touched_objects()
         .boxed();
     tokio::time::timeout(Duration::from_secs(120), async {
         let mut pending = buckets.ready_chunks(64);
-        while provisioned.len() < CLAIMS {
+        while played.len() < CLAIMS {
             let batch = pending.next().await.expect("watch goes on");
             let fresh: Vec<Bucket> = batch
                 .into_iter()
                 .filter_map(Result::ok)
-                .filter(|b| b.status.is_none() && provisioned.insert(b.name_any()))
+                .filter(|b| b.status.is_none() && played.insert(b.name_any()))
                 .collect();
             each(fresh, |bucket| {
                 let env = &env;
@@ -147,7 +137,7 @@ async fn a_resync_of_a_thousand_ready_claims_writes_nothing() {
     let ready = |claims: &[BucketClaim]| {
         claims
             .iter()
-            .filter(|c| has(c.conditions(), PROVISIONED, "True", "Provisioned"))
+            .filter(|c| provisioned(c.conditions(), "True", "Provisioned"))
             .count()
     };
     let deadline = Instant::now() + Duration::from_secs(120);

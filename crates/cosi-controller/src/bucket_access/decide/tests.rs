@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use cosi_api::conditions::{Desired, Status, find, status_of};
+use cosi_api::conditions::{Desired, Status, status_of};
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
 use cosi_api::{
     AuthenticationType, Bucket, BucketAccess, BucketAccessClass, BucketAccessMode, BucketClaim,
@@ -77,11 +77,6 @@ fn written(access: &BucketAccess, step: Step) -> (BucketAccess, StatusUpdate) {
     let mut access = access.clone();
     access.status = Some(update.applied(access.status.as_ref(), Some(1), clock()));
     (access, *update)
-}
-
-fn cond(access: &BucketAccess, type_: &str) -> (Status, String) {
-    let c = find(access.conditions(), type_).expect("condition present");
-    (Status::parse(&c.status), c.reason.clone())
 }
 
 fn refused_with(

@@ -30,11 +30,6 @@ fn written(claim: &BucketClaim, step: Step) -> (BucketClaim, StatusUpdate) {
     (claim, *update)
 }
 
-fn cond(claim: &BucketClaim, type_: &str) -> (Status, String) {
-    let c = find(claim.conditions(), type_).expect("condition present");
-    (Status::parse(&c.status), c.reason.clone())
-}
-
 #[test]
 fn a_new_claim_first_gets_the_protection_finalizer() {
     let c = claim("photos");

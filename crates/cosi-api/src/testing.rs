@@ -1,0 +1,392 @@
+//! Builders of COSI objects for tests that read like the scenario:
+//! `claim("photos").finalized().deleting()`.
+//!
+//! Every builder starts from an object as the API server stores it (a UID of
+//! `uid-<name>`, generation 1, a fixed creation time); [`Unsaved::unsaved`]
+//! strips what the server assigns, for tests that create the object on a
+//! server. Conditions and deletion times use the fixed [`clock`].
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::Resource;
+use kube::api::ObjectMeta;
+
+use crate::conditions::{Desired, Status, find, set_all};
+use crate::constants::PROTECTION_FINALIZER;
+use crate::constants::annotations::{
+    BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCESS_REFERENCES, SIDECAR_CLEANUP_FINISHED,
+};
+use crate::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
+use crate::*;
+
+/// The namespace of the namespaced fixtures.
+pub const NS: &str = "apps";
+/// The driver of the fixture classes and Buckets.
+pub const DRIVER: &str = "test.cosi.dev";
+
+/// The fixed clock of the fixtures.
+pub fn clock() -> Timestamp {
+    Timestamp::from_second(1_000).expect("a valid timestamp")
+}
+
+/// Metadata of `name` as the API server stores it.
+fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_owned()),
+        namespace: namespace.map(str::to_owned),
+        uid: Some(format!("uid-{name}")),
+        generation: Some(1),
+        resource_version: Some("1".to_owned()),
+        creation_timestamp: Some(Time(Timestamp::UNIX_EPOCH)),
+        ..ObjectMeta::default()
+    }
+}
+
+fn annotate(m: &mut ObjectMeta, key: &str) {
+    m.annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(key.to_owned(), "true".to_owned());
+}
+
+fn with_conditions(conditions: &mut Vec<Condition>, desired: &[Desired]) {
+    set_all(conditions, desired, Some(1), clock());
+}
+
+/// The conditions a sidecar writes on a provisioned Bucket, the
+/// ResourcesValidated one with `valid_message`.
+pub fn provisioned_conditions(valid_message: &str) -> [Desired; 3] {
+    [
+        Desired::new(PROVISIONED, Status::True, "Provisioned", "bucket created"),
+        Desired::new(RESOURCES_VALIDATED, Status::True, "Valid", valid_message),
+        Desired::new(PROVISION_FAILED, Status::False, "ProvisionSucceeded", "ok"),
+    ]
+}
+
+/// Objects whose status carries conditions.
+pub trait HasConditions {
+    /// The status conditions, empty without a status.
+    fn status_conditions(&self) -> &[Condition];
+}
+
+impl HasConditions for BucketClaim {
+    fn status_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl HasConditions for Bucket {
+    fn status_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl HasConditions for BucketAccess {
+    fn status_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+/// The status and reason of condition `type_` of `obj`; panics when absent.
+pub fn cond(obj: &impl HasConditions, type_: &str) -> (Status, String) {
+    let c = find(obj.status_conditions(), type_).expect("condition present");
+    (Status::parse(&c.status), c.reason.clone())
+}
+
+/// A dynamic claim of class "standard" in [`NS`].
+pub fn claim(name: &str) -> BucketClaim {
+    let mut c = BucketClaim::new(
+        name,
+        BucketClaimSpec {
+            bucket_class_name: "standard".to_owned(),
+            ..BucketClaimSpec::default()
+        },
+    );
+    c.metadata = meta(name, Some(NS));
+    c
+}
+
+/// A class "standard" of [`DRIVER`] with parameter `tier: gold`.
+pub fn class(policy: DeletionPolicy) -> BucketClass {
+    class_named("standard", policy)
+}
+
+/// A class `name` of [`DRIVER`] with parameter `tier: gold`.
+pub fn class_named(name: &str, policy: DeletionPolicy) -> BucketClass {
+    let mut c = BucketClass::new(
+        name,
+        BucketClassSpec {
+            driver_name: DRIVER.to_owned(),
+            deletion_policy: policy,
+            parameters: BTreeMap::from([("tier".to_owned(), "gold".to_owned())]),
+        },
+    );
+    c.metadata = meta(name, None);
+    c
+}
+
+/// A static Bucket "brownfield-1" of [`DRIVER`], reserved for
+/// `namespace/claim` (no UID), retained on deletion.
+pub fn static_bucket(name: &str, namespace: &str, claim: &str) -> Bucket {
+    let mut b = Bucket::new(
+        name,
+        BucketSpec {
+            driver_name: DRIVER.to_owned(),
+            deletion_policy: DeletionPolicy::Retain,
+            protocols: vec![],
+            parameters: BTreeMap::new(),
+            bucket_claim_ref: BucketClaimReference {
+                name: claim.to_owned(),
+                namespace: namespace.to_owned(),
+                uid: String::new(),
+            },
+            existing_bucket_id: "brownfield-1".to_owned(),
+        },
+    );
+    b.metadata = meta(name, None);
+    b
+}
+
+/// A Key-authenticated BucketAccessClass "keys" of [`DRIVER`].
+pub fn access_class() -> BucketAccessClass {
+    access_class_named("keys")
+}
+
+/// A Key-authenticated BucketAccessClass `name` of [`DRIVER`], no parameters.
+pub fn access_class_named(name: &str) -> BucketAccessClass {
+    let mut c = BucketAccessClass::new(
+        name,
+        BucketAccessClassSpec {
+            driver_name: DRIVER.to_owned(),
+            authentication_type: AuthenticationType::Key,
+            parameters: BTreeMap::new(),
+            multi_bucket_access: None,
+            disallowed_bucket_access_modes: DisallowedBucketAccessModes::default(),
+        },
+    );
+    c.metadata = meta(name, None);
+    c
+}
+
+/// An S3 read-write access in [`NS`] of class "keys" to `claims`, each
+/// claim's Secret named `<claim>-creds`.
+pub fn access(name: &str, claims: &[&str]) -> BucketAccess {
+    let mut a = BucketAccess::new(
+        name,
+        BucketAccessSpec {
+            bucket_claims: claims
+                .iter()
+                .map(|c| BucketAccessClaim {
+                    bucket_claim_name: (*c).to_owned(),
+                    access_secret_name: format!("{c}-creds"),
+                    access_modes: BucketAccessModes::objects(BucketAccessMode::ReadWrite),
+                })
+                .collect(),
+            bucket_access_class_name: "keys".to_owned(),
+            protocol: Protocol::S3,
+            service_account_name: String::new(),
+        },
+    );
+    a.metadata = meta(name, Some(NS));
+    a
+}
+
+/// Metadata as the API server stores a fresh object.
+pub trait Stored: Sized {
+    /// The object with only the metadata the API server gives a fresh object
+    /// of its name and namespace (anything else in its metadata is dropped).
+    fn stored(self) -> Self;
+}
+
+impl<K: Resource> Stored for K {
+    fn stored(mut self) -> Self {
+        let m = self.meta_mut();
+        *m = meta(
+            m.name.as_deref().unwrap_or_default(),
+            m.namespace.as_deref(),
+        );
+        self
+    }
+}
+
+/// Strips what the API server assigns, for creating a fixture on a server.
+pub trait Unsaved: Sized {
+    /// The object as a user writes it: only its name and namespace remain
+    /// of the server-side metadata.
+    fn unsaved(self) -> Self;
+}
+
+impl<K: Resource> Unsaved for K {
+    fn unsaved(mut self) -> Self {
+        let m = self.meta_mut();
+        m.uid = None;
+        m.generation = None;
+        m.resource_version = None;
+        m.creation_timestamp = None;
+        self
+    }
+}
+
+/// Scenario builders on the lifecycle of any object.
+pub trait Lifecycle: Sized {
+    /// Carries the protection finalizer.
+    fn finalized(self) -> Self;
+    /// Has a deletion timestamp.
+    fn deleting(self) -> Self;
+}
+
+impl<K: Resource> Lifecycle for K {
+    fn finalized(mut self) -> Self {
+        self.meta_mut()
+            .finalizers
+            .get_or_insert_with(Vec::new)
+            .push(PROTECTION_FINALIZER.to_owned());
+        self
+    }
+    fn deleting(mut self) -> Self {
+        self.meta_mut().deletion_timestamp = Some(Time(clock()));
+        self
+    }
+}
+
+/// Scenario builders on claims.
+pub trait ClaimExt: Sized {
+    /// Carries the has-BucketAccess-references annotation.
+    fn referenced(self) -> Self;
+    /// Claims the existing Bucket `bucket` instead of a class.
+    fn existing(self, bucket: &str) -> Self;
+    /// Asks for class `class`.
+    fn class(self, class: &str) -> Self;
+    /// Asks for these protocols.
+    fn protocols(self, p: &[Protocol]) -> Self;
+    /// Has these status conditions.
+    fn with_conditions(self, desired: &[Desired]) -> Self;
+}
+
+impl ClaimExt for BucketClaim {
+    fn referenced(mut self) -> Self {
+        annotate(&mut self.metadata, HAS_BUCKETACCESS_REFERENCES);
+        self
+    }
+    fn existing(mut self, bucket: &str) -> Self {
+        self.spec.bucket_class_name.clear();
+        self.spec.existing_bucket_name = bucket.to_owned();
+        self
+    }
+    fn class(mut self, class: &str) -> Self {
+        self.spec.bucket_class_name = class.to_owned();
+        self
+    }
+    fn protocols(mut self, p: &[Protocol]) -> Self {
+        self.spec.protocols = p.to_vec();
+        self
+    }
+    fn with_conditions(mut self, desired: &[Desired]) -> Self {
+        let status = self.status.get_or_insert_with(Default::default);
+        with_conditions(&mut status.conditions, desired);
+        self
+    }
+}
+
+/// Scenario builders on Buckets.
+pub trait BucketExt: Sized {
+    /// Provisioned as OSP bucket "osp-1" offering `protocols`.
+    fn provisioned(self, protocols: &[Protocol]) -> Self;
+    /// Has these status conditions.
+    fn with_conditions(self, desired: &[Desired]) -> Self;
+    /// Carries the BucketClaim-being-deleted annotation.
+    fn marked(self) -> Self;
+    /// Has this deletion policy.
+    fn policy(self, policy: DeletionPolicy) -> Self;
+    /// Is bound to the claim with this UID.
+    fn bound_uid(self, uid: &str) -> Self;
+    /// Names OSP bucket `id` as the existing bucket it stands for.
+    fn existing_id(self, id: &str) -> Self;
+    /// Its spec lists these protocols.
+    fn spec_protocols(self, protocols: &[Protocol]) -> Self;
+}
+
+impl BucketExt for Bucket {
+    fn provisioned(self, protocols: &[Protocol]) -> Self {
+        let mut b = self.with_conditions(&provisioned_conditions("ok"));
+        let status = b.status.get_or_insert_with(Default::default);
+        status.bucket_id = "osp-1".to_owned();
+        status.protocols = protocols.to_vec();
+        b
+    }
+    fn with_conditions(mut self, desired: &[Desired]) -> Self {
+        let status = self.status.get_or_insert_with(Default::default);
+        with_conditions(&mut status.conditions, desired);
+        self
+    }
+    fn marked(mut self) -> Self {
+        annotate(&mut self.metadata, BUCKETCLAIM_BEING_DELETED);
+        self
+    }
+    fn policy(mut self, policy: DeletionPolicy) -> Self {
+        self.spec.deletion_policy = policy;
+        self
+    }
+    fn bound_uid(mut self, uid: &str) -> Self {
+        self.spec.bucket_claim_ref.uid = uid.to_owned();
+        self
+    }
+    fn existing_id(mut self, id: &str) -> Self {
+        self.spec.existing_bucket_id = id.to_owned();
+        self
+    }
+    fn spec_protocols(mut self, protocols: &[Protocol]) -> Self {
+        self.spec.protocols = protocols.to_vec();
+        self
+    }
+}
+
+/// Scenario builders on access classes.
+pub trait AccessClassExt: Sized {
+    /// Has parameter `key: value`.
+    fn parameter(self, key: &str, value: &str) -> Self;
+}
+
+impl AccessClassExt for BucketAccessClass {
+    fn parameter(mut self, key: &str, value: &str) -> Self {
+        self.spec
+            .parameters
+            .insert(key.to_owned(), value.to_owned());
+        self
+    }
+}
+
+/// Scenario builders on accesses.
+pub trait AccessExt: Sized {
+    /// Carries the sidecar-cleanup-finished annotation.
+    fn cleaned_up(self) -> Self;
+    /// Its status names account `id`.
+    fn account(self, id: &str) -> Self;
+    /// Is of access class `class`.
+    fn class(self, class: &str) -> Self;
+    /// Names each claim's Secret `<claim>-<access>-creds`.
+    fn secrets_per_access(self) -> Self;
+}
+
+impl AccessExt for BucketAccess {
+    fn cleaned_up(mut self) -> Self {
+        annotate(&mut self.metadata, SIDECAR_CLEANUP_FINISHED);
+        self
+    }
+    fn account(mut self, id: &str) -> Self {
+        self.status.get_or_insert_with(Default::default).account_id = id.to_owned();
+        self
+    }
+    fn class(mut self, class: &str) -> Self {
+        self.spec.bucket_access_class_name = class.to_owned();
+        self
+    }
+    fn secrets_per_access(mut self) -> Self {
+        let access = self.metadata.name.clone().unwrap_or_default();
+        for c in &mut self.spec.bucket_claims {
+            c.access_secret_name = format!("{}-{access}-creds", c.bucket_claim_name);
+        }
+        self
+    }
+}
