@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
 use cosi_api::reasons;
-use cosi_api::{AuthenticationType, BucketAccess};
+use cosi_api::AuthenticationType;
 use cosi_driver::proto::{AzureCredentials, Credentials, GrantedBucket};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -19,9 +19,7 @@ use crate::common::*;
 
 #[tokio::test]
 async fn access_is_granted_with_one_secret_per_claim_holding_shared_credentials() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let _sidecar = h.start_sidecar();
     h.provision_bucket("bc-a").await;
     h.provision_bucket("bc-b").await;
@@ -125,9 +123,7 @@ async fn access_is_granted_with_one_secret_per_claim_holding_shared_credentials(
 
 #[tokio::test]
 async fn service_account_authentication_sends_the_workload_identity() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let _sidecar = h.start_sidecar();
     h.provision_bucket("bc-sa").await;
     let mut a = access("ba-sa", &[("claim-sa", "creds-sa")]);
@@ -144,27 +140,18 @@ async fn service_account_authentication_sends_the_workload_identity() {
         &h.fake.calls_of(GENERATE_ACCESS_ID)[0],
         &h.fake.calls_of(GRANT)[0],
     ] {
-        assert!(
-            call.request.contains(
-                r#"service_account: Some(ServiceAccount { namespace: "apps", name: "app-runner" })"#
-            ),
-            "{}",
-            call.request
+        assert_contains(
+            &call.request,
+            r#"service_account: Some(ServiceAccount { namespace: "apps", name: "app-runner" })"#,
         );
-        assert!(
-            call.request.contains("authentication_type: ServiceAccount"),
-            "{}",
-            call.request
-        );
+        assert_contains(&call.request, "authentication_type: ServiceAccount");
     }
     h.fake.assert_no_unexpected_calls();
 }
 
 #[tokio::test]
 async fn a_grant_waits_for_its_bucket_to_be_provisioned() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let hold = h.fake.hold(CREATE_BUCKET);
     let _sidecar = h.start_sidecar();
     h.create_bucket(&dynamic_bucket("bc-late")).await;
@@ -184,17 +171,18 @@ async fn a_grant_waits_for_its_bucket_to_be_provisioned() {
 
 #[tokio::test]
 async fn access_to_a_bucket_being_deleted_is_refused_without_calling_the_driver() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
+    let h = Harness::expecting(&PROVISION_BUCKET).await;
     let _sidecar = h.start_sidecar();
     h.provision_bucket("bc-going").await;
     h.claim_deleted("bc-going", false).await;
 
     handed_off_access(&h, "ba-late", "claim-going", "creds-going", "bc-going").await;
-    let a = access_once(&h, "ba-late", condition_types::RESOURCES_VALIDATED, "False").await;
+    let a = h
+        .access_once("ba-late", condition_types::RESOURCES_VALIDATED, "False")
+        .await;
     let rv = condition(a.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
     assert_eq!(rv.reason, "BucketBeingDeleted");
-    assert!(rv.message.contains("bc-going"), "{}", rv.message);
+    assert_contains(&rv.message, "bc-going");
     assert!(has(a.conditions(), condition_types::PROVISIONED, "False"));
     h.event_seen(NS, "ba-late", "FailedGrantAccess").await;
     assert!(h.secret("creds-going").await.is_none());
@@ -203,8 +191,7 @@ async fn access_to_a_bucket_being_deleted_is_refused_without_calling_the_driver(
 
 #[tokio::test]
 async fn a_secret_the_access_does_not_own_is_never_overwritten() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
+    let h = Harness::expecting(&PROVISION_BUCKET).await;
     let _sidecar = h.start_sidecar();
     h.provision_bucket("bc-clash").await;
     let mine = Secret {
@@ -223,16 +210,12 @@ async fn a_secret_the_access_does_not_own_is_never_overwritten() {
         .unwrap();
 
     handed_off_access(&h, "ba-clash", "claim-clash", "taken", "bc-clash").await;
-    let a = access_once(
-        &h,
-        "ba-clash",
-        condition_types::RESOURCES_VALIDATED,
-        "False",
-    )
-    .await;
+    let a = h
+        .access_once("ba-clash", condition_types::RESOURCES_VALIDATED, "False")
+        .await;
     let rv = condition(a.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
     assert_eq!(rv.reason, "SecretNotOwned");
-    assert!(rv.message.contains("apps/taken"), "{}", rv.message);
+    assert_contains(&rv.message, "apps/taken");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let still = h.secret("taken").await.unwrap();
     assert_eq!(still.resource_version(), mine.resource_version());
@@ -257,9 +240,7 @@ async fn a_secret_the_access_does_not_own_is_never_overwritten() {
 
 #[tokio::test]
 async fn invalid_grant_replies_are_failures_and_write_no_secret() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let _sidecar = h.start_sidecar();
     h.provision_bucket("bc-r").await;
 
@@ -309,7 +290,9 @@ async fn invalid_grant_replies_are_failures_and_write_no_secret() {
         let ba = format!("ba-{name}");
         let secret = format!("creds-{name}");
         handed_off_access(&h, &ba, "claim-r", &secret, "bc-r").await;
-        let a = access_once(&h, &ba, condition_types::PROVISION_FAILED, "True").await;
+        let a = h
+            .access_once(&ba, condition_types::PROVISION_FAILED, "True")
+            .await;
         let pf = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
         assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE, "{name}");
         assert!(pf.message.contains(expected), "{name}: {}", pf.message);
@@ -333,9 +316,7 @@ async fn invalid_grant_replies_are_failures_and_write_no_secret() {
 
 #[tokio::test]
 async fn a_new_grant_refreshes_every_secret_when_the_driver_answer_changes() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
         c.secret_check_interval = Duration::from_millis(300);
     });
@@ -382,9 +363,7 @@ async fn a_new_grant_refreshes_every_secret_when_the_driver_answer_changes() {
 
 #[tokio::test]
 async fn a_secret_a_user_deletes_is_kept_while_its_access_exists_and_the_access_warns_once() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
         c.secret_check_interval = Duration::from_millis(200);
     });
@@ -427,9 +406,7 @@ async fn a_secret_a_user_deletes_is_kept_while_its_access_exists_and_the_access_
 
 #[tokio::test]
 async fn deleting_an_access_removes_its_secrets_before_revoking() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let _sidecar = h.start_sidecar();
     h.provision_bucket("bc-d1").await;
     h.provision_bucket("bc-d2").await;
@@ -496,9 +473,7 @@ async fn deleting_an_access_removes_its_secrets_before_revoking() {
 
 #[tokio::test]
 async fn a_refused_grant_fails_once_and_is_not_retried() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     h.fake.fail_always(
         GENERATE_ACCESS_ID,
         cosi_driver::Status::out_of_range("one credential cannot cover several buckets"),
@@ -506,13 +481,15 @@ async fn a_refused_grant_fails_once_and_is_not_retried() {
     let _sidecar = h.start_sidecar();
     h.provision_bucket("bc-oor").await;
     handed_off_access(&h, "ba-oor", "claim-oor", "creds-oor", "bc-oor").await;
-    let a = access_once(&h, "ba-oor", condition_types::PROVISIONED, "False").await;
+    let a = h
+        .access_once("ba-oor", condition_types::PROVISIONED, "False")
+        .await;
     let pf = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(
         (pf.status.as_str(), pf.reason.as_str()),
         ("True", reasons::PROVISION_REFUSED)
     );
-    assert!(pf.message.contains("OutOfRange"), "{}", pf.message);
+    assert_contains(&pf.message, "OutOfRange");
     h.event_seen(NS, "ba-oor", "FailedGrantAccess").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.fake.calls_of(GENERATE_ACCESS_ID).len(), 1);
@@ -522,9 +499,7 @@ async fn a_refused_grant_fails_once_and_is_not_retried() {
 
 #[tokio::test]
 async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_again() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let _sidecar = h.start_sidecar();
     h.provision_bucket("bc-invalid").await;
     h.sim.faults().inject(
@@ -534,7 +509,9 @@ async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_
             .times(1),
     );
     handed_off_access(&h, "ba-invalid", "claim", "creds-invalid", "bc-invalid").await;
-    let a = access_once(&h, "ba-invalid", condition_types::PROVISIONED, "False").await;
+    let a = h
+        .access_once("ba-invalid", condition_types::PROVISIONED, "False")
+        .await;
     for type_ in [
         condition_types::PROVISIONED,
         condition_types::RESOURCES_VALIDATED,
@@ -544,8 +521,8 @@ async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_
             (c.status.as_str(), c.reason.as_str()),
             ("False", "SecretWriteFailed")
         );
-        assert!(c.message.contains("accessSecretName"), "{}", c.message);
-        assert!(c.message.contains("(HTTP 422)"), "{}", c.message);
+        assert_contains(&c.message, "accessSecretName");
+        assert_contains(&c.message, "(HTTP 422)");
     }
     h.event_seen(NS, "ba-invalid", "SecretWriteFailed").await;
     // Refused until the access changes: no grant is repeated.
@@ -561,12 +538,4 @@ async fn handed_off_access(h: &Harness, name: &str, claim: &str, secret: &str, b
     h.create_access(&access(name, &[(claim, secret)])).await;
     h.hand_off(name, &[(claim, bucket)], AuthenticationType::Key)
         .await;
-}
-
-/// The access `name` once its condition `type_` has `status`.
-async fn access_once(h: &Harness, name: &str, type_: &str, status: &str) -> BucketAccess {
-    h.access_when(name, &format!("{type_}={status}"), |a| {
-        has(a.conditions(), type_, status)
-    })
-    .await
 }

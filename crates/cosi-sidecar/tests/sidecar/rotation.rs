@@ -23,8 +23,7 @@ use crate::common::*;
 /// A granted access `ba-rot` on Bucket `bc-rot`, Secret `creds-rot`,
 /// whose replaced accounts stay valid for `grace`.
 async fn granted(h: &Harness, grace: &str) -> (String, String) {
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    h.fake.expect(&PROVISION_BOTH);
     h.fake.expect(&[REVOKE]);
     h.provision_bucket("bc-rot").await;
     let a = h
@@ -318,9 +317,7 @@ async fn a_secret_lost_after_a_rotation_is_repaired_with_the_live_account() {
 
 #[tokio::test]
 async fn a_multi_bucket_access_rotates_all_its_secrets_together() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     h.fake.expect(&[REVOKE]);
     let _sidecar = h.start_sidecar();
     h.provision_bucket("bc-m1").await;

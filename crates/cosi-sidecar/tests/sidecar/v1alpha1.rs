@@ -6,12 +6,11 @@
 use cosi_api::constants::{condition_types, secret_keys};
 use cosi_api::reasons;
 use cosi_api::{AuthenticationType, BucketAccessMode, BucketAccessModes, Protocol};
+use cosi_driver::testing::TestServer;
 use cosi_sidecar::v1alpha1::Options;
 use cosi_sidecar::{DriverApi, Error};
 use kube::ResourceExt;
 use kube::api::DeleteParams;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::common::replay::*;
 use crate::common::*;
@@ -20,7 +19,7 @@ use crate::common::*;
 struct V1 {
     h: Harness,
     driver: ReplayDriver,
-    _served: (oneshot::Sender<()>, JoinHandle<()>),
+    _served: TestServer,
 }
 
 impl V1 {
@@ -183,12 +182,7 @@ async fn a_reply_without_an_endpoint_is_an_invalid_driver_response() {
         })
         .await;
     let c = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
-    assert!(
-        c.message
-            .contains("credentials[\"s3\"] lacks key(s) endpoint"),
-        "{}",
-        c.message
-    );
+    assert_contains(&c.message, "credentials[\"s3\"] lacks key(s) endpoint");
     assert!(!c.message.contains(fake::SECRET_MARKER));
     assert!(v.h.secret("s-creds").await.is_none());
 }
@@ -246,7 +240,7 @@ async fn static_buckets_are_taken_unverified() {
     let b = v.h.provisioned_bucket("bc-legacy").await;
     let c = condition(b.conditions(), condition_types::PROVISIONED).unwrap();
     assert_eq!(c.reason, "ProvisionedUnverified");
-    assert!(c.message.contains("cannot check"), "{}", c.message);
+    assert_contains(&c.message, "cannot check");
     assert_eq!(
         b.status
             .unwrap()
@@ -306,11 +300,7 @@ async fn ceph_style_already_exists_names_the_flag_otherwise() {
         })
         .await;
     let c = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
-    assert!(
-        c.message.contains("--v1alpha1-ids-are-names"),
-        "{}",
-        c.message
-    );
+    assert_contains(&c.message, "--v1alpha1-ids-are-names");
 }
 
 #[tokio::test]
@@ -373,7 +363,7 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
         .iter()
         .find(|(m, _)| *m == "DriverRevokeBucketAccess")
         .expect("revoked");
-    assert!(revoke.1.contains("4321"), "{}", revoke.1);
+    assert_contains(&revoke.1, "4321");
 }
 
 #[tokio::test]
@@ -417,8 +407,7 @@ async fn a_pinned_api_the_driver_lacks_names_the_one_it_has() {
 
 #[tokio::test]
 async fn a_driver_restarted_with_the_other_api_is_detected_again() {
-    let mut h = Harness::new().await;
-    h.fake.expect(&fake::PROVISION_BUCKET);
+    let mut h = Harness::expecting(&fake::PROVISION_BUCKET).await;
     let sidecar = h.start_sidecar();
     h.provision_bucket("bc-v2").await;
     assert!(sidecar.metrics().contains(r#"api_version="v1alpha2""#));
@@ -499,11 +488,7 @@ async fn a_create_reply_naming_another_protocol_is_invalid_and_its_id_kept_for_d
         })
         .await;
     let c = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
-    assert!(
-        c.message.contains("lacks the requested protocol(s) S3"),
-        "{}",
-        c.message
-    );
+    assert_contains(&c.message, "lacks the requested protocol(s) S3");
     assert_eq!(
         b.status.unwrap().bucket_id,
         v.driver.bucket_id("bc-az"),

@@ -68,6 +68,13 @@ impl Harness {
         Self::with_sim(KubeSim::start().await.expect("start kube-sim")).await
     }
 
+    /// A fresh harness whose fake driver expects `methods`.
+    pub async fn expecting(methods: &[&'static str]) -> Self {
+        let h = Self::new().await;
+        h.fake.expect(methods);
+        h
+    }
+
     pub async fn with_sim(sim: KubeSim) -> Self {
         logs::init();
         let admin = sim.client();
@@ -253,6 +260,32 @@ where
 
 // ---- conditions -----------------------------------------------------------
 
+/// Waits until the object `name` of `kind` exists and `pred` holds for it.
+async fn object_when<K>(
+    api: Api<K>,
+    kind: &str,
+    name: &str,
+    what: &str,
+    pred: impl Fn(&K) -> bool,
+) -> K
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    eventually(format!("{kind} {name}: {what}"), || async {
+        api.get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("get {kind}: {e}"))
+            .filter(|o| pred(o))
+    })
+    .await
+}
+
+/// Asserts that `text` contains `part`, showing `text` when it does not.
+#[track_caller]
+pub fn assert_contains(text: &str, part: &str) {
+    assert!(text.contains(part), "{text}");
+}
+
 pub fn condition<'a>(conds: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conds.iter().find(|c| c.type_ == type_)
 }
@@ -325,8 +358,13 @@ impl Harness {
         what: &str,
         pred: impl Fn(&Bucket) -> bool,
     ) -> Bucket {
-        eventually(format!("Bucket {name}: {what}"), || async {
-            self.bucket(name).await.filter(|b| pred(b))
+        object_when(self.buckets(), "Bucket", name, what, pred).await
+    }
+
+    /// Waits until the Bucket's condition `type_` has `status`.
+    pub async fn bucket_once(&self, name: &str, type_: &str, status: &str) -> Bucket {
+        self.bucket_when(name, &format!("{type_}={status}"), |b| {
+            has(b.conditions(), type_, status)
         })
         .await
     }
@@ -483,8 +521,13 @@ impl Harness {
         what: &str,
         pred: impl Fn(&BucketAccess) -> bool,
     ) -> BucketAccess {
-        eventually(format!("BucketAccess {name}: {what}"), || async {
-            self.access(name).await.filter(|a| pred(a))
+        object_when(self.accesses(), "BucketAccess", name, what, pred).await
+    }
+
+    /// Waits until the BucketAccess's condition `type_` has `status`.
+    pub async fn access_once(&self, name: &str, type_: &str, status: &str) -> BucketAccess {
+        self.access_when(name, &format!("{type_}={status}"), |a| {
+            has(a.conditions(), type_, status)
         })
         .await
     }
