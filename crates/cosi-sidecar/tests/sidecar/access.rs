@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use cosi_api::AuthenticationType;
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
 use cosi_api::reasons;
-use cosi_api::AuthenticationType;
 use cosi_driver::proto::{AzureCredentials, Credentials, GrantedBucket};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -178,7 +178,7 @@ async fn access_to_a_bucket_being_deleted_is_refused_without_calling_the_driver(
 
     handed_off_access(&h, "ba-late", "claim-going", "creds-going", "bc-going").await;
     let a = h
-        .access_once("ba-late", condition_types::RESOURCES_VALIDATED, "False")
+        .once::<BucketAccess>("ba-late", condition_types::RESOURCES_VALIDATED, "False")
         .await;
     let rv = condition(a.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
     assert_eq!(rv.reason, "BucketBeingDeleted");
@@ -211,7 +211,7 @@ async fn a_secret_the_access_does_not_own_is_never_overwritten() {
 
     handed_off_access(&h, "ba-clash", "claim-clash", "taken", "bc-clash").await;
     let a = h
-        .access_once("ba-clash", condition_types::RESOURCES_VALIDATED, "False")
+        .once::<BucketAccess>("ba-clash", condition_types::RESOURCES_VALIDATED, "False")
         .await;
     let rv = condition(a.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
     assert_eq!(rv.reason, "SecretNotOwned");
@@ -291,7 +291,7 @@ async fn invalid_grant_replies_are_failures_and_write_no_secret() {
         let secret = format!("creds-{name}");
         handed_off_access(&h, &ba, "claim-r", &secret, "bc-r").await;
         let a = h
-            .access_once(&ba, condition_types::PROVISION_FAILED, "True")
+            .once::<BucketAccess>(&ba, condition_types::PROVISION_FAILED, "True")
             .await;
         let pf = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
         assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE, "{name}");
@@ -439,7 +439,7 @@ async fn deleting_an_access_removes_its_secrets_before_revoking() {
     h.fake.release(REVOKE);
 
     let a = h
-        .access_when("ba-gone", "sidecar-cleanup-finished", |a| {
+        .when::<BucketAccess>("ba-gone", "sidecar-cleanup-finished", |a| {
             a.annotations()
                 .contains_key(annotations::SIDECAR_CLEANUP_FINISHED)
         })
@@ -482,7 +482,7 @@ async fn a_refused_grant_fails_once_and_is_not_retried() {
     h.provision_bucket("bc-oor").await;
     handed_off_access(&h, "ba-oor", "claim-oor", "creds-oor", "bc-oor").await;
     let a = h
-        .access_once("ba-oor", condition_types::PROVISIONED, "False")
+        .once::<BucketAccess>("ba-oor", condition_types::PROVISIONED, "False")
         .await;
     let pf = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(
@@ -510,7 +510,7 @@ async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_
     );
     handed_off_access(&h, "ba-invalid", "claim", "creds-invalid", "bc-invalid").await;
     let a = h
-        .access_once("ba-invalid", condition_types::PROVISIONED, "False")
+        .once::<BucketAccess>("ba-invalid", condition_types::PROVISIONED, "False")
         .await;
     for type_ in [
         condition_types::PROVISIONED,

@@ -72,7 +72,7 @@ async fn a_static_bucket_is_imported_and_not_found_is_retried_with_backoff() {
     h.create_bucket(&static_bucket("legacy", "legacy-bucket"))
         .await;
     let b = h
-        .bucket_once("legacy", condition_types::PROVISION_FAILED, "True")
+        .once::<Bucket>("legacy", condition_types::PROVISION_FAILED, "True")
         .await;
     assert!(b.finalizers().contains(&PROTECTION_FINALIZER.to_owned()));
     let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
@@ -107,7 +107,7 @@ async fn bucket_deletion_waits_for_its_claim_then_deletes_the_backend_bucket() {
         .await
         .unwrap();
     let b = h
-        .bucket_when("bc-del", "being deleted", |b| {
+        .when::<Bucket>("bc-del", "being deleted", |b| {
             b.metadata.deletion_timestamp.is_some()
         })
         .await;
@@ -160,7 +160,7 @@ async fn a_bucket_deleted_before_its_id_was_persisted_is_released_without_the_dr
         .fail_always(GENERATE_BUCKET_ID, Status::unavailable("backend down"));
     let _sidecar = h.start_sidecar();
     h.create_bucket(&dynamic_bucket("bc-early")).await;
-    h.bucket_once("bc-early", condition_types::PROVISION_FAILED, "True")
+    h.once::<Bucket>("bc-early", condition_types::PROVISION_FAILED, "True")
         .await;
     h.claim_deleted("bc-early", true).await;
     h.bucket_gone("bc-early").await;
@@ -219,7 +219,7 @@ async fn a_refusal_sets_failed_conditions_once_and_waits_for_the_bucket_to_chang
     h.create_bucket(&dynamic_bucket("bc-refused")).await;
 
     let b = h
-        .bucket_once("bc-refused", condition_types::PROVISIONED, "False")
+        .once::<Bucket>("bc-refused", condition_types::PROVISIONED, "False")
         .await;
     let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(
@@ -299,7 +299,7 @@ async fn an_incomplete_create_reply_is_a_provisioning_failure() {
     let _sidecar = h.start_sidecar();
     h.create_bucket(&dynamic_bucket("bc-bad")).await;
     let b = h
-        .bucket_once("bc-bad", condition_types::PROVISION_FAILED, "True")
+        .once::<Bucket>("bc-bad", condition_types::PROVISION_FAILED, "True")
         .await;
     let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE);
@@ -319,7 +319,7 @@ async fn a_generated_id_beyond_the_driver_api_limit_is_invalid_and_never_persist
     let name = format!("bc-{}", "a".repeat(125));
     h.create_bucket(&dynamic_bucket(&name)).await;
     let b = h
-        .bucket_once(&name, condition_types::PROVISION_FAILED, "True")
+        .once::<Bucket>(&name, condition_types::PROVISION_FAILED, "True")
         .await;
     let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE);
@@ -345,7 +345,7 @@ async fn a_bucket_asking_for_an_unsupported_protocol_is_invalid_without_a_driver
         .await
         .unwrap();
     let b = h
-        .bucket_once("bc-gcs", condition_types::RESOURCES_VALIDATED, "False")
+        .once::<Bucket>("bc-gcs", condition_types::RESOURCES_VALIDATED, "False")
         .await;
     let rv = condition(b.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
     assert_contains(&rv.message, "does not support protocol(s) GCS");
@@ -382,7 +382,7 @@ async fn a_refusal_whose_conditions_cannot_be_written_is_retried_until_recorded(
     h.fake.release(CREATE_BUCKET);
 
     let b = h
-        .bucket_once("bc-unrecorded", condition_types::PROVISIONED, "False")
+        .once::<Bucket>("bc-unrecorded", condition_types::PROVISIONED, "False")
         .await;
     let p = condition(b.conditions(), condition_types::PROVISIONED).unwrap();
     assert_eq!(p.reason, reasons::PROVISION_REFUSED);

@@ -14,7 +14,7 @@ async fn a_sidecar_killed_between_bucket_phases_creates_exactly_one_bucket() {
     let first = h.start_sidecar();
     h.create_bucket(&dynamic_bucket("bc-crash")).await;
     hold.entered.notified().await;
-    h.bucket_when("bc-crash", "bucketID persisted", |b| {
+    h.when::<Bucket>("bc-crash", "bucketID persisted", |b| {
         b.status.as_ref().is_some_and(|s| !s.bucket_id.is_empty())
     })
     .await;
@@ -70,7 +70,7 @@ async fn a_sidecar_killed_between_access_phases_creates_exactly_one_account() {
     )
     .await;
     hold.entered.notified().await;
-    h.access_when("ba-crash", "accountID persisted", |a| {
+    h.when::<BucketAccess>("ba-crash", "accountID persisted", |a| {
         a.account_id().is_some()
     })
     .await;

@@ -139,7 +139,7 @@ async fn no_credential_appears_in_any_log_line() {
         cosi_api::AuthenticationType::Key,
     )
     .await;
-    h.access_once(
+    h.once::<BucketAccess>(
         "ba-log",
         cosi_api::constants::condition_types::PROVISION_FAILED,
         "True",
@@ -160,7 +160,7 @@ async fn no_credential_appears_in_any_log_line() {
         .delete("ba-log", &Default::default())
         .await
         .unwrap();
-    h.access_when("ba-log", "cleaned up", |a| {
+    h.when::<BucketAccess>("ba-log", "cleaned up", |a| {
         a.annotations()
             .contains_key(cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED)
     })

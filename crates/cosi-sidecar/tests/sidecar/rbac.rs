@@ -149,7 +149,7 @@ async fn the_deploy_cluster_role_is_enough_for_every_sidecar_step() {
         .delete("ba-rbac", &DeleteParams::default())
         .await
         .unwrap();
-    h.access_when("ba-rbac", "cleaned up", |a| {
+    h.when::<BucketAccess>("ba-rbac", "cleaned up", |a| {
         a.annotations()
             .contains_key(annotations::SIDECAR_CLEANUP_FINISHED)
     })
@@ -270,7 +270,7 @@ async fn a_secret_the_sidecar_may_not_create_is_reported_on_the_access_until_all
     .await;
 
     let a = h
-        .access_once(
+        .once::<BucketAccess>(
             "ba-nocreate",
             cosi_api::constants::condition_types::RESOURCES_VALIDATED,
             "False",

@@ -67,7 +67,7 @@ async fn key_in_secret(h: &Harness) -> String {
 
 /// Waits until the rotation is over: answered, live, the old account revoked.
 async fn rotation_finished(h: &Harness) -> cosi_api::BucketAccess {
-    h.access_when("ba-rot", "the rotation to finish", |a| {
+    h.when::<BucketAccess>("ba-rot", "the rotation to finish", |a| {
         state(a).is_some_and(|s| {
             s.request == "now" && s.current.is_some() && s.previous.is_none() && !s.in_progress()
         })
@@ -269,7 +269,7 @@ async fn deleting_an_access_in_the_middle_of_a_rotation_revokes_both_accounts() 
         .await
         .unwrap();
     let _second_sidecar = h.start_sidecar();
-    h.access_when("ba-rot", "sidecar-cleanup-finished", |a| {
+    h.when::<BucketAccess>("ba-rot", "sidecar-cleanup-finished", |a| {
         a.annotations()
             .contains_key(cosi_annotations::SIDECAR_CLEANUP_FINISHED)
     })

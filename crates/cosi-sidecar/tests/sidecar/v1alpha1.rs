@@ -176,10 +176,11 @@ async fn a_reply_without_an_endpoint_is_an_invalid_driver_response() {
     v.h.hand_off("ba-s", &[("claim-bc-s", "bc-s")], AuthenticationType::Key)
         .await;
     let a =
-        v.h.access_when("ba-s", "an invalid driver response", |a| {
-            condition(a.conditions(), condition_types::PROVISION_FAILED)
-                .is_some_and(|c| c.reason == reasons::INVALID_DRIVER_RESPONSE)
-        })
+        v.h.with_reason::<BucketAccess>(
+            "ba-s",
+            condition_types::PROVISION_FAILED,
+            reasons::INVALID_DRIVER_RESPONSE,
+        )
         .await;
     let c = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_contains(&c.message, "credentials[\"s3\"] lacks key(s) endpoint");
@@ -216,7 +217,7 @@ async fn what_v1alpha1_cannot_grant_is_refused_before_any_rpc() {
         ("ba-ro", reasons::ACCESS_MODE_NOT_SUPPORTED),
     ] {
         let a =
-            v.h.access_when(name, reason, |a| {
+            v.h.when::<BucketAccess>(name, reason, |a| {
                 condition(a.conditions(), condition_types::RESOURCES_VALIDATED)
                     .is_some_and(|c| c.status == "False" && c.reason == reason)
             })
@@ -294,10 +295,11 @@ async fn ceph_style_already_exists_names_the_flag_otherwise() {
     let _sidecar = v.start(options(Protocol::S3, false));
     v.h.create_bucket(&dynamic_bucket("bc-c")).await;
     let b =
-        v.h.bucket_when("bc-c", "refused", |b| {
-            condition(b.conditions(), condition_types::PROVISIONED)
-                .is_some_and(|c| c.reason == reasons::PROVISION_REFUSED)
-        })
+        v.h.with_reason::<Bucket>(
+            "bc-c",
+            condition_types::PROVISIONED,
+            reasons::PROVISION_REFUSED,
+        )
         .await;
     let c = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_contains(&c.message, "--v1alpha1-ids-are-names");
@@ -352,7 +354,7 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
         .await
         .unwrap();
     let _sidecar = v.start(options(Protocol::S3, false));
-    v.h.access_when("ba-lost", "cleanup finished", |a| {
+    v.h.when::<BucketAccess>("ba-lost", "cleanup finished", |a| {
         a.annotations()
             .contains_key(cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED)
     })
@@ -455,10 +457,11 @@ async fn an_id_longer_than_the_crds_allow_is_an_invalid_driver_response_never_pe
     let _sidecar = v.start(options(Protocol::S3, false));
     v.h.create_bucket(&dynamic_bucket("bc-too-long")).await;
     let b =
-        v.h.bucket_when("bc-too-long", "an invalid driver response", |b| {
-            condition(b.conditions(), condition_types::PROVISION_FAILED)
-                .is_some_and(|c| c.reason == reasons::INVALID_DRIVER_RESPONSE)
-        })
+        v.h.with_reason::<Bucket>(
+            "bc-too-long",
+            condition_types::PROVISION_FAILED,
+            reasons::INVALID_DRIVER_RESPONSE,
+        )
         .await;
     let failed = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert!(
@@ -482,10 +485,11 @@ async fn a_create_reply_naming_another_protocol_is_invalid_and_its_id_kept_for_d
     let _sidecar = v.start(options(Protocol::S3, false));
     v.h.create_bucket(&dynamic_bucket("bc-az")).await;
     let b =
-        v.h.bucket_when("bc-az", "an invalid driver response", |b| {
-            condition(b.conditions(), condition_types::PROVISION_FAILED)
-                .is_some_and(|c| c.reason == reasons::INVALID_DRIVER_RESPONSE)
-        })
+        v.h.with_reason::<Bucket>(
+            "bc-az",
+            condition_types::PROVISION_FAILED,
+            reasons::INVALID_DRIVER_RESPONSE,
+        )
         .await;
     let c = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_contains(&c.message, "lacks the requested protocol(s) S3");

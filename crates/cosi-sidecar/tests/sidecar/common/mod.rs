@@ -16,10 +16,11 @@ use cosi_api::conditions::{Desired, Status, set_all};
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
 use cosi_api::reasons;
 use cosi_api::{
-    AccessedBucket, AuthenticationType, Bucket, BucketAccess, BucketAccessClaim, BucketAccessMode,
-    BucketAccessModes, BucketAccessSpec, BucketAccessStatus, BucketClaimReference, BucketSpec,
-    Condition, DeletionPolicy, Protocol,
+    AccessedBucket, AuthenticationType, BucketAccessClaim, BucketAccessMode, BucketAccessModes,
+    BucketAccessSpec, BucketAccessStatus, BucketClaimReference, BucketSpec, Condition,
+    DeletionPolicy, Protocol,
 };
+pub use cosi_api::{Bucket, BucketAccess};
 use cosi_driver::testing::TestServer;
 use cosi_driver::{DriverClient, Endpoint};
 use cosi_runtime::backoff::Backoff;
@@ -32,6 +33,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kube_sim::KubeSim;
+use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
@@ -258,27 +260,69 @@ where
     }
 }
 
-// ---- conditions -----------------------------------------------------------
+// ---- waiting on objects ----------------------------------------------------
 
-/// Waits until the object `name` of `kind` exists and `pred` holds for it.
-async fn object_when<K>(
-    api: Api<K>,
-    kind: &str,
-    name: &str,
-    what: &str,
-    pred: impl Fn(&K) -> bool,
-) -> K
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    eventually(format!("{kind} {name}: {what}"), || async {
-        api.get_opt(name)
-            .await
-            .unwrap_or_else(|e| panic!("get {kind}: {e}"))
-            .filter(|o| pred(o))
-    })
-    .await
+/// A kind of object the harness waits on: Buckets and BucketAccesses.
+pub trait Watched: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug {
+    /// The kind, for messages.
+    const KIND: &str;
+    /// Where the harness finds objects of this kind.
+    fn api(h: &Harness) -> Api<Self>;
+    /// The object's status conditions.
+    fn conds(&self) -> &[Condition];
 }
+
+impl Watched for Bucket {
+    const KIND: &str = "Bucket";
+    fn api(h: &Harness) -> Api<Self> {
+        h.buckets()
+    }
+    fn conds(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl Watched for BucketAccess {
+    const KIND: &str = "BucketAccess";
+    fn api(h: &Harness) -> Api<Self> {
+        h.accesses()
+    }
+    fn conds(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl Harness {
+    /// Waits until the object `name` exists and `pred` holds for it.
+    pub async fn when<K: Watched>(&self, name: &str, what: &str, pred: impl Fn(&K) -> bool) -> K {
+        let api = K::api(self);
+        eventually(format!("{} {name}: {what}", K::KIND), || async {
+            api.get_opt(name)
+                .await
+                .unwrap_or_else(|e| panic!("get {}: {e}", K::KIND))
+                .filter(|o| pred(o))
+        })
+        .await
+    }
+
+    /// Waits until the object's condition `type_` has `status`.
+    pub async fn once<K: Watched>(&self, name: &str, type_: &str, status: &str) -> K {
+        let what = format!("{type_}={status}");
+        self.when(name, &what, |o: &K| has(o.conds(), type_, status))
+            .await
+    }
+
+    /// Waits until the object's condition `type_` has `reason`.
+    pub async fn with_reason<K: Watched>(&self, name: &str, type_: &str, reason: &str) -> K {
+        let what = format!("{type_} reason {reason}");
+        self.when(name, &what, |o: &K| {
+            condition(o.conds(), type_).is_some_and(|c| c.reason == reason)
+        })
+        .await
+    }
+}
+
+// ---- conditions -----------------------------------------------------------
 
 /// Asserts that `text` contains `part`, showing `text` when it does not.
 #[track_caller]
@@ -351,29 +395,9 @@ impl Harness {
         self.buckets().get_opt(name).await.expect("get Bucket")
     }
 
-    /// Waits until `pred` holds for the Bucket.
-    pub async fn bucket_when(
-        &self,
-        name: &str,
-        what: &str,
-        pred: impl Fn(&Bucket) -> bool,
-    ) -> Bucket {
-        object_when(self.buckets(), "Bucket", name, what, pred).await
-    }
-
-    /// Waits until the Bucket's condition `type_` has `status`.
-    pub async fn bucket_once(&self, name: &str, type_: &str, status: &str) -> Bucket {
-        self.bucket_when(name, &format!("{type_}={status}"), |b| {
-            has(b.conditions(), type_, status)
-        })
-        .await
-    }
-
     pub async fn provisioned_bucket(&self, name: &str) -> Bucket {
-        self.bucket_when(name, "Provisioned=True", |b| {
-            has(b.conditions(), condition_types::PROVISIONED, "True")
-        })
-        .await
+        self.once::<Bucket>(name, condition_types::PROVISIONED, "True")
+            .await
     }
 
     /// Creates a dynamic Bucket and waits until it is provisioned.
@@ -515,28 +539,9 @@ impl Harness {
         .expect("hand off BucketAccess")
     }
 
-    pub async fn access_when(
-        &self,
-        name: &str,
-        what: &str,
-        pred: impl Fn(&BucketAccess) -> bool,
-    ) -> BucketAccess {
-        object_when(self.accesses(), "BucketAccess", name, what, pred).await
-    }
-
-    /// Waits until the BucketAccess's condition `type_` has `status`.
-    pub async fn access_once(&self, name: &str, type_: &str, status: &str) -> BucketAccess {
-        self.access_when(name, &format!("{type_}={status}"), |a| {
-            has(a.conditions(), type_, status)
-        })
-        .await
-    }
-
     pub async fn granted_access(&self, name: &str) -> BucketAccess {
-        self.access_when(name, "Provisioned=True", |a| {
-            has(a.conditions(), condition_types::PROVISIONED, "True")
-        })
-        .await
+        self.once::<BucketAccess>(name, condition_types::PROVISIONED, "True")
+            .await
     }
 
     /// Creates a BucketAccess to `buckets` (`(claim, bucket, secret)`),
