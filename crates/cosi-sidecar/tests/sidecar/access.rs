@@ -19,8 +19,7 @@ use crate::common::*;
 
 #[tokio::test]
 async fn access_is_granted_with_one_secret_per_claim_holding_shared_credentials() {
-    let h = Harness::expecting(&PROVISION_BOTH).await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BOTH).await;
     h.provision_bucket("bc-a").await;
     h.provision_bucket("bc-b").await;
 
@@ -123,8 +122,7 @@ async fn access_is_granted_with_one_secret_per_claim_holding_shared_credentials(
 
 #[tokio::test]
 async fn service_account_authentication_sends_the_workload_identity() {
-    let h = Harness::expecting(&PROVISION_BOTH).await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BOTH).await;
     h.provision_bucket("bc-sa").await;
     let mut a = access("ba-sa", &[("claim-sa", "creds-sa")]);
     a.spec.service_account_name = "app-runner".into();
@@ -171,8 +169,7 @@ async fn a_grant_waits_for_its_bucket_to_be_provisioned() {
 
 #[tokio::test]
 async fn access_to_a_bucket_being_deleted_is_refused_without_calling_the_driver() {
-    let h = Harness::expecting(&PROVISION_BUCKET).await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BUCKET).await;
     h.provision_bucket("bc-going").await;
     h.claim_deleted("bc-going", false).await;
 
@@ -191,8 +188,7 @@ async fn access_to_a_bucket_being_deleted_is_refused_without_calling_the_driver(
 
 #[tokio::test]
 async fn a_secret_the_access_does_not_own_is_never_overwritten() {
-    let h = Harness::expecting(&PROVISION_BUCKET).await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BUCKET).await;
     h.provision_bucket("bc-clash").await;
     let mine = Secret {
         metadata: ObjectMeta {
@@ -240,8 +236,7 @@ async fn a_secret_the_access_does_not_own_is_never_overwritten() {
 
 #[tokio::test]
 async fn invalid_grant_replies_are_failures_and_write_no_secret() {
-    let h = Harness::expecting(&PROVISION_BOTH).await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BOTH).await;
     h.provision_bucket("bc-r").await;
 
     type Mutator = fn(&mut cosi_driver::proto::DriverGrantBucketAccessResponse);
@@ -406,8 +401,7 @@ async fn a_secret_a_user_deletes_is_kept_while_its_access_exists_and_the_access_
 
 #[tokio::test]
 async fn deleting_an_access_removes_its_secrets_before_revoking() {
-    let h = Harness::expecting(&PROVISION_BOTH).await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BOTH).await;
     h.provision_bucket("bc-d1").await;
     h.provision_bucket("bc-d2").await;
     let a = h
@@ -499,8 +493,7 @@ async fn a_refused_grant_fails_once_and_is_not_retried() {
 
 #[tokio::test]
 async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_again() {
-    let h = Harness::expecting(&PROVISION_BOTH).await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BOTH).await;
     h.provision_bucket("bc-invalid").await;
     h.sim.faults().inject(
         kube_sim::FaultRule::new(422)

@@ -16,8 +16,7 @@ use crate::common::*;
 
 #[tokio::test]
 async fn a_dynamic_bucket_is_provisioned_in_two_phases_with_the_same_parameters() {
-    let h = Harness::expecting(&PROVISION_BUCKET).await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BUCKET).await;
 
     h.create_bucket(&dynamic_bucket("bc-one")).await;
     let b = h.provisioned_bucket("bc-one").await;
@@ -66,8 +65,7 @@ async fn a_dynamic_bucket_is_provisioned_in_two_phases_with_the_same_parameters(
 
 #[tokio::test]
 async fn a_static_bucket_is_imported_and_not_found_is_retried_with_backoff() {
-    let h = Harness::expecting(&[GET_BUCKET]).await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&[GET_BUCKET]).await;
 
     h.create_bucket(&static_bucket("legacy", "legacy-bucket"))
         .await;
@@ -97,8 +95,7 @@ async fn a_static_bucket_is_imported_and_not_found_is_retried_with_backoff() {
 
 #[tokio::test]
 async fn bucket_deletion_waits_for_its_claim_then_deletes_the_backend_bucket() {
-    let h = Harness::expecting(&PROVISION_BUCKET).await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BUCKET).await;
     h.provision_bucket("bc-del").await;
 
     // An admin deletes the Bucket while its claim lives: nothing happens.
@@ -130,8 +127,7 @@ async fn bucket_deletion_waits_for_its_claim_then_deletes_the_backend_bucket() {
 
 #[tokio::test]
 async fn a_retained_bucket_is_released_without_calling_the_driver() {
-    let h = Harness::expecting(&PROVISION_BUCKET).await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BUCKET).await;
     let mut b = dynamic_bucket("bc-keep");
     b.spec.deletion_policy = DeletionPolicy::Retain;
     h.create_bucket(&b).await;
@@ -313,8 +309,7 @@ async fn an_incomplete_create_reply_is_a_provisioning_failure() {
 
 #[tokio::test]
 async fn a_generated_id_beyond_the_driver_api_limit_is_invalid_and_never_persisted() {
-    let h = Harness::expecting(&[GENERATE_BUCKET_ID]).await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&[GENERATE_BUCKET_ID]).await;
     // The fake answers `id-<name>`: 131 bytes for this name.
     let name = format!("bc-{}", "a".repeat(125));
     h.create_bucket(&dynamic_bucket(&name)).await;

@@ -77,6 +77,14 @@ impl Harness {
         h
     }
 
+    /// A fresh harness whose fake driver expects `methods`, with a
+    /// sidecar running against it.
+    pub async fn serving(methods: &[&'static str]) -> (Self, Sidecar) {
+        let h = Self::expecting(methods).await;
+        let sidecar = h.start_sidecar();
+        (h, sidecar)
+    }
+
     pub async fn with_sim(sim: KubeSim) -> Self {
         logs::init();
         let admin = sim.client();
