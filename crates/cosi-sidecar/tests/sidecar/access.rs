@@ -155,7 +155,8 @@ async fn a_grant_waits_for_its_bucket_to_be_provisioned() {
     h.create_bucket(&dynamic_bucket("bc-late")).await;
     hold.entered.notified().await;
 
-    handed_off_access(&h, "ba-early", "claim-late", "creds-late", "bc-late").await;
+    h.handed_off_access("ba-early", "claim-late", "creds-late", "bc-late")
+        .await;
     let e = h.event_seen(NS, "ba-early", "WaitingForBucket").await;
     assert!(e.note.unwrap_or_default().contains("bc-late"));
     assert!(h.fake.calls_of(GENERATE_ACCESS_ID).is_empty());
@@ -173,7 +174,8 @@ async fn access_to_a_bucket_being_deleted_is_refused_without_calling_the_driver(
     h.provision_bucket("bc-going").await;
     h.claim_deleted("bc-going", false).await;
 
-    handed_off_access(&h, "ba-late", "claim-going", "creds-going", "bc-going").await;
+    h.handed_off_access("ba-late", "claim-going", "creds-going", "bc-going")
+        .await;
     let a = h
         .once::<BucketAccess>("ba-late", condition_types::RESOURCES_VALIDATED, "False")
         .await;
@@ -205,7 +207,8 @@ async fn a_secret_the_access_does_not_own_is_never_overwritten() {
         .await
         .unwrap();
 
-    handed_off_access(&h, "ba-clash", "claim-clash", "taken", "bc-clash").await;
+    h.handed_off_access("ba-clash", "claim-clash", "taken", "bc-clash")
+        .await;
     let a = h
         .once::<BucketAccess>("ba-clash", condition_types::RESOURCES_VALIDATED, "False")
         .await;
@@ -284,7 +287,7 @@ async fn invalid_grant_replies_are_failures_and_write_no_secret() {
         h.fake.mutate_grant(mutate);
         let ba = format!("ba-{name}");
         let secret = format!("creds-{name}");
-        handed_off_access(&h, &ba, "claim-r", &secret, "bc-r").await;
+        h.handed_off_access(&ba, "claim-r", &secret, "bc-r").await;
         let a = h
             .once::<BucketAccess>(&ba, condition_types::PROVISION_FAILED, "True")
             .await;
@@ -474,7 +477,8 @@ async fn a_refused_grant_fails_once_and_is_not_retried() {
     );
     let _sidecar = h.start_sidecar();
     h.provision_bucket("bc-oor").await;
-    handed_off_access(&h, "ba-oor", "claim-oor", "creds-oor", "bc-oor").await;
+    h.handed_off_access("ba-oor", "claim-oor", "creds-oor", "bc-oor")
+        .await;
     let a = h
         .once::<BucketAccess>("ba-oor", condition_types::PROVISIONED, "False")
         .await;
@@ -501,7 +505,8 @@ async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_
             .resource("secrets")
             .times(1),
     );
-    handed_off_access(&h, "ba-invalid", "claim", "creds-invalid", "bc-invalid").await;
+    h.handed_off_access("ba-invalid", "claim", "creds-invalid", "bc-invalid")
+        .await;
     let a = h
         .once::<BucketAccess>("ba-invalid", condition_types::PROVISIONED, "False")
         .await;
@@ -523,12 +528,4 @@ async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_
     assert_eq!(h.fake.calls_of(GRANT).len(), 1);
     assert!(h.secret("creds-invalid").await.is_none());
     h.fake.assert_no_unexpected_calls();
-}
-
-/// Creates access `name` to one claim, with its Secret name, and hands it
-/// to the sidecar with the claim's Bucket (Key authentication).
-async fn handed_off_access(h: &Harness, name: &str, claim: &str, secret: &str, bucket: &str) {
-    h.create_access(&access(name, &[(claim, secret)])).await;
-    h.hand_off(name, &[(claim, bucket)], AuthenticationType::Key)
-        .await;
 }

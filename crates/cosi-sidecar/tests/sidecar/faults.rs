@@ -61,14 +61,8 @@ async fn a_sidecar_killed_between_access_phases_creates_exactly_one_account() {
     let first = h.start_sidecar();
     h.provision_bucket("bc-acc").await;
     let hold = h.fake.hold(GRANT);
-    h.create_access(&access("ba-crash", &[("claim-acc", "creds-crash")]))
+    h.handed_off_access("ba-crash", "claim-acc", "creds-crash", "bc-acc")
         .await;
-    h.hand_off(
-        "ba-crash",
-        &[("claim-acc", "bc-acc")],
-        cosi_api::AuthenticationType::Key,
-    )
-    .await;
     hold.entered.notified().await;
     h.when::<BucketAccess>("ba-crash", "accountID persisted", |a| {
         a.account_id().is_some()

@@ -131,14 +131,8 @@ async fn no_credential_appears_in_any_log_line() {
             s3.access_key_id.clear();
         }
     });
-    h.create_access(&access("ba-log", &[("claim", "creds-log")]))
+    h.handed_off_access("ba-log", "claim", "creds-log", "bc-log")
         .await;
-    h.hand_off(
-        "ba-log",
-        &[("claim", "bc-log")],
-        cosi_api::AuthenticationType::Key,
-    )
-    .await;
     h.once::<BucketAccess>(
         "ba-log",
         cosi_api::constants::condition_types::PROVISION_FAILED,

@@ -260,14 +260,8 @@ async fn a_secret_the_sidecar_may_not_create_is_reported_on_the_access_until_all
     h.fake.expect(&PROVISION_BOTH);
     let sidecar = start_elected(&h, client);
     h.provision_bucket("bc-nocreate").await;
-    h.create_access(&access("ba-nocreate", &[("claim", "creds-nocreate")]))
+    h.handed_off_access("ba-nocreate", "claim", "creds-nocreate", "bc-nocreate")
         .await;
-    h.hand_off(
-        "ba-nocreate",
-        &[("claim", "bc-nocreate")],
-        cosi_api::AuthenticationType::Key,
-    )
-    .await;
 
     let a = h
         .once::<BucketAccess>(

@@ -171,9 +171,7 @@ async fn a_reply_without_an_endpoint_is_an_invalid_driver_response() {
             .map(String::as_str),
         Some("us-west-1")
     );
-    v.h.create_access(&access("ba-s", &[("claim-bc-s", "s-creds")]))
-        .await;
-    v.h.hand_off("ba-s", &[("claim-bc-s", "bc-s")], AuthenticationType::Key)
+    v.h.handed_off_access("ba-s", "claim-bc-s", "s-creds", "bc-s")
         .await;
     let a =
         v.h.with_reason::<BucketAccess>(
@@ -324,14 +322,8 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
     v.h.provision_bucket("bc-kept").await;
     sidecar.stop().await.unwrap();
     let a =
-        v.h.create_access(&access("ba-lost", &[("claim-bc-kept", "lost")]))
+        v.h.handed_off_access("ba-lost", "claim-bc-kept", "lost", "bc-kept")
             .await;
-    v.h.hand_off(
-        "ba-lost",
-        &[("claim-bc-kept", "bc-kept")],
-        AuthenticationType::Key,
-    )
-    .await;
     // The sidecar marked the grant as started before the call.
     v.h.accesses()
         .patch(

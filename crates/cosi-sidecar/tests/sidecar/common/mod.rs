@@ -552,6 +552,20 @@ impl Harness {
             .await
     }
 
+    /// Creates a BucketAccess `name` for one claim with Secret `secret`
+    /// and hands it off to `bucket` with key authentication.
+    pub async fn handed_off_access(
+        &self,
+        name: &str,
+        claim: &str,
+        secret: &str,
+        bucket: &str,
+    ) -> BucketAccess {
+        self.create_access(&access(name, &[(claim, secret)])).await;
+        self.hand_off(name, &[(claim, bucket)], AuthenticationType::Key)
+            .await
+    }
+
     /// Creates a BucketAccess to `buckets` (`(claim, bucket, secret)`),
     /// hands it off and waits until it is granted.
     pub async fn grant(&self, name: &str, buckets: &[(&str, &str, &str)]) -> BucketAccess {
