@@ -5,7 +5,7 @@
 
 use cosi_api::constants::{condition_types, secret_keys};
 use cosi_api::reasons;
-use cosi_api::{AuthenticationType, BucketAccessMode, BucketAccessModes, Protocol};
+use cosi_api::{AuthenticationType, BucketAccessMode, BucketAccessModes, Condition, Protocol};
 use cosi_driver::testing::TestServer;
 use cosi_sidecar::v1alpha1::Options;
 use cosi_sidecar::{DriverApi, Error};
@@ -33,6 +33,15 @@ impl V1 {
             driver,
             _served: served,
         }
+    }
+
+    /// Creates the dynamic Bucket `name` and waits until its condition
+    /// `type_` has `reason`; returns it with its ProvisionFailed condition.
+    async fn failed_bucket(&self, name: &str, type_: &str, reason: &str) -> (Bucket, Condition) {
+        self.h.create_bucket(&dynamic_bucket(name)).await;
+        let b: Bucket = self.h.with_reason(name, type_, reason).await;
+        let failed = condition(b.conditions(), condition_types::PROVISION_FAILED).cloned();
+        (b, failed.expect("a ProvisionFailed condition"))
     }
 
     fn start(&self, options: Options) -> Sidecar {
@@ -291,15 +300,13 @@ async fn ceph_style_already_exists_names_the_flag_otherwise() {
     let v = V1::new(Shape::Ceph).await;
     v.driver.lock().buckets.insert("bc-c".into(), "bc-c".into());
     let _sidecar = v.start(options(Protocol::S3, false));
-    v.h.create_bucket(&dynamic_bucket("bc-c")).await;
-    let b =
-        v.h.with_reason::<Bucket>(
+    let (_, c) = v
+        .failed_bucket(
             "bc-c",
             condition_types::PROVISIONED,
             reasons::PROVISION_REFUSED,
         )
         .await;
-    let c = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_contains(&c.message, "--v1alpha1-ids-are-names");
 }
 
@@ -447,15 +454,13 @@ async fn an_id_longer_than_the_crds_allow_is_an_invalid_driver_response_never_pe
         cosi_api::constants::limits::MAX_ID_LENGTH + 1,
     ));
     let _sidecar = v.start(options(Protocol::S3, false));
-    v.h.create_bucket(&dynamic_bucket("bc-too-long")).await;
-    let b =
-        v.h.with_reason::<Bucket>(
+    let (b, failed) = v
+        .failed_bucket(
             "bc-too-long",
             condition_types::PROVISION_FAILED,
             reasons::INVALID_DRIVER_RESPONSE,
         )
         .await;
-    let failed = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert!(
         failed
             .message
@@ -475,15 +480,13 @@ async fn a_create_reply_naming_another_protocol_is_invalid_and_its_id_kept_for_d
     let v = V1::new(Shape::Linode).await;
     v.driver.lock().azure_info = true;
     let _sidecar = v.start(options(Protocol::S3, false));
-    v.h.create_bucket(&dynamic_bucket("bc-az")).await;
-    let b =
-        v.h.with_reason::<Bucket>(
+    let (b, c) = v
+        .failed_bucket(
             "bc-az",
             condition_types::PROVISION_FAILED,
             reasons::INVALID_DRIVER_RESPONSE,
         )
         .await;
-    let c = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_contains(&c.message, "lacks the requested protocol(s) S3");
     assert_eq!(
         b.status.unwrap().bucket_id,
