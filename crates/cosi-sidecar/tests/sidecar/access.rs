@@ -318,9 +318,7 @@ async fn a_new_grant_refreshes_every_secret_when_the_driver_answer_changes() {
     let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
         c.secret_check_interval = Duration::from_millis(300);
     });
-    h.provision_bucket("bc-x").await;
-    h.provision_bucket("bc-y").await;
-    h.grant(
+    h.provision_and_grant(
         "ba-rot",
         &[
             ("claim-x", "bc-x", "creds-x"),
@@ -365,8 +363,7 @@ async fn a_secret_a_user_deletes_is_kept_while_its_access_exists_and_the_access_
     let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
         c.secret_check_interval = Duration::from_millis(200);
     });
-    h.provision_bucket("bc-keep").await;
-    h.grant("ba-keep", &[("claim-keep", "bc-keep", "creds-keep")])
+    h.provision_and_grant("ba-keep", &[("claim-keep", "bc-keep", "creds-keep")])
         .await;
     let before = h.secret("creds-keep").await.unwrap();
 
@@ -405,10 +402,8 @@ async fn a_secret_a_user_deletes_is_kept_while_its_access_exists_and_the_access_
 #[tokio::test]
 async fn deleting_an_access_removes_its_secrets_before_revoking() {
     let (h, _sidecar) = Harness::serving(&PROVISION_BOTH).await;
-    h.provision_bucket("bc-d1").await;
-    h.provision_bucket("bc-d2").await;
     let a = h
-        .grant(
+        .provision_and_grant(
             "ba-gone",
             &[
                 ("claim-1", "bc-d1", "creds-1"),

@@ -59,8 +59,7 @@ async fn one_bucket_and_one_access_cost_the_sidecar_at_most_six_writes() {
     let sidecar = h.start_sidecar();
     sidecar.ready().await;
     let before = h.sim.counters();
-    h.provision_bucket("bc-budget").await;
-    h.grant("ba-budget", &[("claim", "bc-budget", "creds-budget")])
+    h.provision_and_grant("ba-budget", &[("claim", "bc-budget", "creds-budget")])
         .await;
     assert!(h.secret("creds-budget").await.is_some());
     // Let anything our own writes triggered settle before counting.

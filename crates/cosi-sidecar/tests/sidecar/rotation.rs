@@ -25,9 +25,8 @@ use crate::common::*;
 async fn granted(h: &Harness, grace: &str) -> (String, String) {
     h.fake.expect(&PROVISION_BOTH);
     h.fake.expect(&[REVOKE]);
-    h.provision_bucket("bc-rot").await;
     let a = h
-        .grant("ba-rot", &[("claim-rot", "bc-rot", "creds-rot")])
+        .provision_and_grant("ba-rot", &[("claim-rot", "bc-rot", "creds-rot")])
         .await;
     annotate(h, &[(annotations::ROTATION_GRACE, grace)]).await;
     let first = a.account_id().unwrap().to_owned();
@@ -320,9 +319,7 @@ async fn a_multi_bucket_access_rotates_all_its_secrets_together() {
     let h = Harness::expecting(&PROVISION_BOTH).await;
     h.fake.expect(&[REVOKE]);
     let _sidecar = h.start_sidecar();
-    h.provision_bucket("bc-m1").await;
-    h.provision_bucket("bc-m2").await;
-    h.grant(
+    h.provision_and_grant(
         "ba-rot",
         &[
             ("claim-1", "bc-m1", "creds-1"),

@@ -576,6 +576,19 @@ impl Harness {
         self.granted_access(name).await
     }
 
+    /// Provisions the Buckets of `buckets` (`(claim, bucket, secret)`),
+    /// then grants the BucketAccess `name` to them.
+    pub async fn provision_and_grant(
+        &self,
+        name: &str,
+        buckets: &[(&str, &str, &str)],
+    ) -> BucketAccess {
+        for (_, bucket, _) in buckets {
+            self.provision_bucket(bucket).await;
+        }
+        self.grant(name, buckets).await
+    }
+
     pub async fn secret(&self, name: &str) -> Option<Secret> {
         self.secrets().get_opt(name).await.expect("get Secret")
     }
