@@ -20,11 +20,8 @@ use crate::common::*;
 #[tokio::test]
 async fn access_is_granted_with_one_secret_per_claim_holding_shared_credentials() {
     let (h, _sidecar) = Harness::serving(&PROVISION_BOTH).await;
-    h.provision_bucket("bc-a").await;
-    h.provision_bucket("bc-b").await;
-
     let a = h
-        .grant(
+        .provision_and_grant(
             "ba-two",
             &[
                 ("claim-a", "bc-a", "creds-a"),

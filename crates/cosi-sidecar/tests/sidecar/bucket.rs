@@ -331,8 +331,7 @@ async fn a_generated_id_beyond_the_driver_api_limit_is_invalid_and_never_persist
 
 #[tokio::test]
 async fn a_bucket_asking_for_an_unsupported_protocol_is_invalid_without_a_driver_call() {
-    let h = Harness::new().await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&[]).await;
     let mut b = dynamic_bucket("bc-gcs");
     b.spec.protocols = vec![Protocol::Gcs];
     h.buckets()

@@ -156,8 +156,7 @@ async fn a_failed_grant_of_the_new_account_keeps_the_old_account_and_the_secret(
 
 #[tokio::test]
 async fn a_driver_answering_a_new_name_with_the_live_account_is_refused() {
-    let h = Harness::new().await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&[]).await;
     let (first, _) = granted(&h, "1s").await;
     let before = h.secret("creds-rot").await.unwrap();
     // A driver that ignores the name: every account is the same.
