@@ -301,14 +301,26 @@ impl Watched for BucketAccess {
 }
 
 impl Harness {
+    /// Creates `obj`.
+    pub async fn create<K: Watched + serde::Serialize>(&self, obj: &K) -> K {
+        K::api(self)
+            .create(&PostParams::default(), obj)
+            .await
+            .unwrap_or_else(|e| panic!("create {}: {e}", K::KIND))
+    }
+
+    /// The object `name`, if it exists.
+    pub async fn get<K: Watched>(&self, name: &str) -> Option<K> {
+        K::api(self)
+            .get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("get {}: {e}", K::KIND))
+    }
+
     /// Waits until the object `name` exists and `pred` holds for it.
     pub async fn when<K: Watched>(&self, name: &str, what: &str, pred: impl Fn(&K) -> bool) -> K {
-        let api = K::api(self);
         eventually(format!("{} {name}: {what}", K::KIND), || async {
-            api.get_opt(name)
-                .await
-                .unwrap_or_else(|e| panic!("get {}: {e}", K::KIND))
-                .filter(|o| pred(o))
+            self.get(name).await.filter(|o| pred(o))
         })
         .await
     }
@@ -393,14 +405,11 @@ pub fn static_bucket(name: &str, existing_id: &str) -> Bucket {
 
 impl Harness {
     pub async fn create_bucket(&self, b: &Bucket) -> Bucket {
-        self.buckets()
-            .create(&PostParams::default(), b)
-            .await
-            .expect("create Bucket")
+        self.create(b).await
     }
 
     pub async fn bucket(&self, name: &str) -> Option<Bucket> {
-        self.buckets().get_opt(name).await.expect("get Bucket")
+        self.get(name).await
     }
 
     pub async fn provisioned_bucket(&self, name: &str) -> Bucket {
@@ -466,17 +475,11 @@ pub fn access(name: &str, claims: &[(&str, &str)]) -> BucketAccess {
 
 impl Harness {
     pub async fn create_access(&self, a: &BucketAccess) -> BucketAccess {
-        self.accesses()
-            .create(&PostParams::default(), a)
-            .await
-            .expect("create BucketAccess")
+        self.create(a).await
     }
 
     pub async fn access(&self, name: &str) -> Option<BucketAccess> {
-        self.accesses()
-            .get_opt(name)
-            .await
-            .expect("get BucketAccess")
+        self.get(name).await
     }
 
     /// The controller's hand-off: finalizer, then status with the accessed
