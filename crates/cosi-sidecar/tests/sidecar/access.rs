@@ -147,10 +147,7 @@ async fn service_account_authentication_sends_the_workload_identity() {
 #[tokio::test]
 async fn a_grant_waits_for_its_bucket_to_be_provisioned() {
     let h = Harness::expecting(&PROVISION_BOTH).await;
-    let hold = h.fake.hold(CREATE_BUCKET);
-    let _sidecar = h.start_sidecar();
-    h.create_bucket(&dynamic_bucket("bc-late")).await;
-    hold.entered.notified().await;
+    let _sidecar = h.create_bucket_held("bc-late", CREATE_BUCKET).await;
 
     h.handed_off_access("ba-early", "claim-late", "creds-late", "bc-late")
         .await;

@@ -362,10 +362,7 @@ async fn a_refusal_whose_conditions_cannot_be_written_is_retried_until_recorded(
         CREATE_BUCKET,
         Status::invalid_argument("parameter tier=gold is not offered"),
     );
-    let hold = h.fake.hold(CREATE_BUCKET);
-    let _sidecar = h.start_sidecar();
-    h.create_bucket(&dynamic_bucket("bc-unrecorded")).await;
-    hold.entered.notified().await;
+    let _sidecar = h.create_bucket_held("bc-unrecorded", CREATE_BUCKET).await;
     // The write of the refusal's conditions conflicts once.
     h.sim.faults().inject(
         kube_sim::FaultRule::new(409)

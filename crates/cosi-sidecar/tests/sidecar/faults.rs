@@ -10,10 +10,7 @@ use crate::common::*;
 #[tokio::test]
 async fn a_sidecar_killed_between_bucket_phases_creates_exactly_one_bucket() {
     let h = Harness::expecting(&PROVISION_BUCKET).await;
-    let hold = h.fake.hold(CREATE_BUCKET);
-    let first = h.start_sidecar();
-    h.create_bucket(&dynamic_bucket("bc-crash")).await;
-    hold.entered.notified().await;
+    let first = h.create_bucket_held("bc-crash", CREATE_BUCKET).await;
     h.when::<Bucket>("bc-crash", "bucketID persisted", |b| {
         b.status.as_ref().is_some_and(|s| !s.bucket_id.is_empty())
     })
@@ -39,10 +36,9 @@ async fn a_sidecar_killed_between_bucket_phases_creates_exactly_one_bucket() {
 #[tokio::test]
 async fn a_sidecar_killed_before_persisting_the_bucket_id_asks_again_with_the_same_name() {
     let h = Harness::expecting(&PROVISION_BUCKET).await;
-    let hold = h.fake.hold(GENERATE_BUCKET_ID);
-    let first = h.start_sidecar();
-    h.create_bucket(&dynamic_bucket("bc-early-crash")).await;
-    hold.entered.notified().await;
+    let first = h
+        .create_bucket_held("bc-early-crash", GENERATE_BUCKET_ID)
+        .await;
     first.abort().await;
     h.fake.release(GENERATE_BUCKET_ID);
 

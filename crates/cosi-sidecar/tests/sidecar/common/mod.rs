@@ -417,6 +417,16 @@ impl Harness {
             .await
     }
 
+    /// Starts a sidecar and creates the dynamic Bucket `name`, returning
+    /// once the fake driver holds its call to `method` (until released).
+    pub async fn create_bucket_held(&self, name: &str, method: &'static str) -> Sidecar {
+        let hold = self.fake.hold(method);
+        let sidecar = self.start_sidecar();
+        self.create_bucket(&dynamic_bucket(name)).await;
+        hold.entered.notified().await;
+        sidecar
+    }
+
     /// Creates a dynamic Bucket and waits until it is provisioned.
     pub async fn provision_bucket(&self, name: &str) -> Bucket {
         self.create_bucket(&dynamic_bucket(name)).await;
