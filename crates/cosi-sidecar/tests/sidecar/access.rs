@@ -449,10 +449,7 @@ async fn deleting_an_access_removes_its_secrets_before_revoking() {
         )
         .await
         .unwrap();
-    eventually("the BucketAccess to be gone", || async {
-        h.access("ba-gone").await.is_none().then_some(())
-    })
-    .await;
+    h.gone::<BucketAccess>("ba-gone").await;
     assert_eq!(h.fake.calls_of(REVOKE).len(), 1);
     h.fake.assert_no_unexpected_calls();
 }

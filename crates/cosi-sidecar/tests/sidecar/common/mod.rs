@@ -317,6 +317,14 @@ impl Harness {
             .unwrap_or_else(|e| panic!("get {}: {e}", K::KIND))
     }
 
+    /// Waits until the object `name` no longer exists.
+    pub async fn gone<K: Watched>(&self, name: &str) {
+        eventually(format!("{} {name} to be gone", K::KIND), || async {
+            self.get::<K>(name).await.is_none().then_some(())
+        })
+        .await;
+    }
+
     /// Waits until the object `name` exists and `pred` holds for it.
     pub async fn when<K: Watched>(&self, name: &str, what: &str, pred: impl Fn(&K) -> bool) -> K {
         eventually(format!("{} {name}: {what}", K::KIND), || async {
@@ -452,10 +460,7 @@ impl Harness {
     }
 
     pub async fn bucket_gone(&self, name: &str) {
-        eventually(format!("Bucket {name} to be gone"), || async {
-            self.bucket(name).await.is_none().then_some(())
-        })
-        .await;
+        self.gone::<Bucket>(name).await;
     }
 }
 
