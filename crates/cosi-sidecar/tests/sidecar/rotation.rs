@@ -34,6 +34,18 @@ async fn granted(h: &Harness, grace: &str) -> (String, String) {
     (first, second)
 }
 
+/// A harness and its sidecar with an access granted with `grace` (its
+/// first account and the one a rotation makes), once a requested rotation
+/// is held at the driver's `method`.
+async fn rotation_held_at(method: &'static str, grace: &str) -> (Harness, Sidecar, String, String) {
+    let (h, sidecar) = Harness::serving(&[]).await;
+    let (first, second) = granted(&h, grace).await;
+    let hold = h.fake.hold(method);
+    request_rotation(&h).await;
+    hold.entered.notified().await;
+    (h, sidecar, first, second)
+}
+
 async fn annotate(h: &Harness, pairs: &[(&str, &str)]) {
     let map: serde_json::Map<String, serde_json::Value> = pairs
         .iter()
@@ -182,12 +194,7 @@ async fn a_driver_answering_a_new_name_with_the_live_account_is_refused() {
 /// Kills the sidecar while `method` is held (its call reaches the driver
 /// after the sidecar is gone), then restarts it.
 async fn killed_during(method: &'static str, revoke_phase: bool) {
-    let h = Harness::new().await;
-    let first_sidecar = h.start_sidecar();
-    let (first, second) = granted(&h, "1s").await;
-    let hold = h.fake.hold(method);
-    request_rotation(&h).await;
-    hold.entered.notified().await;
+    let (h, first_sidecar, first, second) = rotation_held_at(method, "1s").await;
     if revoke_phase {
         // The Secret already holds the new account; its record too.
         assert_eq!(key_in_secret(&h).await, FakeDriver::credentials(2).0);
@@ -218,12 +225,7 @@ async fn a_sidecar_killed_while_revoking_the_old_account_converges() {
 
 #[tokio::test]
 async fn a_sidecar_killed_between_the_secret_write_and_its_record_converges() {
-    let h = Harness::new().await;
-    let first_sidecar = h.start_sidecar();
-    let (first, second) = granted(&h, "1s").await;
-    let hold = h.fake.hold(GRANT);
-    request_rotation(&h).await;
-    hold.entered.notified().await;
+    let (h, first_sidecar, first, second) = rotation_held_at(GRANT, "1s").await;
     // The grant succeeds and the Secret is written, but no write to the
     // BucketAccess goes through any more: the record of the switch is lost.
     h.sim
@@ -248,12 +250,7 @@ async fn a_sidecar_killed_between_the_secret_write_and_its_record_converges() {
 
 #[tokio::test]
 async fn deleting_an_access_in_the_middle_of_a_rotation_revokes_both_accounts() {
-    let h = Harness::new().await;
-    let first_sidecar = h.start_sidecar();
-    let (first, second) = granted(&h, "1h").await;
-    let hold = h.fake.hold(GRANT);
-    request_rotation(&h).await;
-    hold.entered.notified().await;
+    let (h, first_sidecar, first, second) = rotation_held_at(GRANT, "1h").await;
     first_sidecar.abort().await;
     h.fake.release(GRANT);
     let both = BTreeSet::from([first.clone(), second.clone()]);
