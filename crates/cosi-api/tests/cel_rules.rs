@@ -237,6 +237,20 @@ fn classes_are_immutable() {
     );
 }
 
+/// The names serde writes for `values`.
+fn serde_names<T: serde::Serialize>(values: &[T]) -> Vec<String> {
+    values
+        .iter()
+        .map(|v| {
+            serde_json::to_value(v)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect()
+}
+
 #[test]
 fn optional_enum_schemas_list_exactly_the_serde_names() {
     // The Option<enum> fields carry a hand-written enum list (see common.rs);
@@ -250,39 +264,21 @@ fn optional_enum_schemas_list_exactly_the_serde_names() {
     let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
     let modes = &schema["properties"]["spec"]["properties"]["bucketClaims"]["items"]["properties"]
         ["accessModes"]["properties"]["objectData"]["enum"];
-    let serde_modes: Vec<String> = [
+    let serde_modes = serde_names(&[
         BucketAccessMode::ReadWrite,
         BucketAccessMode::ReadOnly,
         BucketAccessMode::WriteOnly,
-    ]
-    .iter()
-    .map(|m| {
-        serde_json::to_value(m)
-            .unwrap()
-            .as_str()
-            .unwrap()
-            .to_owned()
-    })
-    .collect();
+    ]);
     assert_eq!(names(modes.as_array().unwrap()), serde_modes);
     let auth = &schema["properties"]["status"]["properties"]["authenticationType"]["enum"];
     assert_eq!(names(auth.as_array().unwrap()), ["Key", "ServiceAccount"]);
     let crd = serde_json::to_value(BucketAccessClass::crd()).unwrap();
     let multi = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
         ["multiBucketAccess"]["enum"];
-    let serde_multi: Vec<String> = [
+    let serde_multi = serde_names(&[
         MultiBucketAccess::SingleBucket,
         MultiBucketAccess::MultipleBuckets,
-    ]
-    .iter()
-    .map(|m| {
-        serde_json::to_value(m)
-            .unwrap()
-            .as_str()
-            .unwrap()
-            .to_owned()
-    })
-    .collect();
+    ]);
     assert_eq!(names(multi.as_array().unwrap()), serde_multi);
 }
 

@@ -286,6 +286,14 @@ mod tests {
         );
     }
 
+    /// Asserts that the rendered `registry` holds each of `lines`.
+    fn assert_rendered(registry: &Registry, lines: &[&str]) {
+        let text = render(registry);
+        for line in lines {
+            assert!(text.contains(line), "missing {line} in\n{text}");
+        }
+    }
+
     #[test]
     fn a_named_loop_is_listed_at_zero_before_its_first_reconcile() {
         let registry = Registry::new();
@@ -293,20 +301,20 @@ mod tests {
         let _loop = m.for_loop("bucketclaim");
         m.leader_status("cosi-controller").set(1);
         m.build_info("0.1.0", "abc1234");
-        let text = render(&registry);
-        for line in [
-            r#"controller_runtime_reconcile_total{controller="bucketclaim",result="success"} 0"#,
-            r#"controller_runtime_reconcile_total{controller="bucketclaim",result="requeue_after"} 0"#,
-            r#"controller_runtime_reconcile_errors_total{controller="bucketclaim"} 0"#,
-            r#"controller_runtime_reconcile_time_seconds_count{controller="bucketclaim"} 0"#,
-            r#"workqueue_depth{name="bucketclaim"} 0"#,
-            r#"workqueue_adds_total{name="bucketclaim"} 0"#,
-            r#"workqueue_retries_total{name="bucketclaim"} 0"#,
-            r#"leader_election_master_status{name="cosi-controller"} 1"#,
-            r#"cosi_build_info{commit="abc1234",version="0.1.0"} 1"#,
-        ] {
-            assert!(text.contains(line), "missing {line} in\n{text}");
-        }
+        assert_rendered(
+            &registry,
+            &[
+                r#"controller_runtime_reconcile_total{controller="bucketclaim",result="success"} 0"#,
+                r#"controller_runtime_reconcile_total{controller="bucketclaim",result="requeue_after"} 0"#,
+                r#"controller_runtime_reconcile_errors_total{controller="bucketclaim"} 0"#,
+                r#"controller_runtime_reconcile_time_seconds_count{controller="bucketclaim"} 0"#,
+                r#"workqueue_depth{name="bucketclaim"} 0"#,
+                r#"workqueue_adds_total{name="bucketclaim"} 0"#,
+                r#"workqueue_retries_total{name="bucketclaim"} 0"#,
+                r#"leader_election_master_status{name="cosi-controller"} 1"#,
+                r#"cosi_build_info{commit="abc1234",version="0.1.0"} 1"#,
+            ],
+        );
     }
 
     #[test]
@@ -321,17 +329,17 @@ mod tests {
         m.reconciled(ReconcileResult::Error, ms, false);
         m.queue(2, 5);
         m.queue(1, 0);
-        let text = render(&registry);
-        for line in [
-            r#"controller_runtime_reconcile_total{controller="bucket",result="success"} 1"#,
-            r#"controller_runtime_reconcile_total{controller="bucket",result="error"} 2"#,
-            r#"controller_runtime_reconcile_errors_total{controller="bucket"} 2"#,
-            r#"workqueue_retries_total{name="bucket"} 1"#,
-            r#"workqueue_depth{name="bucket"} 1"#,
-            r#"workqueue_adds_total{name="bucket"} 5"#,
-            r#"controller_runtime_reconcile_time_seconds_bucket{controller="bucket",le="0.005"} 3"#,
-        ] {
-            assert!(text.contains(line), "missing {line} in\n{text}");
-        }
+        assert_rendered(
+            &registry,
+            &[
+                r#"controller_runtime_reconcile_total{controller="bucket",result="success"} 1"#,
+                r#"controller_runtime_reconcile_total{controller="bucket",result="error"} 2"#,
+                r#"controller_runtime_reconcile_errors_total{controller="bucket"} 2"#,
+                r#"workqueue_retries_total{name="bucket"} 1"#,
+                r#"workqueue_depth{name="bucket"} 1"#,
+                r#"workqueue_adds_total{name="bucket"} 5"#,
+                r#"controller_runtime_reconcile_time_seconds_bucket{controller="bucket",le="0.005"} 3"#,
+            ],
+        );
     }
 }

@@ -267,15 +267,14 @@ async fn kep_flow(podman: &Podman, image: &dyn Fn(&str) -> String) {
         .create(&pp, &manifests::claim(USER_NS, "photos", "local"))
         .await
         .expect("create the claim");
-    wait::until(
+    wait_for(
+        podman,
         &claims,
         "photos",
         "the claim provisioned",
-        STEP,
         wait::provisioned(BucketClaim::conditions),
     )
-    .await
-    .unwrap_or_else(|e| fail(&e.to_string()));
+    .await;
     accesses
         .create(
             &pp,
@@ -289,15 +288,14 @@ async fn kep_flow(podman: &Podman, image: &dyn Fn(&str) -> String) {
         )
         .await
         .expect("create the access");
-    wait::until(
+    wait_for(
+        podman,
         &accesses,
         "photos-rw",
         "the access provisioned",
-        STEP,
         wait::provisioned(BucketAccess::conditions),
     )
-    .await
-    .unwrap_or_else(|e| fail(&e.to_string()));
+    .await;
 
     let secret = secrets.get("photos-rw").await.expect("the access Secret");
     let data = s3::secret_data(&secret);
@@ -355,24 +353,8 @@ async fn kep_flow(podman: &Podman, image: &dyn Fn(&str) -> String) {
         .delete("photos-rw", &DeleteParams::default())
         .await
         .expect("delete the access");
-    wait::until(
-        &accesses,
-        "photos-rw",
-        "the access deleted",
-        STEP,
-        wait::deleted(),
-    )
-    .await
-    .unwrap_or_else(|e| fail(&e.to_string()));
-    wait::until(
-        &secrets,
-        "photos-rw",
-        "the Secret deleted",
-        STEP,
-        wait::deleted(),
-    )
-    .await
-    .unwrap_or_else(|e| fail(&e.to_string()));
+    wait_deleted(podman, &accesses, "photos-rw", "the access deleted").await;
+    wait_deleted(podman, &secrets, "photos-rw", "the Secret deleted").await;
     let refused = client.list_objects_v2().bucket(&bucket).send().await;
     assert!(
         refused
@@ -391,25 +373,9 @@ async fn kep_flow(podman: &Podman, image: &dyn Fn(&str) -> String) {
         .delete("photos", &DeleteParams::default())
         .await
         .expect("delete the claim");
-    wait::until(
-        &claims,
-        "photos",
-        "the claim deleted",
-        STEP,
-        wait::deleted(),
-    )
-    .await
-    .unwrap_or_else(|e| fail(&e.to_string()));
+    wait_deleted(podman, &claims, "photos", "the claim deleted").await;
     let buckets: Api<Bucket> = Api::all(admin.clone());
-    wait::until(
-        &buckets,
-        &bound_bucket,
-        "the Bucket deleted",
-        STEP,
-        wait::deleted(),
-    )
-    .await
-    .unwrap_or_else(|e| fail(&e.to_string()));
+    wait_deleted(podman, &buckets, &bound_bucket, "the Bucket deleted").await;
 
     // Every container ran until now and stops cleanly on SIGTERM.
     for name in started.iter().rev() {
@@ -436,6 +402,31 @@ async fn kep_flow(podman: &Podman, image: &dyn Fn(&str) -> String) {
 
 /// Waits until `/readyz` on host port `port` answers 200, failing early
 /// when a container has stopped.
+/// Waits up to [`STEP`] for `cond` on the object `name`; on failure
+/// panics with the containers' logs.
+async fn wait_for<K>(
+    podman: &Podman,
+    api: &Api<K>,
+    name: &str,
+    what: &str,
+    cond: impl kube::runtime::wait::Condition<K>,
+) where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    if let Err(e) = wait::until(api, name, what, STEP, cond).await {
+        panic!("{e}\ncontainer logs:\n{}", podman.all_logs());
+    }
+}
+
+/// Waits up to [`STEP`] for the object `name` to be deleted; on failure
+/// panics with the containers' logs.
+async fn wait_deleted<K>(podman: &Podman, api: &Api<K>, name: &str, what: &str)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    wait_for(podman, api, name, what, wait::deleted()).await;
+}
+
 fn wait_ready_inner(podman: &Podman, started: &[String], port: u16) -> Result<(), String> {
     let deadline = Instant::now() + STEP;
     let address = format!("127.0.0.1:{port}");

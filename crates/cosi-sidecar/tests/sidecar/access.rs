@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use cosi_api::AuthenticationType;
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
 use cosi_api::reasons;
-use cosi_api::{AuthenticationType, BucketAccess};
 use cosi_driver::proto::{AzureCredentials, Credentials, GrantedBucket};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -19,15 +19,9 @@ use crate::common::*;
 
 #[tokio::test]
 async fn access_is_granted_with_one_secret_per_claim_holding_shared_credentials() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
-    let _sidecar = h.start_sidecar();
-    h.provision_bucket("bc-a").await;
-    h.provision_bucket("bc-b").await;
-
+    let (h, _sidecar) = Harness::serving(&PROVISION_BOTH).await;
     let a = h
-        .grant(
+        .provision_and_grant(
             "ba-two",
             &[
                 ("claim-a", "bc-a", "creds-a"),
@@ -125,10 +119,7 @@ async fn access_is_granted_with_one_secret_per_claim_holding_shared_credentials(
 
 #[tokio::test]
 async fn service_account_authentication_sends_the_workload_identity() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BOTH).await;
     h.provision_bucket("bc-sa").await;
     let mut a = access("ba-sa", &[("claim-sa", "creds-sa")]);
     a.spec.service_account_name = "app-runner".into();
@@ -144,33 +135,22 @@ async fn service_account_authentication_sends_the_workload_identity() {
         &h.fake.calls_of(GENERATE_ACCESS_ID)[0],
         &h.fake.calls_of(GRANT)[0],
     ] {
-        assert!(
-            call.request.contains(
-                r#"service_account: Some(ServiceAccount { namespace: "apps", name: "app-runner" })"#
-            ),
-            "{}",
-            call.request
+        assert_contains(
+            &call.request,
+            r#"service_account: Some(ServiceAccount { namespace: "apps", name: "app-runner" })"#,
         );
-        assert!(
-            call.request.contains("authentication_type: ServiceAccount"),
-            "{}",
-            call.request
-        );
+        assert_contains(&call.request, "authentication_type: ServiceAccount");
     }
     h.fake.assert_no_unexpected_calls();
 }
 
 #[tokio::test]
 async fn a_grant_waits_for_its_bucket_to_be_provisioned() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
-    let hold = h.fake.hold(CREATE_BUCKET);
-    let _sidecar = h.start_sidecar();
-    h.create_bucket(&dynamic_bucket("bc-late")).await;
-    hold.entered.notified().await;
+    let h = Harness::expecting(&PROVISION_BOTH).await;
+    let _sidecar = h.create_bucket_held("bc-late", CREATE_BUCKET).await;
 
-    handed_off_access(&h, "ba-early", "claim-late", "creds-late", "bc-late").await;
+    h.handed_off_access("ba-early", "claim-late", "creds-late", "bc-late")
+        .await;
     let e = h.event_seen(NS, "ba-early", "WaitingForBucket").await;
     assert!(e.note.unwrap_or_default().contains("bc-late"));
     assert!(h.fake.calls_of(GENERATE_ACCESS_ID).is_empty());
@@ -184,17 +164,18 @@ async fn a_grant_waits_for_its_bucket_to_be_provisioned() {
 
 #[tokio::test]
 async fn access_to_a_bucket_being_deleted_is_refused_without_calling_the_driver() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BUCKET).await;
     h.provision_bucket("bc-going").await;
     h.claim_deleted("bc-going", false).await;
 
-    handed_off_access(&h, "ba-late", "claim-going", "creds-going", "bc-going").await;
-    let a = access_once(&h, "ba-late", condition_types::RESOURCES_VALIDATED, "False").await;
+    h.handed_off_access("ba-late", "claim-going", "creds-going", "bc-going")
+        .await;
+    let a = h
+        .once::<BucketAccess>("ba-late", condition_types::RESOURCES_VALIDATED, "False")
+        .await;
     let rv = condition(a.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
     assert_eq!(rv.reason, "BucketBeingDeleted");
-    assert!(rv.message.contains("bc-going"), "{}", rv.message);
+    assert_contains(&rv.message, "bc-going");
     assert!(has(a.conditions(), condition_types::PROVISIONED, "False"));
     h.event_seen(NS, "ba-late", "FailedGrantAccess").await;
     assert!(h.secret("creds-going").await.is_none());
@@ -203,9 +184,7 @@ async fn access_to_a_bucket_being_deleted_is_refused_without_calling_the_driver(
 
 #[tokio::test]
 async fn a_secret_the_access_does_not_own_is_never_overwritten() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BUCKET).await;
     h.provision_bucket("bc-clash").await;
     let mine = Secret {
         metadata: ObjectMeta {
@@ -222,17 +201,14 @@ async fn a_secret_the_access_does_not_own_is_never_overwritten() {
         .await
         .unwrap();
 
-    handed_off_access(&h, "ba-clash", "claim-clash", "taken", "bc-clash").await;
-    let a = access_once(
-        &h,
-        "ba-clash",
-        condition_types::RESOURCES_VALIDATED,
-        "False",
-    )
-    .await;
+    h.handed_off_access("ba-clash", "claim-clash", "taken", "bc-clash")
+        .await;
+    let a = h
+        .once::<BucketAccess>("ba-clash", condition_types::RESOURCES_VALIDATED, "False")
+        .await;
     let rv = condition(a.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
     assert_eq!(rv.reason, "SecretNotOwned");
-    assert!(rv.message.contains("apps/taken"), "{}", rv.message);
+    assert_contains(&rv.message, "apps/taken");
     tokio::time::sleep(Duration::from_millis(500)).await;
     let still = h.secret("taken").await.unwrap();
     assert_eq!(still.resource_version(), mine.resource_version());
@@ -257,10 +233,7 @@ async fn a_secret_the_access_does_not_own_is_never_overwritten() {
 
 #[tokio::test]
 async fn invalid_grant_replies_are_failures_and_write_no_secret() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BOTH).await;
     h.provision_bucket("bc-r").await;
 
     type Mutator = fn(&mut cosi_driver::proto::DriverGrantBucketAccessResponse);
@@ -308,8 +281,10 @@ async fn invalid_grant_replies_are_failures_and_write_no_secret() {
         h.fake.mutate_grant(mutate);
         let ba = format!("ba-{name}");
         let secret = format!("creds-{name}");
-        handed_off_access(&h, &ba, "claim-r", &secret, "bc-r").await;
-        let a = access_once(&h, &ba, condition_types::PROVISION_FAILED, "True").await;
+        h.handed_off_access(&ba, "claim-r", &secret, "bc-r").await;
+        let a = h
+            .once::<BucketAccess>(&ba, condition_types::PROVISION_FAILED, "True")
+            .await;
         let pf = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
         assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE, "{name}");
         assert!(pf.message.contains(expected), "{name}: {}", pf.message);
@@ -333,15 +308,11 @@ async fn invalid_grant_replies_are_failures_and_write_no_secret() {
 
 #[tokio::test]
 async fn a_new_grant_refreshes_every_secret_when_the_driver_answer_changes() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
         c.secret_check_interval = Duration::from_millis(300);
     });
-    h.provision_bucket("bc-x").await;
-    h.provision_bucket("bc-y").await;
-    h.grant(
+    h.provision_and_grant(
         "ba-rot",
         &[
             ("claim-x", "bc-x", "creds-x"),
@@ -382,14 +353,11 @@ async fn a_new_grant_refreshes_every_secret_when_the_driver_answer_changes() {
 
 #[tokio::test]
 async fn a_secret_a_user_deletes_is_kept_while_its_access_exists_and_the_access_warns_once() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
         c.secret_check_interval = Duration::from_millis(200);
     });
-    h.provision_bucket("bc-keep").await;
-    h.grant("ba-keep", &[("claim-keep", "bc-keep", "creds-keep")])
+    h.provision_and_grant("ba-keep", &[("claim-keep", "bc-keep", "creds-keep")])
         .await;
     let before = h.secret("creds-keep").await.unwrap();
 
@@ -427,14 +395,9 @@ async fn a_secret_a_user_deletes_is_kept_while_its_access_exists_and_the_access_
 
 #[tokio::test]
 async fn deleting_an_access_removes_its_secrets_before_revoking() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
-    let _sidecar = h.start_sidecar();
-    h.provision_bucket("bc-d1").await;
-    h.provision_bucket("bc-d2").await;
+    let (h, _sidecar) = Harness::serving(&PROVISION_BOTH).await;
     let a = h
-        .grant(
+        .provision_and_grant(
             "ba-gone",
             &[
                 ("claim-1", "bc-d1", "creds-1"),
@@ -462,7 +425,7 @@ async fn deleting_an_access_removes_its_secrets_before_revoking() {
     h.fake.release(REVOKE);
 
     let a = h
-        .access_when("ba-gone", "sidecar-cleanup-finished", |a| {
+        .when::<BucketAccess>("ba-gone", "sidecar-cleanup-finished", |a| {
             a.annotations()
                 .contains_key(annotations::SIDECAR_CLEANUP_FINISHED)
         })
@@ -486,33 +449,31 @@ async fn deleting_an_access_removes_its_secrets_before_revoking() {
         )
         .await
         .unwrap();
-    eventually("the BucketAccess to be gone", || async {
-        h.access("ba-gone").await.is_none().then_some(())
-    })
-    .await;
+    h.gone::<BucketAccess>("ba-gone").await;
     assert_eq!(h.fake.calls_of(REVOKE).len(), 1);
     h.fake.assert_no_unexpected_calls();
 }
 
 #[tokio::test]
 async fn a_refused_grant_fails_once_and_is_not_retried() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     h.fake.fail_always(
         GENERATE_ACCESS_ID,
         cosi_driver::Status::out_of_range("one credential cannot cover several buckets"),
     );
     let _sidecar = h.start_sidecar();
     h.provision_bucket("bc-oor").await;
-    handed_off_access(&h, "ba-oor", "claim-oor", "creds-oor", "bc-oor").await;
-    let a = access_once(&h, "ba-oor", condition_types::PROVISIONED, "False").await;
+    h.handed_off_access("ba-oor", "claim-oor", "creds-oor", "bc-oor")
+        .await;
+    let a = h
+        .once::<BucketAccess>("ba-oor", condition_types::PROVISIONED, "False")
+        .await;
     let pf = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(
         (pf.status.as_str(), pf.reason.as_str()),
         ("True", reasons::PROVISION_REFUSED)
     );
-    assert!(pf.message.contains("OutOfRange"), "{}", pf.message);
+    assert_contains(&pf.message, "OutOfRange");
     h.event_seen(NS, "ba-oor", "FailedGrantAccess").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.fake.calls_of(GENERATE_ACCESS_ID).len(), 1);
@@ -522,10 +483,7 @@ async fn a_refused_grant_fails_once_and_is_not_retried() {
 
 #[tokio::test]
 async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_again() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BOTH).await;
     h.provision_bucket("bc-invalid").await;
     h.sim.faults().inject(
         kube_sim::FaultRule::new(422)
@@ -533,8 +491,11 @@ async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_
             .resource("secrets")
             .times(1),
     );
-    handed_off_access(&h, "ba-invalid", "claim", "creds-invalid", "bc-invalid").await;
-    let a = access_once(&h, "ba-invalid", condition_types::PROVISIONED, "False").await;
+    h.handed_off_access("ba-invalid", "claim", "creds-invalid", "bc-invalid")
+        .await;
+    let a = h
+        .once::<BucketAccess>("ba-invalid", condition_types::PROVISIONED, "False")
+        .await;
     for type_ in [
         condition_types::PROVISIONED,
         condition_types::RESOURCES_VALIDATED,
@@ -544,8 +505,8 @@ async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_
             (c.status.as_str(), c.reason.as_str()),
             ("False", "SecretWriteFailed")
         );
-        assert!(c.message.contains("accessSecretName"), "{}", c.message);
-        assert!(c.message.contains("(HTTP 422)"), "{}", c.message);
+        assert_contains(&c.message, "accessSecretName");
+        assert_contains(&c.message, "(HTTP 422)");
     }
     h.event_seen(NS, "ba-invalid", "SecretWriteFailed").await;
     // Refused until the access changes: no grant is repeated.
@@ -553,20 +514,4 @@ async fn a_secret_the_api_server_refuses_as_invalid_is_reported_and_not_granted_
     assert_eq!(h.fake.calls_of(GRANT).len(), 1);
     assert!(h.secret("creds-invalid").await.is_none());
     h.fake.assert_no_unexpected_calls();
-}
-
-/// Creates access `name` to one claim, with its Secret name, and hands it
-/// to the sidecar with the claim's Bucket (Key authentication).
-async fn handed_off_access(h: &Harness, name: &str, claim: &str, secret: &str, bucket: &str) {
-    h.create_access(&access(name, &[(claim, secret)])).await;
-    h.hand_off(name, &[(claim, bucket)], AuthenticationType::Key)
-        .await;
-}
-
-/// The access `name` once its condition `type_` has `status`.
-async fn access_once(h: &Harness, name: &str, type_: &str, status: &str) -> BucketAccess {
-    h.access_when(name, &format!("{type_}={status}"), |a| {
-        has(a.conditions(), type_, status)
-    })
-    .await
 }

@@ -33,8 +33,7 @@ fn field<'a>(line: &'a str, name: &str) -> Option<&'a str> {
 
 #[tokio::test]
 async fn the_binary_serves_probes_and_metrics_provisions_and_stops_on_sigterm() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
+    let h = Harness::expecting(&PROVISION_BUCKET).await;
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     h.sim

@@ -16,9 +16,7 @@ use crate::common::*;
 
 #[tokio::test]
 async fn a_dynamic_bucket_is_provisioned_in_two_phases_with_the_same_parameters() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BUCKET).await;
 
     h.create_bucket(&dynamic_bucket("bc-one")).await;
     let b = h.provisioned_bucket("bc-one").await;
@@ -58,8 +56,8 @@ async fn a_dynamic_bucket_is_provisioned_in_two_phases_with_the_same_parameters(
         (CREATE_BUCKET, "id-bc-one")
     );
     for c in &calls {
-        assert!(c.request.contains(r#""tier": "gold""#), "{}", c.request);
-        assert!(c.request.contains("protocols: [S3]"), "{}", c.request);
+        assert_contains(&c.request, r#""tier": "gold""#);
+        assert_contains(&c.request, "protocols: [S3]");
     }
     assert_eq!(h.fake.lock().created, vec!["id-bc-one".to_owned()]);
     h.fake.assert_no_unexpected_calls();
@@ -67,21 +65,17 @@ async fn a_dynamic_bucket_is_provisioned_in_two_phases_with_the_same_parameters(
 
 #[tokio::test]
 async fn a_static_bucket_is_imported_and_not_found_is_retried_with_backoff() {
-    let h = Harness::new().await;
-    h.fake.expect(&[GET_BUCKET]);
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&[GET_BUCKET]).await;
 
     h.create_bucket(&static_bucket("legacy", "legacy-bucket"))
         .await;
     let b = h
-        .bucket_when("legacy", "ProvisionFailed=True", |b| {
-            has(b.conditions(), condition_types::PROVISION_FAILED, "True")
-        })
+        .once::<Bucket>("legacy", condition_types::PROVISION_FAILED, "True")
         .await;
     assert!(b.finalizers().contains(&PROTECTION_FINALIZER.to_owned()));
     let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(pf.reason, reasons::PROVISION_RETRYING);
-    assert!(pf.message.contains("NotFound"), "{}", pf.message);
+    assert_contains(&pf.message, "NotFound");
     assert!(has(b.conditions(), condition_types::PROVISIONED, "Unknown"));
     h.event_seen("default", "legacy", "FailedCreateBucket")
         .await;
@@ -101,9 +95,7 @@ async fn a_static_bucket_is_imported_and_not_found_is_retried_with_backoff() {
 
 #[tokio::test]
 async fn bucket_deletion_waits_for_its_claim_then_deletes_the_backend_bucket() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BUCKET).await;
     h.provision_bucket("bc-del").await;
 
     // An admin deletes the Bucket while its claim lives: nothing happens.
@@ -112,7 +104,7 @@ async fn bucket_deletion_waits_for_its_claim_then_deletes_the_backend_bucket() {
         .await
         .unwrap();
     let b = h
-        .bucket_when("bc-del", "being deleted", |b| {
+        .when::<Bucket>("bc-del", "being deleted", |b| {
             b.metadata.deletion_timestamp.is_some()
         })
         .await;
@@ -135,9 +127,7 @@ async fn bucket_deletion_waits_for_its_claim_then_deletes_the_backend_bucket() {
 
 #[tokio::test]
 async fn a_retained_bucket_is_released_without_calling_the_driver() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&PROVISION_BUCKET).await;
     let mut b = dynamic_bucket("bc-keep");
     b.spec.deletion_policy = DeletionPolicy::Retain;
     h.create_bucket(&b).await;
@@ -161,16 +151,13 @@ async fn a_retained_bucket_is_released_without_calling_the_driver() {
 
 #[tokio::test]
 async fn a_bucket_deleted_before_its_id_was_persisted_is_released_without_the_driver() {
-    let h = Harness::new().await;
-    h.fake.expect(&[GENERATE_BUCKET_ID]);
+    let h = Harness::expecting(&[GENERATE_BUCKET_ID]).await;
     h.fake
         .fail_always(GENERATE_BUCKET_ID, Status::unavailable("backend down"));
     let _sidecar = h.start_sidecar();
     h.create_bucket(&dynamic_bucket("bc-early")).await;
-    h.bucket_when("bc-early", "ProvisionFailed=True", |b| {
-        has(b.conditions(), condition_types::PROVISION_FAILED, "True")
-    })
-    .await;
+    h.once::<Bucket>("bc-early", condition_types::PROVISION_FAILED, "True")
+        .await;
     h.claim_deleted("bc-early", true).await;
     h.bucket_gone("bc-early").await;
     assert!(h.fake.calls_of(DELETE_BUCKET).is_empty());
@@ -179,8 +166,7 @@ async fn a_bucket_deleted_before_its_id_was_persisted_is_released_without_the_dr
 
 #[tokio::test]
 async fn objects_of_other_drivers_are_never_touched() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
+    let h = Harness::expecting(&PROVISION_BUCKET).await;
     let mut other = dynamic_bucket("bc-other");
     other.spec.driver_name = "other.example.com".into();
     other.metadata.finalizers = None;
@@ -220,8 +206,7 @@ async fn objects_of_other_drivers_are_never_touched() {
 
 #[tokio::test]
 async fn a_refusal_sets_failed_conditions_once_and_waits_for_the_bucket_to_change() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
+    let h = Harness::expecting(&PROVISION_BUCKET).await;
     h.fake.fail_always(
         CREATE_BUCKET,
         Status::invalid_argument("parameter tier=gold is not offered"),
@@ -230,20 +215,16 @@ async fn a_refusal_sets_failed_conditions_once_and_waits_for_the_bucket_to_chang
     h.create_bucket(&dynamic_bucket("bc-refused")).await;
 
     let b = h
-        .bucket_when("bc-refused", "Provisioned=False", |b| {
-            has(b.conditions(), condition_types::PROVISIONED, "False")
-        })
+        .once::<Bucket>("bc-refused", condition_types::PROVISIONED, "False")
         .await;
     let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(
         (pf.status.as_str(), pf.reason.as_str()),
         ("True", reasons::PROVISION_REFUSED)
     );
-    assert!(
-        pf.message
-            .contains("InvalidArgument: parameter tier=gold is not offered"),
-        "{}",
-        pf.message
+    assert_contains(
+        &pf.message,
+        "InvalidArgument: parameter tier=gold is not offered",
     );
     let p = condition(b.conditions(), condition_types::PROVISIONED).unwrap();
     assert_eq!(p.reason, reasons::PROVISION_REFUSED);
@@ -282,8 +263,7 @@ async fn a_refusal_sets_failed_conditions_once_and_waits_for_the_bucket_to_chang
 
 #[tokio::test]
 async fn retryable_failures_back_off_and_then_provision() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
+    let h = Harness::expecting(&PROVISION_BUCKET).await;
     h.fake
         .fail(CREATE_BUCKET, Status::unavailable("backend restarting"), 2);
     let _sidecar = h.start_sidecar();
@@ -306,8 +286,7 @@ async fn retryable_failures_back_off_and_then_provision() {
 
 #[tokio::test]
 async fn an_incomplete_create_reply_is_a_provisioning_failure() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
+    let h = Harness::expecting(&PROVISION_BUCKET).await;
     h.fake.mutate_create(|r| {
         if let Some(p) = r.protocols.as_mut() {
             p.s3 = None;
@@ -316,17 +295,11 @@ async fn an_incomplete_create_reply_is_a_provisioning_failure() {
     let _sidecar = h.start_sidecar();
     h.create_bucket(&dynamic_bucket("bc-bad")).await;
     let b = h
-        .bucket_when("bc-bad", "ProvisionFailed=True", |b| {
-            has(b.conditions(), condition_types::PROVISION_FAILED, "True")
-        })
+        .once::<Bucket>("bc-bad", condition_types::PROVISION_FAILED, "True")
         .await;
     let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE);
-    assert!(
-        pf.message.contains("lacks the requested protocol(s) S3"),
-        "{}",
-        pf.message
-    );
+    assert_contains(&pf.message, "lacks the requested protocol(s) S3");
     let status = b.status.clone().unwrap();
     assert_eq!(status.bucket_id, "id-bc-bad", "phase 1 is persisted");
     assert!(status.protocols.is_empty() && status.bucket_info.is_empty());
@@ -336,16 +309,12 @@ async fn an_incomplete_create_reply_is_a_provisioning_failure() {
 
 #[tokio::test]
 async fn a_generated_id_beyond_the_driver_api_limit_is_invalid_and_never_persisted() {
-    let h = Harness::new().await;
-    h.fake.expect(&[GENERATE_BUCKET_ID]);
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&[GENERATE_BUCKET_ID]).await;
     // The fake answers `id-<name>`: 131 bytes for this name.
     let name = format!("bc-{}", "a".repeat(125));
     h.create_bucket(&dynamic_bucket(&name)).await;
     let b = h
-        .bucket_when(&name, "ProvisionFailed=True", |b| {
-            has(b.conditions(), condition_types::PROVISION_FAILED, "True")
-        })
+        .once::<Bucket>(&name, condition_types::PROVISION_FAILED, "True")
         .await;
     let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE);
@@ -362,8 +331,7 @@ async fn a_generated_id_beyond_the_driver_api_limit_is_invalid_and_never_persist
 
 #[tokio::test]
 async fn a_bucket_asking_for_an_unsupported_protocol_is_invalid_without_a_driver_call() {
-    let h = Harness::new().await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&[]).await;
     let mut b = dynamic_bucket("bc-gcs");
     b.spec.protocols = vec![Protocol::Gcs];
     h.buckets()
@@ -371,20 +339,10 @@ async fn a_bucket_asking_for_an_unsupported_protocol_is_invalid_without_a_driver
         .await
         .unwrap();
     let b = h
-        .bucket_when("bc-gcs", "ResourcesValidated=False", |b| {
-            has(
-                b.conditions(),
-                condition_types::RESOURCES_VALIDATED,
-                "False",
-            )
-        })
+        .once::<Bucket>("bc-gcs", condition_types::RESOURCES_VALIDATED, "False")
         .await;
     let rv = condition(b.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
-    assert!(
-        rv.message.contains("does not support protocol(s) GCS"),
-        "{}",
-        rv.message
-    );
+    assert_contains(&rv.message, "does not support protocol(s) GCS");
     assert!(has(b.conditions(), condition_types::PROVISIONED, "False"));
     // Refused, not pending: ProvisionFailed says so, and an Event reports it.
     assert!(has(
@@ -399,16 +357,12 @@ async fn a_bucket_asking_for_an_unsupported_protocol_is_invalid_without_a_driver
 
 #[tokio::test]
 async fn a_refusal_whose_conditions_cannot_be_written_is_retried_until_recorded() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
+    let h = Harness::expecting(&PROVISION_BUCKET).await;
     h.fake.fail_always(
         CREATE_BUCKET,
         Status::invalid_argument("parameter tier=gold is not offered"),
     );
-    let hold = h.fake.hold(CREATE_BUCKET);
-    let _sidecar = h.start_sidecar();
-    h.create_bucket(&dynamic_bucket("bc-unrecorded")).await;
-    hold.entered.notified().await;
+    let _sidecar = h.create_bucket_held("bc-unrecorded", CREATE_BUCKET).await;
     // The write of the refusal's conditions conflicts once.
     h.sim.faults().inject(
         kube_sim::FaultRule::new(409)
@@ -419,9 +373,7 @@ async fn a_refusal_whose_conditions_cannot_be_written_is_retried_until_recorded(
     h.fake.release(CREATE_BUCKET);
 
     let b = h
-        .bucket_when("bc-unrecorded", "Provisioned=False", |b| {
-            has(b.conditions(), condition_types::PROVISIONED, "False")
-        })
+        .once::<Bucket>("bc-unrecorded", condition_types::PROVISIONED, "False")
         .await;
     let p = condition(b.conditions(), condition_types::PROVISIONED).unwrap();
     assert_eq!(p.reason, reasons::PROVISION_REFUSED);

@@ -9,13 +9,9 @@ use crate::common::*;
 
 #[tokio::test]
 async fn a_sidecar_killed_between_bucket_phases_creates_exactly_one_bucket() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    let hold = h.fake.hold(CREATE_BUCKET);
-    let first = h.start_sidecar();
-    h.create_bucket(&dynamic_bucket("bc-crash")).await;
-    hold.entered.notified().await;
-    h.bucket_when("bc-crash", "bucketID persisted", |b| {
+    let h = Harness::expecting(&PROVISION_BUCKET).await;
+    let first = h.create_bucket_held("bc-crash", CREATE_BUCKET).await;
+    h.when::<Bucket>("bc-crash", "bucketID persisted", |b| {
         b.status.as_ref().is_some_and(|s| !s.bucket_id.is_empty())
     })
     .await;
@@ -39,12 +35,10 @@ async fn a_sidecar_killed_between_bucket_phases_creates_exactly_one_bucket() {
 
 #[tokio::test]
 async fn a_sidecar_killed_before_persisting_the_bucket_id_asks_again_with_the_same_name() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    let hold = h.fake.hold(GENERATE_BUCKET_ID);
-    let first = h.start_sidecar();
-    h.create_bucket(&dynamic_bucket("bc-early-crash")).await;
-    hold.entered.notified().await;
+    let h = Harness::expecting(&PROVISION_BUCKET).await;
+    let first = h
+        .create_bucket_held("bc-early-crash", GENERATE_BUCKET_ID)
+        .await;
     first.abort().await;
     h.fake.release(GENERATE_BUCKET_ID);
 
@@ -59,22 +53,14 @@ async fn a_sidecar_killed_before_persisting_the_bucket_id_asks_again_with_the_sa
 
 #[tokio::test]
 async fn a_sidecar_killed_between_access_phases_creates_exactly_one_account() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let first = h.start_sidecar();
     h.provision_bucket("bc-acc").await;
     let hold = h.fake.hold(GRANT);
-    h.create_access(&access("ba-crash", &[("claim-acc", "creds-crash")]))
+    h.handed_off_access("ba-crash", "claim-acc", "creds-crash", "bc-acc")
         .await;
-    h.hand_off(
-        "ba-crash",
-        &[("claim-acc", "bc-acc")],
-        cosi_api::AuthenticationType::Key,
-    )
-    .await;
     hold.entered.notified().await;
-    h.access_when("ba-crash", "accountID persisted", |a| {
+    h.when::<BucketAccess>("ba-crash", "accountID persisted", |a| {
         a.account_id().is_some()
     })
     .await;
@@ -95,8 +81,7 @@ async fn a_sidecar_killed_between_access_phases_creates_exactly_one_account() {
 
 #[tokio::test]
 async fn readiness_follows_the_driver_and_work_resumes_after_it_restarts() {
-    let mut h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
+    let mut h = Harness::expecting(&PROVISION_BUCKET).await;
     let sidecar = h.start_sidecar();
     sidecar.ready().await;
 
@@ -148,8 +133,7 @@ async fn a_driver_without_protocols_is_refused() {
 
 #[tokio::test]
 async fn a_different_driver_on_the_socket_stops_the_sidecar() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
+    let h = Harness::expecting(&PROVISION_BUCKET).await;
     let sidecar = h.start_sidecar();
     h.provision_bucket("bc-before").await;
     h.fake.lock().name = "impostor.example.com".into();

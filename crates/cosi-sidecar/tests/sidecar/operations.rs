@@ -12,9 +12,7 @@ use crate::common::*;
 #[tokio::test]
 async fn a_resync_of_ready_objects_writes_nothing_and_calls_no_provisioning_rpc() {
     const N: usize = 5;
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let first = h.start_sidecar();
     for i in 0..N {
         let bucket = format!("bc-r{i}");
@@ -57,14 +55,11 @@ async fn a_resync_of_ready_objects_writes_nothing_and_calls_no_provisioning_rpc(
 
 #[tokio::test]
 async fn one_bucket_and_one_access_cost_the_sidecar_at_most_six_writes() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     let sidecar = h.start_sidecar();
     sidecar.ready().await;
     let before = h.sim.counters();
-    h.provision_bucket("bc-budget").await;
-    h.grant("ba-budget", &[("claim", "bc-budget", "creds-budget")])
+    h.provision_and_grant("ba-budget", &[("claim", "bc-budget", "creds-budget")])
         .await;
     assert!(h.secret("creds-budget").await.is_some());
     // Let anything our own writes triggered settle before counting.
@@ -91,8 +86,7 @@ async fn one_bucket_and_one_access_cost_the_sidecar_at_most_six_writes() {
 
 #[tokio::test]
 async fn metrics_use_the_kep_names_labels_and_buckets() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
+    let h = Harness::expecting(&PROVISION_BUCKET).await;
     h.fake.expect(&[GET_BUCKET]);
     let sidecar = h.start_sidecar();
     h.provision_bucket("bc-m").await;
@@ -124,9 +118,7 @@ async fn metrics_use_the_kep_names_labels_and_buckets() {
 
 #[tokio::test]
 async fn no_credential_appears_in_any_log_line() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     h.fake.expect(&[REVOKE]);
     let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
         c.secret_check_interval = Duration::from_millis(300);
@@ -138,21 +130,13 @@ async fn no_credential_appears_in_any_log_line() {
             s3.access_key_id.clear();
         }
     });
-    h.create_access(&access("ba-log", &[("claim", "creds-log")]))
+    h.handed_off_access("ba-log", "claim", "creds-log", "bc-log")
         .await;
-    h.hand_off(
+    h.once::<BucketAccess>(
         "ba-log",
-        &[("claim", "bc-log")],
-        cosi_api::AuthenticationType::Key,
+        cosi_api::constants::condition_types::PROVISION_FAILED,
+        "True",
     )
-    .await;
-    h.access_when("ba-log", "a failed grant", |a| {
-        has(
-            a.conditions(),
-            cosi_api::constants::condition_types::PROVISION_FAILED,
-            "True",
-        )
-    })
     .await;
     h.fake.clear_grant_mutator();
     h.granted_access("ba-log").await;
@@ -169,7 +153,7 @@ async fn no_credential_appears_in_any_log_line() {
         .delete("ba-log", &Default::default())
         .await
         .unwrap();
-    h.access_when("ba-log", "cleaned up", |a| {
+    h.when::<BucketAccess>("ba-log", "cleaned up", |a| {
         a.annotations()
             .contains_key(cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED)
     })

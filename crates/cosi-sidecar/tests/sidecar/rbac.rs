@@ -131,8 +131,7 @@ async fn rbac_harness(edit: impl Fn(&mut Vec<Value>)) -> (Harness, kube::Client)
 #[tokio::test]
 async fn the_deploy_cluster_role_is_enough_for_every_sidecar_step() {
     let (h, client) = rbac_harness(|_| {}).await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    h.fake.expect(&PROVISION_BOTH);
     h.fake.expect(&[REVOKE, DELETE_BUCKET, GET_BUCKET]);
     let sidecar = start_elected(&h, client);
 
@@ -150,7 +149,7 @@ async fn the_deploy_cluster_role_is_enough_for_every_sidecar_step() {
         .delete("ba-rbac", &DeleteParams::default())
         .await
         .unwrap();
-    h.access_when("ba-rbac", "cleaned up", |a| {
+    h.when::<BucketAccess>("ba-rbac", "cleaned up", |a| {
         a.annotations()
             .contains_key(annotations::SIDECAR_CLEANUP_FINISHED)
     })
@@ -258,27 +257,18 @@ async fn a_secret_the_sidecar_may_not_create_is_reported_on_the_access_until_all
         }
     };
     let (h, client) = rbac_harness(without_create).await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    h.fake.expect(&PROVISION_BOTH);
     let sidecar = start_elected(&h, client);
     h.provision_bucket("bc-nocreate").await;
-    h.create_access(&access("ba-nocreate", &[("claim", "creds-nocreate")]))
+    h.handed_off_access("ba-nocreate", "claim", "creds-nocreate", "bc-nocreate")
         .await;
-    h.hand_off(
-        "ba-nocreate",
-        &[("claim", "bc-nocreate")],
-        cosi_api::AuthenticationType::Key,
-    )
-    .await;
 
     let a = h
-        .access_when("ba-nocreate", "ResourcesValidated=False", |a| {
-            has(
-                a.conditions(),
-                cosi_api::constants::condition_types::RESOURCES_VALIDATED,
-                "False",
-            )
-        })
+        .once::<BucketAccess>(
+            "ba-nocreate",
+            cosi_api::constants::condition_types::RESOURCES_VALIDATED,
+            "False",
+        )
         .await;
     let rv = condition(
         a.conditions(),
@@ -292,12 +282,7 @@ async fn a_secret_the_sidecar_may_not_create_is_reported_on_the_access_until_all
         "{}",
         rv.message
     );
-    assert!(
-        rv.message
-            .contains("ClusterRole must allow create on secrets"),
-        "{}",
-        rv.message
-    );
+    assert_contains(&rv.message, "ClusterRole must allow create on secrets");
     let p = condition(
         a.conditions(),
         cosi_api::constants::condition_types::PROVISIONED,

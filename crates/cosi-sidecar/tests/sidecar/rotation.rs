@@ -23,17 +23,27 @@ use crate::common::*;
 /// A granted access `ba-rot` on Bucket `bc-rot`, Secret `creds-rot`,
 /// whose replaced accounts stay valid for `grace`.
 async fn granted(h: &Harness, grace: &str) -> (String, String) {
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    h.fake.expect(&PROVISION_BOTH);
     h.fake.expect(&[REVOKE]);
-    h.provision_bucket("bc-rot").await;
     let a = h
-        .grant("ba-rot", &[("claim-rot", "bc-rot", "creds-rot")])
+        .provision_and_grant("ba-rot", &[("claim-rot", "bc-rot", "creds-rot")])
         .await;
     annotate(h, &[(annotations::ROTATION_GRACE, grace)]).await;
     let first = a.account_id().unwrap().to_owned();
     let second = format!("acct-ba-{}-r2", uid(&a));
     (first, second)
+}
+
+/// A harness and its sidecar with an access granted with `grace` (its
+/// first account and the one a rotation makes), once a requested rotation
+/// is held at the driver's `method`.
+async fn rotation_held_at(method: &'static str, grace: &str) -> (Harness, Sidecar, String, String) {
+    let (h, sidecar) = Harness::serving(&[]).await;
+    let (first, second) = granted(&h, grace).await;
+    let hold = h.fake.hold(method);
+    request_rotation(&h).await;
+    hold.entered.notified().await;
+    (h, sidecar, first, second)
 }
 
 async fn annotate(h: &Harness, pairs: &[(&str, &str)]) {
@@ -68,7 +78,7 @@ async fn key_in_secret(h: &Harness) -> String {
 
 /// Waits until the rotation is over: answered, live, the old account revoked.
 async fn rotation_finished(h: &Harness) -> cosi_api::BucketAccess {
-    h.access_when("ba-rot", "the rotation to finish", |a| {
+    h.when::<BucketAccess>("ba-rot", "the rotation to finish", |a| {
         state(a).is_some_and(|s| {
             s.request == "now" && s.current.is_some() && s.previous.is_none() && !s.in_progress()
         })
@@ -158,8 +168,7 @@ async fn a_failed_grant_of_the_new_account_keeps_the_old_account_and_the_secret(
 
 #[tokio::test]
 async fn a_driver_answering_a_new_name_with_the_live_account_is_refused() {
-    let h = Harness::new().await;
-    let _sidecar = h.start_sidecar();
+    let (h, _sidecar) = Harness::serving(&[]).await;
     let (first, _) = granted(&h, "1s").await;
     let before = h.secret("creds-rot").await.unwrap();
     // A driver that ignores the name: every account is the same.
@@ -185,12 +194,7 @@ async fn a_driver_answering_a_new_name_with_the_live_account_is_refused() {
 /// Kills the sidecar while `method` is held (its call reaches the driver
 /// after the sidecar is gone), then restarts it.
 async fn killed_during(method: &'static str, revoke_phase: bool) {
-    let h = Harness::new().await;
-    let first_sidecar = h.start_sidecar();
-    let (first, second) = granted(&h, "1s").await;
-    let hold = h.fake.hold(method);
-    request_rotation(&h).await;
-    hold.entered.notified().await;
+    let (h, first_sidecar, first, second) = rotation_held_at(method, "1s").await;
     if revoke_phase {
         // The Secret already holds the new account; its record too.
         assert_eq!(key_in_secret(&h).await, FakeDriver::credentials(2).0);
@@ -221,12 +225,7 @@ async fn a_sidecar_killed_while_revoking_the_old_account_converges() {
 
 #[tokio::test]
 async fn a_sidecar_killed_between_the_secret_write_and_its_record_converges() {
-    let h = Harness::new().await;
-    let first_sidecar = h.start_sidecar();
-    let (first, second) = granted(&h, "1s").await;
-    let hold = h.fake.hold(GRANT);
-    request_rotation(&h).await;
-    hold.entered.notified().await;
+    let (h, first_sidecar, first, second) = rotation_held_at(GRANT, "1s").await;
     // The grant succeeds and the Secret is written, but no write to the
     // BucketAccess goes through any more: the record of the switch is lost.
     h.sim
@@ -251,12 +250,7 @@ async fn a_sidecar_killed_between_the_secret_write_and_its_record_converges() {
 
 #[tokio::test]
 async fn deleting_an_access_in_the_middle_of_a_rotation_revokes_both_accounts() {
-    let h = Harness::new().await;
-    let first_sidecar = h.start_sidecar();
-    let (first, second) = granted(&h, "1h").await;
-    let hold = h.fake.hold(GRANT);
-    request_rotation(&h).await;
-    hold.entered.notified().await;
+    let (h, first_sidecar, first, second) = rotation_held_at(GRANT, "1h").await;
     first_sidecar.abort().await;
     h.fake.release(GRANT);
     let both = BTreeSet::from([first.clone(), second.clone()]);
@@ -270,7 +264,7 @@ async fn deleting_an_access_in_the_middle_of_a_rotation_revokes_both_accounts() 
         .await
         .unwrap();
     let _second_sidecar = h.start_sidecar();
-    h.access_when("ba-rot", "sidecar-cleanup-finished", |a| {
+    h.when::<BucketAccess>("ba-rot", "sidecar-cleanup-finished", |a| {
         a.annotations()
             .contains_key(cosi_annotations::SIDECAR_CLEANUP_FINISHED)
     })
@@ -318,14 +312,10 @@ async fn a_secret_lost_after_a_rotation_is_repaired_with_the_live_account() {
 
 #[tokio::test]
 async fn a_multi_bucket_access_rotates_all_its_secrets_together() {
-    let h = Harness::new().await;
-    h.fake.expect(&PROVISION_BUCKET);
-    h.fake.expect(&PROVISION_ACCESS);
+    let h = Harness::expecting(&PROVISION_BOTH).await;
     h.fake.expect(&[REVOKE]);
     let _sidecar = h.start_sidecar();
-    h.provision_bucket("bc-m1").await;
-    h.provision_bucket("bc-m2").await;
-    h.grant(
+    h.provision_and_grant(
         "ba-rot",
         &[
             ("claim-1", "bc-m1", "creds-1"),

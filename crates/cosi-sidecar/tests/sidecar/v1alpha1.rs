@@ -5,13 +5,12 @@
 
 use cosi_api::constants::{condition_types, secret_keys};
 use cosi_api::reasons;
-use cosi_api::{AuthenticationType, BucketAccessMode, BucketAccessModes, Protocol};
+use cosi_api::{AuthenticationType, BucketAccessMode, BucketAccessModes, Condition, Protocol};
+use cosi_driver::testing::TestServer;
 use cosi_sidecar::v1alpha1::Options;
 use cosi_sidecar::{DriverApi, Error};
 use kube::ResourceExt;
 use kube::api::DeleteParams;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 use crate::common::replay::*;
 use crate::common::*;
@@ -20,7 +19,7 @@ use crate::common::*;
 struct V1 {
     h: Harness,
     driver: ReplayDriver,
-    _served: (oneshot::Sender<()>, JoinHandle<()>),
+    _served: TestServer,
 }
 
 impl V1 {
@@ -34,6 +33,15 @@ impl V1 {
             driver,
             _served: served,
         }
+    }
+
+    /// Creates the dynamic Bucket `name` and waits until its condition
+    /// `type_` has `reason`; returns it with its ProvisionFailed condition.
+    async fn failed_bucket(&self, name: &str, type_: &str, reason: &str) -> (Bucket, Condition) {
+        self.h.create_bucket(&dynamic_bucket(name)).await;
+        let b: Bucket = self.h.with_reason(name, type_, reason).await;
+        let failed = condition(b.conditions(), condition_types::PROVISION_FAILED).cloned();
+        (b, failed.expect("a ProvisionFailed condition"))
     }
 
     fn start(&self, options: Options) -> Sidecar {
@@ -172,23 +180,17 @@ async fn a_reply_without_an_endpoint_is_an_invalid_driver_response() {
             .map(String::as_str),
         Some("us-west-1")
     );
-    v.h.create_access(&access("ba-s", &[("claim-bc-s", "s-creds")]))
-        .await;
-    v.h.hand_off("ba-s", &[("claim-bc-s", "bc-s")], AuthenticationType::Key)
+    v.h.handed_off_access("ba-s", "claim-bc-s", "s-creds", "bc-s")
         .await;
     let a =
-        v.h.access_when("ba-s", "an invalid driver response", |a| {
-            condition(a.conditions(), condition_types::PROVISION_FAILED)
-                .is_some_and(|c| c.reason == reasons::INVALID_DRIVER_RESPONSE)
-        })
+        v.h.with_reason::<BucketAccess>(
+            "ba-s",
+            condition_types::PROVISION_FAILED,
+            reasons::INVALID_DRIVER_RESPONSE,
+        )
         .await;
     let c = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
-    assert!(
-        c.message
-            .contains("credentials[\"s3\"] lacks key(s) endpoint"),
-        "{}",
-        c.message
-    );
+    assert_contains(&c.message, "credentials[\"s3\"] lacks key(s) endpoint");
     assert!(!c.message.contains(fake::SECRET_MARKER));
     assert!(v.h.secret("s-creds").await.is_none());
 }
@@ -222,7 +224,7 @@ async fn what_v1alpha1_cannot_grant_is_refused_before_any_rpc() {
         ("ba-ro", reasons::ACCESS_MODE_NOT_SUPPORTED),
     ] {
         let a =
-            v.h.access_when(name, reason, |a| {
+            v.h.when::<BucketAccess>(name, reason, |a| {
                 condition(a.conditions(), condition_types::RESOURCES_VALIDATED)
                     .is_some_and(|c| c.status == "False" && c.reason == reason)
             })
@@ -246,7 +248,7 @@ async fn static_buckets_are_taken_unverified() {
     let b = v.h.provisioned_bucket("bc-legacy").await;
     let c = condition(b.conditions(), condition_types::PROVISIONED).unwrap();
     assert_eq!(c.reason, "ProvisionedUnverified");
-    assert!(c.message.contains("cannot check"), "{}", c.message);
+    assert_contains(&c.message, "cannot check");
     assert_eq!(
         b.status
             .unwrap()
@@ -298,19 +300,14 @@ async fn ceph_style_already_exists_names_the_flag_otherwise() {
     let v = V1::new(Shape::Ceph).await;
     v.driver.lock().buckets.insert("bc-c".into(), "bc-c".into());
     let _sidecar = v.start(options(Protocol::S3, false));
-    v.h.create_bucket(&dynamic_bucket("bc-c")).await;
-    let b =
-        v.h.bucket_when("bc-c", "refused", |b| {
-            condition(b.conditions(), condition_types::PROVISIONED)
-                .is_some_and(|c| c.reason == reasons::PROVISION_REFUSED)
-        })
+    let (_, c) = v
+        .failed_bucket(
+            "bc-c",
+            condition_types::PROVISIONED,
+            reasons::PROVISION_REFUSED,
+        )
         .await;
-    let c = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
-    assert!(
-        c.message.contains("--v1alpha1-ids-are-names"),
-        "{}",
-        c.message
-    );
+    assert_contains(&c.message, "--v1alpha1-ids-are-names");
 }
 
 #[tokio::test]
@@ -332,14 +329,8 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
     v.h.provision_bucket("bc-kept").await;
     sidecar.stop().await.unwrap();
     let a =
-        v.h.create_access(&access("ba-lost", &[("claim-bc-kept", "lost")]))
+        v.h.handed_off_access("ba-lost", "claim-bc-kept", "lost", "bc-kept")
             .await;
-    v.h.hand_off(
-        "ba-lost",
-        &[("claim-bc-kept", "bc-kept")],
-        AuthenticationType::Key,
-    )
-    .await;
     // The sidecar marked the grant as started before the call.
     v.h.accesses()
         .patch(
@@ -362,7 +353,7 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
         .await
         .unwrap();
     let _sidecar = v.start(options(Protocol::S3, false));
-    v.h.access_when("ba-lost", "cleanup finished", |a| {
+    v.h.when::<BucketAccess>("ba-lost", "cleanup finished", |a| {
         a.annotations()
             .contains_key(cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED)
     })
@@ -373,7 +364,7 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
         .iter()
         .find(|(m, _)| *m == "DriverRevokeBucketAccess")
         .expect("revoked");
-    assert!(revoke.1.contains("4321"), "{}", revoke.1);
+    assert_contains(&revoke.1, "4321");
 }
 
 #[tokio::test]
@@ -417,8 +408,7 @@ async fn a_pinned_api_the_driver_lacks_names_the_one_it_has() {
 
 #[tokio::test]
 async fn a_driver_restarted_with_the_other_api_is_detected_again() {
-    let mut h = Harness::new().await;
-    h.fake.expect(&fake::PROVISION_BUCKET);
+    let mut h = Harness::expecting(&fake::PROVISION_BUCKET).await;
     let sidecar = h.start_sidecar();
     h.provision_bucket("bc-v2").await;
     assert!(sidecar.metrics().contains(r#"api_version="v1alpha2""#));
@@ -464,14 +454,13 @@ async fn an_id_longer_than_the_crds_allow_is_an_invalid_driver_response_never_pe
         cosi_api::constants::limits::MAX_ID_LENGTH + 1,
     ));
     let _sidecar = v.start(options(Protocol::S3, false));
-    v.h.create_bucket(&dynamic_bucket("bc-too-long")).await;
-    let b =
-        v.h.bucket_when("bc-too-long", "an invalid driver response", |b| {
-            condition(b.conditions(), condition_types::PROVISION_FAILED)
-                .is_some_and(|c| c.reason == reasons::INVALID_DRIVER_RESPONSE)
-        })
+    let (b, failed) = v
+        .failed_bucket(
+            "bc-too-long",
+            condition_types::PROVISION_FAILED,
+            reasons::INVALID_DRIVER_RESPONSE,
+        )
         .await;
-    let failed = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert!(
         failed
             .message
@@ -491,19 +480,14 @@ async fn a_create_reply_naming_another_protocol_is_invalid_and_its_id_kept_for_d
     let v = V1::new(Shape::Linode).await;
     v.driver.lock().azure_info = true;
     let _sidecar = v.start(options(Protocol::S3, false));
-    v.h.create_bucket(&dynamic_bucket("bc-az")).await;
-    let b =
-        v.h.bucket_when("bc-az", "an invalid driver response", |b| {
-            condition(b.conditions(), condition_types::PROVISION_FAILED)
-                .is_some_and(|c| c.reason == reasons::INVALID_DRIVER_RESPONSE)
-        })
+    let (b, c) = v
+        .failed_bucket(
+            "bc-az",
+            condition_types::PROVISION_FAILED,
+            reasons::INVALID_DRIVER_RESPONSE,
+        )
         .await;
-    let c = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
-    assert!(
-        c.message.contains("lacks the requested protocol(s) S3"),
-        "{}",
-        c.message
-    );
+    assert_contains(&c.message, "lacks the requested protocol(s) S3");
     assert_eq!(
         b.status.unwrap().bucket_id,
         v.driver.bucket_id("bc-az"),

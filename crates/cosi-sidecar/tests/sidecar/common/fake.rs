@@ -26,6 +26,9 @@ pub const REVOKE: &str = "DriverRevokeBucketAccess";
 
 pub const PROVISION_BUCKET: [&str; 2] = [GENERATE_BUCKET_ID, CREATE_BUCKET];
 pub const PROVISION_ACCESS: [&str; 2] = [GENERATE_ACCESS_ID, GRANT];
+/// The RPCs that provision a Bucket and then grant access to it.
+pub const PROVISION_BOTH: [&str; 4] =
+    [GENERATE_BUCKET_ID, CREATE_BUCKET, GENERATE_ACCESS_ID, GRANT];
 
 /// One recorded call.
 #[derive(Clone, Debug)]

@@ -16,10 +16,11 @@ use cosi_api::conditions::{Desired, Status, set_all};
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
 use cosi_api::reasons;
 use cosi_api::{
-    AccessedBucket, AuthenticationType, Bucket, BucketAccess, BucketAccessClaim, BucketAccessMode,
-    BucketAccessModes, BucketAccessSpec, BucketAccessStatus, BucketClaimReference, BucketSpec,
-    Condition, DeletionPolicy, Protocol,
+    AccessedBucket, AuthenticationType, BucketAccessClaim, BucketAccessMode, BucketAccessModes,
+    BucketAccessSpec, BucketAccessStatus, BucketClaimReference, BucketSpec, Condition,
+    DeletionPolicy, Protocol,
 };
+pub use cosi_api::{Bucket, BucketAccess};
 use cosi_driver::testing::TestServer;
 use cosi_driver::{DriverClient, Endpoint};
 use cosi_runtime::backoff::Backoff;
@@ -32,6 +33,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kube_sim::KubeSim;
+use serde::de::DeserializeOwned;
 use serde_json::json;
 use tokio::task::JoinHandle;
 
@@ -66,6 +68,21 @@ pub async fn install_crds(client: &Client) {
 impl Harness {
     pub async fn new() -> Self {
         Self::with_sim(KubeSim::start().await.expect("start kube-sim")).await
+    }
+
+    /// A fresh harness whose fake driver expects `methods`.
+    pub async fn expecting(methods: &[&'static str]) -> Self {
+        let h = Self::new().await;
+        h.fake.expect(methods);
+        h
+    }
+
+    /// A fresh harness whose fake driver expects `methods`, with a
+    /// sidecar running against it.
+    pub async fn serving(methods: &[&'static str]) -> (Self, Sidecar) {
+        let h = Self::expecting(methods).await;
+        let sidecar = h.start_sidecar();
+        (h, sidecar)
     }
 
     pub async fn with_sim(sim: KubeSim) -> Self {
@@ -251,7 +268,95 @@ where
     }
 }
 
+// ---- waiting on objects ----------------------------------------------------
+
+/// A kind of object the harness waits on: Buckets and BucketAccesses.
+pub trait Watched: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug {
+    /// The kind, for messages.
+    const KIND: &str;
+    /// Where the harness finds objects of this kind.
+    fn api(h: &Harness) -> Api<Self>;
+    /// The object's status conditions.
+    fn conds(&self) -> &[Condition];
+}
+
+impl Watched for Bucket {
+    const KIND: &str = "Bucket";
+    fn api(h: &Harness) -> Api<Self> {
+        h.buckets()
+    }
+    fn conds(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl Watched for BucketAccess {
+    const KIND: &str = "BucketAccess";
+    fn api(h: &Harness) -> Api<Self> {
+        h.accesses()
+    }
+    fn conds(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl Harness {
+    /// Creates `obj`.
+    pub async fn create<K: Watched + serde::Serialize>(&self, obj: &K) -> K {
+        K::api(self)
+            .create(&PostParams::default(), obj)
+            .await
+            .unwrap_or_else(|e| panic!("create {}: {e}", K::KIND))
+    }
+
+    /// The object `name`, if it exists.
+    pub async fn get<K: Watched>(&self, name: &str) -> Option<K> {
+        K::api(self)
+            .get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("get {}: {e}", K::KIND))
+    }
+
+    /// Waits until the object `name` no longer exists.
+    pub async fn gone<K: Watched>(&self, name: &str) {
+        eventually(format!("{} {name} to be gone", K::KIND), || async {
+            self.get::<K>(name).await.is_none().then_some(())
+        })
+        .await;
+    }
+
+    /// Waits until the object `name` exists and `pred` holds for it.
+    pub async fn when<K: Watched>(&self, name: &str, what: &str, pred: impl Fn(&K) -> bool) -> K {
+        eventually(format!("{} {name}: {what}", K::KIND), || async {
+            self.get(name).await.filter(|o| pred(o))
+        })
+        .await
+    }
+
+    /// Waits until the object's condition `type_` has `status`.
+    pub async fn once<K: Watched>(&self, name: &str, type_: &str, status: &str) -> K {
+        let what = format!("{type_}={status}");
+        self.when(name, &what, |o: &K| has(o.conds(), type_, status))
+            .await
+    }
+
+    /// Waits until the object's condition `type_` has `reason`.
+    pub async fn with_reason<K: Watched>(&self, name: &str, type_: &str, reason: &str) -> K {
+        let what = format!("{type_} reason {reason}");
+        self.when(name, &what, |o: &K| {
+            condition(o.conds(), type_).is_some_and(|c| c.reason == reason)
+        })
+        .await
+    }
+}
+
 // ---- conditions -----------------------------------------------------------
+
+/// Asserts that `text` contains `part`, showing `text` when it does not.
+#[track_caller]
+pub fn assert_contains(text: &str, part: &str) {
+    assert!(text.contains(part), "{text}");
+}
 
 pub fn condition<'a>(conds: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conds.iter().find(|c| c.type_ == type_)
@@ -308,34 +413,26 @@ pub fn static_bucket(name: &str, existing_id: &str) -> Bucket {
 
 impl Harness {
     pub async fn create_bucket(&self, b: &Bucket) -> Bucket {
-        self.buckets()
-            .create(&PostParams::default(), b)
-            .await
-            .expect("create Bucket")
+        self.create(b).await
     }
 
     pub async fn bucket(&self, name: &str) -> Option<Bucket> {
-        self.buckets().get_opt(name).await.expect("get Bucket")
-    }
-
-    /// Waits until `pred` holds for the Bucket.
-    pub async fn bucket_when(
-        &self,
-        name: &str,
-        what: &str,
-        pred: impl Fn(&Bucket) -> bool,
-    ) -> Bucket {
-        eventually(format!("Bucket {name}: {what}"), || async {
-            self.bucket(name).await.filter(|b| pred(b))
-        })
-        .await
+        self.get(name).await
     }
 
     pub async fn provisioned_bucket(&self, name: &str) -> Bucket {
-        self.bucket_when(name, "Provisioned=True", |b| {
-            has(b.conditions(), condition_types::PROVISIONED, "True")
-        })
-        .await
+        self.once::<Bucket>(name, condition_types::PROVISIONED, "True")
+            .await
+    }
+
+    /// Starts a sidecar and creates the dynamic Bucket `name`, returning
+    /// once the fake driver holds its call to `method` (until released).
+    pub async fn create_bucket_held(&self, name: &str, method: &'static str) -> Sidecar {
+        let hold = self.fake.hold(method);
+        let sidecar = self.start_sidecar();
+        self.create_bucket(&dynamic_bucket(name)).await;
+        hold.entered.notified().await;
+        sidecar
     }
 
     /// Creates a dynamic Bucket and waits until it is provisioned.
@@ -363,10 +460,7 @@ impl Harness {
     }
 
     pub async fn bucket_gone(&self, name: &str) {
-        eventually(format!("Bucket {name} to be gone"), || async {
-            self.bucket(name).await.is_none().then_some(())
-        })
-        .await;
+        self.gone::<Bucket>(name).await;
     }
 }
 
@@ -396,17 +490,11 @@ pub fn access(name: &str, claims: &[(&str, &str)]) -> BucketAccess {
 
 impl Harness {
     pub async fn create_access(&self, a: &BucketAccess) -> BucketAccess {
-        self.accesses()
-            .create(&PostParams::default(), a)
-            .await
-            .expect("create BucketAccess")
+        self.create(a).await
     }
 
     pub async fn access(&self, name: &str) -> Option<BucketAccess> {
-        self.accesses()
-            .get_opt(name)
-            .await
-            .expect("get BucketAccess")
+        self.get(name).await
     }
 
     /// The controller's hand-off: finalizer, then status with the accessed
@@ -477,23 +565,23 @@ impl Harness {
         .expect("hand off BucketAccess")
     }
 
-    pub async fn access_when(
-        &self,
-        name: &str,
-        what: &str,
-        pred: impl Fn(&BucketAccess) -> bool,
-    ) -> BucketAccess {
-        eventually(format!("BucketAccess {name}: {what}"), || async {
-            self.access(name).await.filter(|a| pred(a))
-        })
-        .await
+    pub async fn granted_access(&self, name: &str) -> BucketAccess {
+        self.once::<BucketAccess>(name, condition_types::PROVISIONED, "True")
+            .await
     }
 
-    pub async fn granted_access(&self, name: &str) -> BucketAccess {
-        self.access_when(name, "Provisioned=True", |a| {
-            has(a.conditions(), condition_types::PROVISIONED, "True")
-        })
-        .await
+    /// Creates a BucketAccess `name` for one claim with Secret `secret`
+    /// and hands it off to `bucket` with key authentication.
+    pub async fn handed_off_access(
+        &self,
+        name: &str,
+        claim: &str,
+        secret: &str,
+        bucket: &str,
+    ) -> BucketAccess {
+        self.create_access(&access(name, &[(claim, secret)])).await;
+        self.hand_off(name, &[(claim, bucket)], AuthenticationType::Key)
+            .await
     }
 
     /// Creates a BucketAccess to `buckets` (`(claim, bucket, secret)`),
@@ -504,6 +592,19 @@ impl Harness {
         let pairs: Vec<(&str, &str)> = buckets.iter().map(|(c, b, _)| (*c, *b)).collect();
         self.hand_off(name, &pairs, AuthenticationType::Key).await;
         self.granted_access(name).await
+    }
+
+    /// Provisions the Buckets of `buckets` (`(claim, bucket, secret)`),
+    /// then grants the BucketAccess `name` to them.
+    pub async fn provision_and_grant(
+        &self,
+        name: &str,
+        buckets: &[(&str, &str, &str)],
+    ) -> BucketAccess {
+        for (_, bucket, _) in buckets {
+            self.provision_bucket(bucket).await;
+        }
+        self.grant(name, buckets).await
     }
 
     pub async fn secret(&self, name: &str) -> Option<Secret> {

@@ -16,8 +16,6 @@ use cosi_driver::v1alpha1::identity_server::{Identity, IdentityServer};
 use cosi_driver::v1alpha1::provisioner_server::{Provisioner, ProvisionerServer};
 use cosi_driver::v1alpha1::*;
 use cosi_driver::{Endpoint, Request, Response, Status};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 use tonic::transport::server::Router;
 
 use super::fake::SECRET_MARKER;
@@ -168,8 +166,9 @@ impl ReplayDriver {
         }
     }
 
-    /// Serves the v1alpha1 services on `endpoint` until the sender is used.
-    pub fn serve(&self, endpoint: &Endpoint) -> (oneshot::Sender<()>, JoinHandle<()>) {
+    /// Serves the v1alpha1 services on `endpoint` until the guard is
+    /// dropped or stopped.
+    pub fn serve(&self, endpoint: &Endpoint) -> TestServer {
         let router = tonic::transport::Server::builder()
             .add_service(IdentityServer::new(self.clone()))
             .add_service(ProvisionerServer::new(self.clone()));
@@ -177,16 +176,10 @@ impl ReplayDriver {
     }
 }
 
-/// Serves `router` on the UNIX socket of `endpoint` until the sender is
-/// used (or dropped); the socket is bound on return.
-pub fn serve_router(endpoint: &Endpoint, router: Router) -> (oneshot::Sender<()>, JoinHandle<()>) {
-    let server = TestServer::spawn_at(endpoint, Serve::router(router));
-    let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        let _ = rx.await;
-        server.stop().await;
-    });
-    (tx, task)
+/// Serves `router` on the UNIX socket of `endpoint` until the guard is
+/// dropped or stopped; the socket is bound on return.
+pub fn serve_router(endpoint: &Endpoint, router: Router) -> TestServer {
+    TestServer::spawn_at(endpoint, Serve::router(router))
 }
 
 #[tonic::async_trait]
@@ -365,7 +358,7 @@ impl tonic::codegen::Service<http::Request<tonic::body::Body>> for OtherPackage 
 }
 
 /// Serves [`OtherPackage`] on `endpoint`.
-pub fn serve_other_package(endpoint: &Endpoint) -> (oneshot::Sender<()>, JoinHandle<()>) {
+pub fn serve_other_package(endpoint: &Endpoint) -> TestServer {
     serve_router(
         endpoint,
         tonic::transport::Server::builder().add_service(OtherPackage),
