@@ -15,7 +15,7 @@ use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::steps::Applied;
-use cosi_runtime::{EventReporter, FailureTracker, OwnWrites};
+use cosi_runtime::{ApiContext, EventReporter, FailureTracker, OwnWrites};
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -101,15 +101,11 @@ pub fn describe<K: ResourceExt>(obj: &K) -> String {
 }
 
 /// GETs an object; `None` when it does not exist.
-pub async fn get<K>(api: &Api<K>, kind: &'static str, name: &str) -> Result<Option<K>, Error>
+pub async fn get<K>(api: &Api<K>, resource: &'static str, name: &str) -> Result<Option<K>, Error>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    api.get_opt(name).await.map_err(|source| Error::Read {
-        kind,
-        name: name.to_owned(),
-        source,
-    })
+    Ok(api.get_opt(name).await.api("get", resource, name)?)
 }
 
 /// From the API when `fresh`; else from the cache, with a miss confirmed
@@ -120,7 +116,7 @@ where
 async fn lookup<K>(
     store: &Store<K>,
     api: Api<K>,
-    kind: &'static str,
+    resource: &'static str,
     key: ObjectRef<K>,
     fresh: bool,
 ) -> Result<Option<Arc<K>>, Error>
@@ -131,7 +127,7 @@ where
     if !fresh && let Some(obj) = store.get(&key) {
         return Ok(Some(obj));
     }
-    Ok(get(&api, kind, &key.name).await?.map(Arc::new))
+    Ok(get(&api, resource, &key.name).await?.map(Arc::new))
 }
 
 impl Context {
@@ -157,7 +153,7 @@ impl Context {
     pub async fn bucket(&self, name: &str, fresh: bool) -> Result<Option<Arc<Bucket>>, Error> {
         let api = Api::all(self.client.clone());
         let key = ObjectRef::new(name);
-        lookup(&self.caches.buckets, api, "Bucket", key, fresh).await
+        lookup(&self.caches.buckets, api, "buckets", key, fresh).await
     }
 
     /// A Bucket from the cache alone; `None` may mean "not seen yet".
@@ -173,7 +169,14 @@ impl Context {
         }
         let api = Api::all(self.client.clone());
         let key = ObjectRef::new(name);
-        lookup(&self.caches.bucket_classes, api, "BucketClass", key, false).await
+        lookup(
+            &self.caches.bucket_classes,
+            api,
+            "bucketclasses",
+            key,
+            false,
+        )
+        .await
     }
 
     /// A BucketAccessClass from the cache (classes are immutable).
@@ -186,7 +189,7 @@ impl Context {
         lookup(
             &self.caches.access_classes,
             api,
-            "BucketAccessClass",
+            "bucketaccessclasses",
             key,
             false,
         )
@@ -202,7 +205,7 @@ impl Context {
     ) -> Result<Option<Arc<BucketClaim>>, Error> {
         let api = Api::namespaced(self.client.clone(), namespace);
         let key = ObjectRef::new(name).within(namespace);
-        lookup(&self.caches.claims, api, "BucketClaim", key, fresh).await
+        lookup(&self.caches.claims, api, "bucketclaims", key, fresh).await
     }
 
     /// How a reconcile of `key` ends after its last write: `released` (the

@@ -1,62 +1,15 @@
 //! What can go wrong in the controller. Variants name the failed operation;
 //! [`Error::label`] gives a short stable name for logs.
 
+use cosi_runtime::ApiError;
 use cosi_runtime::reconciler::Action;
 
 /// A controller failure.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Reading an object from the API failed.
-    #[error("cannot read {kind} {name}: {source}")]
-    Read {
-        /// Kind of the object.
-        kind: &'static str,
-        /// `namespace/name` or `name`.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Listing the BucketAccesses of a namespace failed.
-    #[error("cannot list BucketAccesses in namespace {namespace}: {source}")]
-    ListAccesses {
-        /// The namespace.
-        namespace: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Creating the intermediate Bucket failed.
-    #[error("cannot create Bucket {name}: {source}")]
-    CreateBucket {
-        /// The Bucket.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Deleting a Bucket failed.
-    #[error("cannot delete Bucket {name}: {source}")]
-    DeleteBucket {
-        /// The Bucket.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// Patching an object (metadata, spec or status) failed.
-    #[error("cannot {what} on {kind} {name}: {source}")]
-    Patch {
-        /// What was being written, e.g. "add finalizer".
-        what: &'static str,
-        /// Kind of the object.
-        kind: &'static str,
-        /// `namespace/name` or `name`.
-        name: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
+    /// A Kubernetes API request failed.
+    #[error(transparent)]
+    Api(#[from] ApiError),
     /// Writes kept conflicting with concurrent writers.
     #[error("{kind} {name} kept changing during reconcile ({attempts} conflicting writes)")]
     Conflicts {
@@ -92,11 +45,7 @@ impl Error {
     /// A short, stable name of the failure for logs.
     pub fn label(&self) -> &'static str {
         match self {
-            Error::Read { .. } => "read",
-            Error::ListAccesses { .. } => "list_accesses",
-            Error::CreateBucket { .. } => "create_bucket",
-            Error::DeleteBucket { .. } => "delete_bucket",
-            Error::Patch { .. } => "patch",
+            Error::Api(e) => e.verb,
             Error::Conflicts { .. } => "conflicts",
             Error::Unsettled { .. } => "unsettled",
             Error::CacheClosed { .. } => "cache_closed",
@@ -114,28 +63,24 @@ impl Error {
         })
     }
 
-    /// Wraps the API error of writing `what` on the `kind` object `name`.
+    /// Wraps the API error of a patch of `resource` `name` made by the
+    /// reconcile step `step`.
     pub fn patch(
-        what: &'static str,
-        kind: &'static str,
+        step: &'static str,
+        resource: &'static str,
         name: String,
     ) -> impl FnOnce(kube::Error) -> Error {
-        move |source| Error::Patch {
-            what,
-            kind,
-            name,
-            source,
+        move |source| {
+            ApiError::new("patch", resource, name, source)
+                .during(step)
+                .into()
         }
     }
 
     /// The underlying API error, if any.
     pub fn api_error(&self) -> Option<&kube::Error> {
         match self {
-            Error::Read { source, .. }
-            | Error::ListAccesses { source, .. }
-            | Error::CreateBucket { source, .. }
-            | Error::DeleteBucket { source, .. }
-            | Error::Patch { source, .. } => Some(source),
+            Error::Api(e) => Some(&e.source),
             _ => None,
         }
     }

@@ -2,10 +2,12 @@
 //! flags, Kubernetes client set-up, logging, graceful shutdown, leader
 //! election, the metrics/health HTTP endpoints with the KEP's metrics and the
 //! controller-runtime ones (reconciles, work queues, leader election),
-//! capped exponential backoff, Events, metadata/status patches that write
+//! capped exponential backoff, Events, the one API error type
+//! ([`ApiError`]), metadata/status patches that write
 //! nothing when nothing changes, and the one observe → decide → apply loop
 //! every reconciler runs ([`steps`]).
 
+pub mod api_error;
 pub mod backoff;
 pub mod client;
 pub mod events;
@@ -25,6 +27,7 @@ pub mod ref_index;
 pub mod shutdown;
 pub mod steps;
 
+pub use api_error::{ApiContext, ApiError};
 pub use backoff::{Backoff, FailureTracker};
 pub use events::EventReporter;
 pub use flags::{CommonArgs, LogFormat};

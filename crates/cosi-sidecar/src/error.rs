@@ -23,55 +23,7 @@ pub enum Error {
     },
 }
 
-/// A Kubernetes API request that failed, with what was attempted.
-#[derive(Debug, thiserror::Error)]
-#[error("{}cannot {verb} {resource} {object}: {source}", if is_forbidden(.source) { "permission denied: " } else { "" })]
-pub struct ApiError {
-    /// The verb, as RBAC names it (`get`, `patch`, `create`, ...).
-    pub verb: &'static str,
-    /// The resource, as RBAC names it (`buckets/status`, `secrets`, ...).
-    pub resource: &'static str,
-    /// The object, `name` or `namespace/name`.
-    pub object: String,
-    /// The client error.
-    pub source: kube::Error,
-}
-
-fn is_forbidden(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 403)
-}
-
-impl ApiError {
-    /// Wraps `source` with the attempted `verb` on `resource` for `object`.
-    pub fn new(
-        verb: &'static str,
-        resource: &'static str,
-        object: impl Into<String>,
-        source: kube::Error,
-    ) -> Self {
-        Self {
-            verb,
-            resource,
-            object: object.into(),
-            source,
-        }
-    }
-
-    /// 409: someone else changed the object first; re-read and retry.
-    pub fn is_conflict(&self) -> bool {
-        cosi_runtime::patch::is_conflict(&self.source)
-    }
-
-    /// 403: the sidecar's ClusterRole lacks this verb on this resource.
-    pub fn is_forbidden(&self) -> bool {
-        is_forbidden(&self.source)
-    }
-
-    /// 404.
-    pub fn is_not_found(&self) -> bool {
-        cosi_runtime::patch::is_not_found(&self.source)
-    }
-}
+pub use cosi_runtime::api_error::{ApiContext, ApiError};
 
 /// Why a reconcile step failed.
 #[derive(Debug, thiserror::Error)]
@@ -183,17 +135,6 @@ fn redacted<'a>(mut text: String, credentials: impl IntoIterator<Item = &'a str>
         }
     }
     text
-}
-
-/// Shorthand to attach the attempted verb and resource to a client error.
-pub(crate) trait ApiContext<T> {
-    fn api(self, verb: &'static str, resource: &'static str, object: &str) -> Result<T, ApiError>;
-}
-
-impl<T> ApiContext<T> for kube::Result<T> {
-    fn api(self, verb: &'static str, resource: &'static str, object: &str) -> Result<T, ApiError> {
-        self.map_err(|e| ApiError::new(verb, resource, object, e))
-    }
 }
 
 #[cfg(test)]

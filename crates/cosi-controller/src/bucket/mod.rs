@@ -97,7 +97,7 @@ impl Steps for BucketSteps<'_> {
         }
         let reference = &bucket.spec.bucket_claim_ref;
         let claims: Api<BucketClaim> = Api::namespaced(self.client.clone(), &reference.namespace);
-        let claim = get(&claims, "BucketClaim", &reference.name).await?;
+        let claim = get(&claims, "bucketclaims", &reference.name).await?;
         Ok(Some(Named { bucket, claim }))
     }
 
@@ -125,12 +125,11 @@ impl Steps for BucketSteps<'_> {
             &[(BUCKETCLAIM_BEING_DELETED, Some("true"))],
         )
         .await
-        .map_err(|source| Error::Patch {
-            what: "mark bucketclaim-being-deleted",
-            kind: KIND,
-            name: self.name.to_owned(),
-            source,
-        })?;
+        .map_err(Error::patch(
+            "mark bucketclaim-being-deleted",
+            "buckets",
+            self.name.to_owned(),
+        ))?;
         Ok(Applied::Finished(Action::await_change()))
     }
 

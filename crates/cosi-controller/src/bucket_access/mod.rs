@@ -16,9 +16,9 @@ use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::HAS_BUCKETACCESS_REFERENCES;
 use cosi_api::reasons::actions;
 use cosi_api::{Bucket, BucketAccess, BucketClaim};
-use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::steps::{self, Applied, Steps, Trust};
+use cosi_runtime::{ApiContext, patch};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -31,6 +31,8 @@ use decide::{ClaimView, Observed, Step, holds_claims};
 use trust::trusts_cache;
 
 const KIND: &str = "BucketAccess";
+/// The resource of a BucketAccess, as RBAC names it.
+const RESOURCE: &str = "bucketaccesses";
 /// Writes one reconcile may make before it gives up.
 const MAX_STEPS: usize = 16;
 
@@ -174,10 +176,7 @@ async fn held_by_others(
         let api: Api<BucketAccess> = Api::namespaced(ctx.client.clone(), &namespace);
         api.list(&ListParams::default())
             .await
-            .map_err(|source| Error::ListAccesses {
-                namespace: namespace.clone(),
-                source,
-            })?
+            .api("list", "bucketaccesses", &namespace)?
             .items
             .into_iter()
             .map(Arc::new)
@@ -238,7 +237,7 @@ impl Steps for AccessSteps<'_> {
                 .await
                 .map(Some);
         }
-        let Some(current) = get(&self.api, KIND, &self.trigger.name_any()).await? else {
+        let Some(current) = get(&self.api, RESOURCE, &self.trigger.name_any()).await? else {
             return Ok(None);
         };
         observe(self.ctx, Arc::new(current), true).await.map(Some)
@@ -341,7 +340,7 @@ async fn apply(
         Step::AddFinalizer => {
             let written = patch::add_finalizer(api, access, PROTECTION_FINALIZER)
                 .await
-                .map_err(Error::patch("add finalizer", KIND, key))?;
+                .map_err(Error::patch("add finalizer", RESOURCE, key))?;
             if let Some(w) = &written {
                 own.replaced(access, w);
             }
@@ -375,7 +374,11 @@ async fn apply(
             }
             let written = patch::patch_status(api, access, &Value::Object(body))
                 .await
-                .map_err(Error::patch("write status", KIND, key.clone()))?;
+                .map_err(Error::patch(
+                    "write status",
+                    "bucketaccesses/status",
+                    key.clone(),
+                ))?;
             own.replaced(access, &written);
             ctx.publish(&written, &update.notices).await;
             if handed_off {
@@ -387,7 +390,7 @@ async fn apply(
         Step::RemoveFinalizer => {
             patch::remove_finalizer(api, access, PROTECTION_FINALIZER)
                 .await
-                .map_err(Error::patch("remove finalizer", KIND, key.clone()))?;
+                .map_err(Error::patch("remove finalizer", RESOURCE, key.clone()))?;
             own.forget::<BucketAccess>(Some(&namespace), &access_name);
             let class_driver = snapshot.class.as_ref().map(|c| c.spec.driver_name.as_str());
             ctx.operations.access_released(access, class_driver);
@@ -422,7 +425,7 @@ async fn set_reference(
     };
     let written = patch::set_annotations(claims, claim, &[(HAS_BUCKETACCESS_REFERENCES, value)])
         .await
-        .map_err(Error::patch(what, "BucketClaim", describe(claim)))?;
+        .map_err(Error::patch(what, "bucketclaims", describe(claim)))?;
     if let Some(w) = &written {
         own.replaced(claim, w);
     }

@@ -217,7 +217,7 @@ pub async fn follow_policy(
             .await
             .map_err(Error::patch(
                 "request a rotation",
-                "BucketAccess",
+                "bucketaccesses",
                 key.clone(),
             ))?;
             if let Some(w) = &written {
@@ -256,7 +256,7 @@ async fn write_conditions(
         .await
         .map_err(Error::patch(
             "report the rotation policy",
-            "BucketAccess",
+            "bucketaccesses/status",
             describe(access),
         ))?;
     ctx.own_writes.replaced(access, &written);

@@ -18,9 +18,9 @@ use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED;
 use cosi_api::reasons::{self, actions};
 use cosi_api::{Bucket, BucketClaim, BucketClaimStatus};
-use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::steps::{self, Applied, Steps, Trust};
+use cosi_runtime::{ApiError, patch};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -33,6 +33,8 @@ use decide::{Observed, Step};
 use trust::{trusts_cache, trusts_missing_bucket};
 
 const KIND: &str = "BucketClaim";
+/// The resource of a BucketClaim, as RBAC names it.
+const RESOURCE: &str = "bucketclaims";
 /// Writes one reconcile may make before it gives up (a full dynamic
 /// provisioning takes 3; deletion 3).
 const MAX_STEPS: usize = 12;
@@ -86,7 +88,7 @@ impl Steps for ClaimSteps<'_> {
                 unconfirmed_miss,
             }));
         }
-        let Some(claim) = get(&self.api, KIND, &self.trigger.name_any()).await? else {
+        let Some(claim) = get(&self.api, RESOURCE, &self.trigger.name_any()).await? else {
             return Ok(None);
         };
         let bucket = match decide::bucket_name(&claim) {
@@ -273,7 +275,7 @@ async fn apply(
         Step::AddFinalizer => {
             let written = patch::add_finalizer(api, claim, PROTECTION_FINALIZER)
                 .await
-                .map_err(Error::patch("add finalizer", KIND, key))?;
+                .map_err(Error::patch("add finalizer", RESOURCE, key))?;
             if let Some(w) = &written {
                 own.replaced(claim, w);
             }
@@ -304,7 +306,7 @@ async fn apply(
                         )],
                     )
                     .await;
-                    return Err(Error::CreateBucket { name, source });
+                    return Err(ApiError::new("create", "buckets", name, source).into());
                 }
             }
         }
@@ -320,7 +322,7 @@ async fn apply(
             let bound = buckets
                 .patch(&name, &PatchParams::default(), &Patch::Merge(&body))
                 .await
-                .map_err(Error::patch("bind claim", "Bucket", name.clone()))?;
+                .map_err(Error::patch("bind claim", "buckets", name.clone()))?;
             if let Some(before) = bucket {
                 own.replaced(before, &bound);
             }
@@ -335,7 +337,11 @@ async fn apply(
             );
             let written = patch::patch_status(api, claim, &status_patch(&status))
                 .await
-                .map_err(Error::patch("write status", KIND, key.clone()))?;
+                .map_err(Error::patch(
+                    "write status",
+                    "bucketclaims/status",
+                    key.clone(),
+                ))?;
             own.replaced(claim, &written);
             ctx.publish(&written, &update.notices).await;
             if update.provisioned
@@ -356,7 +362,7 @@ async fn apply(
                 .await
                 .map_err(Error::patch(
                     "annotate bucketclaim-being-deleted",
-                    "Bucket",
+                    "buckets",
                     name.clone(),
                 ))?;
                 if let Some(w) = &written {
@@ -390,14 +396,14 @@ async fn apply(
                         )],
                     )
                     .await;
-                    return Err(Error::DeleteBucket { name, source });
+                    return Err(ApiError::new("delete", "buckets", name, source).into());
                 }
             }
         }
         Step::RemoveFinalizer { notices } => {
             patch::remove_finalizer(api, claim, PROTECTION_FINALIZER)
                 .await
-                .map_err(Error::patch("remove finalizer", KIND, key.clone()))?;
+                .map_err(Error::patch("remove finalizer", RESOURCE, key.clone()))?;
             own.forget::<BucketClaim>(ns, &claim_name);
             if let Some(b) = bucket {
                 own.forget::<Bucket>(None, &b.name_any());

@@ -1,0 +1,130 @@
+//! The one Kubernetes API error type of the controller and the sidecar: a
+//! failed request with what was attempted, named as RBAC names it, so that a
+//! `403` says which rule of the component's ClusterRole is missing.
+
+/// A Kubernetes API request that failed, with what was attempted.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{}cannot {verb} {resource} {object}{}: {source}",
+    if is_forbidden(.source) { "permission denied: " } else { "" },
+    .step.map(|s| format!(" ({s})")).unwrap_or_default()
+)]
+pub struct ApiError {
+    /// The verb, as RBAC names it (`get`, `patch`, `create`, ...).
+    pub verb: &'static str,
+    /// The resource, as RBAC names it (`buckets/status`, `secrets`, ...).
+    pub resource: &'static str,
+    /// The object, `name` or `namespace/name`.
+    pub object: String,
+    /// The reconcile step the request was for (`add finalizer`, ...), when
+    /// the verb alone does not say it.
+    pub step: Option<&'static str>,
+    /// The client error (boxed: it is large, and errors travel in `Result`s).
+    pub source: Box<kube::Error>,
+}
+
+fn is_forbidden(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 403)
+}
+
+impl ApiError {
+    /// Wraps `source` with the attempted `verb` on `resource` for `object`.
+    pub fn new(
+        verb: &'static str,
+        resource: &'static str,
+        object: impl Into<String>,
+        source: kube::Error,
+    ) -> Self {
+        Self {
+            verb,
+            resource,
+            object: object.into(),
+            step: None,
+            source: Box::new(source),
+        }
+    }
+
+    /// The same error, naming the reconcile step the request was for.
+    pub fn during(mut self, step: &'static str) -> Self {
+        self.step = Some(step);
+        self
+    }
+
+    /// 409: someone else changed the object first; re-read and retry.
+    pub fn is_conflict(&self) -> bool {
+        crate::patch::is_conflict(&self.source)
+    }
+
+    /// 403: the component's ClusterRole lacks this verb on this resource.
+    pub fn is_forbidden(&self) -> bool {
+        is_forbidden(&self.source)
+    }
+
+    /// 404.
+    pub fn is_not_found(&self) -> bool {
+        crate::patch::is_not_found(&self.source)
+    }
+}
+
+/// Shorthand to attach the attempted verb and resource to a client error.
+pub trait ApiContext<T> {
+    /// Wraps an error as an [`ApiError`] for `verb` on `resource` `object`.
+    fn api(self, verb: &'static str, resource: &'static str, object: &str) -> Result<T, ApiError>;
+
+    /// [`ApiContext::api`] for a request made by the reconcile step `step`.
+    fn api_during(
+        self,
+        step: &'static str,
+        verb: &'static str,
+        resource: &'static str,
+        object: &str,
+    ) -> Result<T, ApiError>
+    where
+        Self: Sized,
+    {
+        self.api(verb, resource, object).map_err(|e| e.during(step))
+    }
+}
+
+impl<T> ApiContext<T> for kube::Result<T> {
+    fn api(self, verb: &'static str, resource: &'static str, object: &str) -> Result<T, ApiError> {
+        self.map_err(|e| ApiError::new(verb, resource, object, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            status: Some(kube::core::response::StatusSummary::Failure),
+            code,
+            message: "refused".into(),
+            reason: String::new(),
+            details: None,
+            metadata: None,
+        }))
+    }
+
+    #[test]
+    fn messages_name_the_rbac_rule_and_the_step() {
+        let e = ApiError::new("patch", "buckets/status", "bc-1", status(403));
+        assert!(e.is_forbidden() && !e.is_conflict() && !e.is_not_found());
+        assert!(
+            e.to_string()
+                .starts_with("permission denied: cannot patch buckets/status bc-1: "),
+            "{e}"
+        );
+        let e = Err::<(), _>(status(409))
+            .api_during("add finalizer", "patch", "bucketclaims", "ns/photos")
+            .unwrap_err();
+        assert!(e.is_conflict());
+        assert!(
+            e.to_string()
+                .starts_with("cannot patch bucketclaims ns/photos (add finalizer): "),
+            "{e}"
+        );
+        assert!(ApiError::new("get", "buckets", "b", status(404)).is_not_found());
+    }
+}
