@@ -8,7 +8,7 @@ use cosi_api::constants::annotations::HAS_BUCKETACCESS_REFERENCES;
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
 use cosi_api::{AuthenticationType, BucketAccessMode, DeletionPolicy, MultiBucketAccess, Protocol};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::DeleteParams;
 use serde_json::json;
 
 use crate::common::*;
@@ -75,9 +75,7 @@ async fn a_valid_access_is_handed_off_and_its_deletion_waits_for_the_sidecar() {
     );
     assert!(validated(a.conditions(), "True", "Valid"));
     let metrics = env.metrics_text();
-    assert!(metrics.contains(&format!(
-        r#"cosi_operation_count{{driver_name="{DRIVER}",operation="Create",resource_kind="BucketAccess",status="Succeeded"}} 1"#
-    )), "{metrics}");
+    assert_one_operation(&metrics, "Create", "BucketAccess");
 
     // Deletion waits for the sidecar's cleanup.
     env.delete_access("app").await;
@@ -300,10 +298,13 @@ async fn a_claim_vanishing_after_hand_off_degrades_the_access() {
     // controller is down (it would put them back otherwise).
     env.stop_controller().await;
     let body = json!({"metadata": {"finalizers": null, "annotations": {HAS_BUCKETACCESS_REFERENCES: null}}});
-    env.claims()
-        .patch("photos", &PatchParams::default(), &Patch::Merge(&body))
-        .await
-        .unwrap();
+    merge(
+        &env.claims(),
+        "photos",
+        &body,
+        "strip the claim's protection",
+    )
+    .await;
     env.claims()
         .delete("photos", &DeleteParams::default())
         .await

@@ -9,7 +9,7 @@ use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCE
 use cosi_api::constants::condition_types::PROVISION_FAILED;
 use cosi_api::{BucketClaimSpec, BucketClass, BucketClassSpec, DeletionPolicy, Protocol};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube_sim::FaultRule;
 use serde_json::json;
 
@@ -82,12 +82,8 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
     assert_eq!(provisioned_events, 1, "the success Event is sent once");
 
     let metrics = env.metrics_text();
-    assert!(metrics.contains(&format!(
-        r#"cosi_operation_count{{driver_name="{DRIVER}",operation="Create",resource_kind="BucketClaim",status="Succeeded"}} 1"#
-    )), "{metrics}");
-    assert!(metrics.contains(&format!(
-        r#"cosi_operation_count{{driver_name="{DRIVER}",operation="Create",resource_kind="Bucket",status="Succeeded"}} 1"#
-    )), "{metrics}");
+    assert_one_operation(&metrics, "Create", "BucketClaim");
+    assert_one_operation(&metrics, "Create", "Bucket");
     env.stop_controller().await;
 }
 
@@ -100,10 +96,7 @@ async fn claim_deletion_waits_for_accesses_then_deletes_a_delete_policy_bucket()
 
     // An access reference blocks deletion.
     let body = json!({"metadata": {"annotations": {HAS_BUCKETACCESS_REFERENCES: "true"}}});
-    env.claims()
-        .patch("photos", &PatchParams::default(), &Patch::Merge(&body))
-        .await
-        .unwrap();
+    merge(&env.claims(), "photos", &body, "annotate the claim").await;
     env.delete_claim("photos").await;
     env.controller_idle(Duration::from_millis(300)).await;
     let bucket = env.buckets().get(&name).await.unwrap();
@@ -113,10 +106,7 @@ async fn claim_deletion_waits_for_accesses_then_deletes_a_delete_policy_bucket()
 
     // Once released, the Bucket is marked and deleted, and the claim goes.
     let body = json!({"metadata": {"annotations": {HAS_BUCKETACCESS_REFERENCES: null}}});
-    env.claims()
-        .patch("photos", &PatchParams::default(), &Patch::Merge(&body))
-        .await
-        .unwrap();
+    merge(&env.claims(), "photos", &body, "annotate the claim").await;
     let bucket = env
         .wait_bucket(&name, "deleted", |b| {
             b.metadata.deletion_timestamp.is_some()
@@ -128,9 +118,7 @@ async fn claim_deletion_waits_for_accesses_then_deletes_a_delete_policy_bucket()
     env.wait_gone(&env.buckets(), &name).await;
 
     let metrics = env.metrics_text();
-    assert!(metrics.contains(&format!(
-        r#"cosi_operation_count{{driver_name="{DRIVER}",operation="Delete",resource_kind="BucketClaim",status="Succeeded"}} 1"#
-    )), "{metrics}");
+    assert_one_operation(&metrics, "Delete", "BucketClaim");
     env.stop_controller().await;
 }
 

@@ -345,14 +345,8 @@ impl Env {
     pub async fn provision_bucket(&self, name: &str, protocols: &[Protocol]) {
         let api = self.buckets();
         let b = api.get(name).await.expect("Bucket exists");
-        let body = json!({
-            "metadata": {"resourceVersion": b.resource_version()},
-            "status": {"bucketID": format!("osp-{name}")},
-        });
-        let b = api
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-            .expect("sidecar writes the bucket ID");
+        let status = json!({"bucketID": format!("osp-{name}")});
+        let b = write_status(&api, &b, status, "sidecar writes the bucket ID").await;
         self.set_bucket_conditions(
             &b,
             &fixture::provisioned_conditions("bucket is valid"),
@@ -363,29 +357,23 @@ impl Env {
 
     /// Plays the sidecar provisioning a Bucket in a single status write.
     pub async fn provision_bucket_at_once(&self, bucket: &Bucket, protocols: &[Protocol]) {
-        let mut conditions = Vec::new();
-        set_all(
-            &mut conditions,
+        let conditions = conditions_after(
+            &[],
             &fixture::provisioned_conditions("bucket is valid"),
-            bucket.metadata.generation,
-            Timestamp::now(),
+            bucket,
         );
-        let body = json!({
-            "metadata": {"resourceVersion": bucket.resource_version()},
-            "status": {
-                "bucketID": format!("osp-{}", bucket.name_any()),
-                "protocols": protocols,
-                "conditions": conditions,
-            },
+        let status = json!({
+            "bucketID": format!("osp-{}", bucket.name_any()),
+            "protocols": protocols,
+            "conditions": conditions,
         });
-        self.buckets()
-            .patch_status(
-                &bucket.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&body),
-            )
-            .await
-            .expect("sidecar provisions the Bucket");
+        write_status(
+            &self.buckets(),
+            bucket,
+            status,
+            "sidecar provisions the Bucket",
+        )
+        .await;
     }
 
     /// Plays the sidecar setting Bucket conditions (and protocols).
@@ -395,29 +383,18 @@ impl Env {
         desired: &[Desired],
         protocols: Option<&[Protocol]>,
     ) -> Bucket {
-        let mut conditions = bucket.conditions().to_vec();
-        set_all(
-            &mut conditions,
-            desired,
-            bucket.metadata.generation,
-            Timestamp::now(),
-        );
+        let conditions = conditions_after(bucket.conditions(), desired, bucket);
         let mut status = json!({ "conditions": conditions });
         if let Some(p) = protocols {
             status["protocols"] = json!(p);
         }
-        let body = json!({
-            "metadata": {"resourceVersion": bucket.resource_version()},
-            "status": status,
-        });
-        self.buckets()
-            .patch_status(
-                &bucket.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&body),
-            )
-            .await
-            .expect("sidecar writes Bucket conditions")
+        write_status(
+            &self.buckets(),
+            bucket,
+            status,
+            "sidecar writes Bucket conditions",
+        )
+        .await
     }
 
     /// Plays the sidecar granting an access: account ID, then Provisioned.
@@ -428,51 +405,39 @@ impl Env {
             a.is_handed_to_sidecar(),
             "the sidecar only acts after hand-off"
         );
-        let body = json!({
-            "metadata": {"resourceVersion": a.resource_version()},
-            "status": {"accountID": format!("acct-{name}")},
-        });
-        let a = api
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-            .expect("sidecar writes the account ID");
-        let mut conditions = a.conditions().to_vec();
-        set_all(
-            &mut conditions,
-            &[
-                Desired::new(PROVISIONED, Status::True, "Provisioned", "access granted"),
-                Desired::new(PROVISION_FAILED, Status::False, "ProvisionSucceeded", "ok"),
-            ],
-            a.metadata.generation,
-            Timestamp::now(),
-        );
-        let body = json!({
-            "metadata": {"resourceVersion": a.resource_version()},
-            "status": {"conditions": conditions},
-        });
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-            .expect("sidecar marks the access provisioned");
+        let status = json!({"accountID": format!("acct-{name}")});
+        let a = write_status(&api, &a, status, "sidecar writes the account ID").await;
+        let granted = [
+            Desired::new(PROVISIONED, Status::True, "Provisioned", "access granted"),
+            Desired::new(PROVISION_FAILED, Status::False, "ProvisionSucceeded", "ok"),
+        ];
+        let status = json!({"conditions": conditions_after(a.conditions(), &granted, &a)});
+        write_status(&api, &a, status, "sidecar marks the access provisioned").await;
     }
 
     /// Plays the sidecar finishing its cleanup of a deleted access.
     pub async fn finish_sidecar_cleanup(&self, name: &str) {
-        let body = json!({"metadata": {"annotations": {
-            cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED: "true"
-        }}});
-        self.accesses()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-            .expect("sidecar annotates cleanup finished");
+        let annotation = cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED;
+        let body = json!({"metadata": {"annotations": {annotation: "true"}}});
+        merge(
+            &self.accesses(),
+            name,
+            &body,
+            "sidecar annotates cleanup finished",
+        )
+        .await;
     }
 
     /// Plays the sidecar releasing a deleted Bucket (removes its finalizer).
     pub async fn release_bucket(&self, name: &str) {
         let body = json!({"metadata": {"finalizers": null}});
-        self.buckets()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-            .expect("sidecar removes the Bucket finalizer");
+        merge(
+            &self.buckets(),
+            name,
+            &body,
+            "sidecar removes the Bucket finalizer",
+        )
+        .await;
     }
 
     // ---- observation ----
@@ -601,6 +566,60 @@ impl Env {
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
     }
+}
+
+/// Merge-patches object `name` (`what` says who writes what, for the
+/// failure message).
+pub async fn merge<K>(api: &Api<K>, name: &str, body: &serde_json::Value, what: &str) -> K
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(body))
+        .await
+        .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Merge-patches the status of `obj` at its resource version.
+async fn write_status<K>(api: &Api<K>, obj: &K, status: serde_json::Value, what: &str) -> K
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let body = json!({
+        "metadata": {"resourceVersion": obj.resource_version()},
+        "status": status,
+    });
+    api.patch_status(
+        &obj.name_any(),
+        &PatchParams::default(),
+        &Patch::Merge(&body),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// Asserts the controller's metrics count one `operation` on `kind` that
+/// succeeded.
+pub fn assert_one_operation(metrics: &str, operation: &str, kind: &str) {
+    let line = format!(
+        r#"cosi_operation_count{{driver_name="{DRIVER}",operation="{operation}",resource_kind="{kind}",status="Succeeded"}} 1"#
+    );
+    assert!(metrics.contains(&line), "{line} in {metrics}");
+}
+
+/// `current` conditions with `desired` set on them at `obj`'s generation.
+fn conditions_after<K: Resource>(
+    current: &[Condition],
+    desired: &[Desired],
+    obj: &K,
+) -> Vec<Condition> {
+    let mut conditions = current.to_vec();
+    set_all(
+        &mut conditions,
+        desired,
+        obj.meta().generation,
+        Timestamp::now(),
+    );
+    conditions
 }
 
 /// Waits (bounded) until `get(name)` satisfies `check`.
