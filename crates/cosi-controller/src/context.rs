@@ -164,36 +164,32 @@ impl Context {
     /// A BucketClass from the cache (classes are immutable, so a cached
     /// one is never stale).
     pub async fn bucket_class(&self, name: &str) -> Result<Option<Arc<BucketClass>>, Error> {
-        if name.is_empty() {
-            return Ok(None);
-        }
-        let api = Api::all(self.client.clone());
-        let key = ObjectRef::new(name);
-        lookup(
-            &self.caches.bucket_classes,
-            api,
-            "bucketclasses",
-            key,
-            false,
-        )
-        .await
+        self.class(&self.caches.bucket_classes, "bucketclasses", name)
+            .await
     }
 
     /// A BucketAccessClass from the cache (classes are immutable).
     pub async fn access_class(&self, name: &str) -> Result<Option<Arc<BucketAccessClass>>, Error> {
+        self.class(&self.caches.access_classes, "bucketaccessclasses", name)
+            .await
+    }
+
+    /// A class (cluster-scoped and immutable) from the cache, confirmed by
+    /// the API on a miss; `None` for no name.
+    async fn class<K>(
+        &self,
+        store: &Store<K>,
+        resource: &'static str,
+        name: &str,
+    ) -> Result<Option<Arc<K>>, Error>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + 'static,
+    {
         if name.is_empty() {
             return Ok(None);
         }
         let api = Api::all(self.client.clone());
-        let key = ObjectRef::new(name);
-        lookup(
-            &self.caches.access_classes,
-            api,
-            "bucketaccessclasses",
-            key,
-            false,
-        )
-        .await
+        lookup(store, api, resource, ObjectRef::new(name), false).await
     }
 
     /// A BucketClaim: from the API when `fresh`, else from the cache.

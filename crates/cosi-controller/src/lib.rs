@@ -22,6 +22,7 @@ pub mod metrics;
 pub mod notice;
 pub mod validate;
 pub mod watches;
+pub mod writes;
 
 #[cfg(test)]
 mod fixtures;

@@ -2,6 +2,8 @@
 //! failed request with what was attempted, named as RBAC names it, so that a
 //! `403` says which rule of the component's ClusterRole is missing.
 
+use std::borrow::Cow;
+
 /// A Kubernetes API request that failed, with what was attempted.
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -13,7 +15,7 @@ pub struct ApiError {
     /// The verb, as RBAC names it (`get`, `patch`, `create`, ...).
     pub verb: &'static str,
     /// The resource, as RBAC names it (`buckets/status`, `secrets`, ...).
-    pub resource: &'static str,
+    pub resource: Cow<'static, str>,
     /// The object, `name` or `namespace/name`.
     pub object: String,
     /// The reconcile step the request was for (`add finalizer`, ...), when
@@ -31,13 +33,13 @@ impl ApiError {
     /// Wraps `source` with the attempted `verb` on `resource` for `object`.
     pub fn new(
         verb: &'static str,
-        resource: &'static str,
+        resource: impl Into<Cow<'static, str>>,
         object: impl Into<String>,
         source: kube::Error,
     ) -> Self {
         Self {
             verb,
-            resource,
+            resource: resource.into(),
             object: object.into(),
             step: None,
             source: Box::new(source),

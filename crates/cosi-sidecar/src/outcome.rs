@@ -178,7 +178,7 @@ pub(crate) async fn api_failure(
             tracing::error!(
                 object = key,
                 verb = e.verb,
-                resource = e.resource,
+                resource = %e.resource,
                 "{message}"
             );
             ctx.warn(regarding, reasons::PERMISSION_DENIED, action, message)

@@ -12,13 +12,12 @@ pub mod trust;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::HAS_BUCKETACCESS_REFERENCES;
 use cosi_api::reasons::actions;
 use cosi_api::{Bucket, BucketAccess, BucketClaim};
+use cosi_runtime::ApiContext;
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::steps::{self, Applied, Steps, Trust};
-use cosi_runtime::{ApiContext, patch};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
@@ -334,16 +333,9 @@ async fn apply(
     let key = describe(access);
     let namespace = access.namespace().unwrap_or_default();
     let claims: Api<BucketClaim> = Api::namespaced(ctx.client.clone(), &namespace);
-    let own = &ctx.own_writes;
-    let access_name = access.name_any();
     let applied = match step {
         Step::AddFinalizer => {
-            let written = patch::add_finalizer(api, access, PROTECTION_FINALIZER)
-                .await
-                .map_err(Error::patch("add finalizer", RESOURCE, key))?;
-            if let Some(w) = &written {
-                own.replaced(access, w);
-            }
+            let written = ctx.add_finalizer(api, access).await?;
             written.map_or(Wrote::Reread, Wrote::Access)
         }
         Step::AnnotateClaim { claim } => {
@@ -372,14 +364,9 @@ async fn apply(
                     body.insert("parameters".into(), json!(h.parameters));
                 }
             }
-            let written = patch::patch_status(api, access, &Value::Object(body))
-                .await
-                .map_err(Error::patch(
-                    "write status",
-                    "bucketaccesses/status",
-                    key.clone(),
-                ))?;
-            own.replaced(access, &written);
+            let written = ctx
+                .write_status(api, access, &Value::Object(body), "write status")
+                .await?;
             ctx.publish(&written, &update.notices).await;
             if handed_off {
                 tracing::info!(access = %key, "handed to the sidecar");
@@ -388,10 +375,7 @@ async fn apply(
             Wrote::Access(written)
         }
         Step::RemoveFinalizer => {
-            patch::remove_finalizer(api, access, PROTECTION_FINALIZER)
-                .await
-                .map_err(Error::patch("remove finalizer", RESOURCE, key.clone()))?;
-            own.forget::<BucketAccess>(Some(&namespace), &access_name);
+            ctx.remove_finalizer(api, access).await?;
             let class_driver = snapshot.class.as_ref().map(|c| c.spec.driver_name.as_str());
             ctx.operations.access_released(access, class_driver);
             tracing::info!(access = %key, "access released");
@@ -417,17 +401,13 @@ async fn set_reference(
     let Some(_lock) = ctx.lock_claim(claim).await else {
         return Ok(Wrote::Superseded);
     };
-    let own = &ctx.own_writes;
     let what = if value.is_some() {
         "annotate has-bucketaccess-references"
     } else {
         "remove has-bucketaccess-references"
     };
-    let written = patch::set_annotations(claims, claim, &[(HAS_BUCKETACCESS_REFERENCES, value)])
-        .await
-        .map_err(Error::patch(what, "bucketclaims", describe(claim)))?;
-    if let Some(w) = &written {
-        own.replaced(claim, w);
-    }
+    let written = ctx
+        .annotate(claims, claim, &[(HAS_BUCKETACCESS_REFERENCES, value)], what)
+        .await?;
     Ok(written.map_or(Wrote::Reread, Wrote::Claim))
 }

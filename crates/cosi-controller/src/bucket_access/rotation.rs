@@ -26,7 +26,6 @@ use cosi_api::constants::condition_types::PROVISIONED;
 use cosi_api::reasons::{self, actions};
 use cosi_api::rotation::{self, CONDITION, DEFAULT_GRACE, annotations, format_duration, is_busy};
 use cosi_api::{BucketAccess, Condition};
-use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -209,19 +208,15 @@ pub async fn follow_policy(
         Policy::Done => Ok(Action::await_change()),
         Policy::RecheckIn(left) => Ok(Action::requeue(left)),
         Policy::Request(value) => {
-            let written = patch::set_annotations(
-                api,
-                access,
-                &[(annotations::ROTATE_CREDENTIALS, Some(&value))],
-            )
-            .await
-            .map_err(Error::patch(
-                "request a rotation",
-                "bucketaccesses",
-                key.clone(),
-            ))?;
+            let written = ctx
+                .annotate(
+                    api,
+                    access,
+                    &[(annotations::ROTATE_CREDENTIALS, Some(&value))],
+                    "request a rotation",
+                )
+                .await?;
             if let Some(w) = &written {
-                ctx.own_writes.replaced(access, w);
                 let every = class
                     .as_deref()
                     .and_then(|c| c.annotations().get(annotations::ROTATE_EVERY).cloned())
@@ -252,15 +247,13 @@ async fn write_conditions(
     access: &BucketAccess,
     conditions: Vec<Condition>,
 ) -> Result<BucketAccess, Error> {
-    let written = patch::patch_status(api, access, &json!({ "conditions": conditions }))
-        .await
-        .map_err(Error::patch(
-            "report the rotation policy",
-            "bucketaccesses/status",
-            describe(access),
-        ))?;
-    ctx.own_writes.replaced(access, &written);
-    Ok(written)
+    ctx.write_status(
+        api,
+        access,
+        &json!({ "conditions": conditions }),
+        "report the rotation policy",
+    )
+    .await
 }
 
 #[cfg(test)]

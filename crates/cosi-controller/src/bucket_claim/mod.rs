@@ -14,7 +14,6 @@ pub mod trust;
 
 use std::sync::Arc;
 
-use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED;
 use cosi_api::reasons::{self, actions};
 use cosi_api::{Bucket, BucketClaim, BucketClaimStatus};
@@ -258,9 +257,6 @@ async fn apply(
     let buckets: Api<Bucket> = Api::all(ctx.client.clone());
     let key = describe(claim);
     let own = &ctx.own_writes;
-    let namespace = claim.namespace();
-    let ns = namespace.as_deref();
-    let claim_name = claim.name_any();
     // Writes to the claim are made one at a time, each on a version no
     // write of ours has replaced yet.
     let _claim_lock = if writes_claim(&step) {
@@ -273,12 +269,7 @@ async fn apply(
     };
     let applied = match step {
         Step::AddFinalizer => {
-            let written = patch::add_finalizer(api, claim, PROTECTION_FINALIZER)
-                .await
-                .map_err(Error::patch("add finalizer", RESOURCE, key))?;
-            if let Some(w) = &written {
-                own.replaced(claim, w);
-            }
+            let written = ctx.add_finalizer(api, claim).await?;
             written.map_or(Wrote::Reread, Wrote::Claim)
         }
         Step::CreateBucket(desired) => {
@@ -335,14 +326,9 @@ async fn apply(
                 claim.metadata.generation,
                 Timestamp::now(),
             );
-            let written = patch::patch_status(api, claim, &status_patch(&status))
-                .await
-                .map_err(Error::patch(
-                    "write status",
-                    "bucketclaims/status",
-                    key.clone(),
-                ))?;
-            own.replaced(claim, &written);
+            let written = ctx
+                .write_status(api, claim, &status_patch(&status), "write status")
+                .await?;
             ctx.publish(&written, &update.notices).await;
             if update.provisioned
                 && let Some(bucket) = bucket
@@ -352,22 +338,16 @@ async fn apply(
             }
             Wrote::Claim(written)
         }
-        Step::MarkBucketClaimDeleting { bucket: name } => match bucket {
+        Step::MarkBucketClaimDeleting { .. } => match bucket {
             Some(bucket) => {
-                let written = patch::set_annotations(
-                    &buckets,
-                    bucket,
-                    &[(BUCKETCLAIM_BEING_DELETED, Some("true"))],
-                )
-                .await
-                .map_err(Error::patch(
-                    "annotate bucketclaim-being-deleted",
-                    "buckets",
-                    name.clone(),
-                ))?;
-                if let Some(w) = &written {
-                    own.replaced(bucket, w);
-                }
+                let written = ctx
+                    .annotate(
+                        &buckets,
+                        bucket,
+                        &[(BUCKETCLAIM_BEING_DELETED, Some("true"))],
+                        "annotate bucketclaim-being-deleted",
+                    )
+                    .await?;
                 written.map_or(Wrote::Reread, |b| Wrote::Bucket(Some(b)))
             }
             None => Wrote::Reread,
@@ -401,10 +381,7 @@ async fn apply(
             }
         }
         Step::RemoveFinalizer { notices } => {
-            patch::remove_finalizer(api, claim, PROTECTION_FINALIZER)
-                .await
-                .map_err(Error::patch("remove finalizer", RESOURCE, key.clone()))?;
-            own.forget::<BucketClaim>(ns, &claim_name);
+            ctx.remove_finalizer(api, claim).await?;
             if let Some(b) = bucket {
                 own.forget::<Bucket>(None, &b.name_any());
             }
