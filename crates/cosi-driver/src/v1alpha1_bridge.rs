@@ -85,6 +85,19 @@ fn v2_request<T>(metadata: &MetadataMap, message: T) -> Request<T> {
     Request::from_parts(metadata.clone(), Default::default(), message)
 }
 
+/// Calls the driver with the v2 request `message`, carrying `metadata`,
+/// and returns the reply's message.
+async fn forward<Req, Resp, Fut>(
+    metadata: &MetadataMap,
+    message: Req,
+    call: impl FnOnce(Request<Req>) -> Fut,
+) -> Result<Resp, Status>
+where
+    Fut: Future<Output = Result<Response<Resp>, Status>>,
+{
+    Ok(call(v2_request(metadata, message)).await?.into_inner())
+}
+
 /// A reply of the driver the bridge cannot translate.
 fn bad_reply(rpc: &str, what: &str) -> Status {
     Status::internal(format!(
@@ -156,11 +169,10 @@ impl<I: Identity, P: Provisioner> v1::identity_server::Identity for V1alpha1Brid
         &self,
         request: Request<v1::DriverGetInfoRequest>,
     ) -> Result<Response<v1::DriverGetInfoResponse>, Status> {
-        let info = self
-            .identity
-            .driver_get_info(v2_request(request.metadata(), v2::DriverGetInfoRequest {}))
-            .await?
-            .into_inner();
+        let info = forward(request.metadata(), v2::DriverGetInfoRequest {}, |r| {
+            self.identity.driver_get_info(r)
+        })
+        .await?;
         Ok(Response::new(v1::DriverGetInfoResponse { name: info.name }))
     }
 }
@@ -175,33 +187,29 @@ impl<I: Identity, P: Provisioner> v1::provisioner_server::Provisioner for V1alph
         validate::object_name("name", &r.name)?;
         validate::parameters("parameters", &r.parameters)?;
 
-        let bucket_id = self
-            .provisioner
-            .driver_generate_bucket_id(v2_request(
-                &metadata,
-                v2::DriverGenerateBucketIdRequest {
-                    name: r.name,
-                    protocols: s3_protocol(),
-                    parameters: r.parameters.clone(),
-                },
-            ))
-            .await?
-            .into_inner()
-            .bucket_id;
+        let bucket_id = forward(
+            &metadata,
+            v2::DriverGenerateBucketIdRequest {
+                name: r.name,
+                protocols: s3_protocol(),
+                parameters: r.parameters.clone(),
+            },
+            |r| self.provisioner.driver_generate_bucket_id(r),
+        )
+        .await?
+        .bucket_id;
         returned_id("DriverGenerateBucketId", "bucket_id", &bucket_id)?;
 
-        let created = self
-            .provisioner
-            .driver_create_bucket(v2_request(
-                &metadata,
-                v2::DriverCreateBucketRequest {
-                    bucket_id: bucket_id.clone(),
-                    protocols: s3_protocol(),
-                    parameters: r.parameters,
-                },
-            ))
-            .await?
-            .into_inner();
+        let created = forward(
+            &metadata,
+            v2::DriverCreateBucketRequest {
+                bucket_id: bucket_id.clone(),
+                protocols: s3_protocol(),
+                parameters: r.parameters,
+            },
+            |r| self.provisioner.driver_create_bucket(r),
+        )
+        .await?;
         let s3 = created
             .protocols
             .and_then(|p| p.s3)
@@ -224,15 +232,15 @@ impl<I: Identity, P: Provisioner> v1::provisioner_server::Provisioner for V1alph
         let (metadata, _, r) = request.into_parts();
         validate::identifier("bucket_id", &r.bucket_id)?;
         validate::parameters("delete_context", &r.delete_context)?;
-        self.provisioner
-            .driver_delete_bucket(v2_request(
-                &metadata,
-                v2::DriverDeleteBucketRequest {
-                    bucket_id: r.bucket_id,
-                    parameters: r.delete_context,
-                },
-            ))
-            .await?;
+        forward(
+            &metadata,
+            v2::DriverDeleteBucketRequest {
+                bucket_id: r.bucket_id,
+                parameters: r.delete_context,
+            },
+            |r| self.provisioner.driver_delete_bucket(r),
+        )
+        .await?;
         Ok(Response::new(v1::DriverDeleteBucketResponse {}))
     }
 
@@ -246,39 +254,35 @@ impl<I: Identity, P: Provisioner> v1::provisioner_server::Provisioner for V1alph
         key_authentication(r.authentication_type)?;
         validate::parameters("parameters", &r.parameters)?;
 
-        let account_id = self
-            .provisioner
-            .driver_generate_bucket_access_id(v2_request(
-                &metadata,
-                v2::DriverGenerateBucketAccessIdRequest {
-                    account_name: r.name,
-                    buckets: read_write(&r.bucket_id),
-                    protocol: v2::ObjectProtocol::S3 as i32,
-                    authentication_type: v2::AuthenticationType::Key as i32,
-                    service_account: None,
-                    parameters: r.parameters.clone(),
-                },
-            ))
-            .await?
-            .into_inner()
-            .account_id;
+        let generate = v2::DriverGenerateBucketAccessIdRequest {
+            account_name: r.name,
+            buckets: read_write(&r.bucket_id),
+            protocol: v2::ObjectProtocol::S3 as i32,
+            authentication_type: v2::AuthenticationType::Key as i32,
+            service_account: None,
+            parameters: r.parameters,
+        };
+        let account_id = forward(&metadata, generate.clone(), |r| {
+            self.provisioner.driver_generate_bucket_access_id(r)
+        })
+        .await?
+        .account_id;
         returned_id("DriverGenerateBucketAccessId", "account_id", &account_id)?;
 
-        let granted = self
-            .provisioner
-            .driver_grant_bucket_access(v2_request(
-                &metadata,
-                v2::DriverGrantBucketAccessRequest {
-                    account_id: account_id.clone(),
-                    buckets: read_write(&r.bucket_id),
-                    protocol: v2::ObjectProtocol::S3 as i32,
-                    authentication_type: v2::AuthenticationType::Key as i32,
-                    service_account: None,
-                    parameters: r.parameters,
-                },
-            ))
-            .await?
-            .into_inner();
+        // The same buckets, protocol, type and parameters as phase 1.
+        let granted = forward(
+            &metadata,
+            v2::DriverGrantBucketAccessRequest {
+                account_id: account_id.clone(),
+                buckets: generate.buckets,
+                protocol: generate.protocol,
+                authentication_type: generate.authentication_type,
+                service_account: generate.service_account,
+                parameters: generate.parameters,
+            },
+            |r| self.provisioner.driver_grant_bucket_access(r),
+        )
+        .await?;
         let info = granted
             .buckets
             .into_iter()
@@ -310,21 +314,21 @@ impl<I: Identity, P: Provisioner> v1::provisioner_server::Provisioner for V1alph
         validate::identifier("bucket_id", &r.bucket_id)?;
         validate::identifier("account_id", &r.account_id)?;
         validate::parameters("revoke_access_context", &r.revoke_access_context)?;
-        self.provisioner
-            .driver_revoke_bucket_access(v2_request(
-                &metadata,
-                v2::DriverRevokeBucketAccessRequest {
-                    account_id: r.account_id,
-                    buckets: vec![v2::RevokedBucket {
-                        bucket_id: r.bucket_id,
-                    }],
-                    protocol: v2::ObjectProtocol::S3 as i32,
-                    authentication_type: v2::AuthenticationType::Key as i32,
-                    service_account: None,
-                    parameters: r.revoke_access_context,
-                },
-            ))
-            .await?;
+        forward(
+            &metadata,
+            v2::DriverRevokeBucketAccessRequest {
+                account_id: r.account_id,
+                buckets: vec![v2::RevokedBucket {
+                    bucket_id: r.bucket_id,
+                }],
+                protocol: v2::ObjectProtocol::S3 as i32,
+                authentication_type: v2::AuthenticationType::Key as i32,
+                service_account: None,
+                parameters: r.revoke_access_context,
+            },
+            |r| self.provisioner.driver_revoke_bucket_access(r),
+        )
+        .await?;
         Ok(Response::new(v1::DriverRevokeBucketAccessResponse {}))
     }
 }

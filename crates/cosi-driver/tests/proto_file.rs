@@ -11,35 +11,16 @@ fn proto_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../proto")
 }
 
-#[test]
-fn the_proto_declares_exactly_the_kep_rpcs() {
-    let mut compiler = protox::Compiler::new([proto_dir()]).unwrap();
-    compiler.open_file("cosi.proto").unwrap();
-    let pool = compiler.descriptor_pool();
-    let services: Vec<_> = pool
-        .services()
-        .filter(|s| s.package_name() == "cosi.v1alpha2")
-        .map(|s| {
-            let methods: Vec<String> = s.methods().map(|m| m.name().to_owned()).collect();
-            (s.name().to_owned(), methods)
-        })
-        .collect();
-    assert_eq!(
-        services,
-        vec![
-            ("Identity".to_owned(), vec!["DriverGetInfo".to_owned()]),
-            (
-                "Provisioner".to_owned(),
-                PROVISIONER_RPCS.map(String::from).to_vec()
-            ),
-        ]
-    );
-}
-
-fn services(file: &str, package: &str) -> Vec<(String, Vec<String>)> {
+/// `file` (under `proto/`) compiled by protox.
+fn compiled(file: &str) -> protox::Compiler {
     let mut compiler = protox::Compiler::new([proto_dir()]).unwrap();
     compiler.open_file(file).unwrap();
     compiler
+}
+
+/// The services of `package` declared by `file`, each with its RPCs.
+fn services(file: &str, package: &str) -> Vec<(String, Vec<String>)> {
+    compiled(file)
         .descriptor_pool()
         .services()
         .filter(|s| s.package_name() == package)
@@ -50,127 +31,131 @@ fn services(file: &str, package: &str) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
+/// Identity with DriverGetInfo, and Provisioner with `provisioner_rpcs`.
+fn identity_and_provisioner(provisioner_rpcs: &[&str]) -> Vec<(String, Vec<String>)> {
+    vec![
+        ("Identity".to_owned(), vec!["DriverGetInfo".to_owned()]),
+        (
+            "Provisioner".to_owned(),
+            provisioner_rpcs.iter().map(|r| r.to_string()).collect(),
+        ),
+    ]
+}
+
+#[test]
+fn the_proto_declares_exactly_the_kep_rpcs() {
+    assert_eq!(
+        services("cosi.proto", "cosi.v1alpha2"),
+        identity_and_provisioner(&PROVISIONER_RPCS)
+    );
+}
+
+/// A field's number, name and type.
+type Field = (u32, &'static str, &'static str);
+
+/// The v1alpha1 messages and their fields by number, name and type: the
+/// wire. A type is `string`, a message or enum of `cosi.v1alpha1`, or,
+/// starting with `.`, a map entry nested in the message itself.
+const V1ALPHA1_WIRE: &[(&str, &[Field])] = &[
+    (
+        "DriverCreateBucketRequest",
+        &[(1, "name", "string"), (2, "parameters", ".ParametersEntry")],
+    ),
+    (
+        "DriverCreateBucketResponse",
+        &[(1, "bucket_id", "string"), (2, "bucket_info", "Protocol")],
+    ),
+    (
+        "DriverGrantBucketAccessRequest",
+        &[
+            (1, "bucket_id", "string"),
+            (2, "name", "string"),
+            (3, "authentication_type", "AuthenticationType"),
+            (4, "parameters", ".ParametersEntry"),
+        ],
+    ),
+    (
+        "DriverGrantBucketAccessResponse",
+        &[
+            (1, "account_id", "string"),
+            (2, "credentials", ".CredentialsEntry"),
+        ],
+    ),
+    (
+        "DriverRevokeBucketAccessRequest",
+        &[
+            (1, "bucket_id", "string"),
+            (2, "account_id", "string"),
+            (3, "revoke_access_context", ".RevokeAccessContextEntry"),
+        ],
+    ),
+    (
+        "DriverDeleteBucketRequest",
+        &[
+            (1, "bucket_id", "string"),
+            (2, "delete_context", ".DeleteContextEntry"),
+        ],
+    ),
+    (
+        "Protocol",
+        &[
+            (1, "s3", "S3"),
+            (2, "azureBlob", "AzureBlob"),
+            (3, "gcs", "GCS"),
+        ],
+    ),
+    (
+        "S3",
+        &[
+            (1, "region", "string"),
+            (2, "signature_version", "S3SignatureVersion"),
+        ],
+    ),
+    (
+        "GCS",
+        &[
+            (1, "private_key_name", "string"),
+            (2, "project_id", "string"),
+            (3, "service_account", "string"),
+        ],
+    ),
+    ("DriverGetInfoResponse", &[(1, "name", "string")]),
+];
+
 #[test]
 fn the_v1alpha1_proto_declares_exactly_the_v1alpha1_wire_api() {
     assert_eq!(
         services("v1alpha1/cosi.proto", "cosi.v1alpha1"),
-        vec![
-            ("Identity".to_owned(), vec!["DriverGetInfo".to_owned()]),
-            (
-                "Provisioner".to_owned(),
-                [
-                    "DriverCreateBucket",
-                    "DriverDeleteBucket",
-                    "DriverGrantBucketAccess",
-                    "DriverRevokeBucketAccess",
-                ]
-                .map(String::from)
-                .to_vec()
-            ),
-        ]
+        identity_and_provisioner(&[
+            "DriverCreateBucket",
+            "DriverDeleteBucket",
+            "DriverGrantBucketAccess",
+            "DriverRevokeBucketAccess",
+        ])
     );
-    // Every message's fields, by number, name and type: the wire.
-    let mut compiler = protox::Compiler::new([proto_dir()]).unwrap();
-    compiler.open_file("v1alpha1/cosi.proto").unwrap();
-    let pool = compiler.descriptor_pool();
-    let fields = |message: &str| -> Vec<(u32, String, String)> {
+    let pool = compiled("v1alpha1/cosi.proto").descriptor_pool();
+    for (message, expected) in V1ALPHA1_WIRE {
+        let full_name = format!("cosi.v1alpha1.{message}");
         let m = pool
-            .get_message_by_name(&format!("cosi.v1alpha1.{message}"))
+            .get_message_by_name(&full_name)
             .unwrap_or_else(|| panic!("{message} is missing"));
-        m.fields()
+        let fields: Vec<(u32, String, String)> = m
+            .fields()
             .map(|f| (f.number(), f.name().to_owned(), format!("{:?}", f.kind())))
-            .collect()
-    };
-    let f = |n: u32, name: &str, kind: &str| (n, name.to_owned(), kind.to_owned());
-    assert_eq!(
-        fields("DriverCreateBucketRequest"),
-        [
-            f(1, "name", "string"),
-            f(
-                2,
-                "parameters",
-                "cosi.v1alpha1.DriverCreateBucketRequest.ParametersEntry"
-            )
-        ]
-    );
-    assert_eq!(
-        fields("DriverCreateBucketResponse"),
-        [
-            f(1, "bucket_id", "string"),
-            f(2, "bucket_info", "cosi.v1alpha1.Protocol")
-        ]
-    );
-    assert_eq!(
-        fields("DriverGrantBucketAccessRequest"),
-        [
-            f(1, "bucket_id", "string"),
-            f(2, "name", "string"),
-            f(3, "authentication_type", "cosi.v1alpha1.AuthenticationType"),
-            f(
-                4,
-                "parameters",
-                "cosi.v1alpha1.DriverGrantBucketAccessRequest.ParametersEntry"
-            ),
-        ]
-    );
-    assert_eq!(
-        fields("DriverGrantBucketAccessResponse"),
-        [
-            f(1, "account_id", "string"),
-            f(
-                2,
-                "credentials",
-                "cosi.v1alpha1.DriverGrantBucketAccessResponse.CredentialsEntry"
-            ),
-        ]
-    );
-    assert_eq!(
-        fields("DriverRevokeBucketAccessRequest"),
-        [
-            f(1, "bucket_id", "string"),
-            f(2, "account_id", "string"),
-            f(
-                3,
-                "revoke_access_context",
-                "cosi.v1alpha1.DriverRevokeBucketAccessRequest.RevokeAccessContextEntry"
-            ),
-        ]
-    );
-    assert_eq!(
-        fields("DriverDeleteBucketRequest"),
-        [
-            f(1, "bucket_id", "string"),
-            f(
-                2,
-                "delete_context",
-                "cosi.v1alpha1.DriverDeleteBucketRequest.DeleteContextEntry"
-            )
-        ]
-    );
-    assert_eq!(
-        fields("Protocol"),
-        [
-            f(1, "s3", "cosi.v1alpha1.S3"),
-            f(2, "azureBlob", "cosi.v1alpha1.AzureBlob"),
-            f(3, "gcs", "cosi.v1alpha1.GCS")
-        ]
-    );
-    assert_eq!(
-        fields("S3"),
-        [
-            f(1, "region", "string"),
-            f(2, "signature_version", "cosi.v1alpha1.S3SignatureVersion")
-        ]
-    );
-    assert_eq!(
-        fields("GCS"),
-        [
-            f(1, "private_key_name", "string"),
-            f(2, "project_id", "string"),
-            f(3, "service_account", "string")
-        ]
-    );
-    assert_eq!(fields("DriverGetInfoResponse"), [f(1, "name", "string")]);
+            .collect();
+        let expected: Vec<(u32, String, String)> = expected
+            .iter()
+            .map(|(n, name, kind)| {
+                let kind = match *kind {
+                    "string" => "string".to_owned(),
+                    entry if entry.starts_with('.') => format!("{full_name}{entry}"),
+                    other => format!("cosi.v1alpha1.{other}"),
+                };
+                (*n, (*name).to_owned(), kind)
+            })
+            .collect();
+        assert_eq!(fields, expected, "{message}");
+    }
 }
 
 fn protoc(file: &str, python_module: &str) {

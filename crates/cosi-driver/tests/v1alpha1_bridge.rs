@@ -65,6 +65,18 @@ impl Recorder {
         }
     }
 
+    /// Records the request `r` as `call` and returns it with the
+    /// behaviour to answer it by.
+    fn receive<T: Clone>(
+        &self,
+        r: Request<T>,
+        call: fn(T) -> Call,
+    ) -> Result<(T, Behaviour), Status> {
+        let r = r.into_inner();
+        let b = self.record(call(r.clone()))?;
+        Ok((r, b))
+    }
+
     fn take(&self) -> Vec<Call> {
         std::mem::take(&mut *self.calls.lock().unwrap())
     }
@@ -106,8 +118,7 @@ impl Provisioner for Recorder {
         &self,
         r: Request<DriverGenerateBucketIdRequest>,
     ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
-        let r = r.into_inner();
-        self.record(Call::GenerateBucketId(r.clone()))?;
+        let (r, _) = self.receive(r, Call::GenerateBucketId)?;
         Ok(Response::new(DriverGenerateBucketIdResponse {
             bucket_id: format!("id-{}", r.name),
         }))
@@ -117,8 +128,7 @@ impl Provisioner for Recorder {
         &self,
         r: Request<DriverCreateBucketRequest>,
     ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        let r = r.into_inner();
-        let b = self.record(Call::CreateBucket(r.clone()))?;
+        let (r, b) = self.receive(r, Call::CreateBucket)?;
         Ok(Response::new(DriverCreateBucketResponse {
             protocols: b.create_s3_info.then(|| s3_info(&r.bucket_id)),
         }))
@@ -135,7 +145,7 @@ impl Provisioner for Recorder {
         &self,
         r: Request<DriverDeleteBucketRequest>,
     ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
-        self.record(Call::DeleteBucket(r.into_inner()))?;
+        self.receive(r, Call::DeleteBucket)?;
         Ok(Response::new(DriverDeleteBucketResponse {}))
     }
 
@@ -143,8 +153,7 @@ impl Provisioner for Recorder {
         &self,
         r: Request<DriverGenerateBucketAccessIdRequest>,
     ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
-        let r = r.into_inner();
-        self.record(Call::GenerateBucketAccessId(r.clone()))?;
+        let (r, _) = self.receive(r, Call::GenerateBucketAccessId)?;
         Ok(Response::new(DriverGenerateBucketAccessIdResponse {
             account_id: format!("acct-{}", r.account_name),
         }))
@@ -154,8 +163,7 @@ impl Provisioner for Recorder {
         &self,
         r: Request<DriverGrantBucketAccessRequest>,
     ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
-        let r = r.into_inner();
-        let b = self.record(Call::GrantBucketAccess(r.clone()))?;
+        let (r, b) = self.receive(r, Call::GrantBucketAccess)?;
         Ok(Response::new(DriverGrantBucketAccessResponse {
             buckets: r
                 .buckets
@@ -179,7 +187,7 @@ impl Provisioner for Recorder {
         &self,
         r: Request<DriverRevokeBucketAccessRequest>,
     ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
-        self.record(Call::RevokeBucketAccess(r.into_inner()))?;
+        self.receive(r, Call::RevokeBucketAccess)?;
         Ok(Response::new(DriverRevokeBucketAccessResponse {}))
     }
 }
@@ -219,6 +227,28 @@ fn grant_request(auth: v1alpha1::AuthenticationType) -> v1alpha1::DriverGrantBuc
         name: "ba-1".into(),
         authentication_type: auth as i32,
         parameters: map(&[("tier", "gold")]),
+    }
+}
+
+fn create_request() -> v1alpha1::DriverCreateBucketRequest {
+    v1alpha1::DriverCreateBucketRequest {
+        name: "bc-1".into(),
+        parameters: HashMap::new(),
+    }
+}
+
+fn delete_request() -> v1alpha1::DriverDeleteBucketRequest {
+    v1alpha1::DriverDeleteBucketRequest {
+        bucket_id: "id-bc-1".into(),
+        delete_context: HashMap::new(),
+    }
+}
+
+fn revoke_request() -> v1alpha1::DriverRevokeBucketAccessRequest {
+    v1alpha1::DriverRevokeBucketAccessRequest {
+        bucket_id: "id-bc-1".into(),
+        account_id: "acct-ba-1".into(),
+        revoke_access_context: HashMap::new(),
     }
 }
 
@@ -457,36 +487,20 @@ async fn the_drivers_status_codes_pass_through_unchanged() {
         (Code::Unavailable, "backend down"),
     ] {
         r.driver.behave(|b| b.fail = Some((code, message)));
-        let err = p
-            .driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
-                name: "bc-1".into(),
-                parameters: HashMap::new(),
-            })
-            .await
-            .unwrap_err();
-        assert_eq!((err.code(), err.message()), (code, message));
-        let err = p
-            .driver_grant_bucket_access(grant_request(v1alpha1::AuthenticationType::Key))
-            .await
-            .unwrap_err();
-        assert_eq!((err.code(), err.message()), (code, message));
-        let err = p
-            .driver_delete_bucket(v1alpha1::DriverDeleteBucketRequest {
-                bucket_id: "id-bc-1".into(),
-                delete_context: HashMap::new(),
-            })
-            .await
-            .unwrap_err();
-        assert_eq!((err.code(), err.message()), (code, message));
-        let err = p
-            .driver_revoke_bucket_access(v1alpha1::DriverRevokeBucketAccessRequest {
-                bucket_id: "id-bc-1".into(),
-                account_id: "acct-ba-1".into(),
-                revoke_access_context: HashMap::new(),
-            })
-            .await
-            .unwrap_err();
-        assert_eq!((err.code(), err.message()), (code, message));
+        let results = [
+            p.driver_create_bucket(create_request()).await.map(|_| ()),
+            p.driver_grant_bucket_access(grant_request(v1alpha1::AuthenticationType::Key))
+                .await
+                .map(|_| ()),
+            p.driver_delete_bucket(delete_request()).await.map(|_| ()),
+            p.driver_revoke_bucket_access(revoke_request())
+                .await
+                .map(|_| ()),
+        ];
+        for result in results {
+            let err = result.unwrap_err();
+            assert_eq!((err.code(), err.message()), (code, message));
+        }
     }
     r.stop().await;
 }
@@ -496,13 +510,7 @@ async fn replies_without_s3_info_or_keys_are_internal_errors() {
     let r = Running::start().await;
     let mut p = r.provisioner();
     r.driver.behave(|b| b.create_s3_info = false);
-    let err = p
-        .driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
-            name: "bc-1".into(),
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap_err();
+    let err = p.driver_create_bucket(create_request()).await.unwrap_err();
     assert_eq!(err.code(), Code::Internal, "{err:?}");
     assert!(err.message().contains("no S3 bucket info"), "{err:?}");
 

@@ -198,49 +198,34 @@ pub fn granted_info_complete(
     let name = protocol_name(protocol);
     let info = info.ok_or("bucket_info is unset")?;
     bucket_info_limits(info)?;
-    let empty: Vec<&str> = match protocol {
+    let no_info = || format!("bucket_info has no {name} info");
+    let fields: Vec<(&str, &String)> = match protocol {
         ObjectProtocol::S3 => {
-            let s3 = info
-                .s3
-                .as_ref()
-                .ok_or(format!("bucket_info has no {name} info"))?;
-            [
+            let s3 = info.s3.as_ref().ok_or_else(no_info)?;
+            vec![
                 ("bucket_name", &s3.bucket_name),
                 ("region", &s3.region),
                 ("endpoint", &s3.endpoint),
             ]
-            .into_iter()
-            .filter(|(_, v)| v.is_empty())
-            .map(|(k, _)| k)
-            .collect()
         }
         ObjectProtocol::Azure => {
-            let azure = info
-                .azure
-                .as_ref()
-                .ok_or(format!("bucket_info has no {name} info"))?;
-            if azure.storage_account.is_empty() {
-                vec!["storage_account"]
-            } else {
-                vec![]
-            }
+            let azure = info.azure.as_ref().ok_or_else(no_info)?;
+            vec![("storage_account", &azure.storage_account)]
         }
         ObjectProtocol::Gcs => {
-            let gcs = info
-                .gcs
-                .as_ref()
-                .ok_or(format!("bucket_info has no {name} info"))?;
-            [
+            let gcs = info.gcs.as_ref().ok_or_else(no_info)?;
+            vec![
                 ("project_id", &gcs.project_id),
                 ("bucket_name", &gcs.bucket_name),
             ]
-            .into_iter()
-            .filter(|(_, v)| v.is_empty())
-            .map(|(k, _)| k)
-            .collect()
         }
         ObjectProtocol::Unspecified => return Err("no protocol was requested".into()),
     };
+    let empty: Vec<&str> = fields
+        .into_iter()
+        .filter(|(_, v)| v.is_empty())
+        .map(|(k, _)| k)
+        .collect();
     if empty.is_empty() {
         Ok(())
     } else {
@@ -433,7 +418,7 @@ pub fn expect_code<T>(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn s3_info(name: &str, region: &str, endpoint: &str) -> ProtocolBucketInfo {
@@ -448,7 +433,8 @@ mod tests {
         }
     }
 
-    fn s3_creds(id: &str, secret: &str) -> Credentials {
+    /// Credentials holding the S3 key pair `id`, `secret`.
+    pub(crate) fn s3_creds(id: &str, secret: &str) -> Credentials {
         Credentials {
             s3: Some(S3Credentials {
                 access_key_id: id.into(),

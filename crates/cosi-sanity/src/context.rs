@@ -5,6 +5,7 @@
 
 mod calls;
 mod resources;
+mod rpc;
 mod watch;
 
 pub use watch::{CallWatch, CaseBody, CaseContext};
@@ -85,6 +86,11 @@ impl std::fmt::Display for RpcError {
 }
 
 impl RpcError {
+    /// Makes the error of `rpc` from the status it answered.
+    pub fn of(rpc: &'static str) -> impl Fn(Status) -> RpcError {
+        move |status| RpcError { rpc, status }
+    }
+
     /// The error as a failure of a setup step (the case could not reach the
     /// behaviour it checks).
     pub fn setup(self, doing: &str) -> Stop {
@@ -182,6 +188,17 @@ pub struct Grant {
     pub response: DriverGrantBucketAccessResponse,
 }
 
+impl Grant {
+    /// The bucket info the grant returned for `bucket_id`.
+    pub fn bucket_info(&self, bucket_id: &str) -> Option<&ProtocolBucketInfo> {
+        self.response
+            .buckets
+            .iter()
+            .find(|b| b.bucket_id == bucket_id)
+            .and_then(|b| b.bucket_info.as_ref())
+    }
+}
+
 #[derive(Clone, Debug)]
 struct TrackedBucket {
     id: String,
@@ -192,6 +209,17 @@ struct TrackedBucket {
 /// the request.
 pub fn expect_invalid<T>(rpc: &str, what: &str, result: &Result<T, Status>) -> Step {
     checks::expect_code(rpc, what, result, Code::InvalidArgument).or_fail("")
+}
+
+/// Checks that a call was refused with AlreadyExists; `what` describes
+/// the request.
+pub fn expect_already_exists<T>(rpc: &str, what: &str, result: &Result<T, Status>) -> Step {
+    checks::expect_code(rpc, what, result, Code::AlreadyExists).or_fail("")
+}
+
+/// A failed setup: the credentials of a grant cannot build a client.
+pub fn unusable(error: impl std::fmt::Display) -> Stop {
+    Stop::Fail(format!("setup: the grant cannot be used: {error}"))
 }
 
 /// Converts a configured parameter set to the proto map.

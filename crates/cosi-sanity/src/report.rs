@@ -169,23 +169,26 @@ impl fmt::Display for Report {
 mod tests {
     use super::*;
 
-    fn case(name: &str, outcome: Outcome) -> CaseResult {
-        CaseResult {
-            name: name.into(),
-            outcome,
+    fn report<'a>(cases: impl IntoIterator<Item = (&'a str, Outcome)>) -> Report {
+        Report {
+            cases: cases
+                .into_iter()
+                .map(|(name, outcome)| CaseResult {
+                    name: name.into(),
+                    outcome,
+                })
+                .collect(),
         }
     }
 
     #[test]
     fn counts_and_summary_reflect_every_outcome() {
-        let report = Report {
-            cases: vec![
-                case("a", Outcome::Passed),
-                case("b", Outcome::Failed("wrong code".into())),
-                case("c", Outcome::Skipped("no input".into())),
-                case("d", Outcome::Passed),
-            ],
-        };
+        let report = report([
+            ("a", Outcome::Passed),
+            ("b", Outcome::Failed("wrong code".into())),
+            ("c", Outcome::Skipped("no input".into())),
+            ("d", Outcome::Passed),
+        ]);
         assert_eq!(
             (report.passed(), report.failed(), report.skipped()),
             (2, 1, 1)
@@ -197,13 +200,11 @@ mod tests {
 
     #[test]
     fn printed_lines_name_the_outcome_and_reason() {
-        let report = Report {
-            cases: vec![
-                case("x: works", Outcome::Passed),
-                case("y: fails", Outcome::Failed("because".into())),
-                case("z: skipped", Outcome::Skipped("no file".into())),
-            ],
-        };
+        let report = report([
+            ("x: works", Outcome::Passed),
+            ("y: fails", Outcome::Failed("because".into())),
+            ("z: skipped", Outcome::Skipped("no file".into())),
+        ]);
         assert_eq!(
             report.to_string(),
             "PASS x: works\nFAIL y: fails: because\nSKIP z: skipped: no file\n1 passed, 1 failed, 1 skipped\n"
@@ -212,12 +213,10 @@ mod tests {
 
     #[test]
     fn warnings_are_counted_printed_and_do_not_fail_the_run() {
-        let report = Report {
-            cases: vec![
-                case("x: works", Outcome::Passed),
-                case("w: deviates", Outcome::Warned("Internal".into())),
-            ],
-        };
+        let report = report([
+            ("x: works", Outcome::Passed),
+            ("w: deviates", Outcome::Warned("Internal".into())),
+        ]);
         assert!(report.success());
         assert_eq!(
             report.to_string(),
@@ -226,19 +225,14 @@ mod tests {
     }
 
     fn whole_suite(skipped: &[&str]) -> Report {
-        Report {
-            cases: crate::case_names()
-                .into_iter()
-                .map(|name| {
-                    let outcome = if skipped.contains(&name) {
-                        Outcome::Skipped("no input".into())
-                    } else {
-                        Outcome::Passed
-                    };
-                    case(name, outcome)
-                })
-                .collect(),
-        }
+        report(crate::case_names().into_iter().map(|name| {
+            let outcome = if skipped.contains(&name) {
+                Outcome::Skipped("no input".into())
+            } else {
+                Outcome::Passed
+            };
+            (name, outcome)
+        }))
     }
 
     #[test]

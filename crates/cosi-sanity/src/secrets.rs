@@ -95,17 +95,9 @@ impl SecretSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosi_driver::proto::{S3BucketInfo, S3Credentials};
+    use cosi_driver::proto::S3BucketInfo;
 
-    fn creds(id: &str, secret: &str) -> Credentials {
-        Credentials {
-            s3: Some(S3Credentials {
-                access_key_id: id.into(),
-                access_secret_key: secret.into(),
-            }),
-            ..Default::default()
-        }
-    }
+    use crate::checks::tests::s3_creds as creds;
 
     #[test]
     fn collected_secrets_are_found_and_redacted() {

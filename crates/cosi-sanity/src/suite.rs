@@ -1,7 +1,7 @@
 //! Running the selected cases one after another against one driver, each
 //! followed by the removal of what it created.
 
-use cosi_driver::{Code, DriverClient};
+use cosi_driver::{Code, DriverClient, Status};
 use regex::Regex;
 
 use crate::cases::{self, Case};
@@ -75,10 +75,7 @@ pub async fn run(config: &Config) -> Report {
         return run_v1alpha1(client, config, filter.as_ref()).await;
     }
     let all = cases::all();
-    let selected: Vec<&Case> = all
-        .iter()
-        .filter(|c| filter.as_ref().is_none_or(|f| f.is_match(c.name)))
-        .collect();
+    let selected: Vec<&Case> = select(&all, filter.as_ref(), |c| c.name);
     let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
     if selected.is_empty() {
         return setup_failure(
@@ -86,20 +83,9 @@ pub async fn run(config: &Config) -> Report {
             "the filter selects no case (list them with --list)".into(),
         );
     }
-    let info = match tokio::time::timeout(config.rpc_timeout, client.get_info()).await {
-        Ok(Ok(info)) => info,
-        Ok(Err(s)) => {
-            return setup_failure(&names, format!("DriverGetInfo answered {}", describe(&s)));
-        }
-        Err(_) => {
-            return setup_failure(
-                &names,
-                format!(
-                    "DriverGetInfo did not answer within {}s",
-                    config.rpc_timeout.as_secs_f64()
-                ),
-            );
-        }
+    let info = match setup_call(config, "DriverGetInfo", client.get_info()).await {
+        Ok(info) => info,
+        Err(reason) => return setup_failure(&names, reason),
     };
     if let Some(requested) = config.protocol
         && let Err(e) = checks::choose_protocol(&info.supported_protocols, Some(requested))
@@ -133,10 +119,7 @@ pub(crate) async fn run_cases<C: CaseContext>(
 
 async fn run_v1alpha1(client: DriverClient, config: &Config, filter: Option<&Regex>) -> Report {
     let all = crate::v1alpha1::all();
-    let selected: Vec<&crate::v1alpha1::Case> = all
-        .iter()
-        .filter(|c| filter.is_none_or(|f| f.is_match(c.name)))
-        .collect();
+    let selected: Vec<&crate::v1alpha1::Case> = select(&all, filter, |c| c.name);
     let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
     if selected.is_empty() {
         return setup_failure(
@@ -154,26 +137,40 @@ async fn run_v1alpha1(client: DriverClient, config: &Config, filter: Option<&Reg
     }
     let mut identity = client.v1alpha1.identity.clone();
     let request = cosi_driver::v1alpha1::DriverGetInfoRequest {};
-    let name =
-        match tokio::time::timeout(config.rpc_timeout, identity.driver_get_info(request)).await {
-            Ok(Ok(reply)) => reply.into_inner().name,
-            Ok(Err(s)) => {
-                return setup_failure(
-                    &names,
-                    format!("v1alpha1 DriverGetInfo answered {}", describe(&s)),
-                );
-            }
-            Err(_) => {
-                return setup_failure(
-                    &names,
-                    format!(
-                        "v1alpha1 DriverGetInfo did not answer within {}s",
-                        config.rpc_timeout.as_secs_f64()
-                    ),
-                );
-            }
-        };
+    let reply = setup_call(
+        config,
+        "v1alpha1 DriverGetInfo",
+        identity.driver_get_info(request),
+    );
+    let name = match reply.await {
+        Ok(reply) => reply.into_inner().name,
+        Err(reason) => return setup_failure(&names, reason),
+    };
     crate::v1alpha1::run(client.v1alpha1.clone(), config, name, &selected).await
+}
+
+/// The cases of `all` whose names `filter` matches (all without a filter).
+fn select<'a, T>(all: &'a [T], filter: Option<&Regex>, name: fn(&T) -> &str) -> Vec<&'a T> {
+    all.iter()
+        .filter(|c| filter.is_none_or(|f| f.is_match(name(c))))
+        .collect()
+}
+
+/// Awaits the setup call `rpc` within the RPC timeout; an error status or
+/// no answer is the reason the suite cannot start.
+async fn setup_call<T>(
+    config: &Config,
+    rpc: &str,
+    call: impl Future<Output = Result<T, Status>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(config.rpc_timeout, call).await {
+        Ok(Ok(reply)) => Ok(reply),
+        Ok(Err(s)) => Err(format!("{rpc} answered {}", describe(&s))),
+        Err(_) => Err(format!(
+            "{rpc} did not answer within {}s",
+            config.rpc_timeout.as_secs_f64()
+        )),
+    }
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

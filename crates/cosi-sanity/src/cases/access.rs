@@ -6,7 +6,8 @@ use cosi_driver::proto::*;
 
 use crate::checks::{self, expect_code};
 use crate::context::{
-    Ctx, Grant, GrantSpec, OrFail, Step, Stop, expect_invalid, fail, object_data, proto_map, skip,
+    Ctx, Grant, GrantSpec, OrFail, Step, Stop, expect_already_exists, expect_invalid, fail,
+    object_data, proto_map, skip,
 };
 use crate::names;
 
@@ -31,6 +32,26 @@ async fn account_id(ctx: &mut Ctx, spec: &GrantSpec, name: &str) -> Result<Strin
         .account_id)
 }
 
+/// A read-write spec for one fresh bucket and the account ID phase 1
+/// returned for a fresh name.
+async fn phase_one(ctx: &mut Ctx) -> Result<(GrantSpec, String), Stop> {
+    let spec = one_bucket_spec(ctx).await?;
+    let id = account_id(ctx, &spec, &names::account_name()).await?;
+    Ok((spec, id))
+}
+
+/// Grants `spec` to account `id`; an error fails the case as `what`.
+async fn grant(
+    ctx: &mut Ctx,
+    spec: &GrantSpec,
+    id: &str,
+    what: &'static str,
+) -> Result<DriverGrantBucketAccessResponse, Stop> {
+    ctx.grant_access(spec.grant_request(id))
+        .await
+        .map_err(answered(what))
+}
+
 /// Checks a grant reply against its request.
 fn check_grant(spec: &GrantSpec, resp: &DriverGrantBucketAccessResponse) -> Step {
     checks::granted_buckets(&resp.buckets, &spec.bucket_ids(), spec.protocol).or_fail(GRANT)?;
@@ -51,8 +72,7 @@ pub(super) async fn generate_is_idempotent(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn generated_id_is_well_formed(ctx: &mut Ctx) -> Step {
-    let spec = one_bucket_spec(ctx).await?;
-    let id = account_id(ctx, &spec, &names::account_name()).await?;
+    let (_, id) = phase_one(ctx).await?;
     cosi_driver::validate::identifier("account_id", &id)
         .map_err(|s| Stop::Fail(s.message().to_owned()))
 }
@@ -101,27 +121,16 @@ fn report(problems: Vec<String>) -> Step {
 }
 
 pub(super) async fn grant_is_complete(ctx: &mut Ctx) -> Step {
-    let spec = one_bucket_spec(ctx).await?;
-    let id = account_id(ctx, &spec, &names::account_name()).await?;
-    let resp = ctx
-        .grant_access(spec.grant_request(&id))
-        .await
-        .map_err(answered(GRANT))?;
+    let (spec, id) = phase_one(ctx).await?;
+    let resp = grant(ctx, &spec, &id, GRANT).await?;
     check_grant(&spec, &resp)
 }
 
 pub(super) async fn grant_is_idempotent(ctx: &mut Ctx) -> Step {
-    let spec = one_bucket_spec(ctx).await?;
-    let id = account_id(ctx, &spec, &names::account_name()).await?;
-    let first = ctx
-        .grant_access(spec.grant_request(&id))
-        .await
-        .map_err(answered(GRANT))?;
+    let (spec, id) = phase_one(ctx).await?;
+    let first = grant(ctx, &spec, &id, GRANT).await?;
     check_grant(&spec, &first)?;
-    let second = ctx
-        .grant_access(spec.grant_request(&id))
-        .await
-        .map_err(answered("a repeated DriverGrantBucketAccess"))?;
+    let second = grant(ctx, &spec, &id, "a repeated DriverGrantBucketAccess").await?;
     check_grant(&spec, &second).map_err(|stop| match stop {
         Stop::Fail(e) => Stop::Fail(format!("the repeated grant: {e}")),
         other => other,
@@ -211,19 +220,16 @@ pub(super) async fn grant_refuses_incompatible_repeat(ctx: &mut Ctx) -> Step {
     let result = ctx
         .grant_access(other.grant_request(&grant.account_id))
         .await;
-    expect_code(
+    expect_already_exists(
         GRANT,
         "the incompatible parameters for an existing account",
         &result,
-        Code::AlreadyExists,
     )
-    .or_fail("")
 }
 
 pub(super) async fn grant_refuses_invalid_parameters(ctx: &mut Ctx) -> Step {
     let invalid = ctx.invalid_access_parameters()?;
-    let spec = one_bucket_spec(ctx).await?;
-    let id = account_id(ctx, &spec, &names::account_name()).await?;
+    let (spec, id) = phase_one(ctx).await?;
     let mut bad = spec.clone();
     bad.parameters = invalid;
     let result = ctx.grant_access(bad.grant_request(&id)).await;
@@ -259,8 +265,7 @@ pub(super) async fn revoke_revokes(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn revoke_absent_is_ok(ctx: &mut Ctx) -> Step {
-    let spec = one_bucket_spec(ctx).await?;
-    let never_granted = account_id(ctx, &spec, &names::account_name()).await?;
+    let (spec, never_granted) = phase_one(ctx).await?;
     ctx.revoke_access(spec.revoke_request(&never_granted))
         .await
         .map_err(answered(

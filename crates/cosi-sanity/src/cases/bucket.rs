@@ -6,7 +6,8 @@ use cosi_driver::proto::*;
 
 use crate::checks::{self, describe, expect_code, protocol_name};
 use crate::context::{
-    CaseContext as _, Ctx, OrFail, Step, Stop, expect_invalid, fail, proto_map, skip,
+    CaseContext as _, Ctx, OrFail, Step, Stop, expect_already_exists, expect_invalid, fail,
+    proto_map, skip,
 };
 use crate::names;
 
@@ -173,13 +174,11 @@ pub(super) async fn create_refuses_incompatible_repeat(ctx: &mut Ctx) -> Step {
     let mut req = ctx.create_request(&bucket.id)?;
     req.parameters = proto_map(&incompatible);
     let result = ctx.create_bucket(req).await;
-    expect_code(
+    expect_already_exists(
         CREATE,
         "the incompatible parameters for an existing bucket",
         &result,
-        Code::AlreadyExists,
     )
-    .or_fail("")
 }
 
 pub(super) async fn create_refuses_unsupported_protocol(ctx: &mut Ctx) -> Step {

@@ -12,7 +12,7 @@ use cosi_driver::proto::*;
 use tokio::time::Instant;
 
 use crate::checks::protocol_name;
-use crate::context::{CaseContext as _, Ctx, Grant, Step, Stop, fail, skip};
+use crate::context::{Bucket, CaseContext as _, Ctx, Grant, GrantSpec, Step, Stop, fail, skip};
 use crate::names;
 use crate::s3::Access;
 use crate::target::Target;
@@ -143,12 +143,13 @@ async fn read_denied(ctx: &Ctx, who: &str, target: &Target, key: &str) -> Step {
     }
 }
 
-/// Grants `mode` on `bucket_id`; a mode the driver refuses with
-/// InvalidArgument skips the case.
-async fn grant_mode(ctx: &mut Ctx, bucket_id: &str, mode: AccessMode) -> Result<Grant, Stop> {
+/// Grants `mode` on `bucket_id` and returns a client of the bucket with
+/// the credentials; a mode the driver refuses with InvalidArgument skips
+/// the case.
+async fn grant_mode(ctx: &mut Ctx, bucket_id: &str, mode: AccessMode) -> Result<Target, Stop> {
     let spec = ctx.spec(&[bucket_id], mode)?;
     match ctx.try_grant(&spec).await {
-        Ok(grant) => Ok(grant),
+        Ok(grant) => ctx.target(&grant, bucket_id),
         Err(e) if e.status.code() == Code::InvalidArgument => Err(Stop::Skip(format!(
             "the driver does not grant {} access ({e})",
             mode.api_name().unwrap_or("this")
@@ -157,12 +158,39 @@ async fn grant_mode(ctx: &mut Ctx, bucket_id: &str, mode: AccessMode) -> Result<
     }
 }
 
-pub(super) async fn read_write(ctx: &mut Ctx) -> Step {
+/// What most data-plane cases start from: a fresh bucket, a ReadWrite
+/// grant for it, and a client of the bucket with that grant's credentials.
+struct ReadWriteBucket {
+    bucket: Bucket,
+    spec: GrantSpec,
+    target: Target,
+}
+
+/// Checks that the data-plane cases are enabled, then sets up a
+/// [`ReadWriteBucket`].
+async fn read_write_bucket(ctx: &mut Ctx) -> Result<ReadWriteBucket, Stop> {
     enabled(ctx)?;
     let bucket = ctx.new_bucket().await?;
     let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
     let grant = ctx.grant(&spec).await?;
-    let rw = ctx.target(&grant, &bucket.id)?;
+    let target = ctx.target(&grant, &bucket.id)?;
+    Ok(ReadWriteBucket {
+        bucket,
+        spec,
+        target,
+    })
+}
+
+/// Revokes the access `account_id` of `spec`.
+async fn revoke(ctx: &mut Ctx, spec: &GrantSpec, account_id: &str) -> Step {
+    ctx.revoke_access(spec.revoke_request(account_id))
+        .await
+        .map_err(super::answered("DriverRevokeBucketAccess"))?;
+    Ok(())
+}
+
+pub(super) async fn read_write(ctx: &mut Ctx) -> Step {
+    let ReadWriteBucket { target: rw, .. } = read_write_bucket(ctx).await?;
     let key = write(ctx, "ReadWrite credentials", &rw, &rw).await?;
     read(ctx, "ReadWrite credentials", &rw, &key).await
 }
@@ -184,26 +212,24 @@ pub(super) async fn repeated_grant_works(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn read_only_cannot_write(ctx: &mut Ctx) -> Step {
-    enabled(ctx)?;
-    let bucket = ctx.new_bucket().await?;
-    let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
-    let keeper = ctx.grant(&spec).await?;
-    let keeper = ctx.target(&keeper, &bucket.id)?;
+    let ReadWriteBucket {
+        bucket,
+        target: keeper,
+        ..
+    } = read_write_bucket(ctx).await?;
     let ro = grant_mode(ctx, &bucket.id, AccessMode::ReadOnly).await?;
-    let ro = ctx.target(&ro, &bucket.id)?;
     let key = write(ctx, "ReadWrite credentials", &keeper, &keeper).await?;
     read(ctx, "ReadOnly credentials", &ro, &key).await?;
     write_denied(ctx, "ReadOnly credentials", &ro, &keeper).await
 }
 
 pub(super) async fn write_only_cannot_read(ctx: &mut Ctx) -> Step {
-    enabled(ctx)?;
-    let bucket = ctx.new_bucket().await?;
-    let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
-    let keeper = ctx.grant(&spec).await?;
-    let keeper = ctx.target(&keeper, &bucket.id)?;
+    let ReadWriteBucket {
+        bucket,
+        target: keeper,
+        ..
+    } = read_write_bucket(ctx).await?;
     let wo = grant_mode(ctx, &bucket.id, AccessMode::WriteOnly).await?;
-    let wo = ctx.target(&wo, &bucket.id)?;
     let key = write(ctx, "WriteOnly credentials", &wo, &keeper).await?;
     read(ctx, "ReadWrite credentials", &keeper, &key).await?;
     read_denied(ctx, "WriteOnly credentials", &wo, &key).await
@@ -226,11 +252,7 @@ pub(super) async fn other_bucket_is_denied(ctx: &mut Ctx) -> Step {
         _ => {
             // Bucket B as a workload holding only A's Secret would address it.
             let b_info = grant_b
-                .response
-                .buckets
-                .iter()
-                .find(|g| g.bucket_id == b.id)
-                .and_then(|g| g.bucket_info.as_ref())
+                .bucket_info(&b.id)
                 .and_then(|i| i.s3.as_ref())
                 .ok_or_else(|| {
                     Stop::Fail("setup: the grant has no S3 info for the other bucket".into())
@@ -277,18 +299,16 @@ pub(super) async fn multi_bucket_credential(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn revoked_credentials_fail(ctx: &mut Ctx) -> Step {
-    enabled(ctx)?;
-    let bucket = ctx.new_bucket().await?;
-    let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
-    let keeper = ctx.grant(&spec).await?;
-    let keeper = ctx.target(&keeper, &bucket.id)?;
+    let ReadWriteBucket {
+        bucket,
+        spec,
+        target: keeper,
+    } = read_write_bucket(ctx).await?;
     let probe = ctx.grant(&spec).await?;
     let probe_target = ctx.target(&probe, &bucket.id)?;
     let key = write(ctx, "ReadWrite credentials", &keeper, &keeper).await?;
     read(ctx, "the credentials to be revoked", &probe_target, &key).await?;
-    ctx.revoke_access(spec.revoke_request(&probe.account_id))
-        .await
-        .map_err(super::answered("DriverRevokeBucketAccess"))?;
+    revoke(ctx, &spec, &probe.account_id).await?;
     let timeout = ctx.config.propagation_timeout;
     match poll(timeout, Want::Denied, || probe_target.get(&key)).await {
         Access::Denied(_) => {}
@@ -316,11 +336,11 @@ const REPEATED_GRANTS: usize = 3;
 /// work: a driver may rotate the account's key on a repeat, which refuses
 /// the earlier ones at once.
 pub(super) async fn repeated_grants_then_revoke_refuse_every_key(ctx: &mut Ctx) -> Step {
-    enabled(ctx)?;
-    let bucket = ctx.new_bucket().await?;
-    let spec = ctx.spec(&[&bucket.id], AccessMode::ReadWrite)?;
-    let keeper = ctx.grant(&spec).await?;
-    let keeper = ctx.target(&keeper, &bucket.id)?;
+    let ReadWriteBucket {
+        bucket,
+        spec,
+        target: keeper,
+    } = read_write_bucket(ctx).await?;
     let first = ctx.grant(&spec).await?;
     let mut grants = vec![first.clone()];
     while grants.len() < REPEATED_GRANTS {
@@ -342,9 +362,7 @@ pub(super) async fn repeated_grants_then_revoke_refuse_every_key(ctx: &mut Ctx) 
         // Seen working first, so that its later denial means the revoke.
         read(ctx, &grant_name(targets.len()), last, &key).await?;
     }
-    ctx.revoke_access(spec.revoke_request(&first.account_id))
-        .await
-        .map_err(super::answered("DriverRevokeBucketAccess"))?;
+    revoke(ctx, &spec, &first.account_id).await?;
     let timeout = ctx.config.propagation_timeout;
     for (n, target) in (1..).zip(&targets) {
         match poll(timeout, Want::Denied, || target.get(&key)).await {

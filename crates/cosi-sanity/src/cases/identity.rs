@@ -3,7 +3,7 @@
 use crate::checks::{self, known_protocols};
 use crate::context::{Ctx, OrFail, Step, fail};
 
-use super::answered;
+use super::{answered, same_name};
 
 pub(super) async fn name_is_a_domain_name(ctx: &mut Ctx) -> Step {
     cosi_driver::validate::driver_name(&ctx.info.name).or_fail("")
@@ -18,13 +18,7 @@ pub(super) async fn answers_the_same(ctx: &mut Ctx) -> Step {
         .get_info()
         .await
         .map_err(answered("a second DriverGetInfo"))?;
-    if again.name != ctx.info.name {
-        fail!(
-            "the name changed between calls, from {:?} to {:?}",
-            ctx.info.name,
-            again.name
-        );
-    }
+    same_name(&ctx.info.name, &again.name)?;
     let (mut before, mut after) = (
         known_protocols(&ctx.info.supported_protocols),
         known_protocols(&again.supported_protocols),

@@ -5,7 +5,7 @@
 use cosi_driver::Status;
 
 use crate::checks::describe;
-use crate::context::{CaseBody, Ctx, Stop};
+use crate::context::{CaseBody, Ctx, Step, Stop};
 
 mod access;
 mod bucket;
@@ -28,6 +28,17 @@ pub struct Case {
 /// A failure for an RPC that should have succeeded.
 pub(crate) fn answered(rpc: &'static str) -> impl Fn(Status) -> Stop {
     move |s| Stop::Fail(format!("{rpc} answered {}", describe(&s)))
+}
+
+/// Fails when DriverGetInfo answered a name other than `before` the
+/// second time.
+pub(crate) fn same_name(before: &str, again: &str) -> Step {
+    if again != before {
+        return Err(Stop::Fail(format!(
+            "the name changed between calls, from {before:?} to {again:?}"
+        )));
+    }
+    Ok(())
 }
 
 /// A [`Case`] (of the module where it is used) named `$name` running `$body`.

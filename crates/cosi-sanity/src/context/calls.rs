@@ -44,11 +44,8 @@ impl Ctx {
 
     /// Calls DriverGetInfo.
     pub async fn get_info(&mut self) -> Result<DriverGetInfoResponse, Status> {
-        let mut c = self.client.identity.clone();
         self.watch
-            .call("DriverGetInfo", async move {
-                c.driver_get_info(DriverGetInfoRequest {}).await
-            })
+            .send(&self.client.identity, DriverGetInfoRequest {})
             .await
     }
 
@@ -57,12 +54,7 @@ impl Ctx {
         &mut self,
         req: DriverGenerateBucketIdRequest,
     ) -> Result<DriverGenerateBucketIdResponse, Status> {
-        let mut c = self.client.provisioner.clone();
-        self.watch
-            .call("DriverGenerateBucketId", async move {
-                c.driver_generate_bucket_id(req).await
-            })
-            .await
+        self.watch.send(&self.client.provisioner, req).await
     }
 
     /// Calls DriverCreateBucket; a created bucket is deleted at cleanup.
@@ -70,17 +62,11 @@ impl Ctx {
         &mut self,
         req: DriverCreateBucketRequest,
     ) -> Result<DriverCreateBucketResponse, Status> {
-        let mut c = self.client.provisioner.clone();
         let tracked = TrackedBucket {
             id: req.bucket_id.clone(),
             parameters: req.parameters.clone(),
         };
-        let result = self
-            .watch
-            .call("DriverCreateBucket", async move {
-                c.driver_create_bucket(req).await
-            })
-            .await;
+        let result = self.watch.send(&self.client.provisioner, req).await;
         if let Ok(resp) = &result {
             if !tracked.id.is_empty() {
                 self.track_bucket(&tracked.id, tracked.parameters);
@@ -95,14 +81,7 @@ impl Ctx {
         &mut self,
         req: DriverGetBucketRequest,
     ) -> Result<DriverGetBucketResponse, Status> {
-        let mut c = self.client.provisioner.clone();
-        let result = self
-            .watch
-            .call(
-                "DriverGetBucket",
-                async move { c.driver_get_bucket(req).await },
-            )
-            .await;
+        let result = self.watch.send(&self.client.provisioner, req).await;
         if let Ok(resp) = &result {
             self.observe_info("DriverGetBucket", resp.protocols.as_ref());
         }
@@ -114,14 +93,8 @@ impl Ctx {
         &mut self,
         req: DriverDeleteBucketRequest,
     ) -> Result<DriverDeleteBucketResponse, Status> {
-        let mut c = self.client.provisioner.clone();
         let id = req.bucket_id.clone();
-        let result = self
-            .watch
-            .call("DriverDeleteBucket", async move {
-                c.driver_delete_bucket(req).await
-            })
-            .await;
+        let result = self.watch.send(&self.client.provisioner, req).await;
         if result.is_ok() {
             self.buckets.retain(|b| b.id != id);
         }
@@ -133,14 +106,8 @@ impl Ctx {
         &mut self,
         req: DriverGenerateBucketAccessIdRequest,
     ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
-        let mut c = self.client.provisioner.clone();
         let buckets = req.buckets.len();
-        let result = self
-            .watch
-            .call("DriverGenerateBucketAccessId", async move {
-                c.driver_generate_bucket_access_id(req).await
-            })
-            .await;
+        let result = self.watch.send(&self.client.provisioner, req).await;
         self.observe_out_of_range("DriverGenerateBucketAccessId", buckets, &result);
         result
     }
@@ -151,15 +118,9 @@ impl Ctx {
         &mut self,
         req: DriverGrantBucketAccessRequest,
     ) -> Result<DriverGrantBucketAccessResponse, Status> {
-        let mut c = self.client.provisioner.clone();
         let revoke = self.revocation_for(&req);
         let buckets = req.buckets.len();
-        let result = self
-            .watch
-            .call("DriverGrantBucketAccess", async move {
-                c.driver_grant_bucket_access(req).await
-            })
-            .await;
+        let result = self.watch.send(&self.client.provisioner, req).await;
         self.observe_out_of_range("DriverGrantBucketAccess", buckets, &result);
         if let Ok(resp) = &result {
             if let Some(creds) = &resp.credentials {
@@ -231,14 +192,8 @@ impl Ctx {
         &mut self,
         req: DriverRevokeBucketAccessRequest,
     ) -> Result<DriverRevokeBucketAccessResponse, Status> {
-        let mut c = self.client.provisioner.clone();
         let id = req.account_id.clone();
-        let result = self
-            .watch
-            .call("DriverRevokeBucketAccess", async move {
-                c.driver_revoke_bucket_access(req).await
-            })
-            .await;
+        let result = self.watch.send(&self.client.provisioner, req).await;
         if result.is_ok() {
             self.accounts.retain(|a| a.account_id != id);
         }

@@ -13,7 +13,7 @@ use crate::target::Target;
 
 use super::{
     Bucket, CaseContext as _, Ctx, Grant, GrantSpec, OrFail as _, RpcError, Stop, TrackedBucket,
-    object_data,
+    object_data, unusable,
 };
 
 impl Ctx {
@@ -34,13 +34,8 @@ impl Ctx {
         let id = self
             .generate_bucket_id(req)
             .await
-            .map_err(|status| {
-                RpcError {
-                    rpc: "DriverGenerateBucketId",
-                    status,
-                }
-                .setup("generating a bucket ID")
-            })?
+            .map_err(RpcError::of("DriverGenerateBucketId"))
+            .map_err(|e| e.setup("generating a bucket ID"))?
             .bucket_id;
         cosi_driver::validate::identifier("bucket_id", &id).map_err(|s| {
             Stop::Fail(format!(
@@ -66,13 +61,11 @@ impl Ctx {
         let protocol = self.protocol()?;
         let (_, id) = self.new_bucket_id().await?;
         let req = self.create_request(&id)?;
-        let resp = self.create_bucket(req).await.map_err(|status| {
-            RpcError {
-                rpc: "DriverCreateBucket",
-                status,
-            }
-            .setup("creating a bucket")
-        })?;
+        let resp = self
+            .create_bucket(req)
+            .await
+            .map_err(RpcError::of("DriverCreateBucket"))
+            .map_err(|e| e.setup("creating a bucket"))?;
         checks::covers_protocols(resp.protocols.as_ref(), &[protocol])
             .or_fail("setup: DriverCreateBucket")?;
         Ok(Bucket { id })
@@ -102,18 +95,12 @@ impl Ctx {
         let account_id = self
             .generate_access_id(spec.generate_request(&account_name))
             .await
-            .map_err(|status| RpcError {
-                rpc: "DriverGenerateBucketAccessId",
-                status,
-            })?
+            .map_err(RpcError::of("DriverGenerateBucketAccessId"))?
             .account_id;
         let response = self
             .grant_access(spec.grant_request(&account_id))
             .await
-            .map_err(|status| RpcError {
-                rpc: "DriverGrantBucketAccess",
-                status,
-            })?;
+            .map_err(RpcError::of("DriverGrantBucketAccess"))?;
         Ok(Grant {
             account_name,
             account_id,
@@ -145,17 +132,9 @@ impl Ctx {
             .and_then(|c| c.s3.as_ref())
             .ok_or_else(|| Stop::Fail("setup: the grant has no S3 credentials".into()))?;
         let info = grant
-            .response
-            .buckets
-            .iter()
-            .find(|b| b.bucket_id == bucket_id)
-            .and_then(|b| b.bucket_info.as_ref())
+            .bucket_info(bucket_id)
             .and_then(|i| i.s3.as_ref())
-            .ok_or_else(|| {
-                Stop::Fail(format!(
-                    "setup: the grant has no S3 info for bucket {bucket_id:?}"
-                ))
-            })?;
+            .ok_or_else(|| no_info("S3", bucket_id))?;
         self.s3_client(
             info,
             s3_creds,
@@ -170,8 +149,7 @@ impl Ctx {
         creds: &S3Credentials,
         ca: Option<&str>,
     ) -> Result<S3Target, Stop> {
-        S3Target::new(info, creds, ca, self.config.rpc_timeout)
-            .map_err(|e| Stop::Fail(format!("setup: the grant cannot be used: {e}")))
+        S3Target::new(info, creds, ca, self.config.rpc_timeout).map_err(unusable)
     }
 
     /// Deletes bucket `id` at cleanup (for a bucket found where none should be).
@@ -203,23 +181,15 @@ impl Ctx {
             .and_then(|c| c.azure.as_ref())
             .ok_or_else(|| Stop::Fail("setup: the grant has no Azure credentials".into()))?;
         grant
-            .response
-            .buckets
-            .iter()
-            .find(|b| b.bucket_id == bucket_id)
-            .and_then(|b| b.bucket_info.as_ref())
+            .bucket_info(bucket_id)
             .and_then(|i| i.azure.as_ref())
-            .ok_or_else(|| {
-                Stop::Fail(format!(
-                    "setup: the grant has no Azure info for bucket {bucket_id:?}"
-                ))
-            })?;
+            .ok_or_else(|| no_info("Azure", bucket_id))?;
         let target = AzureTarget::new(
             &azure.access_token,
             creds.map(|c| c.certificate_authority.as_str()),
             self.config.rpc_timeout,
         )
-        .map_err(|e| Stop::Fail(format!("setup: the grant cannot be used: {e}")))?;
+        .map_err(unusable)?;
         if target.bucket() != bucket_id {
             return Err(Stop::Fail(format!(
                 "the SAS token of the grant for bucket {bucket_id:?} names container {:?}",
@@ -272,4 +242,11 @@ impl Ctx {
         }
         problems
     }
+}
+
+/// A grant without `protocol` bucket info for `bucket_id`.
+fn no_info(protocol: &str, bucket_id: &str) -> Stop {
+    Stop::Fail(format!(
+        "setup: the grant has no {protocol} info for bucket {bucket_id:?}"
+    ))
 }

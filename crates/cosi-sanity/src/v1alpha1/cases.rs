@@ -6,8 +6,12 @@ use cosi_driver::Code;
 use cosi_driver::v1alpha1::credential_keys;
 
 use crate::cases::data_plane::{BODY, Want, poll, secs};
-use crate::checks::{describe, expect_code};
-use crate::context::{CaseContext as _, OrFail, Step, Stop, expect_invalid, fail, proto_map, skip};
+use crate::cases::{answered, same_name};
+use crate::checks::describe;
+use crate::context::{
+    CaseContext as _, OrFail, Step, Stop, expect_already_exists, expect_invalid, fail, proto_map,
+    skip,
+};
 use crate::names;
 use crate::s3::{Access, S3Target};
 
@@ -23,10 +27,6 @@ pub const MAX_STRING_BYTES: usize = 128;
 /// The v1alpha1 specification's limit on a `map<string, string>`.
 pub const MAX_MAP_BYTES: usize = 4096;
 
-fn answered(rpc: &'static str) -> impl Fn(cosi_driver::Status) -> Stop {
-    move |s| Stop::Fail(format!("{rpc} answered {}", describe(&s)))
-}
-
 pub(super) async fn name_is_a_domain_name(ctx: &mut Ctx1) -> Step {
     cosi_driver::validate::driver_name(&ctx.name).or_fail("")
 }
@@ -36,14 +36,7 @@ pub(super) async fn answers_the_same(ctx: &mut Ctx1) -> Step {
         .get_info()
         .await
         .map_err(answered("a second DriverGetInfo"))?;
-    if again.name != ctx.name {
-        fail!(
-            "the name changed between calls, from {:?} to {:?}",
-            ctx.name,
-            again.name
-        );
-    }
-    Ok(())
+    same_name(&ctx.name, &again.name)
 }
 
 pub(super) async fn create_is_idempotent(ctx: &mut Ctx1) -> Step {
@@ -91,13 +84,7 @@ pub(super) async fn create_refuses_incompatible_repeat(ctx: &mut Ctx1) -> Step {
     let mut req = ctx.create_request(&b.name);
     req.parameters = proto_map(&other);
     let result = ctx.create(req).await;
-    expect_code(
-        CREATE,
-        "the same name and incompatible parameters",
-        &result,
-        Code::AlreadyExists,
-    )
-    .or_fail("")
+    expect_already_exists(CREATE, "the same name and incompatible parameters", &result)
 }
 
 pub(super) async fn create_refuses_invalid_parameters(ctx: &mut Ctx1) -> Step {
@@ -202,14 +189,8 @@ pub(super) async fn grant_is_idempotent(ctx: &mut Ctx1) -> Step {
 
 pub(super) async fn granted_ids_are_unique(ctx: &mut Ctx1) -> Step {
     let b = ctx.new_bucket().await?;
-    let one = ctx
-        .grant(ctx.grant_request(&b.id, &names::account_name()))
-        .await
-        .map_err(|s| setup(GRANT, &s))?;
-    let two = ctx
-        .grant(ctx.grant_request(&b.id, &names::account_name()))
-        .await
-        .map_err(|s| setup(GRANT, &s))?;
+    let one = ctx.new_grant(&b.id).await?;
+    let two = ctx.new_grant(&b.id).await?;
     if one.account_id == two.account_id {
         fail!("two names got the same account_id {:?}", one.account_id);
     }
@@ -228,13 +209,7 @@ pub(super) async fn grant_refuses_incompatible_repeat(ctx: &mut Ctx1) -> Step {
     let mut req = ctx.grant_request(&b.id, &name);
     req.parameters = proto_map(&other);
     let result = ctx.grant(req).await;
-    expect_code(
-        GRANT,
-        "the same name and incompatible parameters",
-        &result,
-        Code::AlreadyExists,
-    )
-    .or_fail("")
+    expect_already_exists(GRANT, "the same name and incompatible parameters", &result)
 }
 
 pub(super) async fn grant_requires_fields(ctx: &mut Ctx1) -> Step {
@@ -249,10 +224,7 @@ pub(super) async fn grant_requires_fields(ctx: &mut Ctx1) -> Step {
 
 pub(super) async fn revoke_revokes(ctx: &mut Ctx1) -> Step {
     let b = ctx.new_bucket().await?;
-    let resp = ctx
-        .grant(ctx.grant_request(&b.id, &names::account_name()))
-        .await
-        .map_err(|s| setup(GRANT, &s))?;
+    let resp = ctx.new_grant(&b.id).await?;
     ctx.revoke(&b.id, &resp.account_id)
         .await
         .map_err(answered(REVOKE))?;
@@ -303,10 +275,7 @@ fn data_plane_enabled(ctx: &Ctx1) -> Step {
 async fn granted_target(ctx: &mut Ctx1) -> Result<(Created, String, S3Target), Stop> {
     data_plane_enabled(ctx)?;
     let b = ctx.new_bucket().await?;
-    let resp = ctx
-        .grant(ctx.grant_request(&b.id, &names::account_name()))
-        .await
-        .map_err(|s| setup(GRANT, &s))?;
+    let resp = ctx.new_grant(&b.id).await?;
     s3_credentials(&resp)?;
     let target = ctx.s3_target(&b.name, &resp)?;
     Ok((b, resp.account_id, target))
@@ -339,10 +308,7 @@ pub(super) async fn data_plane_read_write(ctx: &mut Ctx1) -> Step {
 pub(super) async fn data_plane_revoked_fail(ctx: &mut Ctx1) -> Step {
     let (b, account_id, target) = granted_target(ctx).await?;
     // A second account removes the object at cleanup.
-    let cleaner = ctx
-        .grant(ctx.grant_request(&b.id, &names::account_name()))
-        .await
-        .map_err(|s| setup(GRANT, &s))?;
+    let cleaner = ctx.new_grant(&b.id).await?;
     let cleaner = ctx.s3_target(&b.name, &cleaner)?;
     let key = names::object_key();
     let timeout = ctx.config.propagation_timeout;

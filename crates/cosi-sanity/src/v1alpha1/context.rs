@@ -10,7 +10,7 @@ use cosi_driver::v1alpha1::*;
 
 use crate::checks::describe;
 use crate::config::Config;
-use crate::context::{CallWatch, CaseContext, Stop};
+use crate::context::{CallWatch, CaseContext, Stop, unusable};
 use crate::names;
 use crate::s3::{Access, DEFAULT_REGION, S3Target};
 
@@ -70,11 +70,8 @@ impl Ctx1 {
 
     /// Calls DriverGetInfo.
     pub async fn get_info(&mut self) -> Result<DriverGetInfoResponse, Status> {
-        let mut c = self.client.identity.clone();
         self.watch
-            .call("DriverGetInfo", async move {
-                c.driver_get_info(DriverGetInfoRequest {}).await
-            })
+            .send(&self.client.identity, DriverGetInfoRequest {})
             .await
     }
 
@@ -83,13 +80,7 @@ impl Ctx1 {
         &mut self,
         req: DriverCreateBucketRequest,
     ) -> Result<DriverCreateBucketResponse, Status> {
-        let mut c = self.client.provisioner.clone();
-        let resp = self
-            .watch
-            .call("DriverCreateBucket", async move {
-                c.driver_create_bucket(req).await
-            })
-            .await?;
+        let resp = self.watch.send(&self.client.provisioner, req).await?;
         if !resp.bucket_id.is_empty() && !self.buckets.contains(&resp.bucket_id) {
             self.buckets.push(resp.bucket_id.clone());
         }
@@ -124,16 +115,11 @@ impl Ctx1 {
 
     /// Calls DriverDeleteBucket.
     pub async fn delete(&mut self, bucket_id: &str) -> Result<(), Status> {
-        let mut c = self.client.provisioner.clone();
         let req = DriverDeleteBucketRequest {
             bucket_id: bucket_id.to_owned(),
             delete_context: self.bucket_parameters(),
         };
-        self.watch
-            .call("DriverDeleteBucket", async move {
-                c.driver_delete_bucket(req).await
-            })
-            .await?;
+        self.watch.send(&self.client.provisioner, req).await?;
         self.buckets.retain(|b| b != bucket_id);
         Ok(())
     }
@@ -155,13 +141,7 @@ impl Ctx1 {
         req: DriverGrantBucketAccessRequest,
     ) -> Result<DriverGrantBucketAccessResponse, Status> {
         let bucket_id = req.bucket_id.clone();
-        let mut c = self.client.provisioner.clone();
-        let resp = self
-            .watch
-            .call("DriverGrantBucketAccess", async move {
-                c.driver_grant_bucket_access(req).await
-            })
-            .await?;
+        let resp = self.watch.send(&self.client.provisioner, req).await?;
         for details in resp.credentials.values() {
             for value in details.secrets.values() {
                 self.watch.secrets.add(value);
@@ -174,19 +154,24 @@ impl Ctx1 {
         Ok(resp)
     }
 
+    /// Grants access to `bucket_id` under a fresh name (a setup step).
+    pub async fn new_grant(
+        &mut self,
+        bucket_id: &str,
+    ) -> Result<DriverGrantBucketAccessResponse, Stop> {
+        self.grant(self.grant_request(bucket_id, &names::account_name()))
+            .await
+            .map_err(|s| setup("DriverGrantBucketAccess", &s))
+    }
+
     /// Calls DriverRevokeBucketAccess.
     pub async fn revoke(&mut self, bucket_id: &str, account_id: &str) -> Result<(), Status> {
-        let mut c = self.client.provisioner.clone();
         let req = DriverRevokeBucketAccessRequest {
             bucket_id: bucket_id.to_owned(),
             account_id: account_id.to_owned(),
             revoke_access_context: self.access_parameters(),
         };
-        self.watch
-            .call("DriverRevokeBucketAccess", async move {
-                c.driver_revoke_bucket_access(req).await
-            })
-            .await?;
+        self.watch.send(&self.client.provisioner, req).await?;
         self.accounts
             .retain(|(b, a)| !(b == bucket_id && a == account_id));
         Ok(())
@@ -225,8 +210,7 @@ impl Ctx1 {
             access_key_id: get(s3::ACCESS_KEY_ID),
             access_secret_key: get(s3::ACCESS_SECRET_KEY),
         };
-        S3Target::new(&info, &creds, None, self.config.rpc_timeout)
-            .map_err(|e| Stop::Fail(format!("setup: the grant cannot be used: {e}")))
+        S3Target::new(&info, &creds, None, self.config.rpc_timeout).map_err(unusable)
     }
 
     /// Deletes the object `key` with `target` at cleanup.

@@ -122,6 +122,33 @@ fn check_value(
     }
 }
 
+/// The two requests of an access, as the driver checks them.
+trait AccessRequest {
+    /// The protocol, authentication type, number of buckets and parameters.
+    fn checked_fields(&self) -> (i32, i32, usize, &HashMap<String, String>);
+}
+
+/// Implements [`AccessRequest`] for requests with the access fields.
+macro_rules! access_requests {
+    ($($request:ty),*) => {$(
+        impl AccessRequest for $request {
+            fn checked_fields(&self) -> (i32, i32, usize, &HashMap<String, String>) {
+                (
+                    self.protocol,
+                    self.authentication_type,
+                    self.buckets.len(),
+                    &self.parameters,
+                )
+            }
+        }
+    )*};
+}
+
+access_requests!(
+    DriverGenerateBucketAccessIdRequest,
+    DriverGrantBucketAccessRequest
+);
+
 impl MemDriver {
     pub fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap()
@@ -171,13 +198,8 @@ impl MemDriver {
         Ok(())
     }
 
-    fn check_access(
-        &self,
-        protocol: i32,
-        auth: i32,
-        buckets: usize,
-        params: &HashMap<String, String>,
-    ) -> Result<(), Status> {
+    fn check_access(&self, request: &impl AccessRequest) -> Result<(), Status> {
+        let (protocol, auth, buckets, params) = request.checked_fields();
         if auth == AuthenticationType::ServiceAccount as i32 {
             return Err(if self.fault == Fault::ServiceAccountPermissionDenied {
                 Status::permission_denied("service accounts are not allowed")
@@ -303,12 +325,7 @@ impl Provisioner for MemDriver {
         r: Request<DriverGenerateBucketAccessIdRequest>,
     ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
         let r = r.into_inner();
-        self.check_access(
-            r.protocol,
-            r.authentication_type,
-            r.buckets.len(),
-            &r.parameters,
-        )?;
+        self.check_access(&r)?;
         Ok(Response::new(DriverGenerateBucketAccessIdResponse {
             account_id: r.account_name,
         }))
@@ -319,12 +336,7 @@ impl Provisioner for MemDriver {
         r: Request<DriverGrantBucketAccessRequest>,
     ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
         let r = r.into_inner();
-        self.check_access(
-            r.protocol,
-            r.authentication_type,
-            r.buckets.len(),
-            &r.parameters,
-        )?;
+        self.check_access(&r)?;
         let mut state = self.state();
         if let Some(missing) = r
             .buckets
