@@ -176,15 +176,29 @@ mod tests {
         set(conds, &desired, generation, t(secs))
     }
 
+    /// The `Provisioned` condition a list should hold, changed at second `secs`.
+    fn provisioned(
+        (status, reason, message): (&str, &str, &str),
+        observed_generation: Option<i64>,
+        secs: i64,
+    ) -> Condition {
+        Condition {
+            type_: PROVISIONED.to_owned(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+            observed_generation,
+            last_transition_time: Time(t(secs)),
+        }
+    }
+
     #[test]
     fn set_adds_a_missing_condition_with_now_as_transition_time() {
         let mut conds = Vec::new();
         let d = Desired::new(PROVISIONED, Status::Unknown, "Provisioning", "waiting");
         assert!(set(&mut conds, &d, Some(1), t(10)));
-        assert_eq!(conds.len(), 1);
-        assert_eq!(conds[0].status, "Unknown");
-        assert_eq!(conds[0].observed_generation, Some(1));
-        assert_eq!(conds[0].last_transition_time, Time(t(10)));
+        let want = provisioned(("Unknown", "Provisioning", "waiting"), Some(1), 10);
+        assert_eq!(conds, [want]);
     }
 
     #[test]
@@ -193,10 +207,7 @@ mod tests {
         set_provisioned(&mut conds, (Status::False, "A", "first"), Some(1), 10);
         let changed = set_provisioned(&mut conds, (Status::False, "B", "second"), Some(2), 20);
         assert!(changed);
-        assert_eq!(conds[0].reason, "B");
-        assert_eq!(conds[0].message, "second");
-        assert_eq!(conds[0].observed_generation, Some(2));
-        assert_eq!(conds[0].last_transition_time, Time(t(10)));
+        assert_eq!(conds, [provisioned(("False", "B", "second"), Some(2), 10)]);
     }
 
     #[test]
