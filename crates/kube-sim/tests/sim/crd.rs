@@ -13,6 +13,15 @@ fn dynamic(name: &str, data: serde_json::Value) -> DynamicObject {
     obj
 }
 
+/// The refusal of creating Widget `name` with `data` through `api`.
+async fn widget_refused(
+    api: &Api<DynamicObject>,
+    name: &str,
+    data: serde_json::Value,
+) -> kube::core::Status {
+    refused(api, &dynamic(name, data)).await
+}
+
 #[tokio::test]
 async fn a_created_crd_is_established_and_discoverable() {
     let sim = sim_with_widgets().await;
@@ -42,11 +51,12 @@ async fn a_created_crd_is_established_and_discoverable() {
 async fn schema_violations_are_422_with_field_causes() {
     let sim = sim_with_widgets().await;
     let api = dynamic_widgets(&sim);
-    let bad = dynamic(
+    let err = widget_refused(
+        &api,
         "bad",
         json!({"spec": {"size": "big", "color": "purple", "driver": "Bad Driver", "tags": ["a", "a"]}}),
-    );
-    let err = refused(&api, &bad).await;
+    )
+    .await;
     assert_eq!(err.code, 422);
     assert_eq!(err.reason, "Invalid");
     assert!(
@@ -62,14 +72,12 @@ async fn schema_violations_are_422_with_field_causes() {
             "{f} missing from {fields:?}"
         );
     }
-    let missing = dynamic("missing", json!({"spec": {}}));
-    let err = refused(&api, &missing).await;
+    let err = widget_refused(&api, "missing", json!({"spec": {}})).await;
     assert_eq!(
         err.message,
         "Widget.example.com \"missing\" is invalid: spec.size: Required value"
     );
-    let big = dynamic("big", json!({"spec": {"size": 101}}));
-    let err = refused(&api, &big).await;
+    let err = widget_refused(&api, "big", json!({"spec": {"size": 101}})).await;
     assert_mentions(
         &err,
         "spec.size in body should be less than or equal to 100",
@@ -122,9 +130,10 @@ async fn cel_rules_run_with_old_self_on_updates() {
     merge(&api, "c", json!({"spec": {"size": 2}})).await;
 
     let dyn_api = dynamic_widgets(&sim);
-    let err = refused(
+    let err = widget_refused(
         &dyn_api,
-        &dynamic("ns", json!({"spec": {"size": 1, "namespace": "forbidden"}})),
+        "ns",
+        json!({"spec": {"size": 1, "namespace": "forbidden"}}),
     )
     .await;
     assert_mentions(&err, "namespace may not be 'forbidden'");
