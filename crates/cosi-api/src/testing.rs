@@ -45,9 +45,10 @@ fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
 }
 
 /// `object` as the API server stores it, in namespace [`NS`].
-fn in_namespace<K: Resource>(mut object: K) -> K {
-    object.meta_mut().namespace = Some(NS.to_owned());
-    object.stored()
+fn in_namespace<K: Resource>(object: K) -> K {
+    object
+        .edit_meta(|m| m.namespace = Some(NS.to_owned()))
+        .stored()
 }
 
 /// Applies `change` to a builder's object.
@@ -56,6 +57,14 @@ trait Edit: Sized {
     fn edit(mut self, change: impl FnOnce(&mut Self)) -> Self {
         change(&mut self);
         self
+    }
+
+    /// The object after `change` to its metadata.
+    fn edit_meta(self, change: impl FnOnce(&mut ObjectMeta)) -> Self
+    where
+        Self: Resource,
+    {
+        self.edit(|o| change(o.meta_mut()))
     }
 }
 
@@ -238,8 +247,7 @@ pub trait Stored: Sized {
 
 impl<K: Resource> Stored for K {
     fn stored(self) -> Self {
-        self.edit(|o| {
-            let m = o.meta_mut();
+        self.edit_meta(|m| {
             *m = meta(
                 m.name.as_deref().unwrap_or_default(),
                 m.namespace.as_deref(),
@@ -257,8 +265,7 @@ pub trait Unsaved: Sized {
 
 impl<K: Resource> Unsaved for K {
     fn unsaved(self) -> Self {
-        self.edit(|o| {
-            let m = o.meta_mut();
+        self.edit_meta(|m| {
             m.uid = None;
             m.generation = None;
             m.resource_version = None;
@@ -277,15 +284,14 @@ pub trait Lifecycle: Sized {
 
 impl<K: Resource> Lifecycle for K {
     fn finalized(self) -> Self {
-        self.edit(|o| {
-            o.meta_mut()
-                .finalizers
+        self.edit_meta(|m| {
+            m.finalizers
                 .get_or_insert_with(Vec::new)
                 .push(PROTECTION_FINALIZER.to_owned());
         })
     }
     fn deleting(self) -> Self {
-        self.edit(|o| o.meta_mut().deletion_timestamp = Some(Time(clock())))
+        self.edit_meta(|m| m.deletion_timestamp = Some(Time(clock())))
     }
 }
 
@@ -305,7 +311,7 @@ pub trait ClaimExt: Sized {
 
 impl ClaimExt for BucketClaim {
     fn referenced(self) -> Self {
-        self.edit(|o| annotate(&mut o.metadata, HAS_BUCKETACCESS_REFERENCES))
+        self.edit_meta(|m| annotate(m, HAS_BUCKETACCESS_REFERENCES))
     }
     fn existing(self, bucket: &str) -> Self {
         self.edit(|o| {
@@ -360,7 +366,7 @@ impl BucketExt for Bucket {
         })
     }
     fn marked(self) -> Self {
-        self.edit(|o| annotate(&mut o.metadata, BUCKETCLAIM_BEING_DELETED))
+        self.edit_meta(|m| annotate(m, BUCKETCLAIM_BEING_DELETED))
     }
     fn policy(self, policy: DeletionPolicy) -> Self {
         self.edit(|o| o.spec.deletion_policy = policy)
@@ -404,7 +410,7 @@ pub trait AccessExt: Sized {
 
 impl AccessExt for BucketAccess {
     fn cleaned_up(self) -> Self {
-        self.edit(|o| annotate(&mut o.metadata, SIDECAR_CLEANUP_FINISHED))
+        self.edit_meta(|m| annotate(m, SIDECAR_CLEANUP_FINISHED))
     }
     fn account(self, id: &str) -> Self {
         self.edit(|o| o.status.get_or_insert_with(Default::default).account_id = id.to_owned())
@@ -419,5 +425,34 @@ impl AccessExt for BucketAccess {
                 c.access_secret_name = format!("{}-{access}-creds", c.bucket_claim_name);
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::ResourceExt;
+
+    #[test]
+    fn fixtures_carry_the_metadata_the_server_stores() {
+        let c = claim("photos");
+        assert_eq!(c.metadata, meta("photos", Some(NS)));
+        assert_eq!(
+            class(DeletionPolicy::Delete).metadata,
+            meta("standard", None)
+        );
+        let a = access("ba", &["photos"]).finalized().deleting().unsaved();
+        assert_eq!(a.metadata.namespace.as_deref(), Some(NS));
+        assert_eq!(a.metadata.uid, None);
+        assert_eq!(a.metadata.generation, None);
+        assert_eq!(a.metadata.resource_version, None);
+        assert_eq!(a.metadata.creation_timestamp, None);
+        assert_eq!(
+            a.metadata.finalizers,
+            Some(vec![PROTECTION_FINALIZER.to_owned()])
+        );
+        assert_eq!(a.metadata.deletion_timestamp, Some(Time(clock())));
+        let b = static_bucket("b", NS, "photos").marked();
+        assert_eq!(b.annotations()[BUCKETCLAIM_BEING_DELETED], "true");
     }
 }
