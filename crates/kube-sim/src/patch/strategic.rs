@@ -228,6 +228,11 @@ mod tests {
         assert_eq!(obj, after, "patch {patch}");
     }
 
+    /// An object with these finalizers.
+    fn finalizers(names: &[&str]) -> Value {
+        json!({"metadata": {"finalizers": names}})
+    }
+
     #[test]
     fn maps_merge_and_nulls_delete() {
         assert_patch(
@@ -242,15 +247,15 @@ mod tests {
     fn finalizers_merge_as_a_set_and_can_be_deleted() {
         assert_patch(
             Builtin::Secret,
-            json!({"metadata": {"finalizers": ["a", "b"]}}),
-            json!({"metadata": {"finalizers": ["c", "a"]}}),
-            json!({"metadata": {"finalizers": ["a", "b", "c"]}}),
+            finalizers(&["a", "b"]),
+            finalizers(&["c", "a"]),
+            finalizers(&["a", "b", "c"]),
         );
         assert_patch(
             Builtin::Secret,
-            json!({"metadata": {"finalizers": ["a", "b", "c"]}}),
+            finalizers(&["a", "b", "c"]),
             json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b"]}}),
-            json!({"metadata": {"finalizers": ["a", "c"]}}),
+            finalizers(&["a", "c"]),
         );
     }
 
@@ -294,9 +299,9 @@ mod tests {
     fn set_element_order_reorders_merged_lists() {
         assert_patch(
             Builtin::Secret,
-            json!({"metadata": {"finalizers": ["a", "b"]}}),
+            finalizers(&["a", "b"]),
             json!({"metadata": {"$setElementOrder/finalizers": ["b", "a"]}}),
-            json!({"metadata": {"finalizers": ["b", "a"]}}),
+            finalizers(&["b", "a"]),
         );
     }
 }
