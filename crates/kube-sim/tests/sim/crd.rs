@@ -116,7 +116,7 @@ async fn defaults_are_applied_and_unknown_fields_pruned() {
 #[tokio::test]
 async fn cel_rules_run_with_old_self_on_updates() {
     let sim = sim_with_widgets().await;
-    let api: Api<Widget> = Api::namespaced(sim.client(), "default");
+    let api = widgets(&sim);
     let mut w = widget("c", 1);
     w.spec.driver = Some("d1".into());
     api.create(&PostParams::default(), &w).await.unwrap();
@@ -154,7 +154,7 @@ async fn a_crd_with_a_rule_that_does_not_compile_is_refused() {
 #[tokio::test]
 async fn deleting_a_crd_removes_its_objects_and_stops_serving_it() {
     let sim = sim_with_widgets().await;
-    let api: Api<Widget> = Api::namespaced(sim.client(), "default");
+    let api = widgets(&sim);
     api.create(&PostParams::default(), &widget("gone", 1))
         .await
         .unwrap();
@@ -191,7 +191,7 @@ async fn tighten_widgets(sim: &kube_sim::KubeSim) {
 #[tokio::test]
 async fn an_object_stored_before_a_rule_existed_stays_updatable_and_deletable() {
     let sim = sim_with_widgets().await;
-    let api: Api<Widget> = Api::namespaced(sim.client(), "default");
+    let api = widgets(&sim);
     let mut w = widget("legacy", 9);
     w.spec.driver = Some("long-driver".into());
     w.spec.tags = Some(vec!["old".into()]);
