@@ -7,32 +7,65 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// An object storage protocol a bucket can be accessed with.
-#[derive(
-    Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
-)]
-pub enum Protocol {
-    /// Amazon S3 and S3-compatible APIs.
-    S3,
-    /// Azure Blob Storage.
-    Azure,
-    /// Google Cloud Storage.
-    #[serde(rename = "GCS")]
-    Gcs,
+/// Declares an enum of API values, deriving what every such enum needs: each
+/// variant serializes as its name (or the name given after `=`), and
+/// `as_str` and `Display` give that same name.
+macro_rules! api_enum {
+    (
+        $(#[$meta:meta])*
+        pub enum $name:ident {
+            $( $(#[$variant_meta:meta])* $variant:ident $(= $api:literal)?, )+
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $( $(#[$variant_meta])* $(#[serde(rename = $api)])? $variant, )+
+        }
+
+        impl $name {
+            /// The name as it appears in the API.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $( $name::$variant => api_name!($variant $($api)?), )+
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+/// The API name of a variant of an [`api_enum!`]: the one given, or its own.
+macro_rules! api_name {
+    ($variant:ident) => {
+        stringify!($variant)
+    };
+    ($variant:ident $api:literal) => {
+        $api
+    };
+}
+
+api_enum! {
+    /// An object storage protocol a bucket can be accessed with.
+    #[derive(PartialOrd, Ord)]
+    pub enum Protocol {
+        /// Amazon S3 and S3-compatible APIs.
+        S3,
+        /// Azure Blob Storage.
+        Azure,
+        /// Google Cloud Storage.
+        Gcs = "GCS",
+    }
 }
 
 impl Protocol {
     /// Every protocol, in the KEP's order.
     pub const ALL: [Protocol; 3] = [Protocol::S3, Protocol::Azure, Protocol::Gcs];
-
-    /// The protocol's name as it appears in the API (`S3`, `Azure`, `GCS`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Protocol::S3 => "S3",
-            Protocol::Azure => "Azure",
-            Protocol::Gcs => "GCS",
-        }
-    }
 
     /// The upper-case form used in `COSI_<PROTOCOL>_<KEY>` bucket info keys.
     pub fn info_prefix(self) -> &'static str {
@@ -44,108 +77,49 @@ impl Protocol {
     }
 }
 
-impl fmt::Display for Protocol {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+api_enum! {
+    /// What happens to a Bucket and its backend bucket when its BucketClaim is deleted.
+    pub enum DeletionPolicy {
+        /// Keep the Bucket object as well as the bucket in the underlying storage system.
+        Retain,
+        /// Delete the Bucket object as well as the bucket in the underlying storage system.
+        Delete,
     }
 }
 
-/// What happens to a Bucket and its backend bucket when its BucketClaim is deleted.
-#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum DeletionPolicy {
-    /// Keep the Bucket object as well as the bucket in the underlying storage system.
-    Retain,
-    /// Delete the Bucket object as well as the bucket in the underlying storage system.
-    Delete,
-}
-
-impl DeletionPolicy {
-    /// The policy's name as it appears in the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeletionPolicy::Retain => "Retain",
-            DeletionPolicy::Delete => "Delete",
-        }
+api_enum! {
+    /// How Pods authenticate to the object store.
+    #[derive(Default)]
+    pub enum AuthenticationType {
+        /// Pods authenticate explicitly with security keys or tokens written to the access Secret.
+        #[default]
+        Key,
+        /// Pods authenticate implicitly through a mapping to a Kubernetes ServiceAccount.
+        ServiceAccount,
     }
 }
 
-impl fmt::Display for DeletionPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+api_enum! {
+    /// Whether a BucketAccess may reference more than one BucketClaim.
+    #[derive(Default)]
+    pub enum MultiBucketAccess {
+        /// A BucketAccess may reference only a single BucketClaim.
+        #[default]
+        SingleBucket,
+        /// A BucketAccess may reference one or more BucketClaims.
+        MultipleBuckets,
     }
 }
 
-/// How Pods authenticate to the object store.
-#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum AuthenticationType {
-    /// Pods authenticate explicitly with security keys or tokens written to the access Secret.
-    #[default]
-    Key,
-    /// Pods authenticate implicitly through a mapping to a Kubernetes ServiceAccount.
-    ServiceAccount,
-}
-
-impl AuthenticationType {
-    /// The type's name as it appears in the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AuthenticationType::Key => "Key",
-            AuthenticationType::ServiceAccount => "ServiceAccount",
-        }
-    }
-}
-
-impl fmt::Display for AuthenticationType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// Whether a BucketAccess may reference more than one BucketClaim.
-#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-pub enum MultiBucketAccess {
-    /// A BucketAccess may reference only a single BucketClaim.
-    #[default]
-    SingleBucket,
-    /// A BucketAccess may reference one or more BucketClaims.
-    MultipleBuckets,
-}
-
-impl MultiBucketAccess {
-    /// The policy's name as it appears in the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            MultiBucketAccess::SingleBucket => "SingleBucket",
-            MultiBucketAccess::MultipleBuckets => "MultipleBuckets",
-        }
-    }
-}
-
-/// A read/write access mode for one category of a bucket's data.
-#[derive(Serialize, Deserialize, JsonSchema, Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum BucketAccessMode {
-    /// Read and write access.
-    ReadWrite,
-    /// Only read access.
-    ReadOnly,
-    /// Only write access.
-    WriteOnly,
-}
-
-impl BucketAccessMode {
-    /// The mode's name as it appears in the API.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BucketAccessMode::ReadWrite => "ReadWrite",
-            BucketAccessMode::ReadOnly => "ReadOnly",
-            BucketAccessMode::WriteOnly => "WriteOnly",
-        }
-    }
-}
-
-impl fmt::Display for BucketAccessMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+api_enum! {
+    /// A read/write access mode for one category of a bucket's data.
+    pub enum BucketAccessMode {
+        /// Read and write access.
+        ReadWrite,
+        /// Only read access.
+        ReadOnly,
+        /// Only write access.
+        WriteOnly,
     }
 }
 

@@ -99,11 +99,7 @@ pub fn set(
 ) -> bool {
     match conditions.iter_mut().find(|c| c.type_ == desired.type_) {
         Some(existing) => {
-            let same = existing.status == desired.status.as_str()
-                && existing.reason == desired.reason
-                && existing.message == desired.message
-                && existing.observed_generation == observed_generation;
-            if same {
+            if agrees(existing, desired, observed_generation) {
                 return false;
             }
             if existing.status != desired.status.as_str() {
@@ -148,12 +144,16 @@ pub fn is_current(
     desired: &Desired,
     observed_generation: Option<i64>,
 ) -> bool {
-    find(conditions, desired.type_).is_some_and(|c| {
-        c.status == desired.status.as_str()
-            && c.reason == desired.reason
-            && c.message == desired.message
-            && c.observed_generation == observed_generation
-    })
+    find(conditions, desired.type_).is_some_and(|c| agrees(c, desired, observed_generation))
+}
+
+/// True when `condition` already has the status, reason, message and
+/// generation of `desired`.
+fn agrees(condition: &Condition, desired: &Desired, observed_generation: Option<i64>) -> bool {
+    condition.status == desired.status.as_str()
+        && condition.reason == desired.reason
+        && condition.message == desired.message
+        && condition.observed_generation == observed_generation
 }
 
 #[cfg(test)]
@@ -165,54 +165,56 @@ mod tests {
         Timestamp::from_second(secs).unwrap()
     }
 
+    /// Sets a `Provisioned` condition at second `secs`; true when it changed.
+    fn set_provisioned(
+        conds: &mut Vec<Condition>,
+        (status, reason, message): (Status, &str, &str),
+        generation: Option<i64>,
+        secs: i64,
+    ) -> bool {
+        let desired = Desired::new(PROVISIONED, status, reason, message);
+        set(conds, &desired, generation, t(secs))
+    }
+
+    /// The `Provisioned` condition a list should hold, changed at second `secs`.
+    fn provisioned(
+        (status, reason, message): (&str, &str, &str),
+        observed_generation: Option<i64>,
+        secs: i64,
+    ) -> Condition {
+        Condition {
+            type_: PROVISIONED.to_owned(),
+            status: status.to_owned(),
+            reason: reason.to_owned(),
+            message: message.to_owned(),
+            observed_generation,
+            last_transition_time: Time(t(secs)),
+        }
+    }
+
     #[test]
     fn set_adds_a_missing_condition_with_now_as_transition_time() {
         let mut conds = Vec::new();
         let d = Desired::new(PROVISIONED, Status::Unknown, "Provisioning", "waiting");
         assert!(set(&mut conds, &d, Some(1), t(10)));
-        assert_eq!(conds.len(), 1);
-        assert_eq!(conds[0].status, "Unknown");
-        assert_eq!(conds[0].observed_generation, Some(1));
-        assert_eq!(conds[0].last_transition_time, Time(t(10)));
+        let want = provisioned(("Unknown", "Provisioning", "waiting"), Some(1), 10);
+        assert_eq!(conds, [want]);
     }
 
     #[test]
     fn set_keeps_transition_time_when_status_is_unchanged() {
         let mut conds = Vec::new();
-        set(
-            &mut conds,
-            &Desired::new(PROVISIONED, Status::False, "A", "first"),
-            Some(1),
-            t(10),
-        );
-        let changed = set(
-            &mut conds,
-            &Desired::new(PROVISIONED, Status::False, "B", "second"),
-            Some(2),
-            t(20),
-        );
+        set_provisioned(&mut conds, (Status::False, "A", "first"), Some(1), 10);
+        let changed = set_provisioned(&mut conds, (Status::False, "B", "second"), Some(2), 20);
         assert!(changed);
-        assert_eq!(conds[0].reason, "B");
-        assert_eq!(conds[0].message, "second");
-        assert_eq!(conds[0].observed_generation, Some(2));
-        assert_eq!(conds[0].last_transition_time, Time(t(10)));
+        assert_eq!(conds, [provisioned(("False", "B", "second"), Some(2), 10)]);
     }
 
     #[test]
     fn set_moves_transition_time_when_status_changes() {
         let mut conds = Vec::new();
-        set(
-            &mut conds,
-            &Desired::new(PROVISIONED, Status::Unknown, "A", ""),
-            None,
-            t(10),
-        );
-        set(
-            &mut conds,
-            &Desired::new(PROVISIONED, Status::True, "A", ""),
-            None,
-            t(30),
-        );
+        set_provisioned(&mut conds, (Status::Unknown, "A", ""), None, 10);
+        set_provisioned(&mut conds, (Status::True, "A", ""), None, 30);
         assert_eq!(conds[0].status, "True");
         assert_eq!(conds[0].last_transition_time, Time(t(30)));
     }
@@ -239,12 +241,7 @@ mod tests {
             None,
             t(1),
         );
-        set(
-            &mut conds,
-            &Desired::new(PROVISIONED, Status::True, "C", ""),
-            None,
-            t(2),
-        );
+        set_provisioned(&mut conds, (Status::True, "C", ""), None, 2);
         assert_eq!(conds.len(), 2);
         assert_eq!(status_of(&conds, PROVISIONED), Status::True);
         assert_eq!(status_of(&conds, RESOURCES_VALIDATED), Status::True);

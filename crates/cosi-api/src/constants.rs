@@ -107,70 +107,88 @@ pub mod names {
     }
 }
 
+/// Declares each key as a `&str` constant whose value is its own name, after
+/// a `prefix` when one is given: the keys are environment-variable names.
+macro_rules! keys {
+    (prefix $prefix:literal; $( $(#[$doc:meta])* $key:ident, )+) => {
+        $( $(#[$doc])* pub const $key: &str = concat!($prefix, stringify!($key)); )+
+    };
+    ($( $(#[$doc:meta])* $key:ident, )+) => {
+        keys! { prefix ""; $( $(#[$doc])* $key, )+ }
+    };
+}
+
 /// Keys of the data in a BucketAccess Secret (KEP "BucketAccess Secret data").
 /// An application can `envFrom` the Secret and its SDK finds what it needs.
 pub mod secret_keys {
-    /// Bucket info: the protocol for accessing the bucket (`S3`, `Azure`, `GCS`). Always present.
-    pub const COSI_PROTOCOL: &str = "COSI_PROTOCOL";
-    /// Credential info: a CA bundle that authenticates the object store endpoint. Optional.
-    pub const COSI_CERTIFICATE_AUTHORITY: &str = "COSI_CERTIFICATE_AUTHORITY";
+    keys! {
+        /// Bucket info: the protocol for accessing the bucket (`S3`, `Azure`, `GCS`). Always present.
+        COSI_PROTOCOL,
+        /// Credential info: a CA bundle that authenticates the object store endpoint. Optional.
+        COSI_CERTIFICATE_AUTHORITY,
+    }
 
     /// S3 keys.
     pub mod s3 {
-        /// Bucket info: the S3 endpoint URL.
-        pub const AWS_ENDPOINT_URL: &str = "AWS_ENDPOINT_URL";
-        /// Bucket info: the client-facing bucket name.
-        pub const BUCKET_NAME: &str = "BUCKET_NAME";
-        /// Bucket info: the region, as the AWS CLI and boto3 read it.
-        pub const AWS_DEFAULT_REGION: &str = "AWS_DEFAULT_REGION";
-        /// Bucket info: the same region again, as the AWS SDKs for
-        /// JavaScript v3, Java v2 and Go v2 read it (cosi-rs, not in the
-        /// KEP: without it `new S3Client({})` fails with "Region is
-        /// missing"). Always equal to [`AWS_DEFAULT_REGION`].
-        pub const AWS_REGION: &str = "AWS_REGION";
-        /// Bucket info: `path` or `virtual`.
-        pub const AWS_S3_ADDRESSING_STYLE: &str = "AWS_S3_ADDRESSING_STYLE";
-        /// Credential info: the access key ID.
-        pub const AWS_ACCESS_KEY_ID: &str = "AWS_ACCESS_KEY_ID";
-        /// Credential info: the secret access key.
-        pub const AWS_SECRET_ACCESS_KEY: &str = "AWS_SECRET_ACCESS_KEY";
+        keys! {
+            /// Bucket info: the S3 endpoint URL.
+            AWS_ENDPOINT_URL,
+            /// Bucket info: the client-facing bucket name.
+            BUCKET_NAME,
+            /// Bucket info: the region, as the AWS CLI and boto3 read it.
+            AWS_DEFAULT_REGION,
+            /// Bucket info: the same region again, as the AWS SDKs for
+            /// JavaScript v3, Java v2 and Go v2 read it (cosi-rs, not in the
+            /// KEP: without it `new S3Client({})` fails with "Region is
+            /// missing"). Always equal to [`AWS_DEFAULT_REGION`].
+            AWS_REGION,
+            /// Bucket info: `path` or `virtual`.
+            AWS_S3_ADDRESSING_STYLE,
+            /// Credential info: the access key ID.
+            AWS_ACCESS_KEY_ID,
+            /// Credential info: the secret access key.
+            AWS_SECRET_ACCESS_KEY,
+        }
         /// Every S3 key that holds a credential.
         pub const CREDENTIALS: [&str; 2] = [AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY];
     }
 
     /// Azure keys.
     pub mod azure {
-        /// Bucket info: the storage account ID.
-        pub const AZURE_STORAGE_ACCOUNT: &str = "AZURE_STORAGE_ACCOUNT";
-        /// Credential info: the SAS token (resource URI and token).
-        pub const AZURE_STORAGE_SAS_TOKEN: &str = "AZURE_STORAGE_SAS_TOKEN";
-        /// Credential info: the token's expiry as ISO 8601, empty when it does not expire.
-        pub const AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP: &str =
-            "AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP";
+        keys! {
+            /// Bucket info: the storage account ID.
+            AZURE_STORAGE_ACCOUNT,
+            /// Credential info: the SAS token (resource URI and token).
+            AZURE_STORAGE_SAS_TOKEN,
+            /// Credential info: the token's expiry as ISO 8601, empty when it does not expire.
+            AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP,
+        }
         /// Every Azure key that holds a credential.
         pub const CREDENTIALS: [&str; 1] = [AZURE_STORAGE_SAS_TOKEN];
     }
 
     /// Google Cloud Storage keys.
     pub mod gcs {
-        /// Bucket info: the project ID.
-        pub const PROJECT_ID: &str = "PROJECT_ID";
-        /// Bucket info: the client-facing bucket name.
-        pub const BUCKET_NAME: &str = "BUCKET_NAME";
-        /// Credential info: the service account name.
-        pub const SERVICE_ACCOUNT_NAME: &str = "SERVICE_ACCOUNT_NAME";
-        /// Credential info: the service account e-mail.
-        pub const CLIENT_EMAIL: &str = "CLIENT_EMAIL";
-        /// Credential info: the client ID.
-        pub const CLIENT_ID: &str = "CLIENT_ID";
-        /// Credential info: the private key ID.
-        pub const PRIVATE_KEY_ID: &str = "PRIVATE_KEY_ID";
-        /// Credential info: the private key.
-        pub const PRIVATE_KEY: &str = "PRIVATE_KEY";
-        /// Credential info: the HMAC access ID.
-        pub const HMAC_ACCESS_ID: &str = "HMAC_ACCESS_ID";
-        /// Credential info: the HMAC secret.
-        pub const HMAC_SECRET: &str = "HMAC_SECRET";
+        keys! {
+            /// Bucket info: the project ID.
+            PROJECT_ID,
+            /// Bucket info: the client-facing bucket name.
+            BUCKET_NAME,
+            /// Credential info: the service account name.
+            SERVICE_ACCOUNT_NAME,
+            /// Credential info: the service account e-mail.
+            CLIENT_EMAIL,
+            /// Credential info: the client ID.
+            CLIENT_ID,
+            /// Credential info: the private key ID.
+            PRIVATE_KEY_ID,
+            /// Credential info: the private key.
+            PRIVATE_KEY,
+            /// Credential info: the HMAC access ID.
+            HMAC_ACCESS_ID,
+            /// Credential info: the HMAC secret.
+            HMAC_SECRET,
+        }
         /// Every GCS key that holds a credential.
         pub const CREDENTIALS: [&str; 4] =
             [PRIVATE_KEY_ID, PRIVATE_KEY, HMAC_ACCESS_ID, HMAC_SECRET];
@@ -180,18 +198,35 @@ pub mod secret_keys {
 /// Keys of `Bucket.status.bucketInfo`: non-secret bucket info reported by the
 /// driver, rendered as `COSI_<PROTOCOL>_<KEY>` so multi-protocol buckets never collide.
 pub mod bucket_info_keys {
-    /// S3 endpoint URL.
-    pub const S3_ENDPOINT: &str = "COSI_S3_ENDPOINT";
-    /// S3 bucket name.
-    pub const S3_BUCKET_NAME: &str = "COSI_S3_BUCKET_NAME";
-    /// S3 region.
-    pub const S3_REGION: &str = "COSI_S3_REGION";
-    /// S3 addressing style (`path` or `virtual`).
-    pub const S3_ADDRESSING_STYLE: &str = "COSI_S3_ADDRESSING_STYLE";
-    /// Azure storage account.
-    pub const AZURE_STORAGE_ACCOUNT: &str = "COSI_AZURE_STORAGE_ACCOUNT";
-    /// GCS project ID.
-    pub const GCS_PROJECT_ID: &str = "COSI_GCS_PROJECT_ID";
-    /// GCS bucket name.
-    pub const GCS_BUCKET_NAME: &str = "COSI_GCS_BUCKET_NAME";
+    keys! {
+        prefix "COSI_";
+        /// S3 endpoint URL.
+        S3_ENDPOINT,
+        /// S3 bucket name.
+        S3_BUCKET_NAME,
+        /// S3 region.
+        S3_REGION,
+        /// S3 addressing style (`path` or `virtual`).
+        S3_ADDRESSING_STYLE,
+        /// Azure storage account.
+        AZURE_STORAGE_ACCOUNT,
+        /// GCS project ID.
+        GCS_PROJECT_ID,
+        /// GCS bucket name.
+        GCS_BUCKET_NAME,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_their_own_names() {
+        assert_eq!(secret_keys::COSI_PROTOCOL, "COSI_PROTOCOL");
+        assert_eq!(secret_keys::s3::AWS_REGION, "AWS_REGION");
+        assert_eq!(secret_keys::gcs::HMAC_SECRET, "HMAC_SECRET");
+        assert_eq!(bucket_info_keys::S3_ENDPOINT, "COSI_S3_ENDPOINT");
+        assert_eq!(bucket_info_keys::GCS_BUCKET_NAME, "COSI_GCS_BUCKET_NAME");
+    }
 }

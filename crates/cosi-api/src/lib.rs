@@ -16,7 +16,7 @@ pub mod constants;
 pub mod crd;
 pub mod reasons;
 pub mod rotation;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
 pub use bucket::{Bucket, BucketClaimReference, BucketSpec, BucketStatus};

@@ -277,31 +277,7 @@ pub fn grace(access: &BucketAccess, default: Duration) -> Result<Duration, Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BucketAccessSpec, Protocol};
-
-    fn access(annotations: &[(&str, &str)]) -> BucketAccess {
-        let mut a = BucketAccess::new(
-            "ba",
-            BucketAccessSpec {
-                bucket_claims: vec![],
-                bucket_access_class_name: "c".into(),
-                protocol: Protocol::S3,
-                service_account_name: String::new(),
-            },
-        );
-        a.metadata.uid = Some("u1".into());
-        a.metadata.annotations = Some(
-            annotations
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        );
-        a.status = Some(crate::BucketAccessStatus {
-            account_id: "first".into(),
-            ..Default::default()
-        });
-        a
-    }
+    use crate::testing::rotation_access as access;
 
     #[test]
     fn go_durations_parse() {

@@ -44,6 +44,32 @@ fn meta(name: &str, namespace: Option<&str>) -> ObjectMeta {
     }
 }
 
+/// `object` as the API server stores it, in namespace [`NS`].
+fn in_namespace<K: Resource>(object: K) -> K {
+    object
+        .edit_meta(|m| m.namespace = Some(NS.to_owned()))
+        .stored()
+}
+
+/// Applies `change` to a builder's object.
+trait Edit: Sized {
+    /// The object after `change`.
+    fn edit(mut self, change: impl FnOnce(&mut Self)) -> Self {
+        change(&mut self);
+        self
+    }
+
+    /// The object after `change` to its metadata.
+    fn edit_meta(self, change: impl FnOnce(&mut ObjectMeta)) -> Self
+    where
+        Self: Resource,
+    {
+        self.edit(|o| change(o.meta_mut()))
+    }
+}
+
+impl<T> Edit for T {}
+
 fn annotate(m: &mut ObjectMeta, key: &str) {
     m.annotations
         .get_or_insert_with(BTreeMap::new)
@@ -96,15 +122,13 @@ pub fn cond(obj: &impl HasConditions, type_: &str) -> (Status, String) {
 
 /// A dynamic claim of class "standard" in [`NS`].
 pub fn claim(name: &str) -> BucketClaim {
-    let mut c = BucketClaim::new(
+    in_namespace(BucketClaim::new(
         name,
         BucketClaimSpec {
             bucket_class_name: "standard".to_owned(),
             ..BucketClaimSpec::default()
         },
-    );
-    c.metadata = meta(name, Some(NS));
-    c
+    ))
 }
 
 /// A class "standard" of [`DRIVER`] with parameter `tier: gold`.
@@ -114,22 +138,21 @@ pub fn class(policy: DeletionPolicy) -> BucketClass {
 
 /// A class `name` of [`DRIVER`] with parameter `tier: gold`.
 pub fn class_named(name: &str, policy: DeletionPolicy) -> BucketClass {
-    let mut c = BucketClass::new(
+    BucketClass::new(
         name,
         BucketClassSpec {
             driver_name: DRIVER.to_owned(),
             deletion_policy: policy,
             parameters: BTreeMap::from([("tier".to_owned(), "gold".to_owned())]),
         },
-    );
-    c.metadata = meta(name, None);
-    c
+    )
+    .stored()
 }
 
 /// A static Bucket "brownfield-1" of [`DRIVER`], reserved for
 /// `namespace/claim` (no UID), retained on deletion.
 pub fn static_bucket(name: &str, namespace: &str, claim: &str) -> Bucket {
-    let mut b = Bucket::new(
+    Bucket::new(
         name,
         BucketSpec {
             driver_name: DRIVER.to_owned(),
@@ -143,9 +166,8 @@ pub fn static_bucket(name: &str, namespace: &str, claim: &str) -> Bucket {
             },
             existing_bucket_id: "brownfield-1".to_owned(),
         },
-    );
-    b.metadata = meta(name, None);
-    b
+    )
+    .stored()
 }
 
 /// A Key-authenticated BucketAccessClass "keys" of [`DRIVER`].
@@ -155,7 +177,7 @@ pub fn access_class() -> BucketAccessClass {
 
 /// A Key-authenticated BucketAccessClass `name` of [`DRIVER`], no parameters.
 pub fn access_class_named(name: &str) -> BucketAccessClass {
-    let mut c = BucketAccessClass::new(
+    BucketAccessClass::new(
         name,
         BucketAccessClassSpec {
             driver_name: DRIVER.to_owned(),
@@ -164,15 +186,14 @@ pub fn access_class_named(name: &str) -> BucketAccessClass {
             multi_bucket_access: None,
             disallowed_bucket_access_modes: DisallowedBucketAccessModes::default(),
         },
-    );
-    c.metadata = meta(name, None);
-    c
+    )
+    .stored()
 }
 
 /// An S3 read-write access in [`NS`] of class "keys" to `claims`, each
 /// claim's Secret named `<claim>-creds`.
 pub fn access(name: &str, claims: &[&str]) -> BucketAccess {
-    let mut a = BucketAccess::new(
+    in_namespace(BucketAccess::new(
         name,
         BucketAccessSpec {
             bucket_claims: claims
@@ -187,8 +208,33 @@ pub fn access(name: &str, claims: &[&str]) -> BucketAccess {
             protocol: Protocol::S3,
             service_account_name: String::new(),
         },
+    ))
+}
+
+/// The access the rotation rules are tested on: an S3 access "ba" (UID
+/// `u1`) of class "c" to no claims, whose status names account `first`, with
+/// these annotations.
+pub fn rotation_access(annotations: &[(&str, &str)]) -> BucketAccess {
+    let mut a = BucketAccess::new(
+        "ba",
+        BucketAccessSpec {
+            bucket_claims: vec![],
+            bucket_access_class_name: "c".into(),
+            protocol: Protocol::S3,
+            service_account_name: String::new(),
+        },
     );
-    a.metadata = meta(name, Some(NS));
+    a.metadata.uid = Some("u1".into());
+    a.metadata.annotations = Some(
+        annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    );
+    a.status = Some(BucketAccessStatus {
+        account_id: "first".into(),
+        ..Default::default()
+    });
     a
 }
 
@@ -200,13 +246,13 @@ pub trait Stored: Sized {
 }
 
 impl<K: Resource> Stored for K {
-    fn stored(mut self) -> Self {
-        let m = self.meta_mut();
-        *m = meta(
-            m.name.as_deref().unwrap_or_default(),
-            m.namespace.as_deref(),
-        );
-        self
+    fn stored(self) -> Self {
+        self.edit_meta(|m| {
+            *m = meta(
+                m.name.as_deref().unwrap_or_default(),
+                m.namespace.as_deref(),
+            );
+        })
     }
 }
 
@@ -218,13 +264,13 @@ pub trait Unsaved: Sized {
 }
 
 impl<K: Resource> Unsaved for K {
-    fn unsaved(mut self) -> Self {
-        let m = self.meta_mut();
-        m.uid = None;
-        m.generation = None;
-        m.resource_version = None;
-        m.creation_timestamp = None;
-        self
+    fn unsaved(self) -> Self {
+        self.edit_meta(|m| {
+            m.uid = None;
+            m.generation = None;
+            m.resource_version = None;
+            m.creation_timestamp = None;
+        })
     }
 }
 
@@ -237,16 +283,15 @@ pub trait Lifecycle: Sized {
 }
 
 impl<K: Resource> Lifecycle for K {
-    fn finalized(mut self) -> Self {
-        self.meta_mut()
-            .finalizers
-            .get_or_insert_with(Vec::new)
-            .push(PROTECTION_FINALIZER.to_owned());
-        self
+    fn finalized(self) -> Self {
+        self.edit_meta(|m| {
+            m.finalizers
+                .get_or_insert_with(Vec::new)
+                .push(PROTECTION_FINALIZER.to_owned());
+        })
     }
-    fn deleting(mut self) -> Self {
-        self.meta_mut().deletion_timestamp = Some(Time(clock()));
-        self
+    fn deleting(self) -> Self {
+        self.edit_meta(|m| m.deletion_timestamp = Some(Time(clock())))
     }
 }
 
@@ -265,27 +310,26 @@ pub trait ClaimExt: Sized {
 }
 
 impl ClaimExt for BucketClaim {
-    fn referenced(mut self) -> Self {
-        annotate(&mut self.metadata, HAS_BUCKETACCESS_REFERENCES);
-        self
+    fn referenced(self) -> Self {
+        self.edit_meta(|m| annotate(m, HAS_BUCKETACCESS_REFERENCES))
     }
-    fn existing(mut self, bucket: &str) -> Self {
-        self.spec.bucket_class_name.clear();
-        self.spec.existing_bucket_name = bucket.to_owned();
-        self
+    fn existing(self, bucket: &str) -> Self {
+        self.edit(|o| {
+            o.spec.bucket_class_name.clear();
+            o.spec.existing_bucket_name = bucket.to_owned();
+        })
     }
-    fn class(mut self, class: &str) -> Self {
-        self.spec.bucket_class_name = class.to_owned();
-        self
+    fn class(self, class: &str) -> Self {
+        self.edit(|o| o.spec.bucket_class_name = class.to_owned())
     }
-    fn protocols(mut self, p: &[Protocol]) -> Self {
-        self.spec.protocols = p.to_vec();
-        self
+    fn protocols(self, p: &[Protocol]) -> Self {
+        self.edit(|o| o.spec.protocols = p.to_vec())
     }
-    fn with_conditions(mut self, desired: &[Desired]) -> Self {
-        let status = self.status.get_or_insert_with(Default::default);
-        with_conditions(&mut status.conditions, desired);
-        self
+    fn with_conditions(self, desired: &[Desired]) -> Self {
+        self.edit(|o| {
+            let status = o.status.get_or_insert_with(Default::default);
+            with_conditions(&mut status.conditions, desired);
+        })
     }
 }
 
@@ -315,30 +359,26 @@ impl BucketExt for Bucket {
         status.protocols = protocols.to_vec();
         b
     }
-    fn with_conditions(mut self, desired: &[Desired]) -> Self {
-        let status = self.status.get_or_insert_with(Default::default);
-        with_conditions(&mut status.conditions, desired);
-        self
+    fn with_conditions(self, desired: &[Desired]) -> Self {
+        self.edit(|o| {
+            let status = o.status.get_or_insert_with(Default::default);
+            with_conditions(&mut status.conditions, desired);
+        })
     }
-    fn marked(mut self) -> Self {
-        annotate(&mut self.metadata, BUCKETCLAIM_BEING_DELETED);
-        self
+    fn marked(self) -> Self {
+        self.edit_meta(|m| annotate(m, BUCKETCLAIM_BEING_DELETED))
     }
-    fn policy(mut self, policy: DeletionPolicy) -> Self {
-        self.spec.deletion_policy = policy;
-        self
+    fn policy(self, policy: DeletionPolicy) -> Self {
+        self.edit(|o| o.spec.deletion_policy = policy)
     }
-    fn bound_uid(mut self, uid: &str) -> Self {
-        self.spec.bucket_claim_ref.uid = uid.to_owned();
-        self
+    fn bound_uid(self, uid: &str) -> Self {
+        self.edit(|o| o.spec.bucket_claim_ref.uid = uid.to_owned())
     }
-    fn existing_id(mut self, id: &str) -> Self {
-        self.spec.existing_bucket_id = id.to_owned();
-        self
+    fn existing_id(self, id: &str) -> Self {
+        self.edit(|o| o.spec.existing_bucket_id = id.to_owned())
     }
-    fn spec_protocols(mut self, protocols: &[Protocol]) -> Self {
-        self.spec.protocols = protocols.to_vec();
-        self
+    fn spec_protocols(self, protocols: &[Protocol]) -> Self {
+        self.edit(|o| o.spec.protocols = protocols.to_vec())
     }
 }
 
@@ -349,11 +389,10 @@ pub trait AccessClassExt: Sized {
 }
 
 impl AccessClassExt for BucketAccessClass {
-    fn parameter(mut self, key: &str, value: &str) -> Self {
-        self.spec
-            .parameters
-            .insert(key.to_owned(), value.to_owned());
-        self
+    fn parameter(self, key: &str, value: &str) -> Self {
+        self.edit(|o| {
+            o.spec.parameters.insert(key.to_owned(), value.to_owned());
+        })
     }
 }
 
@@ -370,23 +409,50 @@ pub trait AccessExt: Sized {
 }
 
 impl AccessExt for BucketAccess {
-    fn cleaned_up(mut self) -> Self {
-        annotate(&mut self.metadata, SIDECAR_CLEANUP_FINISHED);
-        self
+    fn cleaned_up(self) -> Self {
+        self.edit_meta(|m| annotate(m, SIDECAR_CLEANUP_FINISHED))
     }
-    fn account(mut self, id: &str) -> Self {
-        self.status.get_or_insert_with(Default::default).account_id = id.to_owned();
-        self
+    fn account(self, id: &str) -> Self {
+        self.edit(|o| o.status.get_or_insert_with(Default::default).account_id = id.to_owned())
     }
-    fn class(mut self, class: &str) -> Self {
-        self.spec.bucket_access_class_name = class.to_owned();
-        self
+    fn class(self, class: &str) -> Self {
+        self.edit(|o| o.spec.bucket_access_class_name = class.to_owned())
     }
-    fn secrets_per_access(mut self) -> Self {
-        let access = self.metadata.name.clone().unwrap_or_default();
-        for c in &mut self.spec.bucket_claims {
-            c.access_secret_name = format!("{}-{access}-creds", c.bucket_claim_name);
-        }
-        self
+    fn secrets_per_access(self) -> Self {
+        self.edit(|o| {
+            let access = o.metadata.name.clone().unwrap_or_default();
+            for c in &mut o.spec.bucket_claims {
+                c.access_secret_name = format!("{}-{access}-creds", c.bucket_claim_name);
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::ResourceExt;
+
+    #[test]
+    fn fixtures_carry_the_metadata_the_server_stores() {
+        let c = claim("photos");
+        assert_eq!(c.metadata, meta("photos", Some(NS)));
+        assert_eq!(
+            class(DeletionPolicy::Delete).metadata,
+            meta("standard", None)
+        );
+        let a = access("ba", &["photos"]).finalized().deleting().unsaved();
+        assert_eq!(a.metadata.namespace.as_deref(), Some(NS));
+        assert_eq!(a.metadata.uid, None);
+        assert_eq!(a.metadata.generation, None);
+        assert_eq!(a.metadata.resource_version, None);
+        assert_eq!(a.metadata.creation_timestamp, None);
+        assert_eq!(
+            a.metadata.finalizers,
+            Some(vec![PROTECTION_FINALIZER.to_owned()])
+        );
+        assert_eq!(a.metadata.deletion_timestamp, Some(Time(clock())));
+        let b = static_bucket("b", NS, "photos").marked();
+        assert_eq!(b.annotations()[BUCKETCLAIM_BEING_DELETED], "true");
     }
 }

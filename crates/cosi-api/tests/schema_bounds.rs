@@ -18,10 +18,12 @@ fn schema(kind: &str) -> Value {
     serde_json::to_value(&crd.spec.versions[0].schema).unwrap()["openAPIV3Schema"].clone()
 }
 
-/// The schema of the field at `path` (`spec.bucketClaims[].accessSecretName`).
-fn field(kind: &str, path: &str) -> Value {
+/// The schema of the field at `path`, named from its kind as `kubectl
+/// explain` names it (`BucketAccess.spec.bucketClaims[].accessSecretName`).
+fn field(path: &str) -> Value {
+    let (kind, fields) = path.split_once('.').expect("a path of the form Kind.field");
     let mut node = schema(kind);
-    for part in path.split('.') {
+    for part in fields.split('.') {
         let (name, items) = match part.strip_suffix("[]") {
             Some(name) => (name, true),
             None => (part, false),
@@ -30,152 +32,153 @@ fn field(kind: &str, path: &str) -> Value {
         if items {
             node = node["items"].clone();
         }
-        assert!(node.is_object(), "{kind} has no field {path}");
+        assert!(node.is_object(), "no field {path}");
     }
     node
 }
-
-const NAMES: &[(&str, &str)] = &[
-    ("BucketAccess", "spec.bucketClaims[].accessSecretName"),
-    ("BucketAccess", "spec.bucketClaims[].bucketClaimName"),
-    ("BucketAccess", "spec.bucketAccessClassName"),
-    ("BucketAccess", "spec.serviceAccountName"),
-    ("BucketAccess", "status.accessedBuckets[].bucketName"),
-    ("BucketAccess", "status.accessedBuckets[].bucketClaimName"),
-    ("BucketClaim", "spec.bucketClassName"),
-    ("BucketClaim", "spec.existingBucketName"),
-    ("BucketClaim", "status.boundBucketName"),
-    ("Bucket", "spec.bucketClaimRef.name"),
-];
-
-const DRIVER_NAMES: &[(&str, &str)] = &[
-    ("Bucket", "spec.driverName"),
-    ("BucketClass", "spec.driverName"),
-    ("BucketAccessClass", "spec.driverName"),
-    ("BucketAccess", "status.driverName"),
-];
-
-const IDS: &[(&str, &str)] = &[
-    ("Bucket", "spec.existingBucketID"),
-    ("Bucket", "status.bucketID"),
-    ("BucketAccess", "status.accountID"),
-    ("BucketAccess", "status.accessedBuckets[].bucketID"),
-];
-
-const PARAMETERS: &[(&str, &str)] = &[
-    ("Bucket", "spec.parameters"),
-    ("BucketClass", "spec.parameters"),
-    ("BucketAccessClass", "spec.parameters"),
-    ("BucketAccess", "status.parameters"),
-];
-
-const PROTOCOL_LISTS: &[(&str, &str)] = &[
-    ("Bucket", "spec.protocols"),
-    ("Bucket", "status.protocols"),
-    ("BucketClaim", "spec.protocols"),
-    ("BucketClaim", "status.protocols"),
-];
 
 fn pattern(node: &Value) -> Regex {
     Regex::new(node["pattern"].as_str().expect("a pattern")).unwrap()
 }
 
-#[test]
-fn object_names_are_dns_subdomains_of_at_most_253_characters() {
-    for (kind, path) in NAMES {
-        let f = field(kind, path);
-        assert_eq!(f["pattern"], DNS1123_SUBDOMAIN, "{kind} {path}");
-        assert_eq!(f["maxLength"], 253, "{kind} {path}");
-        assert_eq!(f["minLength"], 1, "{kind} {path}");
-    }
-    let re = Regex::new(DNS1123_SUBDOMAIN).unwrap();
-    for good in ["creds", "my-creds.v2", "a", "0abc-9"] {
+/// Asserts that `re` matches every string of `good` and none of `bad`.
+fn assert_matches(re: &Regex, good: &[&str], bad: &[&str]) {
+    for good in good {
         assert!(re.is_match(good), "{good}");
     }
-    for bad in [
-        "Bad_Name", "UPPER", "-lead", "trail-", "a..b", "a_b", "a b", "",
-    ] {
+    for bad in bad {
         assert!(!re.is_match(bad), "{bad}");
     }
-    let ns = field("Bucket", "spec.bucketClaimRef.namespace");
+}
+
+/// Asserts that the field at `path` has `pattern` and `maxLength`, and
+/// `minLength` when one is given.
+fn assert_string_field(path: &str, pattern: &str, min_length: Option<u64>, max_length: u64) {
+    let f = field(path);
+    assert_eq!(f["pattern"], pattern, "{path}");
+    assert_eq!(f["maxLength"], max_length, "{path}");
+    if let Some(min_length) = min_length {
+        assert_eq!(f["minLength"], min_length, "{path}");
+    }
+}
+
+#[test]
+fn object_names_are_dns_subdomains_of_at_most_253_characters() {
+    for path in [
+        "BucketAccess.spec.bucketClaims[].accessSecretName",
+        "BucketAccess.spec.bucketClaims[].bucketClaimName",
+        "BucketAccess.spec.bucketAccessClassName",
+        "BucketAccess.spec.serviceAccountName",
+        "BucketAccess.status.accessedBuckets[].bucketName",
+        "BucketAccess.status.accessedBuckets[].bucketClaimName",
+        "BucketClaim.spec.bucketClassName",
+        "BucketClaim.spec.existingBucketName",
+        "BucketClaim.status.boundBucketName",
+        "Bucket.spec.bucketClaimRef.name",
+    ] {
+        assert_string_field(path, DNS1123_SUBDOMAIN, Some(1), 253);
+    }
+    assert_matches(
+        &Regex::new(DNS1123_SUBDOMAIN).unwrap(),
+        &["creds", "my-creds.v2", "a", "0abc-9"],
+        &[
+            "Bad_Name", "UPPER", "-lead", "trail-", "a..b", "a_b", "a b", "",
+        ],
+    );
+    let ns = field("Bucket.spec.bucketClaimRef.namespace");
     assert_eq!(ns["pattern"], DNS1123_LABEL);
     assert_eq!(ns["maxLength"], 63);
-    assert!(pattern(&ns).is_match("team-a"));
-    assert!(!pattern(&ns).is_match("team.a"));
+    assert_matches(&pattern(&ns), &["team-a"], &["team.a"]);
 }
 
 #[test]
 fn driver_names_are_domain_names_of_at_most_63_characters() {
-    for (kind, path) in DRIVER_NAMES {
-        let f = field(kind, path);
-        assert_eq!(f["pattern"], DRIVER_NAME, "{kind} {path}");
-        assert_eq!(f["maxLength"], 63, "{kind} {path}");
-    }
-    let re = Regex::new(DRIVER_NAME).unwrap();
-    for good in ["local.cosi-rs.dev", "S3.Example.com", "x", "a-b"] {
-        assert!(re.is_match(good), "{good}");
+    for path in [
+        "Bucket.spec.driverName",
+        "BucketClass.spec.driverName",
+        "BucketAccessClass.spec.driverName",
+        "BucketAccess.status.driverName",
+    ] {
+        assert_string_field(path, DRIVER_NAME, None, 63);
     }
     let long = format!("a{}b", "c".repeat(62));
-    for bad in ["-x", "x.", "a_b", "a/b", long.as_str()] {
-        assert!(!re.is_match(bad), "{bad}");
-    }
+    assert_matches(
+        &Regex::new(DRIVER_NAME).unwrap(),
+        &["local.cosi-rs.dev", "S3.Example.com", "x", "a-b"],
+        &["-x", "x.", "a_b", "a/b", long.as_str()],
+    );
 }
 
 #[test]
 fn ids_are_bounded_by_length_only() {
-    for (kind, path) in IDS {
-        let f = field(kind, path);
-        assert_eq!(f["maxLength"], MAX_ID_LENGTH, "{kind} {path}");
-        assert_eq!(f["maxLength"], 2048, "{kind} {path}");
+    for path in [
+        "Bucket.spec.existingBucketID",
+        "Bucket.status.bucketID",
+        "BucketAccess.status.accountID",
+        "BucketAccess.status.accessedBuckets[].bucketID",
+    ] {
+        let f = field(path);
+        assert_eq!(f["maxLength"], MAX_ID_LENGTH, "{path}");
+        assert_eq!(f["maxLength"], 2048, "{path}");
         assert!(
             f.get("pattern").is_none(),
-            "{kind} {path}: drivers' IDs hold '+', '=' and '/'"
+            "{path}: drivers' IDs hold '+', '=' and '/'"
         );
     }
 }
 
 #[test]
 fn a_claim_uid_is_a_lowercase_uuid() {
-    let uid = pattern(&field("Bucket", "spec.bucketClaimRef.uid"));
-    assert!(uid.is_match("6f1c1b9e-3a55-4c2e-9d7e-0b8f4a1e2c3d"));
-    for bad in [
-        "uid-1",
-        "6F1C1B9E-3A55-4C2E-9D7E-0B8F4A1E2C3D",
-        "6f1c1b9e3a554c2e9d7e0b8f4a1e2c3d",
-    ] {
-        assert!(!uid.is_match(bad), "{bad}");
-    }
+    assert_matches(
+        &pattern(&field("Bucket.spec.bucketClaimRef.uid")),
+        &["6f1c1b9e-3a55-4c2e-9d7e-0b8f4a1e2c3d"],
+        &[
+            "uid-1",
+            "6F1C1B9E-3A55-4C2E-9D7E-0B8F4A1E2C3D",
+            "6f1c1b9e3a554c2e9d7e0b8f4a1e2c3d",
+        ],
+    );
 }
 
 #[test]
 fn parameters_protocols_and_claims_are_bounded() {
-    for (kind, path) in PARAMETERS {
-        assert_eq!(field(kind, path)["maxProperties"], 512, "{kind} {path}");
+    for path in [
+        "Bucket.spec.parameters",
+        "BucketClass.spec.parameters",
+        "BucketAccessClass.spec.parameters",
+        "BucketAccess.status.parameters",
+    ] {
+        assert_eq!(field(path)["maxProperties"], 512, "{path}");
     }
     assert_eq!(MAX_PARAMETERS, 512);
-    for (kind, path) in PROTOCOL_LISTS {
-        let f = field(kind, path);
+    for path in [
+        "Bucket.spec.protocols",
+        "Bucket.status.protocols",
+        "BucketClaim.spec.protocols",
+        "BucketClaim.status.protocols",
+    ] {
+        let f = field(path);
         assert_eq!(
             (&f["minItems"], &f["maxItems"]),
             (&1.into(), &3.into()),
-            "{kind} {path}"
+            "{path}"
         );
-        assert_eq!(f["x-kubernetes-list-type"], "set", "{kind} {path}");
+        assert_eq!(f["x-kubernetes-list-type"], "set", "{path}");
     }
-    let claims = field("BucketAccess", "spec.bucketClaims");
+    let claims = field("BucketAccess.spec.bucketClaims");
     assert_eq!(
         (&claims["minItems"], &claims["maxItems"]),
         (&1.into(), &128.into())
     );
     assert_eq!(
-        field("BucketAccess", "status.accessedBuckets")["maxItems"],
+        field("BucketAccess.status.accessedBuckets")["maxItems"],
         128
     );
 }
 
 #[test]
 fn secret_names_must_differ_within_one_access() {
-    let spec = field("BucketAccess", "spec");
+    let spec = field("BucketAccess.spec");
     let rules: Vec<&str> = spec["x-kubernetes-validations"]
         .as_array()
         .unwrap()
@@ -226,7 +229,7 @@ fn every_enum_field_names_its_values_at_the_end_of_its_description() {
     // protocol(s) ×5, deletionPolicy ×2, authenticationType ×2,
     // multiBucketAccess, and the three access mode categories twice.
     assert_eq!(seen, 16);
-    let protocols = field("BucketClaim", "spec.protocols");
+    let protocols = field("BucketClaim.spec.protocols");
     assert_eq!(
         protocols["items"]["enum"],
         serde_json::json!(["S3", "Azure", "GCS"])
@@ -237,7 +240,7 @@ fn every_enum_field_names_its_values_at_the_end_of_its_description() {
 fn a_list_describes_the_list_and_its_items_describe_one_item() {
     // `kubectl explain bucketaccess.spec.bucketClaims` prints the list's
     // description and then its items': each must stand on its own.
-    let claims = field("BucketAccess", "spec.bucketClaims");
+    let claims = field("BucketAccess.spec.bucketClaims");
     let list = claims["description"].as_str().unwrap();
     let item = claims["items"]["description"].as_str().unwrap();
     assert_eq!(

@@ -40,6 +40,12 @@ enum Source {
     Path(JsonPath, String),
     /// The value at a JSON pointer, null when absent.
     Pointer(&'static str),
+    /// The object reference at a JSON pointer as `kind/name`, the kind
+    /// lower-cased when `lowercase_kind` is set.
+    Reference {
+        at: &'static str,
+        lowercase_kind: bool,
+    },
     Func(fn(&Value) -> Value),
 }
 
@@ -172,10 +178,10 @@ fn columns(info: &ResourceInfo) -> Vec<Column> {
                 "Object",
                 "string",
                 "The object this Event is about",
-                Source::Func(|o| {
-                    let (kind, name) = reference(o, "/involvedObject");
-                    json!(format!("{}/{name}", kind.to_lowercase()))
-                }),
+                Source::Reference {
+                    at: "/involvedObject",
+                    lowercase_kind: true,
+                },
             ),
             col(
                 "Message",
@@ -208,10 +214,10 @@ fn columns(info: &ResourceInfo) -> Vec<Column> {
                 "Role",
                 "string",
                 "Role",
-                Source::Func(|o| {
-                    let (kind, name) = reference(o, "/roleRef");
-                    json!(format!("{kind}/{name}"))
-                }),
+                Source::Reference {
+                    at: "/roleRef",
+                    lowercase_kind: false,
+                },
             ),
             age(),
         ],
@@ -242,6 +248,14 @@ fn cell(source: &Source, obj: &Value) -> Value {
         Source::Age => json!(meta::age_of(meta::meta_str(obj, "creationTimestamp"))),
         Source::CreatedAt => json!(meta::meta_str(obj, "creationTimestamp").unwrap_or("")),
         Source::Pointer(p) => obj.pointer(p).cloned().unwrap_or(Value::Null),
+        Source::Reference { at, lowercase_kind } => {
+            let (kind, name) = reference(obj, at);
+            if *lowercase_kind {
+                json!(format!("{}/{name}", kind.to_lowercase()))
+            } else {
+                json!(format!("{kind}/{name}"))
+            }
+        }
         Source::Func(f) => f(obj),
         Source::Path(path, ty) => {
             let Some(v) = path.find(obj).into_iter().next() else {
@@ -350,5 +364,26 @@ mod tests {
         assert_eq!(t["rows"][0]["cells"], json!(["s", "Opaque", 2, "0s"]));
         assert_eq!(t["rows"][0]["object"]["kind"], "PartialObjectMetadata");
         assert_eq!(t["metadata"]["resourceVersion"], "5");
+    }
+
+    /// The cell of column `name` for `obj` of the built-in resource `plural`.
+    fn cell_of(plural: &str, name: &str, obj: &Value) -> Value {
+        let info = builtin::builtin_resources()
+            .into_iter()
+            .find(|r| r.plural == plural)
+            .unwrap();
+        let column = columns(&info).into_iter().find(|c| c.name == name).unwrap();
+        cell(&column.source, obj)
+    }
+
+    #[test]
+    fn references_show_as_kind_and_name() {
+        let event = json!({"involvedObject": {"kind": "Widget", "name": "w"}});
+        assert_eq!(cell_of("events", "Object", &event), "widget/w");
+        let binding = json!({"roleRef": {"kind": "ClusterRole", "name": "view"}});
+        assert_eq!(
+            cell_of("rolebindings", "Role", &binding),
+            "ClusterRole/view"
+        );
     }
 }

@@ -220,90 +220,88 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn builtin(b: Builtin) -> impl Fn(&[&str]) -> ListStrategy {
-        move |p: &[&str]| strategy_for(b, p)
+    /// Asserts that `patch` turns `before`, a built-in object of kind `b`,
+    /// into `after`.
+    fn assert_patch(b: Builtin, before: Value, patch: Value, after: Value) {
+        let mut obj = before;
+        apply(&mut obj, &patch, &|p: &[&str]| strategy_for(b, p));
+        assert_eq!(obj, after, "patch {patch}");
+    }
+
+    /// An object with these finalizers.
+    fn finalizers(names: &[&str]) -> Value {
+        json!({"metadata": {"finalizers": names}})
     }
 
     #[test]
     fn maps_merge_and_nulls_delete() {
-        let mut cm = json!({"metadata": {"name": "c", "labels": {"a": "1", "b": "2"}}, "data": {"x": "1", "y": "2"}});
-        apply(
-            &mut cm,
-            &json!({"metadata": {"labels": {"b": null, "c": "3"}}, "data": {"y": "3"}}),
-            &builtin(Builtin::ConfigMap),
+        assert_patch(
+            Builtin::ConfigMap,
+            json!({"metadata": {"name": "c", "labels": {"a": "1", "b": "2"}}, "data": {"x": "1", "y": "2"}}),
+            json!({"metadata": {"labels": {"b": null, "c": "3"}}, "data": {"y": "3"}}),
+            json!({"metadata": {"name": "c", "labels": {"a": "1", "c": "3"}}, "data": {"x": "1", "y": "3"}}),
         );
-        assert_eq!(cm["metadata"]["labels"], json!({"a": "1", "c": "3"}));
-        assert_eq!(cm["data"], json!({"x": "1", "y": "3"}));
     }
 
     #[test]
     fn finalizers_merge_as_a_set_and_can_be_deleted() {
-        let mut obj = json!({"metadata": {"finalizers": ["a", "b"]}});
-        apply(
-            &mut obj,
-            &json!({"metadata": {"finalizers": ["c", "a"]}}),
-            &builtin(Builtin::Secret),
+        assert_patch(
+            Builtin::Secret,
+            finalizers(&["a", "b"]),
+            finalizers(&["c", "a"]),
+            finalizers(&["a", "b", "c"]),
         );
-        assert_eq!(obj["metadata"]["finalizers"], json!(["a", "b", "c"]));
-        apply(
-            &mut obj,
-            &json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b"]}}),
-            &builtin(Builtin::Secret),
+        assert_patch(
+            Builtin::Secret,
+            finalizers(&["a", "b", "c"]),
+            json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["b"]}}),
+            finalizers(&["a", "c"]),
         );
-        assert_eq!(obj["metadata"]["finalizers"], json!(["a", "c"]));
     }
 
     #[test]
     fn owner_references_merge_by_uid() {
-        let mut obj = json!({"metadata": {"ownerReferences": [{"uid": "1", "name": "a"}, {"uid": "2", "name": "b"}]}});
-        apply(
-            &mut obj,
-            &json!({"metadata": {"ownerReferences": [{"uid": "2", "name": "B"}, {"uid": "1", "$patch": "delete"}, {"uid": "3", "name": "c"}]}}),
-            &builtin(Builtin::Secret),
-        );
-        assert_eq!(
-            obj["metadata"]["ownerReferences"],
-            json!([{"uid": "2", "name": "B"}, {"uid": "3", "name": "c"}])
+        assert_patch(
+            Builtin::Secret,
+            json!({"metadata": {"ownerReferences": [{"uid": "1", "name": "a"}, {"uid": "2", "name": "b"}]}}),
+            json!({"metadata": {"ownerReferences": [{"uid": "2", "name": "B"}, {"uid": "1", "$patch": "delete"}, {"uid": "3", "name": "c"}]}}),
+            json!({"metadata": {"ownerReferences": [{"uid": "2", "name": "B"}, {"uid": "3", "name": "c"}]}}),
         );
     }
 
     #[test]
     fn other_lists_are_replaced() {
-        let mut role = json!({"rules": [{"verbs": ["get"]}, {"verbs": ["list"]}]});
-        apply(
-            &mut role,
-            &json!({"rules": [{"verbs": ["watch"]}]}),
-            &builtin(Builtin::Role),
+        assert_patch(
+            Builtin::Role,
+            json!({"rules": [{"verbs": ["get"]}, {"verbs": ["list"]}]}),
+            json!({"rules": [{"verbs": ["watch"]}]}),
+            json!({"rules": [{"verbs": ["watch"]}]}),
         );
-        assert_eq!(role["rules"], json!([{"verbs": ["watch"]}]));
     }
 
     #[test]
     fn patch_replace_and_retain_keys_directives_work() {
-        let mut obj = json!({"data": {"a": "1", "b": "2"}});
-        apply(
-            &mut obj,
-            &json!({"data": {"$patch": "replace", "c": "3"}}),
-            &builtin(Builtin::ConfigMap),
+        assert_patch(
+            Builtin::ConfigMap,
+            json!({"data": {"a": "1", "b": "2"}}),
+            json!({"data": {"$patch": "replace", "c": "3"}}),
+            json!({"data": {"c": "3"}}),
         );
-        assert_eq!(obj["data"], json!({"c": "3"}));
-        let mut obj = json!({"spec": {"a": 1, "b": 2}});
-        apply(
-            &mut obj,
-            &json!({"spec": {"$retainKeys": ["a"], "a": 5}}),
-            &builtin(Builtin::Lease),
+        assert_patch(
+            Builtin::Lease,
+            json!({"spec": {"a": 1, "b": 2}}),
+            json!({"spec": {"$retainKeys": ["a"], "a": 5}}),
+            json!({"spec": {"a": 5}}),
         );
-        assert_eq!(obj["spec"], json!({"a": 5}));
     }
 
     #[test]
     fn set_element_order_reorders_merged_lists() {
-        let mut obj = json!({"metadata": {"finalizers": ["a", "b"]}});
-        apply(
-            &mut obj,
-            &json!({"metadata": {"$setElementOrder/finalizers": ["b", "a"]}}),
-            &builtin(Builtin::Secret),
+        assert_patch(
+            Builtin::Secret,
+            finalizers(&["a", "b"]),
+            json!({"metadata": {"$setElementOrder/finalizers": ["b", "a"]}}),
+            finalizers(&["b", "a"]),
         );
-        assert_eq!(obj["metadata"]["finalizers"], json!(["b", "a"]));
     }
 }

@@ -140,6 +140,11 @@ pub async fn install_widgets(sim: &KubeSim) {
         .expect("CRD is accepted");
 }
 
+/// Widgets in the default namespace.
+pub fn widgets(sim: &KubeSim) -> Api<Widget> {
+    Api::namespaced(sim.client(), "default")
+}
+
 /// Widgets in the default namespace as dynamic objects.
 pub fn dynamic_widgets(sim: &KubeSim) -> Api<DynamicObject> {
     Api::namespaced_with(sim.client(), "default", &widget_resource())

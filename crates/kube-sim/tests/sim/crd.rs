@@ -13,6 +13,15 @@ fn dynamic(name: &str, data: serde_json::Value) -> DynamicObject {
     obj
 }
 
+/// The refusal of creating Widget `name` with `data` through `api`.
+async fn widget_refused(
+    api: &Api<DynamicObject>,
+    name: &str,
+    data: serde_json::Value,
+) -> kube::core::Status {
+    refused(api, &dynamic(name, data)).await
+}
+
 #[tokio::test]
 async fn a_created_crd_is_established_and_discoverable() {
     let sim = sim_with_widgets().await;
@@ -42,11 +51,12 @@ async fn a_created_crd_is_established_and_discoverable() {
 async fn schema_violations_are_422_with_field_causes() {
     let sim = sim_with_widgets().await;
     let api = dynamic_widgets(&sim);
-    let bad = dynamic(
+    let err = widget_refused(
+        &api,
         "bad",
         json!({"spec": {"size": "big", "color": "purple", "driver": "Bad Driver", "tags": ["a", "a"]}}),
-    );
-    let err = refused(&api, &bad).await;
+    )
+    .await;
     assert_eq!(err.code, 422);
     assert_eq!(err.reason, "Invalid");
     assert!(
@@ -62,14 +72,12 @@ async fn schema_violations_are_422_with_field_causes() {
             "{f} missing from {fields:?}"
         );
     }
-    let missing = dynamic("missing", json!({"spec": {}}));
-    let err = refused(&api, &missing).await;
+    let err = widget_refused(&api, "missing", json!({"spec": {}})).await;
     assert_eq!(
         err.message,
         "Widget.example.com \"missing\" is invalid: spec.size: Required value"
     );
-    let big = dynamic("big", json!({"spec": {"size": 101}}));
-    let err = refused(&api, &big).await;
+    let err = widget_refused(&api, "big", json!({"spec": {"size": 101}})).await;
     assert_mentions(
         &err,
         "spec.size in body should be less than or equal to 100",
@@ -108,7 +116,7 @@ async fn defaults_are_applied_and_unknown_fields_pruned() {
 #[tokio::test]
 async fn cel_rules_run_with_old_self_on_updates() {
     let sim = sim_with_widgets().await;
-    let api: Api<Widget> = Api::namespaced(sim.client(), "default");
+    let api = widgets(&sim);
     let mut w = widget("c", 1);
     w.spec.driver = Some("d1".into());
     api.create(&PostParams::default(), &w).await.unwrap();
@@ -122,9 +130,10 @@ async fn cel_rules_run_with_old_self_on_updates() {
     merge(&api, "c", json!({"spec": {"size": 2}})).await;
 
     let dyn_api = dynamic_widgets(&sim);
-    let err = refused(
+    let err = widget_refused(
         &dyn_api,
-        &dynamic("ns", json!({"spec": {"size": 1, "namespace": "forbidden"}})),
+        "ns",
+        json!({"spec": {"size": 1, "namespace": "forbidden"}}),
     )
     .await;
     assert_mentions(&err, "namespace may not be 'forbidden'");
@@ -145,7 +154,7 @@ async fn a_crd_with_a_rule_that_does_not_compile_is_refused() {
 #[tokio::test]
 async fn deleting_a_crd_removes_its_objects_and_stops_serving_it() {
     let sim = sim_with_widgets().await;
-    let api: Api<Widget> = Api::namespaced(sim.client(), "default");
+    let api = widgets(&sim);
     api.create(&PostParams::default(), &widget("gone", 1))
         .await
         .unwrap();
@@ -182,7 +191,7 @@ async fn tighten_widgets(sim: &kube_sim::KubeSim) {
 #[tokio::test]
 async fn an_object_stored_before_a_rule_existed_stays_updatable_and_deletable() {
     let sim = sim_with_widgets().await;
-    let api: Api<Widget> = Api::namespaced(sim.client(), "default");
+    let api = widgets(&sim);
     let mut w = widget("legacy", 9);
     w.spec.driver = Some("long-driver".into());
     w.spec.tags = Some(vec!["old".into()]);

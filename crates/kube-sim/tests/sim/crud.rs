@@ -100,7 +100,7 @@ async fn an_update_that_changes_nothing_keeps_the_resource_version() {
 #[tokio::test]
 async fn generation_moves_only_with_spec_changes_and_status_goes_through_its_subresource() {
     let sim = sim_with_widgets().await;
-    let api: Api<Widget> = Api::namespaced(sim.client(), "default");
+    let api = widgets(&sim);
     let mut w = widget("w1", 3);
     w.status = Some(WidgetStatus {
         phase: Some("Ignored".into()),
@@ -157,7 +157,7 @@ async fn generation_moves_only_with_spec_changes_and_status_goes_through_its_sub
 #[tokio::test]
 async fn deleting_an_object_with_finalizers_only_marks_it_until_the_last_one_goes() {
     let sim = sim_with_widgets().await;
-    let api: Api<Widget> = Api::namespaced(sim.client(), "default");
+    let api = widgets(&sim);
     let mut w = widget("held", 2);
     w.metadata.finalizers = Some(vec!["example.com/a".into(), "example.com/b".into()]);
     api.create(&PostParams::default(), &w).await.unwrap();

@@ -78,7 +78,7 @@ async fn strategic_merge_patch_merges_finalizers_and_is_refused_for_custom_resou
         patched.metadata.finalizers.unwrap(),
         vec!["example.com/a".to_string(), "example.com/b".to_string()]
     );
-    let widgets: Api<Widget> = Api::namespaced(sim.client(), "default");
+    let widgets = widgets(&sim);
     widgets
         .create(&PostParams::default(), &widget("w", 1))
         .await

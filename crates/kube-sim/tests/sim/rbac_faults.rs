@@ -76,7 +76,7 @@ async fn service_accounts_get_exactly_their_cluster_role_including_subresources_
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "widget-status"},
         "subjects": [{"kind": "ServiceAccount", "name": "sidecar", "namespace": "default"}]
     })).await;
-    let admin: Api<Widget> = Api::namespaced(sim.client(), "default");
+    let admin = widgets(&sim);
     admin
         .create(&PostParams::default(), &widget("w", 1))
         .await
