@@ -135,24 +135,10 @@ impl<K: Resource<DynamicType = ()>> RefIndex<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosi_api::{BucketAccess, BucketAccessClaim, BucketAccessSpec, Protocol};
+    use cosi_api::BucketAccess;
 
     fn access(ns: &str, name: &str, claims: &[&str]) -> BucketAccess {
-        let mut a = BucketAccess::new(
-            name,
-            BucketAccessSpec {
-                bucket_claims: claims
-                    .iter()
-                    .map(|c| BucketAccessClaim {
-                        bucket_claim_name: (*c).to_owned(),
-                        ..Default::default()
-                    })
-                    .collect(),
-                bucket_access_class_name: "keys".into(),
-                protocol: Protocol::S3,
-                service_account_name: String::new(),
-            },
-        );
+        let mut a = cosi_api::testing::access(name, claims);
         a.metadata.namespace = Some(ns.to_owned());
         a
     }

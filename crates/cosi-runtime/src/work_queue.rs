@@ -207,6 +207,13 @@ mod tests {
         out
     }
 
+    /// A queue whose one object, "a", was triggered and popped at `t`.
+    fn running_a(t: Instant) -> WorkQueue<&'static str, i32> {
+        let mut q = WorkQueue::new(Duration::ZERO);
+        q.trigger("a", 1, t);
+        assert_eq!(q.pop(t), Some("a"));
+        q
+    }
     #[test]
     fn due_objects_are_taken_oldest_first_then_first_come() {
         let t = Instant::now();
@@ -252,9 +259,7 @@ mod tests {
     #[test]
     fn an_object_triggered_while_active_runs_again_after_and_only_once() {
         let t = Instant::now();
-        let mut q = WorkQueue::new(Duration::ZERO);
-        q.trigger("a", 1, t);
-        assert_eq!(q.pop(t), Some("a"));
+        let mut q = running_a(t);
         q.trigger("a", 1, t + MS);
         q.trigger("a", 1, t + 2 * MS);
         assert_eq!(
@@ -273,9 +278,7 @@ mod tests {
     #[test]
     fn a_requeue_runs_at_its_time_unless_a_trigger_comes_first() {
         let t = Instant::now();
-        let mut q = WorkQueue::new(Duration::ZERO);
-        q.trigger("a", 1, t);
-        assert_eq!(q.pop(t), Some("a"));
+        let mut q = running_a(t);
         q.done(&"a", 1, Some(t + 100 * MS));
         assert_eq!(q.next_due(), Some(t + 100 * MS));
         assert_eq!(q.pop(t + 99 * MS), None);
@@ -325,9 +328,7 @@ mod tests {
     #[test]
     fn a_requeue_asked_while_active_applies_after_it_is_done() {
         let t = Instant::now();
-        let mut q = WorkQueue::new(Duration::ZERO);
-        q.trigger("a", 1, t);
-        assert_eq!(q.pop(t), Some("a"));
+        let mut q = running_a(t);
         q.requeue("a", 1, t + 30 * MS);
         q.done(&"a", 1, Some(t + 60 * MS));
         assert_eq!(q.next_due(), Some(t + 30 * MS), "the earlier time wins");
