@@ -39,6 +39,7 @@ pub mod decide;
 
 pub use decide::*;
 
+use std::convert::Infallible;
 use std::time::{Duration, Instant};
 
 use cosi_api::conditions::{Desired, Status};
@@ -50,6 +51,7 @@ use cosi_api::{Bucket, BucketAccess};
 use cosi_driver::proto::RevokedBucket;
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
+use cosi_runtime::steps::{self, Applied, Steps};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::PostParams;
 use kube::{Resource, ResourceExt};
@@ -75,6 +77,99 @@ pub(super) enum Rotation {
     /// Nothing to do now; the grant path runs. `Some(d)`: the replaced
     /// account is due for revocation in `d`.
     Done(Option<Duration>),
+}
+
+/// One reconcile's rotation steps, as the step driver runs them: the
+/// access is the worker's own copy, replaced by each write. A failure is
+/// reported here (conditions, Event, backoff) and ends the reconcile, so the
+/// driver never sees an error.
+struct RotationSteps<'w, 'a> {
+    worker: &'w mut Worker<'a>,
+    /// A step was taken in this reconcile.
+    acted: bool,
+    /// `Some(wake)` when the reconcile ends with nothing done: the grant
+    /// path runs next (see [`Rotation::Done`]).
+    handed_back: Option<Option<Duration>>,
+}
+
+impl Steps for RotationSteps<'_, '_> {
+    type Observed = ();
+    type Step = RotationStep;
+    type Error = Infallible;
+
+    async fn observe(&mut self, _fresh: bool) -> Result<Option<()>, Infallible> {
+        Ok(Some(()))
+    }
+
+    /// Judged before the first write only (in [`Steps::apply`]), so that an
+    /// access with nothing to rotate goes on to the grant path.
+    fn is_stale(&self, _: &()) -> bool {
+        false
+    }
+
+    async fn decide(&mut self, _: &()) -> Result<RotationStep, Infallible> {
+        let grace = self.worker.ctx.config.rotation_grace;
+        Ok(decide(&self.worker.access, Timestamp::now(), grace))
+    }
+
+    async fn done(&mut self, _: &(), step: &RotationStep) -> Result<Option<Action>, Infallible> {
+        Ok(match step {
+            RotationStep::Done(wake) => Some(self.nothing_left(*wake)),
+            _ => None,
+        })
+    }
+
+    async fn apply(&mut self, _: &mut (), step: RotationStep) -> Result<Applied, Infallible> {
+        let w = &mut *self.worker;
+        let (phase, result) = match step {
+            RotationStep::Done(wake) => return Ok(Applied::Finished(self.nothing_left(wake))),
+            RotationStep::Invalid(message) => {
+                w.rotation_invalid(message).await;
+                self.handed_back = Some(None);
+                return Ok(Applied::Finished(Action::await_change()));
+            }
+            // The event of our own last write is on its way.
+            _ if !self.acted && w.is_stale() => {
+                return Ok(Applied::Finished(Action::await_change()));
+            }
+            RotationStep::Start(state) => (
+                Phase::Record,
+                w.write_rotation(&state, None).await.map(|()| None),
+            ),
+            RotationStep::Generate(state) => (Phase::Generate, w.generate(state).await),
+            RotationStep::Grant { state, grace } => (Phase::Grant, w.grant_new(state, grace).await),
+            RotationStep::Revoke(state) => (Phase::Revoke, w.revoke_previous(state).await),
+        };
+        Ok(match result {
+            Ok(None) => {
+                self.acted = true;
+                Applied::Written
+            }
+            Ok(Some(Rotation::Acted(action))) => Applied::Finished(action),
+            Ok(Some(Rotation::Done(wake))) => {
+                self.handed_back = Some(wake);
+                Applied::Finished(Action::await_change())
+            }
+            Err(failure) => Applied::Finished(w.rotation_failed(phase, failure).await),
+        })
+    }
+
+    fn unsettled(&self, _steps: usize) -> Result<Action, Infallible> {
+        Ok(Action::requeue(Duration::from_millis(100)))
+    }
+}
+
+impl RotationSteps<'_, '_> {
+    /// Nothing (more) to rotate: after steps, reconcile again when the
+    /// replaced account is due (or at the next Secret check); with none,
+    /// hand over to the grant path.
+    fn nothing_left(&mut self, wake: Option<Duration>) -> Action {
+        if !self.acted {
+            self.handed_back = Some(wake);
+            return Action::await_change();
+        }
+        Action::requeue(wake.unwrap_or(self.worker.ctx.config.secret_check_interval))
+    }
 }
 
 /// The step a failure happened in, for messages and the metric.
@@ -115,41 +210,19 @@ impl Worker<'_> {
     /// Costs nothing (no read, no write) for an access that never asked
     /// for a rotation.
     pub(super) async fn rotate(&mut self) -> Rotation {
-        let mut acted = false;
-        for _ in 0..MAX_STEPS {
-            let step = decide(
-                &self.access,
-                Timestamp::now(),
-                self.ctx.config.rotation_grace,
-            );
-            let (phase, result) = match step {
-                RotationStep::Done(wake) if acted => {
-                    let next = wake.unwrap_or(self.ctx.config.secret_check_interval);
-                    return Rotation::Acted(Action::requeue(next));
-                }
-                RotationStep::Done(wake) => return Rotation::Done(wake),
-                RotationStep::Invalid(message) => {
-                    self.rotation_invalid(message).await;
-                    return Rotation::Done(None);
-                }
-                _ if !acted && self.is_stale() => return Rotation::Acted(Action::await_change()),
-                RotationStep::Start(state) => (
-                    Phase::Record,
-                    self.write_rotation(&state, None).await.map(|()| None),
-                ),
-                RotationStep::Generate(state) => (Phase::Generate, self.generate(state).await),
-                RotationStep::Grant { state, grace } => {
-                    (Phase::Grant, self.grant_new(state, grace).await)
-                }
-                RotationStep::Revoke(state) => (Phase::Revoke, self.revoke_previous(state).await),
-            };
-            match result {
-                Ok(None) => acted = true,
-                Ok(Some(rotation)) => return rotation,
-                Err(failure) => return Rotation::Acted(self.rotation_failed(phase, failure).await),
-            }
+        let mut rotation = RotationSteps {
+            worker: self,
+            acted: false,
+            handed_back: None,
+        };
+        let action = match steps::drive(&mut rotation, MAX_STEPS).await {
+            Ok(action) => action,
+            Err(never) => match never {},
+        };
+        match rotation.handed_back {
+            Some(wake) => Rotation::Done(wake),
+            None => Rotation::Acted(action),
         }
-        Rotation::Acted(Action::requeue(Duration::from_millis(100)))
     }
 
     fn is_stale(&self) -> bool {
