@@ -32,6 +32,7 @@ pub mod retry;
 pub mod secret;
 mod secret_checks;
 pub mod v1alpha1;
+mod worker;
 
 use std::sync::Arc;
 

@@ -23,6 +23,7 @@ use crate::driver::Method;
 use crate::error::{ApiError, Failure, SecretWriteError};
 use crate::reply::grant_reply;
 use crate::secret;
+use crate::worker::ObjectWorker;
 
 impl Worker<'_> {
     pub(super) async fn provision(&mut self) -> Result<Action, Failure> {

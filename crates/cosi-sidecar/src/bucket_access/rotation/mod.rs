@@ -64,6 +64,7 @@ use crate::error::{ApiContext, Failure};
 use crate::outcome::api_failure;
 use crate::reply::grant_reply;
 use crate::secret;
+use crate::worker::ObjectWorker;
 
 /// Rotation steps one reconcile may take.
 const MAX_STEPS: usize = 5;
