@@ -151,7 +151,7 @@ pub struct GrantedAccess {
     pub credentials: SecretData,
 }
 
-fn require(fields: &[(&str, &str)], what: &str) -> Result<(), String> {
+fn require(fields: &[(&str, &String)], what: &str) -> Result<(), String> {
     let missing: Vec<&str> = fields
         .iter()
         .filter(|(_, v)| v.is_empty())
@@ -167,6 +167,20 @@ fn require(fields: &[(&str, &str)], what: &str) -> Result<(), String> {
     }
 }
 
+/// The `protocol` part (`part`) of `what`, which must be present with the
+/// named `fields` filled in.
+fn required_part<'i, T>(
+    part: Option<&'i T>,
+    what: &str,
+    protocol: Protocol,
+    fields: impl FnOnce(&'i T) -> Vec<(&'static str, &'i String)>,
+) -> Result<&'i T, String> {
+    let part =
+        part.ok_or_else(|| format!("{what} has no {protocol} info, but {protocol} was requested"))?;
+    require(&fields(part), &format!("{what} ({protocol})"))?;
+    Ok(part)
+}
+
 fn bucket_secret_info(
     id: &str,
     info: Option<&ProtocolBucketInfo>,
@@ -177,18 +191,13 @@ fn bucket_secret_info(
     let info = info.ok_or_else(|| format!("{what} is missing"))?;
     match protocol {
         Protocol::S3 => {
-            let s3 = info
-                .s3
-                .as_ref()
-                .ok_or_else(|| format!("{what} has no S3 info, but S3 was requested"))?;
-            require(
-                &[
+            let s3 = required_part(info.s3.as_ref(), &what, protocol, |s3| {
+                vec![
                     ("bucket_name", &s3.bucket_name),
                     ("region", &s3.region),
                     ("endpoint", &s3.endpoint),
-                ],
-                &format!("{what} (S3)"),
-            )?;
+                ]
+            })?;
             data.put(secret_keys::s3::AWS_ENDPOINT_URL, &s3.endpoint);
             data.put(secret_keys::s3::BUCKET_NAME, &s3.bucket_name);
             data.put(secret_keys::s3::AWS_DEFAULT_REGION, &s3.region);
@@ -198,31 +207,21 @@ fn bucket_secret_info(
             }
         }
         Protocol::Azure => {
-            let az = info
-                .azure
-                .as_ref()
-                .ok_or_else(|| format!("{what} has no Azure info, but Azure was requested"))?;
-            require(
-                &[("storage_account", &az.storage_account)],
-                &format!("{what} (Azure)"),
-            )?;
+            let az = required_part(info.azure.as_ref(), &what, protocol, |az| {
+                vec![("storage_account", &az.storage_account)]
+            })?;
             data.put(
                 secret_keys::azure::AZURE_STORAGE_ACCOUNT,
                 &az.storage_account,
             );
         }
         Protocol::Gcs => {
-            let gcs = info
-                .gcs
-                .as_ref()
-                .ok_or_else(|| format!("{what} has no GCS info, but GCS was requested"))?;
-            require(
-                &[
+            let gcs = required_part(info.gcs.as_ref(), &what, protocol, |gcs| {
+                vec![
                     ("project_id", &gcs.project_id),
                     ("bucket_name", &gcs.bucket_name),
-                ],
-                &format!("{what} (GCS)"),
-            )?;
+                ]
+            })?;
             data.put(secret_keys::gcs::PROJECT_ID, &gcs.project_id);
             data.put(secret_keys::gcs::BUCKET_NAME, &gcs.bucket_name);
         }
@@ -271,11 +270,14 @@ fn credentials(
             foreign.join(", ")
         ));
     }
-    let missing =
-        || format!("the reply has no {protocol} credentials, but Key authentication needs them");
+    if key_auth && !credential_protocols(c).contains(&protocol) {
+        return Err(format!(
+            "the reply has no {protocol} credentials, but Key authentication needs them"
+        ));
+    }
     match protocol {
-        Protocol::S3 => match &c.s3 {
-            Some(s3) => {
+        Protocol::S3 => {
+            if let Some(s3) = &c.s3 {
                 if key_auth {
                     require(
                         &[
@@ -291,11 +293,9 @@ fn credentials(
                     &s3.access_secret_key,
                 );
             }
-            None if key_auth => return Err(missing()),
-            None => {}
-        },
-        Protocol::Azure => match &c.azure {
-            Some(az) => {
+        }
+        Protocol::Azure => {
+            if let Some(az) = &c.azure {
                 if key_auth {
                     require(
                         &[("access_token", &az.access_token)],
@@ -317,11 +317,9 @@ fn credentials(
                     );
                 }
             }
-            None if key_auth => return Err(missing()),
-            None => {}
-        },
-        Protocol::Gcs => match &c.gcs {
-            Some(g) => {
+        }
+        Protocol::Gcs => {
+            if let Some(g) = &c.gcs {
                 let key_pair = !g.private_key_id.is_empty() && !g.private_key.is_empty();
                 let hmac_pair = !g.hmac_access_id.is_empty() && !g.hmac_secret.is_empty();
                 if key_auth && !key_pair && !hmac_pair {
@@ -336,9 +334,7 @@ fn credentials(
                 data.put_nonempty(gcs::HMAC_ACCESS_ID, &g.hmac_access_id);
                 data.put_nonempty(gcs::HMAC_SECRET, &g.hmac_secret);
             }
-            None if key_auth => return Err(missing()),
-            None => {}
-        },
+        }
     }
     data.put_nonempty(
         secret_keys::COSI_CERTIFICATE_AUTHORITY,
