@@ -164,6 +164,18 @@ impl ObjectWorker for Worker<'_> {
 }
 
 impl Worker<'_> {
+    /// A Warning Event about the access.
+    async fn warn(&self, reason: &str, action: &str, message: String) {
+        let regarding = self.access.object_ref(&());
+        self.ctx.warn(&regarding, reason, action, message).await;
+    }
+
+    /// A Normal Event about the access.
+    async fn note(&self, reason: &str, action: &str, message: String) {
+        let regarding = self.access.object_ref(&());
+        self.ctx.note(&regarding, reason, action, message).await;
+    }
+
     /// Records that the Secrets of the access, as it is now, were just
     /// written or found complete.
     fn secrets_checked(&self) {
@@ -190,13 +202,7 @@ impl Worker<'_> {
                  do not remove the finalizer by hand"
             );
             tracing::warn!(access = %self.key, secret = %name, "access Secret marked for deletion; kept while the access exists");
-            self.ctx
-                .warn(
-                    &self.access.object_ref(&()),
-                    reasons::SECRET_PROTECTED,
-                    actions::CHECK_SECRETS,
-                    message,
-                )
+            self.warn(reasons::SECRET_PROTECTED, actions::CHECK_SECRETS, message)
                 .await;
         }
     }

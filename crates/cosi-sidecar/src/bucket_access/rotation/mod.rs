@@ -298,14 +298,12 @@ impl Worker<'_> {
         tracing::info!(access = %self.key, %account_id, %replaced, "credentials rotated");
         self.set_condition(Status::True, reasons::ROTATED, &message)
             .await;
-        self.ctx
-            .note(
-                &self.access.object_ref(&()),
-                reasons::CREDENTIALS_ROTATED,
-                actions::ROTATE_CREDENTIALS,
-                message,
-            )
-            .await;
+        self.note(
+            reasons::CREDENTIALS_ROTATED,
+            actions::ROTATE_CREDENTIALS,
+            message,
+        )
+        .await;
         Ok(None)
     }
 
@@ -354,9 +352,7 @@ impl Worker<'_> {
         self.write_rotation(&revoked(&state), None).await?;
         self.ctx.gates.succeeded(&self.rotation_key());
         tracing::info!(access = %self.key, account_id = %previous.id, "rotation: replaced account revoked");
-        self.ctx
-            .note(
-                &self.access.object_ref(&()),
+        self.note(
                 reasons::OLD_CREDENTIALS_REVOKED,
                 actions::ROTATE_CREDENTIALS,
                 format!(
@@ -452,14 +448,12 @@ impl Worker<'_> {
             .await;
         if changed {
             tracing::warn!(access = %self.key, "{message}");
-            self.ctx
-                .warn(
-                    &self.access.object_ref(&()),
-                    reasons::ROTATION_FAILED,
-                    actions::ROTATE_CREDENTIALS,
-                    message,
-                )
-                .await;
+            self.warn(
+                reasons::ROTATION_FAILED,
+                actions::ROTATE_CREDENTIALS,
+                message,
+            )
+            .await;
         }
     }
 
