@@ -31,6 +31,8 @@ pub mod reply;
 pub mod retry;
 pub mod secret;
 mod secret_checks;
+#[cfg(test)]
+mod test_support;
 pub mod v1alpha1;
 mod worker;
 

@@ -273,25 +273,10 @@ pub(crate) fn test_s3_data() -> BTreeMap<String, ByteString> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosi_api::{BucketAccessClaim, BucketAccessMode, BucketAccessModes, BucketAccessSpec};
+    use crate::test_support;
 
     fn access() -> BucketAccess {
-        let mut a = BucketAccess::new(
-            "ba1",
-            BucketAccessSpec {
-                bucket_claims: vec![BucketAccessClaim {
-                    bucket_claim_name: "claim1".into(),
-                    access_secret_name: "creds".into(),
-                    access_modes: BucketAccessModes::objects(BucketAccessMode::ReadWrite),
-                }],
-                bucket_access_class_name: "class".into(),
-                protocol: Protocol::S3,
-                service_account_name: String::new(),
-            },
-        );
-        a.metadata.namespace = Some("apps".into());
-        a.metadata.uid = Some("uid-1".into());
-        a
+        test_support::access("apps", "uid-1", "claim1", "creds")
     }
 
     /// The S3 Secret of `claim1` of [`access`].
