@@ -90,28 +90,16 @@ pub fn bucket_reply(
     if protocols.is_empty() {
         return Err("the reply lists no protocol; at least one is required".into());
     }
-    let missing: Vec<&str> = requested
-        .iter()
-        .filter(|p| !protocols.contains(p))
-        .map(|p| p.as_str())
-        .collect();
-    if !missing.is_empty() {
-        return Err(format!(
-            "the reply lacks the requested protocol(s) {}",
-            missing.join(", ")
-        ));
-    }
-    let unadvertised: Vec<&str> = protocols
-        .iter()
-        .filter(|p| !driver.supports(**p))
-        .map(|p| p.as_str())
-        .collect();
-    if !unadvertised.is_empty() {
-        return Err(format!(
-            "the reply names protocol(s) {} that the driver does not advertise in DriverGetInfo",
-            unadvertised.join(", ")
-        ));
-    }
+    let missing = requested.iter().filter(|p| !protocols.contains(p));
+    refuse_named(missing.map(|p| p.as_str()), |names| {
+        format!("the reply lacks the requested protocol(s) {names}")
+    })?;
+    let unadvertised = protocols.iter().filter(|p| !driver.supports(**p));
+    refuse_named(unadvertised.map(|p| p.as_str()), |names| {
+        format!(
+            "the reply names protocol(s) {names} that the driver does not advertise in DriverGetInfo"
+        )
+    })?;
     Ok(ProvisionedBucket {
         protocols,
         bucket_info: bucket_info_map(info),
@@ -151,20 +139,28 @@ pub struct GrantedAccess {
     pub credentials: SecretData,
 }
 
-fn require(fields: &[(&str, &String)], what: &str) -> Result<(), String> {
-    let missing: Vec<&str> = fields
-        .iter()
-        .filter(|(_, v)| v.is_empty())
-        .map(|(name, _)| *name)
-        .collect();
-    if missing.is_empty() {
+/// An error made by `message` from the comma-separated `names`, or
+/// nothing when there are none.
+pub(crate) fn refuse_named<'n>(
+    names: impl IntoIterator<Item = &'n str>,
+    message: impl FnOnce(&str) -> String,
+) -> Result<(), String> {
+    let names: Vec<&str> = names.into_iter().collect();
+    if names.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "{what} lacks required field(s) {}",
-            missing.join(", ")
-        ))
+        Err(message(&names.join(", ")))
     }
+}
+
+fn require(fields: &[(&str, &String)], what: &str) -> Result<(), String> {
+    let missing = fields
+        .iter()
+        .filter(|(_, v)| v.is_empty())
+        .map(|(name, _)| *name);
+    refuse_named(missing, |names| {
+        format!("{what} lacks required field(s) {names}")
+    })
 }
 
 /// The `protocol` part (`part`) of `what`, which must be present with the
@@ -259,18 +255,12 @@ fn credentials(
             Ok(data)
         };
     };
-    let foreign: Vec<&str> = credential_protocols(c)
-        .into_iter()
-        .filter(|p| *p != protocol)
-        .map(Protocol::as_str)
-        .collect();
-    if !foreign.is_empty() {
-        return Err(format!(
-            "the reply carries credentials for {} but {protocol} was requested",
-            foreign.join(", ")
-        ));
-    }
-    if key_auth && !credential_protocols(c).contains(&protocol) {
+    let present = credential_protocols(c);
+    let foreign = present.iter().filter(|p| **p != protocol);
+    refuse_named(foreign.map(|p| p.as_str()), |names| {
+        format!("the reply carries credentials for {names} but {protocol} was requested")
+    })?;
+    if key_auth && !present.contains(&protocol) {
         return Err(format!(
             "the reply has no {protocol} credentials, but Key authentication needs them"
         ));
@@ -439,8 +429,37 @@ mod tests {
         }
     }
 
-    fn ids(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| (*s).to_owned()).collect()
+    /// Checks `reply` to a grant of the buckets `ids`.
+    fn grant(
+        reply: &DriverGrantBucketAccessResponse,
+        ids: &[&str],
+        protocol: Protocol,
+        auth: AuthenticationType,
+    ) -> Result<GrantedAccess, String> {
+        let requested: Vec<String> = ids.iter().map(|s| (*s).to_owned()).collect();
+        grant_reply(reply, &requested, protocol, auth)
+    }
+
+    /// Checks `reply` to an S3 Key grant of the buckets `ids`.
+    fn s3_key_grant(
+        reply: &DriverGrantBucketAccessResponse,
+        ids: &[&str],
+    ) -> Result<GrantedAccess, String> {
+        grant(reply, ids, Protocol::S3, AuthenticationType::Key)
+    }
+
+    /// A grant reply for the single bucket `b1`.
+    fn b1_grant(
+        info: ProtocolBucketInfo,
+        credentials: Credentials,
+    ) -> DriverGrantBucketAccessResponse {
+        DriverGrantBucketAccessResponse {
+            buckets: vec![GrantedBucket {
+                bucket_id: "b1".into(),
+                bucket_info: Some(info),
+            }],
+            credentials: Some(credentials),
+        }
     }
 
     #[test]
@@ -482,13 +501,7 @@ mod tests {
 
     #[test]
     fn a_complete_s3_grant_yields_bucket_info_and_shared_credentials() {
-        let g = grant_reply(
-            &s3_grant(&["b1", "b2"]),
-            &ids(&["b1", "b2"]),
-            Protocol::S3,
-            AuthenticationType::Key,
-        )
-        .unwrap();
+        let g = s3_key_grant(&s3_grant(&["b1", "b2"]), &["b1", "b2"]).unwrap();
         assert_eq!(g.buckets.len(), 2);
         assert_eq!(g.buckets["b2"].0["BUCKET_NAME"], "b2");
         assert_eq!(g.buckets["b2"].0["AWS_S3_ADDRESSING_STYLE"], "path");
@@ -501,32 +514,14 @@ mod tests {
 
     #[test]
     fn unknown_missing_and_duplicate_buckets_are_refused() {
-        let err = grant_reply(
-            &s3_grant(&["b1", "zz"]),
-            &ids(&["b1"]),
-            Protocol::S3,
-            AuthenticationType::Key,
-        )
-        .unwrap_err();
+        let err = s3_key_grant(&s3_grant(&["b1", "zz"]), &["b1"]).unwrap_err();
         assert!(err.contains("not requested"), "{err}");
-        let err = grant_reply(
-            &s3_grant(&["b1"]),
-            &ids(&["b1", "b2"]),
-            Protocol::S3,
-            AuthenticationType::Key,
-        )
-        .unwrap_err();
+        let err = s3_key_grant(&s3_grant(&["b1"]), &["b1", "b2"]).unwrap_err();
         assert!(
             err.contains("no entry for requested bucket(s) \"b2\""),
             "{err}"
         );
-        let err = grant_reply(
-            &s3_grant(&["b1", "b1"]),
-            &ids(&["b1"]),
-            Protocol::S3,
-            AuthenticationType::Key,
-        )
-        .unwrap_err();
+        let err = s3_key_grant(&s3_grant(&["b1", "b1"]), &["b1"]).unwrap_err();
         assert!(err.contains("twice"), "{err}");
     }
 
@@ -541,8 +536,7 @@ mod tests {
             s3.region.clear();
             s3.endpoint.clear();
         }
-        let err =
-            grant_reply(&reply, &ids(&["b1"]), Protocol::S3, AuthenticationType::Key).unwrap_err();
+        let err = s3_key_grant(&reply, &["b1"]).unwrap_err();
         assert!(err.contains("region, endpoint"), "{err}");
     }
 
@@ -550,16 +544,14 @@ mod tests {
     fn missing_or_foreign_credentials_are_refused_without_quoting_values() {
         let mut reply = s3_grant(&["b1"]);
         reply.credentials = None;
-        let err =
-            grant_reply(&reply, &ids(&["b1"]), Protocol::S3, AuthenticationType::Key).unwrap_err();
+        let err = s3_key_grant(&reply, &["b1"]).unwrap_err();
         assert!(err.contains("no credentials"), "{err}");
 
         let mut reply = s3_grant(&["b1"]);
         if let Some(c) = reply.credentials.as_mut().and_then(|c| c.s3.as_mut()) {
             c.access_secret_key.clear();
         }
-        let err =
-            grant_reply(&reply, &ids(&["b1"]), Protocol::S3, AuthenticationType::Key).unwrap_err();
+        let err = s3_key_grant(&reply, &["b1"]).unwrap_err();
         assert!(err.contains("access_secret_key"), "{err}");
         assert!(!err.contains("AKIDSECRETVALUE"));
 
@@ -570,8 +562,7 @@ mod tests {
                 expiry_timestamp: None,
             });
         }
-        let err =
-            grant_reply(&reply, &ids(&["b1"]), Protocol::S3, AuthenticationType::Key).unwrap_err();
+        let err = s3_key_grant(&reply, &["b1"]).unwrap_err();
         assert!(err.contains("credentials for Azure"), "{err}");
         assert!(!err.contains("tok\""));
     }
@@ -579,13 +570,7 @@ mod tests {
     #[test]
     fn wrong_protocol_info_is_refused() {
         let reply = s3_grant(&["b1"]);
-        let err = grant_reply(
-            &reply,
-            &ids(&["b1"]),
-            Protocol::Azure,
-            AuthenticationType::Key,
-        )
-        .unwrap_err();
+        let err = grant(&reply, &["b1"], Protocol::Azure, AuthenticationType::Key).unwrap_err();
         assert!(err.contains("no Azure info"), "{err}");
     }
 
@@ -593,9 +578,9 @@ mod tests {
     fn service_account_grants_may_omit_credentials() {
         let mut reply = s3_grant(&["b1"]);
         reply.credentials = None;
-        let g = grant_reply(
+        let g = grant(
             &reply,
-            &ids(&["b1"]),
+            &["b1"],
             Protocol::S3,
             AuthenticationType::ServiceAccount,
         )
@@ -605,17 +590,14 @@ mod tests {
 
     #[test]
     fn azure_expiry_is_iso_8601_or_empty() {
-        let reply = DriverGrantBucketAccessResponse {
-            buckets: vec![GrantedBucket {
-                bucket_id: "b1".into(),
-                bucket_info: Some(ProtocolBucketInfo {
-                    azure: Some(AzureBucketInfo {
-                        storage_account: "acct".into(),
-                    }),
-                    ..Default::default()
+        let reply = b1_grant(
+            ProtocolBucketInfo {
+                azure: Some(AzureBucketInfo {
+                    storage_account: "acct".into(),
                 }),
-            }],
-            credentials: Some(Credentials {
+                ..Default::default()
+            },
+            Credentials {
                 azure: Some(AzureCredentials {
                     access_token: "sv=token".into(),
                     expiry_timestamp: Some(prost_types::Timestamp {
@@ -625,15 +607,9 @@ mod tests {
                 }),
                 certificate_authority: "-----BEGIN CERTIFICATE-----".into(),
                 ..Default::default()
-            }),
-        };
-        let g = grant_reply(
-            &reply,
-            &ids(&["b1"]),
-            Protocol::Azure,
-            AuthenticationType::Key,
-        )
-        .unwrap();
+            },
+        );
+        let g = grant(&reply, &["b1"], Protocol::Azure, AuthenticationType::Key).unwrap();
         assert_eq!(
             g.credentials.0["AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP"],
             "2026-01-01T00:00:00Z"
@@ -644,57 +620,34 @@ mod tests {
 
     #[test]
     fn gcs_needs_a_key_pair_or_an_hmac_pair() {
-        let mut reply = DriverGrantBucketAccessResponse {
-            buckets: vec![GrantedBucket {
-                bucket_id: "b1".into(),
-                bucket_info: Some(ProtocolBucketInfo {
-                    gcs: Some(GcsBucketInfo {
-                        project_id: "p".into(),
-                        bucket_name: "b".into(),
-                    }),
-                    ..Default::default()
+        let mut reply = b1_grant(
+            ProtocolBucketInfo {
+                gcs: Some(GcsBucketInfo {
+                    project_id: "p".into(),
+                    bucket_name: "b".into(),
                 }),
-            }],
-            credentials: Some(Credentials {
+                ..Default::default()
+            },
+            Credentials {
                 gcs: Some(GcsCredentials {
                     hmac_access_id: "id".into(),
                     ..Default::default()
                 }),
                 ..Default::default()
-            }),
-        };
-        assert!(
-            grant_reply(
-                &reply,
-                &ids(&["b1"]),
-                Protocol::Gcs,
-                AuthenticationType::Key
-            )
-            .is_err()
+            },
         );
+        assert!(grant(&reply, &["b1"], Protocol::Gcs, AuthenticationType::Key).is_err());
         if let Some(g) = reply.credentials.as_mut().and_then(|c| c.gcs.as_mut()) {
             g.hmac_secret = "s".into();
         }
-        let g = grant_reply(
-            &reply,
-            &ids(&["b1"]),
-            Protocol::Gcs,
-            AuthenticationType::Key,
-        )
-        .unwrap();
+        let g = grant(&reply, &["b1"], Protocol::Gcs, AuthenticationType::Key).unwrap();
         assert_eq!(g.credentials.0["HMAC_SECRET"], "s");
         assert_eq!(g.buckets["b1"].0["PROJECT_ID"], "p");
     }
 
     #[test]
     fn secret_data_debug_shows_keys_only() {
-        let g = grant_reply(
-            &s3_grant(&["b1"]),
-            &ids(&["b1"]),
-            Protocol::S3,
-            AuthenticationType::Key,
-        )
-        .unwrap();
+        let g = s3_key_grant(&s3_grant(&["b1"]), &["b1"]).unwrap();
         let shown = format!("{g:?}");
         assert!(shown.contains("AWS_SECRET_ACCESS_KEY"));
         assert!(!shown.contains("verysecretkey"));
