@@ -20,6 +20,7 @@
 pub mod decide;
 
 pub use decide::*;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use cosi_api::conditions::{Desired, Status};
@@ -141,12 +142,21 @@ impl Worker<'_> {
         Ok(())
     }
 
+    /// The Bucket's protocols, as the driver API names them.
+    fn protocols(&self) -> Vec<i32> {
+        protocols_to_proto(&self.bucket.spec.protocols)
+    }
+
+    /// The Bucket's parameters, as the driver API takes them.
+    fn parameters(&self) -> HashMap<String, String> {
+        self.bucket.spec.parameters.clone().into_iter().collect()
+    }
+
     fn generate_request(&self) -> DriverGenerateBucketIdRequest {
-        let b = &self.bucket;
         DriverGenerateBucketIdRequest {
-            name: b.name_any(),
-            protocols: protocols_to_proto(&b.spec.protocols),
-            parameters: b.spec.parameters.clone().into_iter().collect(),
+            name: self.name(),
+            protocols: self.protocols(),
+            parameters: self.parameters(),
         }
     }
 
@@ -176,34 +186,23 @@ impl Worker<'_> {
     }
 
     async fn create(&mut self, bucket_id: String) -> Result<Action, Failure> {
-        let b = &self.bucket;
-        let reply = self
-            .ctx
-            .driver
-            .create_bucket(
-                &b.name_any(),
-                DriverCreateBucketRequest {
-                    bucket_id: bucket_id.clone(),
-                    protocols: protocols_to_proto(&b.spec.protocols),
-                    parameters: b.spec.parameters.clone().into_iter().collect(),
-                },
-            )
-            .await?;
+        let request = DriverCreateBucketRequest {
+            bucket_id: bucket_id.clone(),
+            protocols: self.protocols(),
+            parameters: self.parameters(),
+        };
+        let reply = self.ctx.driver.create_bucket(&self.name(), request).await?;
         self.answered(Method::CreateBucket, &bucket_id, reply.protocols.as_ref())
             .await
     }
 
     async fn import(&mut self, bucket_id: String) -> Result<Action, Failure> {
-        let b = &self.bucket;
-        let reply = self
-            .ctx
-            .driver
-            .get_bucket(DriverGetBucketRequest {
-                bucket_id: bucket_id.clone(),
-                protocols: protocols_to_proto(&b.spec.protocols),
-                parameters: b.spec.parameters.clone().into_iter().collect(),
-            })
-            .await?;
+        let request = DriverGetBucketRequest {
+            bucket_id: bucket_id.clone(),
+            protocols: self.protocols(),
+            parameters: self.parameters(),
+        };
+        let reply = self.ctx.driver.get_bucket(request).await?;
         self.answered(Method::GetBucket, &bucket_id, reply.protocols.as_ref())
             .await
     }
@@ -287,7 +286,7 @@ impl Worker<'_> {
             .driver
             .delete_bucket(DriverDeleteBucketRequest {
                 bucket_id: bucket_id.clone(),
-                parameters: self.bucket.spec.parameters.clone().into_iter().collect(),
+                parameters: self.parameters(),
             })
             .await?;
         tracing::info!(bucket = %self.name(), %bucket_id, "backend bucket deleted");
