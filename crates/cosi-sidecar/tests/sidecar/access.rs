@@ -11,7 +11,7 @@ use cosi_driver::proto::{AzureCredentials, Credentials, GrantedBucket};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use serde_json::json;
 
 use crate::common::fake::*;
@@ -409,10 +409,7 @@ async fn deleting_an_access_removes_its_secrets_before_revoking() {
 
     h.fake.expect(&[REVOKE]);
     let hold = h.fake.hold(REVOKE);
-    h.accesses()
-        .delete("ba-gone", &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete_access("ba-gone").await;
     hold.entered.notified().await;
     assert!(
         h.secret("creds-1").await.is_none(),
@@ -424,12 +421,7 @@ async fn deleting_an_access_removes_its_secrets_before_revoking() {
     );
     h.fake.release(REVOKE);
 
-    let a = h
-        .when::<BucketAccess>("ba-gone", "sidecar-cleanup-finished", |a| {
-            a.annotations()
-                .contains_key(annotations::SIDECAR_CLEANUP_FINISHED)
-        })
-        .await;
+    let a = h.access_cleaned_up("ba-gone").await;
     assert!(
         a.finalizers().contains(&PROTECTION_FINALIZER.to_owned()),
         "the controller removes it"
@@ -441,14 +433,8 @@ async fn deleting_an_access_removes_its_secrets_before_revoking() {
     assert!(h.fake.lock().accounts.is_empty());
 
     // The controller finishes; nothing more is asked of the driver.
-    h.accesses()
-        .patch(
-            "ba-gone",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    h.merge::<BucketAccess>("ba-gone", json!({"metadata": {"finalizers": null}}))
+        .await;
     h.gone::<BucketAccess>("ba-gone").await;
     assert_eq!(h.fake.calls_of(REVOKE).len(), 1);
     h.fake.assert_no_unexpected_calls();

@@ -246,14 +246,8 @@ async fn a_refusal_sets_failed_conditions_once_and_waits_for_the_bucket_to_chang
 
     // Changing the Bucket (its only mutable field) retries.
     h.fake.heal(CREATE_BUCKET);
-    h.buckets()
-        .patch(
-            "bc-refused",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"deletionPolicy": "Retain"}})),
-        )
-        .await
-        .unwrap();
+    h.merge::<Bucket>("bc-refused", json!({"spec": {"deletionPolicy": "Retain"}}))
+        .await;
     h.provisioned_bucket("bc-refused").await;
     assert!(sidecar.metrics().contains(
         r#"cosi_sidecar_operation_errors_total{driver_name="fake.cosi.example.com",method_name="DriverCreateBucket"} 1"#

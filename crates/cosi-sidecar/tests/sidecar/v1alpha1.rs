@@ -10,7 +10,6 @@ use cosi_driver::testing::TestServer;
 use cosi_sidecar::v1alpha1::Options;
 use cosi_sidecar::{DriverApi, Error};
 use kube::ResourceExt;
-use kube::api::DeleteParams;
 
 use crate::common::replay::*;
 use crate::common::*;
@@ -332,32 +331,19 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
         v.h.handed_off_access("ba-lost", "claim-bc-kept", "lost", "bc-kept")
             .await;
     // The sidecar marked the grant as started before the call.
-    v.h.accesses()
-        .patch(
-            "ba-lost",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(serde_json::json!({"metadata": {"annotations": {
-                cosi_api::constants::annotations::SIDECAR_GRANT_STARTED: "true"
-            }}})),
-        )
-        .await
-        .unwrap();
+    let started = serde_json::json!({"metadata": {"annotations": {
+        cosi_api::constants::annotations::SIDECAR_GRANT_STARTED: "true"
+    }}});
+    v.h.merge::<BucketAccess>("ba-lost", started).await;
     let account = format!("ba-{}", uid(&a));
     let bucket_id = v.driver.bucket_id("bc-kept");
     v.driver
         .lock()
         .accounts
         .insert(account.clone(), ("4321".into(), bucket_id, 1));
-    v.h.accesses()
-        .delete("ba-lost", &DeleteParams::default())
-        .await
-        .unwrap();
+    v.h.delete_access("ba-lost").await;
     let _sidecar = v.start(options(Protocol::S3, false));
-    v.h.when::<BucketAccess>("ba-lost", "cleanup finished", |a| {
-        a.annotations()
-            .contains_key(cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED)
-    })
-    .await;
+    v.h.access_cleaned_up("ba-lost").await;
     assert!(v.driver.lock().accounts.is_empty(), "the account leaked");
     let calls = v.driver.lock().calls.clone();
     let revoke = calls

@@ -209,13 +209,9 @@ impl Sidecar {
     }
 
     /// Graceful shutdown; returns what `run` returned.
-    pub async fn stop(mut self) -> Result<(), cosi_sidecar::Error> {
+    pub async fn stop(self) -> Result<(), cosi_sidecar::Error> {
         self.shutdown.trigger();
-        let task = self.task.take().expect("running");
-        tokio::time::timeout(Duration::from_secs(20), task)
-            .await
-            .expect("the sidecar stops within 20 s")
-            .expect("the sidecar task did not panic")
+        self.finished().await
     }
 
     /// Waits for `run` to return by itself.
@@ -247,6 +243,15 @@ impl Drop for Sidecar {
             t.abort();
         }
     }
+}
+
+/// Waits until `readiness` fails for a reason that contains `part`
+/// (`what` names the wait), and returns that reason.
+pub async fn unready(readiness: &Readiness, what: &str, part: &str) -> String {
+    eventually(what, || async {
+        readiness.get().err().filter(|e| e.contains(part))
+    })
+    .await
 }
 
 /// Polls `f` every 50 ms until it returns `Some`, for at most 20 s.
@@ -315,6 +320,14 @@ impl Harness {
             .get_opt(name)
             .await
             .unwrap_or_else(|e| panic!("get {}: {e}", K::KIND))
+    }
+
+    /// Merges `patch` into the object `name`.
+    pub async fn merge<K: Watched>(&self, name: &str, patch: serde_json::Value) -> K {
+        K::api(self)
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap_or_else(|e| panic!("merge into {} {name}: {e}", K::KIND))
     }
 
     /// Waits until the object `name` no longer exists.
@@ -443,14 +456,9 @@ impl Harness {
 
     /// The controller's part of claim deletion: annotate, then delete.
     pub async fn claim_deleted(&self, name: &str, delete: bool) {
-        self.buckets()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations": {annotations::BUCKETCLAIM_BEING_DELETED: ""}}})),
-            )
-            .await
-            .expect("annotate Bucket");
+        let annotated =
+            json!({"metadata": {"annotations": {annotations::BUCKETCLAIM_BEING_DELETED: ""}}});
+        self.merge::<Bucket>(name, annotated).await;
         if delete {
             self.buckets()
                 .delete(name, &DeleteParams::default())
@@ -497,6 +505,24 @@ impl Harness {
         self.get(name).await
     }
 
+    /// Deletes the BucketAccess `name`.
+    pub async fn delete_access(&self, name: &str) {
+        self.accesses()
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+
+    /// Waits until the sidecar has finished the cleanup of the deleted
+    /// BucketAccess `name`.
+    pub async fn access_cleaned_up(&self, name: &str) -> BucketAccess {
+        self.when::<BucketAccess>(name, "cleanup finished", |a| {
+            a.annotations()
+                .contains_key(annotations::SIDECAR_CLEANUP_FINISHED)
+        })
+        .await
+    }
+
     /// The controller's hand-off: finalizer, then status with the accessed
     /// Buckets (`(claim, bucket)` pairs), driver, auth, parameters and the
     /// initial conditions.
@@ -506,14 +532,9 @@ impl Harness {
         buckets: &[(&str, &str)],
         auth: AuthenticationType,
     ) -> BucketAccess {
+        let finalized = json!({"metadata": {"finalizers": [PROTECTION_FINALIZER]}});
+        self.merge::<BucketAccess>(name, finalized).await;
         let api = self.accesses();
-        api.patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": [PROTECTION_FINALIZER]}})),
-        )
-        .await
-        .expect("add BucketAccess finalizer");
         let current = api.get(name).await.expect("get BucketAccess");
         let mut conditions = Vec::new();
         set_all(
@@ -609,6 +630,16 @@ impl Harness {
 
     pub async fn secret(&self, name: &str) -> Option<Secret> {
         self.secrets().get_opt(name).await.expect("get Secret")
+    }
+
+    /// Waits until the Secret `name` holds `value` under `key`.
+    pub async fn secret_holding(&self, name: &str, key: &str, value: &str) -> Secret {
+        eventually(format!("Secret {name} to hold its {key}"), || async {
+            self.secret(name)
+                .await
+                .filter(|s| secret_string(s, key).as_deref() == Some(value))
+        })
+        .await
     }
 
     /// Deletes a Secret the way a user who strips COSI's finalizer does:
