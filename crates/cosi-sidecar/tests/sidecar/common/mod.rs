@@ -15,6 +15,7 @@ use std::time::Duration;
 use cosi_api::conditions::{Desired, Status, set_all};
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
 use cosi_api::reasons;
+use cosi_api::testing::HasConditions;
 use cosi_api::{
     AccessedBucket, AuthenticationType, BucketAccessClaim, BucketAccessMode, BucketAccessModes,
     BucketAccessSpec, BucketAccessStatus, BucketClaimReference, BucketSpec, Condition,
@@ -276,13 +277,13 @@ where
 // ---- waiting on objects ----------------------------------------------------
 
 /// A kind of object the harness waits on: Buckets and BucketAccesses.
-pub trait Watched: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug {
+pub trait Watched:
+    kube::Resource + HasConditions + Clone + DeserializeOwned + std::fmt::Debug
+{
     /// The kind, for messages.
     const KIND: &str;
     /// Where the harness finds objects of this kind.
     fn api(h: &Harness) -> Api<Self>;
-    /// The object's status conditions.
-    fn conds(&self) -> &[Condition];
 }
 
 impl Watched for Bucket {
@@ -290,18 +291,12 @@ impl Watched for Bucket {
     fn api(h: &Harness) -> Api<Self> {
         h.buckets()
     }
-    fn conds(&self) -> &[Condition] {
-        self.conditions()
-    }
 }
 
 impl Watched for BucketAccess {
     const KIND: &str = "BucketAccess";
     fn api(h: &Harness) -> Api<Self> {
         h.accesses()
-    }
-    fn conds(&self) -> &[Condition] {
-        self.conditions()
     }
 }
 
@@ -349,15 +344,17 @@ impl Harness {
     /// Waits until the object's condition `type_` has `status`.
     pub async fn once<K: Watched>(&self, name: &str, type_: &str, status: &str) -> K {
         let what = format!("{type_}={status}");
-        self.when(name, &what, |o: &K| has(o.conds(), type_, status))
-            .await
+        self.when(name, &what, |o: &K| {
+            has(o.status_conditions(), type_, status)
+        })
+        .await
     }
 
     /// Waits until the object's condition `type_` has `reason`.
     pub async fn with_reason<K: Watched>(&self, name: &str, type_: &str, reason: &str) -> K {
         let what = format!("{type_} reason {reason}");
         self.when(name, &what, |o: &K| {
-            condition(o.conds(), type_).is_some_and(|c| c.reason == reason)
+            condition(o.status_conditions(), type_).is_some_and(|c| c.reason == reason)
         })
         .await
     }
