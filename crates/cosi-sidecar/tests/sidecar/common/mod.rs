@@ -350,6 +350,19 @@ impl Harness {
         .await
     }
 
+    /// Waits until the object's condition `type_` has `status`; returns
+    /// it with its ProvisionFailed condition.
+    pub async fn failed<K: Watched>(
+        &self,
+        name: &str,
+        type_: &str,
+        status: &str,
+    ) -> (K, Condition) {
+        let o: K = self.once(name, type_, status).await;
+        let failed = condition(o.status_conditions(), condition_types::PROVISION_FAILED).cloned();
+        (o, failed.expect("a ProvisionFailed condition"))
+    }
+
     /// Waits until the object's condition `type_` has `reason`.
     pub async fn with_reason<K: Watched>(&self, name: &str, type_: &str, reason: &str) -> K {
         let what = format!("{type_} reason {reason}");
