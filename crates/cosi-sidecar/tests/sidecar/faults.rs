@@ -86,7 +86,7 @@ async fn readiness_follows_the_driver_and_work_resumes_after_it_restarts() {
     sidecar.ready().await;
 
     h.stop_driver().await;
-    let reason = unready(&sidecar.readiness, "readiness to report the driver", "").await;
+    let reason = unready(&sidecar.readiness, "").await;
     assert!(reason.contains("driver at unix://"), "{reason}");
 
     h.restart_driver().await;
@@ -156,12 +156,7 @@ async fn a_sidecar_stopped_before_its_first_list_stops_promptly() {
             .resource("buckets"),
     );
     let sidecar = h.start_sidecar();
-    let reason = unready(
-        &sidecar.readiness,
-        "the Bucket watch to fail",
-        "cannot watch buckets",
-    )
-    .await;
+    let reason = unready(&sidecar.readiness, "cannot watch buckets").await;
     assert!(reason.contains("cannot watch buckets"), "{reason}");
     // Within Sidecar::stop's bound, not never.
     sidecar

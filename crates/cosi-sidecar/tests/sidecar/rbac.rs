@@ -187,12 +187,7 @@ async fn a_missing_status_permission_is_reported_by_verb_and_resource() {
     let sidecar = start_elected(&h, client);
     h.create_bucket(&dynamic_bucket("bc-denied")).await;
 
-    let reason = unready(
-        &sidecar.readiness,
-        "readiness to name the missing permission",
-        "permission denied",
-    )
-    .await;
+    let reason = unready(&sidecar.readiness, "permission denied").await;
     assert!(
         reason.contains("cannot patch buckets/status bc-denied"),
         "{reason}"
@@ -224,12 +219,7 @@ async fn a_missing_list_permission_is_reported_on_readiness() {
     })
     .await;
     let sidecar = start_elected(&h, client);
-    let reason = unready(
-        &sidecar.readiness,
-        "readiness to name the failing watch",
-        "list/watch",
-    )
-    .await;
+    let reason = unready(&sidecar.readiness, "list/watch").await;
     assert!(reason.contains("cannot list/watch buckets"), "{reason}");
     assert!(logs::captured().contains("cannot list/watch buckets"));
     sidecar.task.abort();

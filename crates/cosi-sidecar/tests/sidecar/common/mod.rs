@@ -246,9 +246,10 @@ impl Drop for Sidecar {
     }
 }
 
-/// Waits until `readiness` fails for a reason that contains `part`
-/// (`what` names the wait), and returns that reason.
-pub async fn unready(readiness: &Readiness, what: &str, part: &str) -> String {
+/// Waits until `readiness` fails for a reason that contains `part`, and
+/// returns that reason.
+pub async fn unready(readiness: &Readiness, part: &str) -> String {
+    let what = format!("readiness to fail with {part:?}");
     eventually(what, || async {
         readiness.get().err().filter(|e| e.contains(part))
     })
