@@ -188,17 +188,14 @@ impl Worker<'_> {
         tracing::info!(access = %self.key, secrets = %written.join(","), "access granted");
         for skey in &recreated {
             tracing::warn!(access = %self.key, secret = %skey, "access Secret had vanished; written again");
-            self.warn(
-                    reasons::SECRET_RECREATED,
-                    actions::CHECK_SECRETS,
-                    format!(
-                        "Secret {skey} had been deleted while its BucketAccess exists (its {PROTECTION_FINALIZER} finalizer \
-                         was removed by hand); COSI wrote it again from a repeat grant by driver {}. Depending on the driver \
-                         the credentials are new and the old ones revoked: restart Pods that read the old Secret. \
-                         To remove the Secret for good, delete the BucketAccess",
-                        self.info.name
-                    ),
-                )
+            let message = format!(
+                "Secret {skey} had been deleted while its BucketAccess exists (its {PROTECTION_FINALIZER} finalizer \
+                 was removed by hand); COSI wrote it again from a repeat grant by driver {}. Depending on the driver \
+                 the credentials are new and the old ones revoked: restart Pods that read the old Secret. \
+                 To remove the Secret for good, delete the BucketAccess",
+                self.info.name
+            );
+            self.warn(reasons::SECRET_RECREATED, actions::CHECK_SECRETS, message)
                 .await;
         }
         self.report_deletions(targets, secrets).await;

@@ -352,15 +352,16 @@ impl Worker<'_> {
         self.write_rotation(&revoked(&state), None).await?;
         self.ctx.gates.succeeded(&self.rotation_key());
         tracing::info!(access = %self.key, account_id = %previous.id, "rotation: replaced account revoked");
+        let message = format!(
+            "the account replaced by the last rotation ({}) was revoked after its grace period; its credentials no longer work",
+            previous.id
+        );
         self.note(
-                reasons::OLD_CREDENTIALS_REVOKED,
-                actions::ROTATE_CREDENTIALS,
-                format!(
-                    "the account replaced by the last rotation ({}) was revoked after its grace period; its credentials no longer work",
-                    previous.id
-                ),
-            )
-            .await;
+            reasons::OLD_CREDENTIALS_REVOKED,
+            actions::ROTATE_CREDENTIALS,
+            message,
+        )
+        .await;
         Ok(None)
     }
 
