@@ -8,7 +8,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use cosi_api::{Bucket, BucketAccess};
+use cosi_api::{Bucket, BucketAccess, Condition};
 use cosi_runtime::Shutdown;
 use cosi_runtime::object_states::{ObjectStates, store_source};
 use cosi_runtime::reconcile_loop::{errors_handled, fan_out_triggers};
@@ -120,7 +120,16 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     ctx.set_access_buckets(bucket_store.clone());
     let (watch_buckets, [bucket_events, bucket_changes]) = fan_out_triggers(bucket_events);
     let runtime = ctx.config.metrics.runtime().clone();
-    count_objects(runtime.objects(), &ctx.driver_name(), &bucket_store);
+    let driver = ctx.driver_name();
+    let bucket_handled = |b: &Bucket, driver: &str| b.spec.driver_name == driver;
+    count_objects(
+        runtime.objects(),
+        BUCKET_KIND,
+        &driver,
+        &bucket_store,
+        Bucket::conditions,
+        bucket_handled,
+    );
     let bucket_run = Reconciler::new(bucket_store.clone(), bucket_events)
         .workers(workers)
         .metrics(runtime.for_loop(BUCKET_LOOP))
@@ -129,7 +138,16 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let handed_over = RefIndex::new(bucket_access::buckets_named);
     let (access_store, access_events) =
         watch(&ctx, accesses, BUCKET_ACCESSES, Some(handed_over.clone()));
-    count_access_objects(runtime.objects(), &ctx.driver_name(), &access_store);
+    let access_handled =
+        |a: &BucketAccess, driver: &str| a.status.as_ref().is_some_and(|s| s.driver_name == driver);
+    count_objects(
+        runtime.objects(),
+        BUCKET_ACCESS_KIND,
+        &driver,
+        &access_store,
+        BucketAccess::conditions,
+        access_handled,
+    );
     let mapper_store = access_store.clone();
     let mapper_ctx = ctx.clone();
     let access_run = Reconciler::new(access_store.clone(), access_events)
@@ -175,32 +193,22 @@ pub(crate) const BUCKET_ACCESS_LOOP: &str = "bucketaccess";
 const BUCKET_KIND: &str = "Bucket";
 const BUCKET_ACCESS_KIND: &str = "BucketAccess";
 
-/// Counts this driver's Buckets in `cosi_objects` at each scrape.
-fn count_objects(objects: &ObjectStates, driver: &str, buckets: &Store<Bucket>) {
+/// Counts in `cosi_objects`, at each scrape, the objects of `store` that
+/// `handled` says this driver handles.
+fn count_objects<K>(
+    objects: &ObjectStates,
+    kind: &'static str,
+    driver: &str,
+    store: &Store<K>,
+    conditions: fn(&K) -> &[Condition],
+    handled: fn(&K, &str) -> bool,
+) where
+    K: kube::Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
     let mine = driver.to_owned();
-    objects.set_source(
-        BUCKET_KIND,
-        store_source(
-            buckets.clone(),
-            BUCKET_KIND,
-            driver,
-            Bucket::conditions,
-            move |b| b.spec.driver_name == mine,
-        ),
-    );
-}
-
-/// Counts the BucketAccesses handed to this driver in `cosi_objects`.
-fn count_access_objects(objects: &ObjectStates, driver: &str, accesses: &Store<BucketAccess>) {
-    let mine = driver.to_owned();
-    objects.set_source(
-        BUCKET_ACCESS_KIND,
-        store_source(
-            accesses.clone(),
-            BUCKET_ACCESS_KIND,
-            driver,
-            BucketAccess::conditions,
-            move |a| a.status.as_ref().is_some_and(|s| s.driver_name == mine),
-        ),
-    );
+    let source = store_source(store.clone(), kind, driver, conditions, move |o| {
+        handled(o, &mine)
+    });
+    objects.set_source(kind, source);
 }

@@ -31,7 +31,10 @@ pub mod reply;
 pub mod retry;
 pub mod secret;
 mod secret_checks;
+#[cfg(test)]
+mod test_support;
 pub mod v1alpha1;
+mod worker;
 
 use std::sync::Arc;
 

@@ -90,28 +90,16 @@ pub fn bucket_reply(
     if protocols.is_empty() {
         return Err("the reply lists no protocol; at least one is required".into());
     }
-    let missing: Vec<&str> = requested
-        .iter()
-        .filter(|p| !protocols.contains(p))
-        .map(|p| p.as_str())
-        .collect();
-    if !missing.is_empty() {
-        return Err(format!(
-            "the reply lacks the requested protocol(s) {}",
-            missing.join(", ")
-        ));
-    }
-    let unadvertised: Vec<&str> = protocols
-        .iter()
-        .filter(|p| !driver.supports(**p))
-        .map(|p| p.as_str())
-        .collect();
-    if !unadvertised.is_empty() {
-        return Err(format!(
-            "the reply names protocol(s) {} that the driver does not advertise in DriverGetInfo",
-            unadvertised.join(", ")
-        ));
-    }
+    let missing = requested.iter().filter(|p| !protocols.contains(p));
+    refuse_named(missing.map(|p| p.as_str()), |names| {
+        format!("the reply lacks the requested protocol(s) {names}")
+    })?;
+    let unadvertised = protocols.iter().filter(|p| !driver.supports(**p));
+    refuse_named(unadvertised.map(|p| p.as_str()), |names| {
+        format!(
+            "the reply names protocol(s) {names} that the driver does not advertise in DriverGetInfo"
+        )
+    })?;
     Ok(ProvisionedBucket {
         protocols,
         bucket_info: bucket_info_map(info),
@@ -151,20 +139,42 @@ pub struct GrantedAccess {
     pub credentials: SecretData,
 }
 
-fn require(fields: &[(&str, &str)], what: &str) -> Result<(), String> {
-    let missing: Vec<&str> = fields
-        .iter()
-        .filter(|(_, v)| v.is_empty())
-        .map(|(name, _)| *name)
-        .collect();
-    if missing.is_empty() {
+/// An error made by `message` from the comma-separated `names`, or
+/// nothing when there are none.
+pub(crate) fn refuse_named<'n>(
+    names: impl IntoIterator<Item = &'n str>,
+    message: impl FnOnce(&str) -> String,
+) -> Result<(), String> {
+    let names: Vec<&str> = names.into_iter().collect();
+    if names.is_empty() {
         Ok(())
     } else {
-        Err(format!(
-            "{what} lacks required field(s) {}",
-            missing.join(", ")
-        ))
+        Err(message(&names.join(", ")))
     }
+}
+
+fn require(fields: &[(&str, &String)], what: &str) -> Result<(), String> {
+    let missing = fields
+        .iter()
+        .filter(|(_, v)| v.is_empty())
+        .map(|(name, _)| *name);
+    refuse_named(missing, |names| {
+        format!("{what} lacks required field(s) {names}")
+    })
+}
+
+/// The `protocol` part (`part`) of `what`, which must be present with the
+/// named `fields` filled in.
+fn required_part<'i, T>(
+    part: Option<&'i T>,
+    what: &str,
+    protocol: Protocol,
+    fields: impl FnOnce(&'i T) -> Vec<(&'static str, &'i String)>,
+) -> Result<&'i T, String> {
+    let part =
+        part.ok_or_else(|| format!("{what} has no {protocol} info, but {protocol} was requested"))?;
+    require(&fields(part), &format!("{what} ({protocol})"))?;
+    Ok(part)
 }
 
 fn bucket_secret_info(
@@ -177,18 +187,13 @@ fn bucket_secret_info(
     let info = info.ok_or_else(|| format!("{what} is missing"))?;
     match protocol {
         Protocol::S3 => {
-            let s3 = info
-                .s3
-                .as_ref()
-                .ok_or_else(|| format!("{what} has no S3 info, but S3 was requested"))?;
-            require(
-                &[
+            let s3 = required_part(info.s3.as_ref(), &what, protocol, |s3| {
+                vec![
                     ("bucket_name", &s3.bucket_name),
                     ("region", &s3.region),
                     ("endpoint", &s3.endpoint),
-                ],
-                &format!("{what} (S3)"),
-            )?;
+                ]
+            })?;
             data.put(secret_keys::s3::AWS_ENDPOINT_URL, &s3.endpoint);
             data.put(secret_keys::s3::BUCKET_NAME, &s3.bucket_name);
             data.put(secret_keys::s3::AWS_DEFAULT_REGION, &s3.region);
@@ -198,31 +203,21 @@ fn bucket_secret_info(
             }
         }
         Protocol::Azure => {
-            let az = info
-                .azure
-                .as_ref()
-                .ok_or_else(|| format!("{what} has no Azure info, but Azure was requested"))?;
-            require(
-                &[("storage_account", &az.storage_account)],
-                &format!("{what} (Azure)"),
-            )?;
+            let az = required_part(info.azure.as_ref(), &what, protocol, |az| {
+                vec![("storage_account", &az.storage_account)]
+            })?;
             data.put(
                 secret_keys::azure::AZURE_STORAGE_ACCOUNT,
                 &az.storage_account,
             );
         }
         Protocol::Gcs => {
-            let gcs = info
-                .gcs
-                .as_ref()
-                .ok_or_else(|| format!("{what} has no GCS info, but GCS was requested"))?;
-            require(
-                &[
+            let gcs = required_part(info.gcs.as_ref(), &what, protocol, |gcs| {
+                vec![
                     ("project_id", &gcs.project_id),
                     ("bucket_name", &gcs.bucket_name),
-                ],
-                &format!("{what} (GCS)"),
-            )?;
+                ]
+            })?;
             data.put(secret_keys::gcs::PROJECT_ID, &gcs.project_id);
             data.put(secret_keys::gcs::BUCKET_NAME, &gcs.bucket_name);
         }
@@ -260,22 +255,19 @@ fn credentials(
             Ok(data)
         };
     };
-    let foreign: Vec<&str> = credential_protocols(c)
-        .into_iter()
-        .filter(|p| *p != protocol)
-        .map(Protocol::as_str)
-        .collect();
-    if !foreign.is_empty() {
+    let present = credential_protocols(c);
+    let foreign = present.iter().filter(|p| **p != protocol);
+    refuse_named(foreign.map(|p| p.as_str()), |names| {
+        format!("the reply carries credentials for {names} but {protocol} was requested")
+    })?;
+    if key_auth && !present.contains(&protocol) {
         return Err(format!(
-            "the reply carries credentials for {} but {protocol} was requested",
-            foreign.join(", ")
+            "the reply has no {protocol} credentials, but Key authentication needs them"
         ));
     }
-    let missing =
-        || format!("the reply has no {protocol} credentials, but Key authentication needs them");
     match protocol {
-        Protocol::S3 => match &c.s3 {
-            Some(s3) => {
+        Protocol::S3 => {
+            if let Some(s3) = &c.s3 {
                 if key_auth {
                     require(
                         &[
@@ -291,11 +283,9 @@ fn credentials(
                     &s3.access_secret_key,
                 );
             }
-            None if key_auth => return Err(missing()),
-            None => {}
-        },
-        Protocol::Azure => match &c.azure {
-            Some(az) => {
+        }
+        Protocol::Azure => {
+            if let Some(az) = &c.azure {
                 if key_auth {
                     require(
                         &[("access_token", &az.access_token)],
@@ -317,11 +307,9 @@ fn credentials(
                     );
                 }
             }
-            None if key_auth => return Err(missing()),
-            None => {}
-        },
-        Protocol::Gcs => match &c.gcs {
-            Some(g) => {
+        }
+        Protocol::Gcs => {
+            if let Some(g) = &c.gcs {
                 let key_pair = !g.private_key_id.is_empty() && !g.private_key.is_empty();
                 let hmac_pair = !g.hmac_access_id.is_empty() && !g.hmac_secret.is_empty();
                 if key_auth && !key_pair && !hmac_pair {
@@ -336,9 +324,7 @@ fn credentials(
                 data.put_nonempty(gcs::HMAC_ACCESS_ID, &g.hmac_access_id);
                 data.put_nonempty(gcs::HMAC_SECRET, &g.hmac_secret);
             }
-            None if key_auth => return Err(missing()),
-            None => {}
-        },
+        }
     }
     data.put_nonempty(
         secret_keys::COSI_CERTIFICATE_AUTHORITY,
@@ -443,8 +429,37 @@ mod tests {
         }
     }
 
-    fn ids(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| (*s).to_owned()).collect()
+    /// Checks `reply` to a grant of the buckets `ids`.
+    fn grant(
+        reply: &DriverGrantBucketAccessResponse,
+        ids: &[&str],
+        protocol: Protocol,
+        auth: AuthenticationType,
+    ) -> Result<GrantedAccess, String> {
+        let requested: Vec<String> = ids.iter().map(|s| (*s).to_owned()).collect();
+        grant_reply(reply, &requested, protocol, auth)
+    }
+
+    /// Checks `reply` to an S3 Key grant of the buckets `ids`.
+    fn s3_key_grant(
+        reply: &DriverGrantBucketAccessResponse,
+        ids: &[&str],
+    ) -> Result<GrantedAccess, String> {
+        grant(reply, ids, Protocol::S3, AuthenticationType::Key)
+    }
+
+    /// A grant reply for the single bucket `b1`.
+    fn b1_grant(
+        info: ProtocolBucketInfo,
+        credentials: Credentials,
+    ) -> DriverGrantBucketAccessResponse {
+        DriverGrantBucketAccessResponse {
+            buckets: vec![GrantedBucket {
+                bucket_id: "b1".into(),
+                bucket_info: Some(info),
+            }],
+            credentials: Some(credentials),
+        }
     }
 
     #[test]
@@ -486,13 +501,7 @@ mod tests {
 
     #[test]
     fn a_complete_s3_grant_yields_bucket_info_and_shared_credentials() {
-        let g = grant_reply(
-            &s3_grant(&["b1", "b2"]),
-            &ids(&["b1", "b2"]),
-            Protocol::S3,
-            AuthenticationType::Key,
-        )
-        .unwrap();
+        let g = s3_key_grant(&s3_grant(&["b1", "b2"]), &["b1", "b2"]).unwrap();
         assert_eq!(g.buckets.len(), 2);
         assert_eq!(g.buckets["b2"].0["BUCKET_NAME"], "b2");
         assert_eq!(g.buckets["b2"].0["AWS_S3_ADDRESSING_STYLE"], "path");
@@ -505,32 +514,14 @@ mod tests {
 
     #[test]
     fn unknown_missing_and_duplicate_buckets_are_refused() {
-        let err = grant_reply(
-            &s3_grant(&["b1", "zz"]),
-            &ids(&["b1"]),
-            Protocol::S3,
-            AuthenticationType::Key,
-        )
-        .unwrap_err();
+        let err = s3_key_grant(&s3_grant(&["b1", "zz"]), &["b1"]).unwrap_err();
         assert!(err.contains("not requested"), "{err}");
-        let err = grant_reply(
-            &s3_grant(&["b1"]),
-            &ids(&["b1", "b2"]),
-            Protocol::S3,
-            AuthenticationType::Key,
-        )
-        .unwrap_err();
+        let err = s3_key_grant(&s3_grant(&["b1"]), &["b1", "b2"]).unwrap_err();
         assert!(
             err.contains("no entry for requested bucket(s) \"b2\""),
             "{err}"
         );
-        let err = grant_reply(
-            &s3_grant(&["b1", "b1"]),
-            &ids(&["b1"]),
-            Protocol::S3,
-            AuthenticationType::Key,
-        )
-        .unwrap_err();
+        let err = s3_key_grant(&s3_grant(&["b1", "b1"]), &["b1"]).unwrap_err();
         assert!(err.contains("twice"), "{err}");
     }
 
@@ -545,8 +536,7 @@ mod tests {
             s3.region.clear();
             s3.endpoint.clear();
         }
-        let err =
-            grant_reply(&reply, &ids(&["b1"]), Protocol::S3, AuthenticationType::Key).unwrap_err();
+        let err = s3_key_grant(&reply, &["b1"]).unwrap_err();
         assert!(err.contains("region, endpoint"), "{err}");
     }
 
@@ -554,16 +544,14 @@ mod tests {
     fn missing_or_foreign_credentials_are_refused_without_quoting_values() {
         let mut reply = s3_grant(&["b1"]);
         reply.credentials = None;
-        let err =
-            grant_reply(&reply, &ids(&["b1"]), Protocol::S3, AuthenticationType::Key).unwrap_err();
+        let err = s3_key_grant(&reply, &["b1"]).unwrap_err();
         assert!(err.contains("no credentials"), "{err}");
 
         let mut reply = s3_grant(&["b1"]);
         if let Some(c) = reply.credentials.as_mut().and_then(|c| c.s3.as_mut()) {
             c.access_secret_key.clear();
         }
-        let err =
-            grant_reply(&reply, &ids(&["b1"]), Protocol::S3, AuthenticationType::Key).unwrap_err();
+        let err = s3_key_grant(&reply, &["b1"]).unwrap_err();
         assert!(err.contains("access_secret_key"), "{err}");
         assert!(!err.contains("AKIDSECRETVALUE"));
 
@@ -574,8 +562,7 @@ mod tests {
                 expiry_timestamp: None,
             });
         }
-        let err =
-            grant_reply(&reply, &ids(&["b1"]), Protocol::S3, AuthenticationType::Key).unwrap_err();
+        let err = s3_key_grant(&reply, &["b1"]).unwrap_err();
         assert!(err.contains("credentials for Azure"), "{err}");
         assert!(!err.contains("tok\""));
     }
@@ -583,13 +570,7 @@ mod tests {
     #[test]
     fn wrong_protocol_info_is_refused() {
         let reply = s3_grant(&["b1"]);
-        let err = grant_reply(
-            &reply,
-            &ids(&["b1"]),
-            Protocol::Azure,
-            AuthenticationType::Key,
-        )
-        .unwrap_err();
+        let err = grant(&reply, &["b1"], Protocol::Azure, AuthenticationType::Key).unwrap_err();
         assert!(err.contains("no Azure info"), "{err}");
     }
 
@@ -597,9 +578,9 @@ mod tests {
     fn service_account_grants_may_omit_credentials() {
         let mut reply = s3_grant(&["b1"]);
         reply.credentials = None;
-        let g = grant_reply(
+        let g = grant(
             &reply,
-            &ids(&["b1"]),
+            &["b1"],
             Protocol::S3,
             AuthenticationType::ServiceAccount,
         )
@@ -609,17 +590,14 @@ mod tests {
 
     #[test]
     fn azure_expiry_is_iso_8601_or_empty() {
-        let reply = DriverGrantBucketAccessResponse {
-            buckets: vec![GrantedBucket {
-                bucket_id: "b1".into(),
-                bucket_info: Some(ProtocolBucketInfo {
-                    azure: Some(AzureBucketInfo {
-                        storage_account: "acct".into(),
-                    }),
-                    ..Default::default()
+        let reply = b1_grant(
+            ProtocolBucketInfo {
+                azure: Some(AzureBucketInfo {
+                    storage_account: "acct".into(),
                 }),
-            }],
-            credentials: Some(Credentials {
+                ..Default::default()
+            },
+            Credentials {
                 azure: Some(AzureCredentials {
                     access_token: "sv=token".into(),
                     expiry_timestamp: Some(prost_types::Timestamp {
@@ -629,15 +607,9 @@ mod tests {
                 }),
                 certificate_authority: "-----BEGIN CERTIFICATE-----".into(),
                 ..Default::default()
-            }),
-        };
-        let g = grant_reply(
-            &reply,
-            &ids(&["b1"]),
-            Protocol::Azure,
-            AuthenticationType::Key,
-        )
-        .unwrap();
+            },
+        );
+        let g = grant(&reply, &["b1"], Protocol::Azure, AuthenticationType::Key).unwrap();
         assert_eq!(
             g.credentials.0["AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP"],
             "2026-01-01T00:00:00Z"
@@ -648,57 +620,34 @@ mod tests {
 
     #[test]
     fn gcs_needs_a_key_pair_or_an_hmac_pair() {
-        let mut reply = DriverGrantBucketAccessResponse {
-            buckets: vec![GrantedBucket {
-                bucket_id: "b1".into(),
-                bucket_info: Some(ProtocolBucketInfo {
-                    gcs: Some(GcsBucketInfo {
-                        project_id: "p".into(),
-                        bucket_name: "b".into(),
-                    }),
-                    ..Default::default()
+        let mut reply = b1_grant(
+            ProtocolBucketInfo {
+                gcs: Some(GcsBucketInfo {
+                    project_id: "p".into(),
+                    bucket_name: "b".into(),
                 }),
-            }],
-            credentials: Some(Credentials {
+                ..Default::default()
+            },
+            Credentials {
                 gcs: Some(GcsCredentials {
                     hmac_access_id: "id".into(),
                     ..Default::default()
                 }),
                 ..Default::default()
-            }),
-        };
-        assert!(
-            grant_reply(
-                &reply,
-                &ids(&["b1"]),
-                Protocol::Gcs,
-                AuthenticationType::Key
-            )
-            .is_err()
+            },
         );
+        assert!(grant(&reply, &["b1"], Protocol::Gcs, AuthenticationType::Key).is_err());
         if let Some(g) = reply.credentials.as_mut().and_then(|c| c.gcs.as_mut()) {
             g.hmac_secret = "s".into();
         }
-        let g = grant_reply(
-            &reply,
-            &ids(&["b1"]),
-            Protocol::Gcs,
-            AuthenticationType::Key,
-        )
-        .unwrap();
+        let g = grant(&reply, &["b1"], Protocol::Gcs, AuthenticationType::Key).unwrap();
         assert_eq!(g.credentials.0["HMAC_SECRET"], "s");
         assert_eq!(g.buckets["b1"].0["PROJECT_ID"], "p");
     }
 
     #[test]
     fn secret_data_debug_shows_keys_only() {
-        let g = grant_reply(
-            &s3_grant(&["b1"]),
-            &ids(&["b1"]),
-            Protocol::S3,
-            AuthenticationType::Key,
-        )
-        .unwrap();
+        let g = s3_key_grant(&s3_grant(&["b1"]), &["b1"]).unwrap();
         let shown = format!("{g:?}");
         assert!(shown.contains("AWS_SECRET_ACCESS_KEY"));
         assert!(!shown.contains("verysecretkey"));

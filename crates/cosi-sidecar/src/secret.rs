@@ -273,30 +273,25 @@ pub(crate) fn test_s3_data() -> BTreeMap<String, ByteString> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosi_api::{BucketAccessClaim, BucketAccessMode, BucketAccessModes, BucketAccessSpec};
+    use crate::test_support;
 
     fn access() -> BucketAccess {
-        let mut a = BucketAccess::new(
-            "ba1",
-            BucketAccessSpec {
-                bucket_claims: vec![BucketAccessClaim {
-                    bucket_claim_name: "claim1".into(),
-                    access_secret_name: "creds".into(),
-                    access_modes: BucketAccessModes::objects(BucketAccessMode::ReadWrite),
-                }],
-                bucket_access_class_name: "class".into(),
-                protocol: Protocol::S3,
-                service_account_name: String::new(),
-            },
-        );
-        a.metadata.namespace = Some("apps".into());
-        a.metadata.uid = Some("uid-1".into());
-        a
+        test_support::access("apps", "uid-1", "claim1", "creds")
+    }
+
+    /// The S3 Secret of `claim1` of [`access`].
+    fn claim1_secret() -> Secret {
+        new_secret(&access(), "claim1", "creds", test_s3_data())
+    }
+
+    /// Whether `s` is complete as the Secret of `claim1` of [`access`].
+    fn complete(s: &Secret, protocol: Protocol, auth: AuthenticationType) -> bool {
+        is_complete(s, &access(), "claim1", protocol, auth)
     }
 
     #[test]
     fn new_secrets_carry_finalizer_annotations_and_controller_owner() {
-        let s = new_secret(&access(), "claim1", "creds", test_s3_data());
+        let s = claim1_secret();
         assert_eq!(s.metadata.namespace.as_deref(), Some("apps"));
         assert_eq!(s.finalizers(), [PROTECTION_FINALIZER.to_owned()]);
         assert_eq!(
@@ -318,31 +313,25 @@ mod tests {
         assert_eq!(ownership(None, "uid-1"), Ownership::Missing);
         assert_eq!(controller_owner(&s), Some(("BucketAccess", "ba1")));
         assert_eq!(s.data.as_ref().unwrap()["COSI_PROTOCOL"].0, b"S3");
-        assert!(is_complete(
-            &s,
-            &access(),
-            "claim1",
-            Protocol::S3,
-            AuthenticationType::Key
-        ));
+        assert!(complete(&s, Protocol::S3, AuthenticationType::Key));
     }
 
     #[test]
     fn a_secret_without_a_controller_reference_is_foreign() {
-        let mut s = new_secret(&access(), "claim1", "creds", test_s3_data());
+        let mut s = claim1_secret();
         s.metadata.owner_references.as_mut().unwrap()[0].controller = None;
         assert_eq!(ownership(Some(&s), "uid-1"), Ownership::Foreign);
     }
 
     #[test]
     fn an_up_to_date_secret_needs_no_write() {
-        let s = new_secret(&access(), "claim1", "creds", test_s3_data());
+        let s = claim1_secret();
         assert!(updated_secret(&s, &access(), "claim1", test_s3_data()).is_none());
     }
 
     #[test]
     fn changed_data_is_rewritten_and_foreign_metadata_kept() {
-        let mut s = new_secret(&access(), "claim1", "creds", test_s3_data());
+        let mut s = claim1_secret();
         s.metadata
             .labels
             .get_or_insert_with(BTreeMap::new)
@@ -356,40 +345,24 @@ mod tests {
 
     #[test]
     fn incomplete_secrets_need_a_new_grant_and_a_protected_deletion_does_not() {
-        let mut s = new_secret(&access(), "claim1", "creds", test_s3_data());
+        let mut s = claim1_secret();
         s.data.as_mut().unwrap().remove("AWS_SECRET_ACCESS_KEY");
-        assert!(!is_complete(
+        assert!(!complete(&s, Protocol::S3, AuthenticationType::Key));
+        assert!(complete(
             &s,
-            &access(),
-            "claim1",
-            Protocol::S3,
-            AuthenticationType::Key
-        ));
-        assert!(is_complete(
-            &s,
-            &access(),
-            "claim1",
             Protocol::S3,
             AuthenticationType::ServiceAccount
         ));
-        let mut s = new_secret(&access(), "claim1", "creds", test_s3_data());
+        let mut s = claim1_secret();
         s.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
             k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
         ));
         assert!(is_marked_for_deletion(&s));
-        assert!(is_complete(
-            &s,
-            &access(),
-            "claim1",
-            Protocol::S3,
-            AuthenticationType::Key
-        ));
+        assert!(complete(&s, Protocol::S3, AuthenticationType::Key));
         let mut finalizer_gone = s.clone();
         finalizer_gone.metadata.finalizers = Some(vec!["someone.else/hold".into()]);
-        assert!(is_complete(
+        assert!(complete(
             &finalizer_gone,
-            &access(),
-            "claim1",
             Protocol::S3,
             AuthenticationType::Key
         ));
@@ -401,14 +374,8 @@ mod tests {
             ["someone.else/hold".to_owned()],
             "no finalizer is added to a Secret being deleted"
         );
-        let s = new_secret(&access(), "claim1", "creds", test_s3_data());
-        assert!(!is_complete(
-            &s,
-            &access(),
-            "claim1",
-            Protocol::Azure,
-            AuthenticationType::Key
-        ));
+        let s = claim1_secret();
+        assert!(!complete(&s, Protocol::Azure, AuthenticationType::Key));
     }
 
     #[test]

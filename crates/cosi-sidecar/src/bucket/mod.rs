@@ -20,9 +20,10 @@
 pub mod decide;
 
 pub use decide::*;
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use cosi_api::conditions::{Desired, Status, status_of};
+use cosi_api::conditions::{Desired, Status};
 use cosi_api::constants::{PROTECTION_FINALIZER, condition_types};
 use cosi_api::reasons::{self, actions};
 use cosi_api::{Bucket, Protocol};
@@ -35,14 +36,14 @@ use cosi_runtime::reconciler::Action;
 use cosi_runtime::steps::{self, Applied, Steps};
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, json};
 
 use crate::context::Context;
 use crate::convert::protocols_to_proto;
 use crate::driver::{DriverInfo, Method};
 use crate::error::{ApiContext, Failure};
-use crate::outcome::{api_failure, plan_failure, report_failure, updated_conditions};
 use crate::reply::{ProvisionedBucket, bucket_reply};
+use crate::worker::{ObjectWorker, Parts, StepFailure};
 
 /// The key of a Bucket in gates and health.
 pub fn key(name: &str) -> String {
@@ -72,7 +73,7 @@ pub(crate) async fn reconcile(
             ctx.health.allowed(&worker.key);
             action
         }
-        Err(failure) => worker.failed(failure).await,
+        Err(failure) => worker.step_failed(failure).await,
     };
     Ok(action)
 }
@@ -86,46 +87,51 @@ struct Worker<'a> {
     bucket: Bucket,
 }
 
-impl Worker<'_> {
-    /// Takes the Bucket as our write left it, remembering the version it
-    /// replaced.
-    fn wrote(&mut self, written: Bucket) {
-        self.ctx.own_writes.replaced(&self.bucket, &written);
-        self.bucket = written;
+impl ObjectWorker for Worker<'_> {
+    type Object = Bucket;
+    const STATUS_RESOURCE: &'static str = "buckets/status";
+    const PROVISION_FAILURE: StepFailure = StepFailure {
+        event: reasons::FAILED_CREATE_BUCKET,
+        action: actions::CREATE_BUCKET,
+        refusal_hint: "the driver refuses the request as it is; a Bucket's parameters and protocols are immutable: fix the BucketClass (or the driver's configuration), then delete the BucketClaim and re-create it",
+    };
+    const DELETE_FAILURE: StepFailure = StepFailure {
+        event: reasons::FAILED_DELETE_BUCKET,
+        action: actions::DELETE_BUCKET,
+        refusal_hint: "the driver refuses to delete the bucket; fix the driver or backend, then change the Bucket to retry",
+    };
+
+    fn parts(&mut self) -> Parts<'_, Bucket> {
+        Parts {
+            ctx: self.ctx,
+            api: &self.api,
+            key: &self.key,
+            object: &mut self.bucket,
+        }
     }
 
+    fn object(&self) -> &Bucket {
+        &self.bucket
+    }
+
+    fn error_name(&self) -> String {
+        self.name()
+    }
+
+    fn log_failure(&self, failure: &Failure, refused: bool) {
+        tracing::warn!(bucket = %self.name(), error = %failure, refused, "bucket step failed");
+    }
+}
+
+impl Worker<'_> {
     fn name(&self) -> String {
         self.bucket.name_any()
-    }
-
-    fn generation(&self) -> Option<i64> {
-        self.bucket.metadata.generation
     }
 
     async fn run(&mut self) -> Result<Action, Failure> {
         // A full provisioning takes finalizer + phase 1 + phase 2.
         steps::drive(self, 4).await
     }
-    async fn write_status(
-        &mut self,
-        desired: &[Desired],
-        mut fields: Map<String, Value>,
-    ) -> Result<(), Failure> {
-        let conditions = updated_conditions(self.bucket.conditions(), desired, self.generation());
-        if conditions.is_none() && fields.is_empty() {
-            return Ok(());
-        }
-        if let Some(c) = conditions {
-            fields.insert("conditions".into(), json!(c));
-        }
-        let name = self.name();
-        let written = patch::patch_status(&self.api, &self.bucket, &Value::Object(fields))
-            .await
-            .api("patch", "buckets/status", &name)?;
-        self.wrote(written);
-        Ok(())
-    }
-
     async fn release(&mut self) -> Result<(), Failure> {
         let name = self.name();
         tracing::info!(bucket = %name, policy = %self.bucket.spec.deletion_policy, "releasing Bucket without deleting the backend bucket");
@@ -136,12 +142,21 @@ impl Worker<'_> {
         Ok(())
     }
 
+    /// The Bucket's protocols, as the driver API names them.
+    fn protocols(&self) -> Vec<i32> {
+        protocols_to_proto(&self.bucket.spec.protocols)
+    }
+
+    /// The Bucket's parameters, as the driver API takes them.
+    fn parameters(&self) -> HashMap<String, String> {
+        self.bucket.spec.parameters.clone().into_iter().collect()
+    }
+
     fn generate_request(&self) -> DriverGenerateBucketIdRequest {
-        let b = &self.bucket;
         DriverGenerateBucketIdRequest {
-            name: b.name_any(),
-            protocols: protocols_to_proto(&b.spec.protocols),
-            parameters: b.spec.parameters.clone().into_iter().collect(),
+            name: self.name(),
+            protocols: self.protocols(),
+            parameters: self.parameters(),
         }
     }
 
@@ -166,38 +181,28 @@ impl Worker<'_> {
         ];
         let mut fields = Map::new();
         fields.insert("bucketID".into(), json!(bucket_id));
-        self.write_status(&desired, fields).await
+        self.write_status(&desired, fields).await?;
+        Ok(())
     }
 
     async fn create(&mut self, bucket_id: String) -> Result<Action, Failure> {
-        let b = &self.bucket;
-        let reply = self
-            .ctx
-            .driver
-            .create_bucket(
-                &b.name_any(),
-                DriverCreateBucketRequest {
-                    bucket_id: bucket_id.clone(),
-                    protocols: protocols_to_proto(&b.spec.protocols),
-                    parameters: b.spec.parameters.clone().into_iter().collect(),
-                },
-            )
-            .await?;
+        let request = DriverCreateBucketRequest {
+            bucket_id: bucket_id.clone(),
+            protocols: self.protocols(),
+            parameters: self.parameters(),
+        };
+        let reply = self.ctx.driver.create_bucket(&self.name(), request).await?;
         self.answered(Method::CreateBucket, &bucket_id, reply.protocols.as_ref())
             .await
     }
 
     async fn import(&mut self, bucket_id: String) -> Result<Action, Failure> {
-        let b = &self.bucket;
-        let reply = self
-            .ctx
-            .driver
-            .get_bucket(DriverGetBucketRequest {
-                bucket_id: bucket_id.clone(),
-                protocols: protocols_to_proto(&b.spec.protocols),
-                parameters: b.spec.parameters.clone().into_iter().collect(),
-            })
-            .await?;
+        let request = DriverGetBucketRequest {
+            bucket_id: bucket_id.clone(),
+            protocols: self.protocols(),
+            parameters: self.parameters(),
+        };
+        let reply = self.ctx.driver.get_bucket(request).await?;
         self.answered(Method::GetBucket, &bucket_id, reply.protocols.as_ref())
             .await
     }
@@ -281,7 +286,7 @@ impl Worker<'_> {
             .driver
             .delete_bucket(DriverDeleteBucketRequest {
                 bucket_id: bucket_id.clone(),
-                parameters: self.bucket.spec.parameters.clone().into_iter().collect(),
+                parameters: self.parameters(),
             })
             .await?;
         tracing::info!(bucket = %self.name(), %bucket_id, "backend bucket deleted");
@@ -330,45 +335,6 @@ impl Worker<'_> {
         }
         self.ctx.gates.succeeded(&self.key);
         Ok(Action::await_change())
-    }
-
-    /// Turns a failed step into conditions, an Event and a retry delay.
-    async fn failed(&mut self, failure: Failure) -> Action {
-        let regarding = self.bucket.object_ref(&());
-        let deleting = patch::is_deleting(&self.bucket);
-        let (event, action) = if deleting {
-            (reasons::FAILED_DELETE_BUCKET, actions::DELETE_BUCKET)
-        } else {
-            (reasons::FAILED_CREATE_BUCKET, actions::CREATE_BUCKET)
-        };
-        let failure = match failure {
-            Failure::Api(e) => {
-                return api_failure(self.ctx, &self.key, &regarding, action, &e).await;
-            }
-            other => other,
-        };
-        let hint = if deleting {
-            "the driver refuses to delete the bucket; fix the driver or backend, then change the Bucket to retry"
-        } else {
-            "the driver refuses the request as it is; a Bucket's parameters and protocols are immutable: fix the BucketClass (or the driver's configuration), then delete the BucketClaim and re-create it"
-        };
-        let provisioned = status_of(self.bucket.conditions(), condition_types::PROVISIONED);
-        let generation = self.generation();
-        let plan = plan_failure(
-            self.ctx,
-            &self.key,
-            generation,
-            &failure,
-            deleting,
-            provisioned,
-            hint,
-        );
-        tracing::warn!(bucket = %self.name(), error = %failure, refused = plan.refused, "bucket step failed");
-        let written = self.write_status(&plan.desired, Map::new()).await;
-        report_failure(
-            self.ctx, &self.key, generation, &regarding, event, action, plan, written,
-        )
-        .await
     }
 }
 

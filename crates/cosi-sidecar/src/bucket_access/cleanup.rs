@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use super::{CleanupDone, CleanupStep, Worker, decide_cleanup, lookup_request, revoke_request};
 use crate::driver::Method;
 use crate::error::{ApiContext, ApiError, Failure};
+use crate::worker::ObjectWorker;
 
 impl Worker<'_> {
     /// KEP "Deleting a BucketAccess" step 3: the steps [`decide_cleanup`]

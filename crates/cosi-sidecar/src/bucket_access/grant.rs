@@ -11,7 +11,6 @@ use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::steps::{self, Applied, Steps};
 use k8s_openapi::api::core::v1::Secret;
-use kube::Resource;
 use kube::api::PostParams;
 use serde_json::{Map, json};
 
@@ -23,6 +22,7 @@ use crate::driver::Method;
 use crate::error::{ApiError, Failure, SecretWriteError};
 use crate::reply::grant_reply;
 use crate::secret;
+use crate::worker::ObjectWorker;
 
 impl Worker<'_> {
     pub(super) async fn provision(&mut self) -> Result<Action, Failure> {
@@ -53,13 +53,7 @@ impl Worker<'_> {
         self.ctx.stop_waiting(&self.key);
         if self.write_status(desired, Map::new()).await? {
             tracing::warn!(access = %self.key, "refusing to grant access: {message}");
-            self.ctx
-                .warn(
-                    &self.access.object_ref(&()),
-                    reasons::FAILED_GRANT_ACCESS,
-                    actions::GRANT_ACCESS,
-                    message,
-                )
+            self.warn(reasons::FAILED_GRANT_ACCESS, actions::GRANT_ACCESS, message)
                 .await;
         }
         Ok(Action::await_change())
@@ -194,35 +188,28 @@ impl Worker<'_> {
         tracing::info!(access = %self.key, secrets = %written.join(","), "access granted");
         for skey in &recreated {
             tracing::warn!(access = %self.key, secret = %skey, "access Secret had vanished; written again");
-            self.ctx
-                .warn(
-                    &self.access.object_ref(&()),
-                    reasons::SECRET_RECREATED,
-                    actions::CHECK_SECRETS,
-                    format!(
-                        "Secret {skey} had been deleted while its BucketAccess exists (its {PROTECTION_FINALIZER} finalizer \
-                         was removed by hand); COSI wrote it again from a repeat grant by driver {}. Depending on the driver \
-                         the credentials are new and the old ones revoked: restart Pods that read the old Secret. \
-                         To remove the Secret for good, delete the BucketAccess",
-                        self.info.name
-                    ),
-                )
+            let message = format!(
+                "Secret {skey} had been deleted while its BucketAccess exists (its {PROTECTION_FINALIZER} finalizer \
+                 was removed by hand); COSI wrote it again from a repeat grant by driver {}. Depending on the driver \
+                 the credentials are new and the old ones revoked: restart Pods that read the old Secret. \
+                 To remove the Secret for good, delete the BucketAccess",
+                self.info.name
+            );
+            self.warn(reasons::SECRET_RECREATED, actions::CHECK_SECRETS, message)
                 .await;
         }
         self.report_deletions(targets, secrets).await;
         if !was_provisioned {
-            self.ctx
-                .note(
-                    &self.access.object_ref(&()),
-                    reasons::ACCESS_GRANTED,
-                    actions::GRANT_ACCESS,
-                    format!(
-                        "access granted by driver {}; credentials written to Secret(s) {}",
-                        self.info.name,
-                        written.join(", ")
-                    ),
-                )
-                .await;
+            self.note(
+                reasons::ACCESS_GRANTED,
+                actions::GRANT_ACCESS,
+                format!(
+                    "access granted by driver {}; credentials written to Secret(s) {}",
+                    self.info.name,
+                    written.join(", ")
+                ),
+            )
+            .await;
         }
         Ok(Action::requeue(self.ctx.config.secret_check_interval))
     }
@@ -285,14 +272,12 @@ impl Steps for Grant<'_, '_, '_> {
             GrantStep::Wait { bucket, why } => {
                 if w.ctx.start_waiting(&w.key) {
                     tracing::info!(access = %w.key, %bucket, "{why}; waiting");
-                    w.ctx
-                        .note(
-                            &w.access.object_ref(&()),
-                            reasons::WAITING_FOR_BUCKET,
-                            actions::GRANT_ACCESS,
-                            format!("{why}; access will be granted once it is provisioned"),
-                        )
-                        .await;
+                    w.note(
+                        reasons::WAITING_FOR_BUCKET,
+                        actions::GRANT_ACCESS,
+                        format!("{why}; access will be granted once it is provisioned"),
+                    )
+                    .await;
                 }
                 Action::requeue(w.ctx.gates.backoff(&w.key))
             }
@@ -303,14 +288,12 @@ impl Steps for Grant<'_, '_, '_> {
             GrantStep::SecretConflict(desired) => {
                 if w.write_status(&desired, Map::new()).await? {
                     tracing::warn!(access = %w.key, "{}", desired[0].message);
-                    w.ctx
-                        .warn(
-                            &w.access.object_ref(&()),
-                            reasons::SECRET_NOT_OWNED,
-                            actions::GRANT_ACCESS,
-                            desired[0].message.clone(),
-                        )
-                        .await;
+                    w.warn(
+                        reasons::SECRET_NOT_OWNED,
+                        actions::GRANT_ACCESS,
+                        desired[0].message.clone(),
+                    )
+                    .await;
                 }
                 Action::requeue(w.ctx.gates.backoff(&w.key))
             }

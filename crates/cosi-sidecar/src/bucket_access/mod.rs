@@ -31,8 +31,7 @@ use requests::{grant_params, lookup_request, revoke_request};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cosi_api::conditions::{Desired, status_of};
-use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations};
 use cosi_api::reasons::{self, actions};
 use cosi_api::{Bucket, BucketAccess};
 use cosi_runtime::patch;
@@ -41,12 +40,13 @@ use cosi_runtime::steps::{self, Applied, Steps};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
-use serde_json::{Map, Value, json};
+use serde_json::Map;
 
 use crate::context::Context;
 use crate::driver::DriverInfo;
 use crate::error::{ApiContext, ApiError, Failure, SecretWriteError, SecretWriteKind};
-use crate::outcome::{api_failure, plan_failure, report_failure, updated_conditions};
+use crate::outcome::api_failure;
+use crate::worker::{ObjectWorker, Parts, StepFailure};
 
 pub mod rotation;
 
@@ -127,12 +127,53 @@ struct Worker<'a> {
     trigger: Arc<BucketAccess>,
 }
 
+impl ObjectWorker for Worker<'_> {
+    type Object = BucketAccess;
+    const STATUS_RESOURCE: &'static str = "bucketaccesses/status";
+    const PROVISION_FAILURE: StepFailure = StepFailure {
+        event: reasons::FAILED_GRANT_ACCESS,
+        action: actions::GRANT_ACCESS,
+        refusal_hint: "the driver refuses the request as it is; check the BucketAccessClass (authentication type, parameters), the access modes and the number of claims, then delete the BucketAccess and re-create it (its spec and its copy of the class are immutable)",
+    };
+    const DELETE_FAILURE: StepFailure = StepFailure {
+        event: reasons::FAILED_REVOKE_ACCESS,
+        action: actions::REVOKE_ACCESS,
+        refusal_hint: "the driver refuses to revoke the access; fix the driver or backend",
+    };
+
+    fn parts(&mut self) -> Parts<'_, BucketAccess> {
+        Parts {
+            ctx: self.ctx,
+            api: &self.api,
+            key: &self.key,
+            object: &mut self.access,
+        }
+    }
+
+    fn object(&self) -> &BucketAccess {
+        &self.access
+    }
+
+    fn error_name(&self) -> String {
+        self.key.clone()
+    }
+
+    fn log_failure(&self, failure: &Failure, refused: bool) {
+        tracing::warn!(access = %self.key, error = %failure, refused, "bucket access step failed");
+    }
+}
+
 impl Worker<'_> {
-    /// Takes the access as our write left it, remembering the version it
-    /// replaced.
-    fn wrote(&mut self, written: BucketAccess) {
-        self.ctx.own_writes.replaced(&self.access, &written);
-        self.access = written;
+    /// A Warning Event about the access.
+    async fn warn(&self, reason: &str, action: &str, message: String) {
+        let regarding = self.access.object_ref(&());
+        self.ctx.warn(&regarding, reason, action, message).await;
+    }
+
+    /// A Normal Event about the access.
+    async fn note(&self, reason: &str, action: &str, message: String) {
+        let regarding = self.access.object_ref(&());
+        self.ctx.note(&regarding, reason, action, message).await;
     }
 
     /// Records that the Secrets of the access, as it is now, were just
@@ -142,10 +183,6 @@ impl Worker<'_> {
         self.ctx
             .secret_checks
             .checked(&self.key, version.as_deref(), Instant::now());
-    }
-
-    fn generation(&self) -> Option<i64> {
-        self.access.metadata.generation
     }
 
     /// A Warning Event, once per Secret, for each owned Secret a user asked
@@ -165,13 +202,7 @@ impl Worker<'_> {
                  do not remove the finalizer by hand"
             );
             tracing::warn!(access = %self.key, secret = %name, "access Secret marked for deletion; kept while the access exists");
-            self.ctx
-                .warn(
-                    &self.access.object_ref(&()),
-                    reasons::SECRET_PROTECTED,
-                    actions::CHECK_SECRETS,
-                    message,
-                )
+            self.warn(reasons::SECRET_PROTECTED, actions::CHECK_SECRETS, message)
                 .await;
         }
     }
@@ -241,66 +272,12 @@ impl Worker<'_> {
         Ok(out)
     }
 
-    async fn write_status(
-        &mut self,
-        desired: &[Desired],
-        mut fields: Map<String, Value>,
-    ) -> Result<bool, Failure> {
-        let conditions = updated_conditions(self.access.conditions(), desired, self.generation());
-        if conditions.is_none() && fields.is_empty() {
-            return Ok(false);
-        }
-        if let Some(c) = conditions {
-            fields.insert("conditions".into(), json!(c));
-        }
-        let written = patch::patch_status(&self.api, &self.access, &Value::Object(fields))
-            .await
-            .api("patch", "bucketaccesses/status", &self.key)?;
-        self.wrote(written);
-        Ok(true)
-    }
-
     /// Turns a failed step into conditions, an Event and a retry delay.
     async fn failed(&mut self, failure: Failure) -> Action {
-        let regarding = self.access.object_ref(&());
-        let deleting = patch::is_deleting(&self.access);
-        let (event, action) = if deleting {
-            (reasons::FAILED_REVOKE_ACCESS, actions::REVOKE_ACCESS)
-        } else {
-            (reasons::FAILED_GRANT_ACCESS, actions::GRANT_ACCESS)
-        };
-        let failure = match failure {
-            Failure::Api(e) => {
-                return api_failure(self.ctx, &self.key, &regarding, action, &e).await;
-            }
-            Failure::SecretWrite(e) => return self.secret_write_failed(e).await,
-            other => other,
-        };
-        let hint = if deleting {
-            "the driver refuses to revoke the access; fix the driver or backend"
-        } else {
-            "the driver refuses the request as it is; check the BucketAccessClass (authentication type, parameters), the access modes and the number of claims, then delete the BucketAccess and re-create it (its spec and its copy of the class are immutable)"
-        };
-        let provisioned = status_of(self.access.conditions(), condition_types::PROVISIONED);
-        let generation = self.generation();
-        let plan = plan_failure(
-            self.ctx,
-            &self.key,
-            generation,
-            &failure,
-            deleting,
-            provisioned,
-            hint,
-        );
-        tracing::warn!(access = %self.key, error = %failure, refused = plan.refused, "bucket access step failed");
-        let written = self
-            .write_status(&plan.desired, Map::new())
-            .await
-            .map(|_| ());
-        report_failure(
-            self.ctx, &self.key, generation, &regarding, event, action, plan, written,
-        )
-        .await
+        match failure {
+            Failure::SecretWrite(e) => self.secret_write_failed(e).await,
+            other => self.step_failed(other).await,
+        }
     }
 
     /// Reports a Secret that could not be written: conditions, a Warning

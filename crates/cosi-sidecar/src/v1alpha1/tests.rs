@@ -13,7 +13,7 @@ use cosi_driver::v1alpha1 as v1;
 use crate::driver::DriverApi;
 use cosi_api::{
     AccessedBucket, BucketAccessClaim, BucketAccessModes, BucketAccessSpec, BucketAccessStatus,
-    BucketSpec, BucketStatus,
+    BucketStatus,
 };
 
 fn access(claims: usize, mode: BucketAccessMode, auth: AuthenticationType) -> BucketAccess {
@@ -61,17 +61,7 @@ fn what_v1alpha1_cannot_express_is_refused_with_a_reason() {
 }
 
 fn bucket(info: &[(&str, &str)]) -> Bucket {
-    let mut b = Bucket::new(
-        "bc-1",
-        BucketSpec {
-            driver_name: "d.example.com".into(),
-            deletion_policy: cosi_api::DeletionPolicy::Delete,
-            protocols: vec![Protocol::S3],
-            parameters: Default::default(),
-            bucket_claim_ref: Default::default(),
-            existing_bucket_id: String::new(),
-        },
-    );
+    let mut b = crate::test_support::bucket(vec![Protocol::S3]);
     b.status = Some(BucketStatus {
         bucket_info: info
             .iter()

@@ -15,6 +15,7 @@ use cosi_driver::v1alpha1 as v1;
 use cosi_driver::v1alpha1::credential_keys;
 
 use crate::driver::{DriverApi, DriverInfo};
+use crate::reply::refuse_named;
 
 /// The driver's info from its v1alpha1 name and `--v1alpha1-protocols`
 /// (v1alpha1's DriverGetInfo names no protocols).
@@ -145,6 +146,11 @@ pub(crate) fn bucket_info(
     info
 }
 
+/// The first of `candidates` that is not empty.
+fn first_nonempty<const N: usize>(candidates: [&str; N]) -> Option<&str> {
+    candidates.into_iter().find(|c| !c.is_empty())
+}
+
 /// The value of `key` (or of a spelling some driver uses for it) in a
 /// credentials map, if set and not empty.
 pub(crate) fn secret<'a>(secrets: &'a HashMap<String, String>, key: &str) -> Option<&'a str> {
@@ -221,19 +227,13 @@ pub fn grant_reply(
         )
     })?;
     let require = |keys: &[&str]| -> Result<(), String> {
-        let missing: Vec<&str> = keys
+        let missing = keys
             .iter()
             .copied()
-            .filter(|k| secret(secrets, k).is_none())
-            .collect();
-        if missing.is_empty() {
-            Ok(())
-        } else {
-            Err(format!(
-                "credentials[{outer:?}] lacks key(s) {}",
-                missing.join(", ")
-            ))
-        }
+            .filter(|k| secret(secrets, k).is_none());
+        refuse_named(missing, |names| {
+            format!("credentials[{outer:?}] lacks key(s) {names}")
+        })
     };
     let mut info = ProtocolBucketInfo::default();
     let mut creds = Credentials::default();
@@ -241,21 +241,17 @@ pub fn grant_reply(
         Protocol::S3 => {
             use credential_keys::s3;
             require(&[s3::ACCESS_KEY_ID, s3::ACCESS_SECRET_KEY, s3::ENDPOINT])?;
-            let region = [
+            let region = first_nonempty([
                 secret(secrets, s3::REGION).unwrap_or_default(),
                 bucket_value(bucket, bucket_info_keys::S3_REGION),
                 default_region,
-            ]
-            .into_iter()
-            .find(|r| !r.is_empty())
+            ])
             .unwrap_or_default();
-            let name = [
+            let name = first_nonempty([
                 secret(secrets, s3::BUCKET_NAME).unwrap_or_default(),
                 bucket_value(bucket, bucket_info_keys::S3_BUCKET_NAME),
                 bucket_id,
-            ]
-            .into_iter()
-            .find(|n| !n.is_empty())
+            ])
             .unwrap_or_default();
             info.s3 = Some(S3BucketInfo {
                 bucket_name: name.to_owned(),
@@ -285,12 +281,10 @@ pub fn grant_reply(
                 None => None,
             };
             let token = secret(secrets, azure::ACCESS_TOKEN).unwrap_or_default();
-            let account = [
+            let account = first_nonempty([
                 bucket_value(bucket, bucket_info_keys::AZURE_STORAGE_ACCOUNT),
                 azure_account(token).unwrap_or_default(),
-            ]
-            .into_iter()
-            .find(|a| !a.is_empty())
+            ])
             .ok_or("neither the bucket's info nor the access token (a SAS URL) names the storage account")?;
             info.azure = Some(AzureBucketInfo {
                 storage_account: account.to_owned(),

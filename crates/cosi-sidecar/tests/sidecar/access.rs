@@ -11,7 +11,7 @@ use cosi_driver::proto::{AzureCredentials, Credentials, GrantedBucket};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
 use serde_json::json;
 
 use crate::common::fake::*;
@@ -282,10 +282,9 @@ async fn invalid_grant_replies_are_failures_and_write_no_secret() {
         let ba = format!("ba-{name}");
         let secret = format!("creds-{name}");
         h.handed_off_access(&ba, "claim-r", &secret, "bc-r").await;
-        let a = h
-            .once::<BucketAccess>(&ba, condition_types::PROVISION_FAILED, "True")
+        let (a, pf) = h
+            .failed::<BucketAccess>(&ba, condition_types::PROVISION_FAILED, "True")
             .await;
-        let pf = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
         assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE, "{name}");
         assert!(pf.message.contains(expected), "{name}: {}", pf.message);
         assert!(
@@ -409,10 +408,7 @@ async fn deleting_an_access_removes_its_secrets_before_revoking() {
 
     h.fake.expect(&[REVOKE]);
     let hold = h.fake.hold(REVOKE);
-    h.accesses()
-        .delete("ba-gone", &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete_access("ba-gone").await;
     hold.entered.notified().await;
     assert!(
         h.secret("creds-1").await.is_none(),
@@ -424,12 +420,7 @@ async fn deleting_an_access_removes_its_secrets_before_revoking() {
     );
     h.fake.release(REVOKE);
 
-    let a = h
-        .when::<BucketAccess>("ba-gone", "sidecar-cleanup-finished", |a| {
-            a.annotations()
-                .contains_key(annotations::SIDECAR_CLEANUP_FINISHED)
-        })
-        .await;
+    let a = h.access_cleaned_up("ba-gone").await;
     assert!(
         a.finalizers().contains(&PROTECTION_FINALIZER.to_owned()),
         "the controller removes it"
@@ -441,14 +432,8 @@ async fn deleting_an_access_removes_its_secrets_before_revoking() {
     assert!(h.fake.lock().accounts.is_empty());
 
     // The controller finishes; nothing more is asked of the driver.
-    h.accesses()
-        .patch(
-            "ba-gone",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    h.merge::<BucketAccess>("ba-gone", json!({"metadata": {"finalizers": null}}))
+        .await;
     h.gone::<BucketAccess>("ba-gone").await;
     assert_eq!(h.fake.calls_of(REVOKE).len(), 1);
     h.fake.assert_no_unexpected_calls();
@@ -465,10 +450,9 @@ async fn a_refused_grant_fails_once_and_is_not_retried() {
     h.provision_bucket("bc-oor").await;
     h.handed_off_access("ba-oor", "claim-oor", "creds-oor", "bc-oor")
         .await;
-    let a = h
-        .once::<BucketAccess>("ba-oor", condition_types::PROVISIONED, "False")
+    let (_, pf) = h
+        .failed::<BucketAccess>("ba-oor", condition_types::PROVISIONED, "False")
         .await;
-    let pf = condition(a.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(
         (pf.status.as_str(), pf.reason.as_str()),
         ("True", reasons::PROVISION_REFUSED)

@@ -69,11 +69,10 @@ async fn a_static_bucket_is_imported_and_not_found_is_retried_with_backoff() {
 
     h.create_bucket(&static_bucket("legacy", "legacy-bucket"))
         .await;
-    let b = h
-        .once::<Bucket>("legacy", condition_types::PROVISION_FAILED, "True")
+    let (b, pf) = h
+        .failed::<Bucket>("legacy", condition_types::PROVISION_FAILED, "True")
         .await;
     assert!(b.finalizers().contains(&PROTECTION_FINALIZER.to_owned()));
-    let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(pf.reason, reasons::PROVISION_RETRYING);
     assert_contains(&pf.message, "NotFound");
     assert!(has(b.conditions(), condition_types::PROVISIONED, "Unknown"));
@@ -214,10 +213,9 @@ async fn a_refusal_sets_failed_conditions_once_and_waits_for_the_bucket_to_chang
     let sidecar = h.start_sidecar();
     h.create_bucket(&dynamic_bucket("bc-refused")).await;
 
-    let b = h
-        .once::<Bucket>("bc-refused", condition_types::PROVISIONED, "False")
+    let (b, pf) = h
+        .failed::<Bucket>("bc-refused", condition_types::PROVISIONED, "False")
         .await;
-    let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(
         (pf.status.as_str(), pf.reason.as_str()),
         ("True", reasons::PROVISION_REFUSED)
@@ -246,14 +244,8 @@ async fn a_refusal_sets_failed_conditions_once_and_waits_for_the_bucket_to_chang
 
     // Changing the Bucket (its only mutable field) retries.
     h.fake.heal(CREATE_BUCKET);
-    h.buckets()
-        .patch(
-            "bc-refused",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"deletionPolicy": "Retain"}})),
-        )
-        .await
-        .unwrap();
+    h.merge::<Bucket>("bc-refused", json!({"spec": {"deletionPolicy": "Retain"}}))
+        .await;
     h.provisioned_bucket("bc-refused").await;
     assert!(sidecar.metrics().contains(
         r#"cosi_sidecar_operation_errors_total{driver_name="fake.cosi.example.com",method_name="DriverCreateBucket"} 1"#
@@ -294,10 +286,9 @@ async fn an_incomplete_create_reply_is_a_provisioning_failure() {
     });
     let _sidecar = h.start_sidecar();
     h.create_bucket(&dynamic_bucket("bc-bad")).await;
-    let b = h
-        .once::<Bucket>("bc-bad", condition_types::PROVISION_FAILED, "True")
+    let (b, pf) = h
+        .failed::<Bucket>("bc-bad", condition_types::PROVISION_FAILED, "True")
         .await;
-    let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE);
     assert_contains(&pf.message, "lacks the requested protocol(s) S3");
     let status = b.status.clone().unwrap();
@@ -313,10 +304,9 @@ async fn a_generated_id_beyond_the_driver_api_limit_is_invalid_and_never_persist
     // The fake answers `id-<name>`: 131 bytes for this name.
     let name = format!("bc-{}", "a".repeat(125));
     h.create_bucket(&dynamic_bucket(&name)).await;
-    let b = h
-        .once::<Bucket>(&name, condition_types::PROVISION_FAILED, "True")
+    let (b, pf) = h
+        .failed::<Bucket>(&name, condition_types::PROVISION_FAILED, "True")
         .await;
-    let pf = condition(b.conditions(), condition_types::PROVISION_FAILED).unwrap();
     assert_eq!(pf.reason, reasons::INVALID_DRIVER_RESPONSE);
     assert!(
         pf.message

@@ -86,12 +86,7 @@ async fn readiness_follows_the_driver_and_work_resumes_after_it_restarts() {
     sidecar.ready().await;
 
     h.stop_driver().await;
-    let r = sidecar.readiness.clone();
-    let reason = eventually("readiness to report the driver", || {
-        let r = r.clone();
-        async move { r.get().err() }
-    })
-    .await;
+    let reason = unready(&sidecar.readiness, "").await;
     assert!(reason.contains("driver at unix://"), "{reason}");
 
     h.restart_driver().await;
@@ -161,12 +156,7 @@ async fn a_sidecar_stopped_before_its_first_list_stops_promptly() {
             .resource("buckets"),
     );
     let sidecar = h.start_sidecar();
-    let r = sidecar.readiness.clone();
-    let reason = eventually("the Bucket watch to fail", || {
-        let r = r.clone();
-        async move { r.get().err().filter(|e| e.contains("cannot watch buckets")) }
-    })
-    .await;
+    let reason = unready(&sidecar.readiness, "cannot watch buckets").await;
     assert!(reason.contains("cannot watch buckets"), "{reason}");
     // Within Sidecar::stop's bound, not never.
     sidecar

@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use base64::Engine as _;
-use kube::ResourceExt;
 
 use crate::common::fake::*;
 use crate::common::*;
@@ -143,21 +142,10 @@ async fn no_credential_appears_in_any_log_line() {
     h.fake.lock().version = 7;
     h.force_delete_secret("creds-log").await;
     let (_, key7) = FakeDriver::credentials(7);
-    eventually("the refreshed Secret", || async {
-        h.secret("creds-log")
-            .await
-            .filter(|s| secret_string(s, "AWS_SECRET_ACCESS_KEY").as_deref() == Some(key7.as_str()))
-    })
-    .await;
-    h.accesses()
-        .delete("ba-log", &Default::default())
-        .await
-        .unwrap();
-    h.when::<BucketAccess>("ba-log", "cleaned up", |a| {
-        a.annotations()
-            .contains_key(cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED)
-    })
-    .await;
+    h.secret_holding("creds-log", "AWS_SECRET_ACCESS_KEY", &key7)
+        .await;
+    h.delete_access("ba-log").await;
+    h.access_cleaned_up("ba-log").await;
 
     let logs = logs::captured();
     assert!(logs.contains("access granted"), "the capture works");

@@ -6,14 +6,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cosi_api::constants::annotations;
 use cosi_driver::DriverClient;
 use cosi_runtime::leader::{LeaderElection, run_as_leader};
 use cosi_runtime::metrics::SidecarMetrics;
 use cosi_runtime::{Readiness, Shutdown};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::ResourceExt;
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use kube_sim::KubeSim;
 use serde_json::Value;
 use tokio::sync::Mutex;
@@ -145,15 +143,8 @@ async fn the_deploy_cluster_role_is_enough_for_every_sidecar_step() {
     assert!(h.secret("creds-rbac").await.is_some());
     h.event_seen(NS, "ba-rbac", "AccessGranted").await;
 
-    h.accesses()
-        .delete("ba-rbac", &DeleteParams::default())
-        .await
-        .unwrap();
-    h.when::<BucketAccess>("ba-rbac", "cleaned up", |a| {
-        a.annotations()
-            .contains_key(annotations::SIDECAR_CLEANUP_FINISHED)
-    })
-    .await;
+    h.delete_access("ba-rbac").await;
+    h.access_cleaned_up("ba-rbac").await;
     assert!(h.secret("creds-rbac").await.is_none());
     h.claim_deleted("bc-rbac", true).await;
     h.bucket_gone("bc-rbac").await;
@@ -196,12 +187,7 @@ async fn a_missing_status_permission_is_reported_by_verb_and_resource() {
     let sidecar = start_elected(&h, client);
     h.create_bucket(&dynamic_bucket("bc-denied")).await;
 
-    let r = sidecar.readiness.clone();
-    let reason = eventually("readiness to name the missing permission", || {
-        let r = r.clone();
-        async move { r.get().err().filter(|e| e.contains("permission denied")) }
-    })
-    .await;
+    let reason = unready(&sidecar.readiness, "permission denied").await;
     assert!(
         reason.contains("cannot patch buckets/status bc-denied"),
         "{reason}"
@@ -233,12 +219,7 @@ async fn a_missing_list_permission_is_reported_on_readiness() {
     })
     .await;
     let sidecar = start_elected(&h, client);
-    let r = sidecar.readiness.clone();
-    let reason = eventually("readiness to name the failing watch", || {
-        let r = r.clone();
-        async move { r.get().err().filter(|e| e.contains("list/watch")) }
-    })
-    .await;
+    let reason = unready(&sidecar.readiness, "list/watch").await;
     assert!(reason.contains("cannot list/watch buckets"), "{reason}");
     assert!(logs::captured().contains("cannot list/watch buckets"));
     sidecar.task.abort();

@@ -8,12 +8,10 @@
 
 use std::collections::BTreeSet;
 
-use cosi_api::constants::{annotations as cosi_annotations, condition_types};
+use cosi_api::constants::condition_types;
 use cosi_api::reasons;
 use cosi_api::rotation::{CONDITION, RotationState, annotations};
 use cosi_driver::Status as GrpcStatus;
-use kube::ResourceExt as _;
-use kube::api::{DeleteParams, Patch, PatchParams};
 use kube_sim::FaultRule;
 use serde_json::json;
 
@@ -51,14 +49,8 @@ async fn annotate(h: &Harness, pairs: &[(&str, &str)]) {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), json!(v)))
         .collect();
-    h.accesses()
-        .patch(
-            "ba-rot",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": map}})),
-        )
-        .await
-        .expect("annotate BucketAccess");
+    h.merge::<BucketAccess>("ba-rot", json!({"metadata": {"annotations": map}}))
+        .await;
 }
 
 /// Asks for a rotation; the driver hands out the next credentials.
@@ -259,16 +251,9 @@ async fn deleting_an_access_in_the_middle_of_a_rotation_revokes_both_accounts() 
         (h.fake.lock().accounts == both).then_some(())
     })
     .await;
-    h.accesses()
-        .delete("ba-rot", &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete_access("ba-rot").await;
     let _second_sidecar = h.start_sidecar();
-    h.when::<BucketAccess>("ba-rot", "sidecar-cleanup-finished", |a| {
-        a.annotations()
-            .contains_key(cosi_annotations::SIDECAR_CLEANUP_FINISHED)
-    })
-    .await;
+    h.access_cleaned_up("ba-rot").await;
     assert!(h.fake.lock().accounts.is_empty(), "both accounts revoked");
     let revoked: BTreeSet<String> = h.fake.calls_of(REVOKE).into_iter().map(|c| c.key).collect();
     assert_eq!(revoked, BTreeSet::from([first, second]));
@@ -291,12 +276,8 @@ async fn a_secret_lost_after_a_rotation_is_repaired_with_the_live_account() {
     // Gone for good: its protection finalizer forced off.
     h.force_delete_secret("creds-rot").await;
     let (key3, _) = FakeDriver::credentials(3);
-    eventually("the Secret to be written again", || async {
-        h.secret("creds-rot")
-            .await
-            .filter(|s| secret_string(s, "AWS_ACCESS_KEY_ID").as_deref() == Some(key3.as_str()))
-    })
-    .await;
+    h.secret_holding("creds-rot", "AWS_ACCESS_KEY_ID", &key3)
+        .await;
     let grants = h.fake.calls_of(GRANT);
     assert!(grants.len() > grants_before);
     assert!(

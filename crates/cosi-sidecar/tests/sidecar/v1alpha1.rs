@@ -10,7 +10,6 @@ use cosi_driver::testing::TestServer;
 use cosi_sidecar::v1alpha1::Options;
 use cosi_sidecar::{DriverApi, Error};
 use kube::ResourceExt;
-use kube::api::DeleteParams;
 
 use crate::common::replay::*;
 use crate::common::*;
@@ -33,6 +32,15 @@ impl V1 {
             driver,
             _served: served,
         }
+    }
+
+    /// A driver of `shape` whose backend `setup` prepares, with a sidecar
+    /// started for S3 (IDs not taken for names).
+    async fn serving(shape: Shape, setup: impl FnOnce(&mut Backend)) -> (Self, Sidecar) {
+        let v = Self::new(shape).await;
+        setup(&mut v.driver.lock());
+        let sidecar = v.start(options(Protocol::S3, false));
+        (v, sidecar)
     }
 
     /// Creates the dynamic Bucket `name` and waits until its condition
@@ -169,8 +177,7 @@ async fn azure_replies_with_long_ids_become_azure_secrets() {
 
 #[tokio::test]
 async fn a_reply_without_an_endpoint_is_an_invalid_driver_response() {
-    let v = V1::new(Shape::Sample).await;
-    let _sidecar = v.start(options(Protocol::S3, false));
+    let (v, _sidecar) = V1::serving(Shape::Sample, |_| {}).await;
     let b = v.h.provision_bucket("bc-s").await;
     assert_eq!(
         b.status
@@ -197,8 +204,7 @@ async fn a_reply_without_an_endpoint_is_an_invalid_driver_response() {
 
 #[tokio::test]
 async fn what_v1alpha1_cannot_grant_is_refused_before_any_rpc() {
-    let v = V1::new(Shape::Linode).await;
-    let _sidecar = v.start(options(Protocol::S3, false));
+    let (v, _sidecar) = V1::serving(Shape::Linode, |_| {}).await;
     v.h.provision_bucket("bc-a").await;
     v.h.provision_bucket("bc-b").await;
 
@@ -241,8 +247,7 @@ async fn what_v1alpha1_cannot_grant_is_refused_before_any_rpc() {
 
 #[tokio::test]
 async fn static_buckets_are_taken_unverified() {
-    let v = V1::new(Shape::Linode).await;
-    let _sidecar = v.start(options(Protocol::S3, false));
+    let (v, _sidecar) = V1::serving(Shape::Linode, |_| {}).await;
     v.h.create_bucket(&static_bucket("bc-legacy", "legacy-bucket"))
         .await;
     let b = v.h.provisioned_bucket("bc-legacy").await;
@@ -297,9 +302,10 @@ async fn ceph_style_already_exists_is_recovered_when_ids_are_names() {
 
 #[tokio::test]
 async fn ceph_style_already_exists_names_the_flag_otherwise() {
-    let v = V1::new(Shape::Ceph).await;
-    v.driver.lock().buckets.insert("bc-c".into(), "bc-c".into());
-    let _sidecar = v.start(options(Protocol::S3, false));
+    let (v, _sidecar) = V1::serving(Shape::Ceph, |b| {
+        b.buckets.insert("bc-c".into(), "bc-c".into());
+    })
+    .await;
     let (_, c) = v
         .failed_bucket(
             "bc-c",
@@ -332,32 +338,19 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
         v.h.handed_off_access("ba-lost", "claim-bc-kept", "lost", "bc-kept")
             .await;
     // The sidecar marked the grant as started before the call.
-    v.h.accesses()
-        .patch(
-            "ba-lost",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(serde_json::json!({"metadata": {"annotations": {
-                cosi_api::constants::annotations::SIDECAR_GRANT_STARTED: "true"
-            }}})),
-        )
-        .await
-        .unwrap();
+    let started = serde_json::json!({"metadata": {"annotations": {
+        cosi_api::constants::annotations::SIDECAR_GRANT_STARTED: "true"
+    }}});
+    v.h.merge::<BucketAccess>("ba-lost", started).await;
     let account = format!("ba-{}", uid(&a));
     let bucket_id = v.driver.bucket_id("bc-kept");
     v.driver
         .lock()
         .accounts
         .insert(account.clone(), ("4321".into(), bucket_id, 1));
-    v.h.accesses()
-        .delete("ba-lost", &DeleteParams::default())
-        .await
-        .unwrap();
+    v.h.delete_access("ba-lost").await;
     let _sidecar = v.start(options(Protocol::S3, false));
-    v.h.when::<BucketAccess>("ba-lost", "cleanup finished", |a| {
-        a.annotations()
-            .contains_key(cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED)
-    })
-    .await;
+    v.h.access_cleaned_up("ba-lost").await;
     assert!(v.driver.lock().accounts.is_empty(), "the account leaked");
     let calls = v.driver.lock().calls.clone();
     let revoke = calls
@@ -373,14 +366,7 @@ async fn a_driver_of_another_package_is_named_at_start() {
     h.stop_driver().await;
     let _served = serve_other_package(&h.endpoint);
     let sidecar = h.start_sidecar();
-    let reason = eventually("readiness to name the package", || async {
-        sidecar
-            .readiness
-            .get()
-            .err()
-            .filter(|r| r.contains("sigs.k8s.io.cosi.v1alpha2"))
-    })
-    .await;
+    let reason = unready(&sidecar.readiness, "sigs.k8s.io.cosi.v1alpha2").await;
     assert!(reason.contains("cosi-rs does not support"), "{reason}");
     assert!(
         reason.contains("cosi.v1alpha2.Identity nor on cosi.v1alpha1.Identity"),
@@ -395,14 +381,7 @@ async fn a_pinned_api_the_driver_lacks_names_the_one_it_has() {
     let sidecar = v.h.start_sidecar_with(v.h.sidecar_client(), |c| {
         c.driver_api = Some(DriverApi::V1alpha2);
     });
-    let reason = eventually("readiness to name the served API", || async {
-        sidecar
-            .readiness
-            .get()
-            .err()
-            .filter(|r| r.contains("it serves cosi.v1alpha1"))
-    })
-    .await;
+    let reason = unready(&sidecar.readiness, "it serves cosi.v1alpha1").await;
     assert!(reason.contains("--driver-api auto"), "{reason}");
 }
 
@@ -439,21 +418,16 @@ fn base64_like_id(len: usize) -> String {
 
 #[tokio::test]
 async fn an_id_as_long_as_the_crds_allow_and_of_any_characters_is_persisted() {
-    let v = V1::new(Shape::Sample).await;
     let id = base64_like_id(cosi_api::constants::limits::MAX_ID_LENGTH);
-    v.driver.lock().bucket_id = Some(id.clone());
-    let _sidecar = v.start(options(Protocol::S3, false));
+    let (v, _sidecar) = V1::serving(Shape::Sample, |b| b.bucket_id = Some(id.clone())).await;
     let b = v.h.provision_bucket("bc-long").await;
     assert_eq!(b.status.unwrap().bucket_id, id);
 }
 
 #[tokio::test]
 async fn an_id_longer_than_the_crds_allow_is_an_invalid_driver_response_never_persisted() {
-    let v = V1::new(Shape::Sample).await;
-    v.driver.lock().bucket_id = Some(base64_like_id(
-        cosi_api::constants::limits::MAX_ID_LENGTH + 1,
-    ));
-    let _sidecar = v.start(options(Protocol::S3, false));
+    let too_long = base64_like_id(cosi_api::constants::limits::MAX_ID_LENGTH + 1);
+    let (v, _sidecar) = V1::serving(Shape::Sample, |b| b.bucket_id = Some(too_long)).await;
     let (b, failed) = v
         .failed_bucket(
             "bc-too-long",
@@ -477,9 +451,7 @@ async fn an_id_longer_than_the_crds_allow_is_an_invalid_driver_response_never_pe
 
 #[tokio::test]
 async fn a_create_reply_naming_another_protocol_is_invalid_and_its_id_kept_for_deletion() {
-    let v = V1::new(Shape::Linode).await;
-    v.driver.lock().azure_info = true;
-    let _sidecar = v.start(options(Protocol::S3, false));
+    let (v, _sidecar) = V1::serving(Shape::Linode, |b| b.azure_info = true).await;
     let (b, c) = v
         .failed_bucket(
             "bc-az",

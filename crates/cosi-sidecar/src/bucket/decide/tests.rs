@@ -1,36 +1,21 @@
 use super::*;
 use cosi_api::Protocol;
-use cosi_api::{BucketClaimReference, BucketSpec, BucketStatus, Condition};
+use cosi_api::{BucketClaimReference, BucketStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-fn driver() -> DriverInfo {
-    DriverInfo {
-        name: "d.example.com".into(),
-        protocols: vec![Protocol::S3],
-        api: crate::driver::DriverApi::V1alpha2,
-    }
-}
+use crate::test_support::{self, cond, driver};
 
 struct B(Bucket);
 
 impl B {
     fn dynamic() -> Self {
-        let mut b = Bucket::new(
-            "bc-1",
-            BucketSpec {
-                driver_name: "d.example.com".into(),
-                deletion_policy: DeletionPolicy::Delete,
-                protocols: vec![Protocol::S3],
-                parameters: Default::default(),
-                bucket_claim_ref: BucketClaimReference {
-                    name: "c".into(),
-                    namespace: "ns".into(),
-                    uid: "1".into(),
-                },
-                existing_bucket_id: String::new(),
-            },
-        );
+        let mut b = test_support::bucket(vec![Protocol::S3]);
+        b.spec.bucket_claim_ref = BucketClaimReference {
+            name: "c".into(),
+            namespace: "ns".into(),
+            uid: "1".into(),
+        };
         b.metadata.generation = Some(1);
         Self(b)
     }
@@ -50,14 +35,7 @@ impl B {
             .status
             .get_or_insert_with(BucketStatus::default)
             .conditions
-            .push(Condition {
-                type_: type_.into(),
-                status: status.into(),
-                reason: reason.into(),
-                message: String::new(),
-                observed_generation: Some(generation),
-                last_transition_time: Time(Timestamp::UNIX_EPOCH),
-            });
+            .push(cond(type_, status, reason, generation));
         self
     }
     fn provisioned(self) -> Self {

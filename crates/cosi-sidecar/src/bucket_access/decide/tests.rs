@@ -1,51 +1,20 @@
 use super::*;
 use crate::bucket_access::requests::service_account;
 use cosi_api::{
-    AccessedBucket, BucketAccessMode, BucketAccessModes, BucketAccessSpec, BucketAccessStatus,
-    BucketClaimReference, BucketSpec, BucketStatus, Condition, DeletionPolicy, Protocol,
+    AccessedBucket, BucketAccessMode, BucketAccessModes, BucketAccessStatus, BucketStatus,
+    Condition, Protocol,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use std::sync::Arc;
 
-fn driver() -> DriverInfo {
-    DriverInfo {
-        name: "d.example.com".into(),
-        protocols: vec![Protocol::S3],
-        api: crate::driver::DriverApi::V1alpha2,
-    }
-}
-
-fn cond(type_: &str, status: &str, reason: &str, generation: i64) -> Condition {
-    Condition {
-        type_: type_.into(),
-        status: status.into(),
-        reason: reason.into(),
-        message: String::new(),
-        observed_generation: Some(generation),
-        last_transition_time: Time(Timestamp::UNIX_EPOCH),
-    }
-}
+use crate::test_support::{self, cond, driver};
 
 struct A(BucketAccess);
 
 impl A {
     fn new() -> Self {
-        let mut a = BucketAccess::new(
-            "ba1",
-            BucketAccessSpec {
-                bucket_claims: vec![BucketAccessClaim {
-                    bucket_claim_name: "c1".into(),
-                    access_secret_name: "s1".into(),
-                    access_modes: BucketAccessModes::objects(BucketAccessMode::ReadWrite),
-                }],
-                bucket_access_class_name: "class".into(),
-                protocol: Protocol::S3,
-                service_account_name: String::new(),
-            },
-        );
-        a.metadata.namespace = Some("ns".into());
-        a.metadata.uid = Some("u1".into());
+        let mut a = test_support::access("ns", "u1", "c1", "s1");
         a.metadata.generation = Some(1);
         Self(a)
     }
@@ -81,17 +50,7 @@ impl A {
 }
 
 fn bucket(provisioned: bool) -> Bucket {
-    let mut b = Bucket::new(
-        "bc-1",
-        BucketSpec {
-            driver_name: "d.example.com".into(),
-            deletion_policy: DeletionPolicy::Delete,
-            protocols: vec![],
-            parameters: Default::default(),
-            bucket_claim_ref: BucketClaimReference::default(),
-            existing_bucket_id: String::new(),
-        },
-    );
+    let mut b = test_support::bucket(vec![]);
     if provisioned {
         b.status = Some(BucketStatus {
             conditions: vec![cond(condition_types::PROVISIONED, "True", "Provisioned", 1)],

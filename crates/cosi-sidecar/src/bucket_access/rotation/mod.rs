@@ -66,6 +66,7 @@ use crate::error::{ApiContext, Failure};
 use crate::outcome::api_failure;
 use crate::reply::grant_reply;
 use crate::secret;
+use crate::worker::ObjectWorker;
 
 /// Rotation steps one reconcile may take.
 const MAX_STEPS: usize = 5;
@@ -370,14 +371,12 @@ impl Worker<'_> {
         tracing::info!(access = %self.key, %account_id, %replaced, "credentials rotated");
         self.set_condition(Status::True, reasons::ROTATED, &message)
             .await;
-        self.ctx
-            .note(
-                &self.access.object_ref(&()),
-                reasons::CREDENTIALS_ROTATED,
-                actions::ROTATE_CREDENTIALS,
-                message,
-            )
-            .await;
+        self.note(
+            reasons::CREDENTIALS_ROTATED,
+            actions::ROTATE_CREDENTIALS,
+            message,
+        )
+        .await;
         Ok(None)
     }
 
@@ -426,17 +425,16 @@ impl Worker<'_> {
         self.write_rotation(&revoked(&state), None).await?;
         self.ctx.gates.succeeded(&self.rotation_key());
         tracing::info!(access = %self.key, account_id = %previous.id, "rotation: replaced account revoked");
-        self.ctx
-            .note(
-                &self.access.object_ref(&()),
-                reasons::OLD_CREDENTIALS_REVOKED,
-                actions::ROTATE_CREDENTIALS,
-                format!(
-                    "the account replaced by the last rotation ({}) was revoked after its grace period; its credentials no longer work",
-                    previous.id
-                ),
-            )
-            .await;
+        let message = format!(
+            "the account replaced by the last rotation ({}) was revoked after its grace period; its credentials no longer work",
+            previous.id
+        );
+        self.note(
+            reasons::OLD_CREDENTIALS_REVOKED,
+            actions::ROTATE_CREDENTIALS,
+            message,
+        )
+        .await;
         Ok(None)
     }
 
@@ -524,14 +522,12 @@ impl Worker<'_> {
             .await;
         if changed {
             tracing::warn!(access = %self.key, "{message}");
-            self.ctx
-                .warn(
-                    &self.access.object_ref(&()),
-                    reasons::ROTATION_FAILED,
-                    actions::ROTATE_CREDENTIALS,
-                    message,
-                )
-                .await;
+            self.warn(
+                reasons::ROTATION_FAILED,
+                actions::ROTATE_CREDENTIALS,
+                message,
+            )
+            .await;
         }
     }
 

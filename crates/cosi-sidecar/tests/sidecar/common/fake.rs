@@ -46,9 +46,14 @@ pub struct Hold {
     gate: Semaphore,
 }
 
-type GrantMutator = Arc<dyn Fn(&mut DriverGrantBucketAccessResponse) + Send + Sync>;
+/// Changes a reply before it is sent.
+type Mutator<R> = Arc<dyn Fn(&mut R) + Send + Sync>;
+type GrantMutator = Mutator<DriverGrantBucketAccessResponse>;
 type AccountNamer = Arc<dyn Fn(&str) -> String + Send + Sync>;
-type CreateMutator = Arc<dyn Fn(&mut DriverCreateBucketResponse) + Send + Sync>;
+type CreateMutator = Mutator<DriverCreateBucketResponse>;
+/// A backend set of IDs, its list of creations, and the mutator of the
+/// reply that creates in it.
+type Backend<'s, M> = (&'s mut BTreeSet<String>, &'s mut Vec<String>, &'s Option<M>);
 
 pub struct State {
     pub name: String,
@@ -263,6 +268,36 @@ impl FakeDriver {
         Ok(())
     }
 
+    /// Takes the request of a call that [`Self::enter`] lets proceed;
+    /// `key` picks its idempotency key.
+    async fn accept<T: std::fmt::Debug>(
+        &self,
+        method: &'static str,
+        request: Request<T>,
+        key: fn(&T) -> &str,
+    ) -> Result<T, Status> {
+        let r = request.into_inner();
+        self.enter(method, key(&r), &r).await?;
+        Ok(r)
+    }
+
+    /// Records `id` in a backend set and, when it is new there, in its
+    /// list of creations (both picked by `backend`, with the reply's
+    /// mutator); returns the version and that mutator.
+    fn create<M: Clone>(
+        &self,
+        id: &str,
+        backend: fn(&mut State) -> Backend<'_, M>,
+    ) -> (u32, Option<M>) {
+        let mut s = self.lock();
+        let version = s.version;
+        let (live, created, mutator) = backend(&mut s);
+        if live.insert(id.to_owned()) {
+            created.push(id.to_owned());
+        }
+        (version, mutator.clone())
+    }
+
     fn s3_info(&self, id: &str, version: u32) -> ProtocolBucketInfo {
         ProtocolBucketInfo {
             s3: Some(S3BucketInfo {
@@ -302,14 +337,23 @@ impl cosi_driver::Identity for FakeDriver {
     }
 }
 
+/// Answers `reply` as changed by `mutator`, if any.
+fn mutated<R>(mut reply: R, mutator: Option<Mutator<R>>) -> Response<R> {
+    if let Some(m) = mutator {
+        m(&mut reply);
+    }
+    Response::new(reply)
+}
+
 #[tonic::async_trait]
 impl cosi_driver::Provisioner for FakeDriver {
     async fn driver_generate_bucket_id(
         &self,
         request: Request<DriverGenerateBucketIdRequest>,
     ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
-        let r = request.into_inner();
-        self.enter(GENERATE_BUCKET_ID, &r.name, &r).await?;
+        let r = self
+            .accept(GENERATE_BUCKET_ID, request, |r| &r.name)
+            .await?;
         Ok(Response::new(DriverGenerateBucketIdResponse {
             bucket_id: format!("id-{}", r.name),
         }))
@@ -319,30 +363,23 @@ impl cosi_driver::Provisioner for FakeDriver {
         &self,
         request: Request<DriverCreateBucketRequest>,
     ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        let r = request.into_inner();
-        self.enter(CREATE_BUCKET, &r.bucket_id, &r).await?;
-        let (version, mutator) = {
-            let mut s = self.lock();
-            if s.buckets.insert(r.bucket_id.clone()) {
-                s.created.push(r.bucket_id.clone());
-            }
-            (s.version, s.create_mutator.clone())
-        };
-        let mut reply = DriverCreateBucketResponse {
+        let r = self
+            .accept(CREATE_BUCKET, request, |r| &r.bucket_id)
+            .await?;
+        let (version, mutator) = self.create(&r.bucket_id, |s| {
+            (&mut s.buckets, &mut s.created, &s.create_mutator)
+        });
+        let reply = DriverCreateBucketResponse {
             protocols: Some(self.s3_info(&r.bucket_id, version)),
         };
-        if let Some(m) = mutator {
-            m(&mut reply);
-        }
-        Ok(Response::new(reply))
+        Ok(mutated(reply, mutator))
     }
 
     async fn driver_get_bucket(
         &self,
         request: Request<DriverGetBucketRequest>,
     ) -> Result<Response<DriverGetBucketResponse>, Status> {
-        let r = request.into_inner();
-        self.enter(GET_BUCKET, &r.bucket_id, &r).await?;
+        let r = self.accept(GET_BUCKET, request, |r| &r.bucket_id).await?;
         let (exists, version) = {
             let s = self.lock();
             (s.existing.contains(&r.bucket_id), s.version)
@@ -362,8 +399,9 @@ impl cosi_driver::Provisioner for FakeDriver {
         &self,
         request: Request<DriverDeleteBucketRequest>,
     ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
-        let r = request.into_inner();
-        self.enter(DELETE_BUCKET, &r.bucket_id, &r).await?;
+        let r = self
+            .accept(DELETE_BUCKET, request, |r| &r.bucket_id)
+            .await?;
         self.lock().buckets.remove(&r.bucket_id);
         Ok(Response::new(DriverDeleteBucketResponse {}))
     }
@@ -372,8 +410,9 @@ impl cosi_driver::Provisioner for FakeDriver {
         &self,
         request: Request<DriverGenerateBucketAccessIdRequest>,
     ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
-        let r = request.into_inner();
-        self.enter(GENERATE_ACCESS_ID, &r.account_name, &r).await?;
+        let r = self
+            .accept(GENERATE_ACCESS_ID, request, |r| &r.account_name)
+            .await?;
         let namer = self.lock().account_namer.clone();
         let account_id = match namer {
             Some(f) => f(&r.account_name),
@@ -388,17 +427,12 @@ impl cosi_driver::Provisioner for FakeDriver {
         &self,
         request: Request<DriverGrantBucketAccessRequest>,
     ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
-        let r = request.into_inner();
-        self.enter(GRANT, &r.account_id, &r).await?;
-        let (version, mutator) = {
-            let mut s = self.lock();
-            if s.accounts.insert(r.account_id.clone()) {
-                s.accounts_created.push(r.account_id.clone());
-            }
-            (s.version, s.grant_mutator.clone())
-        };
+        let r = self.accept(GRANT, request, |r| &r.account_id).await?;
+        let (version, mutator) = self.create(&r.account_id, |s| {
+            (&mut s.accounts, &mut s.accounts_created, &s.grant_mutator)
+        });
         let (id, key) = Self::credentials(version);
-        let mut reply = DriverGrantBucketAccessResponse {
+        let reply = DriverGrantBucketAccessResponse {
             buckets: r
                 .buckets
                 .iter()
@@ -425,18 +459,14 @@ impl cosi_driver::Provisioner for FakeDriver {
                 }
             }),
         };
-        if let Some(m) = mutator {
-            m(&mut reply);
-        }
-        Ok(Response::new(reply))
+        Ok(mutated(reply, mutator))
     }
 
     async fn driver_revoke_bucket_access(
         &self,
         request: Request<DriverRevokeBucketAccessRequest>,
     ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
-        let r = request.into_inner();
-        self.enter(REVOKE, &r.account_id, &r).await?;
+        let r = self.accept(REVOKE, request, |r| &r.account_id).await?;
         self.lock().accounts.remove(&r.account_id);
         Ok(Response::new(DriverRevokeBucketAccessResponse {}))
     }

@@ -15,6 +15,7 @@ use std::time::Duration;
 use cosi_api::conditions::{Desired, Status, set_all};
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
 use cosi_api::reasons;
+use cosi_api::testing::HasConditions;
 use cosi_api::{
     AccessedBucket, AuthenticationType, BucketAccessClaim, BucketAccessMode, BucketAccessModes,
     BucketAccessSpec, BucketAccessStatus, BucketClaimReference, BucketSpec, Condition,
@@ -209,13 +210,9 @@ impl Sidecar {
     }
 
     /// Graceful shutdown; returns what `run` returned.
-    pub async fn stop(mut self) -> Result<(), cosi_sidecar::Error> {
+    pub async fn stop(self) -> Result<(), cosi_sidecar::Error> {
         self.shutdown.trigger();
-        let task = self.task.take().expect("running");
-        tokio::time::timeout(Duration::from_secs(20), task)
-            .await
-            .expect("the sidecar stops within 20 s")
-            .expect("the sidecar task did not panic")
+        self.finished().await
     }
 
     /// Waits for `run` to return by itself.
@@ -249,6 +246,16 @@ impl Drop for Sidecar {
     }
 }
 
+/// Waits until `readiness` fails for a reason that contains `part`, and
+/// returns that reason.
+pub async fn unready(readiness: &Readiness, part: &str) -> String {
+    let what = format!("readiness to fail with {part:?}");
+    eventually(what, || async {
+        readiness.get().err().filter(|e| e.contains(part))
+    })
+    .await
+}
+
 /// Polls `f` every 50 ms until it returns `Some`, for at most 20 s.
 pub async fn eventually<T, F, Fut>(what: impl Display, mut f: F) -> T
 where
@@ -271,13 +278,13 @@ where
 // ---- waiting on objects ----------------------------------------------------
 
 /// A kind of object the harness waits on: Buckets and BucketAccesses.
-pub trait Watched: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug {
+pub trait Watched:
+    kube::Resource + HasConditions + Clone + DeserializeOwned + std::fmt::Debug
+{
     /// The kind, for messages.
     const KIND: &str;
     /// Where the harness finds objects of this kind.
     fn api(h: &Harness) -> Api<Self>;
-    /// The object's status conditions.
-    fn conds(&self) -> &[Condition];
 }
 
 impl Watched for Bucket {
@@ -285,18 +292,12 @@ impl Watched for Bucket {
     fn api(h: &Harness) -> Api<Self> {
         h.buckets()
     }
-    fn conds(&self) -> &[Condition] {
-        self.conditions()
-    }
 }
 
 impl Watched for BucketAccess {
     const KIND: &str = "BucketAccess";
     fn api(h: &Harness) -> Api<Self> {
         h.accesses()
-    }
-    fn conds(&self) -> &[Condition] {
-        self.conditions()
     }
 }
 
@@ -315,6 +316,14 @@ impl Harness {
             .get_opt(name)
             .await
             .unwrap_or_else(|e| panic!("get {}: {e}", K::KIND))
+    }
+
+    /// Merges `patch` into the object `name`.
+    pub async fn merge<K: Watched>(&self, name: &str, patch: serde_json::Value) -> K {
+        K::api(self)
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap_or_else(|e| panic!("merge into {} {name}: {e}", K::KIND))
     }
 
     /// Waits until the object `name` no longer exists.
@@ -336,15 +345,30 @@ impl Harness {
     /// Waits until the object's condition `type_` has `status`.
     pub async fn once<K: Watched>(&self, name: &str, type_: &str, status: &str) -> K {
         let what = format!("{type_}={status}");
-        self.when(name, &what, |o: &K| has(o.conds(), type_, status))
-            .await
+        self.when(name, &what, |o: &K| {
+            has(o.status_conditions(), type_, status)
+        })
+        .await
+    }
+
+    /// Waits until the object's condition `type_` has `status`; returns
+    /// it with its ProvisionFailed condition.
+    pub async fn failed<K: Watched>(
+        &self,
+        name: &str,
+        type_: &str,
+        status: &str,
+    ) -> (K, Condition) {
+        let o: K = self.once(name, type_, status).await;
+        let failed = condition(o.status_conditions(), condition_types::PROVISION_FAILED).cloned();
+        (o, failed.expect("a ProvisionFailed condition"))
     }
 
     /// Waits until the object's condition `type_` has `reason`.
     pub async fn with_reason<K: Watched>(&self, name: &str, type_: &str, reason: &str) -> K {
         let what = format!("{type_} reason {reason}");
         self.when(name, &what, |o: &K| {
-            condition(o.conds(), type_).is_some_and(|c| c.reason == reason)
+            condition(o.status_conditions(), type_).is_some_and(|c| c.reason == reason)
         })
         .await
     }
@@ -443,14 +467,9 @@ impl Harness {
 
     /// The controller's part of claim deletion: annotate, then delete.
     pub async fn claim_deleted(&self, name: &str, delete: bool) {
-        self.buckets()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"annotations": {annotations::BUCKETCLAIM_BEING_DELETED: ""}}})),
-            )
-            .await
-            .expect("annotate Bucket");
+        let annotated =
+            json!({"metadata": {"annotations": {annotations::BUCKETCLAIM_BEING_DELETED: ""}}});
+        self.merge::<Bucket>(name, annotated).await;
         if delete {
             self.buckets()
                 .delete(name, &DeleteParams::default())
@@ -497,6 +516,24 @@ impl Harness {
         self.get(name).await
     }
 
+    /// Deletes the BucketAccess `name`.
+    pub async fn delete_access(&self, name: &str) {
+        self.accesses()
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+
+    /// Waits until the sidecar has finished the cleanup of the deleted
+    /// BucketAccess `name`.
+    pub async fn access_cleaned_up(&self, name: &str) -> BucketAccess {
+        self.when::<BucketAccess>(name, "cleanup finished", |a| {
+            a.annotations()
+                .contains_key(annotations::SIDECAR_CLEANUP_FINISHED)
+        })
+        .await
+    }
+
     /// The controller's hand-off: finalizer, then status with the accessed
     /// Buckets (`(claim, bucket)` pairs), driver, auth, parameters and the
     /// initial conditions.
@@ -506,14 +543,9 @@ impl Harness {
         buckets: &[(&str, &str)],
         auth: AuthenticationType,
     ) -> BucketAccess {
+        let finalized = json!({"metadata": {"finalizers": [PROTECTION_FINALIZER]}});
+        self.merge::<BucketAccess>(name, finalized).await;
         let api = self.accesses();
-        api.patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": [PROTECTION_FINALIZER]}})),
-        )
-        .await
-        .expect("add BucketAccess finalizer");
         let current = api.get(name).await.expect("get BucketAccess");
         let mut conditions = Vec::new();
         set_all(
@@ -609,6 +641,16 @@ impl Harness {
 
     pub async fn secret(&self, name: &str) -> Option<Secret> {
         self.secrets().get_opt(name).await.expect("get Secret")
+    }
+
+    /// Waits until the Secret `name` holds `value` under `key`.
+    pub async fn secret_holding(&self, name: &str, key: &str, value: &str) -> Secret {
+        eventually(format!("Secret {name} to hold its {key}"), || async {
+            self.secret(name)
+                .await
+                .filter(|s| secret_string(s, key).as_deref() == Some(value))
+        })
+        .await
     }
 
     /// Deletes a Secret the way a user who strips COSI's finalizer does:

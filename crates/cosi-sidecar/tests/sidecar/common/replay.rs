@@ -158,6 +158,31 @@ impl ReplayDriver {
         }
     }
 
+    /// Takes a call's request, recording it as `method`, with the backend
+    /// locked.
+    fn record<T: std::fmt::Debug>(
+        &self,
+        method: &'static str,
+        request: Request<T>,
+    ) -> (T, std::sync::MutexGuard<'_, Backend>) {
+        let req = request.into_inner();
+        let mut b = self.lock();
+        b.calls.push((method, format!("{req:?}")));
+        (req, b)
+    }
+
+    /// The reply of a create that answers with the bucket `id`.
+    fn created(
+        &self,
+        id: String,
+        azure_info: bool,
+    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        Ok(Response::new(DriverCreateBucketResponse {
+            bucket_id: id,
+            bucket_info: self.bucket_info(azure_info),
+        }))
+    }
+
     fn credentials_key(&self) -> &'static str {
         if self.shape == Shape::Azure {
             "azure"
@@ -200,9 +225,7 @@ impl Provisioner for ReplayDriver {
         &self,
         request: Request<DriverCreateBucketRequest>,
     ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        let req = request.into_inner();
-        let mut b = self.lock();
-        b.calls.push(("DriverCreateBucket", format!("{req:?}")));
+        let (req, mut b) = self.record("DriverCreateBucket", request);
         if req.name.is_empty() {
             return Err(Status::invalid_argument("name is required"));
         }
@@ -213,20 +236,14 @@ impl Provisioner for ReplayDriver {
                     let id = format!("{id}-again");
                     b.buckets.insert(req.name.clone(), id.clone());
                     b.buckets_made.push(req.name);
-                    Ok(Response::new(DriverCreateBucketResponse {
-                        bucket_id: id,
-                        bucket_info: self.bucket_info(b.azure_info),
-                    }))
+                    self.created(id, b.azure_info)
                 }
                 // The sample driver leaves bucket_info out on a repeat.
                 Shape::Sample => Ok(Response::new(DriverCreateBucketResponse {
                     bucket_id: id,
                     bucket_info: None,
                 })),
-                _ => Ok(Response::new(DriverCreateBucketResponse {
-                    bucket_id: id,
-                    bucket_info: self.bucket_info(b.azure_info),
-                })),
+                _ => self.created(id, b.azure_info),
             };
         }
         let id = b
@@ -235,19 +252,14 @@ impl Provisioner for ReplayDriver {
             .unwrap_or_else(|| self.bucket_id(&req.name));
         b.buckets.insert(req.name.clone(), id.clone());
         b.buckets_made.push(req.name);
-        Ok(Response::new(DriverCreateBucketResponse {
-            bucket_id: id,
-            bucket_info: self.bucket_info(b.azure_info),
-        }))
+        self.created(id, b.azure_info)
     }
 
     async fn driver_delete_bucket(
         &self,
         request: Request<DriverDeleteBucketRequest>,
     ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
-        let req = request.into_inner();
-        let mut b = self.lock();
-        b.calls.push(("DriverDeleteBucket", format!("{req:?}")));
+        let (req, mut b) = self.record("DriverDeleteBucket", request);
         b.buckets.retain(|_, id| *id != req.bucket_id);
         Ok(Response::new(DriverDeleteBucketResponse {}))
     }
@@ -256,10 +268,7 @@ impl Provisioner for ReplayDriver {
         &self,
         request: Request<DriverGrantBucketAccessRequest>,
     ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
-        let req = request.into_inner();
-        let mut b = self.lock();
-        b.calls
-            .push(("DriverGrantBucketAccess", format!("{req:?}")));
+        let (req, mut b) = self.record("DriverGrantBucketAccess", request);
         if !b.buckets.values().any(|id| *id == req.bucket_id) {
             return Err(Status::not_found("bucket not found"));
         }
@@ -292,10 +301,7 @@ impl Provisioner for ReplayDriver {
         &self,
         request: Request<DriverRevokeBucketAccessRequest>,
     ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
-        let req = request.into_inner();
-        let mut b = self.lock();
-        b.calls
-            .push(("DriverRevokeBucketAccess", format!("{req:?}")));
+        let (req, mut b) = self.record("DriverRevokeBucketAccess", request);
         b.accounts.retain(|_, (id, _, _)| *id != req.account_id);
         Ok(Response::new(DriverRevokeBucketAccessResponse {}))
     }

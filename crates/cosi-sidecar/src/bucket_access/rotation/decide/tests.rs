@@ -43,6 +43,16 @@ fn now() -> Timestamp {
     t("2025-01-01T00:00:00Z")
 }
 
+/// The state a first rotation request starts with: the new account is
+/// the second.
+fn first_request() -> RotationState {
+    RotationState {
+        request: "1".into(),
+        serial: 2,
+        ..Default::default()
+    }
+}
+
 fn acct(serial: u32, id: &str) -> Account {
     Account {
         serial,
@@ -68,11 +78,7 @@ fn a_new_request_first_records_the_number_of_the_new_account() {
 
 #[test]
 fn each_step_of_a_rotation_follows_from_the_recorded_state() {
-    let started = RotationState {
-        request: "1".into(),
-        serial: 2,
-        ..Default::default()
-    };
+    let started = first_request();
     let a = with_state("1", &started);
     assert_eq!(
         decide(&a, now(), GRACE),
@@ -109,14 +115,7 @@ fn each_step_of_a_rotation_follows_from_the_recorded_state() {
 #[test]
 fn a_second_request_waits_for_the_replaced_account_to_be_revoked() {
     let live = switched(
-        &with_pending(
-            &RotationState {
-                request: "1".into(),
-                serial: 2,
-                ..Default::default()
-            },
-            "second",
-        ),
+        &with_pending(&first_request(), "second"),
         "first",
         now(),
         GRACE,
@@ -138,11 +137,7 @@ fn a_second_request_waits_for_the_replaced_account_to_be_revoked() {
 
 #[test]
 fn a_request_during_a_rotation_waits_for_it() {
-    let started = RotationState {
-        request: "1".into(),
-        serial: 2,
-        ..Default::default()
-    };
+    let started = first_request();
     let a = with_state("2", &started);
     assert_eq!(decide(&a, now(), GRACE), RotationStep::Generate(started));
 }
@@ -166,14 +161,7 @@ fn invalid_settings_rotate_nothing() {
 
 #[test]
 fn the_access_grace_overrides_the_sidecar_default() {
-    let pending = with_pending(
-        &RotationState {
-            request: "1".into(),
-            serial: 2,
-            ..Default::default()
-        },
-        "second",
-    );
+    let pending = with_pending(&first_request(), "second");
     let a = access(&[
         (annotations::ROTATION_STATE, pending.to_annotation()),
         (annotations::ROTATION_GRACE, "5s".into()),
@@ -189,11 +177,7 @@ fn the_access_grace_overrides_the_sidecar_default() {
 
 #[test]
 fn a_driver_returning_a_known_account_for_a_new_name_is_refused() {
-    let started = RotationState {
-        request: "1".into(),
-        serial: 2,
-        ..Default::default()
-    };
+    let started = first_request();
     let a = with_state("1", &started);
     let e = check_new_id(&a, &started, "first").unwrap_err();
     assert!(e.contains("ba-u1-r2"), "{e}");
@@ -211,11 +195,9 @@ fn a_driver_returning_a_known_account_for_a_new_name_is_refused() {
 #[test]
 fn the_live_account_is_never_revoked() {
     let s = RotationState {
-        request: "1".into(),
-        serial: 2,
         current: Some(acct(2, "second")),
         previous: Some(acct(2, "second")),
-        ..Default::default()
+        ..first_request()
     };
     let a = with_state("1", &s);
     assert!(!safe_to_revoke(&a, &s, "second"));
