@@ -1,6 +1,6 @@
 use super::*;
 use cosi_api::rotation::annotations;
-use cosi_api::{BucketAccessSpec, BucketAccessStatus, Protocol};
+use cosi_api::testing::rotation_access as access;
 
 const GRACE: Duration = Duration::from_secs(60);
 
@@ -8,34 +8,10 @@ fn t(s: &str) -> Timestamp {
     s.parse().unwrap()
 }
 
-fn access(annotations: &[(&str, String)]) -> BucketAccess {
-    let mut a = BucketAccess::new(
-        "ba",
-        BucketAccessSpec {
-            bucket_claims: vec![],
-            bucket_access_class_name: "c".into(),
-            protocol: Protocol::S3,
-            service_account_name: String::new(),
-        },
-    );
-    a.metadata.uid = Some("u1".into());
-    a.metadata.annotations = Some(
-        annotations
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), v.clone()))
-            .collect(),
-    );
-    a.status = Some(BucketAccessStatus {
-        account_id: "first".into(),
-        ..Default::default()
-    });
-    a
-}
-
 fn with_state(request: &str, state: &RotationState) -> BucketAccess {
     access(&[
-        (annotations::ROTATE_CREDENTIALS, request.to_owned()),
-        (annotations::ROTATION_STATE, state.to_annotation()),
+        (annotations::ROTATE_CREDENTIALS, request),
+        (annotations::ROTATION_STATE, &state.to_annotation()),
     ])
 }
 
@@ -67,7 +43,7 @@ fn an_access_that_never_asked_rotates_nothing() {
 
 #[test]
 fn a_new_request_first_records_the_number_of_the_new_account() {
-    let a = access(&[(annotations::ROTATE_CREDENTIALS, "1".into())]);
+    let a = access(&[(annotations::ROTATE_CREDENTIALS, "1")]);
     let RotationStep::Start(state) = decide(&a, now(), GRACE) else {
         panic!("expected a start");
     };
@@ -145,17 +121,17 @@ fn a_request_during_a_rotation_waits_for_it() {
 #[test]
 fn invalid_settings_rotate_nothing() {
     let a = access(&[
-        (annotations::ROTATE_CREDENTIALS, "1".into()),
-        (annotations::ROTATION_GRACE, "one hour".into()),
+        (annotations::ROTATE_CREDENTIALS, "1"),
+        (annotations::ROTATION_GRACE, "one hour"),
     ]);
     let RotationStep::Invalid(m) = decide(&a, now(), GRACE) else {
         panic!("expected invalid");
     };
     assert!(m.contains(annotations::ROTATION_GRACE), "{m}");
-    let a = access(&[(annotations::ROTATION_STATE, "[]".into())]);
+    let a = access(&[(annotations::ROTATION_STATE, "[]")]);
     assert!(matches!(decide(&a, now(), GRACE), RotationStep::Invalid(_)));
     // Without a request, a bad grace is not looked at.
-    let a = access(&[(annotations::ROTATION_GRACE, "one hour".into())]);
+    let a = access(&[(annotations::ROTATION_GRACE, "one hour")]);
     assert_eq!(decide(&a, now(), GRACE), RotationStep::Done(None));
 }
 
@@ -163,8 +139,8 @@ fn invalid_settings_rotate_nothing() {
 fn the_access_grace_overrides_the_sidecar_default() {
     let pending = with_pending(&first_request(), "second");
     let a = access(&[
-        (annotations::ROTATION_STATE, pending.to_annotation()),
-        (annotations::ROTATION_GRACE, "5s".into()),
+        (annotations::ROTATION_STATE, &pending.to_annotation()),
+        (annotations::ROTATION_GRACE, "5s"),
     ]);
     assert_eq!(
         decide(&a, now(), GRACE),
