@@ -110,61 +110,71 @@ pub struct Target {
     pub met: bool,
 }
 
+/// How a measured value must compare with its limit.
+#[derive(Clone, Copy)]
+enum Bound {
+    Below,
+    AtMost,
+    AtLeast,
+    Exactly,
+}
+
+impl Bound {
+    fn sign(self) -> &'static str {
+        match self {
+            Bound::Below => "<",
+            Bound::AtMost => "<=",
+            Bound::AtLeast => ">=",
+            Bound::Exactly => "==",
+        }
+    }
+
+    fn holds(self, value: f64, limit: f64) -> bool {
+        match self {
+            Bound::Below => value < limit,
+            Bound::AtMost => value <= limit,
+            Bound::AtLeast => value >= limit,
+            Bound::Exactly => value == limit,
+        }
+    }
+}
+
 /// Targets for a 2-core machine (pair counts below 1,000 and object counts
 /// below 10,000 make the throughput and memory targets indicative only).
 pub fn targets(r: &Report) -> Vec<Target> {
-    let mut t = Vec::new();
-    let mut add = |name, bound: &str, measured: String, met| {
-        t.push(Target {
+    use Bound::*;
+    // (name, measured, bound, limit, unit, decimals shown)
+    let rows = [
+        ("latency p99", r.latency_ms.p99, Below, 2000.0, " ms", 0),
+        ("throughput", r.pairs_per_s, AtLeast, 250.0, " pairs/s", 1),
+        (
+            "writes per pair",
+            r.api_writes_per_pair,
+            AtMost,
+            14.0,
+            "",
+            2,
+        ),
+        ("efficiency", r.efficiency, AtLeast, 0.5, "", 2),
+        ("resync writes", r.resync.writes as f64, Exactly, 0.0, "", 0),
+        (
+            "controller RSS",
+            r.rss_mb.controller,
+            Below,
+            150.0,
+            " MB",
+            1,
+        ),
+        ("sidecar RSS", r.rss_mb.sidecar, Below, 150.0, " MB", 1),
+    ];
+    rows.into_iter()
+        .map(|(name, value, bound, limit, unit, decimals)| Target {
             name,
-            bound: bound.to_owned(),
-            measured,
-            met,
+            bound: format!("{} {limit}{unit}", bound.sign()),
+            measured: format!("{value:.decimals$}{unit}"),
+            met: bound.holds(value, limit),
         })
-    };
-    add(
-        "latency p99",
-        "< 2000 ms",
-        format!("{:.0} ms", r.latency_ms.p99),
-        r.latency_ms.p99 < 2000.0,
-    );
-    add(
-        "throughput",
-        ">= 250 pairs/s",
-        format!("{:.1} pairs/s", r.pairs_per_s),
-        r.pairs_per_s >= 250.0,
-    );
-    add(
-        "writes per pair",
-        "<= 14",
-        format!("{:.2}", r.api_writes_per_pair),
-        r.api_writes_per_pair <= 14.0,
-    );
-    add(
-        "efficiency",
-        ">= 0.5",
-        format!("{:.2}", r.efficiency),
-        r.efficiency >= 0.5,
-    );
-    add(
-        "resync writes",
-        "== 0",
-        r.resync.writes.to_string(),
-        r.resync.writes == 0,
-    );
-    add(
-        "controller RSS",
-        "< 150 MB",
-        format!("{:.1} MB", r.rss_mb.controller),
-        r.rss_mb.controller < 150.0,
-    );
-    add(
-        "sidecar RSS",
-        "< 150 MB",
-        format!("{:.1} MB", r.rss_mb.sidecar),
-        r.rss_mb.sidecar < 150.0,
-    );
-    t
+        .collect()
 }
 
 /// The human-readable report.
@@ -406,6 +416,22 @@ mod tests {
         let t = targets(&r);
         let missed: Vec<&str> = t.iter().filter(|t| !t.met).map(|t| t.name).collect();
         assert_eq!(missed, ["latency p99", "sidecar RSS"]);
+        let shown: Vec<(&str, &str)> = t
+            .iter()
+            .map(|t| (t.bound.as_str(), t.measured.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("< 2000 ms", "2500 ms"),
+                (">= 250 pairs/s", "300.0 pairs/s"),
+                ("<= 14", "12.00"),
+                (">= 0.5", "0.60"),
+                ("== 0", "0"),
+                ("< 150 MB", "40.0 MB"),
+                ("< 150 MB", "200.0 MB"),
+            ]
+        );
         assert!(human(&r, &Details::default()).contains("[MISSED] latency p99"));
     }
 }
