@@ -137,26 +137,11 @@ async fn a_class_forbidding_a_mode_refuses_accesses_asking_for_it() {
         BucketAccessMode::ReadWrite,
     )
     .await;
-    let refused = env
-        .wait_for(
-            &env.accesses(),
-            "BucketAccess",
-            "wants-write",
-            "to be refused",
-            invalid(BucketAccess::conditions),
-        )
-        .await
-        .unwrap();
+    let refused = env.wait_access_refused("wants-write").await;
     let (_, reason) = condition(refused.conditions(), "ResourcesValidated").unwrap();
     assert_eq!(reason, "AccessModeNotAllowed");
     assert!(env.backend().accounts.is_empty());
-    assert!(
-        env.secrets()
-            .get_opt("wants-write")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(!env.secret_exists("wants-write").await);
 
     env.provisioned_access(
         "reads",

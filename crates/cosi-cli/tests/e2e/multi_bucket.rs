@@ -75,10 +75,7 @@ async fn a_multi_bucket_access_writes_one_secret_per_claim_with_the_same_credent
 
     env.remove_access("resizer").await;
     for s in ["resizer-images", "resizer-thumbs"] {
-        assert!(
-            env.secrets().get_opt(s).await.unwrap().is_none(),
-            "Secret {s} deleted"
-        );
+        assert!(!env.secret_exists(s).await, "Secret {s} deleted");
     }
     for c in ["images", "thumbs", "other"] {
         env.remove_claim(c).await;
@@ -98,16 +95,7 @@ async fn a_single_bucket_class_refuses_an_access_to_two_claims() {
         BucketAccessMode::ReadWrite,
     )
     .await;
-    let greedy = env
-        .wait_for(
-            &env.accesses(),
-            "BucketAccess",
-            "greedy",
-            "to be refused",
-            invalid(BucketAccess::conditions),
-        )
-        .await
-        .unwrap();
+    let greedy = env.wait_access_refused("greedy").await;
     let (status, reason) = condition(greedy.conditions(), "ResourcesValidated").unwrap();
     assert_eq!(
         (status.as_str(), reason.as_str()),
@@ -116,7 +104,7 @@ async fn a_single_bucket_class_refuses_an_access_to_two_claims() {
     assert!(not_provisioned(greedy.conditions()));
     assert!(env.backend().accounts.is_empty());
     for s in ["greedy-one", "greedy-two"] {
-        assert!(env.secrets().get_opt(s).await.unwrap().is_none());
+        assert!(!env.secret_exists(s).await);
     }
 
     env.remove_access_and_claim("greedy", "one").await;
