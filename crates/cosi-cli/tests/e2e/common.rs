@@ -18,6 +18,7 @@ use cosi_driver_local::BackendState;
 use cosi_runtime::Shutdown;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::Condition as WaitCondition;
 use kube::{Client, Resource, ResourceExt};
@@ -332,8 +333,14 @@ impl Env {
         what: &str,
         cond: impl WaitCondition<K>,
     ) -> Option<K> {
-        self.wait_for(&K::api(self), &K::kind(&()), name, what, cond)
-            .await
+        self.wait_for(
+            &K::Scope::api(self.client.clone()),
+            &K::kind(&()),
+            name,
+            what,
+            cond,
+        )
+        .await
     }
 
     /// Waits like [`Env::wait_until`] for an object that exists once `cond`
@@ -595,36 +602,38 @@ impl Env {
     }
 }
 
-/// A kind the fixture watches through its own API handle.
+/// Where the fixture reaches objects of a scope: namespaced ones in [`NS`].
+pub trait Scoped {
+    /// The handle for `K` through `client`.
+    fn api<K: Resource<Scope = Self, DynamicType = ()>>(client: Client) -> Api<K>;
+}
+
+impl Scoped for NamespaceResourceScope {
+    fn api<K: Resource<Scope = Self, DynamicType = ()>>(client: Client) -> Api<K> {
+        Api::namespaced(client, NS)
+    }
+}
+
+impl Scoped for ClusterResourceScope {
+    fn api<K: Resource<Scope = Self, DynamicType = ()>>(client: Client) -> Api<K> {
+        Api::all(client)
+    }
+}
+
+/// A kind the fixture can wait on, its handle and name coming from the type.
 pub trait Watched:
-    Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static
+    Resource<DynamicType = (), Scope: Scoped> + Clone + DeserializeOwned + Debug + Send + 'static
 {
-    /// The handle for this kind (namespaced kinds in [`NS`]).
-    fn api(env: &Env) -> Api<Self>;
 }
 
-impl Watched for BucketClaim {
-    fn api(env: &Env) -> Api<Self> {
-        env.claims()
-    }
-}
-
-impl Watched for BucketAccess {
-    fn api(env: &Env) -> Api<Self> {
-        env.accesses()
-    }
-}
-
-impl Watched for Bucket {
-    fn api(env: &Env) -> Api<Self> {
-        env.buckets()
-    }
-}
-
-impl Watched for Secret {
-    fn api(env: &Env) -> Api<Self> {
-        env.secrets()
-    }
+impl<K> Watched for K where
+    K: Resource<DynamicType = (), Scope: Scoped>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + 'static
+{
 }
 
 /// The Secret name [`Env::access`] gives `claim` in access `access`.
