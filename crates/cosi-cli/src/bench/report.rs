@@ -177,6 +177,21 @@ pub fn targets(r: &Report) -> Vec<Target> {
         .collect()
 }
 
+/// One line a (verb, resource, user) request count, as a rate per pair.
+fn by_kind(
+    s: &mut String,
+    counts: &[(String, String, String, u64)],
+    per_pair: impl Fn(u64) -> f64,
+) {
+    for (verb, resource, user, n) in counts {
+        let _ = writeln!(
+            s,
+            "                  {:>6.2}  {verb} {resource} ({user})",
+            per_pair(*n)
+        );
+    }
+}
+
 /// The human-readable report.
 pub fn human(r: &Report, d: &Details) -> String {
     let mut s = String::new();
@@ -195,43 +210,26 @@ pub fn human(r: &Report, d: &Details) -> String {
         "  latency         p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (creation -> Secret ready)",
         r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.max
     );
+    let per_pair = |n: u64| {
+        if r.pairs == 0 {
+            0.0
+        } else {
+            n as f64 / r.pairs as f64
+        }
+    };
     let _ = writeln!(
         s,
         "  API writes      {:.2} per pair by controller + sidecar; {} in all with the benchmark's own {} creates",
         r.api_writes_per_pair, d.total_writes, d.bench_writes
     );
-    for (verb, resource, user, n) in &d.writes_by_kind {
-        let per_pair = if r.pairs == 0 {
-            0.0
-        } else {
-            *n as f64 / r.pairs as f64
-        };
-        let _ = writeln!(
-            s,
-            "                  {per_pair:>6.2}  {verb} {resource} ({user})"
-        );
-    }
+    by_kind(&mut s, &d.writes_by_kind, per_pair);
     let reads: u64 = d.reads_by_kind.iter().map(|(_, _, _, n)| n).sum();
     let _ = writeln!(
         s,
         "  API reads       {:.2} per pair by controller + sidecar (get, list, watch)",
-        if r.pairs == 0 {
-            0.0
-        } else {
-            reads as f64 / r.pairs as f64
-        }
+        per_pair(reads)
     );
-    for (verb, resource, user, n) in &d.reads_by_kind {
-        let per_pair = if r.pairs == 0 {
-            0.0
-        } else {
-            *n as f64 / r.pairs as f64
-        };
-        let _ = writeln!(
-            s,
-            "                  {per_pair:>6.2}  {verb} {resource} ({user})"
-        );
-    }
+    by_kind(&mut s, &d.reads_by_kind, per_pair);
     let _ = writeln!(
         s,
         "  driver calls    {} during the burst; their changes took {} durable commits",
@@ -433,5 +431,37 @@ mod tests {
             ]
         );
         assert!(human(&r, &Details::default()).contains("[MISSED] latency p99"));
+    }
+
+    #[test]
+    fn human_breaks_writes_and_reads_down_per_pair() {
+        let r = Report {
+            pairs: 10,
+            ..Default::default()
+        };
+        let row = |verb: &str, resource: &str, n| {
+            (
+                verb.to_owned(),
+                resource.to_owned(),
+                "controller".to_owned(),
+                n,
+            )
+        };
+        let d = Details {
+            writes_by_kind: vec![row("create", "bucketclaims", 30)],
+            reads_by_kind: vec![row("get", "secrets", 5), row("list", "buckets", 10)],
+            ..Default::default()
+        };
+        let text = human(&r, &d);
+        for line in [
+            "                    3.00  create bucketclaims (controller)\n",
+            "  API reads       1.50 per pair by controller + sidecar (get, list, watch)\n",
+            "                    0.50  get secrets (controller)\n",
+            "                    1.00  list buckets (controller)\n",
+        ] {
+            assert!(text.contains(line), "missing {line:?} in\n{text}");
+        }
+        let none = human(&Report::default(), &d);
+        assert!(none.contains("                    0.00  create bucketclaims (controller)\n"));
     }
 }
