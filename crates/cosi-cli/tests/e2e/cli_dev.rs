@@ -15,13 +15,9 @@ use crate::common::{get, put};
 
 const STARTUP: Duration = Duration::from_secs(60);
 
+/// kubectl from `PATH` (or `/usr/bin`); the test fails if it is missing.
 pub fn kubectl_path() -> PathBuf {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join("kubectl"))
-        .chain([PathBuf::from("/usr/bin/kubectl")])
-        .find(|p| p.is_file())
+    crate::host::program("kubectl")
         .expect("kubectl is installed (the e2e suite drives cosi dev with it)")
 }
 

@@ -88,17 +88,6 @@ fn deploy_renders_the_crds_the_controller_and_the_driver_template() {
     }
 }
 
-/// `target` as a path relative to `from` (kustomize refuses absolute ones);
-/// both absolute.
-fn relative_to(target: &Path, from: &Path) -> PathBuf {
-    let from = from.canonicalize().expect("overlay exists");
-    let mut rel = PathBuf::new();
-    for _ in from.components().skip(1) {
-        rel.push("..");
-    }
-    rel.join(target.strip_prefix("/").expect("absolute"))
-}
-
 #[test]
 fn an_overlay_sets_the_driver_image() {
     let overlay = tempfile::tempdir().unwrap();
@@ -114,7 +103,7 @@ images:
     newName: registry.example.com/my-driver
     newTag: v1.0.0
 ",
-            relative_to(&deploy_dir(), overlay.path()).display()
+            crate::host::relative_to(&deploy_dir(), overlay.path()).display()
         ),
     )
     .unwrap();

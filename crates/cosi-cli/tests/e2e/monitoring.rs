@@ -27,13 +27,7 @@ fn yaml(path: &Path) -> Value {
 
 /// promtool from PATH (or Debian's location); the test fails if it is missing.
 fn promtool() -> PathBuf {
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .chain([PathBuf::from("/usr/bin")])
-        .map(|d| d.join("promtool"))
-        .find(|p| p.is_file());
-    found.expect(
+    crate::host::program("promtool").expect(
         "promtool is not installed: install Debian's `prometheus` package \
          (apt-get install --no-install-recommends prometheus), which provides it",
     )
