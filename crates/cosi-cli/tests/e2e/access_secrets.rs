@@ -217,7 +217,7 @@ async fn a_secret_deleted_by_hand_is_kept_while_its_access_lives_and_one_forced_
         1
     );
     let a = env.accesses().get("app").await.unwrap();
-    assert!(cosi_api::conditions::is_true(a.conditions(), PROVISIONED));
+    assert!(provisioned(a.conditions()));
 
     // The finalizer forced off, the Secret vanishes; the next check writes
     // it again from a repeat grant (the local driver repeats the same key).

@@ -674,9 +674,14 @@ pub fn invalid<K>(conditions_of: fn(&K) -> &[Condition]) -> impl WaitCondition<K
     has_condition(conditions_of, RESOURCES_VALIDATED, "False")
 }
 
+/// Whether `Provisioned` is True.
+pub fn provisioned(conds: &[Condition]) -> bool {
+    cosi_api::conditions::is_true(conds, PROVISIONED)
+}
+
 /// Not `Provisioned=True`.
 pub fn not_provisioned(conds: &[Condition]) -> bool {
-    !cosi_api::conditions::is_true(conds, PROVISIONED)
+    !provisioned(conds)
 }
 
 /// A wait condition: the object carries annotation `key`.

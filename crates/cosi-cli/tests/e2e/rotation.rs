@@ -346,10 +346,7 @@ async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing()
     assert_eq!(c.status, "False");
     assert!(c.message.contains("grace period of 1h"), "{}", c.message);
     assert!(
-        cosi_api::conditions::is_true(
-            reported.conditions(),
-            cosi_api::constants::condition_types::PROVISIONED
-        ),
+        provisioned(reported.conditions()),
         "the access works as it is"
     );
     assert_eq!(events(&env, "data-rw", reasons::ROTATION_FAILED).await, 1);
@@ -438,10 +435,7 @@ async fn a_rotation_whose_new_grant_fails_leaves_the_old_key_working_and_the_sec
     let (failed, c) = rotation_condition(&env, "media-rw", reasons::ROTATION_FAILED).await;
     assert!(c.message.contains("AlreadyExists"), "{}", c.message);
     assert!(
-        cosi_api::conditions::is_true(
-            failed.conditions(),
-            cosi_api::constants::condition_types::PROVISIONED
-        ),
+        provisioned(failed.conditions()),
         "Provisioned is not flipped"
     );
     assert!(events(&env, "media-rw", reasons::ROTATION_FAILED).await >= 1);
