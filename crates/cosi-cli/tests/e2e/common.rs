@@ -429,10 +429,7 @@ impl Env {
     pub async fn force_delete_secret(&self, name: &str) -> String {
         // Deleted first: a Secret without its finalizer, even for a moment,
         // would have it put back by the sidecar's next check.
-        self.secrets()
-            .delete(name, &DeleteParams::default())
-            .await
-            .expect("delete the Secret");
+        delete(&self.secrets(), "Secret", name).await;
         self.secrets()
             .patch(
                 name,
