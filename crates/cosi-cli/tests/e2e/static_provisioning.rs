@@ -24,6 +24,16 @@ async fn backend_bucket(env: &Env, name: &str, create: bool) -> String {
     id
 }
 
+/// A new environment with an admin's static Bucket `name` reserved for
+/// `claim`, over the backend bucket of [`backend_bucket`]; the environment
+/// and the bucket ID.
+async fn with_static_bucket(name: &str, claim: &str, in_backend: bool) -> (Env, String) {
+    let env = Env::start().await;
+    let id = backend_bucket(&env, name, in_backend).await;
+    env.static_bucket(name, &id, claim).await;
+    (env, id)
+}
+
 async fn create_backend_bucket(env: &Env, id: &str) {
     let driver = DriverClient::connect(env.stack.driver_endpoint())
         .await
@@ -42,9 +52,7 @@ async fn create_backend_bucket(env: &Env, id: &str) {
 
 #[tokio::test]
 async fn a_static_bucket_binds_to_its_claim_and_outlives_it() {
-    let env = Env::start().await;
-    let id = backend_bucket(&env, "brownfield", true).await;
-    env.static_bucket("brownfield", &id, "legacy").await;
+    let (env, id) = with_static_bucket("brownfield", "legacy", true).await;
     // The sidecar checks the bucket exists before any claim arrives.
     let bucket = env.wait_bucket_provisioned("brownfield").await;
     assert_eq!(bucket.bucket_id(), Some(id.as_str()));
@@ -106,9 +114,7 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
 
 #[tokio::test]
 async fn a_static_bucket_whose_backend_bucket_is_missing_becomes_ready_once_it_exists() {
-    let env = Env::start().await;
-    let id = backend_bucket(&env, "late-arrival", false).await;
-    env.static_bucket("late-arrival", &id, "waiting").await;
+    let (env, id) = with_static_bucket("late-arrival", "waiting", false).await;
     let bucket = env
         .wait_for_object(
             "late-arrival",
@@ -130,9 +136,7 @@ async fn a_static_bucket_whose_backend_bucket_is_missing_becomes_ready_once_it_e
 
 #[tokio::test]
 async fn a_claim_cannot_take_a_static_bucket_reserved_for_another_claim() {
-    let env = Env::start().await;
-    let id = backend_bucket(&env, "reserved", true).await;
-    env.static_bucket("reserved", &id, "owner").await;
+    let (env, id) = with_static_bucket("reserved", "owner", true).await;
     env.wait_bucket_provisioned("reserved").await;
 
     env.static_claim("intruder", "reserved").await;
