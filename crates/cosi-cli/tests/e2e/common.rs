@@ -721,15 +721,12 @@ pub async fn put(
 
 /// Gets an object's bytes; the S3 error code on failure.
 pub async fn get(client: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
-    let out = client
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
+    s3::read_object(client, bucket, key)
         .await
-        .map_err(error_code)?;
-    let bytes = out.body.collect().await.map_err(|e| e.to_string())?;
-    Ok(bytes.into_bytes().to_vec())
+        .map_err(|e| match e {
+            s3::ReadError::Get(e) => error_code(*e),
+            s3::ReadError::Body(e) => e.to_string(),
+        })
 }
 
 /// An S3 error's code, or the whole error when it has none.
