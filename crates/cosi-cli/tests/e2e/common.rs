@@ -128,20 +128,29 @@ impl Env {
         .await;
     }
 
+    /// The handle for kind `K` (namespaced kinds in [`NS`]).
+    pub fn api<K: Watched>(&self) -> Api<K> {
+        K::Scope::api(self.client.clone())
+    }
+
+    /// The BucketClaims of [`NS`].
     pub fn claims(&self) -> Api<BucketClaim> {
-        Api::namespaced(self.client.clone(), NS)
+        self.api()
     }
 
+    /// The BucketAccesses of [`NS`].
     pub fn accesses(&self) -> Api<BucketAccess> {
-        Api::namespaced(self.client.clone(), NS)
+        self.api()
     }
 
+    /// The Secrets of [`NS`].
     pub fn secrets(&self) -> Api<Secret> {
-        Api::namespaced(self.client.clone(), NS)
+        self.api()
     }
 
+    /// Every Bucket.
     pub fn buckets(&self) -> Api<Bucket> {
-        Api::all(self.client.clone())
+        self.api()
     }
 
     /// Creates a dynamic S3 claim of `class`.
@@ -333,14 +342,8 @@ impl Env {
         what: &str,
         cond: impl WaitCondition<K>,
     ) -> Option<K> {
-        self.wait_for(
-            &K::Scope::api(self.client.clone()),
-            &K::kind(&()),
-            name,
-            what,
-            cond,
-        )
-        .await
+        self.wait_for(&self.api(), &K::kind(&()), name, what, cond)
+            .await
     }
 
     /// Waits like [`Env::wait_until`] for an object that exists once `cond`
