@@ -636,6 +636,18 @@ impl<K> Watched for K where
 {
 }
 
+/// The `cosi` binary with `args`, `RUST_LOG` unset (each command picks its
+/// own logging) and its output captured.
+pub fn cosi(args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_cosi"));
+    command
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    command
+}
+
 /// The Secret name [`Env::access`] gives `claim` in access `access`.
 pub fn secret_name(access: &str, claims: &[&str], claim: &str) -> String {
     if claims.len() == 1 {
