@@ -317,24 +317,15 @@ async fn kep_flow(podman: &Podman, image: &dyn Fn(&str) -> String) {
                 aws_sdk_s3::error::DisplayErrorContext(e)
             ))
         });
-    let got = client
-        .get_object()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .send()
+    let got = s3::read_object(&client, &bucket, "hello.txt")
         .await
         .unwrap_or_else(|e| {
             fail(&format!(
                 "GET: {}",
                 aws_sdk_s3::error::DisplayErrorContext(e)
             ))
-        })
-        .body
-        .collect()
-        .await
-        .expect("the object's body")
-        .into_bytes();
-    assert_eq!(got.as_ref(), body.as_slice());
+        });
+    assert_eq!(got, body);
     client
         .delete_object()
         .bucket(&bucket)
