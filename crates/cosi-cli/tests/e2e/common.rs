@@ -734,6 +734,12 @@ pub async fn put(
         .map_err(error_code)
 }
 
+/// Writes `body` as `key` into `bucket` and reads the same bytes back.
+pub async fn assert_round_trip(client: &aws_sdk_s3::Client, bucket: &str, key: &str, body: &[u8]) {
+    put(client, bucket, key, body).await.unwrap();
+    assert_eq!(get(client, bucket, key).await.unwrap(), body);
+}
+
 /// Gets an object's bytes; the S3 error code on failure.
 pub async fn get(client: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
     s3::read_object(client, bucket, key)

@@ -62,8 +62,7 @@ async fn a_claim_and_an_access_become_a_working_bucket_and_secret() {
 
     // The credentials work on the data path.
     let (s3c, bucket_name) = env.s3("photos-rw").await;
-    put(&s3c, &bucket_name, "a/b.txt", b"hello").await.unwrap();
-    assert_eq!(get(&s3c, &bucket_name, "a/b.txt").await.unwrap(), b"hello");
+    assert_round_trip(&s3c, &bucket_name, "a/b.txt", b"hello").await;
 
     // The backend holds exactly one bucket (with the object) and one account.
     let state = env.backend();

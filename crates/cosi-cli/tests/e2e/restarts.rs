@@ -57,8 +57,7 @@ async fn assert_one_bucket(env: &Env, claim: &str, accounts: usize) {
 
 async fn works(env: &Env, secret: &str) {
     let (s3c, bucket) = env.s3(secret).await;
-    put(&s3c, &bucket, "probe", b"ok").await.unwrap();
-    assert_eq!(get(&s3c, &bucket, "probe").await.unwrap(), b"ok");
+    assert_round_trip(&s3c, &bucket, "probe", b"ok").await;
 }
 
 /// Waits until `claim` and `access` are provisioned, then [`ends_clean`].

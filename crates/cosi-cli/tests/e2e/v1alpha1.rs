@@ -52,8 +52,7 @@ async fn a_v1alpha1_driver_serves_the_v1alpha2_flows() {
 
     // The credentials work on the data path, through a real S3 client.
     let (s3c, bucket_name) = env.s3("photos-rw").await;
-    put(&s3c, &bucket_name, "a/b.txt", b"hello").await.unwrap();
-    assert_eq!(get(&s3c, &bucket_name, "a/b.txt").await.unwrap(), b"hello");
+    assert_round_trip(&s3c, &bucket_name, "a/b.txt", b"hello").await;
     let state = env.backend();
     assert_eq!(state.buckets.len(), 1);
     assert_eq!(state.buckets[0].id, bucket_id);
