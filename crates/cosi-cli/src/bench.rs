@@ -35,10 +35,10 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use cosi_api::{Bucket, DeletionPolicy, MultiBucketAccess};
-use cosi_api::{BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use cosi_api::{BucketAccess, BucketClaim};
 use cosi_driver_local::LocalDriver;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams};
 use kube_sim::Counters;
 use tokio::time::Instant;
 
@@ -254,25 +254,17 @@ impl Bench {
 
 /// Objects the run needs before the burst: namespace and classes.
 async fn create_setup(client: &kube::Client, driver_name: &str) -> anyhow::Result<()> {
-    let pp = PostParams::default();
     let mut ns = Namespace::default();
     ns.metadata.name = Some(NAMESPACE.to_owned());
-    Api::<Namespace>::all(client.clone())
-        .create(&pp, &ns)
+    manifests::create_cluster_object(client, &ns)
         .await
         .context("creating the namespace")?;
-    Api::<BucketClass>::all(client.clone())
-        .create(
-            &pp,
-            &manifests::bucket_class(CLASS, driver_name, DeletionPolicy::Delete),
-        )
+    let class = manifests::bucket_class(CLASS, driver_name, DeletionPolicy::Delete);
+    manifests::create_cluster_object(client, &class)
         .await
         .context("creating the BucketClass")?;
-    Api::<BucketAccessClass>::all(client.clone())
-        .create(
-            &pp,
-            &manifests::access_class(CLASS, driver_name, MultiBucketAccess::SingleBucket),
-        )
+    let access_class = manifests::access_class(CLASS, driver_name, MultiBucketAccess::SingleBucket);
+    manifests::create_cluster_object(client, &access_class)
         .await
         .context("creating the BucketAccessClass")?;
     Ok(())

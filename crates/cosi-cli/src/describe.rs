@@ -126,24 +126,35 @@ mod tests {
 
     #[test]
     fn waiting_summary_names_provisioned_and_only_the_conditions_that_are_wrong() {
-        let waiting = [
-            cond("Provisioned", "Unknown", "WaitingForBucket", ""),
-            cond("ResourcesValidated", "True", "Valid", ""),
-            cond("ProvisionFailed", "False", "Provisioned", ""),
+        // (Provisioned, ResourcesValidated and ProvisionFailed as
+        // (status, reason); the summary expected)
+        let cases = [
+            (
+                [
+                    ("Unknown", "WaitingForBucket"),
+                    ("True", "Valid"),
+                    ("False", "Provisioned"),
+                ],
+                "Provisioned=Unknown (WaitingForBucket)",
+            ),
+            (
+                [
+                    ("Unknown", "DriverUnavailable"),
+                    ("False", "InvalidBucketClass"),
+                    ("True", "Unavailable"),
+                ],
+                "Provisioned=Unknown (DriverUnavailable), ResourcesValidated=False (InvalidBucketClass), ProvisionFailed=True (Unavailable)",
+            ),
         ];
-        assert_eq!(
-            waiting_summary(&waiting),
-            "Provisioned=Unknown (WaitingForBucket)"
-        );
-        let failing = [
-            cond("Provisioned", "Unknown", "DriverUnavailable", ""),
-            cond("ResourcesValidated", "False", "InvalidBucketClass", ""),
-            cond("ProvisionFailed", "True", "Unavailable", ""),
-        ];
-        assert_eq!(
-            waiting_summary(&failing),
-            "Provisioned=Unknown (DriverUnavailable), ResourcesValidated=False (InvalidBucketClass), ProvisionFailed=True (Unavailable)"
-        );
+        for (states, summary) in cases {
+            let conditions: Vec<Condition> =
+                ["Provisioned", "ResourcesValidated", "ProvisionFailed"]
+                    .into_iter()
+                    .zip(states)
+                    .map(|(type_, (status, reason))| cond(type_, status, reason, ""))
+                    .collect();
+            assert_eq!(waiting_summary(&conditions), summary);
+        }
         assert_eq!(waiting_summary(&[]), "no conditions yet");
     }
 

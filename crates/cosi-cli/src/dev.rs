@@ -10,9 +10,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use cosi_api::{BucketAccessClass, BucketClass, DeletionPolicy, MultiBucketAccess};
+use cosi_api::{DeletionPolicy, MultiBucketAccess};
 use cosi_runtime::Shutdown;
-use kube::api::{Api, PostParams};
 
 use crate::stack::{Stack, StackOptions};
 use crate::{logs, manifests, quickstart};
@@ -299,8 +298,6 @@ async fn start(
 async fn create_classes(stack: &Stack, flavor: &Flavor) -> anyhow::Result<()> {
     let client = stack.client();
     let driver = stack.driver_name();
-    let pp = PostParams::default();
-    let classes: Api<BucketClass> = Api::all(client.clone());
     for (name, policy) in [
         (flavor.class_delete, DeletionPolicy::Delete),
         (flavor.class_retain, DeletionPolicy::Retain),
@@ -309,8 +306,7 @@ async fn create_classes(stack: &Stack, flavor: &Flavor) -> anyhow::Result<()> {
         for (k, v) in flavor.bucket_parameters {
             class.spec.parameters.insert((*k).into(), (*v).into());
         }
-        classes
-            .create(&pp, &class)
+        manifests::create_cluster_object(&client, &class)
             .await
             .with_context(|| format!("create BucketClass {name}"))?;
     }
@@ -319,63 +315,59 @@ async fn create_classes(stack: &Stack, flavor: &Flavor) -> anyhow::Result<()> {
     } else {
         MultiBucketAccess::SingleBucket
     };
-    Api::<BucketAccessClass>::all(client)
-        .create(
-            &pp,
-            &manifests::access_class(flavor.access_class, driver, multi),
-        )
+    let access_class = manifests::access_class(flavor.access_class, driver, multi);
+    manifests::create_cluster_object(&client, &access_class)
         .await
         .with_context(|| format!("create BucketAccessClass {}", flavor.access_class))?;
     Ok(())
 }
 
-/// A BucketClaim and a ReadWrite BucketAccess using the pre-created
-/// classes: what the banner suggests applying.
-pub const EXAMPLE_MANIFEST: &str = "\
+/// The example the banner suggests applying: a BucketClaim `photos` of
+/// class `$class` and a ReadWrite BucketAccess `photos-rw` to it of access
+/// class `$class`, both for `$protocol`.
+macro_rules! example_manifest {
+    ($class:literal, $protocol:literal) => {
+        concat!(
+            "\
 apiVersion: objectstorage.k8s.io/v1alpha2
 kind: BucketClaim
 metadata:
   name: photos
 spec:
-  bucketClassName: local
-  protocols: [S3]
+  bucketClassName: ",
+            $class,
+            "
+  protocols: [",
+            $protocol,
+            "]
 ---
 apiVersion: objectstorage.k8s.io/v1alpha2
 kind: BucketAccess
 metadata:
   name: photos-rw
 spec:
-  bucketAccessClassName: local
-  protocol: S3
+  bucketAccessClassName: ",
+            $class,
+            "
+  protocol: ",
+            $protocol,
+            "
   bucketClaims:
     - bucketClaimName: photos
       accessSecretName: photos-rw
       accessModes: {objectData: ReadWrite, objectMetadata: ReadWrite}
-";
+"
+        )
+    };
+}
+
+/// A BucketClaim and a ReadWrite BucketAccess using the pre-created
+/// classes: what the banner suggests applying.
+pub const EXAMPLE_MANIFEST: &str = example_manifest!("local", "S3");
 
 /// The Azure flavor of [`EXAMPLE_MANIFEST`]: an Azure claim and a ReadWrite
 /// access, whose Secret holds the container's SAS URL.
-pub const AZURE_EXAMPLE_MANIFEST: &str = "\
-apiVersion: objectstorage.k8s.io/v1alpha2
-kind: BucketClaim
-metadata:
-  name: photos
-spec:
-  bucketClassName: azure
-  protocols: [Azure]
----
-apiVersion: objectstorage.k8s.io/v1alpha2
-kind: BucketAccess
-metadata:
-  name: photos-rw
-spec:
-  bucketAccessClassName: azure
-  protocol: Azure
-  bucketClaims:
-    - bucketClaimName: photos
-      accessSecretName: photos-rw
-      accessModes: {objectData: ReadWrite, objectMetadata: ReadWrite}
-";
+pub const AZURE_EXAMPLE_MANIFEST: &str = example_manifest!("azure", "Azure");
 
 /// Where a component serves its metrics and health endpoints.
 #[derive(Debug, Clone, Copy)]

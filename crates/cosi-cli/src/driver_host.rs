@@ -259,75 +259,32 @@ impl FaultyDriver {
     }
 }
 
-#[tonic::async_trait]
-impl Provisioner for FaultyDriver {
-    async fn driver_generate_bucket_id(
-        &self,
-        request: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
-        self.call(
-            Rpc::GenerateBucketId,
-            self.inner.driver_generate_bucket_id(request),
-        )
-        .await
-    }
+/// Implements [`Provisioner`] for [`FaultyDriver`]: each listed call goes
+/// through `FaultyDriver::call` as its [`Rpc`], then to the local driver.
+macro_rules! faulty_calls {
+    ($($rpc:ident: $call:ident($request:ty) -> $response:ty;)*) => {
+        #[tonic::async_trait]
+        impl Provisioner for FaultyDriver {
+            $(
+                async fn $call(
+                    &self,
+                    request: Request<$request>,
+                ) -> Result<Response<$response>, Status> {
+                    self.call(Rpc::$rpc, self.inner.$call(request)).await
+                }
+            )*
+        }
+    };
+}
 
-    async fn driver_create_bucket(
-        &self,
-        request: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        self.call(Rpc::CreateBucket, self.inner.driver_create_bucket(request))
-            .await
-    }
-
-    async fn driver_get_bucket(
-        &self,
-        request: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
-        self.call(Rpc::GetBucket, self.inner.driver_get_bucket(request))
-            .await
-    }
-
-    async fn driver_delete_bucket(
-        &self,
-        request: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
-        self.call(Rpc::DeleteBucket, self.inner.driver_delete_bucket(request))
-            .await
-    }
-
-    async fn driver_generate_bucket_access_id(
-        &self,
-        request: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
-        self.call(
-            Rpc::GenerateBucketAccessId,
-            self.inner.driver_generate_bucket_access_id(request),
-        )
-        .await
-    }
-
-    async fn driver_grant_bucket_access(
-        &self,
-        request: Request<DriverGrantBucketAccessRequest>,
-    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
-        self.call(
-            Rpc::GrantBucketAccess,
-            self.inner.driver_grant_bucket_access(request),
-        )
-        .await
-    }
-
-    async fn driver_revoke_bucket_access(
-        &self,
-        request: Request<DriverRevokeBucketAccessRequest>,
-    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
-        self.call(
-            Rpc::RevokeBucketAccess,
-            self.inner.driver_revoke_bucket_access(request),
-        )
-        .await
-    }
+faulty_calls! {
+    GenerateBucketId: driver_generate_bucket_id(DriverGenerateBucketIdRequest) -> DriverGenerateBucketIdResponse;
+    CreateBucket: driver_create_bucket(DriverCreateBucketRequest) -> DriverCreateBucketResponse;
+    GetBucket: driver_get_bucket(DriverGetBucketRequest) -> DriverGetBucketResponse;
+    DeleteBucket: driver_delete_bucket(DriverDeleteBucketRequest) -> DriverDeleteBucketResponse;
+    GenerateBucketAccessId: driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest) -> DriverGenerateBucketAccessIdResponse;
+    GrantBucketAccess: driver_grant_bucket_access(DriverGrantBucketAccessRequest) -> DriverGrantBucketAccessResponse;
+    RevokeBucketAccess: driver_revoke_bucket_access(DriverRevokeBucketAccessRequest) -> DriverRevokeBucketAccessResponse;
 }
 
 /// Why the driver could not be (re)started.

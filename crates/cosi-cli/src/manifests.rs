@@ -9,6 +9,20 @@ use cosi_api::{
     BucketClass, BucketClassSpec, DeletionPolicy, MultiBucketAccess, Protocol,
 };
 
+/// Creates the cluster-wide `object` (a namespace or a class).
+pub async fn create_cluster_object<K>(client: &kube::Client, object: &K) -> kube::Result<K>
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    kube::Api::all(client.clone())
+        .create(&kube::api::PostParams::default(), object)
+        .await
+}
+
 /// A BucketClass for `driver` with `policy`.
 pub fn bucket_class(name: &str, driver: &str, policy: DeletionPolicy) -> BucketClass {
     BucketClass::new(

@@ -5,6 +5,9 @@
 use std::collections::BTreeMap;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use aws_sdk_s3::error::{DisplayErrorContext, SdkError};
+use aws_sdk_s3::operation::get_object::GetObjectError;
+use aws_sdk_s3::primitives::ByteStreamError;
 use cosi_api::constants::secret_keys::{COSI_PROTOCOL, s3};
 use k8s_openapi::api::core::v1::Secret;
 
@@ -62,6 +65,34 @@ pub fn client_from_secret(
         aws_sdk_s3::Client::from_conf(config),
         get(s3::BUCKET_NAME)?.clone(),
     ))
+}
+
+/// Why an object could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The GetObject request failed.
+    #[error("GetObject failed: {}", DisplayErrorContext(.0))]
+    Get(Box<SdkError<GetObjectError>>),
+    /// The object's body could not be read.
+    #[error("read the object body")]
+    Body(#[source] ByteStreamError),
+}
+
+/// The bytes of the object `key` in `bucket`.
+pub async fn read_object(
+    client: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<Vec<u8>, ReadError> {
+    let got = client
+        .get_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| ReadError::Get(Box::new(e)))?;
+    let body = got.body.collect().await.map_err(ReadError::Body)?;
+    Ok(body.into_bytes().to_vec())
 }
 
 /// The keys of a Secret with every credential value replaced, for display.

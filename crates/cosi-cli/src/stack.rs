@@ -121,14 +121,29 @@ impl Component {
         Self { shutdown, task }
     }
 
-    async fn stop(self) {
-        self.shutdown.trigger();
+    /// Ends the component as `how` says and waits for its task.
+    async fn end(self, how: Ending) {
+        match how {
+            Ending::Stop => self.shutdown.trigger(),
+            Ending::Kill => self.task.abort(),
+        }
         let _ = self.task.await;
     }
+}
 
-    async fn kill(self) {
-        self.task.abort();
-        let _ = self.task.await;
+/// How a component is ended.
+#[derive(Clone, Copy)]
+enum Ending {
+    /// Gracefully, through its shutdown token.
+    Stop,
+    /// At once: its task is aborted wherever it is.
+    Kill,
+}
+
+/// Ends the component, if one is running.
+async fn end(component: Option<Component>, how: Ending) {
+    if let Some(c) = component {
+        c.end(how).await;
     }
 }
 
@@ -372,44 +387,38 @@ impl Stack {
 
     /// Stops the controller gracefully.
     pub async fn stop_controller(&mut self) {
-        if let Some(c) = self.controller.take() {
-            c.stop().await;
-        }
+        end(self.controller.take(), Ending::Stop).await;
     }
 
     /// Stops the sidecar gracefully.
     pub async fn stop_sidecar(&mut self) {
-        if let Some(c) = self.sidecar.take() {
-            c.stop().await;
-        }
+        end(self.sidecar.take(), Ending::Stop).await;
     }
 
     /// Stops the driver and its S3 endpoint gracefully.
     pub async fn stop_driver(&mut self) {
-        if let Some(d) = self.driver.take() {
-            d.component.stop().await;
-            d.s3.shutdown().await;
-        }
+        self.end_driver(Ending::Stop).await;
     }
 
     /// Kills the controller: its task is aborted wherever it is.
     pub async fn kill_controller(&mut self) {
-        if let Some(c) = self.controller.take() {
-            c.kill().await;
-        }
+        end(self.controller.take(), Ending::Kill).await;
     }
 
     /// Kills the sidecar: its task is aborted wherever it is.
     pub async fn kill_sidecar(&mut self) {
-        if let Some(c) = self.sidecar.take() {
-            c.kill().await;
-        }
+        end(self.sidecar.take(), Ending::Kill).await;
     }
 
     /// Kills the driver's gRPC server and its S3 endpoint.
     pub async fn kill_driver(&mut self) {
+        self.end_driver(Ending::Kill).await;
+    }
+
+    /// Ends the driver's gRPC server as `how` says, then its S3 endpoint.
+    async fn end_driver(&mut self, how: Ending) {
         if let Some(d) = self.driver.take() {
-            d.component.kill().await;
+            d.component.end(how).await;
             d.s3.shutdown().await;
         }
     }

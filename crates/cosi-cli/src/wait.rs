@@ -90,3 +90,22 @@ where
         .await
         .unwrap_or_else(|_| Err(WaitError::Timeout(timeout, what.to_owned())))
 }
+
+/// Background tasks (watches, reflectors) that end with their owner: they
+/// are aborted when this is dropped.
+#[derive(Debug, Default)]
+pub struct Tasks(Vec<tokio::task::JoinHandle<()>>);
+
+impl From<Vec<tokio::task::JoinHandle<()>>> for Tasks {
+    fn from(tasks: Vec<tokio::task::JoinHandle<()>>) -> Self {
+        Self(tasks)
+    }
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        for t in &self.0 {
+            t.abort();
+        }
+    }
+}

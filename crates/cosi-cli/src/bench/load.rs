@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::manifests;
+use crate::wait::Tasks;
 
 /// Why the load could not be applied or did not become ready.
 #[derive(Debug, thiserror::Error)]
@@ -106,15 +107,8 @@ type States = Arc<Mutex<Seen>>;
 pub struct ReadyWatch {
     states: States,
     changed: Arc<Notify>,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Drop for ReadyWatch {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
+    /// Held for its Drop: the watches end with this.
+    _tasks: Tasks,
 }
 
 fn lock(states: &States) -> std::sync::MutexGuard<'_, Seen> {
@@ -144,7 +138,7 @@ impl ReadyWatch {
         let watch = Self {
             states,
             changed,
-            tasks: vec![secrets_task, accesses_task],
+            _tasks: vec![secrets_task, accesses_task].into(),
         };
         let listed = async {
             secrets_listed
@@ -277,25 +271,23 @@ pub async fn create_pairs(
                 claims
                     .create(&pp, &claim)
                     .await
-                    .map_err(|source| LoadError::Create {
-                        what: "BucketClaim",
-                        name: name.clone(),
-                        source,
-                    })?;
+                    .map_err(create_failed("BucketClaim", &name))?;
                 accesses
                     .create(&pp, &access)
                     .await
-                    .map_err(|source| LoadError::Create {
-                        what: "BucketAccess",
-                        name: name.clone(),
-                        source,
-                    })?;
+                    .map_err(create_failed("BucketAccess", &name))?;
                 Ok((name, t0))
             }
         })
         .buffer_unordered(concurrency.max(1))
         .try_collect()
         .await
+}
+
+/// The error for a failed creation of the `what` named `name`.
+fn create_failed(what: &'static str, name: &str) -> impl FnOnce(kube::Error) -> LoadError {
+    let name = name.to_owned();
+    move |source| LoadError::Create { what, name, source }
 }
 
 #[cfg(test)]

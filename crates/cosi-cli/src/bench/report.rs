@@ -110,61 +110,86 @@ pub struct Target {
     pub met: bool,
 }
 
+/// How a measured value must compare with its limit.
+#[derive(Clone, Copy)]
+enum Bound {
+    Below,
+    AtMost,
+    AtLeast,
+    Exactly,
+}
+
+impl Bound {
+    fn sign(self) -> &'static str {
+        match self {
+            Bound::Below => "<",
+            Bound::AtMost => "<=",
+            Bound::AtLeast => ">=",
+            Bound::Exactly => "==",
+        }
+    }
+
+    fn holds(self, value: f64, limit: f64) -> bool {
+        match self {
+            Bound::Below => value < limit,
+            Bound::AtMost => value <= limit,
+            Bound::AtLeast => value >= limit,
+            Bound::Exactly => value == limit,
+        }
+    }
+}
+
 /// Targets for a 2-core machine (pair counts below 1,000 and object counts
 /// below 10,000 make the throughput and memory targets indicative only).
 pub fn targets(r: &Report) -> Vec<Target> {
-    let mut t = Vec::new();
-    let mut add = |name, bound: &str, measured: String, met| {
-        t.push(Target {
+    use Bound::*;
+    // (name, measured, bound, limit, unit, decimals shown)
+    let rows = [
+        ("latency p99", r.latency_ms.p99, Below, 2000.0, " ms", 0),
+        ("throughput", r.pairs_per_s, AtLeast, 250.0, " pairs/s", 1),
+        (
+            "writes per pair",
+            r.api_writes_per_pair,
+            AtMost,
+            14.0,
+            "",
+            2,
+        ),
+        ("efficiency", r.efficiency, AtLeast, 0.5, "", 2),
+        ("resync writes", r.resync.writes as f64, Exactly, 0.0, "", 0),
+        (
+            "controller RSS",
+            r.rss_mb.controller,
+            Below,
+            150.0,
+            " MB",
+            1,
+        ),
+        ("sidecar RSS", r.rss_mb.sidecar, Below, 150.0, " MB", 1),
+    ];
+    rows.into_iter()
+        .map(|(name, value, bound, limit, unit, decimals)| Target {
             name,
-            bound: bound.to_owned(),
-            measured,
-            met,
+            bound: format!("{} {limit}{unit}", bound.sign()),
+            measured: format!("{value:.decimals$}{unit}"),
+            met: bound.holds(value, limit),
         })
-    };
-    add(
-        "latency p99",
-        "< 2000 ms",
-        format!("{:.0} ms", r.latency_ms.p99),
-        r.latency_ms.p99 < 2000.0,
-    );
-    add(
-        "throughput",
-        ">= 250 pairs/s",
-        format!("{:.1} pairs/s", r.pairs_per_s),
-        r.pairs_per_s >= 250.0,
-    );
-    add(
-        "writes per pair",
-        "<= 14",
-        format!("{:.2}", r.api_writes_per_pair),
-        r.api_writes_per_pair <= 14.0,
-    );
-    add(
-        "efficiency",
-        ">= 0.5",
-        format!("{:.2}", r.efficiency),
-        r.efficiency >= 0.5,
-    );
-    add(
-        "resync writes",
-        "== 0",
-        r.resync.writes.to_string(),
-        r.resync.writes == 0,
-    );
-    add(
-        "controller RSS",
-        "< 150 MB",
-        format!("{:.1} MB", r.rss_mb.controller),
-        r.rss_mb.controller < 150.0,
-    );
-    add(
-        "sidecar RSS",
-        "< 150 MB",
-        format!("{:.1} MB", r.rss_mb.sidecar),
-        r.rss_mb.sidecar < 150.0,
-    );
-    t
+        .collect()
+}
+
+/// One line a (verb, resource, user) request count, as a rate per pair.
+fn by_kind(
+    s: &mut String,
+    counts: &[(String, String, String, u64)],
+    per_pair: impl Fn(u64) -> f64,
+) {
+    for (verb, resource, user, n) in counts {
+        let _ = writeln!(
+            s,
+            "                  {:>6.2}  {verb} {resource} ({user})",
+            per_pair(*n)
+        );
+    }
 }
 
 /// The human-readable report.
@@ -185,62 +210,38 @@ pub fn human(r: &Report, d: &Details) -> String {
         "  latency         p50 {:.0} ms, p99 {:.0} ms, max {:.0} ms (creation -> Secret ready)",
         r.latency_ms.p50, r.latency_ms.p99, r.latency_ms.max
     );
+    let per_pair = |n: u64| {
+        if r.pairs == 0 {
+            0.0
+        } else {
+            n as f64 / r.pairs as f64
+        }
+    };
     let _ = writeln!(
         s,
         "  API writes      {:.2} per pair by controller + sidecar; {} in all with the benchmark's own {} creates",
         r.api_writes_per_pair, d.total_writes, d.bench_writes
     );
-    for (verb, resource, user, n) in &d.writes_by_kind {
-        let per_pair = if r.pairs == 0 {
-            0.0
-        } else {
-            *n as f64 / r.pairs as f64
-        };
-        let _ = writeln!(
-            s,
-            "                  {per_pair:>6.2}  {verb} {resource} ({user})"
-        );
-    }
+    by_kind(&mut s, &d.writes_by_kind, per_pair);
     let reads: u64 = d.reads_by_kind.iter().map(|(_, _, _, n)| n).sum();
     let _ = writeln!(
         s,
         "  API reads       {:.2} per pair by controller + sidecar (get, list, watch)",
-        if r.pairs == 0 {
-            0.0
-        } else {
-            reads as f64 / r.pairs as f64
-        }
+        per_pair(reads)
     );
-    for (verb, resource, user, n) in &d.reads_by_kind {
-        let per_pair = if r.pairs == 0 {
-            0.0
-        } else {
-            *n as f64 / r.pairs as f64
-        };
-        let _ = writeln!(
-            s,
-            "                  {per_pair:>6.2}  {verb} {resource} ({user})"
-        );
-    }
+    by_kind(&mut s, &d.reads_by_kind, per_pair);
     let _ = writeln!(
         s,
         "  driver calls    {} during the burst; their changes took {} durable commits",
         d.driver_calls, d.driver_durable_commits
     );
     let [c, sc, api] = d.burst_cpu_ms;
-    let per = |ms: u64| {
-        if r.pairs == 0 {
-            0.0
-        } else {
-            ms as f64 / r.pairs as f64
-        }
-    };
     let _ = writeln!(
         s,
         "  CPU per pair    controller {:.2} ms, sidecar {:.2} ms, API server + driver + load {:.2} ms",
-        per(c),
-        per(sc),
-        per(api)
+        per_pair(c),
+        per_pair(sc),
+        per_pair(api)
     );
     let _ = writeln!(
         s,
@@ -406,6 +407,60 @@ mod tests {
         let t = targets(&r);
         let missed: Vec<&str> = t.iter().filter(|t| !t.met).map(|t| t.name).collect();
         assert_eq!(missed, ["latency p99", "sidecar RSS"]);
+        let shown: Vec<(&str, &str)> = t
+            .iter()
+            .map(|t| (t.bound.as_str(), t.measured.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("< 2000 ms", "2500 ms"),
+                (">= 250 pairs/s", "300.0 pairs/s"),
+                ("<= 14", "12.00"),
+                (">= 0.5", "0.60"),
+                ("== 0", "0"),
+                ("< 150 MB", "40.0 MB"),
+                ("< 150 MB", "200.0 MB"),
+            ]
+        );
         assert!(human(&r, &Details::default()).contains("[MISSED] latency p99"));
+    }
+
+    #[test]
+    fn human_breaks_writes_and_reads_down_per_pair() {
+        let r = Report {
+            pairs: 10,
+            ..Default::default()
+        };
+        let row = |verb: &str, resource: &str, n| {
+            (
+                verb.to_owned(),
+                resource.to_owned(),
+                "controller".to_owned(),
+                n,
+            )
+        };
+        let d = Details {
+            writes_by_kind: vec![row("create", "bucketclaims", 30)],
+            reads_by_kind: vec![row("get", "secrets", 5), row("list", "buckets", 10)],
+            ..Default::default()
+        };
+        let breakdown = |text: &str| -> Vec<String> {
+            text.lines()
+                .filter(|l| l.starts_with("  API reads") || l.starts_with(&" ".repeat(18)))
+                .map(str::to_owned)
+                .collect()
+        };
+        assert_eq!(
+            breakdown(&human(&r, &d)),
+            [
+                "                    3.00  create bucketclaims (controller)",
+                "  API reads       1.50 per pair by controller + sidecar (get, list, watch)",
+                "                    0.50  get secrets (controller)",
+                "                    1.00  list buckets (controller)",
+            ]
+        );
+        let none = human(&Report::default(), &d);
+        assert!(none.contains("                    0.00  create bucketclaims (controller)\n"));
     }
 }

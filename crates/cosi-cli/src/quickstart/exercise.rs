@@ -53,7 +53,7 @@ impl Run {
                     .send()
                     .await
                     .map_err(|e| anyhow!("PutObject failed: {}", DisplayErrorContext(e)))?;
-                let got = read_object(&client, &bucket).await?;
+                let got = s3::read_object(&client, &bucket, OBJECT_KEY).await?;
                 if got != OBJECT_BODY {
                     bail!(
                         "read back {} bytes that differ from the {} written",
@@ -96,7 +96,7 @@ impl Run {
                     };
                 }
                 let (client, bucket) = s3::client_from_secret(&ctx.seen.ro)?;
-                let got = read_object(&client, &bucket).await?;
+                let got = s3::read_object(&client, &bucket, OBJECT_KEY).await?;
                 if got != OBJECT_BODY {
                     bail!("the ReadOnly credentials read other bytes than were written");
                 }
@@ -260,22 +260,4 @@ impl Run {
         .await?;
         Ok(())
     }
-}
-
-/// Reads the quickstart object back.
-async fn read_object(client: &aws_sdk_s3::Client, bucket: &str) -> anyhow::Result<Vec<u8>> {
-    let got = client
-        .get_object()
-        .bucket(bucket)
-        .key(OBJECT_KEY)
-        .send()
-        .await
-        .map_err(|e| anyhow!("GetObject failed: {}", DisplayErrorContext(e)))?;
-    Ok(got
-        .body
-        .collect()
-        .await
-        .context("read the object body")?
-        .into_bytes()
-        .to_vec())
 }

@@ -4,9 +4,7 @@
 use std::path::Path;
 
 use anyhow::{Context as _, anyhow, bail};
-use cosi_api::{
-    Bucket, BucketAccessClass, BucketAccessMode, BucketClass, DeletionPolicy, MultiBucketAccess,
-};
+use cosi_api::{Bucket, BucketAccessMode, DeletionPolicy, MultiBucketAccess};
 use kube::api::{Api, PostParams};
 
 use cosi_api::constants::secret_keys::azure::AZURE_STORAGE_SAS_TOKEN;
@@ -113,7 +111,6 @@ impl Run {
                 let stack = ctx.stack()?;
                 let client = stack.client();
                 let driver = stack.driver_name().to_owned();
-                let pp = PostParams::default();
                 let mut class = manifests::bucket_class(CLASS, &driver, DeletionPolicy::Delete);
                 if azure {
                     // The object written below stays: the container goes with it.
@@ -122,15 +119,12 @@ impl Run {
                         .parameters
                         .insert("deleteNonEmptyContainers".into(), "true".into());
                 }
-                Api::<BucketClass>::all(client.clone())
-                    .create(&pp, &class)
+                manifests::create_cluster_object(&client, &class)
                     .await
                     .context("create the BucketClass")?;
-                Api::<BucketAccessClass>::all(client)
-                    .create(
-                        &pp,
-                        &manifests::access_class(CLASS, &driver, MultiBucketAccess::SingleBucket),
-                    )
+                let access_class =
+                    manifests::access_class(CLASS, &driver, MultiBucketAccess::SingleBucket);
+                manifests::create_cluster_object(&client, &access_class)
                     .await
                     .context("create the BucketAccessClass")?;
                 Ok((

@@ -81,24 +81,26 @@ pub(super) async fn await_claim_provisioned(
     step: &Step,
     timeout: Duration,
 ) -> anyhow::Result<BucketClaim> {
-    match until_provisioned(&claims(client), "BucketClaim", CLAIM, step, timeout).await? {
-        Ok(claim) => Ok(claim),
-        Err((e, last)) => {
-            let mut look_at = Vec::new();
-            if let Some(claim) = &last {
-                look_at.extend(object_report(client, claim, "BucketClaim").await);
-                if let Some(name) = claim.bound_bucket_name() {
-                    if let Ok(Some(bucket)) = Api::<Bucket>::all(client.clone()).get_opt(name).await
-                    {
-                        look_at.extend(object_report(client, &bucket, "Bucket").await);
-                    } else {
-                        look_at.push(format!("Bucket {name}: not found"));
-                    }
-                }
-            }
-            Err(explained(e, look_at))
+    let bucket_report = async |claim: &BucketClaim| {
+        let Some(name) = claim.bound_bucket_name() else {
+            return Vec::new();
+        };
+        match Api::<Bucket>::all(client.clone()).get_opt(name).await {
+            Ok(Some(bucket)) => object_report(client, &bucket, "Bucket").await,
+            _ => vec![format!("Bucket {name}: not found")],
         }
-    }
+    };
+    let claims = claims(client);
+    await_provisioned(
+        client,
+        &claims,
+        "BucketClaim",
+        CLAIM,
+        step,
+        timeout,
+        bucket_report,
+    )
+    .await
 }
 
 /// Waits until the BucketAccess is provisioned; on a timeout, reports its
@@ -109,28 +111,33 @@ pub(super) async fn await_access_provisioned(
     step: &Step,
     timeout: Duration,
 ) -> anyhow::Result<BucketAccess> {
-    match until_provisioned(&accesses(client), "BucketAccess", name, step, timeout).await? {
-        Ok(access) => Ok(access),
-        Err((e, last)) => {
-            let look_at = match &last {
-                Some(access) => object_report(client, access, "BucketAccess").await,
-                None => Vec::new(),
-            };
-            Err(explained(e, look_at))
-        }
-    }
+    let nothing_more = async |_: &BucketAccess| Vec::new();
+    let accesses = accesses(client);
+    await_provisioned(
+        client,
+        &accesses,
+        "BucketAccess",
+        name,
+        step,
+        timeout,
+        nothing_more,
+    )
+    .await
 }
 
 /// Waits until a COSI object is provisioned, showing its conditions on the
-/// step meanwhile. Fails if it disappears; a timeout comes back as the
-/// inner error, with the last version seen.
-async fn until_provisioned<K>(
+/// step meanwhile. Fails if it disappears; on a timeout, reports the
+/// conditions and Events of the last version seen, then what `more` adds
+/// about it.
+async fn await_provisioned<K>(
+    client: &Client,
     api: &Api<K>,
     kind: &str,
     name: &str,
     step: &Step,
     timeout: Duration,
-) -> anyhow::Result<Result<K, (wait::WaitError, Option<K>)>>
+    more: impl AsyncFnOnce(&K) -> Vec<String>,
+) -> anyhow::Result<K>
 where
     K: Resource
         + HasConditions
@@ -157,9 +164,16 @@ where
     )
     .await;
     match result {
-        Ok(Some(obj)) => Ok(Ok(obj)),
+        Ok(Some(obj)) => Ok(obj),
         Ok(None) => bail!("{kind} {name} disappeared"),
-        Err(e) => Ok(Err((e, last))),
+        Err(e) => {
+            let mut look_at = Vec::new();
+            if let Some(obj) = &last {
+                look_at.extend(object_report(client, obj, kind).await);
+                look_at.extend(more(obj).await);
+            }
+            Err(explained(e, look_at))
+        }
     }
 }
 

@@ -19,34 +19,28 @@ else
   export RCLONE_CONFIG_COSI_FORCE_PATH_STYLE=false
 fi
 remote="cosi:$BUCKET_NAME/rclone"
-step() { echo "rclone: $1"; }
-fail() { echo "rclone: $1" >&2; exit 1; }
+client=rclone
+list() { rclone lsf "$remote"; }
+put() { rclone copyto "$1" "$remote/$2"; }
+get() { rclone copyto "$remote/$1" "$2"; }
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-step list
-rclone lsf "$remote"
-
-step upload
-echo "written by rclone" > "$work/small.txt"
-rclone copyto "$work/small.txt" "$remote/small.txt"
-
-step download
-rclone copyto "$remote/small.txt" "$work/small.back"
-cmp -s "$work/small.txt" "$work/small.back" || fail "downloaded bytes differ from the upload"
+small_round_trip
 
 step "multipart upload"
 head -c $((6 * 1024 * 1024)) /dev/urandom > "$work/big.bin"
 rclone copyto -vv --s3-upload-cutoff 5M --s3-chunk-size 5M "$work/big.bin" "$remote/big.bin" 2> "$work/rclone.log" \
   || { cat "$work/rclone.log" >&2; fail "the multipart upload failed"; }
 grep -qi "multipart upload" "$work/rclone.log" || fail "the upload was not a multipart upload"
-rclone copyto "$remote/big.bin" "$work/big.back"
+get big.bin "$work/big.back"
 cmp -s "$work/big.bin" "$work/big.back" || fail "the multipart object differs from the upload"
 
 step list
-listed=$(rclone lsf "$remote" | sort | tr '\n' ' ')
+listed=$(list | sort | tr '\n' ' ')
 [ "$listed" = "big.bin small.txt " ] || fail "listed $listed"
 
 step delete
 rclone deletefile "$remote/small.txt"
 rclone deletefile "$remote/big.bin"
-[ -z "$(rclone lsf "$remote")" ] || fail "objects remain after the deletes"
+[ -z "$(list)" ] || fail "objects remain after the deletes"
 echo "rclone: ok"

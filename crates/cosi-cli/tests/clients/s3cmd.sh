@@ -23,19 +23,13 @@ s3() {
     --region="$AWS_DEFAULT_REGION" "$@"
 }
 url="s3://$BUCKET_NAME/s3cmd"
-step() { echo "s3cmd: $1"; }
-fail() { echo "s3cmd: $1" >&2; exit 1; }
+client=s3cmd
+list() { s3 ls "$url/"; }
+put() { s3 put "$1" "$url/$2"; }
+get() { s3 get --force "$url/$1" "$2"; }
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-step list
-s3 ls "$url/"
-
-step upload
-echo "written by s3cmd" > "$work/small.txt"
-s3 put "$work/small.txt" "$url/small.txt"
-
-step download
-s3 get --force "$url/small.txt" "$work/small.back"
-cmp -s "$work/small.txt" "$work/small.back" || fail "downloaded bytes differ from the upload"
+small_round_trip
 
 step "multipart upload"
 head -c $((6 * 1024 * 1024)) /dev/urandom > "$work/big.bin"
@@ -46,14 +40,14 @@ case "$out" in
   *"part 2 of 2"*) ;;
   *) fail "the upload was not a multipart upload" ;;
 esac
-s3 get --force "$url/big.bin" "$work/big.back"
+get big.bin "$work/big.back"
 cmp -s "$work/big.bin" "$work/big.back" || fail "the multipart object differs from the upload"
 
 step list
-listed=$(s3 ls "$url/" | awk '{print $4}' | sort | tr '\n' ' ')
+listed=$(list | awk '{print $4}' | sort | tr '\n' ' ')
 [ "$listed" = "$url/big.bin $url/small.txt " ] || fail "listed $listed"
 
 step delete
 s3 del "$url/small.txt" "$url/big.bin"
-[ -z "$(s3 ls "$url/")" ] || fail "objects remain after the deletes"
+[ -z "$(list)" ] || fail "objects remain after the deletes"
 echo "s3cmd: ok"

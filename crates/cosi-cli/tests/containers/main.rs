@@ -16,6 +16,8 @@
 //! Needs podman, runc, slirp4netns and docker-registry (the test fails
 //! naming the Debian packages when they are missing) and kubectl.
 
+#[path = "../e2e/host.rs"]
+mod host;
 mod pod;
 mod podman;
 
@@ -184,21 +186,15 @@ async fn kep_flow(podman: &Podman, image: &dyn Fn(&str) -> String) {
     }
     let admin = sim.client();
     let driver = DEFAULT_DRIVER_NAME;
-    let pp = PostParams::default();
-    Api::all(admin.clone())
-        .create(
-            &pp,
-            &manifests::bucket_class("local", driver, DeletionPolicy::Delete),
-        )
+    let class = manifests::bucket_class("local", driver, DeletionPolicy::Delete);
+    manifests::create_cluster_object(&admin, &class)
         .await
         .expect("create the BucketClass");
-    Api::all(admin.clone())
-        .create(
-            &pp,
-            &manifests::access_class("local", driver, MultiBucketAccess::SingleBucket),
-        )
+    let access_class = manifests::access_class("local", driver, MultiBucketAccess::SingleBucket);
+    manifests::create_cluster_object(&admin, &access_class)
         .await
         .expect("create the BucketAccessClass");
+    let pp = PostParams::default();
 
     // Each Pod runs as the ServiceAccount its Deployment names: the
     // controller's, and the driver template's own (with its own Lease).
@@ -321,24 +317,15 @@ async fn kep_flow(podman: &Podman, image: &dyn Fn(&str) -> String) {
                 aws_sdk_s3::error::DisplayErrorContext(e)
             ))
         });
-    let got = client
-        .get_object()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .send()
+    let got = s3::read_object(&client, &bucket, "hello.txt")
         .await
         .unwrap_or_else(|e| {
             fail(&format!(
                 "GET: {}",
                 aws_sdk_s3::error::DisplayErrorContext(e)
             ))
-        })
-        .body
-        .collect()
-        .await
-        .expect("the object's body")
-        .into_bytes();
-    assert_eq!(got.as_ref(), body.as_slice());
+        });
+    assert_eq!(got, body);
     client
         .delete_object()
         .bucket(&bucket)
@@ -487,7 +474,7 @@ patches:
             volumes:
               - {{name: data, emptyDir: {{}}}}
 ",
-            deploy = relative_to(&deploy, &overlay).display()
+            deploy = host::relative_to(&deploy, &overlay).display()
         ),
     )
     .expect("write the overlay");
@@ -510,22 +497,8 @@ patches:
 }
 
 fn kubectl() -> PathBuf {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join("kubectl"))
-        .find(|p| p.is_file())
+    host::program("kubectl")
         .expect("kubectl is installed (the manifests are rendered with kubectl kustomize)")
-}
-
-/// `target` as a path relative to `from` (kustomize refuses absolute ones).
-fn relative_to(target: &Path, from: &Path) -> PathBuf {
-    let from = from.canonicalize().expect("the overlay exists");
-    let mut rel = PathBuf::new();
-    for _ in from.components().skip(1) {
-        rel.push("..");
-    }
-    rel.join(target.strip_prefix("/").expect("an absolute path"))
 }
 
 /// Resolves one host name to 127.0.0.1, where the driver's S3 port is

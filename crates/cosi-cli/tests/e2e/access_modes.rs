@@ -4,7 +4,6 @@
 //! forbid modes before any credential exists.
 
 use cosi_api::*;
-use kube::api::PostParams;
 
 use crate::common::*;
 
@@ -15,6 +14,28 @@ async fn seeded(env: &Env) -> String {
         .write_through_new_access("seeder", "data", "seed", b"seed")
         .await;
     bucket
+}
+
+/// A new environment with the claim of [`seeded`] and a provisioned access
+/// `name` to it with `mode`; the environment, the bucket and the access's
+/// S3 client (which names that bucket).
+async fn seeded_with_access(
+    name: &str,
+    mode: BucketAccessMode,
+) -> (Env, String, aws_sdk_s3::Client) {
+    let env = Env::start().await;
+    let bucket = seeded(&env).await;
+    env.provisioned_access(name, SINGLE, &["data"], mode).await;
+    let (s3c, named) = env.s3(name).await;
+    assert_eq!(named, bucket);
+    (env, bucket, s3c)
+}
+
+/// Reading `seed` from `bucket` and writing `key` into it both fail with
+/// the S3 error `code`.
+async fn assert_locked_out(s3c: &aws_sdk_s3::Client, bucket: &str, key: &str, code: &str) {
+    assert_eq!(get(s3c, bucket, "seed").await.unwrap_err(), code);
+    assert_eq!(put(s3c, bucket, key, b"x").await.unwrap_err(), code);
 }
 
 async fn clean_up(env: Env, accesses: &[&str], claims: &[&str]) {
@@ -29,12 +50,7 @@ async fn clean_up(env: Env, accesses: &[&str], claims: &[&str]) {
 
 #[tokio::test]
 async fn read_only_credentials_read_but_cannot_write() {
-    let env = Env::start().await;
-    let bucket = seeded(&env).await;
-    env.provisioned_access("ro", SINGLE, &["data"], BucketAccessMode::ReadOnly)
-        .await;
-    let (s3c, name) = env.s3("ro").await;
-    assert_eq!(name, bucket);
+    let (env, bucket, s3c) = seeded_with_access("ro", BucketAccessMode::ReadOnly).await;
     assert_eq!(get(&s3c, &bucket, "seed").await.unwrap(), b"seed");
     assert_eq!(
         put(&s3c, &bucket, "new", b"x").await.unwrap_err(),
@@ -48,11 +64,7 @@ async fn read_only_credentials_read_but_cannot_write() {
 
 #[tokio::test]
 async fn write_only_credentials_write_but_cannot_read() {
-    let env = Env::start().await;
-    let bucket = seeded(&env).await;
-    env.provisioned_access("wo", SINGLE, &["data"], BucketAccessMode::WriteOnly)
-        .await;
-    let (s3c, _) = env.s3("wo").await;
+    let (env, bucket, s3c) = seeded_with_access("wo", BucketAccessMode::WriteOnly).await;
     put(&s3c, &bucket, "dropbox", b"letter").await.unwrap();
     assert_eq!(
         get(&s3c, &bucket, "seed").await.unwrap_err(),
@@ -77,14 +89,7 @@ async fn credentials_for_one_bucket_are_denied_on_another() {
     env.provisioned_rw_access("outsider", "elsewhere").await;
     let (s3c, own) = env.s3("outsider").await;
     assert_ne!(own, bucket);
-    assert_eq!(
-        get(&s3c, &bucket, "seed").await.unwrap_err(),
-        "AccessDenied"
-    );
-    assert_eq!(
-        put(&s3c, &bucket, "graffiti", b"x").await.unwrap_err(),
-        "AccessDenied"
-    );
+    assert_locked_out(&s3c, &bucket, "graffiti", "AccessDenied").await;
     let listed = s3c.list_buckets().send().await.unwrap();
     let names: Vec<_> = listed.buckets().iter().filter_map(|b| b.name()).collect();
     assert_eq!(
@@ -97,20 +102,10 @@ async fn credentials_for_one_bucket_are_denied_on_another() {
 
 #[tokio::test]
 async fn revoked_credentials_fail_once_the_access_is_deleted() {
-    let env = Env::start().await;
-    let bucket = seeded(&env).await;
-    env.provisioned_rw_access("temp", "data").await;
-    let (s3c, _) = env.s3("temp").await;
+    let (env, bucket, s3c) = seeded_with_access("temp", BucketAccessMode::ReadWrite).await;
     assert_eq!(get(&s3c, &bucket, "seed").await.unwrap(), b"seed");
     env.remove_access("temp").await;
-    assert_eq!(
-        get(&s3c, &bucket, "seed").await.unwrap_err(),
-        "InvalidAccessKeyId"
-    );
-    assert_eq!(
-        put(&s3c, &bucket, "late", b"x").await.unwrap_err(),
-        "InvalidAccessKeyId"
-    );
+    assert_locked_out(&s3c, &bucket, "late", "InvalidAccessKeyId").await;
     clean_up(env, &["seeder"], &["data"]).await;
 }
 
@@ -124,8 +119,7 @@ async fn a_class_forbidding_a_mode_refuses_accesses_asking_for_it() {
     );
     class.spec.disallowed_bucket_access_modes.object_data =
         vec![BucketAccessMode::ReadWrite, BucketAccessMode::WriteOnly];
-    kube::Api::<BucketAccessClass>::all(env.client.clone())
-        .create(&PostParams::default(), &class)
+    cosi_cli::manifests::create_cluster_object(&env.client, &class)
         .await
         .unwrap();
     env.provisioned_claim("data", DELETE).await;
@@ -137,26 +131,11 @@ async fn a_class_forbidding_a_mode_refuses_accesses_asking_for_it() {
         BucketAccessMode::ReadWrite,
     )
     .await;
-    let refused = env
-        .wait_for(
-            &env.accesses(),
-            "BucketAccess",
-            "wants-write",
-            "to be refused",
-            invalid(BucketAccess::conditions),
-        )
-        .await
-        .unwrap();
+    let refused = env.wait_access_refused("wants-write").await;
     let (_, reason) = condition(refused.conditions(), "ResourcesValidated").unwrap();
     assert_eq!(reason, "AccessModeNotAllowed");
     assert!(env.backend().accounts.is_empty());
-    assert!(
-        env.secrets()
-            .get_opt("wants-write")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(!env.secret_exists("wants-write").await);
 
     env.provisioned_access(
         "reads",

@@ -5,8 +5,8 @@
 
 use std::time::Duration;
 
+use cosi_api::constants::annotations;
 use cosi_api::constants::condition_types::{PROVISIONED, RESOURCES_VALIDATED};
-use cosi_api::constants::{PROTECTION_FINALIZER, annotations};
 use cosi_api::*;
 use cosi_cli::manifests;
 use k8s_openapi::api::core::v1::Secret;
@@ -37,6 +37,17 @@ fn message(conds: &[Condition], type_: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Both `ResourcesValidated` and `Provisioned` are False for `reason`.
+fn assert_refused_for(conds: &[Condition], reason: &str) {
+    for type_ in [RESOURCES_VALIDATED, PROVISIONED] {
+        assert_eq!(
+            condition(conds, type_),
+            Some(("False".into(), reason.into())),
+            "{type_}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_gone() {
     let env = env().await;
@@ -58,24 +69,8 @@ async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_go
         )
         .await
         .unwrap();
-    let second = env
-        .wait_for(
-            &env.accesses(),
-            "BucketAccess",
-            "second",
-            "to be refused",
-            invalid(BucketAccess::conditions),
-        )
-        .await
-        .unwrap();
-    assert_eq!(
-        condition(second.conditions(), RESOURCES_VALIDATED),
-        Some(("False".into(), "AccessSecretNameInUse".into()))
-    );
-    assert_eq!(
-        condition(second.conditions(), PROVISIONED),
-        Some(("False".into(), "AccessSecretNameInUse".into()))
-    );
+    let second = env.wait_access_refused("second").await;
+    assert_refused_for(second.conditions(), "AccessSecretNameInUse");
     let why = message(second.conditions(), RESOURCES_VALIDATED);
     assert!(why.contains("BucketAccess default/first"), "{why}");
     assert!(why.contains("\"first\""), "{why}");
@@ -92,15 +87,10 @@ async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_go
     // first access writes it again, and the second does not take it.
     let gone = env.force_delete_secret("first").await;
     let back = env
-        .wait_for(
-            &env.secrets(),
-            "Secret",
-            "first",
-            "to be written again",
-            move |s: Option<&Secret>| s.is_some_and(|s| s.uid().as_ref() != Some(&gone)),
-        )
-        .await
-        .unwrap();
+        .wait_for_object("first", "to be written again", move |s: Option<&Secret>| {
+            s.is_some_and(|s| s.uid().as_ref() != Some(&gone))
+        })
+        .await;
     assert_eq!(controller_uid(&back), Some(first_uid.as_str()));
     env.event("BucketAccess", "first", "SecretRecreated").await;
     tokio::time::sleep(SETTLE).await;
@@ -150,15 +140,12 @@ async fn a_provisioned_access_whose_secret_another_access_took_reports_it_and_wr
         .unwrap();
 
     let owner = env
-        .wait_for(
-            &env.accesses(),
-            "BucketAccess",
+        .wait_for_object(
             "owner",
             "to report its Secret taken",
             has_condition(BucketAccess::conditions, PROVISIONED, "False"),
         )
-        .await
-        .unwrap();
+        .await;
     for type_ in [PROVISIONED, RESOURCES_VALIDATED] {
         assert_eq!(
             condition(owner.conditions(), type_),
@@ -219,7 +206,7 @@ async fn a_secret_deleted_by_hand_is_kept_while_its_access_lives_and_one_forced_
     tokio::time::sleep(SETTLE).await;
     let kept = env.secrets().get("app").await.unwrap();
     assert!(kept.meta().deletion_timestamp.is_some());
-    assert!(kept.finalizers().contains(&PROTECTION_FINALIZER.to_owned()));
+    assert!(is_protected(&kept));
     assert_eq!(kept.data, before.data);
     let (s3c, bucket) = env.s3("app").await;
     put(&s3c, &bucket, "still", b"works").await.unwrap();
@@ -230,28 +217,21 @@ async fn a_secret_deleted_by_hand_is_kept_while_its_access_lives_and_one_forced_
         1
     );
     let a = env.accesses().get("app").await.unwrap();
-    assert!(cosi_api::conditions::is_true(a.conditions(), PROVISIONED));
+    assert!(provisioned(a.conditions()));
 
     // The finalizer forced off, the Secret vanishes; the next check writes
     // it again from a repeat grant (the local driver repeats the same key).
     let gone = env.force_delete_secret("app").await;
     let back = env
-        .wait_for(
-            &env.secrets(),
-            "Secret",
-            "app",
-            "to be written again",
-            move |s: Option<&Secret>| s.is_some_and(|s| s.uid().as_ref() != Some(&gone)),
-        )
-        .await
-        .unwrap();
+        .wait_for_object("app", "to be written again", move |s: Option<&Secret>| {
+            s.is_some_and(|s| s.uid().as_ref() != Some(&gone))
+        })
+        .await;
     assert!(back.meta().deletion_timestamp.is_none());
-    assert!(back.finalizers().contains(&PROTECTION_FINALIZER.to_owned()));
+    assert!(is_protected(&back));
     assert_eq!(controller_uid(&back), access.uid().as_deref());
     assert_eq!(
-        back.annotations()
-            .get(annotations::BUCKETACCESS_REFERENCE)
-            .map(String::as_str),
+        annotation(&back, annotations::BUCKETACCESS_REFERENCE),
         Some("default/app")
     );
     assert_eq!(env.secret("app").await, keys_before);
@@ -261,7 +241,7 @@ async fn a_secret_deleted_by_hand_is_kept_while_its_access_lives_and_one_forced_
     assert_eq!(get(&s3c, &bucket, "still").await.unwrap(), b"works");
 
     env.remove_access("app").await;
-    assert!(env.secrets().get_opt("app").await.unwrap().is_none());
+    assert!(!env.secret_exists("app").await);
     env.remove_claim("photos").await;
     env.stop_empty().await;
 }
@@ -291,23 +271,13 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
     env.provisioned_claim("photos", DELETE).await;
     env.rw_access("app", "photos").await;
     let a = env
-        .wait_for(
-            &env.accesses(),
-            "BucketAccess",
+        .wait_for_object(
             "app",
             "to report the failed write",
             invalid(BucketAccess::conditions),
         )
-        .await
-        .unwrap();
-    assert_eq!(
-        condition(a.conditions(), RESOURCES_VALIDATED),
-        Some(("False".into(), "SecretWriteFailed".into()))
-    );
-    assert_eq!(
-        condition(a.conditions(), PROVISIONED),
-        Some(("False".into(), "SecretWriteFailed".into()))
-    );
+        .await;
+    assert_refused_for(a.conditions(), "SecretWriteFailed");
     let why = message(a.conditions(), RESOURCES_VALIDATED);
     assert!(
         why.starts_with("cannot create Secret default/app:"),

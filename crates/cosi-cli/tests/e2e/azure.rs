@@ -317,9 +317,7 @@ async fn a_multi_bucket_azure_access_is_refused_as_out_of_range_on_the_access() 
         .await
         .expect("create BucketAccess");
     let refused = env
-        .wait_for(
-            &env.accesses(),
-            "BucketAccess",
+        .wait_until(
             "both",
             "to be refused by the driver",
             provision_failed(BucketAccess::conditions),

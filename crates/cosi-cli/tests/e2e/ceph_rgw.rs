@@ -32,8 +32,7 @@ async fn a_claim_and_an_access_on_real_ceph_leave_nothing_behind() {
     );
 
     let (s3c, name) = env.s3("photos-rw").await;
-    put(&s3c, &name, "a.txt", b"on ceph").await.unwrap();
-    assert_eq!(get(&s3c, &name, "a.txt").await.unwrap(), b"on ceph");
+    assert_round_trip(&s3c, &name, "a.txt", b"on ceph").await;
     s3c.delete_object()
         .bucket(&name)
         .key("a.txt")

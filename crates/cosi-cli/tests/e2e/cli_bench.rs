@@ -3,9 +3,9 @@
 //! and the counts the project holds itself to (API writes per pair, writes
 //! on resync) hold. Speed is reported, never asserted.
 
-use std::process::Command;
-
 use serde_json::Value;
+
+use crate::common::cosi;
 
 fn number(report: &Value, path: &[&str]) -> f64 {
     let mut v = report;
@@ -20,20 +20,18 @@ fn number(report: &Value, path: &[&str]) -> f64 {
 fn bench_reports_one_json_line_with_bounded_writes_and_a_silent_resync() {
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("bench.json");
-    let out = Command::new(env!("CARGO_BIN_EXE_cosi"))
-        .args([
-            "bench",
-            "--pairs",
-            "40",
-            "--resync-objects",
-            "300",
-            "--json",
-            "--out",
-        ])
-        .arg(&out_file)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run cosi bench");
+    let out = cosi(&[
+        "bench",
+        "--pairs",
+        "40",
+        "--resync-objects",
+        "300",
+        "--json",
+        "--out",
+    ])
+    .arg(&out_file)
+    .output()
+    .expect("run cosi bench");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -11,17 +11,13 @@ use std::time::{Duration, Instant};
 
 use cosi_cli::dev::{AZURE_EXAMPLE_MANIFEST, EXAMPLE_MANIFEST, READY_LINE};
 
-use crate::common::{get, put};
+use crate::common::{cosi, get, put};
 
 const STARTUP: Duration = Duration::from_secs(60);
 
+/// kubectl from `PATH` (or `/usr/bin`); the test fails if it is missing.
 pub fn kubectl_path() -> PathBuf {
-    std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join("kubectl"))
-        .chain([PathBuf::from("/usr/bin/kubectl")])
-        .find(|p| p.is_file())
+    crate::host::program("kubectl")
         .expect("kubectl is installed (the e2e suite drives cosi dev with it)")
 }
 
@@ -103,25 +99,21 @@ impl Dev {
 
     /// `cosi dev` with `extra` flags.
     fn spawn_with(kubeconfig: &Path, data: &Path, extra: &[&str]) -> Dev {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cosi"))
-            .args([
-                "dev",
-                "--api-port",
-                "0",
-                "--s3-address",
-                "127.0.0.1:0",
-                "--kubeconfig-out",
-            ])
-            .arg(kubeconfig)
-            .arg("--data-dir")
-            .arg(data)
-            .arg("--verbose")
-            .args(extra)
-            .env_remove("RUST_LOG")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn cosi dev");
+        let mut child = cosi(&[
+            "dev",
+            "--api-port",
+            "0",
+            "--s3-address",
+            "127.0.0.1:0",
+            "--kubeconfig-out",
+        ])
+        .arg(kubeconfig)
+        .arg("--data-dir")
+        .arg(data)
+        .arg("--verbose")
+        .args(extra)
+        .spawn()
+        .expect("spawn cosi dev");
         let stdout = child.stdout.take().unwrap();
         let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let (errors, sink) = (child.stderr.take().unwrap(), stderr.clone());

@@ -2,17 +2,15 @@
 
 use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 use std::time::{Duration, Instant};
+
+use crate::common::cosi;
 
 /// Runs `cosi quickstart`, killing it if it has not exited within two minutes.
 fn quickstart(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cosi"))
-        .arg("quickstart")
+    let mut child = cosi(&["quickstart"])
         .args(args)
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .spawn()
         .expect("run cosi quickstart");
     let drain = |mut pipe: Box<dyn Read + Send>| {

@@ -9,6 +9,7 @@ use std::time::Duration;
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_s3::primitives::ByteStream;
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
+use cosi_api::constants::{PROTECTION_FINALIZER, annotations};
 use cosi_api::*;
 use cosi_cli::describe::{condition_lines, event_line, events_about};
 use cosi_cli::{Stack, StackOptions, manifests, s3, wait};
@@ -17,6 +18,7 @@ use cosi_driver_local::BackendState;
 use cosi_runtime::Shutdown;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::{ClusterResourceScope, NamespaceResourceScope};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::Condition as WaitCondition;
 use kube::{Client, Resource, ResourceExt};
@@ -106,44 +108,49 @@ impl Env {
     }
 
     async fn create_classes(&self) {
-        let driver = self.stack.driver_name().to_owned();
-        let pp = PostParams::default();
-        let classes: Api<BucketClass> = Api::all(self.client.clone());
-        for (name, policy) in [
+        let driver = self.stack.driver_name();
+        let classes = [
             (DELETE, DeletionPolicy::Delete),
             (RETAIN, DeletionPolicy::Retain),
-        ] {
-            classes
-                .create(&pp, &manifests::bucket_class(name, &driver, policy))
-                .await
-                .expect("create BucketClass");
-        }
-        let access_classes: Api<BucketAccessClass> = Api::all(self.client.clone());
-        for (name, multi) in [
+        ]
+        .map(|(name, policy)| manifests::bucket_class(name, driver, policy));
+        create_each(&Api::all(self.client.clone()), "BucketClass", classes).await;
+        let access_classes = [
             (SINGLE, MultiBucketAccess::SingleBucket),
             (MULTI, MultiBucketAccess::MultipleBuckets),
-        ] {
-            access_classes
-                .create(&pp, &manifests::access_class(name, &driver, multi))
-                .await
-                .expect("create BucketAccessClass");
-        }
+        ]
+        .map(|(name, multi)| manifests::access_class(name, driver, multi));
+        create_each(
+            &Api::all(self.client.clone()),
+            "BucketAccessClass",
+            access_classes,
+        )
+        .await;
     }
 
+    /// The handle for kind `K` (namespaced kinds in [`NS`]).
+    pub fn api<K: Watched>(&self) -> Api<K> {
+        K::Scope::api(self.client.clone())
+    }
+
+    /// The BucketClaims of [`NS`].
     pub fn claims(&self) -> Api<BucketClaim> {
-        Api::namespaced(self.client.clone(), NS)
+        self.api()
     }
 
+    /// The BucketAccesses of [`NS`].
     pub fn accesses(&self) -> Api<BucketAccess> {
-        Api::namespaced(self.client.clone(), NS)
+        self.api()
     }
 
+    /// The Secrets of [`NS`].
     pub fn secrets(&self) -> Api<Secret> {
-        Api::namespaced(self.client.clone(), NS)
+        self.api()
     }
 
+    /// Every Bucket.
     pub fn buckets(&self) -> Api<Bucket> {
-        Api::all(self.client.clone())
+        self.api()
     }
 
     /// Creates a dynamic S3 claim of `class`.
@@ -181,6 +188,41 @@ impl Env {
             .expect("create BucketAccess")
     }
 
+    /// Creates an admin's static Bucket `name` for the backend bucket
+    /// `bucket_id`, reserved for the claim `default/<claim>`.
+    pub async fn static_bucket(&self, name: &str, bucket_id: &str, claim: &str) -> Bucket {
+        let mut bucket = Bucket::new(
+            name,
+            BucketSpec {
+                driver_name: self.stack.driver_name().to_owned(),
+                deletion_policy: DeletionPolicy::Retain,
+                protocols: vec![Protocol::S3],
+                parameters: Default::default(),
+                bucket_claim_ref: BucketClaimReference {
+                    name: claim.to_owned(),
+                    namespace: NS.to_owned(),
+                    uid: String::new(),
+                },
+                existing_bucket_id: bucket_id.to_owned(),
+            },
+        );
+        bucket.metadata.name = Some(name.to_owned());
+        self.buckets()
+            .create(&PostParams::default(), &bucket)
+            .await
+            .expect("create Bucket")
+    }
+
+    /// Creates a claim for the existing Bucket `bucket`.
+    pub async fn static_claim(&self, name: &str, bucket: &str) -> BucketClaim {
+        let mut claim = manifests::claim(NS, name, "");
+        claim.spec.existing_bucket_name = bucket.to_owned();
+        self.claims()
+            .create(&PostParams::default(), &claim)
+            .await
+            .expect("create BucketClaim")
+    }
+
     /// Creates a dynamic claim and waits until it is provisioned.
     pub async fn provisioned_claim(&self, name: &str, class: &str) -> BucketClaim {
         self.claim(name, class).await;
@@ -214,47 +256,44 @@ impl Env {
 
     /// Waits until the BucketClaim `name` is provisioned.
     pub async fn wait_claim_provisioned(&self, name: &str) -> BucketClaim {
-        self.wait_provisioned(&self.claims(), "BucketClaim", name, BucketClaim::conditions)
-            .await
+        self.wait_provisioned(name, BucketClaim::conditions).await
     }
 
     /// Waits until the BucketAccess `name` is provisioned.
     pub async fn wait_access_provisioned(&self, name: &str) -> BucketAccess {
-        self.wait_provisioned(
-            &self.accesses(),
-            "BucketAccess",
-            name,
-            BucketAccess::conditions,
-        )
-        .await
+        self.wait_provisioned(name, BucketAccess::conditions).await
     }
 
     /// Waits until the Bucket `name` is provisioned.
     pub async fn wait_bucket_provisioned(&self, name: &str) -> Bucket {
-        self.wait_provisioned(&self.buckets(), "Bucket", name, Bucket::conditions)
-            .await
+        self.wait_provisioned(name, Bucket::conditions).await
     }
 
     /// Waits until the object `name` exists and is provisioned.
-    async fn wait_provisioned<K>(
+    async fn wait_provisioned<K: Watched>(
         &self,
-        api: &Api<K>,
-        kind: &str,
         name: &str,
         conditions_of: fn(&K) -> &[Condition],
-    ) -> K
-    where
-        K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
-    {
-        self.wait_for(
-            api,
-            kind,
+    ) -> K {
+        self.wait_for_object(name, "to be provisioned", wait::provisioned(conditions_of))
+            .await
+    }
+
+    /// Waits until the BucketAccess `name` is refused
+    /// (`ResourcesValidated=False`).
+    pub async fn wait_access_refused(&self, name: &str) -> BucketAccess {
+        self.wait_for_object(name, "to be refused", invalid(BucketAccess::conditions))
+            .await
+    }
+
+    /// Waits until the Bucket `name` is released by its deleted claim.
+    pub async fn wait_bucket_released(&self, name: &str) -> Bucket {
+        self.wait_for_object(
             name,
-            "to be provisioned",
-            wait::provisioned(conditions_of),
+            "to be released",
+            annotated(annotations::BUCKETCLAIM_BEING_DELETED),
         )
         .await
-        .unwrap_or_else(|| panic!("{kind} {name} exists"))
     }
 
     /// Waits until the BucketClaim `name` is gone.
@@ -293,6 +332,31 @@ impl Env {
             Ok(obj) => obj,
             Err(e) => panic!("{e}\n{}", self.explain(kind, name).await),
         }
+    }
+
+    /// Waits for `cond` on the `K` named `name`, as [`Env::wait_for`] does
+    /// through `K`'s own API handle.
+    pub async fn wait_until<K: Watched>(
+        &self,
+        name: &str,
+        what: &str,
+        cond: impl WaitCondition<K>,
+    ) -> Option<K> {
+        self.wait_for(&self.api(), &K::kind(&()), name, what, cond)
+            .await
+    }
+
+    /// Waits like [`Env::wait_until`] for an object that exists once `cond`
+    /// holds; the object.
+    pub async fn wait_for_object<K: Watched>(
+        &self,
+        name: &str,
+        what: &str,
+        cond: impl WaitCondition<K>,
+    ) -> K {
+        self.wait_until(name, what, cond)
+            .await
+            .unwrap_or_else(|| panic!("{} {name} exists", K::kind(&())))
     }
 
     /// Every COSI object's conditions and the Events about `kind/name`.
@@ -368,10 +432,7 @@ impl Env {
     pub async fn force_delete_secret(&self, name: &str) -> String {
         // Deleted first: a Secret without its finalizer, even for a moment,
         // would have it put back by the sidecar's next check.
-        self.secrets()
-            .delete(name, &DeleteParams::default())
-            .await
-            .expect("delete the Secret");
+        delete(&self.secrets(), "Secret", name).await;
         self.secrets()
             .patch(
                 name,
@@ -395,6 +456,15 @@ impl Env {
         s3::secret_data(&self.secrets().get(name).await.expect("Secret exists"))
     }
 
+    /// Whether the Secret `name` exists.
+    pub async fn secret_exists(&self, name: &str) -> bool {
+        self.secrets()
+            .get_opt(name)
+            .await
+            .expect("read Secret")
+            .is_some()
+    }
+
     /// An S3 client from an access Secret, and its bucket.
     pub async fn s3(&self, secret: &str) -> (aws_sdk_s3::Client, String) {
         s3::client_from_secret(&self.secret(secret).await).expect("a complete S3 Secret")
@@ -415,18 +485,14 @@ impl Env {
         (s3c, bucket)
     }
 
+    /// Deletes the BucketAccess `name` (without waiting for it to go).
     pub async fn delete_access(&self, name: &str) {
-        self.accesses()
-            .delete(name, &DeleteParams::default())
-            .await
-            .expect("delete BucketAccess");
+        delete(&self.accesses(), "BucketAccess", name).await;
     }
 
+    /// Deletes the BucketClaim `name` (without waiting for it to go).
     pub async fn delete_claim(&self, name: &str) {
-        self.claims()
-            .delete(name, &DeleteParams::default())
-            .await
-            .expect("delete BucketClaim");
+        delete(&self.claims(), "BucketClaim", name).await;
     }
 
     /// Deletes the access and waits until it is gone.
@@ -536,6 +602,52 @@ impl Env {
     }
 }
 
+/// Where the fixture reaches objects of a scope: namespaced ones in [`NS`].
+pub trait Scoped {
+    /// The handle for `K` through `client`.
+    fn api<K: Resource<Scope = Self, DynamicType = ()>>(client: Client) -> Api<K>;
+}
+
+impl Scoped for NamespaceResourceScope {
+    fn api<K: Resource<Scope = Self, DynamicType = ()>>(client: Client) -> Api<K> {
+        Api::namespaced(client, NS)
+    }
+}
+
+impl Scoped for ClusterResourceScope {
+    fn api<K: Resource<Scope = Self, DynamicType = ()>>(client: Client) -> Api<K> {
+        Api::all(client)
+    }
+}
+
+/// A kind the fixture can wait on, its handle and name coming from the type.
+pub trait Watched:
+    Resource<DynamicType = (), Scope: Scoped> + Clone + DeserializeOwned + Debug + Send + 'static
+{
+}
+
+impl<K> Watched for K where
+    K: Resource<DynamicType = (), Scope: Scoped>
+        + Clone
+        + DeserializeOwned
+        + Debug
+        + Send
+        + 'static
+{
+}
+
+/// The `cosi` binary with `args`, `RUST_LOG` unset (each command picks its
+/// own logging) and its output captured.
+pub fn cosi(args: &[&str]) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_cosi"));
+    command
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    command
+}
+
 /// The Secret name [`Env::access`] gives `claim` in access `access`.
 pub fn secret_name(access: &str, claims: &[&str], claim: &str) -> String {
     if claims.len() == 1 {
@@ -574,14 +686,29 @@ pub fn invalid<K>(conditions_of: fn(&K) -> &[Condition]) -> impl WaitCondition<K
     has_condition(conditions_of, RESOURCES_VALIDATED, "False")
 }
 
+/// Whether `Provisioned` is True.
+pub fn provisioned(conds: &[Condition]) -> bool {
+    cosi_api::conditions::is_true(conds, PROVISIONED)
+}
+
 /// Not `Provisioned=True`.
 pub fn not_provisioned(conds: &[Condition]) -> bool {
-    !cosi_api::conditions::is_true(conds, PROVISIONED)
+    !provisioned(conds)
 }
 
 /// A wait condition: the object carries annotation `key`.
 pub fn annotated<K: ResourceExt>(key: &'static str) -> impl WaitCondition<K> {
     move |obj: Option<&K>| obj.is_some_and(|o| o.annotations().contains_key(key))
+}
+
+/// The value of `obj`'s annotation `key`.
+pub fn annotation<'a, K: ResourceExt>(obj: &'a K, key: &str) -> Option<&'a str> {
+    obj.annotations().get(key).map(String::as_str)
+}
+
+/// Whether `obj` carries the COSI protection finalizer.
+pub fn is_protected<K: ResourceExt>(obj: &K) -> bool {
+    obj.finalizers().iter().any(|f| f == PROTECTION_FINALIZER)
 }
 
 /// A wait condition: the object has a deletion timestamp.
@@ -604,28 +731,55 @@ pub async fn put(
         .send()
         .await
         .map(|_| ())
-        .map_err(|e| {
-            e.code()
-                .map(str::to_owned)
-                .unwrap_or_else(|| DisplayErrorContext(e).to_string())
-        })
+        .map_err(error_code)
+}
+
+/// Writes `body` as `key` into `bucket` and reads the same bytes back.
+pub async fn assert_round_trip(client: &aws_sdk_s3::Client, bucket: &str, key: &str, body: &[u8]) {
+    put(client, bucket, key, body).await.unwrap();
+    assert_eq!(get(client, bucket, key).await.unwrap(), body);
 }
 
 /// Gets an object's bytes; the S3 error code on failure.
 pub async fn get(client: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec<u8>, String> {
-    let out = client
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
+    s3::read_object(client, bucket, key)
         .await
-        .map_err(|e| {
-            e.code()
-                .map(str::to_owned)
-                .unwrap_or_else(|| DisplayErrorContext(e).to_string())
-        })?;
-    let bytes = out.body.collect().await.map_err(|e| e.to_string())?;
-    Ok(bytes.into_bytes().to_vec())
+        .map_err(|e| match e {
+            s3::ReadError::Get(e) => error_code(*e),
+            s3::ReadError::Body(e) => e.to_string(),
+        })
+}
+
+/// An S3 error's code, or the whole error when it has none.
+fn error_code<E>(e: E) -> String
+where
+    E: ProvideErrorMetadata + std::error::Error,
+{
+    e.code()
+        .map(str::to_owned)
+        .unwrap_or_else(|| DisplayErrorContext(e).to_string())
+}
+
+/// Creates each of `objects` (of kind `kind`) through `api`.
+async fn create_each<K>(api: &Api<K>, kind: &str, objects: impl IntoIterator<Item = K>)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + serde::Serialize,
+{
+    for object in objects {
+        api.create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("create {kind}: {e}"));
+    }
+}
+
+/// Deletes the object `name` of kind `kind` through `api`.
+async fn delete<K>(api: &Api<K>, kind: &str, name: &str)
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    api.delete(name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("delete {kind}: {e}"));
 }
 
 /// Every object `api` lists, or none when the listing fails.

@@ -242,22 +242,17 @@ async fn objects_made_under_the_released_crds_that_todays_refuse_stay_writable_a
     }
     // A spec field beside the refused ones may still change...
     let buckets = api_of(&client, &objects[1]);
-    let retained = buckets
-        .patch(
-            "legacy-bucket",
-            &pp,
-            &Patch::Merge(json!({"spec": {"deletionPolicy": "Retain"}})),
-        )
+    let patch_spec = async |spec: serde_json::Value| {
+        buckets
+            .patch("legacy-bucket", &pp, &Patch::Merge(json!({ "spec": spec })))
+            .await
+    };
+    let retained = patch_spec(json!({"deletionPolicy": "Retain"}))
         .await
         .expect("deletionPolicy changes beside a refused driver name, UID and claim name");
     assert_eq!(retained.data["spec"]["deletionPolicy"], "Retain");
     // ...but a refused field changes only to what today's CRDs allow.
-    let err = buckets
-        .patch(
-            "legacy-bucket",
-            &pp,
-            &Patch::Merge(json!({"spec": {"driverName": "other_driver"}})),
-        )
+    let err = patch_spec(json!({"driverName": "other_driver"}))
         .await
         .unwrap_err();
     let kube::Error::Api(s) = &err else {

@@ -2,8 +2,8 @@
 //! deletion held while BucketAccesses still reference it.
 
 use cosi_api::conditions::find;
+use cosi_api::constants::annotations;
 use cosi_api::constants::condition_types::PROVISIONED;
-use cosi_api::constants::{PROTECTION_FINALIZER, annotations};
 use cosi_api::reasons;
 use cosi_api::*;
 use kube::api::DeleteParams;
@@ -51,9 +51,7 @@ async fn retain_policy_keeps_the_bucket_object_and_the_backend_data() {
 
     // The Bucket stays, shown as released, never deleted.
     let bucket = env
-        .wait_for(
-            &env.buckets(),
-            "Bucket",
+        .wait_for_object(
             &bucket.name_any(),
             "to be released",
             |b: Option<&Bucket>| {
@@ -63,13 +61,8 @@ async fn retain_policy_keeps_the_bucket_object_and_the_backend_data() {
                 })
             },
         )
-        .await
-        .unwrap();
-    assert!(
-        bucket
-            .annotations()
-            .contains_key(annotations::BUCKETCLAIM_BEING_DELETED)
-    );
+        .await;
+    assert!(annotation(&bucket, annotations::BUCKETCLAIM_BEING_DELETED).is_some());
     assert!(bucket.meta().deletion_timestamp.is_none());
     let message = &find(bucket.conditions(), PROVISIONED).unwrap().message;
     assert!(
@@ -116,36 +109,18 @@ async fn claim_deletion_waits_until_its_accesses_are_gone() {
     env.provisioned_rw_access("writer", "busy").await;
 
     env.delete_claim("busy").await;
-    env.wait_for(
-        &env.claims(),
-        "BucketClaim",
-        "busy",
-        "to be deleting",
-        being_deleted(),
-    )
-    .await;
+    env.wait_until::<BucketClaim>("busy", "to be deleting", being_deleted())
+        .await;
     tokio::time::sleep(SETTLE).await;
 
     // Held: the claim keeps its finalizer, the Bucket is untouched, the
     // data path still works.
     let claim = env.claims().get("busy").await.unwrap();
-    assert!(
-        claim
-            .finalizers()
-            .contains(&PROTECTION_FINALIZER.to_owned())
-    );
-    assert!(
-        claim
-            .annotations()
-            .contains_key(annotations::HAS_BUCKETACCESS_REFERENCES)
-    );
+    assert!(is_protected(&claim));
+    assert!(annotation(&claim, annotations::HAS_BUCKETACCESS_REFERENCES).is_some());
     let held = env.buckets().get(&bucket.name_any()).await.unwrap();
     assert!(held.meta().deletion_timestamp.is_none());
-    assert!(
-        !held
-            .annotations()
-            .contains_key(annotations::BUCKETCLAIM_BEING_DELETED)
-    );
+    assert!(annotation(&held, annotations::BUCKETCLAIM_BEING_DELETED).is_none());
     let (s3c, name) = env.s3("writer").await;
     put(&s3c, &name, "still-works", b"yes").await.unwrap();
 
@@ -169,9 +144,7 @@ async fn claim_deletion_waits_until_its_accesses_are_gone() {
     // One access gone is not enough; the claim now names the other.
     env.remove_access("reader").await;
     let claim = env
-        .wait_for(
-            &env.claims(),
-            "BucketClaim",
+        .wait_for_object(
             "busy",
             "to name the access left",
             move |c: Option<&BucketClaim>| {
@@ -179,8 +152,7 @@ async fn claim_deletion_waits_until_its_accesses_are_gone() {
                     .is_some_and(|(_, m)| !m.contains("reader"))
             },
         )
-        .await
-        .unwrap();
+        .await;
     let (_, message) = waits(&claim).unwrap();
     assert!(
         message.contains("BucketAccess default/writer,"),
@@ -205,28 +177,13 @@ async fn a_new_access_to_a_claim_being_deleted_is_refused() {
     env.provisioned_access("holder", SINGLE, &["leaving"], BucketAccessMode::ReadOnly)
         .await;
     env.delete_claim("leaving").await;
-    env.wait_for(
-        &env.claims(),
-        "BucketClaim",
-        "leaving",
-        "to be deleting",
-        being_deleted(),
-    )
-    .await;
+    env.wait_until::<BucketClaim>("leaving", "to be deleting", being_deleted())
+        .await;
 
     env.rw_access("late", "leaving").await;
-    let late = env
-        .wait_for(
-            &env.accesses(),
-            "BucketAccess",
-            "late",
-            "to be refused",
-            invalid(BucketAccess::conditions),
-        )
-        .await
-        .unwrap();
+    let late = env.wait_access_refused("late").await;
     assert!(not_provisioned(late.conditions()));
-    assert!(env.secrets().get_opt("late").await.unwrap().is_none());
+    assert!(!env.secret_exists("late").await);
     assert_eq!(
         env.backend().accounts.len(),
         1,

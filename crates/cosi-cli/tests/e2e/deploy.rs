@@ -46,57 +46,55 @@ pub(crate) fn objects(yaml: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-#[test]
-fn deploy_renders_the_crds_the_controller_and_the_driver_template() {
-    let rendered = objects(&kustomize(&deploy_dir()));
-    for (kind, name) in [
-        ("Namespace", "cosi-system"),
-        ("CustomResourceDefinition", "buckets.objectstorage.k8s.io"),
-        (
-            "CustomResourceDefinition",
-            "bucketclaims.objectstorage.k8s.io",
-        ),
-        (
-            "CustomResourceDefinition",
-            "bucketclasses.objectstorage.k8s.io",
-        ),
-        (
-            "CustomResourceDefinition",
-            "bucketaccesses.objectstorage.k8s.io",
-        ),
-        (
-            "CustomResourceDefinition",
-            "bucketaccessclasses.objectstorage.k8s.io",
-        ),
-        ("ServiceAccount", "cosi-controller"),
-        ("ClusterRole", "cosi-controller"),
-        ("ClusterRoleBinding", "cosi-controller"),
-        ("Deployment", "cosi-controller"),
-        ("Lease", "cosi-controller"),
-        ("Role", "cosi-controller-leader-election"),
-        ("ClusterRole", "cosi-sidecar"),
-        ("ServiceAccount", "cosi-driver"),
-        ("ClusterRoleBinding", "cosi-driver"),
-        ("Lease", "cosi-driver"),
-        ("Role", "cosi-driver-leader-election"),
-        ("Deployment", "cosi-driver"),
-    ] {
+/// Asserts that `dir` renders every `(kind, name)` of `expected`.
+pub(crate) fn assert_renders(dir: &Path, expected: &[(&str, &str)]) {
+    let rendered = objects(&kustomize(dir));
+    for (kind, name) in expected {
         assert!(
             rendered.iter().any(|(k, n)| k == kind && n == name),
-            "{kind} {name} missing from `kubectl kustomize deploy/`: {rendered:?}"
+            "{kind} {name} missing from `kubectl kustomize {}`: {rendered:?}",
+            dir.display()
         );
     }
 }
 
-/// `target` as a path relative to `from` (kustomize refuses absolute ones);
-/// both absolute.
-fn relative_to(target: &Path, from: &Path) -> PathBuf {
-    let from = from.canonicalize().expect("overlay exists");
-    let mut rel = PathBuf::new();
-    for _ in from.components().skip(1) {
-        rel.push("..");
-    }
-    rel.join(target.strip_prefix("/").expect("absolute"))
+#[test]
+fn deploy_renders_the_crds_the_controller_and_the_driver_template() {
+    assert_renders(
+        &deploy_dir(),
+        &[
+            ("Namespace", "cosi-system"),
+            ("CustomResourceDefinition", "buckets.objectstorage.k8s.io"),
+            (
+                "CustomResourceDefinition",
+                "bucketclaims.objectstorage.k8s.io",
+            ),
+            (
+                "CustomResourceDefinition",
+                "bucketclasses.objectstorage.k8s.io",
+            ),
+            (
+                "CustomResourceDefinition",
+                "bucketaccesses.objectstorage.k8s.io",
+            ),
+            (
+                "CustomResourceDefinition",
+                "bucketaccessclasses.objectstorage.k8s.io",
+            ),
+            ("ServiceAccount", "cosi-controller"),
+            ("ClusterRole", "cosi-controller"),
+            ("ClusterRoleBinding", "cosi-controller"),
+            ("Deployment", "cosi-controller"),
+            ("Lease", "cosi-controller"),
+            ("Role", "cosi-controller-leader-election"),
+            ("ClusterRole", "cosi-sidecar"),
+            ("ServiceAccount", "cosi-driver"),
+            ("ClusterRoleBinding", "cosi-driver"),
+            ("Lease", "cosi-driver"),
+            ("Role", "cosi-driver-leader-election"),
+            ("Deployment", "cosi-driver"),
+        ],
+    );
 }
 
 #[test]
@@ -114,7 +112,7 @@ images:
     newName: registry.example.com/my-driver
     newTag: v1.0.0
 ",
-            relative_to(&deploy_dir(), overlay.path()).display()
+            crate::host::relative_to(&deploy_dir(), overlay.path()).display()
         ),
     )
     .unwrap();

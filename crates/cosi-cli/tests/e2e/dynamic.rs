@@ -4,7 +4,7 @@
 //! credentials work; deleting them leaves nothing behind.
 
 use cosi_api::constants::secret_keys::{COSI_PROTOCOL, s3};
-use cosi_api::constants::{PROTECTION_FINALIZER, annotations, names};
+use cosi_api::constants::{annotations, names};
 use cosi_api::*;
 use kube::ResourceExt;
 
@@ -21,19 +21,11 @@ async fn a_claim_and_an_access_become_a_working_bucket_and_secret() {
     assert_eq!(bucket.name_any(), names::bucket_name(&claim_uid));
     assert_eq!(bucket.spec.bucket_claim_ref.uid, claim_uid);
     assert_eq!(bucket.spec.deletion_policy, DeletionPolicy::Delete);
-    assert!(
-        bucket
-            .finalizers()
-            .contains(&PROTECTION_FINALIZER.to_owned())
-    );
+    assert!(is_protected(&bucket));
     let bucket_id = bucket.bucket_id().expect("bucket ID recorded").to_owned();
     let claim_status = claim.status.clone().unwrap();
     assert_eq!(claim_status.protocols, vec![Protocol::S3]);
-    assert!(
-        claim
-            .finalizers()
-            .contains(&PROTECTION_FINALIZER.to_owned())
-    );
+    assert!(is_protected(&claim));
 
     let access = env.provisioned_rw_access("photos-rw", "photos").await;
     assert_eq!(
@@ -41,31 +33,17 @@ async fn a_claim_and_an_access_become_a_working_bucket_and_secret() {
         Some(names::account_name(&access.uid().unwrap()).as_str())
     );
     let claim = env.claims().get("photos").await.unwrap();
-    assert!(
-        claim
-            .annotations()
-            .contains_key(annotations::HAS_BUCKETACCESS_REFERENCES)
-    );
+    assert!(annotation(&claim, annotations::HAS_BUCKETACCESS_REFERENCES).is_some());
 
     // The Secret: KEP keys, protected, annotated and owned by its access.
     let secret = env.secrets().get("photos-rw").await.unwrap();
-    assert!(
-        secret
-            .finalizers()
-            .contains(&PROTECTION_FINALIZER.to_owned())
-    );
+    assert!(is_protected(&secret));
     assert_eq!(
-        secret
-            .annotations()
-            .get(annotations::BUCKETACCESS_REFERENCE)
-            .map(String::as_str),
+        annotation(&secret, annotations::BUCKETACCESS_REFERENCE),
         Some("default/photos-rw")
     );
     assert_eq!(
-        secret
-            .annotations()
-            .get(annotations::BUCKETCLAIM_REFERENCE)
-            .map(String::as_str),
+        annotation(&secret, annotations::BUCKETCLAIM_REFERENCE),
         Some("default/photos")
     );
     let owner = &secret.owner_references()[0];
@@ -84,8 +62,7 @@ async fn a_claim_and_an_access_become_a_working_bucket_and_secret() {
 
     // The credentials work on the data path.
     let (s3c, bucket_name) = env.s3("photos-rw").await;
-    put(&s3c, &bucket_name, "a/b.txt", b"hello").await.unwrap();
-    assert_eq!(get(&s3c, &bucket_name, "a/b.txt").await.unwrap(), b"hello");
+    assert_round_trip(&s3c, &bucket_name, "a/b.txt", b"hello").await;
 
     // The backend holds exactly one bucket (with the object) and one account.
     let state = env.backend();
@@ -100,13 +77,9 @@ async fn a_claim_and_an_access_become_a_working_bucket_and_secret() {
     // Deleting the access deletes its Secret and revokes its key; deleting
     // the claim deletes the Bucket and the backend bucket with its data.
     env.remove_access("photos-rw").await;
-    assert!(env.secrets().get_opt("photos-rw").await.unwrap().is_none());
+    assert!(!env.secret_exists("photos-rw").await);
     let claim = env.claims().get("photos").await.unwrap();
-    assert!(
-        !claim
-            .annotations()
-            .contains_key(annotations::HAS_BUCKETACCESS_REFERENCES)
-    );
+    assert!(annotation(&claim, annotations::HAS_BUCKETACCESS_REFERENCES).is_none());
     env.remove_claim("photos").await;
     env.wait_bucket_gone(&bucket.name_any()).await;
     env.stop_empty().await;

@@ -19,6 +19,7 @@ mod crd_validation;
 mod deletion;
 mod deploy;
 mod dynamic;
+mod host;
 mod leases;
 mod monitoring;
 mod multi_bucket;

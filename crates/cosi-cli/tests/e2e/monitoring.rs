@@ -13,7 +13,7 @@ use cosi_runtime::metrics::render;
 use serde_json::Value;
 
 use crate::common::*;
-use crate::deploy::{deploy_dir, kustomize, objects};
+use crate::deploy::{assert_renders, deploy_dir, kustomize, objects};
 
 fn monitoring_dir() -> PathBuf {
     deploy_dir().join("monitoring")
@@ -27,13 +27,7 @@ fn yaml(path: &Path) -> Value {
 
 /// promtool from PATH (or Debian's location); the test fails if it is missing.
 fn promtool() -> PathBuf {
-    let found = std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .chain([PathBuf::from("/usr/bin")])
-        .map(|d| d.join("promtool"))
-        .find(|p| p.is_file());
-    found.expect(
+    crate::host::program("promtool").expect(
         "promtool is not installed: install Debian's `prometheus` package \
          (apt-get install --no-install-recommends prometheus), which provides it",
     )
@@ -108,20 +102,17 @@ fn the_prometheus_rule_carries_exactly_the_rules_file_groups() {
 
 #[test]
 fn deploy_monitoring_renders_and_is_not_part_of_the_default_install() {
-    let rendered = objects(&kustomize(&monitoring_dir()));
-    for (kind, name) in [
-        ("Service", "cosi-controller-metrics"),
-        ("Service", "cosi-sidecar-metrics"),
-        ("ServiceMonitor", "cosi-controller"),
-        ("ServiceMonitor", "cosi-sidecar"),
-        ("PrometheusRule", "cosi"),
-        ("ConfigMap", "cosi-grafana-dashboard"),
-    ] {
-        assert!(
-            rendered.contains(&(kind.to_owned(), name.to_owned())),
-            "{kind}/{name} missing from {rendered:?}"
-        );
-    }
+    assert_renders(
+        &monitoring_dir(),
+        &[
+            ("Service", "cosi-controller-metrics"),
+            ("Service", "cosi-sidecar-metrics"),
+            ("ServiceMonitor", "cosi-controller"),
+            ("ServiceMonitor", "cosi-sidecar"),
+            ("PrometheusRule", "cosi"),
+            ("ConfigMap", "cosi-grafana-dashboard"),
+        ],
+    );
     let default = objects(&kustomize(&deploy_dir()));
     assert!(
         default

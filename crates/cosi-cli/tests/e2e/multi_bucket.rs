@@ -62,8 +62,7 @@ async fn a_multi_bucket_access_writes_one_secret_per_claim_with_the_same_credent
     // The one key works on both buckets, and on no other.
     let (s3c, _) = env.s3("resizer-images").await;
     put(&s3c, &images_id, "cat.jpg", b"big cat").await.unwrap();
-    put(&s3c, &thumbs_id, "cat.jpg", b"cat").await.unwrap();
-    assert_eq!(get(&s3c, &thumbs_id, "cat.jpg").await.unwrap(), b"cat");
+    assert_round_trip(&s3c, &thumbs_id, "cat.jpg", b"cat").await;
     assert_eq!(
         put(&s3c, &other_id, "cat.jpg", b"x").await.unwrap_err(),
         "AccessDenied"
@@ -75,10 +74,7 @@ async fn a_multi_bucket_access_writes_one_secret_per_claim_with_the_same_credent
 
     env.remove_access("resizer").await;
     for s in ["resizer-images", "resizer-thumbs"] {
-        assert!(
-            env.secrets().get_opt(s).await.unwrap().is_none(),
-            "Secret {s} deleted"
-        );
+        assert!(!env.secret_exists(s).await, "Secret {s} deleted");
     }
     for c in ["images", "thumbs", "other"] {
         env.remove_claim(c).await;
@@ -98,16 +94,7 @@ async fn a_single_bucket_class_refuses_an_access_to_two_claims() {
         BucketAccessMode::ReadWrite,
     )
     .await;
-    let greedy = env
-        .wait_for(
-            &env.accesses(),
-            "BucketAccess",
-            "greedy",
-            "to be refused",
-            invalid(BucketAccess::conditions),
-        )
-        .await
-        .unwrap();
+    let greedy = env.wait_access_refused("greedy").await;
     let (status, reason) = condition(greedy.conditions(), "ResourcesValidated").unwrap();
     assert_eq!(
         (status.as_str(), reason.as_str()),
@@ -116,7 +103,7 @@ async fn a_single_bucket_class_refuses_an_access_to_two_claims() {
     assert!(not_provisioned(greedy.conditions()));
     assert!(env.backend().accounts.is_empty());
     for s in ["greedy-one", "greedy-two"] {
-        assert!(env.secrets().get_opt(s).await.unwrap().is_none());
+        assert!(!env.secret_exists(s).await);
     }
 
     env.remove_access_and_claim("greedy", "one").await;

@@ -57,8 +57,7 @@ async fn assert_one_bucket(env: &Env, claim: &str, accounts: usize) {
 
 async fn works(env: &Env, secret: &str) {
     let (s3c, bucket) = env.s3(secret).await;
-    put(&s3c, &bucket, "probe", b"ok").await.unwrap();
-    assert_eq!(get(&s3c, &bucket, "probe").await.unwrap(), b"ok");
+    assert_round_trip(&s3c, &bucket, "probe", b"ok").await;
 }
 
 /// Waits until `claim` and `access` are provisioned, then [`ends_clean`].
@@ -95,24 +94,13 @@ async fn sidecar_killed_as_the_bucket_appears_converges_to_one_backend_bucket() 
     let mut env = Env::start().await;
     env.claim("racy", DELETE).await;
     let claim = env
-        .wait_for(
-            &env.claims(),
-            "BucketClaim",
-            "racy",
-            "to be bound",
-            |c: Option<&BucketClaim>| c.is_some_and(|c| c.bound_bucket_name().is_some()),
-        )
-        .await
-        .unwrap();
+        .wait_for_object("racy", "to be bound", |c: Option<&BucketClaim>| {
+            c.is_some_and(|c| c.bound_bucket_name().is_some())
+        })
+        .await;
     let bucket = claim.bound_bucket_name().unwrap().to_owned();
-    env.wait_for(
-        &env.buckets(),
-        "Bucket",
-        &bucket,
-        "to exist",
-        cosi_cli::wait::exists(),
-    )
-    .await;
+    env.wait_until::<Bucket>(&bucket, "to exist", cosi_cli::wait::exists())
+        .await;
     env.stack.kill_sidecar().await;
     env.rw_access("racy-rw", "racy").await;
     env.stack.start_sidecar().unwrap();
@@ -126,15 +114,12 @@ async fn driver_down_during_provisioning_is_reported_then_converges_once_it_is_b
     let claim = env.claim("patient", DELETE).await;
     let bucket = cosi_api::constants::names::bucket_name(&claim.uid().unwrap());
     let failing = env
-        .wait_for(
-            &env.buckets(),
-            "Bucket",
+        .wait_for_object(
             &bucket,
             "to report the driver failure",
             provision_failed(Bucket::conditions),
         )
-        .await
-        .unwrap();
+        .await;
     assert!(not_provisioned(failing.conditions()));
     assert!(env.backend().buckets.is_empty());
 
@@ -153,9 +138,7 @@ async fn a_grant_interrupted_by_a_driver_crash_and_a_sidecar_kill_converges_to_o
         .unwrap()
         .crash_once_at(CrashPoint::AfterAccountRecorded);
     env.rw_access("fragile-rw", "fragile").await;
-    env.wait_for(
-        &env.accesses(),
-        "BucketAccess",
+    env.wait_until(
         "fragile-rw",
         "to report the crash",
         provision_failed(BucketAccess::conditions),
@@ -208,9 +191,7 @@ async fn controller_killed_during_access_deletion_finishes_it_after_restart() {
     env.delete_access("handoff-rw").await;
 
     // The sidecar does its part alone: Secret deleted, key revoked, annotation set.
-    env.wait_for(
-        &env.accesses(),
-        "BucketAccess",
+    env.wait_until::<BucketAccess>(
         "handoff-rw",
         "to be cleaned up by the sidecar",
         annotated(annotations::SIDECAR_CLEANUP_FINISHED),
@@ -219,25 +200,16 @@ async fn controller_killed_during_access_deletion_finishes_it_after_restart() {
     env.wait_gone(&env.secrets(), "Secret", "handoff-rw").await;
     assert!(env.backend().accounts.is_empty());
     let claim = env.claims().get("handoff").await.unwrap();
-    assert!(
-        claim
-            .annotations()
-            .contains_key(annotations::HAS_BUCKETACCESS_REFERENCES)
-    );
+    assert!(annotation(&claim, annotations::HAS_BUCKETACCESS_REFERENCES).is_some());
 
     env.stack.start_controller().unwrap();
     env.wait_gone(&env.accesses(), "BucketAccess", "handoff-rw")
         .await;
-    env.wait_for(
-        &env.claims(),
-        "BucketClaim",
+    env.wait_until(
         "handoff",
         "to lose its access reference",
         |c: Option<&BucketClaim>| {
-            c.is_some_and(|c| {
-                !c.annotations()
-                    .contains_key(annotations::HAS_BUCKETACCESS_REFERENCES)
-            })
+            c.is_some_and(|c| annotation(c, annotations::HAS_BUCKETACCESS_REFERENCES).is_none())
         },
     )
     .await;
@@ -255,14 +227,8 @@ async fn sidecar_down_during_claim_deletion_keeps_the_bucket_until_it_returns() 
     env.wait_claim_gone("pending").await;
 
     // The controller has asked for the Bucket's deletion; only the sidecar may finish it.
-    env.wait_for(
-        &env.buckets(),
-        "Bucket",
-        &bucket,
-        "to be deleting",
-        being_deleted(),
-    )
-    .await;
+    env.wait_until::<Bucket>(&bucket, "to be deleting", being_deleted())
+        .await;
     tokio::time::sleep(SETTLE).await;
     assert!(env.buckets().get_opt(&bucket).await.unwrap().is_some());
     assert_eq!(env.backend().buckets.len(), 1);

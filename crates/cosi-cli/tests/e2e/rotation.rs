@@ -37,6 +37,20 @@ async fn annotate(env: &Env, access: &str, pairs: &[(&str, &str)]) {
         .expect("annotate BucketAccess");
 }
 
+/// Asks for a rotation of `access`'s credentials with a grace period of
+/// `grace`; `request` is the request's value (a new one per rotation).
+async fn request_rotation(env: &Env, access: &str, grace: &str, request: &str) {
+    annotate(
+        env,
+        access,
+        &[
+            (annotations::ROTATION_GRACE, grace),
+            (annotations::ROTATE_CREDENTIALS, request),
+        ],
+    )
+    .await;
+}
+
 fn state(a: &BucketAccess) -> RotationState {
     RotationState::of(a)
         .expect("the rotation state parses")
@@ -50,16 +64,10 @@ async fn wait_state(
     what: &str,
     pred: impl Fn(&RotationState) -> bool + Send + 'static,
 ) -> BucketAccess {
-    env.wait_for(
-        &env.accesses(),
-        "BucketAccess",
-        access,
-        what,
-        move |a: Option<&BucketAccess>| {
-            a.and_then(|a| RotationState::of(a).ok().flatten())
-                .is_some_and(|s| pred(&s))
-        },
-    )
+    env.wait_until(access, what, move |a: Option<&BucketAccess>| {
+        a.and_then(|a| RotationState::of(a).ok().flatten())
+            .is_some_and(|s| pred(&s))
+    })
     .await
     .expect("access exists")
 }
@@ -128,9 +136,7 @@ async fn create_rotating_class(env: &Env, name: &str, every: &str) {
 /// returns the access and the condition.
 async fn rotation_condition(env: &Env, name: &str, reason: &str) -> (BucketAccess, Condition) {
     let access = env
-        .wait_for(
-            &env.accesses(),
-            "BucketAccess",
+        .wait_for_object(
             name,
             &format!("to report {reason}"),
             move |a: Option<&BucketAccess>| {
@@ -138,8 +144,7 @@ async fn rotation_condition(env: &Env, name: &str, reason: &str) -> (BucketAcces
                     .is_some_and(|c| c.reason == reason)
             },
         )
-        .await
-        .unwrap();
+        .await;
     let c = cosi_api::conditions::find(access.conditions(), rotation::CONDITION)
         .unwrap()
         .clone();
@@ -161,15 +166,7 @@ async fn rotation_switches_keys_and_revokes_the_old_one_after_the_grace(api: Dri
     // The user asks for a rotation, with a grace period long enough to
     // check the old key still works.
     let grace = Duration::from_secs(6);
-    annotate(
-        &env,
-        "photos-rw",
-        &[
-            (annotations::ROTATION_GRACE, "6s"),
-            (annotations::ROTATE_CREDENTIALS, "first"),
-        ],
-    )
-    .await;
+    request_rotation(&env, "photos-rw", "6s", "first").await;
     let rotated = wait_state(&env, "photos-rw", "to rotate", |s| s.current.is_some()).await;
     let switched_at = Instant::now();
     let s1 = state(&rotated);
@@ -177,11 +174,7 @@ async fn rotation_switches_keys_and_revokes_the_old_one_after_the_grace(api: Dri
     let second_account = s1.current.clone().unwrap().id;
     assert_ne!(second_account, first_account);
     assert_eq!(s1.previous.as_ref().unwrap().id, first_account);
-    assert!(
-        rotated
-            .annotations()
-            .contains_key(annotations::CREDENTIALS_ROTATED_AT)
-    );
+    assert!(annotation(&rotated, annotations::CREDENTIALS_ROTATED_AT).is_some());
     assert_eq!(
         rotated.account_id(),
         Some(first_account.as_str()),
@@ -222,15 +215,7 @@ async fn rotation_switches_keys_and_revokes_the_old_one_after_the_grace(api: Dri
     assert_eq!(rotations(&env, "Succeeded"), 1);
 
     // A second request during the grace period waits for the revocation.
-    annotate(
-        &env,
-        "photos-rw",
-        &[
-            (annotations::ROTATION_GRACE, "1s"),
-            (annotations::ROTATE_CREDENTIALS, "second"),
-        ],
-    )
-    .await;
+    request_rotation(&env, "photos-rw", "1s", "second").await;
     tokio::time::sleep(SETTLE).await;
     let waiting = state(&env.accesses().get("photos-rw").await.unwrap());
     assert_eq!(waiting, s1, "nothing starts while the old account is valid");
@@ -324,9 +309,7 @@ async fn a_class_policy_rotates_accesses_once_their_credentials_reach_its_age() 
         "not before the credentials are 4s old: created {created}, rotated {at}"
     );
     assert!(
-        rotated
-            .annotations()
-            .contains_key(annotations::ROTATE_CREDENTIALS),
+        annotation(&rotated, annotations::ROTATE_CREDENTIALS).is_some(),
         "the controller asked through the access's annotation"
     );
     let after = env.secret("logs-rw").await;
@@ -363,20 +346,14 @@ async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing()
     assert_eq!(c.status, "False");
     assert!(c.message.contains("grace period of 1h"), "{}", c.message);
     assert!(
-        cosi_api::conditions::is_true(
-            reported.conditions(),
-            cosi_api::constants::condition_types::PROVISIONED
-        ),
+        provisioned(reported.conditions()),
         "the access works as it is"
     );
     assert_eq!(events(&env, "data-rw", reasons::ROTATION_FAILED).await, 1);
     tokio::time::sleep(SETTLE).await;
     let a = env.accesses().get("data-rw").await.unwrap();
-    assert!(
-        !a.annotations()
-            .contains_key(annotations::ROTATE_CREDENTIALS)
-    );
-    assert!(!a.annotations().contains_key(annotations::ROTATION_STATE));
+    assert!(annotation(&a, annotations::ROTATE_CREDENTIALS).is_none());
+    assert!(annotation(&a, annotations::ROTATION_STATE).is_none());
     assert_eq!(
         events(&env, "data-rw", reasons::ROTATION_FAILED).await,
         1,
@@ -385,9 +362,7 @@ async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing()
 
     // A grace period shorter than the policy's makes it valid: the report goes.
     annotate(&env, "data-rw", &[(annotations::ROTATION_GRACE, "10m")]).await;
-    env.wait_for(
-        &env.accesses(),
-        "BucketAccess",
+    env.wait_until(
         "data-rw",
         "to drop the report",
         |a: Option<&BucketAccess>| {
@@ -456,22 +431,11 @@ async fn a_rotation_whose_new_grant_fails_leaves_the_old_key_working_and_the_sec
         .await
         .unwrap();
 
-    annotate(
-        &env,
-        "media-rw",
-        &[
-            (annotations::ROTATION_GRACE, "1s"),
-            (annotations::ROTATE_CREDENTIALS, "1"),
-        ],
-    )
-    .await;
+    request_rotation(&env, "media-rw", "1s", "1").await;
     let (failed, c) = rotation_condition(&env, "media-rw", reasons::ROTATION_FAILED).await;
     assert!(c.message.contains("AlreadyExists"), "{}", c.message);
     assert!(
-        cosi_api::conditions::is_true(
-            failed.conditions(),
-            cosi_api::constants::condition_types::PROVISIONED
-        ),
+        provisioned(failed.conditions()),
         "Provisioned is not flipped"
     );
     assert!(events(&env, "media-rw", reasons::ROTATION_FAILED).await >= 1);

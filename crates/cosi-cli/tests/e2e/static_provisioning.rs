@@ -2,43 +2,13 @@
 //! `existingBucketID`, reserved for one claim by namespace and name, bound
 //! by a claim with `existingBucketName`; never deleted from the backend.
 
-use cosi_api::constants::annotations;
 use cosi_api::*;
 use cosi_driver::DriverClient;
 use cosi_driver::proto::{DriverCreateBucketRequest, ObjectProtocol};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::DeleteParams;
 use kube::{Resource as _, ResourceExt};
 
 use crate::common::*;
-
-/// An admin's static Bucket for backend bucket `bucket_id`, reserved for
-/// claim `default/<claim>`.
-fn static_bucket(env: &Env, name: &str, bucket_id: &str, claim: &str) -> Bucket {
-    let mut bucket = Bucket::new(
-        name,
-        BucketSpec {
-            driver_name: env.stack.driver_name().to_owned(),
-            deletion_policy: DeletionPolicy::Retain,
-            protocols: vec![Protocol::S3],
-            parameters: Default::default(),
-            bucket_claim_ref: BucketClaimReference {
-                name: claim.to_owned(),
-                namespace: NS.to_owned(),
-                uid: String::new(),
-            },
-            existing_bucket_id: bucket_id.to_owned(),
-        },
-    );
-    bucket.metadata.name = Some(name.to_owned());
-    bucket
-}
-
-/// A claim for the existing Bucket `bucket`.
-fn static_claim(name: &str, bucket: &str) -> BucketClaim {
-    let mut claim = cosi_cli::manifests::claim(NS, name, "");
-    claim.spec.existing_bucket_name = bucket.to_owned();
-    claim
-}
 
 /// The ID the driver gives a bucket named `name`, and (when `create`) the
 /// bucket created in the backend through the driver's gRPC API, as a
@@ -52,6 +22,16 @@ async fn backend_bucket(env: &Env, name: &str, create: bool) -> String {
         create_backend_bucket(env, &id).await;
     }
     id
+}
+
+/// A new environment with an admin's static Bucket `name` reserved for
+/// `claim`, over the backend bucket of [`backend_bucket`]; the environment
+/// and the bucket ID.
+async fn with_static_bucket(name: &str, claim: &str, in_backend: bool) -> (Env, String) {
+    let env = Env::start().await;
+    let id = backend_bucket(&env, name, in_backend).await;
+    env.static_bucket(name, &id, claim).await;
+    (env, id)
 }
 
 async fn create_backend_bucket(env: &Env, id: &str) {
@@ -72,27 +52,14 @@ async fn create_backend_bucket(env: &Env, id: &str) {
 
 #[tokio::test]
 async fn a_static_bucket_binds_to_its_claim_and_outlives_it() {
-    let env = Env::start().await;
-    let id = backend_bucket(&env, "brownfield", true).await;
-    let pp = PostParams::default();
-    env.buckets()
-        .create(&pp, &static_bucket(&env, "brownfield", &id, "legacy"))
-        .await
-        .unwrap();
+    let (env, id) = with_static_bucket("brownfield", "legacy", true).await;
     // The sidecar checks the bucket exists before any claim arrives.
     let bucket = env.wait_bucket_provisioned("brownfield").await;
     assert_eq!(bucket.bucket_id(), Some(id.as_str()));
     assert!(bucket.spec.bucket_claim_ref.uid.is_empty());
 
-    let claim = env
-        .claims()
-        .create(&pp, &static_claim("legacy", "brownfield"))
-        .await
-        .unwrap();
-    let claim = {
-        let _ = claim;
-        env.wait_claim_provisioned("legacy").await
-    };
+    env.static_claim("legacy", "brownfield").await;
+    let claim = env.wait_claim_provisioned("legacy").await;
     assert_eq!(claim.bound_bucket_name(), Some("brownfield"));
     let bucket = env.buckets().get("brownfield").await.unwrap();
     assert_eq!(
@@ -107,16 +74,7 @@ async fn a_static_bucket_binds_to_its_claim_and_outlives_it() {
     assert_eq!(name, id);
 
     env.remove_access_and_claim("legacy-rw", "legacy").await;
-    let bucket = env
-        .wait_for(
-            &env.buckets(),
-            "Bucket",
-            "brownfield",
-            "to be released",
-            annotated(annotations::BUCKETCLAIM_BEING_DELETED),
-        )
-        .await
-        .unwrap();
+    let bucket = env.wait_bucket_released("brownfield").await;
     assert!(bucket.meta().deletion_timestamp.is_none());
     env.assert_backend_holds_only(&[&id]);
     assert_eq!(env.backend().buckets[0].objects, 1);
@@ -134,28 +92,14 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
     env.remove_access_and_claim("v1-rw", "v1").await;
 
     // The admin retires the old Bucket object and imports the bucket for a new claim.
-    env.wait_for(
-        &env.buckets(),
-        "Bucket",
-        &old.name_any(),
-        "to be released",
-        annotated(annotations::BUCKETCLAIM_BEING_DELETED),
-    )
-    .await;
+    env.wait_bucket_released(&old.name_any()).await;
     env.buckets()
         .delete(&old.name_any(), &DeleteParams::default())
         .await
         .unwrap();
     env.wait_bucket_gone(&old.name_any()).await;
-    let pp = PostParams::default();
-    env.buckets()
-        .create(&pp, &static_bucket(&env, "imported", &id, "v2"))
-        .await
-        .unwrap();
-    env.claims()
-        .create(&pp, &static_claim("v2", "imported"))
-        .await
-        .unwrap();
+    env.static_bucket("imported", &id, "v2").await;
+    env.static_claim("v2", "imported").await;
     env.wait_claim_provisioned("v2").await;
     env.provisioned_access("v2-ro", SINGLE, &["v2"], BucketAccessMode::ReadOnly)
         .await;
@@ -170,37 +114,20 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
 
 #[tokio::test]
 async fn a_static_bucket_whose_backend_bucket_is_missing_becomes_ready_once_it_exists() {
-    let env = Env::start().await;
-    let id = backend_bucket(&env, "late-arrival", false).await;
-    env.buckets()
-        .create(
-            &PostParams::default(),
-            &static_bucket(&env, "late-arrival", &id, "waiting"),
-        )
-        .await
-        .unwrap();
+    let (env, id) = with_static_bucket("late-arrival", "waiting", false).await;
     let bucket = env
-        .wait_for(
-            &env.buckets(),
-            "Bucket",
+        .wait_for_object(
             "late-arrival",
             "to report the failed check",
             provision_failed(Bucket::conditions),
         )
-        .await
-        .unwrap();
+        .await;
     assert!(not_provisioned(bucket.conditions()));
 
     // The sidecar retries with backoff: the bucket appearing is enough.
     create_backend_bucket(&env, &id).await;
     env.wait_bucket_provisioned("late-arrival").await;
-    env.claims()
-        .create(
-            &PostParams::default(),
-            &static_claim("waiting", "late-arrival"),
-        )
-        .await
-        .unwrap();
+    env.static_claim("waiting", "late-arrival").await;
     env.wait_claim_provisioned("waiting").await;
     env.remove_claim("waiting").await;
     env.assert_backend_holds_only(&[&id]);
@@ -209,29 +136,17 @@ async fn a_static_bucket_whose_backend_bucket_is_missing_becomes_ready_once_it_e
 
 #[tokio::test]
 async fn a_claim_cannot_take_a_static_bucket_reserved_for_another_claim() {
-    let env = Env::start().await;
-    let id = backend_bucket(&env, "reserved", true).await;
-    let pp = PostParams::default();
-    env.buckets()
-        .create(&pp, &static_bucket(&env, "reserved", &id, "owner"))
-        .await
-        .unwrap();
+    let (env, id) = with_static_bucket("reserved", "owner", true).await;
     env.wait_bucket_provisioned("reserved").await;
 
-    env.claims()
-        .create(&pp, &static_claim("intruder", "reserved"))
-        .await
-        .unwrap();
+    env.static_claim("intruder", "reserved").await;
     let intruder = env
-        .wait_for(
-            &env.claims(),
-            "BucketClaim",
+        .wait_for_object(
             "intruder",
             "to be refused",
             invalid(BucketClaim::conditions),
         )
-        .await
-        .unwrap();
+        .await;
     assert!(not_provisioned(intruder.conditions()));
     let bucket = env.buckets().get("reserved").await.unwrap();
     assert!(
@@ -241,10 +156,7 @@ async fn a_claim_cannot_take_a_static_bucket_reserved_for_another_claim() {
 
     // The intruder's deletion leaves the Bucket to its rightful claim.
     env.remove_claim("intruder").await;
-    env.claims()
-        .create(&pp, &static_claim("owner", "reserved"))
-        .await
-        .unwrap();
+    env.static_claim("owner", "reserved").await;
     env.wait_claim_provisioned("owner").await;
     env.remove_claim("owner").await;
     env.assert_backend_holds_only(&[&id]);

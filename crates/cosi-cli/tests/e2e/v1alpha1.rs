@@ -10,7 +10,6 @@ use cosi_api::*;
 use cosi_driver::v1alpha1::DriverCreateBucketRequest;
 use cosi_driver::{DriverApi, DriverClient};
 use kube::ResourceExt;
-use kube::api::PostParams;
 
 use crate::common::*;
 
@@ -53,8 +52,7 @@ async fn a_v1alpha1_driver_serves_the_v1alpha2_flows() {
 
     // The credentials work on the data path, through a real S3 client.
     let (s3c, bucket_name) = env.s3("photos-rw").await;
-    put(&s3c, &bucket_name, "a/b.txt", b"hello").await.unwrap();
-    assert_eq!(get(&s3c, &bucket_name, "a/b.txt").await.unwrap(), b"hello");
+    assert_round_trip(&s3c, &bucket_name, "a/b.txt", b"hello").await;
     let state = env.backend();
     assert_eq!(state.buckets.len(), 1);
     assert_eq!(state.buckets[0].id, bucket_id);
@@ -68,7 +66,7 @@ async fn a_v1alpha1_driver_serves_the_v1alpha2_flows() {
 
     // Deleting the access deletes its Secret, then revokes: the key stops working.
     env.remove_access("photos-rw").await;
-    assert!(env.secrets().get_opt("photos-rw").await.unwrap().is_none());
+    assert!(!env.secret_exists("photos-rw").await);
     assert_eq!(calls(&env, "DriverRevokeBucketAccess"), 1);
     assert!(env.backend().accounts.is_empty(), "the account is revoked");
     let denied = get(&s3c, &bucket_name, "a/b.txt").await.unwrap_err();
@@ -98,24 +96,7 @@ async fn a_static_bucket_binds_on_a_v1alpha1_driver() {
         .unwrap()
         .into_inner()
         .bucket_id;
-    let pp = PostParams::default();
-    let mut bucket = Bucket::new(
-        "brownfield",
-        BucketSpec {
-            driver_name: env.stack.driver_name().to_owned(),
-            deletion_policy: DeletionPolicy::Retain,
-            protocols: vec![Protocol::S3],
-            parameters: Default::default(),
-            bucket_claim_ref: BucketClaimReference {
-                name: "legacy".into(),
-                namespace: NS.into(),
-                uid: String::new(),
-            },
-            existing_bucket_id: id.clone(),
-        },
-    );
-    bucket.metadata.name = Some("brownfield".into());
-    env.buckets().create(&pp, &bucket).await.unwrap();
+    env.static_bucket("brownfield", &id, "legacy").await;
     let bucket = env.wait_bucket_provisioned("brownfield").await;
     let (_, reason) = condition(
         bucket.status.as_ref().unwrap().conditions.as_slice(),
@@ -124,9 +105,7 @@ async fn a_static_bucket_binds_on_a_v1alpha1_driver() {
     .unwrap();
     assert_eq!(reason, "ProvisionedUnverified");
 
-    let mut claim = cosi_cli::manifests::claim(NS, "legacy", "");
-    claim.spec.existing_bucket_name = "brownfield".into();
-    env.claims().create(&pp, &claim).await.unwrap();
+    env.static_claim("legacy", "brownfield").await;
     env.wait_claim_provisioned("legacy").await;
     let (_, name) = env
         .write_through_new_access("legacy-rw", "legacy", "k", b"v")
@@ -152,21 +131,15 @@ async fn what_v1alpha1_cannot_grant_is_refused_without_a_driver_call() {
         ("reader", reasons::ACCESS_MODE_NOT_SUPPORTED),
     ] {
         let access = env
-            .wait_for(
-                &env.accesses(),
-                "BucketAccess",
-                name,
-                reason,
-                move |a: Option<&BucketAccess>| {
-                    a.and_then(|a| a.status.as_ref())
-                        .and_then(|s| s.conditions.iter().find(|c| c.type_ == RESOURCES_VALIDATED))
-                        .is_some_and(|c| c.status == "False" && c.reason == reason)
-                },
-            )
+            .wait_until(name, reason, move |a: Option<&BucketAccess>| {
+                a.and_then(|a| a.status.as_ref())
+                    .and_then(|s| s.conditions.iter().find(|c| c.type_ == RESOURCES_VALIDATED))
+                    .is_some_and(|c| c.status == "False" && c.reason == reason)
+            })
             .await
             .expect("the BucketAccess exists");
         assert!(access.account_id().is_none(), "{name}");
-        assert!(env.secrets().get_opt(name).await.unwrap().is_none());
+        assert!(!env.secret_exists(name).await);
     }
     assert_eq!(calls(&env, "DriverGrantBucketAccess"), 0);
     assert!(env.backend().accounts.is_empty());

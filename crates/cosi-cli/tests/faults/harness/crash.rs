@@ -169,6 +169,36 @@ mod tests {
         http::Request::builder().method(method).body(()).unwrap()
     }
 
+    /// A server that counts the requests reaching it, behind a crash layer
+    /// armed at the first write (`when`); the switch and the count.
+    fn armed_server(
+        when: When,
+    ) -> (
+        impl Service<http::Request<()>, Response = (), Error = std::convert::Infallible>,
+        CrashSwitch,
+        Arc<AtomicU64>,
+    ) {
+        let reached = Arc::new(AtomicU64::new(0));
+        let counter = reached.clone();
+        let inner = tower::service_fn(move |_req: http::Request<()>| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { Ok::<_, std::convert::Infallible>(()) }
+        });
+        let switch = CrashSwitch::armed(1, when);
+        (CrashLayer(switch.clone()).layer(inner), switch, reached)
+    }
+
+    /// Whether a `method` request gets no answer within `ms` milliseconds.
+    async fn hangs(
+        svc: &mut impl Service<http::Request<()>, Response = (), Error = std::convert::Infallible>,
+        method: Method,
+        ms: u64,
+    ) -> bool {
+        tokio::time::timeout(std::time::Duration::from_millis(ms), svc.call(req(method)))
+            .await
+            .is_err()
+    }
+
     #[test]
     fn only_writes_are_counted_and_the_armed_one_fires() {
         let s = CrashSwitch::armed(2, When::After);
@@ -181,49 +211,20 @@ mod tests {
 
     #[tokio::test]
     async fn a_crash_before_the_write_never_reaches_the_server() {
-        let reached = Arc::new(AtomicU64::new(0));
-        let counter = reached.clone();
-        let inner = tower::service_fn(move |_req: http::Request<()>| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            async { Ok::<_, std::convert::Infallible>(()) }
-        });
-        let switch = CrashSwitch::armed(1, When::Before);
-        let mut svc = CrashLayer(switch.clone()).layer(inner);
+        let (mut svc, switch, reached) = armed_server(When::Before);
         svc.call(req(Method::GET)).await.unwrap();
-        let hung = tokio::time::timeout(
-            std::time::Duration::from_millis(50),
-            svc.call(req(Method::POST)),
-        )
-        .await;
-        assert!(hung.is_err());
+        assert!(hangs(&mut svc, Method::POST, 50).await);
         assert!(switch.has_crashed());
         assert_eq!(reached.load(Ordering::SeqCst), 1);
         // Everything hangs after the crash, reads included.
-        let after = tokio::time::timeout(
-            std::time::Duration::from_millis(20),
-            svc.call(req(Method::GET)),
-        )
-        .await;
-        assert!(after.is_err());
+        assert!(hangs(&mut svc, Method::GET, 20).await);
         assert_eq!(reached.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]
     async fn a_crash_after_the_write_lets_it_reach_the_server() {
-        let reached = Arc::new(AtomicU64::new(0));
-        let counter = reached.clone();
-        let inner = tower::service_fn(move |_req: http::Request<()>| {
-            counter.fetch_add(1, Ordering::SeqCst);
-            async { Ok::<_, std::convert::Infallible>(()) }
-        });
-        let switch = CrashSwitch::armed(1, When::After);
-        let mut svc = CrashLayer(switch.clone()).layer(inner);
-        let hung = tokio::time::timeout(
-            std::time::Duration::from_millis(50),
-            svc.call(req(Method::PUT)),
-        )
-        .await;
-        assert!(hung.is_err());
+        let (mut svc, switch, reached) = armed_server(When::After);
+        assert!(hangs(&mut svc, Method::PUT, 50).await);
         assert_eq!(reached.load(Ordering::SeqCst), 1);
         switch.crashed().await;
     }

@@ -15,6 +15,8 @@ use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use cosi_cli::wait::Tasks;
+
 /// A copy of the objects the invariants are about.
 #[derive(Clone, Debug, Default)]
 pub struct ApiSnapshot {
@@ -35,15 +37,8 @@ pub struct Observer {
     accesses: Store<BucketAccess>,
     secrets: Store<Secret>,
     changed: Arc<Notify>,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Drop for Observer {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
+    /// Held for its Drop: the watches end with this.
+    _tasks: Tasks,
 }
 
 fn reflect<K>(api: Api<K>, changed: Arc<Notify>) -> (Store<K>, JoinHandle<()>)
@@ -97,7 +92,7 @@ impl Observer {
             accesses,
             secrets,
             changed,
-            tasks: vec![t1, t2, t3, t4],
+            _tasks: vec![t1, t2, t3, t4].into(),
         };
         let timeout = Duration::from_secs(30);
         let ready = async {
