@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::common::{AuthenticationType, BucketAccessModes, Protocol};
+use crate::common::{AuthenticationType, BucketAccessMode, BucketAccessModes, Protocol};
 use crate::constants::limits::{
     DNS1123_SUBDOMAIN, DRIVER_NAME, MAX_BUCKET_CLAIMS, MAX_ID_LENGTH, MAX_LABEL_LENGTH,
     MAX_NAME_LENGTH, MAX_PARAMETERS,
@@ -80,6 +80,22 @@ pub struct BucketAccessClaim {
     /// AccessModes are the read/write modes requested, per category. At least
     /// one category must be requested.
     pub access_modes: BucketAccessModes,
+}
+
+impl BucketAccessClaim {
+    /// Access to the claim `claim` through the Secret `secret`, with `mode`
+    /// for objects' data and metadata ([`BucketAccessModes::objects`]).
+    pub fn new(
+        claim: impl Into<String>,
+        secret: impl Into<String>,
+        mode: BucketAccessMode,
+    ) -> Self {
+        Self {
+            bucket_claim_name: claim.into(),
+            access_secret_name: secret.into(),
+            access_modes: BucketAccessModes::objects(mode),
+        }
+    }
 }
 
 /// Observed state of a BucketAccess. The controller fills in the class copy

@@ -198,10 +198,8 @@ pub fn access(name: &str, claims: &[&str]) -> BucketAccess {
         BucketAccessSpec {
             bucket_claims: claims
                 .iter()
-                .map(|c| BucketAccessClaim {
-                    bucket_claim_name: (*c).to_owned(),
-                    access_secret_name: format!("{c}-creds"),
-                    access_modes: BucketAccessModes::objects(BucketAccessMode::ReadWrite),
+                .map(|c| {
+                    BucketAccessClaim::new(*c, format!("{c}-creds"), BucketAccessMode::ReadWrite)
                 })
                 .collect(),
             bucket_access_class_name: "keys".to_owned(),

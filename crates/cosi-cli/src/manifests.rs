@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 
 use cosi_api::{
     AuthenticationType, BucketAccess, BucketAccessClaim, BucketAccessClass, BucketAccessClassSpec,
-    BucketAccessMode, BucketAccessModes, BucketAccessSpec, BucketClaim, BucketClaimSpec,
-    BucketClass, BucketClassSpec, DeletionPolicy, MultiBucketAccess, Protocol,
+    BucketAccessMode, BucketAccessSpec, BucketClaim, BucketClaimSpec, BucketClass, BucketClassSpec,
+    DeletionPolicy, MultiBucketAccess, Protocol,
 };
 
 /// Creates the cluster-wide `object` (a namespace or a class).
@@ -77,11 +77,7 @@ pub fn access(
         BucketAccessSpec {
             bucket_claims: claims
                 .iter()
-                .map(|(claim, secret)| BucketAccessClaim {
-                    bucket_claim_name: (*claim).to_owned(),
-                    access_secret_name: (*secret).to_owned(),
-                    access_modes: BucketAccessModes::objects(mode),
-                })
+                .map(|(claim, secret)| BucketAccessClaim::new(*claim, *secret, mode))
                 .collect(),
             bucket_access_class_name: class.to_owned(),
             protocol: Protocol::S3,

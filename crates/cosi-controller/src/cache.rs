@@ -22,14 +22,14 @@
 
 use std::fmt::Debug;
 
+use cosi_runtime::Object;
 use cosi_runtime::reconcile_loop::fan_out_triggers;
 use futures::{Future, Stream, StreamExt};
+use kube::ResourceExt as _;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher::{self, watcher};
-use kube::{Resource, ResourceExt as _};
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
 use crate::error::Error;
@@ -72,7 +72,7 @@ pub fn watch<K>(
     impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Object,
 {
     let (store, writer) = reflector::store();
     let (filled_tx, rx) = watch::channel(false);
@@ -134,7 +134,7 @@ pub fn shared<K, const N: usize>(
     [impl Stream<Item = Result<K, watcher::Error>> + Send + 'static; N],
 )
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K: Object,
 {
     // `watch` keeps errors from its stream; only objects come out of it.
     let (store, filled, triggers) = watch(api, observer);

@@ -15,7 +15,7 @@ use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::steps::Applied;
-use cosi_runtime::{ApiContext, EventReporter, FailureTracker, OwnWrites};
+use cosi_runtime::{ApiContext, EventReporter, FailureTracker, Object, OwnWrites};
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -183,7 +183,7 @@ impl Context {
         name: &str,
     ) -> Result<Option<Arc<K>>, Error>
     where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + 'static,
+        K: Object,
     {
         if name.is_empty() {
             return Ok(None);

@@ -6,22 +6,15 @@
 //! [`OwnWrites`]: cosi_runtime::OwnWrites
 
 use std::borrow::Cow;
-use std::fmt::Debug;
 
 use cosi_api::constants::PROTECTION_FINALIZER;
-use cosi_runtime::{ApiError, patch};
+use cosi_runtime::{ApiError, Object, patch};
+use kube::ResourceExt;
 use kube::api::Api;
-use kube::{Resource, ResourceExt};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use crate::context::Context;
 use crate::error::Error;
-
-/// A cluster- or namespace-scoped object of a static kind.
-pub trait Object: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug {}
-
-impl<K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug> Object for K {}
 
 /// The API error of patching `obj` (its status when `status`) in `step`.
 fn patch_failed<K: Object>(

@@ -9,11 +9,11 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess, Condition};
-use cosi_runtime::Shutdown;
 use cosi_runtime::object_states::{ObjectStates, store_source};
 use cosi_runtime::reconcile_loop::{errors_handled, fan_out_triggers};
 use cosi_runtime::reconciler::{Action, Reconciler};
 use cosi_runtime::ref_index::RefIndex;
+use cosi_runtime::{Object, Shutdown};
 use futures::TryStreamExt;
 use kube::ResourceExt as _;
 use kube::api::Api;
@@ -68,13 +68,7 @@ fn watch<K>(
     impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 )
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: Object,
 {
     let (store, writer) = reflector::store();
     let events = watcher(api, watcher::Config::default())

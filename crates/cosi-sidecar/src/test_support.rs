@@ -1,8 +1,8 @@
 //! Builders shared by the unit tests.
 
 use cosi_api::{
-    Bucket, BucketAccess, BucketAccessClaim, BucketAccessMode, BucketAccessModes, BucketAccessSpec,
-    BucketSpec, Condition, DeletionPolicy, Protocol,
+    Bucket, BucketAccess, BucketAccessClaim, BucketAccessMode, BucketAccessSpec, BucketSpec,
+    Condition, DeletionPolicy, Protocol,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -53,11 +53,11 @@ pub(crate) fn access(namespace: &str, uid: &str, claim: &str, secret: &str) -> B
     let mut a = BucketAccess::new(
         "ba1",
         BucketAccessSpec {
-            bucket_claims: vec![BucketAccessClaim {
-                bucket_claim_name: claim.into(),
-                access_secret_name: secret.into(),
-                access_modes: BucketAccessModes::objects(BucketAccessMode::ReadWrite),
-            }],
+            bucket_claims: vec![BucketAccessClaim::new(
+                claim,
+                secret,
+                BucketAccessMode::ReadWrite,
+            )],
             bucket_access_class_name: "class".into(),
             protocol: Protocol::S3,
             service_account_name: String::new(),

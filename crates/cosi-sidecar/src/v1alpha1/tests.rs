@@ -12,8 +12,7 @@ use cosi_driver::v1alpha1 as v1;
 
 use crate::driver::DriverApi;
 use cosi_api::{
-    AccessedBucket, BucketAccessClaim, BucketAccessModes, BucketAccessSpec, BucketAccessStatus,
-    BucketStatus,
+    AccessedBucket, BucketAccessClaim, BucketAccessSpec, BucketAccessStatus, BucketStatus,
 };
 
 fn access(claims: usize, mode: BucketAccessMode, auth: AuthenticationType) -> BucketAccess {
@@ -21,11 +20,7 @@ fn access(claims: usize, mode: BucketAccessMode, auth: AuthenticationType) -> Bu
         "ba",
         BucketAccessSpec {
             bucket_claims: (0..claims)
-                .map(|i| BucketAccessClaim {
-                    bucket_claim_name: format!("claim-{i}"),
-                    access_secret_name: format!("secret-{i}"),
-                    access_modes: BucketAccessModes::objects(mode),
-                })
+                .map(|i| BucketAccessClaim::new(format!("claim-{i}"), format!("secret-{i}"), mode))
                 .collect(),
             bucket_access_class_name: "class".into(),
             protocol: Protocol::S3,

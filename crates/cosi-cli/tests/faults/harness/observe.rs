@@ -43,13 +43,7 @@ pub struct Observer {
 
 fn reflect<K>(api: Api<K>, changed: Arc<Notify>) -> (Store<K>, JoinHandle<()>)
 where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
+    K: cosi_runtime::Object,
 {
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()))

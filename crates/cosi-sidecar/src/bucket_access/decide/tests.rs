@@ -1,8 +1,7 @@
 use super::*;
 use crate::bucket_access::requests::service_account;
 use cosi_api::{
-    AccessedBucket, BucketAccessMode, BucketAccessModes, BucketAccessStatus, BucketStatus,
-    Condition, Protocol,
+    AccessedBucket, BucketAccessMode, BucketAccessStatus, BucketStatus, Condition, Protocol,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -436,11 +435,11 @@ fn cleanup_looks_up_an_account_whose_grant_started_before_its_id_was_persisted()
 #[test]
 fn cleanup_of_several_secrets_deletes_each_owned_one_in_turn() {
     let mut a = A::new().handed_off().finalized().account().deleting().0;
-    a.spec.bucket_claims.push(BucketAccessClaim {
-        bucket_claim_name: "c2".into(),
-        access_secret_name: "s2".into(),
-        access_modes: BucketAccessModes::objects(BucketAccessMode::ReadWrite),
-    });
+    a.spec.bucket_claims.push(BucketAccessClaim::new(
+        "c2",
+        "s2",
+        BucketAccessMode::ReadWrite,
+    ));
     let second = secret::new_secret(&a, "c2", "s2", secret::test_s3_data());
     assert_eq!(
         decide_cleanup(

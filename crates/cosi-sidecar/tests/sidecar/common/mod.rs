@@ -17,9 +17,8 @@ use cosi_api::constants::{PROTECTION_FINALIZER, annotations, condition_types};
 use cosi_api::reasons;
 use cosi_api::testing::HasConditions;
 use cosi_api::{
-    AccessedBucket, AuthenticationType, BucketAccessClaim, BucketAccessMode, BucketAccessModes,
-    BucketAccessSpec, BucketAccessStatus, BucketClaimReference, BucketSpec, Condition,
-    DeletionPolicy, Protocol,
+    AccessedBucket, AuthenticationType, BucketAccessClaim, BucketAccessMode, BucketAccessSpec,
+    BucketAccessStatus, BucketClaimReference, BucketSpec, Condition, DeletionPolicy, Protocol,
 };
 pub use cosi_api::{Bucket, BucketAccess};
 use cosi_driver::testing::TestServer;
@@ -492,10 +491,8 @@ pub fn access(name: &str, claims: &[(&str, &str)]) -> BucketAccess {
         BucketAccessSpec {
             bucket_claims: claims
                 .iter()
-                .map(|(claim, secret)| BucketAccessClaim {
-                    bucket_claim_name: (*claim).into(),
-                    access_secret_name: (*secret).into(),
-                    access_modes: BucketAccessModes::objects(BucketAccessMode::ReadWrite),
+                .map(|(claim, secret)| {
+                    BucketAccessClaim::new(*claim, *secret, BucketAccessMode::ReadWrite)
                 })
                 .collect(),
             bucket_access_class_name: "standard".into(),
