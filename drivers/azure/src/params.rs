@@ -92,13 +92,7 @@ impl AccessParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use cosi_driver::testing::params as map;
 
     #[test]
     fn no_parameters_mean_defaults() {

@@ -144,13 +144,7 @@ pub fn parse_size(value: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use cosi_driver::testing::params as map;
 
     #[test]
     fn no_parameters_mean_defaults() {

@@ -98,13 +98,7 @@ pub fn access_params(params: &HashMap<String, String>) -> Result<(), ParamError>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use cosi_driver::testing::params as map;
 
     #[test]
     fn empty_parameters_mean_defaults() {

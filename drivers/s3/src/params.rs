@@ -133,13 +133,7 @@ pub fn parse_tags(text: &str) -> Result<BTreeMap<String, String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use cosi_driver::testing::params as map;
 
     #[test]
     fn no_parameters_mean_defaults() {
