@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use common::*;
 use cosi_driver::Code;
 use cosi_driver::proto::*;
+use cosi_driver::testing::assert_status;
 use cosi_driver_local::{BucketState, CrashPoint};
 
 #[tokio::test]
@@ -92,8 +93,11 @@ async fn create_bucket_retried_after_a_crash_converges_to_one_bucket() {
         parameters: HashMap::new(),
     };
     h.driver.crash_once_at(CrashPoint::AfterBucketRecorded);
-    let err = p.driver_create_bucket(req.clone()).await.unwrap_err();
-    assert_eq!(err.code(), Code::Unavailable);
+    assert_status(
+        p.driver_create_bucket(req.clone()).await,
+        Code::Unavailable,
+        &[],
+    );
     // The bucket is one durable record: made whole before the reply was lost.
     let state = h.driver.backend_state().unwrap();
     assert_eq!(state.buckets.len(), 1);
