@@ -3,7 +3,7 @@
 
 mod common;
 
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Tag, Tagging};
+use aws_sdk_s3::types::{Tag, Tagging};
 use common::*;
 use cosi_driver::proto::AccessMode::{ReadOnly, ReadWrite, Unspecified, WriteOnly};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -12,76 +12,10 @@ async fn read_all(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec<u8> {
     get(s3, bucket, key).await.unwrap()
 }
 
-/// Starts a multipart upload of `key` and uploads `parts`, numbered from 1;
-/// returns the upload ID and the parts to complete it with.
-async fn upload_parts(
-    s3: &aws_sdk_s3::Client,
-    bucket: &str,
-    key: &str,
-    parts: Vec<Vec<u8>>,
-) -> (String, Vec<CompletedPart>) {
-    let up = s3
-        .create_multipart_upload()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .unwrap();
-    let upload_id = up.upload_id().unwrap().to_owned();
-    let mut completed = Vec::new();
-    for (n, data) in (1..).zip(parts) {
-        let out = s3
-            .upload_part()
-            .bucket(bucket)
-            .key(key)
-            .upload_id(&upload_id)
-            .part_number(n)
-            .body(data.into())
-            .send()
-            .await
-            .unwrap();
-        completed.push(
-            CompletedPart::builder()
-                .part_number(n)
-                .e_tag(out.e_tag().unwrap())
-                .build(),
-        );
-    }
-    (upload_id, completed)
-}
-
-/// Completes multipart upload `upload_id` of `key` with `parts`.
-async fn complete_upload(
-    s3: &aws_sdk_s3::Client,
-    bucket: &str,
-    key: &str,
-    upload_id: &str,
-    parts: Vec<CompletedPart>,
-) -> Result<
-    aws_sdk_s3::operation::complete_multipart_upload::CompleteMultipartUploadOutput,
-    aws_sdk_s3::error::SdkError<
-        aws_sdk_s3::operation::complete_multipart_upload::CompleteMultipartUploadError,
-        aws_sdk_s3::config::http::HttpResponse,
-    >,
-> {
-    s3.complete_multipart_upload()
-        .bucket(bucket)
-        .key(key)
-        .upload_id(upload_id)
-        .multipart_upload(
-            CompletedMultipartUpload::builder()
-                .set_parts(Some(parts))
-                .build(),
-        )
-        .send()
-        .await
-}
-
 #[tokio::test]
 async fn read_write_credentials_write_and_read_their_bucket() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d1", &[]).await;
-    let s3 = h.s3_client(&h.grant("ba-d1", &[(&id, rw())]).await);
+    let (id, s3) = h.bucket_client("d1", &[]).await;
     let written = s3
         .put_object()
         .bucket(&id)
@@ -264,8 +198,7 @@ async fn one_key_works_on_every_bucket_of_a_multi_bucket_grant() {
 #[tokio::test]
 async fn a_revoked_key_fails_on_its_next_request() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d7", &[]).await;
-    let s3 = h.s3_client(&h.grant("ba-d7", &[(&id, rw())]).await);
+    let (id, s3) = h.bucket_client("d7", &[]).await;
     put(&s3, &id, "k", b"v").await.unwrap();
     h.revoke("ba-d7", &id).await;
     assert_eq!(get(&s3, &id, "k").await.unwrap_err(), "InvalidAccessKeyId");
@@ -275,8 +208,7 @@ async fn a_revoked_key_fails_on_its_next_request() {
 #[tokio::test]
 async fn a_wrong_secret_key_is_a_signature_mismatch() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d8", &[]).await;
-    let creds = h.grant("ba-d8", &[(&id, rw())]).await;
+    let (id, creds) = h.granted_bucket("d8", &[]).await;
     let s3 = s3_client(
         h.s3.endpoint_url(),
         &creds.access_key_id,
@@ -442,8 +374,7 @@ async fn copies_need_read_access_to_the_source_bucket() {
 #[tokio::test]
 async fn multipart_uploads_assemble_their_parts() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d13", &[]).await;
-    let s3 = h.s3_client(&h.grant("ba-d13", &[(&id, rw())]).await);
+    let (id, s3) = h.bucket_client("d13", &[]).await;
     let part1 = vec![b'a'; 5 * 1024 * 1024];
     let (upload_id, parts) =
         upload_parts(&s3, &id, "big", vec![part1.clone(), b"tail".to_vec()]).await;
@@ -478,8 +409,7 @@ async fn multipart_uploads_assemble_their_parts() {
 #[tokio::test]
 async fn the_size_quota_refuses_puts_and_multipart_completions_over_it() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d14", &[("maxSizeBytes", "6Mi")]).await;
-    let s3 = h.s3_client(&h.grant("ba-d14", &[(&id, rw())]).await);
+    let (id, s3) = h.bucket_client("d14", &[("maxSizeBytes", "6Mi")]).await;
     s3.put_object()
         .bucket(&id)
         .key("small")
@@ -522,8 +452,7 @@ async fn the_size_quota_refuses_puts_and_multipart_completions_over_it() {
 #[tokio::test]
 async fn listings_paginate_with_continuation_tokens() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d15", &[]).await;
-    let s3 = h.s3_client(&h.grant("ba-d15", &[(&id, rw())]).await);
+    let (id, s3) = h.bucket_client("d15", &[]).await;
     for i in 0..5 {
         put(&s3, &id, &format!("k{i}"), b"v").await.unwrap();
     }

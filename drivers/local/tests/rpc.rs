@@ -163,8 +163,7 @@ async fn get_bucket_finds_existing_buckets_only() {
 #[tokio::test]
 async fn delete_bucket_removes_the_data_on_disk_and_is_ok_when_absent() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-6666", &[]).await;
-    let creds = h.grant("ba-6666", &[(&id, rw())]).await;
+    let (id, creds) = h.granted_bucket("6666", &[]).await;
     let s3 = h.s3_client(&creds);
     put(&s3, &id, "k", b"data").await.unwrap();
     let dir = h.driver.bucket_dir(&id);
@@ -192,8 +191,7 @@ async fn delete_bucket_removes_the_data_on_disk_and_is_ok_when_absent() {
 #[tokio::test]
 async fn repeated_grants_return_the_same_credentials_and_one_key() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-7777", &[]).await;
-    let first = h.grant("ba-7777", &[(&id, rw())]).await;
+    let (id, first) = h.granted_bucket("7777", &[]).await;
     let mut p = h.provisioner();
     for _ in 0..3 {
         let again = p
@@ -321,8 +319,7 @@ async fn revoke_removes_the_account_and_is_ok_when_absent() {
 #[tokio::test]
 async fn a_regranted_account_gets_a_fresh_key() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-1313", &[]).await;
-    let first = h.grant("ba-1313", &[(&id, rw())]).await;
+    let (id, first) = h.granted_bucket("1313", &[]).await;
     h.revoke("ba-1313", &id).await;
     let second = h.grant("ba-1313", &[(&id, rw())]).await;
     assert_ne!(first.access_key_id, second.access_key_id);
