@@ -318,6 +318,36 @@ pub async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Str
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
+/// Deletes `key`, returning the S3 error code on failure.
+pub async fn delete(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
+    s3.delete_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| s3_error_code(&e))
+}
+
+/// Starts a multipart upload of `key`, returning its upload ID or the S3
+/// error code.
+pub async fn start_upload(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<String, String> {
+    let out = s3
+        .create_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| s3_error_code(&e))?;
+    out.upload_id()
+        .map(str::to_owned)
+        .ok_or_else(|| "no upload ID".to_owned())
+}
+
 /// Lists the keys of a bucket, returning the S3 error code on failure.
 pub async fn list(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<Vec<String>, String> {
     let out = s3

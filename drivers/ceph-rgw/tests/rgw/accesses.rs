@@ -24,12 +24,7 @@ async fn read_only_keys_read_and_list_but_cannot_put_or_delete() {
         put(&r, &bucket, "nope.txt", "x").await.unwrap_err(),
         "AccessDenied"
     );
-    let deleted = r
-        .delete_object()
-        .bucket(&bucket)
-        .key("note.txt")
-        .send()
-        .await;
+    let deleted = delete(&r, &bucket, "note.txt").await;
     assert!(deleted.is_err(), "a ReadOnly key deleted an object");
     assert_eq!(get(&r, &bucket, "note.txt").await.unwrap(), "hello");
 

@@ -188,23 +188,12 @@ async fn emptying_a_versioned_bucket_leaves_nothing() {
             .unwrap();
     }
     put(&c, &bucket, "gone.txt", "soon deleted").await.unwrap();
-    c.delete_object()
-        .bucket(&bucket)
-        .key("gone.txt")
-        .send()
-        .await
-        .unwrap();
-    let upload = c
-        .create_multipart_upload()
-        .bucket(&bucket)
-        .key("big.bin")
-        .send()
-        .await
-        .unwrap();
+    delete(&c, &bucket, "gone.txt").await.unwrap();
+    let upload_id = start_upload(&c, &bucket, "big.bin").await.unwrap();
     c.upload_part()
         .bucket(&bucket)
         .key("big.bin")
-        .upload_id(upload.upload_id().unwrap())
+        .upload_id(upload_id)
         .part_number(1)
         .body(vec![7u8; 1024].into())
         .send()

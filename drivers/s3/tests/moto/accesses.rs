@@ -6,7 +6,8 @@ use cosi_driver::testing::assert_status;
 use cosi_driver_s3::accounts::POLICY_NAME;
 
 use crate::common::{
-    Moto, Served, access, assert_managed_by, get, keys_of, keys_of_user, list, put, users_under,
+    Moto, Served, access, assert_managed_by, delete, get, keys_of, keys_of_user, list, put,
+    users_under,
 };
 
 #[tokio::test]
@@ -23,12 +24,7 @@ async fn granted_credentials_reach_their_bucket_and_no_other() {
     put(&s3, &mine, "hello", "world").await.unwrap();
     assert_eq!(get(&s3, &mine, "hello").await.unwrap(), "world");
     assert_eq!(list(&s3, &mine).await.unwrap(), ["hello"]);
-    s3.delete_object()
-        .bucket(&mine)
-        .key("hello")
-        .send()
-        .await
-        .unwrap();
+    delete(&s3, &mine, "hello").await.unwrap();
 
     assert_eq!(
         get(&s3, &other, "secret").await.unwrap_err(),
@@ -92,14 +88,10 @@ async fn read_only_access_cannot_write() {
         put(&s3, &bucket, "new", "x").await.unwrap_err(),
         "AccessDenied"
     );
-    let del = s3
-        .delete_object()
-        .bucket(&bucket)
-        .key("doc")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(crate::common::s3_error_code(&del), "AccessDenied");
+    assert_eq!(
+        delete(&s3, &bucket, "doc").await.unwrap_err(),
+        "AccessDenied"
+    );
     d.stop().await;
 }
 

@@ -4,7 +4,7 @@ use cosi_driver::Code;
 use cosi_driver::proto::S3AddressingStyle;
 use cosi_driver::testing::assert_status;
 
-use crate::common::{Moto, Served, put};
+use crate::common::{Moto, Served, delete, put, start_upload};
 
 #[tokio::test]
 async fn create_bucket_is_idempotent_and_reports_client_facing_info() {
@@ -132,12 +132,7 @@ async fn deleting_a_non_empty_bucket_is_a_retryable_refusal() {
         "the bucket must survive"
     );
 
-    s3.delete_object()
-        .bucket(&id)
-        .key("keep")
-        .send()
-        .await
-        .unwrap();
+    delete(&s3, &id, "keep").await.unwrap();
     d.delete_bucket(&id, &[]).await.unwrap();
     assert!(
         s3.head_bucket().bucket(&id).send().await.is_err(),
@@ -157,18 +152,8 @@ async fn purge_on_delete_removes_objects_versions_and_uploads() {
         put(&s3, &id, &format!("obj-{i}"), "v1").await.unwrap();
         put(&s3, &id, &format!("obj-{i}"), "v2").await.unwrap();
     }
-    s3.delete_object()
-        .bucket(&id)
-        .key("obj-0")
-        .send()
-        .await
-        .unwrap();
-    s3.create_multipart_upload()
-        .bucket(&id)
-        .key("big")
-        .send()
-        .await
-        .unwrap();
+    delete(&s3, &id, "obj-0").await.unwrap();
+    start_upload(&s3, &id, "big").await.unwrap();
 
     d.delete_bucket(&id, &params).await.unwrap();
     assert!(
