@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cosi_driver::proto::*;
 use cosi_driver::{Identity, Provisioner, Request, Response, Status};
-use cosi_driver_s3_common::requests::{check_s3_key_access, check_s3_protocols};
+use cosi_driver_s3_common::requests::{self, check_s3_key_access, check_s3_protocols};
 
 use crate::backend::{AdminCredentials, Backend};
 use crate::config::{Config, ConfigError};
@@ -105,28 +105,16 @@ fn bucket_params(
     protocols: &[i32],
     parameters: &HashMap<String, String>,
 ) -> Result<BucketParams, Error> {
-    check_protocols(protocols)?;
-    BucketParams::parse(parameters).map_err(invalid)
+    requests::bucket_params(protocols, parameters, BucketParams::parse).map_err(invalid)
 }
 
 fn check_new_bucket_id(id: &str) -> Result<(), Error> {
-    if names::is_valid_new_bucket_name(id) {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "bucket_id {id:?} is not a valid S3 bucket name; use the ID DriverGenerateBucketId returned"
-        )))
-    }
+    let kind = "S3 bucket name";
+    requests::check_new_bucket_id(id, names::is_valid_new_bucket_name, kind).map_err(invalid)
 }
 
 fn check_bucket_id(id: &str) -> Result<(), Error> {
-    if names::is_plausible_existing_bucket_name(id) {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "bucket_id {id:?} is not an S3 bucket name"
-        )))
-    }
+    requests::check_bucket_id(id, "S3 bucket name").map_err(invalid)
 }
 
 fn check_bucket_ids(buckets: &[AccessedBucket]) -> Result<(), Error> {
