@@ -411,3 +411,13 @@ pub fn assert_status<T: Debug>(
     }
     status
 }
+
+/// Runs `cmd` (a driver binary) to its end, asserts that it failed and
+/// returns what it wrote to stderr.
+#[track_caller]
+pub fn failed_stderr(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().expect("run the driver binary");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{err}");
+    err
+}

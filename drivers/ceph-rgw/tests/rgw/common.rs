@@ -104,16 +104,17 @@ pub async fn create(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<(), String>
 /// Asserts that RGW holds none of `users` and none of `buckets`, as
 /// `radosgw-admin user list` and `bucket list` show it.
 pub fn assert_gone(users: &[&str], buckets: &[&str]) {
-    let all_users = rgw().user_ids();
-    let left: Vec<_> = users
-        .iter()
-        .filter(|u| all_users.iter().any(|x| x == *u))
-        .collect();
+    let left = still_there(users, &rgw().user_ids());
     assert!(left.is_empty(), "RGW users left behind: {left:?}");
-    let all_buckets = rgw().bucket_names();
-    let left: Vec<_> = buckets
-        .iter()
-        .filter(|b| all_buckets.iter().any(|x| x == *b))
-        .collect();
+    let left = still_there(buckets, &rgw().bucket_names());
     assert!(left.is_empty(), "RGW buckets left behind: {left:?}");
+}
+
+/// The names of `names` that `all` holds.
+fn still_there<'a>(names: &[&'a str], all: &[String]) -> Vec<&'a str> {
+    names
+        .iter()
+        .copied()
+        .filter(|n| all.iter().any(|x| x == n))
+        .collect()
 }
