@@ -421,3 +421,10 @@ pub fn failed_stderr(cmd: &mut std::process::Command) -> String {
     assert!(!out.status.success(), "{err}");
     err
 }
+
+/// An environment lookup (for code that reads its environment through a
+/// function) that knows only `pairs`.
+pub fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+    let vars = params(pairs);
+    move |name| vars.get(name).cloned()
+}
