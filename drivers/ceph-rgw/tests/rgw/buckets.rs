@@ -61,9 +61,7 @@ async fn a_max_objects_quota_is_enforced_by_rgw() {
     );
     assert_eq!(list(&c, &bucket).await.unwrap().len(), 3);
 
-    d.revoke(&account, &[&bucket]).await.unwrap();
-    d.purge(&bucket).await;
-    assert_gone(&[&account], &[&bucket]);
+    d.remove(&account, &bucket).await;
 }
 
 #[tokio::test]
@@ -79,9 +77,7 @@ async fn a_max_size_quota_is_enforced_by_rgw() {
         "QuotaExceeded"
     );
 
-    d.revoke(&account, &[&bucket]).await.unwrap();
-    d.purge(&bucket).await;
-    assert_gone(&[&account], &[&bucket]);
+    d.remove(&account, &bucket).await;
 }
 
 #[tokio::test]

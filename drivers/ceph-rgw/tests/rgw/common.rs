@@ -64,6 +64,14 @@ impl Served {
         self.delete_bucket(bucket, &purge).await.unwrap();
     }
 
+    /// Revokes `account` from `bucket`, deletes the bucket with its objects
+    /// and asserts that RGW holds neither any more.
+    pub async fn remove(&self, account: &str, bucket: &str) {
+        self.revoke(account, &[bucket]).await.unwrap();
+        self.purge(bucket).await;
+        assert_gone(&[account], &[bucket]);
+    }
+
     /// Generates an account ID for a fresh `ba-<uuid>` name and grants it,
     /// returning the account ID and the issued keys.
     pub async fn new_access(&self, buckets: &[AccessedBucket]) -> (String, AdminKeys) {
