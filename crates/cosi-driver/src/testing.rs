@@ -428,3 +428,13 @@ pub fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<>
     let vars = params(pairs);
     move |name| vars.get(name).cloned()
 }
+
+/// Asserts that `parse` reads no parameters as `T::default()`.
+pub fn assert_no_parameters_mean_default<T, E>(
+    parse: impl FnOnce(&HashMap<String, String>) -> Result<T, E>,
+) where
+    T: Default + PartialEq + Debug,
+    E: Debug,
+{
+    assert_eq!(parse(&HashMap::new()).unwrap(), T::default());
+}

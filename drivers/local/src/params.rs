@@ -98,11 +98,11 @@ pub fn access_params(params: &HashMap<String, String>) -> Result<(), ParamError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosi_driver::testing::params as map;
+    use cosi_driver::testing::{assert_no_parameters_mean_default, params as map};
 
     #[test]
     fn empty_parameters_mean_defaults() {
-        assert_eq!(bucket_params(&map(&[])).unwrap(), BucketParams::default());
+        assert_no_parameters_mean_default(bucket_params);
         access_params(&map(&[])).unwrap();
     }
 

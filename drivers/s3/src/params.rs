@@ -133,18 +133,12 @@ pub fn parse_tags(text: &str) -> Result<BTreeMap<String, String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosi_driver::testing::params as map;
+    use cosi_driver::testing::{assert_no_parameters_mean_default, params as map};
 
     #[test]
     fn no_parameters_mean_defaults() {
-        assert_eq!(
-            BucketParams::parse(&HashMap::new()).unwrap(),
-            BucketParams::default()
-        );
-        assert_eq!(
-            AccessParams::parse(&HashMap::new()).unwrap(),
-            AccessParams::default()
-        );
+        assert_no_parameters_mean_default(BucketParams::parse);
+        assert_no_parameters_mean_default(AccessParams::parse);
     }
 
     #[test]
