@@ -162,17 +162,21 @@ impl<D> Served<D> {
         .into_inner())
     }
 
+    /// Generates an account ID for a fresh `ba-<uuid>` name.
+    pub async fn new_access_id(&self, buckets: &[AccessedBucket]) -> String {
+        let name = format!("ba-{}", uuid::Uuid::new_v4());
+        self.generate_access_id(&name, buckets)
+            .await
+            .expect("generate access id")
+    }
+
     /// Generates an account ID for a fresh `ba-<uuid>` name and grants it,
     /// returning the account ID and the grant.
     pub async fn new_grant(
         &self,
         buckets: &[AccessedBucket],
     ) -> (String, DriverGrantBucketAccessResponse) {
-        let name = format!("ba-{}", uuid::Uuid::new_v4());
-        let id = self
-            .generate_access_id(&name, buckets)
-            .await
-            .expect("generate access id");
+        let id = self.new_access_id(buckets).await;
         let resp = self.grant(&id, buckets).await.expect("grant");
         (id, resp)
     }

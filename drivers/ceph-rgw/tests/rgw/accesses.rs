@@ -290,8 +290,7 @@ async fn a_bucket_policy_that_would_outgrow_the_limit_is_resource_exhausted() {
     let (first, _) = d.new_access(&buckets).await;
     let mut granted = vec![first];
     let refused = loop {
-        let name = format!("ba-{}", uuid::Uuid::new_v4());
-        let id = d.generate_access_id(&name, &buckets).await.unwrap();
+        let id = d.new_access_id(&buckets).await;
         match d.grant(&id, &buckets).await {
             Ok(_) => granted.push(id),
             Err(e) => break (id, e),
@@ -338,11 +337,7 @@ async fn a_bucket_policy_that_would_outgrow_the_limit_is_resource_exhausted() {
 async fn an_rgw_user_the_driver_did_not_create_is_never_taken_over() {
     let d = Served::start().await;
     let bucket = d.new_bucket(&[]).await;
-    let name = format!("ba-{}", uuid::Uuid::new_v4());
-    let id = d
-        .generate_access_id(&name, &[access(&bucket, ReadWrite)])
-        .await
-        .unwrap();
+    let id = d.new_access_id(&[access(&bucket, ReadWrite)]).await;
     rgw().create_user(&id).unwrap();
     assert_status(
         d.grant(&id, &[access(&bucket, ReadWrite)]).await,
@@ -366,11 +361,7 @@ async fn an_rgw_user_the_driver_did_not_create_is_never_taken_over() {
 async fn grants_wait_for_missing_buckets() {
     let d = Served::start().await;
     let missing = format!("bc-{}", uuid::Uuid::new_v4());
-    let name = format!("ba-{}", uuid::Uuid::new_v4());
-    let id = d
-        .generate_access_id(&name, &[access(&missing, ReadWrite)])
-        .await
-        .unwrap();
+    let id = d.new_access_id(&[access(&missing, ReadWrite)]).await;
     assert_status(
         d.grant(&id, &[access(&missing, ReadWrite)]).await,
         Code::NotFound,

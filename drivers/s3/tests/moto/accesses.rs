@@ -48,10 +48,7 @@ async fn grant_returns_info_for_every_bucket_and_no_other() {
         access(&a, AccessMode::ReadWrite),
         access(&b, AccessMode::ReadOnly),
     ];
-    let id = d
-        .generate_access_id(&format!("ba-{}", uuid::Uuid::new_v4()), &buckets)
-        .await
-        .unwrap();
+    let id = d.new_access_id(&buckets).await;
     let resp = d.grant(&id, &buckets).await.unwrap();
     let mut ids: Vec<_> = resp.buckets.iter().map(|g| g.bucket_id.clone()).collect();
     ids.sort();
@@ -209,8 +206,7 @@ async fn foreign_iam_user_is_refused_and_left_alone() {
     let d = Served::on(moto).await;
     let bucket = d.new_bucket(&[]).await;
     let buckets = [access(&bucket, AccessMode::ReadWrite)];
-    let name = format!("ba-{}", uuid::Uuid::new_v4());
-    let id = d.generate_access_id(&name, &buckets).await.unwrap();
+    let id = d.new_access_id(&buckets).await;
     let iam = moto.iam();
     iam.create_user().user_name(&id).send().await.unwrap();
 
@@ -238,10 +234,7 @@ async fn grant_to_a_missing_bucket_is_not_found_and_creates_nothing() {
     let d = Served::start(cfg, &moto.admin).await;
     let missing = format!("bc-{}", uuid::Uuid::new_v4());
     let buckets = [access(&missing, AccessMode::ReadWrite)];
-    let id = d
-        .generate_access_id(&format!("ba-{}", uuid::Uuid::new_v4()), &buckets)
-        .await
-        .unwrap();
+    let id = d.new_access_id(&buckets).await;
     assert_status(d.grant(&id, &buckets).await, Code::NotFound, &[]);
     assert!(users_under(&moto.iam(), &path).await.is_empty());
     d.stop().await;

@@ -102,22 +102,14 @@ async fn admin_without_permissions_is_permission_denied() {
         d.create_bucket(&format!("bc-{}", uuid::Uuid::new_v4()), &[])
             .await,
         Code::PermissionDenied,
-        &[],
-    );
-    assert!(
-        err.message().contains("S3 CreateBucket") && err.message().contains("admin policy"),
-        "{}",
-        err.message()
+        &["S3 CreateBucket", "admin policy"],
     );
     assert_no_credentials(err.message(), &[&powerless, &moto.admin]);
 
     let admin = Served::on(moto).await;
     let bucket = admin.new_bucket(&[]).await;
     let buckets = [access(&bucket, AccessMode::ReadWrite)];
-    let id = d
-        .generate_access_id(&format!("ba-{}", uuid::Uuid::new_v4()), &buckets)
-        .await
-        .unwrap();
+    let id = d.new_access_id(&buckets).await;
     assert_status(d.grant(&id, &buckets).await, Code::PermissionDenied, &[]);
     admin.stop().await;
     d.stop().await;

@@ -19,10 +19,7 @@ async fn https_backend_is_trusted_only_with_the_ca_file() {
     let trusting = Served::on(&moto).await;
     let bucket = trusting.new_bucket(&[]).await;
     let buckets = [access(&bucket, AccessMode::ReadWrite)];
-    let id = trusting
-        .generate_access_id(&format!("ba-{}", uuid::Uuid::new_v4()), &buckets)
-        .await
-        .unwrap();
+    let id = trusting.new_access_id(&buckets).await;
     let resp = trusting.grant(&id, &buckets).await.unwrap();
     assert_eq!(resp.credentials.as_ref().unwrap().certificate_authority, ca);
     put(&moto.s3(&keys_of(&resp)), &bucket, "over", "tls")
