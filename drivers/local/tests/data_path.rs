@@ -3,7 +3,6 @@
 
 mod common;
 
-use aws_sdk_s3::types::{Tag, Tagging};
 use common::*;
 use cosi_driver::proto::AccessMode::{ReadOnly, ReadWrite, Unspecified, WriteOnly};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -244,10 +243,7 @@ async fn bucket_metadata_needs_the_bucket_metadata_mode() {
     let h = Harness::start().await;
     let id = h.bucket("bc-d10", &[]).await;
     let data_only = h.s3_client(&h.grant("ba-d10a", &[(&id, rw())]).await);
-    let tagging = Tagging::builder()
-        .tag_set(Tag::builder().key("team").value("a").build().unwrap())
-        .build()
-        .unwrap();
+    let tagging = one_tag("team", "a");
     let err = data_only
         .put_bucket_tagging()
         .bucket(&id)
@@ -294,19 +290,9 @@ async fn object_tags_need_the_object_metadata_mode() {
     let id = h.bucket("bc-d11", &[]).await;
     let data_only = h.s3_client(&h.grant("ba-d11a", &[(&id, rw())]).await);
     put(&data_only, &id, "k", b"v").await.unwrap();
-    let tagging = Tagging::builder()
-        .tag_set(Tag::builder().key("class").value("gold").build().unwrap())
-        .build()
-        .unwrap();
-    let err = data_only
-        .put_object_tagging()
-        .bucket(&id)
-        .key("k")
-        .tagging(tagging.clone())
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    let tagging = one_tag("class", "gold");
+    let err = put_tags(&data_only, &id, "k", tagging.clone()).await;
+    assert_eq!(err.unwrap_err(), "AccessDenied");
     // Tags on upload are object metadata too.
     let err = data_only
         .put_object()
@@ -321,14 +307,7 @@ async fn object_tags_need_the_object_metadata_mode() {
 
     let both = modes(ReadWrite, ReadWrite, Unspecified);
     let tagger = h.s3_client(&h.grant("ba-d11b", &[(&id, both)]).await);
-    tagger
-        .put_object_tagging()
-        .bucket(&id)
-        .key("k")
-        .tagging(tagging)
-        .send()
-        .await
-        .unwrap();
+    put_tags(&tagger, &id, "k", tagging).await.unwrap();
     tagger
         .put_object()
         .bucket(&id)
@@ -338,14 +317,8 @@ async fn object_tags_need_the_object_metadata_mode() {
         .send()
         .await
         .unwrap();
-    let got = tagger
-        .get_object_tagging()
-        .bucket(&id)
-        .key("t")
-        .send()
-        .await
-        .unwrap();
-    let tags: Vec<(&str, &str)> = got.tag_set().iter().map(|t| (t.key(), t.value())).collect();
+    let got = object_tags(&tagger, &id, "t").await.unwrap();
+    let tags: Vec<(&str, &str)> = got.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     assert_eq!(tags, [("class", "silver"), ("tier", "2")]);
     s3_result(tagger.get_object_acl().bucket(&id).key("k").send().await).unwrap();
     h.stop().await;

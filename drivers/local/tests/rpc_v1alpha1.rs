@@ -7,7 +7,6 @@ mod common;
 
 use std::collections::HashMap;
 
-use aws_sdk_s3::types::{Tag, Tagging};
 use common::*;
 use cosi_driver::testing::{Serve, TestServer, assert_status};
 use cosi_driver::v1alpha1::credential_keys::s3 as keys;
@@ -223,40 +222,16 @@ async fn granted_credentials_work_until_revoked_and_delete_is_idempotent() {
     put(&s3, &bucket, "hello.txt", b"over v1alpha1")
         .await
         .unwrap();
-    let got = s3
-        .get_object()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .send()
-        .await
-        .unwrap()
-        .body
-        .collect()
-        .await
-        .unwrap()
-        .into_bytes();
+    let got = get(&s3, &bucket, "hello.txt").await.unwrap();
     assert_eq!(&got[..], b"over v1alpha1");
     // A v1alpha1 grant has no access modes: the key may read and write
     // object data, object metadata and bucket metadata.
-    let tagging = Tagging::builder()
-        .tag_set(Tag::builder().key("api").value("v1alpha1").build().unwrap())
-        .build()
-        .unwrap();
-    s3.put_object_tagging()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .tagging(tagging.clone())
-        .send()
+    let tagging = one_tag("api", "v1alpha1");
+    put_tags(&s3, &bucket, "hello.txt", tagging.clone())
         .await
         .unwrap();
-    let tags = s3
-        .get_object_tagging()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(tags.tag_set()[0].value(), "v1alpha1");
+    let tags = object_tags(&s3, &bucket, "hello.txt").await.unwrap();
+    assert_eq!(tags[0].1, "v1alpha1");
     s3.put_bucket_tagging()
         .bucket(&bucket)
         .tagging(tagging)

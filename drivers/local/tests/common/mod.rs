@@ -458,3 +458,37 @@ pub async fn complete_upload(
         .send()
         .await
 }
+
+/// A tag set of the one tag `key` = `value`.
+pub fn one_tag(key: &str, value: &str) -> aws_sdk_s3::types::Tagging {
+    let tag = aws_sdk_s3::types::Tag::builder().key(key).value(value);
+    aws_sdk_s3::types::Tagging::builder()
+        .tag_set(tag.build().unwrap())
+        .build()
+        .unwrap()
+}
+
+/// Sets the tags of `key`; the S3 error code on failure.
+pub async fn put_tags(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    tagging: aws_sdk_s3::types::Tagging,
+) -> Result<(), String> {
+    let call = s3.put_object_tagging().bucket(bucket).key(key);
+    s3_result(call.tagging(tagging).send().await).map(drop)
+}
+
+/// The tags of `key`, in order; the S3 error code on failure.
+pub async fn object_tags(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let out = s3_result(s3.get_object_tagging().bucket(bucket).key(key).send().await)?;
+    Ok(out
+        .tag_set()
+        .iter()
+        .map(|t| (t.key().to_owned(), t.value().to_owned()))
+        .collect())
+}
