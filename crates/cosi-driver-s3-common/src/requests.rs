@@ -1,6 +1,9 @@
 //! Checks of a COSI request that every S3 driver makes the same way (on
-//! `cosi_driver::requests`): S3 only, Key authentication. Each returns the
-//! message of an `InvalidArgument` refusal.
+//! `cosi_driver::requests`): S3 only, Key authentication, the class
+//! parameters of a bucket request and the shape of a bucket ID. Each
+//! returns the message of an `InvalidArgument` refusal.
+
+use std::collections::HashMap;
 
 use cosi_driver::proto::ObjectProtocol;
 use cosi_driver::requests::{check_key_access, check_protocols};
@@ -24,4 +27,38 @@ pub fn check_s3_key_access(
         authentication_type,
         &format!("it issues {issues}; use a BucketAccessClass with authenticationType: Key"),
     )
+}
+
+/// The class parameters of a bucket request, parsed by `parse` once the
+/// request is found to ask for S3 only.
+pub fn bucket_params<P>(
+    protocols: &[i32],
+    parameters: &HashMap<String, String>,
+    parse: impl FnOnce(&HashMap<String, String>) -> Result<P, String>,
+) -> Result<P, String> {
+    check_s3_protocols(protocols)?;
+    parse(parameters)
+}
+
+/// Refuses `id` for a new bucket unless `valid` accepts it; `kind` names
+/// such a name (e.g. `S3 bucket name`).
+pub fn check_new_bucket_id(id: &str, valid: fn(&str) -> bool, kind: &str) -> Result<(), String> {
+    if valid(id) {
+        Ok(())
+    } else {
+        Err(format!(
+            "bucket_id {id:?} is not a valid {kind}; use the ID DriverGenerateBucketId returned"
+        ))
+    }
+}
+
+/// Refuses `id` unless it may name an existing bucket
+/// ([`crate::names::is_plausible_existing_bucket_name`]); `kind` names such
+/// a name (e.g. `S3 bucket name`).
+pub fn check_bucket_id(id: &str, kind: &str) -> Result<(), String> {
+    if crate::names::is_plausible_existing_bucket_name(id) {
+        Ok(())
+    } else {
+        Err(format!("bucket_id {id:?} is not an {kind}"))
+    }
 }

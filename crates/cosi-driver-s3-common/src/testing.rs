@@ -162,17 +162,21 @@ impl<D> Served<D> {
         .into_inner())
     }
 
+    /// Generates an account ID for a fresh `ba-<uuid>` name.
+    pub async fn new_access_id(&self, buckets: &[AccessedBucket]) -> String {
+        let name = format!("ba-{}", uuid::Uuid::new_v4());
+        self.generate_access_id(&name, buckets)
+            .await
+            .expect("generate access id")
+    }
+
     /// Generates an account ID for a fresh `ba-<uuid>` name and grants it,
     /// returning the account ID and the grant.
     pub async fn new_grant(
         &self,
         buckets: &[AccessedBucket],
     ) -> (String, DriverGrantBucketAccessResponse) {
-        let name = format!("ba-{}", uuid::Uuid::new_v4());
-        let id = self
-            .generate_access_id(&name, buckets)
-            .await
-            .expect("generate access id");
+        let id = self.new_access_id(buckets).await;
         let resp = self.grant(&id, buckets).await.expect("grant");
         (id, resp)
     }
@@ -194,14 +198,7 @@ impl<D> Served<D> {
 pub use cosi_driver::testing::params as map;
 
 /// A bucket with `object_data` access only.
-pub fn access(bucket: &str, object_data: AccessMode) -> AccessedBucket {
-    access_all(
-        bucket,
-        object_data,
-        AccessMode::Unspecified,
-        AccessMode::Unspecified,
-    )
-}
+pub use cosi_driver::testing::accessed_bucket as access;
 
 /// A bucket with a mode per category.
 pub fn access_all(
@@ -218,6 +215,70 @@ pub fn access_all(
             bucket_metadata: bucket_meta as i32,
         }),
     }
+}
+
+/// Asserts a driver's S3 bucket naming: `bucket_name` derives names as
+/// [`testing::assert_derives_bucket_names`] says, hashes a dotted name into
+/// a distinct one without dots and a short one into a valid one;
+/// `is_valid_new_bucket_name` holds to the S3 rules and also refuses
+/// `also_invalid`; and the shared checks of a `bucketNamePrefix` and of an
+/// existing bucket's name hold.
+pub fn assert_s3_bucket_names(
+    bucket_name: fn(&str, &str) -> Result<String, String>,
+    is_valid_new_bucket_name: fn(&str) -> bool,
+    also_invalid: &[&str],
+) {
+    use crate::names::{MAX_PREFIX, check_bucket_prefix, is_plausible_existing_bucket_name};
+    use testing::BUCKET_NAME;
+
+    assert_eq!(BUCKET_NAME.len(), 39);
+    testing::assert_derives_bucket_names(bucket_name, is_valid_new_bucket_name, MAX_PREFIX);
+    let dotted = bucket_name("", "my.bucket").unwrap();
+    assert!(
+        dotted.starts_with("my-bucket-") && !dotted.contains('.'),
+        "{dotted}"
+    );
+    assert_ne!(dotted, bucket_name("", "my-bucket").unwrap());
+    let short = bucket_name("", "ab").unwrap();
+    assert!(is_valid_new_bucket_name(&short), "{short}");
+
+    for ok in ["abc", "my-bucket", "a.b.c", BUCKET_NAME] {
+        assert!(is_valid_new_bucket_name(ok), "{ok}");
+    }
+    let invalid = ["ab", "-abc", "abc-", "ABC", "a..b", "192.168.1.1", "a_b"];
+    for bad in invalid.iter().chain(also_invalid) {
+        assert!(!is_valid_new_bucket_name(bad), "{bad}");
+    }
+    assert!(is_plausible_existing_bucket_name("Legacy_Bucket"));
+    assert!(!is_plausible_existing_bucket_name("a/b"));
+
+    assert!(check_bucket_prefix("").is_ok());
+    assert!(check_bucket_prefix("team-a-").is_ok());
+    assert!(check_bucket_prefix("-team").is_err());
+    assert!(check_bucket_prefix("Team").is_err());
+    assert!(check_bucket_prefix(&"a".repeat(25)).is_err());
+}
+
+/// Asserts that an S3 CreateBucket refused with AccessDenied and `detail`
+/// reads `message` (name, target, code and detail) followed by a hint
+/// holding `hint`, and reaches the client as PermissionDenied.
+pub fn assert_access_denied_reads<D: crate::errors::Dialect + std::fmt::Debug>(
+    detail: &str,
+    message: &str,
+    hint: &str,
+) {
+    let e = crate::errors::BackendError::<D>::answered(
+        "S3 CreateBucket",
+        "bucket \"bc-1\"",
+        403,
+        Some("AccessDenied".into()),
+        detail,
+    );
+    let msg = e.to_string();
+    assert!(msg.starts_with(message), "{msg}");
+    assert!(msg.contains(hint), "{msg}");
+    let e = crate::errors::Error::from(e);
+    assert_eq!(e.code(), tonic::Code::PermissionDenied);
 }
 
 /// The error code of an S3 SDK error (`AccessDenied`, `InvalidAccessKeyId`,
@@ -259,6 +320,36 @@ pub async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Str
         .map_err(|e| e.to_string())?
         .into_bytes();
     Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Deletes `key`, returning the S3 error code on failure.
+pub async fn delete(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
+    s3.delete_object()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map(|_| ())
+        .map_err(|e| s3_error_code(&e))
+}
+
+/// Starts a multipart upload of `key`, returning its upload ID or the S3
+/// error code.
+pub async fn start_upload(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<String, String> {
+    let out = s3
+        .create_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| s3_error_code(&e))?;
+    out.upload_id()
+        .map(str::to_owned)
+        .ok_or_else(|| "no upload ID".to_owned())
 }
 
 /// Lists the keys of a bucket, returning the S3 error code on failure.

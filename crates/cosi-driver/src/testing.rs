@@ -292,3 +292,149 @@ pub fn revoke_request(
         parameters: HashMap::new(),
     }
 }
+
+/// A bucket with `object_data` access only (the other categories
+/// unspecified).
+pub fn accessed_bucket(bucket_id: &str, object_data: crate::proto::AccessMode) -> AccessedBucket {
+    AccessedBucket {
+        bucket_id: bucket_id.into(),
+        access_mode: Some(crate::proto::AccessModes {
+            object_data: object_data as i32,
+            ..Default::default()
+        }),
+    }
+}
+
+/// Asserts the request checks of a driver serving `served` with Key
+/// authentication only: `check_protocols` accepts no protocol or `served`
+/// alone and refuses each of `others` (alone or after `served`) as
+/// InvalidArgument naming it; `check_access` accepts `served` with Key
+/// authentication, refuses each of `others`, and refuses ServiceAccount
+/// authentication as InvalidArgument with a message holding
+/// `service_accounts_refused`.
+pub fn assert_serves_only<D: crate::errors::Dialect + Debug>(
+    served: ObjectProtocol,
+    others: &[ObjectProtocol],
+    check_protocols: impl Fn(&[i32]) -> Result<(), crate::errors::Error<D>>,
+    check_access: impl Fn(i32, i32) -> Result<(), crate::errors::Error<D>>,
+    service_accounts_refused: &str,
+) {
+    let invalid = tonic::Code::InvalidArgument;
+    assert!(check_protocols(&[]).is_ok());
+    assert!(check_protocols(&[served as i32]).is_ok());
+    for other in others {
+        let name = other.api_name().expect("a named protocol");
+        for protocols in [vec![*other as i32], vec![served as i32, *other as i32]] {
+            let e = check_protocols(&protocols).unwrap_err();
+            assert_eq!(e.code(), invalid, "{e}");
+            assert!(e.to_string().contains(name), "{e}");
+        }
+        let key = AuthenticationType::Key as i32;
+        assert!(check_access(*other as i32, key).is_err(), "{name}");
+    }
+    let e = check_access(served as i32, AuthenticationType::ServiceAccount as i32).unwrap_err();
+    assert_eq!(e.code(), invalid);
+    assert!(e.to_string().contains(service_accounts_refused), "{e}");
+    assert!(check_access(served as i32, AuthenticationType::Key as i32).is_ok());
+}
+
+/// A Bucket name as the controller generates it (`bc-<uuid>`).
+pub const BUCKET_NAME: &str = "bc-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60";
+/// A BucketAccess name as the controller generates it (`ba-<uuid>`).
+pub const ACCESS_NAME: &str = "ba-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60";
+
+/// Asserts how `derive(prefix, name)` derives a backend bucket name that
+/// `valid` accepts: a generated name is used as it is, after a prefix too
+/// (the longest, `max_prefix` characters, making 63); a name too long is
+/// hashed to the same valid name of at most 63 characters every time.
+pub fn assert_derives_bucket_names(
+    derive: impl Fn(&str, &str) -> Result<String, String>,
+    valid: impl Fn(&str) -> bool,
+    max_prefix: usize,
+) {
+    assert_eq!(derive("", BUCKET_NAME).unwrap(), BUCKET_NAME);
+    assert_eq!(
+        derive("team-a-", BUCKET_NAME).unwrap(),
+        format!("team-a-{BUCKET_NAME}")
+    );
+    let longest = "p".repeat(max_prefix);
+    assert_eq!(derive(&longest, BUCKET_NAME).unwrap().len(), 63);
+    let long = format!("{}-x", "a".repeat(80));
+    let hashed = derive("", &long).unwrap();
+    assert_eq!(hashed, derive("", &long).unwrap());
+    assert!(hashed.len() <= 63 && valid(&hashed), "{hashed}");
+}
+
+/// Asserts that `classify` maps each `(error code, HTTP status, gRPC code)`
+/// of `table`, as the backend answered it, to that gRPC code.
+pub fn assert_classifies(
+    classify: fn(Option<&str>, Option<u16>, crate::errors::Transport) -> tonic::Code,
+    table: &[(&str, u16, tonic::Code)],
+) {
+    for (code, status, want) in table {
+        let got = classify(
+            Some(code),
+            Some(*status),
+            crate::errors::Transport::Answered,
+        );
+        assert_eq!(got, *want, "{code}");
+    }
+}
+
+/// Asserts that `scrub` turns `text` into `scrubbed`, and that an error
+/// with `text` for its message reaches the client as `scrubbed`.
+pub fn assert_scrubs<D: crate::errors::Dialect + Debug>(
+    scrub: fn(&str) -> String,
+    text: &str,
+    scrubbed: &str,
+) {
+    assert_eq!(scrub(text), scrubbed);
+    let status = tonic::Status::from(crate::errors::Error::<D>::InvalidArgument(text.into()));
+    assert_eq!(status.message(), scrubbed);
+}
+
+/// Asserts that `result` is a refusal with `code` whose message holds each
+/// of `parts`; returns the refusal.
+#[track_caller]
+pub fn assert_status<T: Debug>(
+    result: Result<T, tonic::Status>,
+    code: tonic::Code,
+    parts: &[&str],
+) -> tonic::Status {
+    let status = match result {
+        Ok(answer) => panic!("expected {code:?}, got {answer:?}"),
+        Err(status) => status,
+    };
+    assert_eq!(status.code(), code, "{status:?}");
+    for part in parts {
+        assert!(status.message().contains(part), "{}", status.message());
+    }
+    status
+}
+
+/// Runs `cmd` (a driver binary) to its end, asserts that it failed and
+/// returns what it wrote to stderr.
+#[track_caller]
+pub fn failed_stderr(cmd: &mut std::process::Command) -> String {
+    let out = cmd.output().expect("run the driver binary");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{err}");
+    err
+}
+
+/// An environment lookup (for code that reads its environment through a
+/// function) that knows only `pairs`.
+pub fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+    let vars = params(pairs);
+    move |name| vars.get(name).cloned()
+}
+
+/// Asserts that `parse` reads no parameters as `T::default()`.
+pub fn assert_no_parameters_mean_default<T, E>(
+    parse: impl FnOnce(&HashMap<String, String>) -> Result<T, E>,
+) where
+    T: Default + PartialEq + Debug,
+    E: Debug,
+{
+    assert_eq!(parse(&HashMap::new()).unwrap(), T::default());
+}

@@ -187,18 +187,10 @@ impl AccountKey {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use cosi_driver::testing::env_of as env;
 
     const KEY: &str =
         "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| map.get(k).cloned()
-    }
 
     #[test]
     fn a_configuration_for_azurite_is_valid_and_every_problem_is_reported() {

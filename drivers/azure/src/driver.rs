@@ -2,7 +2,7 @@
 //! calls by checking the request (pure functions below), then calling
 //! [`crate::containers`] and [`crate::access`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use cosi_driver::proto::*;
@@ -92,6 +92,25 @@ pub fn check_access(protocol: i32, authentication_type: i32) -> Result<(), Error
     .map_err(invalid)
 }
 
+/// The BucketClass parameters of a request for `protocols`.
+fn bucket_params(
+    protocols: &[i32],
+    parameters: &HashMap<String, String>,
+) -> Result<BucketParams, Error> {
+    check_protocols(protocols)?;
+    BucketParams::parse(parameters).map_err(invalid)
+}
+
+fn check_new_container_id(id: &str) -> Result<(), Error> {
+    if names::is_valid_container_name(id) {
+        Ok(())
+    } else {
+        Err(invalid(format!(
+            "bucket_id {id:?} is not a valid container name; use the ID DriverGenerateBucketId returned"
+        )))
+    }
+}
+
 fn check_container_id(id: &str) -> Result<(), Error> {
     let special = matches!(id, "$root" | "$web");
     if names::is_valid_container_name(id) || special {
@@ -164,8 +183,7 @@ impl Provisioner for AzureDriver {
         request: Request<DriverGenerateBucketIdRequest>,
     ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
         let r = request.into_inner();
-        check_protocols(&r.protocols)?;
-        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
+        let params = bucket_params(&r.protocols, &r.parameters)?;
         let bucket_id = names::container_name(&params.name_prefix, &r.name).map_err(invalid)?;
         Ok(Response::new(DriverGenerateBucketIdResponse { bucket_id }))
     }
@@ -175,15 +193,8 @@ impl Provisioner for AzureDriver {
         request: Request<DriverCreateBucketRequest>,
     ) -> Result<Response<DriverCreateBucketResponse>, Status> {
         let r = request.into_inner();
-        check_protocols(&r.protocols)?;
-        BucketParams::parse(&r.parameters).map_err(invalid)?;
-        if !names::is_valid_container_name(&r.bucket_id) {
-            return Err(invalid(format!(
-                "bucket_id {:?} is not a valid container name; use the ID DriverGenerateBucketId returned",
-                r.bucket_id
-            ))
-            .into());
-        }
+        bucket_params(&r.protocols, &r.parameters)?;
+        check_new_container_id(&r.bucket_id)?;
         containers::create(&self.api, &self.cfg.driver_name, &r.bucket_id).await?;
         Ok(Response::new(DriverCreateBucketResponse {
             protocols: Some(self.bucket_info()),
@@ -195,8 +206,7 @@ impl Provisioner for AzureDriver {
         request: Request<DriverGetBucketRequest>,
     ) -> Result<Response<DriverGetBucketResponse>, Status> {
         let r = request.into_inner();
-        check_protocols(&r.protocols)?;
-        BucketParams::parse(&r.parameters).map_err(invalid)?;
+        bucket_params(&r.protocols, &r.parameters)?;
         check_container_id(&r.bucket_id)?;
         containers::get_static(&self.api, &r.bucket_id).await?;
         Ok(Response::new(DriverGetBucketResponse {
@@ -294,31 +304,18 @@ impl Provisioner for AzureDriver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosi_driver::testing::{accessed_bucket as bucket, assert_serves_only};
     use tonic::Code;
-
-    fn bucket(id: &str, data: AccessMode) -> AccessedBucket {
-        AccessedBucket {
-            bucket_id: id.into(),
-            access_mode: Some(AccessModes {
-                object_data: data as i32,
-                ..Default::default()
-            }),
-        }
-    }
 
     #[test]
     fn only_azure_with_keys_is_served_and_service_accounts_are_refused_with_the_reason() {
-        assert!(check_protocols(&[ObjectProtocol::Azure as i32]).is_ok());
-        let e = check_protocols(&[ObjectProtocol::S3 as i32]).unwrap_err();
-        assert!(e.to_string().contains("S3"), "{e}");
-        let e = check_access(
-            ObjectProtocol::Azure as i32,
-            AuthenticationType::ServiceAccount as i32,
-        )
-        .unwrap_err();
-        assert_eq!(e.code(), Code::InvalidArgument);
-        assert!(e.to_string().contains("cannot assign Azure roles"), "{e}");
-        assert!(check_access(ObjectProtocol::Azure as i32, AuthenticationType::Key as i32).is_ok());
+        assert_serves_only(
+            ObjectProtocol::Azure,
+            &[ObjectProtocol::S3],
+            check_protocols,
+            check_access,
+            "cannot assign Azure roles",
+        );
     }
 
     #[test]

@@ -166,6 +166,7 @@ fn flush(out: &mut String, token: &mut String, secret: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosi_driver::testing::{assert_classifies, assert_scrubs};
     use tonic::Status;
 
     fn classify(error_code: Option<&str>, http_status: Option<u16>, transport: Transport) -> Code {
@@ -199,9 +200,7 @@ mod tests {
             ("InvalidXmlDocument", 400, Code::InvalidArgument),
             ("LeaseIdMissing", 412, Code::FailedPrecondition),
         ];
-        for (code, status, want) in table {
-            assert_eq!(answered(code, status), want, "{code}");
-        }
+        assert_classifies(classify, &table);
         assert_eq!(answered("Whatever", 409), Code::Aborted);
         assert_eq!(answered("Whatever", 500), Code::Unavailable);
         assert_eq!(
@@ -267,6 +266,6 @@ mod tests {
     fn ordinary_words_survive_scrubbing() {
         let msg = "container bc-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60 of account devstoreaccount1 is not empty, \
                    HTTP 409, policy ba-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60-r2";
-        assert_eq!(Azure::scrub(msg), msg);
+        assert_scrubs::<Azure>(Azure::scrub, msg, msg);
     }
 }

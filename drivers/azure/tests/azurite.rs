@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 
 use cosi_driver::proto::*;
 use cosi_driver::testing::params as map;
-use cosi_driver::testing::{self, TestServer};
+use cosi_driver::testing::{self, TestServer, assert_status};
 use cosi_driver::{Code, DriverClient};
 use cosi_driver_azure::AzureDriver;
 use cosi_driver_azure::acl::{Acl, Policy};
@@ -180,8 +180,11 @@ async fn the_sixth_access_to_one_container_is_resource_exhausted_until_a_slot_fr
     for _ in 0..5 {
         accounts.push(s.grant(&c, AccessMode::ReadWrite, &[]).await.unwrap().0);
     }
-    let e = s.grant(&c, AccessMode::ReadOnly, &[]).await.unwrap_err();
-    assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+    let e = assert_status(
+        s.grant(&c, AccessMode::ReadOnly, &[]).await,
+        Code::ResourceExhausted,
+        &[],
+    );
     assert!(
         e.message().contains("five") || e.message().contains("5 stored access policies"),
         "{}",
@@ -297,12 +300,10 @@ async fn a_container_with_blobs_is_kept_unless_the_class_allows_deleting_it() {
     let (a, creds) = s.grant(&c, AccessMode::WriteOnly, &[]).await.unwrap();
     assert_eq!(target(&creds).put("x", b"1").await, Access::Allowed(()));
     s.revoke(&c, &a).await;
-    let e = s.delete_container(&c, &[]).await.unwrap_err();
-    assert_eq!(e.code(), Code::FailedPrecondition);
-    assert!(
-        e.message().contains("deleteNonEmptyContainers"),
-        "{}",
-        e.message()
+    assert_status(
+        s.delete_container(&c, &[]).await,
+        Code::FailedPrecondition,
+        &["deleteNonEmptyContainers"],
     );
     assert!(
         azurite().api().container(&c).await.unwrap().is_some(),
@@ -364,17 +365,21 @@ async fn a_static_container_keeps_its_own_policies_and_public_access_and_is_neve
     );
     s.revoke(&c, &a).await;
     assert_eq!(policy_ids(&c).await, ["admin-policy"]);
-    let e = s.delete_container(&c, &[]).await.unwrap_err();
-    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
-    let e = p
-        .driver_create_bucket(DriverCreateBucketRequest {
+    assert_status(
+        s.delete_container(&c, &[]).await,
+        Code::FailedPrecondition,
+        &[],
+    );
+    assert_status(
+        p.driver_create_bucket(DriverCreateBucketRequest {
             bucket_id: c.clone(),
             protocols: vec![ObjectProtocol::Azure as i32],
             parameters: HashMap::new(),
         })
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::AlreadyExists);
+        .await,
+        Code::AlreadyExists,
+        &[],
+    );
     let missing = p
         .driver_get_bucket(DriverGetBucketRequest {
             bucket_id: "no-such-container".into(),

@@ -309,6 +309,18 @@ impl AdminApi {
         parse(op, &body)
     }
 
+    /// Calls the `user` resource of Admin Ops about `uid`.
+    async fn user_call(
+        &self,
+        operation: &'static str,
+        uid: &str,
+        method: http::Method,
+        query: &[(&str, &str)],
+    ) -> Result<Bytes, BackendError> {
+        self.call(operation, &user_target(uid), method, "user", query)
+            .await
+    }
+
     /// The user `uid`; `None` when there is none.
     pub async fn user(&self, uid: &str) -> Result<Option<UserInfo>, BackendError> {
         let target = user_target(uid);
@@ -327,11 +339,10 @@ impl AdminApi {
         let op = "Admin Ops create user";
         let max = max_buckets.to_string();
         let body = self
-            .call(
+            .user_call(
                 op,
-                &user_target(uid),
+                uid,
                 http::Method::PUT,
-                "user",
                 &[
                     ("uid", uid),
                     ("display-name", display_name),
@@ -347,26 +358,20 @@ impl AdminApi {
     /// Sets how many buckets `uid` may create (negative: none).
     pub async fn set_max_buckets(&self, uid: &str, max_buckets: i64) -> Result<(), BackendError> {
         let max = max_buckets.to_string();
-        self.call(
-            "Admin Ops modify user",
-            &user_target(uid),
-            http::Method::POST,
-            "user",
-            &[("uid", uid), ("max-buckets", &max)],
-        )
-        .await
-        .map(drop)
+        let query = [("uid", uid), ("max-buckets", &max)];
+        self.user_call("Admin Ops modify user", uid, http::Method::POST, &query)
+            .await
+            .map(drop)
     }
 
     /// Generates a new S3 key for `uid`; returns all of the user's keys.
     pub async fn create_key(&self, uid: &str) -> Result<Vec<S3Key>, BackendError> {
         let op = "Admin Ops create key";
         let body = self
-            .call(
+            .user_call(
                 op,
-                &user_target(uid),
+                uid,
                 http::Method::PUT,
-                "user",
                 &[
                     ("key", ""),
                     ("uid", uid),
@@ -381,14 +386,9 @@ impl AdminApi {
     /// Deletes the user `uid` (not the buckets it owns: RGW refuses while
     /// it owns any). `false` when there was no such user.
     pub async fn delete_user(&self, uid: &str) -> Result<bool, BackendError> {
+        let query = [("uid", uid), ("purge-data", "false")];
         match self
-            .call(
-                "Admin Ops remove user",
-                &user_target(uid),
-                http::Method::DELETE,
-                "user",
-                &[("uid", uid), ("purge-data", "false")],
-            )
+            .user_call("Admin Ops remove user", uid, http::Method::DELETE, &query)
             .await
         {
             Ok(_) => Ok(true),

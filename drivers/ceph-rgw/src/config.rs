@@ -246,7 +246,7 @@ impl AdminKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
+    use cosi_driver::testing::env_of as env;
 
     #[test]
     fn a_configuration_with_an_endpoint_is_valid() {
@@ -285,14 +285,6 @@ mod tests {
         );
         cfg.public_endpoint = Some("https://s3.example.com".into());
         assert_eq!(cfg.client_endpoint(), "https://s3.example.com");
-    }
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| map.get(k).cloned()
     }
 
     #[test]

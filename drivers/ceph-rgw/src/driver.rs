@@ -2,12 +2,12 @@
 //! by checking the request (pure functions below), then calling
 //! [`crate::buckets`] and [`crate::accounts`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use cosi_driver::proto::*;
 use cosi_driver::{Identity, Provisioner, Request, Response, Status};
-use cosi_driver_s3_common::requests::{check_s3_key_access, check_s3_protocols};
+use cosi_driver_s3_common::requests::{self, check_s3_key_access, check_s3_protocols};
 
 use crate::backend::Backend;
 use crate::config::{AdminKeys, Config};
@@ -83,14 +83,21 @@ pub fn check_access(protocol: i32, authentication_type: i32) -> Result<(), Error
     check_s3_key_access(protocol, authentication_type, "RGW S3 keys").map_err(invalid)
 }
 
+/// The BucketClass parameters of a request for `protocols`.
+fn bucket_params(
+    protocols: &[i32],
+    parameters: &HashMap<String, String>,
+) -> Result<BucketParams, Error> {
+    requests::bucket_params(protocols, parameters, BucketParams::parse).map_err(invalid)
+}
+
+fn check_new_bucket_id(id: &str) -> Result<(), Error> {
+    let kind = "bucket name";
+    requests::check_new_bucket_id(id, names::is_valid_new_bucket_name, kind).map_err(invalid)
+}
+
 fn check_bucket_id(id: &str) -> Result<(), Error> {
-    if names::is_plausible_existing_bucket_name(id) {
-        Ok(())
-    } else {
-        Err(invalid(format!(
-            "bucket_id {id:?} is not an RGW bucket name"
-        )))
-    }
+    requests::check_bucket_id(id, "RGW bucket name").map_err(invalid)
 }
 
 fn check_account_id(id: &str) -> Result<(), Error> {
@@ -153,8 +160,7 @@ impl Provisioner for RgwDriver {
         request: Request<DriverGenerateBucketIdRequest>,
     ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
         let r = request.into_inner();
-        check_protocols(&r.protocols)?;
-        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
+        let params = bucket_params(&r.protocols, &r.parameters)?;
         let bucket_id = names::bucket_name(&params.name_prefix, &r.name).map_err(invalid)?;
         Ok(Response::new(DriverGenerateBucketIdResponse { bucket_id }))
     }
@@ -164,15 +170,8 @@ impl Provisioner for RgwDriver {
         request: Request<DriverCreateBucketRequest>,
     ) -> Result<Response<DriverCreateBucketResponse>, Status> {
         let r = request.into_inner();
-        check_protocols(&r.protocols)?;
-        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
-        if !names::is_valid_new_bucket_name(&r.bucket_id) {
-            return Err(invalid(format!(
-                "bucket_id {:?} is not a valid bucket name; use the ID DriverGenerateBucketId returned",
-                r.bucket_id
-            ))
-            .into());
-        }
+        let params = bucket_params(&r.protocols, &r.parameters)?;
+        check_new_bucket_id(&r.bucket_id)?;
         buckets::create(&self.backend, &self.admin_uid, &r.bucket_id, &params).await?;
         Ok(Response::new(DriverCreateBucketResponse {
             protocols: Some(self.bucket_info(&r.bucket_id)),
@@ -184,8 +183,7 @@ impl Provisioner for RgwDriver {
         request: Request<DriverGetBucketRequest>,
     ) -> Result<Response<DriverGetBucketResponse>, Status> {
         let r = request.into_inner();
-        check_protocols(&r.protocols)?;
-        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
+        let params = bucket_params(&r.protocols, &r.parameters)?;
         check_bucket_id(&r.bucket_id)?;
         buckets::get_static(
             &self.backend,
@@ -315,31 +313,18 @@ impl Provisioner for RgwDriver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosi_driver::testing::{accessed_bucket as bucket, assert_serves_only};
     use tonic::Code;
-
-    fn bucket(id: &str, data: AccessMode) -> AccessedBucket {
-        AccessedBucket {
-            bucket_id: id.into(),
-            access_mode: Some(AccessModes {
-                object_data: data as i32,
-                ..Default::default()
-            }),
-        }
-    }
 
     #[test]
     fn only_s3_with_keys_is_served() {
-        assert!(check_protocols(&[ObjectProtocol::S3 as i32]).is_ok());
-        let e = check_protocols(&[ObjectProtocol::Azure as i32]).unwrap_err();
-        assert!(e.to_string().contains("Azure"), "{e}");
-        let e = check_access(
-            ObjectProtocol::S3 as i32,
-            AuthenticationType::ServiceAccount as i32,
-        )
-        .unwrap_err();
-        assert_eq!(e.code(), Code::InvalidArgument);
-        assert!(e.to_string().contains("authenticationType: Key"), "{e}");
-        assert!(check_access(ObjectProtocol::S3 as i32, AuthenticationType::Key as i32).is_ok());
+        assert_serves_only(
+            ObjectProtocol::S3,
+            &[ObjectProtocol::Azure],
+            check_protocols,
+            check_access,
+            "authenticationType: Key",
+        );
     }
 
     #[test]

@@ -5,16 +5,11 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use cosi_driver_ceph_rgw::RgwDriver;
 use cosi_driver_ceph_rgw::config::{self, AddressingStyle, AdminKeys, Config};
 use cosi_driver_s3_common::logging::{self, LogFormat};
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Style {
-    Path,
-    Virtual,
-}
 
 /// COSI driver for the Ceph RADOS Gateway.
 ///
@@ -40,8 +35,8 @@ struct Args {
     #[arg(long, env = "RGW_REGION", default_value = config::DEFAULT_REGION)]
     region: String,
     /// How workloads address buckets.
-    #[arg(long, env = "S3_ADDRESSING_STYLE", value_enum, default_value = "path")]
-    addressing_style: Style,
+    #[arg(long, env = "S3_ADDRESSING_STYLE", default_value = "path", value_parser = addressing_style())]
+    addressing_style: AddressingStyle,
     /// PEM file of CA certificates to trust in addition to the system's roots.
     #[arg(long, env = "CA_FILE")]
     ca_file: Option<PathBuf>,
@@ -58,6 +53,11 @@ struct Args {
     log_format: LogFormat,
 }
 
+/// Parses `--addressing-style`: `path` or `virtual`.
+fn addressing_style() -> impl TypedValueParser<Value = AddressingStyle> {
+    PossibleValuesParser::new(["path", "virtual"]).map(|s| s.parse().expect("a possible value"))
+}
+
 impl Args {
     fn config(&self) -> anyhow::Result<Config> {
         let ca_pem = cosi_driver::tls::read_ca_file(self.ca_file.as_deref())?;
@@ -67,10 +67,7 @@ impl Args {
             public_endpoint: self.public_endpoint.clone(),
             admin_path: self.admin_path.clone(),
             region: self.region.clone(),
-            addressing_style: match self.addressing_style {
-                Style::Path => AddressingStyle::Path,
-                Style::Virtual => AddressingStyle::Virtual,
-            },
+            addressing_style: self.addressing_style,
             ca_pem,
             max_policy_size: self.max_bucket_policy_size,
         };

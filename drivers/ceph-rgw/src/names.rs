@@ -60,35 +60,21 @@ pub fn is_valid_user_id(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    const CLAIM: &str = "bc-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60";
-    const ACCESS: &str = "ba-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60";
+    use cosi_driver::testing::ACCESS_NAME as ACCESS;
+    use cosi_driver_s3_common::testing::assert_s3_bucket_names;
 
     #[test]
-    fn dynamic_names_are_used_as_they_are() {
-        assert_eq!(bucket_name("", CLAIM).unwrap(), CLAIM);
-        assert_eq!(
-            bucket_name("team-a-", CLAIM).unwrap(),
-            format!("team-a-{CLAIM}")
-        );
-        assert_eq!(
-            bucket_name(&"p".repeat(MAX_PREFIX), CLAIM).unwrap().len(),
-            63
-        );
+    fn bucket_names_are_derived_and_checked_by_the_s3_rules() {
+        assert_s3_bucket_names(bucket_name, is_valid_new_bucket_name, &[]);
+    }
+
+    #[test]
+    fn dynamic_user_ids_are_used_as_they_are() {
         assert_eq!(user_id(ACCESS).unwrap(), ACCESS);
     }
 
     #[test]
-    fn names_that_do_not_fit_are_hashed_deterministically() {
-        let long = format!("{}-x", "a".repeat(80));
-        let a = bucket_name("", &long).unwrap();
-        assert_eq!(a, bucket_name("", &long).unwrap());
-        assert!(a.len() <= 63 && is_valid_new_bucket_name(&a), "{a}");
-        let dotted = bucket_name("", "my.bucket").unwrap();
-        assert!(
-            dotted.starts_with("my-bucket-") && !dotted.contains('.'),
-            "{dotted}"
-        );
+    fn user_ids_that_do_not_fit_are_hashed_deterministically() {
         let user = user_id("Team.Access/1").unwrap();
         assert!(
             is_valid_user_id(&user) && user.starts_with("team-access-1-"),
@@ -104,21 +90,5 @@ mod tests {
         for name in [ACCESS, "a.b", "x..y", "..."] {
             assert!(!user_id(name).unwrap().contains('.'), "{name}");
         }
-    }
-
-    #[test]
-    fn prefixes_and_bucket_names_are_checked() {
-        assert!(check_bucket_prefix("team-a-").is_ok());
-        assert!(check_bucket_prefix("-team").is_err());
-        assert!(check_bucket_prefix("Team").is_err());
-        assert!(check_bucket_prefix(&"a".repeat(25)).is_err());
-        for ok in ["abc", "my-bucket", "a.b.c", CLAIM] {
-            assert!(is_valid_new_bucket_name(ok), "{ok}");
-        }
-        for bad in ["ab", "-abc", "abc-", "ABC", "a..b", "192.168.1.1", "a_b"] {
-            assert!(!is_valid_new_bucket_name(bad), "{bad}");
-        }
-        assert!(is_plausible_existing_bucket_name("Legacy_Bucket"));
-        assert!(!is_plausible_existing_bucket_name("a/b"));
     }
 }

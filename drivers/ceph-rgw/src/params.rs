@@ -144,20 +144,11 @@ pub fn parse_size(value: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use cosi_driver::testing::{assert_no_parameters_mean_default, params as map};
 
     #[test]
     fn no_parameters_mean_defaults() {
-        assert_eq!(
-            BucketParams::parse(&map(&[])).unwrap(),
-            BucketParams::default()
-        );
+        assert_no_parameters_mean_default(BucketParams::parse);
         assert!(check_access_params(&map(&[])).is_ok());
     }
 

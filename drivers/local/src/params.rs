@@ -98,17 +98,11 @@ pub fn access_params(params: &HashMap<String, String>) -> Result<(), ParamError>
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
+    use cosi_driver::testing::{assert_no_parameters_mean_default, params as map};
 
     #[test]
     fn empty_parameters_mean_defaults() {
-        assert_eq!(bucket_params(&map(&[])).unwrap(), BucketParams::default());
+        assert_no_parameters_mean_default(bucket_params);
         access_params(&map(&[])).unwrap();
     }
 

@@ -3,7 +3,6 @@
 
 mod common;
 
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart, Tag, Tagging};
 use common::*;
 use cosi_driver::proto::AccessMode::{ReadOnly, ReadWrite, Unspecified, WriteOnly};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -12,76 +11,10 @@ async fn read_all(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec<u8> {
     get(s3, bucket, key).await.unwrap()
 }
 
-/// Starts a multipart upload of `key` and uploads `parts`, numbered from 1;
-/// returns the upload ID and the parts to complete it with.
-async fn upload_parts(
-    s3: &aws_sdk_s3::Client,
-    bucket: &str,
-    key: &str,
-    parts: Vec<Vec<u8>>,
-) -> (String, Vec<CompletedPart>) {
-    let up = s3
-        .create_multipart_upload()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .unwrap();
-    let upload_id = up.upload_id().unwrap().to_owned();
-    let mut completed = Vec::new();
-    for (n, data) in (1..).zip(parts) {
-        let out = s3
-            .upload_part()
-            .bucket(bucket)
-            .key(key)
-            .upload_id(&upload_id)
-            .part_number(n)
-            .body(data.into())
-            .send()
-            .await
-            .unwrap();
-        completed.push(
-            CompletedPart::builder()
-                .part_number(n)
-                .e_tag(out.e_tag().unwrap())
-                .build(),
-        );
-    }
-    (upload_id, completed)
-}
-
-/// Completes multipart upload `upload_id` of `key` with `parts`.
-async fn complete_upload(
-    s3: &aws_sdk_s3::Client,
-    bucket: &str,
-    key: &str,
-    upload_id: &str,
-    parts: Vec<CompletedPart>,
-) -> Result<
-    aws_sdk_s3::operation::complete_multipart_upload::CompleteMultipartUploadOutput,
-    aws_sdk_s3::error::SdkError<
-        aws_sdk_s3::operation::complete_multipart_upload::CompleteMultipartUploadError,
-        aws_sdk_s3::config::http::HttpResponse,
-    >,
-> {
-    s3.complete_multipart_upload()
-        .bucket(bucket)
-        .key(key)
-        .upload_id(upload_id)
-        .multipart_upload(
-            CompletedMultipartUpload::builder()
-                .set_parts(Some(parts))
-                .build(),
-        )
-        .send()
-        .await
-}
-
 #[tokio::test]
 async fn read_write_credentials_write_and_read_their_bucket() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d1", &[]).await;
-    let s3 = h.s3_client(&h.grant("ba-d1", &[(&id, rw())]).await);
+    let (id, s3) = h.bucket_client("d1", &[]).await;
     let written = s3
         .put_object()
         .bucket(&id)
@@ -264,8 +197,7 @@ async fn one_key_works_on_every_bucket_of_a_multi_bucket_grant() {
 #[tokio::test]
 async fn a_revoked_key_fails_on_its_next_request() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d7", &[]).await;
-    let s3 = h.s3_client(&h.grant("ba-d7", &[(&id, rw())]).await);
+    let (id, s3) = h.bucket_client("d7", &[]).await;
     put(&s3, &id, "k", b"v").await.unwrap();
     h.revoke("ba-d7", &id).await;
     assert_eq!(get(&s3, &id, "k").await.unwrap_err(), "InvalidAccessKeyId");
@@ -275,8 +207,7 @@ async fn a_revoked_key_fails_on_its_next_request() {
 #[tokio::test]
 async fn a_wrong_secret_key_is_a_signature_mismatch() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d8", &[]).await;
-    let creds = h.grant("ba-d8", &[(&id, rw())]).await;
+    let (id, creds) = h.granted_bucket("d8", &[]).await;
     let s3 = s3_client(
         h.s3.endpoint_url(),
         &creds.access_key_id,
@@ -312,10 +243,7 @@ async fn bucket_metadata_needs_the_bucket_metadata_mode() {
     let h = Harness::start().await;
     let id = h.bucket("bc-d10", &[]).await;
     let data_only = h.s3_client(&h.grant("ba-d10a", &[(&id, rw())]).await);
-    let tagging = Tagging::builder()
-        .tag_set(Tag::builder().key("team").value("a").build().unwrap())
-        .build()
-        .unwrap();
+    let tagging = one_tag("team", "a");
     let err = data_only
         .put_bucket_tagging()
         .bucket(&id)
@@ -362,19 +290,9 @@ async fn object_tags_need_the_object_metadata_mode() {
     let id = h.bucket("bc-d11", &[]).await;
     let data_only = h.s3_client(&h.grant("ba-d11a", &[(&id, rw())]).await);
     put(&data_only, &id, "k", b"v").await.unwrap();
-    let tagging = Tagging::builder()
-        .tag_set(Tag::builder().key("class").value("gold").build().unwrap())
-        .build()
-        .unwrap();
-    let err = data_only
-        .put_object_tagging()
-        .bucket(&id)
-        .key("k")
-        .tagging(tagging.clone())
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    let tagging = one_tag("class", "gold");
+    let err = put_tags(&data_only, &id, "k", tagging.clone()).await;
+    assert_eq!(err.unwrap_err(), "AccessDenied");
     // Tags on upload are object metadata too.
     let err = data_only
         .put_object()
@@ -389,14 +307,7 @@ async fn object_tags_need_the_object_metadata_mode() {
 
     let both = modes(ReadWrite, ReadWrite, Unspecified);
     let tagger = h.s3_client(&h.grant("ba-d11b", &[(&id, both)]).await);
-    tagger
-        .put_object_tagging()
-        .bucket(&id)
-        .key("k")
-        .tagging(tagging)
-        .send()
-        .await
-        .unwrap();
+    put_tags(&tagger, &id, "k", tagging).await.unwrap();
     tagger
         .put_object()
         .bucket(&id)
@@ -406,14 +317,8 @@ async fn object_tags_need_the_object_metadata_mode() {
         .send()
         .await
         .unwrap();
-    let got = tagger
-        .get_object_tagging()
-        .bucket(&id)
-        .key("t")
-        .send()
-        .await
-        .unwrap();
-    let tags: Vec<(&str, &str)> = got.tag_set().iter().map(|t| (t.key(), t.value())).collect();
+    let got = object_tags(&tagger, &id, "t").await.unwrap();
+    let tags: Vec<(&str, &str)> = got.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     assert_eq!(tags, [("class", "silver"), ("tier", "2")]);
     s3_result(tagger.get_object_acl().bucket(&id).key("k").send().await).unwrap();
     h.stop().await;
@@ -442,8 +347,7 @@ async fn copies_need_read_access_to_the_source_bucket() {
 #[tokio::test]
 async fn multipart_uploads_assemble_their_parts() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d13", &[]).await;
-    let s3 = h.s3_client(&h.grant("ba-d13", &[(&id, rw())]).await);
+    let (id, s3) = h.bucket_client("d13", &[]).await;
     let part1 = vec![b'a'; 5 * 1024 * 1024];
     let (upload_id, parts) =
         upload_parts(&s3, &id, "big", vec![part1.clone(), b"tail".to_vec()]).await;
@@ -478,8 +382,7 @@ async fn multipart_uploads_assemble_their_parts() {
 #[tokio::test]
 async fn the_size_quota_refuses_puts_and_multipart_completions_over_it() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d14", &[("maxSizeBytes", "6Mi")]).await;
-    let s3 = h.s3_client(&h.grant("ba-d14", &[(&id, rw())]).await);
+    let (id, s3) = h.bucket_client("d14", &[("maxSizeBytes", "6Mi")]).await;
     s3.put_object()
         .bucket(&id)
         .key("small")
@@ -522,8 +425,7 @@ async fn the_size_quota_refuses_puts_and_multipart_completions_over_it() {
 #[tokio::test]
 async fn listings_paginate_with_continuation_tokens() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d15", &[]).await;
-    let s3 = h.s3_client(&h.grant("ba-d15", &[(&id, rw())]).await);
+    let (id, s3) = h.bucket_client("d15", &[]).await;
     for i in 0..5 {
         put(&s3, &id, &format!("k{i}"), b"v").await.unwrap();
     }

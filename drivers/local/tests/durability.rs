@@ -8,19 +8,14 @@ use std::collections::HashMap;
 use common::*;
 use cosi_driver::Code;
 use cosi_driver::proto::*;
+use cosi_driver::testing::assert_status;
 use cosi_driver_local::{BucketState, CrashPoint};
 
 #[tokio::test]
 async fn state_and_credentials_survive_a_restart() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-r1", &[("maxSizeBytes", "1Mi")]).await;
-    let creds = h.grant("ba-r1", &[(&id, rw())]).await;
-    h.s3_client(&creds)
-        .put_object()
-        .bucket(&id)
-        .key("kept")
-        .body(body(b"still here"))
-        .send()
+    let (id, creds) = h.granted_bucket("r1", &[("maxSizeBytes", "1Mi")]).await;
+    put(&h.s3_client(&creds), &id, "kept", b"still here")
         .await
         .unwrap();
     let before = h.driver.backend_state().unwrap();
@@ -92,8 +87,11 @@ async fn create_bucket_retried_after_a_crash_converges_to_one_bucket() {
         parameters: HashMap::new(),
     };
     h.driver.crash_once_at(CrashPoint::AfterBucketRecorded);
-    let err = p.driver_create_bucket(req.clone()).await.unwrap_err();
-    assert_eq!(err.code(), Code::Unavailable);
+    assert_status(
+        p.driver_create_bucket(req.clone()).await,
+        Code::Unavailable,
+        &[],
+    );
     // The bucket is one durable record: made whole before the reply was lost.
     let state = h.driver.backend_state().unwrap();
     assert_eq!(state.buckets.len(), 1);
@@ -142,8 +140,7 @@ async fn a_bucket_whose_creation_reply_was_lost_is_deleted_cleanly() {
 #[tokio::test]
 async fn delete_bucket_retried_after_a_crash_finishes() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-c3", &[]).await;
-    let creds = h.grant("ba-c3", &[(&id, rw())]).await;
+    let (id, creds) = h.granted_bucket("c3", &[]).await;
     let s3 = h.s3_client(&creds);
     put(&s3, &id, "k", b"v").await.unwrap();
     h.driver.crash_once_at(CrashPoint::AfterBucketDataRemoved);
@@ -216,8 +213,7 @@ async fn a_grant_whose_reply_was_lost_is_answered_again_with_the_same_key() {
 #[tokio::test]
 async fn blobs_left_by_an_interrupted_write_are_swept_at_start_up() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-c5", &[]).await;
-    let creds = h.grant("ba-c5", &[(&id, rw())]).await;
+    let (id, creds) = h.granted_bucket("c5", &[]).await;
     h.s3_client(&creds)
         .put_object()
         .bucket(&id)

@@ -48,41 +48,10 @@ fn assert_private(root: &Path) {
 
 /// Writes an object and a multipart object to a new bucket.
 async fn write_objects(h: &Harness, name: &str) -> (String, aws_sdk_s3::Client) {
-    let id = h.bucket(&format!("bc-{name}"), &[]).await;
-    let s3 = h.s3_client(&h.grant(&format!("ba-{name}"), &[(&id, rw())]).await);
+    let (id, s3) = h.bucket_client(name, &[]).await;
     put(&s3, &id, "plain", b"contents").await.unwrap();
-    let up = s3
-        .create_multipart_upload()
-        .bucket(&id)
-        .key("parts")
-        .send()
-        .await
-        .unwrap();
-    let part = s3
-        .upload_part()
-        .bucket(&id)
-        .key("parts")
-        .upload_id(up.upload_id().unwrap())
-        .part_number(1)
-        .body(body(b"part"))
-        .send()
-        .await
-        .unwrap();
-    s3.complete_multipart_upload()
-        .bucket(&id)
-        .key("parts")
-        .upload_id(up.upload_id().unwrap())
-        .multipart_upload(
-            aws_sdk_s3::types::CompletedMultipartUpload::builder()
-                .parts(
-                    aws_sdk_s3::types::CompletedPart::builder()
-                        .part_number(1)
-                        .e_tag(part.e_tag().unwrap())
-                        .build(),
-                )
-                .build(),
-        )
-        .send()
+    let (upload_id, parts) = upload_parts(&s3, &id, "parts", vec![b"part".to_vec()]).await;
+    complete_upload(&s3, &id, "parts", &upload_id, parts)
         .await
         .unwrap();
     (id, s3)

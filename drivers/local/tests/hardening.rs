@@ -13,8 +13,7 @@ const BIG: usize = 100 * 1024;
 #[tokio::test]
 async fn user_metadata_over_2_kb_is_refused_and_nothing_is_stored() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-meta", &[]).await;
-    let s3 = h.s3_client(&h.grant("ba-meta", &[(&id, rw())]).await);
+    let (id, s3) = h.bucket_client("meta", &[]).await;
 
     // 2 KB of keys and values in all is allowed.
     s3.put_object()
@@ -120,8 +119,7 @@ fn blob_files(h: &Harness, id: &str) -> usize {
 #[tokio::test]
 async fn an_aws_chunked_body_must_match_its_declared_decoded_length() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-chunked", &[]).await;
-    let creds = h.grant("ba-chunked", &[(&id, rw())]).await;
+    let (id, creds) = h.granted_bucket("chunked", &[]).await;
     let url = |key: &str| format!("{}/{id}/{key}", h.s3.endpoint_url());
 
     // As declared: stored.
@@ -158,14 +156,8 @@ async fn bucket_with_object(
     h: &Harness,
     name: &str,
 ) -> (String, cosi_driver::proto::S3Credentials) {
-    let id = h.bucket(&format!("bc-{name}"), &[]).await;
-    let creds = h.grant(&format!("ba-{name}"), &[(&id, rw())]).await;
-    h.s3_client(&creds)
-        .put_object()
-        .bucket(&id)
-        .key("k")
-        .body(body(b"secret"))
-        .send()
+    let (id, creds) = h.granted_bucket(name, &[]).await;
+    put(&h.s3_client(&creds), &id, "k", b"secret")
         .await
         .unwrap();
     (id, creds)

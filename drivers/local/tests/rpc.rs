@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use common::*;
 use cosi_driver::Code;
 use cosi_driver::proto::*;
+use cosi_driver::testing::assert_status;
 
 #[tokio::test]
 async fn get_info_reports_the_name_and_s3_only() {
@@ -74,18 +75,16 @@ async fn create_bucket_is_idempotent_and_returns_s3_info() {
 async fn create_bucket_with_other_parameters_is_already_exists() {
     let h = Harness::start().await;
     let id = h.bucket("bc-3333", &[("maxSizeBytes", "1Mi")]).await;
-    let err = h
-        .create(&id, &[], &[("maxSizeBytes", "2Mi")])
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
-    assert!(
-        err.message().contains("maxSizeBytes 1048576"),
-        "{}",
-        err.message()
+    assert_status(
+        h.create(&id, &[], &[("maxSizeBytes", "2Mi")]).await,
+        Code::AlreadyExists,
+        &["maxSizeBytes 1048576"],
     );
-    let err = h.generate("bc-3333", &[], &[]).await.unwrap_err();
-    assert_eq!(err.code(), Code::AlreadyExists);
+    assert_status(
+        h.generate("bc-3333", &[], &[]).await,
+        Code::AlreadyExists,
+        &[],
+    );
     h.stop().await;
 }
 
@@ -93,12 +92,11 @@ async fn create_bucket_with_other_parameters_is_already_exists() {
 async fn a_parameter_value_that_does_not_parse_exactly_is_an_invalid_argument_naming_it() {
     let h = Harness::start().await;
     for value in [" 10", "10 ", "10\n", "1 Gi"] {
-        let err = h
-            .create("bc-4445", &[], &[("maxSizeBytes", value)])
-            .await
-            .unwrap_err();
-        assert_eq!(err.code(), Code::InvalidArgument, "{value:?}");
-        assert!(err.message().contains("maxSizeBytes"), "{}", err.message());
+        assert_status(
+            h.create("bc-4445", &[], &[("maxSizeBytes", value)]).await,
+            Code::InvalidArgument,
+            &["maxSizeBytes"],
+        );
     }
     assert!(h.driver.backend_state().unwrap().buckets.is_empty());
     h.stop().await;
@@ -107,24 +105,22 @@ async fn a_parameter_value_that_does_not_parse_exactly_is_an_invalid_argument_na
 #[tokio::test]
 async fn unknown_parameters_and_protocols_are_invalid_arguments() {
     let h = Harness::start().await;
-    let err = h
-        .generate("bc-4444", &[], &[("quota", "1")])
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
-    assert!(
-        err.message().contains("\"maxSizeBytes\""),
-        "{}",
-        err.message()
+    assert_status(
+        h.generate("bc-4444", &[], &[("quota", "1")]).await,
+        Code::InvalidArgument,
+        &["\"maxSizeBytes\""],
     );
-    let err = h
-        .create("bc-4444", &[ObjectProtocol::Azure], &[])
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
+    let err = assert_status(
+        h.create("bc-4444", &[ObjectProtocol::Azure], &[]).await,
+        Code::InvalidArgument,
+        &[],
+    );
     assert!(err.message().contains("only the S3 protocol"));
-    let err = h.create("Not_A_Bucket", &[], &[]).await.unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
+    assert_status(
+        h.create("Not_A_Bucket", &[], &[]).await,
+        Code::InvalidArgument,
+        &[],
+    );
     assert!(h.driver.backend_state().unwrap().buckets.is_empty());
     h.stop().await;
 }
@@ -167,8 +163,7 @@ async fn get_bucket_finds_existing_buckets_only() {
 #[tokio::test]
 async fn delete_bucket_removes_the_data_on_disk_and_is_ok_when_absent() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-6666", &[]).await;
-    let creds = h.grant("ba-6666", &[(&id, rw())]).await;
+    let (id, creds) = h.granted_bucket("6666", &[]).await;
     let s3 = h.s3_client(&creds);
     put(&s3, &id, "k", b"data").await.unwrap();
     let dir = h.driver.bucket_dir(&id);
@@ -196,8 +191,7 @@ async fn delete_bucket_removes_the_data_on_disk_and_is_ok_when_absent() {
 #[tokio::test]
 async fn repeated_grants_return_the_same_credentials_and_one_key() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-7777", &[]).await;
-    let first = h.grant("ba-7777", &[(&id, rw())]).await;
+    let (id, first) = h.granted_bucket("7777", &[]).await;
     let mut p = h.provisioner();
     for _ in 0..3 {
         let again = p
@@ -224,29 +218,30 @@ async fn a_grant_for_other_buckets_on_the_same_account_is_already_exists() {
     let b = h.bucket("bc-8882", &[]).await;
     h.grant("ba-8888", &[(&a, rw())]).await;
     let mut p = h.provisioner();
-    let err = p
-        .driver_grant_bucket_access(grant_request(
+    assert_status(
+        p.driver_grant_bucket_access(grant_request(
             "ba-8888",
             accessed(&[(&a, rw()), (&b, rw())]),
         ))
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::AlreadyExists);
-    assert!(err.message().contains("revoke"), "{}", err.message());
+        .await,
+        Code::AlreadyExists,
+        &["revoke"],
+    );
     let ro = modes(
         AccessMode::ReadOnly,
         AccessMode::Unspecified,
         AccessMode::Unspecified,
     );
-    let err = p
-        .driver_generate_bucket_access_id(access_id_request(
+    assert_status(
+        p.driver_generate_bucket_access_id(access_id_request(
             ObjectProtocol::S3,
             "ba-8888",
             accessed(&[(&a, ro)]),
         ))
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::AlreadyExists);
+        .await,
+        Code::AlreadyExists,
+        &[],
+    );
     assert_eq!(h.driver.backend_state().unwrap().access_keys, 1);
     h.stop().await;
 }
@@ -254,15 +249,16 @@ async fn a_grant_for_other_buckets_on_the_same_account_is_already_exists() {
 #[tokio::test]
 async fn grants_to_unknown_buckets_are_not_found() {
     let h = Harness::start().await;
-    let err = h
-        .provisioner()
-        .driver_grant_bucket_access(grant_request(
-            "ba-9999",
-            accessed(&[("no-such-bucket", rw())]),
-        ))
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::NotFound);
+    assert_status(
+        h.provisioner()
+            .driver_grant_bucket_access(grant_request(
+                "ba-9999",
+                accessed(&[("no-such-bucket", rw())]),
+            ))
+            .await,
+        Code::NotFound,
+        &[],
+    );
     assert!(h.driver.backend_state().unwrap().accounts.is_empty());
     h.stop().await;
 }
@@ -277,12 +273,11 @@ async fn service_account_authentication_is_refused_with_a_clear_message() {
         namespace: "apps".into(),
         name: "web".into(),
     });
-    let err = h
-        .provisioner()
-        .driver_grant_bucket_access(req)
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
+    let err = assert_status(
+        h.provisioner().driver_grant_bucket_access(req).await,
+        Code::InvalidArgument,
+        &[],
+    );
     assert!(
         err.message()
             .starts_with("cosi-driver-local supports only Key authentication"),
@@ -298,13 +293,11 @@ async fn access_parameters_are_refused_because_none_are_known() {
     let id = h.bucket("bc-1111", &[]).await;
     let mut req = grant_request("ba-1111", accessed(&[(&id, rw())]));
     req.parameters = map(&[("policy", "admin")]);
-    let err = h
-        .provisioner()
-        .driver_grant_bucket_access(req)
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
-    assert!(err.message().contains("knows none"), "{}", err.message());
+    let err = assert_status(
+        h.provisioner().driver_grant_bucket_access(req).await,
+        Code::InvalidArgument,
+        &["knows none"],
+    );
     assert!(!err.message().contains("admin"), "values are never quoted");
     h.stop().await;
 }
@@ -326,8 +319,7 @@ async fn revoke_removes_the_account_and_is_ok_when_absent() {
 #[tokio::test]
 async fn a_regranted_account_gets_a_fresh_key() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-1313", &[]).await;
-    let first = h.grant("ba-1313", &[(&id, rw())]).await;
+    let (id, first) = h.granted_bucket("1313", &[]).await;
     h.revoke("ba-1313", &id).await;
     let second = h.grant("ba-1313", &[(&id, rw())]).await;
     assert_ne!(first.access_key_id, second.access_key_id);

@@ -7,9 +7,8 @@ mod common;
 
 use std::collections::HashMap;
 
-use aws_sdk_s3::types::{Tag, Tagging};
 use common::*;
-use cosi_driver::testing::{Serve, TestServer};
+use cosi_driver::testing::{Serve, TestServer, assert_status};
 use cosi_driver::v1alpha1::credential_keys::s3 as keys;
 use cosi_driver::v1alpha1::provisioner_client::ProvisionerClient;
 use cosi_driver::v1alpha1::*;
@@ -155,8 +154,7 @@ async fn get_info_reports_the_driver_name_and_v1alpha2_is_not_served() {
         .unwrap()
         .into_inner();
     assert_eq!(info.name, "local.cosi-rs.dev");
-    let err = d.client.get_info().await.unwrap_err();
-    assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
+    assert_status(d.client.get_info().await, Code::Unimplemented, &[]);
     d.stop().await;
 }
 
@@ -173,12 +171,11 @@ async fn create_is_idempotent_by_name_and_other_parameters_are_already_exists() 
     );
     assert_eq!(s3_region(&again), s3_region(&first));
 
-    let err = d
-        .create("bc-v1-create", &[("maxSizeBytes", "1Mi")])
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
-    assert!(err.message().contains("maxSizeBytes"), "{}", err.message());
+    assert_status(
+        d.create("bc-v1-create", &[("maxSizeBytes", "1Mi")]).await,
+        Code::AlreadyExists,
+        &["maxSizeBytes"],
+    );
 
     // The same parameters, written differently, are the same request.
     d.create("bc-v1-quota", &[("maxSizeBytes", "1Mi")])
@@ -189,8 +186,7 @@ async fn create_is_idempotent_by_name_and_other_parameters_are_already_exists() 
         .await
         .unwrap();
     assert_eq!(same.bucket_id, "bc-v1-quota");
-    let err = d.create("bc-v1-quota", &[]).await.unwrap_err();
-    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    assert_status(d.create("bc-v1-quota", &[]).await, Code::AlreadyExists, &[]);
     d.stop().await;
 }
 
@@ -226,40 +222,16 @@ async fn granted_credentials_work_until_revoked_and_delete_is_idempotent() {
     put(&s3, &bucket, "hello.txt", b"over v1alpha1")
         .await
         .unwrap();
-    let got = s3
-        .get_object()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .send()
-        .await
-        .unwrap()
-        .body
-        .collect()
-        .await
-        .unwrap()
-        .into_bytes();
+    let got = get(&s3, &bucket, "hello.txt").await.unwrap();
     assert_eq!(&got[..], b"over v1alpha1");
     // A v1alpha1 grant has no access modes: the key may read and write
     // object data, object metadata and bucket metadata.
-    let tagging = Tagging::builder()
-        .tag_set(Tag::builder().key("api").value("v1alpha1").build().unwrap())
-        .build()
-        .unwrap();
-    s3.put_object_tagging()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .tagging(tagging.clone())
-        .send()
+    let tagging = one_tag("api", "v1alpha1");
+    put_tags(&s3, &bucket, "hello.txt", tagging.clone())
         .await
         .unwrap();
-    let tags = s3
-        .get_object_tagging()
-        .bucket(&bucket)
-        .key("hello.txt")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(tags.tag_set()[0].value(), "v1alpha1");
+    let tags = object_tags(&s3, &bucket, "hello.txt").await.unwrap();
+    assert_eq!(tags[0].1, "v1alpha1");
     s3.put_bucket_tagging()
         .bucket(&bucket)
         .tagging(tagging)
@@ -279,11 +251,12 @@ async fn granted_credentials_work_until_revoked_and_delete_is_idempotent() {
     d.delete(&bucket).await.unwrap();
     d.delete(&bucket).await.unwrap();
     // The bucket is gone: granting access to it is the driver's NOT_FOUND.
-    let err = d
-        .grant(&bucket, "ba-v1-late", AuthenticationType::Key)
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert_status(
+        d.grant(&bucket, "ba-v1-late", AuthenticationType::Key)
+            .await,
+        Code::NotFound,
+        &[],
+    );
     d.stop().await;
 }
 
@@ -292,56 +265,51 @@ async fn iam_and_missing_fields_are_invalid_arguments() {
     let d = V1alpha1Driver::start().await;
     let bucket = d.create("bc-v1-invalid", &[]).await.unwrap().bucket_id;
 
-    let err = d
-        .grant(&bucket, "ba-v1-iam", AuthenticationType::Iam)
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
-    assert!(err.message().contains("IAM"), "{}", err.message());
-    assert!(err.message().contains("Key"), "{}", err.message());
-    let err = d
-        .grant(
+    assert_status(
+        d.grant(&bucket, "ba-v1-iam", AuthenticationType::Iam).await,
+        Code::InvalidArgument,
+        &["IAM", "Key"],
+    );
+    let err = assert_status(
+        d.grant(
             &bucket,
             "ba-v1-unknown",
             AuthenticationType::UnknownAuthenticationType,
         )
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
+        .await,
+        Code::InvalidArgument,
+        &[],
+    );
     assert!(
         err.message().starts_with("authentication_type is required"),
         "{}",
         err.message()
     );
 
-    let err = d.create("", &[]).await.unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
+    let err = assert_status(d.create("", &[]).await, Code::InvalidArgument, &[]);
     assert_eq!(err.message(), "name is required");
-    let err = d
-        .grant(&bucket, "", AuthenticationType::Key)
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
+    let err = assert_status(
+        d.grant(&bucket, "", AuthenticationType::Key).await,
+        Code::InvalidArgument,
+        &[],
+    );
     assert_eq!(err.message(), "name is required");
-    let err = d
-        .grant("", "ba-v1-nobucket", AuthenticationType::Key)
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
+    let err = assert_status(
+        d.grant("", "ba-v1-nobucket", AuthenticationType::Key).await,
+        Code::InvalidArgument,
+        &[],
+    );
     assert_eq!(err.message(), "bucket_id is required");
-    let err = d.revoke(&bucket, "").await.unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
+    let err = assert_status(d.revoke(&bucket, "").await, Code::InvalidArgument, &[]);
     assert_eq!(err.message(), "account_id is required");
-    let err = d.delete("").await.unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
+    let err = assert_status(d.delete("").await, Code::InvalidArgument, &[]);
     assert_eq!(err.message(), "bucket_id is required");
 
     // Unknown parameters are the driver's own InvalidArgument, passed through.
-    let err = d
-        .create("bc-v1-params", &[("quota", "1")])
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
-    assert!(err.message().contains("maxSizeBytes"), "{}", err.message());
+    assert_status(
+        d.create("bc-v1-params", &[("quota", "1")]).await,
+        Code::InvalidArgument,
+        &["maxSizeBytes"],
+    );
     d.stop().await;
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cosi_driver::proto::*;
 use cosi_driver::{Identity, Provisioner, Request, Response, Status};
-use cosi_driver_s3_common::requests::{check_s3_key_access, check_s3_protocols};
+use cosi_driver_s3_common::requests::{self, check_s3_key_access, check_s3_protocols};
 
 use crate::backend::{AdminCredentials, Backend};
 use crate::config::{Config, ConfigError};
@@ -100,16 +100,27 @@ pub fn access_policy(cfg: &Config, buckets: &[AccessedBucket]) -> Result<String,
     Ok(doc)
 }
 
+/// The BucketClass parameters of a request for `protocols`.
+fn bucket_params(
+    protocols: &[i32],
+    parameters: &HashMap<String, String>,
+) -> Result<BucketParams, Error> {
+    requests::bucket_params(protocols, parameters, BucketParams::parse).map_err(invalid)
+}
+
+fn check_new_bucket_id(id: &str) -> Result<(), Error> {
+    let kind = "S3 bucket name";
+    requests::check_new_bucket_id(id, names::is_valid_new_bucket_name, kind).map_err(invalid)
+}
+
+fn check_bucket_id(id: &str) -> Result<(), Error> {
+    requests::check_bucket_id(id, "S3 bucket name").map_err(invalid)
+}
+
 fn check_bucket_ids(buckets: &[AccessedBucket]) -> Result<(), Error> {
-    for b in buckets {
-        if !names::is_plausible_existing_bucket_name(&b.bucket_id) {
-            return Err(Error::InvalidArgument(format!(
-                "bucket_id {:?} is not an S3 bucket name",
-                b.bucket_id
-            )));
-        }
-    }
-    Ok(())
+    buckets
+        .iter()
+        .try_for_each(|b| check_bucket_id(&b.bucket_id))
 }
 
 fn check_user(account_id: &str) -> Result<(), Error> {
@@ -142,8 +153,7 @@ impl Provisioner for S3Driver {
         request: Request<DriverGenerateBucketIdRequest>,
     ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
         let r = request.into_inner();
-        check_protocols(&r.protocols)?;
-        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
+        let params = bucket_params(&r.protocols, &r.parameters)?;
         let bucket_id = names::bucket_name(&params.name_prefix, &r.name).map_err(invalid)?;
         Ok(Response::new(DriverGenerateBucketIdResponse { bucket_id }))
     }
@@ -153,15 +163,8 @@ impl Provisioner for S3Driver {
         request: Request<DriverCreateBucketRequest>,
     ) -> Result<Response<DriverCreateBucketResponse>, Status> {
         let r = request.into_inner();
-        check_protocols(&r.protocols)?;
-        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
-        if !names::is_valid_new_bucket_name(&r.bucket_id) {
-            return Err(invalid(format!(
-                "bucket_id {:?} is not a valid S3 bucket name; use the ID DriverGenerateBucketId returned",
-                r.bucket_id
-            ))
-            .into());
-        }
+        let params = bucket_params(&r.protocols, &r.parameters)?;
+        check_new_bucket_id(&r.bucket_id)?;
         let located = buckets::create(&self.backend.s3, &self.cfg, &r.bucket_id, &params).await?;
         Ok(Response::new(DriverCreateBucketResponse {
             protocols: Some(self.bucket_info(&located)),
@@ -173,8 +176,7 @@ impl Provisioner for S3Driver {
         request: Request<DriverGetBucketRequest>,
     ) -> Result<Response<DriverGetBucketResponse>, Status> {
         let r = request.into_inner();
-        check_protocols(&r.protocols)?;
-        let params = BucketParams::parse(&r.parameters).map_err(invalid)?;
+        let params = bucket_params(&r.protocols, &r.parameters)?;
         if !names::is_plausible_existing_bucket_name(&r.bucket_id) {
             return Err(invalid(format!(
                 "existing bucket ID {:?} is not an S3 bucket name",
@@ -207,13 +209,7 @@ impl Provisioner for S3Driver {
             .get(LOCATION_CONSTRAINT)
             .cloned()
             .unwrap_or_else(|| self.cfg.region.clone());
-        if !names::is_plausible_existing_bucket_name(&r.bucket_id) {
-            return Err(invalid(format!(
-                "bucket_id {:?} is not an S3 bucket name",
-                r.bucket_id
-            ))
-            .into());
-        }
+        check_bucket_id(&r.bucket_id)?;
         buckets::delete(&self.backend.s3, &self.cfg, &r.bucket_id, &hint, purge).await?;
         Ok(Response::new(DriverDeleteBucketResponse {}))
     }
@@ -280,39 +276,18 @@ impl Provisioner for S3Driver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosi_driver::testing::{accessed_bucket as bucket, assert_serves_only};
     use tonic::Code;
 
-    fn bucket(id: &str, data: AccessMode) -> AccessedBucket {
-        AccessedBucket {
-            bucket_id: id.into(),
-            access_mode: Some(AccessModes {
-                object_data: data as i32,
-                ..Default::default()
-            }),
-        }
-    }
-
     #[test]
-    fn only_s3_is_served() {
-        assert!(check_protocols(&[]).is_ok());
-        assert!(check_protocols(&[ObjectProtocol::S3 as i32]).is_ok());
-        let e = check_protocols(&[ObjectProtocol::S3 as i32, ObjectProtocol::Azure as i32])
-            .unwrap_err();
-        assert_eq!(e.code(), Code::InvalidArgument);
-        assert!(e.to_string().contains("Azure"), "{e}");
-    }
-
-    #[test]
-    fn service_account_authentication_is_refused_clearly() {
-        let e = check_access(
-            ObjectProtocol::S3 as i32,
-            AuthenticationType::ServiceAccount as i32,
-        )
-        .unwrap_err();
-        assert_eq!(e.code(), Code::InvalidArgument);
-        assert!(e.to_string().contains("authenticationType: Key"), "{e}");
-        assert!(check_access(ObjectProtocol::S3 as i32, AuthenticationType::Key as i32).is_ok());
-        assert!(check_access(ObjectProtocol::Gcs as i32, AuthenticationType::Key as i32).is_err());
+    fn only_s3_with_keys_is_served_and_service_accounts_are_refused_clearly() {
+        assert_serves_only(
+            ObjectProtocol::S3,
+            &[ObjectProtocol::Azure, ObjectProtocol::Gcs],
+            check_protocols,
+            check_access,
+            "authenticationType: Key",
+        );
     }
 
     #[test]

@@ -164,13 +164,10 @@ pub fn scrub(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use tonic::Status;
+    use cosi_driver::testing::{assert_classifies, assert_scrubs};
+    use cosi_driver_s3_common::testing::assert_access_denied_reads;
 
     use super::*;
-
-    fn answered(code: &str, status: u16) -> Code {
-        classify(Some(code), Some(status), Transport::Answered)
-    }
 
     #[test]
     fn backend_codes_map_to_the_documented_grpc_codes() {
@@ -196,9 +193,7 @@ mod tests {
             ("TooManyBuckets", 400, Code::ResourceExhausted),
             ("NotImplemented", 501, Code::Unimplemented),
         ];
-        for (code, status, want) in table {
-            assert_eq!(answered(code, status), want, "{code}");
-        }
+        assert_classifies(classify, &table);
     }
 
     #[test]
@@ -218,38 +213,27 @@ mod tests {
 
     #[test]
     fn messages_name_the_operation_and_give_a_hint() {
-        let e = BackendError::answered(
-            "S3 CreateBucket",
-            "bucket \"bc-1\"",
-            403,
-            Some("AccessDenied".into()),
+        assert_access_denied_reads::<Aws>(
             "Access Denied",
+            "S3 CreateBucket on bucket \"bc-1\" failed: AccessDenied: Access Denied",
+            "admin policy",
         );
-        let msg = e.to_string();
-        assert!(
-            msg.starts_with(
-                "S3 CreateBucket on bucket \"bc-1\" failed: AccessDenied: Access Denied"
-            ),
-            "{msg}"
-        );
-        assert!(msg.contains("admin policy"), "{msg}");
-        assert_eq!(Error::from(e).code(), Code::PermissionDenied);
     }
 
     #[test]
     fn credentials_are_scrubbed_from_messages() {
         let msg = "key AKIAIOSFODNN7EXAMPLE with secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY was refused";
-        let s = scrub(msg);
-        assert_eq!(s, "key <redacted> with secret <redacted> was refused");
-        let status = Status::from(Error::InvalidArgument(msg.into()));
-        assert!(!status.message().contains("AKIA"));
-        assert!(!status.message().contains("wJalr"));
+        assert_scrubs::<Aws>(
+            scrub,
+            msg,
+            "key <redacted> with secret <redacted> was refused",
+        );
     }
 
     #[test]
     fn ordinary_words_survive_scrubbing() {
         let msg = "The bucket bc-0f9a2c1e-7b8d-4c2e-9f3a-1b2c3d4e5f60 is not empty (HTTP 409).";
-        assert_eq!(scrub(msg), msg);
-        assert_eq!(scrub("AKIA is short"), "AKIA is short");
+        assert_scrubs::<Aws>(scrub, msg, msg);
+        assert_scrubs::<Aws>(scrub, "AKIA is short", "AKIA is short");
     }
 }

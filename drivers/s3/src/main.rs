@@ -4,16 +4,11 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, ValueEnum};
+use clap::Parser;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use cosi_driver_s3::config::{self, AddressingStyle, Config};
 use cosi_driver_s3::{AdminCredentials, S3Driver};
 use cosi_driver_s3_common::logging::{self, LogFormat};
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Style {
-    Path,
-    Virtual,
-}
 
 /// COSI driver for AWS S3 and S3-compatible stores with an IAM API.
 ///
@@ -39,8 +34,8 @@ struct Args {
     #[arg(long, env = "AWS_REGION", default_value = config::DEFAULT_REGION)]
     region: String,
     /// How buckets are addressed (default: path with --s3-endpoint, virtual on AWS).
-    #[arg(long, env = "S3_ADDRESSING_STYLE", value_enum)]
-    addressing_style: Option<Style>,
+    #[arg(long, env = "S3_ADDRESSING_STYLE", value_parser = addressing_style())]
+    addressing_style: Option<AddressingStyle>,
     /// PEM file of CA certificates to trust in addition to the system's roots.
     #[arg(long, env = "CA_FILE")]
     ca_file: Option<PathBuf>,
@@ -58,6 +53,11 @@ struct Args {
     log_format: LogFormat,
 }
 
+/// Parses `--addressing-style`: `path` or `virtual`.
+fn addressing_style() -> impl TypedValueParser<Value = AddressingStyle> {
+    PossibleValuesParser::new(["path", "virtual"]).map(|s| s.parse().expect("a possible value"))
+}
+
 impl Args {
     fn config(&self) -> anyhow::Result<Config> {
         let ca_pem = cosi_driver::tls::read_ca_file(self.ca_file.as_deref())?;
@@ -67,10 +67,7 @@ impl Args {
             public_s3_endpoint: self.public_s3_endpoint.clone(),
             iam_endpoint: self.iam_endpoint.clone(),
             region: self.region.clone(),
-            addressing_style: self.addressing_style.map(|s| match s {
-                Style::Path => AddressingStyle::Path,
-                Style::Virtual => AddressingStyle::Virtual,
-            }),
+            addressing_style: self.addressing_style,
             ca_pem,
             arn_partition: self.arn_partition.clone(),
             user_path: self.iam_user_path.clone(),

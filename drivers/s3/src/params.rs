@@ -133,24 +133,12 @@ pub fn parse_tags(text: &str) -> Result<BTreeMap<String, String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn map(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use cosi_driver::testing::{assert_no_parameters_mean_default, params as map};
 
     #[test]
     fn no_parameters_mean_defaults() {
-        assert_eq!(
-            BucketParams::parse(&HashMap::new()).unwrap(),
-            BucketParams::default()
-        );
-        assert_eq!(
-            AccessParams::parse(&HashMap::new()).unwrap(),
-            AccessParams::default()
-        );
+        assert_no_parameters_mean_default(BucketParams::parse);
+        assert_no_parameters_mean_default(AccessParams::parse);
     }
 
     #[test]

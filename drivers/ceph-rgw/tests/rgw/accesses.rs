@@ -3,6 +3,7 @@
 //! grants on one bucket all hold, and revocation leaves nothing.
 
 use cosi_driver::proto::AccessMode::{ReadOnly, ReadWrite, Unspecified, WriteOnly};
+use cosi_driver::testing::assert_status;
 use cosi_driver_ceph_rgw::policy;
 use tonic::Code;
 
@@ -23,12 +24,7 @@ async fn read_only_keys_read_and_list_but_cannot_put_or_delete() {
         put(&r, &bucket, "nope.txt", "x").await.unwrap_err(),
         "AccessDenied"
     );
-    let deleted = r
-        .delete_object()
-        .bucket(&bucket)
-        .key("note.txt")
-        .send()
-        .await;
+    let deleted = delete(&r, &bucket, "note.txt").await;
     assert!(deleted.is_err(), "a ReadOnly key deleted an object");
     assert_eq!(get(&r, &bucket, "note.txt").await.unwrap(), "hello");
 
@@ -231,9 +227,7 @@ async fn metadata_modes_are_enforced_per_category() {
         "bucket metadata unspecified read the versioning"
     );
 
-    d.revoke(&account, &[&bucket]).await.unwrap();
-    d.purge(&bucket).await;
-    assert_gone(&[&account], &[&bucket]);
+    d.remove(&account, &bucket).await;
 }
 
 #[tokio::test]
@@ -296,8 +290,7 @@ async fn a_bucket_policy_that_would_outgrow_the_limit_is_resource_exhausted() {
     let (first, _) = d.new_access(&buckets).await;
     let mut granted = vec![first];
     let refused = loop {
-        let name = format!("ba-{}", uuid::Uuid::new_v4());
-        let id = d.generate_access_id(&name, &buckets).await.unwrap();
+        let id = d.new_access_id(&buckets).await;
         match d.grant(&id, &buckets).await {
             Ok(_) => granted.push(id),
             Err(e) => break (id, e),
@@ -344,17 +337,13 @@ async fn a_bucket_policy_that_would_outgrow_the_limit_is_resource_exhausted() {
 async fn an_rgw_user_the_driver_did_not_create_is_never_taken_over() {
     let d = Served::start().await;
     let bucket = d.new_bucket(&[]).await;
-    let name = format!("ba-{}", uuid::Uuid::new_v4());
-    let id = d
-        .generate_access_id(&name, &[access(&bucket, ReadWrite)])
-        .await
-        .unwrap();
+    let id = d.new_access_id(&[access(&bucket, ReadWrite)]).await;
     rgw().create_user(&id).unwrap();
-    let e = d
-        .grant(&id, &[access(&bucket, ReadWrite)])
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::AlreadyExists, "{}", e.message());
+    assert_status(
+        d.grant(&id, &[access(&bucket, ReadWrite)]).await,
+        Code::AlreadyExists,
+        &[],
+    );
     d.revoke(&id, &[&bucket]).await.unwrap();
     assert!(
         rgw().user_ids().contains(&id),
@@ -372,15 +361,11 @@ async fn an_rgw_user_the_driver_did_not_create_is_never_taken_over() {
 async fn grants_wait_for_missing_buckets() {
     let d = Served::start().await;
     let missing = format!("bc-{}", uuid::Uuid::new_v4());
-    let name = format!("ba-{}", uuid::Uuid::new_v4());
-    let id = d
-        .generate_access_id(&name, &[access(&missing, ReadWrite)])
-        .await
-        .unwrap();
-    let e = d
-        .grant(&id, &[access(&missing, ReadWrite)])
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::NotFound, "{}", e.message());
+    let id = d.new_access_id(&[access(&missing, ReadWrite)]).await;
+    assert_status(
+        d.grant(&id, &[access(&missing, ReadWrite)]).await,
+        Code::NotFound,
+        &[],
+    );
     assert_gone(&[&id], &[&missing]);
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use cosi_driver::proto::*;
+use cosi_driver::testing::failed_stderr;
 use cosi_driver_ceph_rgw::{AdminKeys, RgwDriver};
 use cosi_driver_s3_common::testing::{self, RunningBinary, assert_json_lines};
 
@@ -177,12 +178,7 @@ fn the_binary_names_its_version_and_commit() {
 #[tokio::test]
 async fn the_binary_without_admin_credentials_says_how_to_give_them() {
     let dir = tempfile::tempdir().unwrap();
-    let out = driver_command(dir.path())
-        .env("RGW_ENDPOINT", "http://127.0.0.1:9")
-        .output()
-        .expect("run the driver binary");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = failed_stderr(driver_command(dir.path()).env("RGW_ENDPOINT", "http://127.0.0.1:9"));
     assert!(
         err.contains("RGW_ADMIN_ACCESS_KEY_ID") && err.contains("--admin-credentials-dir"),
         "{err}"
@@ -192,14 +188,12 @@ async fn the_binary_without_admin_credentials_says_how_to_give_them() {
 #[tokio::test]
 async fn the_binary_refuses_an_invalid_configuration_naming_each_flag() {
     let dir = tempfile::tempdir().unwrap();
-    let out = driver_command(dir.path())
-        .env("RGW_ENDPOINT", "ftp://nowhere")
-        .env("RGW_REGION", "a b")
-        .env("RGW_ADMIN_PATH", "a/b")
-        .output()
-        .expect("run the driver binary");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = failed_stderr(
+        driver_command(dir.path())
+            .env("RGW_ENDPOINT", "ftp://nowhere")
+            .env("RGW_REGION", "a b")
+            .env("RGW_ADMIN_PATH", "a/b"),
+    );
     for flag in ["--rgw-endpoint", "--region", "--admin-path"] {
         assert!(err.contains(flag), "{flag} missing: {err}");
     }

@@ -5,6 +5,7 @@
 //! completes), so versioning is not among the incompatible settings.
 
 use cosi_driver::proto::AccessMode::ReadWrite;
+use cosi_driver::testing::assert_status;
 use tonic::Code;
 
 use crate::common::*;
@@ -60,9 +61,7 @@ async fn a_max_objects_quota_is_enforced_by_rgw() {
     );
     assert_eq!(list(&c, &bucket).await.unwrap().len(), 3);
 
-    d.revoke(&account, &[&bucket]).await.unwrap();
-    d.purge(&bucket).await;
-    assert_gone(&[&account], &[&bucket]);
+    d.remove(&account, &bucket).await;
 }
 
 #[tokio::test]
@@ -78,9 +77,7 @@ async fn a_max_size_quota_is_enforced_by_rgw() {
         "QuotaExceeded"
     );
 
-    d.revoke(&account, &[&bucket]).await.unwrap();
-    d.purge(&bucket).await;
-    assert_gone(&[&account], &[&bucket]);
+    d.remove(&account, &bucket).await;
 }
 
 #[tokio::test]
@@ -92,8 +89,11 @@ async fn a_repeat_with_other_settings_is_already_exists_and_changes_nothing() {
         vec![],
         vec![("maxObjects", "100"), ("storageClass", "COLD")],
     ] {
-        let e = d.create_bucket(&bucket, &other).await.unwrap_err();
-        assert_eq!(e.code(), Code::AlreadyExists, "{other:?}: {}", e.message());
+        assert_status(
+            d.create_bucket(&bucket, &other).await,
+            Code::AlreadyExists,
+            &[],
+        );
     }
     assert_eq!(bucket_info(&bucket)["bucket_quota"]["max_objects"], 100);
     d.create_bucket(&bucket, &[("maxObjects", "100"), ("versioning", "false")])
@@ -116,21 +116,18 @@ async fn placement_and_storage_class_are_applied_and_unknown_ones_refused() {
     d.create_bucket(&bucket, &params).await.unwrap();
 
     let nowhere = format!("bc-{}", uuid::Uuid::new_v4());
-    let e = d
-        .create_bucket(&nowhere, &[("placement", "no-such-placement")])
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::InvalidArgument, "{}", e.message());
-    assert!(
-        e.message().contains("InvalidLocationConstraint"),
-        "{}",
-        e.message()
+    assert_status(
+        d.create_bucket(&nowhere, &[("placement", "no-such-placement")])
+            .await,
+        Code::InvalidArgument,
+        &["InvalidLocationConstraint"],
     );
-    let e = d
-        .create_bucket(&nowhere, &[("storageClass", "NO_SUCH_CLASS")])
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::InvalidArgument, "{}", e.message());
+    assert_status(
+        d.create_bucket(&nowhere, &[("storageClass", "NO_SUCH_CLASS")])
+            .await,
+        Code::InvalidArgument,
+        &[],
+    );
 
     d.delete_bucket(&bucket, &[]).await.unwrap();
     assert_gone(&[], &[&bucket, &nowhere]);
@@ -140,15 +137,11 @@ async fn placement_and_storage_class_are_applied_and_unknown_ones_refused() {
 async fn invalid_parameters_are_refused_before_anything_is_created() {
     let d = Served::start().await;
     let name = format!("bc-{}", uuid::Uuid::new_v4());
-    let e = d
-        .create_bucket(&name, &[("maxObjects", "lots"), ("maxSize", "1G")])
-        .await
-        .unwrap_err();
-    assert_eq!(e.code(), Code::InvalidArgument);
-    assert!(
-        e.message().contains("maxObjects") && e.message().contains("\"maxSize\""),
-        "{}",
-        e.message()
+    assert_status(
+        d.create_bucket(&name, &[("maxObjects", "lots"), ("maxSize", "1G")])
+            .await,
+        Code::InvalidArgument,
+        &["maxObjects", "\"maxSize\""],
     );
     assert_gone(&[], &[&name]);
 }
@@ -161,9 +154,11 @@ async fn a_non_empty_bucket_is_refused_unless_the_class_says_to_empty_it() {
     put(&s3(&keys), &bucket, "keep.txt", "data").await.unwrap();
     d.revoke(&account, &[&bucket]).await.unwrap();
 
-    let e = d.delete_bucket(&bucket, &[]).await.unwrap_err();
-    assert_eq!(e.code(), Code::FailedPrecondition, "{}", e.message());
-    assert!(e.message().contains("purgeOnDelete"), "{}", e.message());
+    assert_status(
+        d.delete_bucket(&bucket, &[]).await,
+        Code::FailedPrecondition,
+        &["purgeOnDelete"],
+    );
     assert!(rgw().bucket_names().contains(&bucket));
 
     d.purge(&bucket).await;
@@ -189,23 +184,12 @@ async fn emptying_a_versioned_bucket_leaves_nothing() {
             .unwrap();
     }
     put(&c, &bucket, "gone.txt", "soon deleted").await.unwrap();
-    c.delete_object()
-        .bucket(&bucket)
-        .key("gone.txt")
-        .send()
-        .await
-        .unwrap();
-    let upload = c
-        .create_multipart_upload()
-        .bucket(&bucket)
-        .key("big.bin")
-        .send()
-        .await
-        .unwrap();
+    delete(&c, &bucket, "gone.txt").await.unwrap();
+    let upload_id = start_upload(&c, &bucket, "big.bin").await.unwrap();
     c.upload_part()
         .bucket(&bucket)
         .key("big.bin")
-        .upload_id(upload.upload_id().unwrap())
+        .upload_id(upload_id)
         .part_number(1)
         .body(vec![7u8; 1024].into())
         .send()
@@ -223,8 +207,11 @@ async fn emptying_a_versioned_bucket_leaves_nothing() {
     // user that no longer exists.
     d.revoke(&account, &[&bucket]).await.unwrap();
 
-    let e = d.delete_bucket(&bucket, &[]).await.unwrap_err();
-    assert_eq!(e.code(), Code::FailedPrecondition, "{}", e.message());
+    assert_status(
+        d.delete_bucket(&bucket, &[]).await,
+        Code::FailedPrecondition,
+        &[],
+    );
     d.purge(&bucket).await;
     assert_gone(&[&account], &[&bucket]);
     let stats = rgw().radosgw_admin(&["bucket", "stats", &format!("--bucket={bucket}")]);

@@ -9,7 +9,9 @@ use cosi_driver::proto::*;
 use cosi_driver_ceph_rgw::testing::RgwCluster;
 use cosi_driver_ceph_rgw::{AdminKeys, Config, RgwDriver};
 use cosi_driver_s3_common::testing;
-pub use cosi_driver_s3_common::testing::{access, access_all, get, list, put, s3_error_code};
+pub use cosi_driver_s3_common::testing::{
+    access, access_all, delete, get, list, put, s3_error_code, start_upload,
+};
 
 /// The cluster of this test binary.
 pub fn rgw() -> &'static RgwCluster {
@@ -62,6 +64,14 @@ impl Served {
         self.delete_bucket(bucket, &purge).await.unwrap();
     }
 
+    /// Revokes `account` from `bucket`, deletes the bucket with its objects
+    /// and asserts that RGW holds neither any more.
+    pub async fn remove(&self, account: &str, bucket: &str) {
+        self.revoke(account, &[bucket]).await.unwrap();
+        self.purge(bucket).await;
+        assert_gone(&[account], &[bucket]);
+    }
+
     /// Generates an account ID for a fresh `ba-<uuid>` name and grants it,
     /// returning the account ID and the issued keys.
     pub async fn new_access(&self, buckets: &[AccessedBucket]) -> (String, AdminKeys) {
@@ -102,16 +112,17 @@ pub async fn create(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<(), String>
 /// Asserts that RGW holds none of `users` and none of `buckets`, as
 /// `radosgw-admin user list` and `bucket list` show it.
 pub fn assert_gone(users: &[&str], buckets: &[&str]) {
-    let all_users = rgw().user_ids();
-    let left: Vec<_> = users
-        .iter()
-        .filter(|u| all_users.iter().any(|x| x == *u))
-        .collect();
+    let left = still_there(users, &rgw().user_ids());
     assert!(left.is_empty(), "RGW users left behind: {left:?}");
-    let all_buckets = rgw().bucket_names();
-    let left: Vec<_> = buckets
-        .iter()
-        .filter(|b| all_buckets.iter().any(|x| x == *b))
-        .collect();
+    let left = still_there(buckets, &rgw().bucket_names());
     assert!(left.is_empty(), "RGW buckets left behind: {left:?}");
+}
+
+/// The names of `names` that `all` holds.
+fn still_there<'a>(names: &[&'a str], all: &[String]) -> Vec<&'a str> {
+    names
+        .iter()
+        .copied()
+        .filter(|n| all.iter().any(|x| x == n))
+        .collect()
 }

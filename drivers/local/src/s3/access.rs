@@ -85,6 +85,22 @@ fn require<T>(
     ))
 }
 
+/// Checks write access to the object metadata of `bucket` when the request
+/// sets tags.
+fn require_tag_write<T>(req: &S3Request<T>, op: &str, bucket: &str, tags: bool) -> S3Result<()> {
+    if tags {
+        require(req, op, bucket, Category::ObjectMetadata, Direction::Write)
+    } else {
+        Ok(())
+    }
+}
+
+/// Checks read access to the object data of a copy's source bucket.
+fn require_copy_source<T>(req: &S3Request<T>, op: &str, source: &CopySource) -> S3Result<()> {
+    let bucket = copy_source_bucket(source)?;
+    require(req, op, bucket, Category::ObjectData, Direction::Read)
+}
+
 fn copy_source_bucket(source: &CopySource) -> S3Result<&str> {
     match source {
         CopySource::Bucket { bucket, .. } => Ok(bucket),
@@ -123,71 +139,30 @@ impl S3Access for GrantCheck {
     }
 
     async fn put_object(&self, req: &mut S3Request<PutObjectInput>) -> S3Result<()> {
-        if req.input.tagging.is_some() {
-            let bucket = req.input.bucket.clone();
-            require(
-                req,
-                "PutObject",
-                &bucket,
-                Category::ObjectMetadata,
-                Direction::Write,
-            )?;
-        }
-        Ok(())
+        let tags = req.input.tagging.is_some();
+        require_tag_write(req, "PutObject", &req.input.bucket, tags)
     }
 
     async fn create_multipart_upload(
         &self,
         req: &mut S3Request<CreateMultipartUploadInput>,
     ) -> S3Result<()> {
-        if req.input.tagging.is_some() {
-            let bucket = req.input.bucket.clone();
-            require(
-                req,
-                "CreateMultipartUpload",
-                &bucket,
-                Category::ObjectMetadata,
-                Direction::Write,
-            )?;
-        }
-        Ok(())
+        let tags = req.input.tagging.is_some();
+        require_tag_write(req, "CreateMultipartUpload", &req.input.bucket, tags)
     }
 
     async fn copy_object(&self, req: &mut S3Request<CopyObjectInput>) -> S3Result<()> {
-        let source = copy_source_bucket(&req.input.copy_source)?.to_owned();
-        require(
-            req,
-            "CopyObject",
-            &source,
-            Category::ObjectData,
-            Direction::Read,
-        )?;
+        require_copy_source(req, "CopyObject", &req.input.copy_source)?;
         let replaces_tags = req
             .input
             .tagging_directive
             .as_ref()
             .is_some_and(|d| d.as_str() == TaggingDirective::REPLACE);
-        if replaces_tags && req.input.tagging.is_some() {
-            let bucket = req.input.bucket.clone();
-            require(
-                req,
-                "CopyObject",
-                &bucket,
-                Category::ObjectMetadata,
-                Direction::Write,
-            )?;
-        }
-        Ok(())
+        let tags = replaces_tags && req.input.tagging.is_some();
+        require_tag_write(req, "CopyObject", &req.input.bucket, tags)
     }
 
     async fn upload_part_copy(&self, req: &mut S3Request<UploadPartCopyInput>) -> S3Result<()> {
-        let source = copy_source_bucket(&req.input.copy_source)?.to_owned();
-        require(
-            req,
-            "UploadPartCopy",
-            &source,
-            Category::ObjectData,
-            Direction::Read,
-        )
+        require_copy_source(req, "UploadPartCopy", &req.input.copy_source)
     }
 }

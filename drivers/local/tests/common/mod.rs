@@ -172,6 +172,29 @@ impl Harness {
         Ok(reply.into_inner())
     }
 
+    /// Creates the bucket `bc-<name>` with `params` and grants the account
+    /// `ba-<name>` read-write access to it; returns the bucket ID and the
+    /// credentials.
+    pub async fn granted_bucket(
+        &self,
+        name: &str,
+        params: &[(&str, &str)],
+    ) -> (String, S3Credentials) {
+        let id = self.bucket(&format!("bc-{name}"), params).await;
+        let creds = self.grant(&format!("ba-{name}"), &[(&id, rw())]).await;
+        (id, creds)
+    }
+
+    /// [`Harness::granted_bucket`], with an S3 client for the credentials.
+    pub async fn bucket_client(
+        &self,
+        name: &str,
+        params: &[(&str, &str)],
+    ) -> (String, aws_sdk_s3::Client) {
+        let (id, creds) = self.granted_bucket(name, params).await;
+        (id, self.s3_client(&creds))
+    }
+
     /// Grants `account` access through both phases; returns the credentials.
     pub async fn grant(&self, account: &str, buckets: &[(&str, AccessModes)]) -> S3Credentials {
         let mut p = self.provisioner();
@@ -369,4 +392,103 @@ where
     E: aws_sdk_s3::error::ProvideErrorMetadata + std::fmt::Debug,
 {
     result.map_err(|e| s3_code(&e))
+}
+
+/// Starts a multipart upload of `key` and uploads `parts`, numbered from 1;
+/// returns the upload ID and the parts to complete it with.
+pub async fn upload_parts(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    parts: Vec<Vec<u8>>,
+) -> (String, Vec<aws_sdk_s3::types::CompletedPart>) {
+    let up = s3
+        .create_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .send()
+        .await
+        .unwrap();
+    let upload_id = up.upload_id().unwrap().to_owned();
+    let mut completed = Vec::new();
+    for (n, data) in (1..).zip(parts) {
+        let out = s3
+            .upload_part()
+            .bucket(bucket)
+            .key(key)
+            .upload_id(&upload_id)
+            .part_number(n)
+            .body(data.into())
+            .send()
+            .await
+            .unwrap();
+        completed.push(
+            aws_sdk_s3::types::CompletedPart::builder()
+                .part_number(n)
+                .e_tag(out.e_tag().unwrap())
+                .build(),
+        );
+    }
+    (upload_id, completed)
+}
+
+/// Completes multipart upload `upload_id` of `key` with `parts`.
+pub async fn complete_upload(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+    parts: Vec<aws_sdk_s3::types::CompletedPart>,
+) -> Result<
+    aws_sdk_s3::operation::complete_multipart_upload::CompleteMultipartUploadOutput,
+    aws_sdk_s3::error::SdkError<
+        aws_sdk_s3::operation::complete_multipart_upload::CompleteMultipartUploadError,
+        aws_sdk_s3::config::http::HttpResponse,
+    >,
+> {
+    s3.complete_multipart_upload()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(upload_id)
+        .multipart_upload(
+            aws_sdk_s3::types::CompletedMultipartUpload::builder()
+                .set_parts(Some(parts))
+                .build(),
+        )
+        .send()
+        .await
+}
+
+/// A tag set of the one tag `key` = `value`.
+pub fn one_tag(key: &str, value: &str) -> aws_sdk_s3::types::Tagging {
+    let tag = aws_sdk_s3::types::Tag::builder().key(key).value(value);
+    aws_sdk_s3::types::Tagging::builder()
+        .tag_set(tag.build().unwrap())
+        .build()
+        .unwrap()
+}
+
+/// Sets the tags of `key`; the S3 error code on failure.
+pub async fn put_tags(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    tagging: aws_sdk_s3::types::Tagging,
+) -> Result<(), String> {
+    let call = s3.put_object_tagging().bucket(bucket).key(key);
+    s3_result(call.tagging(tagging).send().await).map(drop)
+}
+
+/// The tags of `key`, in order; the S3 error code on failure.
+pub async fn object_tags(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<Vec<(String, String)>, String> {
+    let out = s3_result(s3.get_object_tagging().bucket(bucket).key(key).send().await)?;
+    Ok(out
+        .tag_set()
+        .iter()
+        .map(|t| (t.key().to_owned(), t.value().to_owned()))
+        .collect())
 }

@@ -2,10 +2,12 @@
 
 use cosi_driver::Code;
 use cosi_driver::proto::*;
+use cosi_driver::testing::assert_status;
 use cosi_driver_s3::accounts::POLICY_NAME;
 
 use crate::common::{
-    Moto, Served, access, assert_managed_by, get, keys_of, keys_of_user, list, put, users_under,
+    Moto, Served, access, assert_managed_by, delete, get, keys_of, keys_of_user, list, put,
+    users_under,
 };
 
 #[tokio::test]
@@ -22,12 +24,7 @@ async fn granted_credentials_reach_their_bucket_and_no_other() {
     put(&s3, &mine, "hello", "world").await.unwrap();
     assert_eq!(get(&s3, &mine, "hello").await.unwrap(), "world");
     assert_eq!(list(&s3, &mine).await.unwrap(), ["hello"]);
-    s3.delete_object()
-        .bucket(&mine)
-        .key("hello")
-        .send()
-        .await
-        .unwrap();
+    delete(&s3, &mine, "hello").await.unwrap();
 
     assert_eq!(
         get(&s3, &other, "secret").await.unwrap_err(),
@@ -51,10 +48,7 @@ async fn grant_returns_info_for_every_bucket_and_no_other() {
         access(&a, AccessMode::ReadWrite),
         access(&b, AccessMode::ReadOnly),
     ];
-    let id = d
-        .generate_access_id(&format!("ba-{}", uuid::Uuid::new_v4()), &buckets)
-        .await
-        .unwrap();
+    let id = d.new_access_id(&buckets).await;
     let resp = d.grant(&id, &buckets).await.unwrap();
     let mut ids: Vec<_> = resp.buckets.iter().map(|g| g.bucket_id.clone()).collect();
     ids.sort();
@@ -91,14 +85,10 @@ async fn read_only_access_cannot_write() {
         put(&s3, &bucket, "new", "x").await.unwrap_err(),
         "AccessDenied"
     );
-    let del = s3
-        .delete_object()
-        .bucket(&bucket)
-        .key("doc")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(crate::common::s3_error_code(&del), "AccessDenied");
+    assert_eq!(
+        delete(&s3, &bucket, "doc").await.unwrap_err(),
+        "AccessDenied"
+    );
     d.stop().await;
 }
 
@@ -216,17 +206,14 @@ async fn foreign_iam_user_is_refused_and_left_alone() {
     let d = Served::on(moto).await;
     let bucket = d.new_bucket(&[]).await;
     let buckets = [access(&bucket, AccessMode::ReadWrite)];
-    let name = format!("ba-{}", uuid::Uuid::new_v4());
-    let id = d.generate_access_id(&name, &buckets).await.unwrap();
+    let id = d.new_access_id(&buckets).await;
     let iam = moto.iam();
     iam.create_user().user_name(&id).send().await.unwrap();
 
-    let err = d.grant(&id, &buckets).await.unwrap_err();
-    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
-    assert!(
-        err.message().contains("not created by driver"),
-        "{}",
-        err.message()
+    assert_status(
+        d.grant(&id, &buckets).await,
+        Code::AlreadyExists,
+        &["not created by driver"],
     );
     assert!(keys_of_user(&iam, &id).await.is_empty());
 
@@ -247,12 +234,8 @@ async fn grant_to_a_missing_bucket_is_not_found_and_creates_nothing() {
     let d = Served::start(cfg, &moto.admin).await;
     let missing = format!("bc-{}", uuid::Uuid::new_v4());
     let buckets = [access(&missing, AccessMode::ReadWrite)];
-    let id = d
-        .generate_access_id(&format!("ba-{}", uuid::Uuid::new_v4()), &buckets)
-        .await
-        .unwrap();
-    let err = d.grant(&id, &buckets).await.unwrap_err();
-    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let id = d.new_access_id(&buckets).await;
+    assert_status(d.grant(&id, &buckets).await, Code::NotFound, &[]);
     assert!(users_under(&moto.iam(), &path).await.is_empty());
     d.stop().await;
 }
@@ -262,8 +245,8 @@ async fn service_account_authentication_is_refused() {
     let moto = Moto::shared();
     let d = Served::on(moto).await;
     let mut p = d.client.provisioner.clone();
-    let err = p
-        .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
+    assert_status(
+        p.driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
             account_name: format!("ba-{}", uuid::Uuid::new_v4()),
             buckets: vec![access("bc-any", AccessMode::ReadWrite)],
             protocol: ObjectProtocol::S3 as i32,
@@ -274,14 +257,9 @@ async fn service_account_authentication_is_refused() {
             }),
             parameters: Default::default(),
         })
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument);
-    assert!(
-        err.message()
-            .contains("ServiceAccount authentication is not supported"),
-        "{}",
-        err.message()
+        .await,
+        Code::InvalidArgument,
+        &["ServiceAccount authentication is not supported"],
     );
     d.stop().await;
 }

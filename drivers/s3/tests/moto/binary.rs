@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use cosi_driver::proto::AccessMode;
+use cosi_driver::testing::failed_stderr;
 use cosi_driver_s3_common::testing::{self, RunningBinary, assert_json_lines};
 
 use crate::common::{Moto, access, assert_managed_by, keys_of};
@@ -86,13 +87,11 @@ async fn binary_serves_with_chain_credentials_logs_no_secret_and_stops_on_sigter
 #[tokio::test]
 async fn binary_without_admin_credentials_fails_at_startup() {
     let dir = tempfile::tempdir().unwrap();
-    let out = driver_command(dir.path())
-        .env("S3_ENDPOINT", "http://127.0.0.1:9")
-        .env("IAM_ENDPOINT", "http://127.0.0.1:9")
-        .output()
-        .expect("run the driver binary");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = failed_stderr(
+        driver_command(dir.path())
+            .env("S3_ENDPOINT", "http://127.0.0.1:9")
+            .env("IAM_ENDPOINT", "http://127.0.0.1:9"),
+    );
     assert!(err.contains("cannot load the admin credentials"), "{err}");
 }
 
@@ -101,14 +100,12 @@ async fn binary_refuses_invalid_configuration_naming_each_flag() {
     let dir = tempfile::tempdir().unwrap();
     let ca = dir.path().join("ca.pem");
     std::fs::write(&ca, "not a certificate").unwrap();
-    let out = driver_command(dir.path())
-        .env("S3_ENDPOINT", "ftp://nowhere")
-        .env("AWS_REGION", "Mars")
-        .env("CA_FILE", &ca)
-        .output()
-        .expect("run the driver binary");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let err = failed_stderr(
+        driver_command(dir.path())
+            .env("S3_ENDPOINT", "ftp://nowhere")
+            .env("AWS_REGION", "Mars")
+            .env("CA_FILE", &ca),
+    );
     for flag in ["--s3-endpoint", "--region", "--ca-file"] {
         assert!(err.contains(flag), "{flag} missing: {err}");
     }

@@ -2,8 +2,9 @@
 
 use cosi_driver::Code;
 use cosi_driver::proto::S3AddressingStyle;
+use cosi_driver::testing::assert_status;
 
-use crate::common::{Moto, Served, put};
+use crate::common::{Moto, Served, delete, put, start_upload};
 
 #[tokio::test]
 async fn create_bucket_is_idempotent_and_reports_client_facing_info() {
@@ -73,12 +74,11 @@ async fn existing_bucket_without_object_lock_is_incompatible() {
     let moto = Moto::shared();
     let d = Served::on(moto).await;
     let id = d.new_bucket(&[]).await;
-    let err = d
-        .create_bucket(&id, &[("objectLock", "true")])
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
-    assert!(err.message().contains("Object Lock"), "{}", err.message());
+    assert_status(
+        d.create_bucket(&id, &[("objectLock", "true")]).await,
+        Code::AlreadyExists,
+        &["Object Lock"],
+    );
 
     let locked = d.new_bucket(&[("objectLock", "true")]).await;
     d.create_bucket(&locked, &[("objectLock", "true")])
@@ -104,8 +104,7 @@ async fn brownfield_get_bucket_finds_existing_buckets_and_reports_missing_ones()
     assert_eq!(info.region, "us-east-1");
 
     let missing = format!("missing-{}", uuid::Uuid::new_v4());
-    let err = d.get_bucket(&missing, &[]).await.unwrap_err();
-    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let err = assert_status(d.get_bucket(&missing, &[]).await, Code::NotFound, &[]);
     assert!(err.message().contains(&missing), "{}", err.message());
     d.stop().await;
 }
@@ -118,24 +117,17 @@ async fn deleting_a_non_empty_bucket_is_a_retryable_refusal() {
     let s3 = moto.s3(&moto.admin);
     put(&s3, &id, "keep", "data").await.unwrap();
 
-    let err = d.delete_bucket(&id, &[]).await.unwrap_err();
-    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
-    assert!(
-        err.message().contains("not empty") && err.message().contains("purgeOnDelete"),
-        "{}",
-        err.message()
+    assert_status(
+        d.delete_bucket(&id, &[]).await,
+        Code::FailedPrecondition,
+        &["not empty", "purgeOnDelete"],
     );
     assert!(
         s3.head_bucket().bucket(&id).send().await.is_ok(),
         "the bucket must survive"
     );
 
-    s3.delete_object()
-        .bucket(&id)
-        .key("keep")
-        .send()
-        .await
-        .unwrap();
+    delete(&s3, &id, "keep").await.unwrap();
     d.delete_bucket(&id, &[]).await.unwrap();
     assert!(
         s3.head_bucket().bucket(&id).send().await.is_err(),
@@ -155,18 +147,8 @@ async fn purge_on_delete_removes_objects_versions_and_uploads() {
         put(&s3, &id, &format!("obj-{i}"), "v1").await.unwrap();
         put(&s3, &id, &format!("obj-{i}"), "v2").await.unwrap();
     }
-    s3.delete_object()
-        .bucket(&id)
-        .key("obj-0")
-        .send()
-        .await
-        .unwrap();
-    s3.create_multipart_upload()
-        .bucket(&id)
-        .key("big")
-        .send()
-        .await
-        .unwrap();
+    delete(&s3, &id, "obj-0").await.unwrap();
+    start_upload(&s3, &id, "big").await.unwrap();
 
     d.delete_bucket(&id, &params).await.unwrap();
     assert!(

@@ -18,7 +18,7 @@ use cosi_driver::proto::*;
 use cosi_driver_s3::accounts::MANAGED_TAG;
 use cosi_driver_s3::{AdminCredentials, Config, S3Driver};
 use cosi_driver_s3_common::testing;
-pub use cosi_driver_s3_common::testing::{access, get, list, map, put, s3_error_code};
+pub use cosi_driver_s3_common::testing::{access, delete, get, list, map, put, start_upload};
 
 /// Calls moto serves without authentication: exactly the three that
 /// bootstrap the admin (CreateUser, PutUserPolicy, CreateAccessKey).
