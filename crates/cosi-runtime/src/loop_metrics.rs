@@ -18,9 +18,10 @@
 use std::time::Duration;
 
 use prometheus::{
-    Histogram, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts,
-    Registry,
+    Histogram, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Registry,
 };
+
+use crate::metrics::families::{family, histogram_vec, registered};
 
 use crate::object_states::ObjectStates;
 use crate::reconciler::Action;
@@ -97,77 +98,64 @@ pub struct RuntimeMetrics {
 impl RuntimeMetrics {
     /// Creates and registers the families into `registry`.
     pub fn register(registry: &Registry) -> prometheus::Result<Self> {
-        let reconcile_total = IntCounterVec::new(
-            Opts::new(
-                "controller_runtime_reconcile_total",
-                "Total number of reconciliations per controller",
-            ),
+        let objects = ObjectStates::new()?;
+        let reconcile_total = family(
+            registry,
+            IntCounterVec::new,
+            "controller_runtime_reconcile_total",
+            "Total number of reconciliations per controller",
             &["controller", "result"],
         )?;
-        let reconcile_errors = IntCounterVec::new(
-            Opts::new(
-                "controller_runtime_reconcile_errors_total",
-                "Total number of reconciliation errors per controller",
-            ),
+        let reconcile_errors = family(
+            registry,
+            IntCounterVec::new,
+            "controller_runtime_reconcile_errors_total",
+            "Total number of reconciliation errors per controller",
             &["controller"],
         )?;
-        let reconcile_time = HistogramVec::new(
-            HistogramOpts::new(
-                "controller_runtime_reconcile_time_seconds",
-                "Length of time per reconciliation per controller",
-            )
-            .buckets(RECONCILE_TIME_BUCKETS.to_vec()),
+        let reconcile_time = histogram_vec(
+            registry,
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
             &["controller"],
+            &RECONCILE_TIME_BUCKETS,
         )?;
-        let queue_depth = IntGaugeVec::new(
-            Opts::new(
-                "workqueue_depth",
-                "Current depth of workqueue (objects due for a reconcile, waiting for a worker)",
-            ),
+        let queue_depth = family(
+            registry,
+            IntGaugeVec::new,
+            "workqueue_depth",
+            "Current depth of workqueue (objects due for a reconcile, waiting for a worker)",
             &["name"],
         )?;
-        let queue_adds = IntCounterVec::new(
-            Opts::new(
-                "workqueue_adds_total",
-                "Total number of adds handled by workqueue",
-            ),
+        let queue_adds = family(
+            registry,
+            IntCounterVec::new,
+            "workqueue_adds_total",
+            "Total number of adds handled by workqueue",
             &["name"],
         )?;
-        let queue_retries = IntCounterVec::new(
-            Opts::new(
-                "workqueue_retries_total",
-                "Total number of retries handled by workqueue",
-            ),
+        let queue_retries = family(
+            registry,
+            IntCounterVec::new,
+            "workqueue_retries_total",
+            "Total number of retries handled by workqueue",
             &["name"],
         )?;
-        let leader = IntGaugeVec::new(
-            Opts::new(
-                "leader_election_master_status",
-                "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
-            ),
+        let leader = family(
+            registry,
+            IntGaugeVec::new,
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
             &["name"],
         )?;
-        let build_info = IntGaugeVec::new(
-            Opts::new(
-                "cosi_build_info",
-                "The version and git commit this component was built from (always 1).",
-            ),
+        let build_info = family(
+            registry,
+            IntGaugeVec::new,
+            "cosi_build_info",
+            "The version and git commit this component was built from (always 1).",
             &["version", "commit"],
         )?;
-        let objects = ObjectStates::new()?;
-        for c in [
-            Box::new(reconcile_total.clone()) as Box<dyn prometheus::core::Collector>,
-            Box::new(reconcile_errors.clone()),
-            Box::new(reconcile_time.clone()),
-            Box::new(queue_depth.clone()),
-            Box::new(queue_adds.clone()),
-            Box::new(queue_retries.clone()),
-            Box::new(leader.clone()),
-            Box::new(build_info.clone()),
-            Box::new(objects.clone()),
-        ] {
-            registry.register(c)?;
-        }
+        let objects = registered(registry, objects)?;
         Ok(Self {
             reconcile_total,
             reconcile_errors,

@@ -9,11 +9,13 @@ use std::fmt;
 use std::time::Duration;
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
+    Encoder, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Registry, TextEncoder,
 };
 
 use crate::loop_metrics::RuntimeMetrics;
+use families::{family, histogram_vec, registered};
+
+pub(crate) mod families;
 
 /// Histogram buckets of both duration metrics, in seconds (`+Inf` is implicit).
 pub const OPERATION_BUCKETS: [f64; 13] = [
@@ -74,23 +76,20 @@ impl ControllerMetrics {
     /// Creates and registers `cosi_operation_total_seconds` and
     /// `cosi_operation_count`, and the [`RuntimeMetrics`] every component has.
     pub fn register(registry: &Registry) -> prometheus::Result<Self> {
-        let total_seconds = HistogramVec::new(
-            HistogramOpts::new(
-                "cosi_operation_total_seconds",
-                "COSI operation end-to-end duration in seconds, e.g. from BucketClaim creation until it is Provisioned.",
-            )
-            .buckets(OPERATION_BUCKETS.to_vec()),
+        let total_seconds = histogram_vec(
+            registry,
+            "cosi_operation_total_seconds",
+            "COSI operation end-to-end duration in seconds, e.g. from BucketClaim creation until it is Provisioned.",
             &["driver_name", "resource_kind", "operation"],
+            &OPERATION_BUCKETS,
         )?;
-        let count = IntCounterVec::new(
-            Opts::new(
-                "cosi_operation_count",
-                "Total number of end-to-end operations conducted by the COSI controller.",
-            ),
+        let count = family(
+            registry,
+            IntCounterVec::new,
+            "cosi_operation_count",
+            "Total number of end-to-end operations conducted by the COSI controller.",
             &["driver_name", "resource_kind", "operation", "status"],
         )?;
-        registry.register(Box::new(total_seconds.clone()))?;
-        registry.register(Box::new(count.clone()))?;
         Ok(Self {
             total_seconds,
             count,
@@ -144,44 +143,41 @@ impl SidecarMetrics {
     /// `cosi_sidecar_driver_up`, `cosi_sidecar_credential_rotations_total`,
     /// and the [`RuntimeMetrics`] every component has.
     pub fn register(registry: &Registry) -> prometheus::Result<Self> {
-        let duration = HistogramVec::new(
-            HistogramOpts::new(
-                "cosi_sidecar_operation_duration_seconds",
-                "Total number of seconds spent by the sidecar on a gRPC operation from end to end.",
-            )
-            .buckets(OPERATION_BUCKETS.to_vec()),
+        let duration = histogram_vec(
+            registry,
+            "cosi_sidecar_operation_duration_seconds",
+            "Total number of seconds spent by the sidecar on a gRPC operation from end to end.",
             &["driver_name", "method_name", "grpc_status_code"],
+            &OPERATION_BUCKETS,
         )?;
-        let errors = IntCounterVec::new(
-            Opts::new(
-                "cosi_sidecar_operation_errors_total",
-                "Total number of errors returned from a gRPC operation.",
-            ),
+        let errors = family(
+            registry,
+            IntCounterVec::new,
+            "cosi_sidecar_operation_errors_total",
+            "Total number of errors returned from a gRPC operation.",
             &["driver_name", "method_name"],
         )?;
-        let info = IntGaugeVec::new(
-            Opts::new(
-                "cosi_sidecar_driver_info",
-                "The driver the sidecar serves and the driver API it speaks to it (always 1).",
-            ),
+        let info = family(
+            registry,
+            IntGaugeVec::new,
+            "cosi_sidecar_driver_info",
+            "The driver the sidecar serves and the driver API it speaks to it (always 1).",
             &["driver_name", "api_version"],
         )?;
-        registry.register(Box::new(duration.clone()))?;
-        registry.register(Box::new(errors.clone()))?;
-        let up = IntGauge::new(
-            "cosi_sidecar_driver_up",
-            "1 while the driver answers DriverGetInfo, 0 while it does not (or before it first did).",
+        let up = registered(
+            registry,
+            IntGauge::new(
+                "cosi_sidecar_driver_up",
+                "1 while the driver answers DriverGetInfo, 0 while it does not (or before it first did).",
+            )?,
         )?;
-        registry.register(Box::new(info.clone()))?;
-        registry.register(Box::new(up.clone()))?;
-        let rotations = IntCounterVec::new(
-            Opts::new(
-                "cosi_sidecar_credential_rotations_total",
-                "Credential rotations of BucketAccesses: Succeeded when the Secrets switched to a new account, Failed for each failed attempt (retried with backoff).",
-            ),
+        let rotations = family(
+            registry,
+            IntCounterVec::new,
+            "cosi_sidecar_credential_rotations_total",
+            "Credential rotations of BucketAccesses: Succeeded when the Secrets switched to a new account, Failed for each failed attempt (retried with backoff).",
             &["driver_name", "result"],
         )?;
-        registry.register(Box::new(rotations.clone()))?;
         Ok(Self {
             duration,
             errors,
