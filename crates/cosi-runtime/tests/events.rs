@@ -2,6 +2,7 @@
 //! become a series on it, and different objects or reasons get Events of
 //! their own; an Event deleted on the server is created anew.
 
+use cosi_runtime::EventReporter;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams};
@@ -23,15 +24,22 @@ async fn events(api: &Api<Event>) -> Vec<Event> {
     list
 }
 
+/// A fresh API server, a reporter for `controller` on it, and its Events of
+/// the `default` namespace.
+async fn start(controller: &str) -> (kube_sim::KubeSim, EventReporter, Api<Event>) {
+    let sim = kube_sim::KubeSim::start().await.unwrap();
+    let reporter = EventReporter::new(sim.client(), controller);
+    let api = Api::namespaced(sim.client(), "default");
+    (sim, reporter, api)
+}
+
 fn count(e: &Event) -> Option<i32> {
     e.series.as_ref().map(|s| s.count)
 }
 
 #[tokio::test]
 async fn repeats_fold_into_a_series_and_distinct_events_stay_apart() {
-    let sim = kube_sim::KubeSim::start().await.unwrap();
-    let reporter = cosi_runtime::EventReporter::new(sim.client(), "cosi-controller");
-    let api: Api<Event> = Api::namespaced(sim.client(), "default");
+    let (_sim, reporter, api) = start("cosi-controller").await;
 
     reporter
         .normal(&claim("a"), "Provisioned", "Provision", "ready".into())
@@ -85,9 +93,7 @@ async fn repeats_fold_into_a_series_and_distinct_events_stay_apart() {
 
 #[tokio::test]
 async fn a_long_note_is_cut_to_what_the_api_accepts() {
-    let sim = kube_sim::KubeSim::start().await.unwrap();
-    let reporter = cosi_runtime::EventReporter::new(sim.client(), "cosi-sidecar");
-    let api: Api<Event> = Api::namespaced(sim.client(), "default");
+    let (_sim, reporter, api) = start("cosi-sidecar").await;
     reporter
         .warning(
             &claim("a"),
