@@ -4,14 +4,14 @@
 //! when the finalizer is removed. Each is recorded at most once.
 
 use std::collections::HashSet;
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use cosi_api::conditions::find;
 use cosi_api::constants::condition_types::PROVISIONED;
 use cosi_api::{Bucket, BucketAccess, BucketClaim};
 use cosi_runtime::metrics::{ControllerMetrics, Operation, OperationStatus, ResourceKind};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
@@ -22,6 +22,11 @@ pub struct Operations {
     /// UIDs of accesses seen not yet provisioned by this process, whose
     /// provisioning is still to be recorded.
     pending_accesses: Mutex<HashSet<String>>,
+}
+
+/// The driver an access's status names, if it has a status.
+fn status_driver(access: &BucketAccess) -> Option<&str> {
+    access.status.as_ref().map(|s| s.driver_name.as_str())
 }
 
 fn between(from: &Time, to: Timestamp) -> Duration {
@@ -69,8 +74,8 @@ impl Operations {
         self.released(
             ResourceKind::BucketClaim,
             driver,
-            claim.metadata.deletion_timestamp.as_ref(),
-            cosi_api::conditions::is_true(claim.conditions(), PROVISIONED),
+            &claim.metadata,
+            claim.conditions(),
         );
     }
 
@@ -78,10 +83,7 @@ impl Operations {
     /// provisioned it, if this process saw it before that.
     pub fn access_observed(&self, access: &BucketAccess) {
         let Some(uid) = access.uid() else { return };
-        let mut pending = self
-            .pending_accesses
-            .lock()
-            .unwrap_or_else(|e| e.into_inner());
+        let mut pending = self.pending();
         let provisioned = find(access.conditions(), PROVISIONED)
             .filter(|c| c.status == "True")
             .map(|c| c.last_transition_time.0);
@@ -94,13 +96,8 @@ impl Operations {
                 if pending.remove(&uid)
                     && let Some(created) = &access.metadata.creation_timestamp
                 {
-                    let driver = access
-                        .status
-                        .as_ref()
-                        .map(|s| s.driver_name.as_str())
-                        .unwrap_or_default();
                     self.metrics.succeeded(
-                        driver,
+                        status_driver(access).unwrap_or_default(),
                         ResourceKind::BucketAccess,
                         Operation::Create,
                         between(created, at),
@@ -113,33 +110,22 @@ impl Operations {
     /// An access left the API: stop waiting to record its create.
     pub fn access_gone(&self, access: &BucketAccess) {
         if let Some(uid) = access.uid() {
-            self.pending_accesses
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&uid);
+            self.pending().remove(&uid);
         }
     }
 
     /// An access's finalizer was just removed.
     pub fn access_released(&self, access: &BucketAccess, class_driver: Option<&str>) {
-        if let Some(uid) = access.uid() {
-            self.pending_accesses
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&uid);
-        }
-        let driver = access
-            .status
-            .as_ref()
-            .map(|s| s.driver_name.as_str())
+        self.access_gone(access);
+        let driver = status_driver(access)
             .filter(|d| !d.is_empty())
             .or(class_driver)
             .unwrap_or_default();
         self.released(
             ResourceKind::BucketAccess,
             driver,
-            access.metadata.deletion_timestamp.as_ref(),
-            cosi_api::conditions::is_true(access.conditions(), PROVISIONED),
+            &access.metadata,
+            access.conditions(),
         );
     }
 
@@ -155,14 +141,21 @@ impl Operations {
         }
     }
 
+    /// The UIDs of accesses whose provisioning is still to be recorded.
+    fn pending(&self) -> MutexGuard<'_, HashSet<String>> {
+        self.pending_accesses
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     fn released(
         &self,
         kind: ResourceKind,
         driver: &str,
-        deleted: Option<&Time>,
-        was_provisioned: bool,
+        meta: &ObjectMeta,
+        conditions: &[Condition],
     ) {
-        if let Some(deleted) = deleted {
+        if let Some(deleted) = &meta.deletion_timestamp {
             self.metrics.succeeded(
                 driver,
                 kind,
@@ -170,7 +163,7 @@ impl Operations {
                 between(deleted, Timestamp::now()),
             );
         }
-        if !was_provisioned {
+        if !cosi_api::conditions::is_true(conditions, PROVISIONED) {
             self.metrics
                 .ended(driver, kind, Operation::Create, OperationStatus::Canceled);
         }
