@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use cosi_api::{
+    Bucket, BucketAccess, BucketAccessClaim, BucketAccessClass, BucketClaim, BucketClass,
+};
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -24,33 +26,42 @@ pub fn class_to_claims(
     claims: &[Arc<BucketClaim>],
 ) -> Vec<ObjectRef<BucketClaim>> {
     let name = class.name_any();
-    claims
+    refs_where(claims, |c| {
+        c.spec.bucket_class_name == name && c.bound_bucket_name().is_none()
+    })
+}
+
+/// References to those of `objects` that `keep` holds for.
+fn refs_where<K>(objects: &[Arc<K>], keep: impl Fn(&K) -> bool) -> Vec<ObjectRef<K>>
+where
+    K: kube::Resource<DynamicType = ()>,
+{
+    objects
         .iter()
-        .filter(|c| c.spec.bucket_class_name == name && c.bound_bucket_name().is_none())
-        .map(|c| ObjectRef::from_obj(c.as_ref()))
+        .filter(|o| keep(o))
+        .map(|o| ObjectRef::from_obj(o.as_ref()))
         .collect()
 }
 
 /// The claims an access names (the key of the claim → accesses index).
 pub fn claims_named(access: &BucketAccess) -> Vec<Key> {
-    let namespace = access.namespace().unwrap_or_default();
-    access
-        .spec
-        .bucket_claims
-        .iter()
-        .map(|r| (namespace.clone(), r.bucket_claim_name.clone()))
-        .collect()
+    keys_named(access, |r| &r.bucket_claim_name)
 }
 
 /// The Secrets an access names (the key of the Secret name → accesses
 /// index).
 pub fn secrets_named(access: &BucketAccess) -> Vec<Key> {
+    keys_named(access, |r| &r.access_secret_name)
+}
+
+/// The key of the name `field` picks from each claim entry of `access`.
+fn keys_named(access: &BucketAccess, field: impl Fn(&BucketAccessClaim) -> &String) -> Vec<Key> {
     let namespace = access.namespace().unwrap_or_default();
     access
         .spec
         .bucket_claims
         .iter()
-        .map(|r| (namespace.clone(), r.access_secret_name.clone()))
+        .map(|r| (namespace.clone(), field(r).clone()))
         .collect()
 }
 
@@ -105,15 +116,11 @@ pub fn access_class_to_accesses(
     accesses: &[Arc<BucketAccess>],
 ) -> Vec<ObjectRef<BucketAccess>> {
     let name = class.name_any();
-    accesses
-        .iter()
-        .filter(|a| {
-            a.spec.bucket_access_class_name == name
-                && (!a.is_handed_to_sidecar()
-                    || crate::bucket_access::rotation::follows_class(class, a))
-        })
-        .map(|a| ObjectRef::from_obj(a.as_ref()))
-        .collect()
+    refs_where(accesses, |a| {
+        a.spec.bucket_access_class_name == name
+            && (!a.is_handed_to_sidecar()
+                || crate::bucket_access::rotation::follows_class(class, a))
+    })
 }
 
 #[cfg(test)]
