@@ -288,16 +288,10 @@ async fn apply(
                     }
                 }
                 Err(source) => {
-                    ctx.publish(
-                        claim,
-                        &[Notice::warning(
-                            reasons::FAILED_CREATE_BUCKET,
-                            actions::PROVISION,
-                            format!("Cannot create Bucket {name:?}: {source}"),
-                        )],
-                    )
-                    .await;
-                    return Err(ApiError::new("create", "buckets", name, source).into());
+                    let notice = (reasons::FAILED_CREATE_BUCKET, actions::PROVISION);
+                    return Err(
+                        bucket_write_failed(ctx, claim, "create", notice, name, source).await,
+                    );
                 }
             }
         }
@@ -367,16 +361,10 @@ async fn apply(
                 }
                 Err(e) if patch::is_not_found(&e) => Wrote::Bucket(None),
                 Err(source) => {
-                    ctx.publish(
-                        claim,
-                        &[Notice::warning(
-                            reasons::FAILED_DELETE_BUCKET,
-                            actions::DELETE,
-                            format!("Cannot delete Bucket {name:?}: {source}"),
-                        )],
-                    )
-                    .await;
-                    return Err(ApiError::new("delete", "buckets", name, source).into());
+                    let notice = (reasons::FAILED_DELETE_BUCKET, actions::DELETE);
+                    return Err(
+                        bucket_write_failed(ctx, claim, "delete", notice, name, source).await,
+                    );
                 }
             }
         }
@@ -396,6 +384,22 @@ async fn apply(
         Step::Done(_) => Wrote::Reread,
     };
     Ok(applied)
+}
+
+/// Warns on `claim`, with a reason and action, that the `verb` of Bucket
+/// `name` failed, and returns the error to report.
+async fn bucket_write_failed(
+    ctx: &Context,
+    claim: &BucketClaim,
+    verb: &'static str,
+    (reason, action): (&'static str, &'static str),
+    name: String,
+    source: kube::Error,
+) -> Error {
+    let message = format!("Cannot {verb} Bucket {name:?}: {source}");
+    ctx.publish(claim, &[Notice::warning(reason, action, message)])
+        .await;
+    ApiError::new(verb, "buckets", name, source).into()
 }
 
 /// The fields of a claim status the controller writes. Every field is
