@@ -287,6 +287,24 @@ mod tests {
         a
     }
 
+    /// `a` with its rotation condition False with `reason` and `message`,
+    /// set at `now`.
+    fn rotation_false(
+        a: &BucketAccess,
+        reason: &str,
+        message: &str,
+        now: Timestamp,
+    ) -> BucketAccess {
+        let mut a = a.clone();
+        set_all(
+            &mut a.status.as_mut().unwrap().conditions,
+            &[Desired::new(CONDITION, Status::False, reason, message)],
+            Some(1),
+            now,
+        );
+        a
+    }
+
     fn annotated(mut a: BucketAccess, key: &str, value: &str) -> BucketAccess {
         a.annotations_mut().insert(key.into(), value.into());
         a
@@ -363,18 +381,7 @@ mod tests {
             Policy::Request(_)
         ));
 
-        let mut reported = a.clone();
-        set_all(
-            &mut reported.status.as_mut().unwrap().conditions,
-            &[Desired::new(
-                CONDITION,
-                Status::False,
-                reasons::INVALID_ROTATION_POLICY,
-                message.clone(),
-            )],
-            Some(1),
-            now,
-        );
+        let reported = rotation_false(&a, reasons::INVALID_ROTATION_POLICY, &message, now);
         assert_eq!(
             decide(&reported, Some(&class_every("30m")), now).1,
             Report::Keep,
@@ -387,18 +394,7 @@ mod tests {
         assert_eq!(decide(&reported, None, now).1, Report::Clear);
 
         // What the sidecar reports is not overwritten.
-        let mut failing = a.clone();
-        set_all(
-            &mut failing.status.as_mut().unwrap().conditions,
-            &[Desired::new(
-                CONDITION,
-                Status::False,
-                reasons::ROTATION_FAILED,
-                "grant failed",
-            )],
-            Some(1),
-            now,
-        );
+        let failing = rotation_false(&a, reasons::ROTATION_FAILED, "grant failed", now);
         assert_eq!(
             decide(&failing, Some(&class_every("30m")), now).1,
             Report::Keep

@@ -79,16 +79,28 @@ fn written(access: &BucketAccess, step: Step) -> (BucketAccess, StatusUpdate) {
     (access, *update)
 }
 
-fn refused_with(
+/// Writes the next step of `access` in `world`, asserting that it sets
+/// ResourcesValidated to `status` with `reason`.
+fn validated_as(
     world: &World,
     access: &BucketAccess,
+    status: Status,
     reason: &str,
 ) -> (BucketAccess, StatusUpdate) {
     let (after, update) = written(access, world.step(access));
     assert_eq!(
         cond(&after, RESOURCES_VALIDATED),
-        (Status::False, reason.to_owned())
+        (status, reason.to_owned())
     );
+    (after, update)
+}
+
+fn refused_with(
+    world: &World,
+    access: &BucketAccess,
+    reason: &str,
+) -> (BucketAccess, StatusUpdate) {
+    let (after, update) = validated_as(world, access, Status::False, reason);
     assert_eq!(
         cond(&after, PROVISIONED),
         (Status::False, reason.to_owned())
@@ -210,10 +222,11 @@ fn an_invalid_access_class_is_refused() {
 fn a_missing_claim_waits_with_resources_validated_unknown() {
     let world = World::new().missing("photos");
     let a = access("app", &["photos"]);
-    let (after, update) = written(&a, world.step(&a));
-    assert_eq!(
-        cond(&after, RESOURCES_VALIDATED),
-        (Status::Unknown, reasons::WAITING_FOR_BUCKET_CLAIM.into())
+    let (_, update) = validated_as(
+        &world,
+        &a,
+        Status::Unknown,
+        reasons::WAITING_FOR_BUCKET_CLAIM,
     );
     assert!(update.notices[0].message.contains("\"photos\""));
 }
@@ -304,11 +317,7 @@ fn a_claim_stuck_before_binding_makes_the_access_wait_for_its_bucket() {
         )]);
     let world = World::new().with(c, None);
     let a = access("app", &["photos"]).finalized();
-    let (after, update) = written(&a, world.step(&a));
-    assert_eq!(
-        cond(&after, RESOURCES_VALIDATED),
-        (Status::Unknown, reasons::WAITING_FOR_BUCKET.into())
-    );
+    let (after, update) = validated_as(&world, &a, Status::Unknown, reasons::WAITING_FOR_BUCKET);
     assert_eq!(update.notices[0].reason, "WaitingForBucket");
     let msg = &update.notices[0].message;
     assert!(msg.contains("BucketClaim \"photos\" is not bound"), "{msg}");
@@ -321,11 +330,7 @@ fn an_access_class_of_another_driver_than_the_bucket_is_refused() {
     let mut world = World::new().bound("photos");
     world.class.as_mut().unwrap().spec.driver_name = "other.driver".into();
     let a = access("app", &["photos"]).finalized();
-    let (after, _) = written(&a, world.step(&a));
-    assert_eq!(
-        cond(&after, RESOURCES_VALIDATED),
-        (Status::False, reasons::DRIVER_MISMATCH.into())
-    );
+    validated_as(&world, &a, Status::False, reasons::DRIVER_MISMATCH);
 }
 
 fn handed_off(world: &World, a: BucketAccess) -> BucketAccess {
@@ -458,11 +463,7 @@ fn a_bucket_vanishing_after_hand_off_degrades_the_access() {
     let mut world = World::new().bound("photos");
     let a = handed_off(&world, access("app", &["photos"]).finalized());
     world.claims[0].2 = None;
-    let (after, update) = written(&a, world.step(&a));
-    assert_eq!(
-        cond(&after, RESOURCES_VALIDATED),
-        (Status::False, reasons::BUCKET_CLAIM_DEGRADED.into())
-    );
+    let (_, update) = validated_as(&world, &a, Status::False, reasons::BUCKET_CLAIM_DEGRADED);
     assert!(update.notices[0].message.contains("no longer exists"));
 }
 

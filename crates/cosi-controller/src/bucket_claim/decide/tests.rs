@@ -9,7 +9,7 @@ use kube::ResourceExt;
 use super::*;
 use crate::bucket_claim::trust::{trusts_cache, trusts_missing_bucket};
 use crate::fixtures::*;
-use crate::notice::Severity;
+use crate::notice::{Notice, Severity};
 
 fn step(claim: &BucketClaim, class: Option<&BucketClass>, bucket: Option<&Bucket>) -> Step {
     decide(&Observed {
@@ -28,6 +28,13 @@ fn written(claim: &BucketClaim, step: Step) -> (BucketClaim, StatusUpdate) {
     let mut claim = claim.clone();
     claim.status = Some(update.applied(claim.status.as_ref(), Some(1), clock()));
     (claim, *update)
+}
+
+/// The one notice of `update`, asserting it has `severity`.
+fn only_notice(update: &StatusUpdate, severity: Severity) -> &Notice {
+    assert_eq!(update.notices.len(), 1);
+    assert_eq!(update.notices[0].severity, severity);
+    &update.notices[0]
 }
 
 #[test]
@@ -85,9 +92,8 @@ fn a_missing_class_waits_with_resources_validated_unknown_and_one_warning() {
         (Status::Unknown, reasons::WAITING_FOR_BUCKET_CLASS.into())
     );
     assert_eq!(cond(&after, PROVISIONED).0, Status::Unknown);
-    assert_eq!(update.notices.len(), 1);
-    assert_eq!(update.notices[0].severity, Severity::Warning);
-    assert!(update.notices[0].message.contains("\"standard\""));
+    let notice = only_notice(&update, Severity::Warning);
+    assert!(notice.message.contains("\"standard\""));
     assert!(matches!(step(&after, None, None), Step::Done(_)));
 }
 
@@ -155,8 +161,7 @@ fn a_provisioned_bucket_is_mirrored_once_with_protocols_and_a_success_event() {
     );
     assert_eq!(cond(&after, PROVISION_FAILED).0, Status::False);
     assert_eq!(cond(&after, RESOURCES_VALIDATED).0, Status::True);
-    assert_eq!(update.notices.len(), 1);
-    assert_eq!(update.notices[0].severity, Severity::Normal);
+    only_notice(&update, Severity::Normal);
     // A resync writes nothing and announces nothing.
     assert!(matches!(
         step(&after, None, Some(&b)),
@@ -333,9 +338,7 @@ fn deletion_waits_while_bucket_accesses_reference_the_claim_and_names_them() {
         p.message
     );
     assert!(p.message.contains("delete them"), "{}", p.message);
-    assert_eq!(update.notices.len(), 1);
-    assert_eq!(update.notices[0].severity, Severity::Normal);
-    assert_eq!(update.notices[0].message, p.message);
+    assert_eq!(only_notice(&update, Severity::Normal).message, p.message);
     // Said once; nothing to write until the list changes.
     assert!(matches!(
         step_held(&after, &b, &["reader", "writer"]),
