@@ -6,7 +6,7 @@ use std::time::Duration;
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::HAS_BUCKETACCESS_REFERENCES;
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
-use cosi_api::{AuthenticationType, BucketAccessMode, DeletionPolicy, MultiBucketAccess, Protocol};
+use cosi_api::{AuthenticationType, BucketAccessMode, MultiBucketAccess, Protocol};
 use kube::ResourceExt;
 use kube::api::DeleteParams;
 use serde_json::json;
@@ -16,10 +16,7 @@ use crate::common::*;
 /// An environment with classes "standard" and "keys", the controller
 /// running, and provisioned claims `names`.
 async fn with_provisioned_claims(names: &[&str]) -> Env {
-    let mut env = Env::new().await;
-    env.create_class("standard", DeletionPolicy::Delete).await;
-    env.create_access_class(access_class("keys")).await;
-    env.start_controller();
+    let env = Env::running_with_keys().await;
     for name in names {
         env.create_s3_claim(name).await;
     }
@@ -27,7 +24,7 @@ async fn with_provisioned_claims(names: &[&str]) -> Env {
         let claim = env.wait_bound(name).await;
         env.provision_bucket(&bucket_of(&claim), &[Protocol::S3])
             .await;
-        env.wait_claim(name, "provisioned", |c| {
+        wait_for(&env.claims(), name, "provisioned", |c| {
             provisioned(c.conditions(), "True", "Provisioned")
         })
         .await;
@@ -84,8 +81,7 @@ async fn a_valid_access_is_handed_off_and_its_deletion_waits_for_the_sidecar() {
     assert!(annotated(&env.claims().get("photos").await.unwrap()));
     env.finish_sidecar_cleanup("app").await;
     env.wait_gone(&env.accesses(), "app").await;
-    env.wait_claim("photos", "released", |c| !annotated(c))
-        .await;
+    wait_for(&env.claims(), "photos", "released", |c| !annotated(c)).await;
     let metrics = env.metrics_text();
     assert!(
         metrics
@@ -112,7 +108,7 @@ async fn every_invalid_access_ends_in_its_condition_and_event() {
     // A claim being deleted: held by a handed-off access, then deleted.
     env.hand_off(access("holder", "keys", &["videos"])).await;
     env.delete_claim("videos").await;
-    env.wait_claim("videos", "deleting", |c| {
+    wait_for(&env.claims(), "videos", "deleting", |c| {
         c.metadata.deletion_timestamp.is_some()
     })
     .await;
@@ -163,11 +159,10 @@ async fn every_invalid_access_ends_in_its_condition_and_event() {
     }
     for (a, status, reason, mentions) in &cases {
         let name = a.name_any();
-        let got = env
-            .wait_access(&name, reason, |a| {
-                has(a.conditions(), RESOURCES_VALIDATED, status, reason)
-            })
-            .await;
+        let got = wait_for(&env.accesses(), &name, reason, |a| {
+            has(a.conditions(), RESOURCES_VALIDATED, status, reason)
+        })
+        .await;
         let provisioned = if *status == "False" {
             "False"
         } else {
@@ -191,8 +186,10 @@ async fn every_invalid_access_ends_in_its_condition_and_event() {
 
     // Waiting cases resolve when what they wait for appears.
     env.create_access_class(access_class("missing")).await;
-    env.wait_access("no-class", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    wait_for(&env.accesses(), "no-class", "handed off", |a| {
+        a.is_handed_to_sidecar()
+    })
+    .await;
     env.stop_controller().await;
 }
 
@@ -214,20 +211,18 @@ async fn multiple_claims_are_accepted_by_a_multiple_buckets_class() {
 
 #[tokio::test]
 async fn an_access_created_before_its_claim_is_handed_off_once_the_claim_binds() {
-    let mut env = Env::new().await;
-    env.create_class("standard", DeletionPolicy::Delete).await;
-    env.create_access_class(access_class("keys")).await;
-    env.start_controller();
+    let mut env = Env::running_with_keys().await;
     env.create_access(access("early", "keys", &["photos"]))
         .await;
-    env.wait_access("early", "waiting", |a| {
+    wait_for(&env.accesses(), "early", "waiting", |a| {
         validated(a.conditions(), "Unknown", "WaitingForBucketClaim")
     })
     .await;
     env.create_claim("photos", "standard").await;
-    let a = env
-        .wait_access("early", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    let a = wait_for(&env.accesses(), "early", "handed off", |a| {
+        a.is_handed_to_sidecar()
+    })
+    .await;
     // Handed off before the Bucket is provisioned: it must be known, not ready.
     assert!(a.status.unwrap().accessed_buckets[0].bucket_id.is_empty());
     env.stop_controller().await;
@@ -240,11 +235,10 @@ async fn a_claim_stuck_without_a_bucket_makes_its_access_wait_for_it() {
     env.start_controller();
     env.create_claim("photos", "no-such-class").await;
     env.create_access(access("app", "keys", &["photos"])).await;
-    let a = env
-        .wait_access("app", "waiting for the bucket", |a| {
-            validated(a.conditions(), "Unknown", "WaitingForBucket")
-        })
-        .await;
+    let a = wait_for(&env.accesses(), "app", "waiting for the bucket", |a| {
+        validated(a.conditions(), "Unknown", "WaitingForBucket")
+    })
+    .await;
     assert!(!a.is_handed_to_sidecar());
     let note = env.wait_event("app", "Normal", "WaitingForBucket").await;
     assert!(note.contains("no-such-class"), "{note}");
@@ -255,12 +249,11 @@ async fn a_claim_stuck_without_a_bucket_makes_its_access_wait_for_it() {
 async fn an_access_never_provisioned_is_deleted_without_the_sidecar() {
     let mut env = with_provisioned_claims(&["photos"]).await;
     env.hand_off(access("app", "keys", &["photos"])).await;
-    env.wait_claim("photos", "annotated", annotated).await;
+    wait_for(&env.claims(), "photos", "annotated", annotated).await;
     // No sidecar ever acts on it.
     env.delete_access("app").await;
     env.wait_gone(&env.accesses(), "app").await;
-    env.wait_claim("photos", "released", |c| !annotated(c))
-        .await;
+    wait_for(&env.claims(), "photos", "released", |c| !annotated(c)).await;
     env.stop_controller().await;
 }
 

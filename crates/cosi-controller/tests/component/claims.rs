@@ -17,9 +17,7 @@ use crate::common::*;
 
 #[tokio::test]
 async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
-    let mut env = Env::new().await;
-    env.create_class("standard", DeletionPolicy::Delete).await;
-    env.start_controller();
+    let mut env = Env::running("standard", DeletionPolicy::Delete).await;
     env.create_s3_claim("photos").await;
 
     // Bound before provisioning, waiting on the sidecar.
@@ -58,11 +56,10 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
 
     // The sidecar provisions it; the claim mirrors it.
     env.provision_bucket(&name, &[Protocol::S3]).await;
-    let claim = env
-        .wait_claim("photos", "provisioned", |c| {
-            provisioned(c.conditions(), "True", "Provisioned")
-        })
-        .await;
+    let claim = wait_for(&env.claims(), "photos", "provisioned", |c| {
+        provisioned(c.conditions(), "True", "Provisioned")
+    })
+    .await;
     assert_eq!(claim.status.as_ref().unwrap().protocols, vec![Protocol::S3]);
     assert!(has(
         claim.conditions(),
@@ -89,9 +86,7 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
 
 #[tokio::test]
 async fn claim_deletion_waits_for_accesses_then_deletes_a_delete_policy_bucket() {
-    let mut env = Env::new().await;
-    env.create_class("standard", DeletionPolicy::Delete).await;
-    env.start_controller();
+    let mut env = Env::running("standard", DeletionPolicy::Delete).await;
     let name = env.provisioned_claim("photos", "standard").await;
 
     // An access reference blocks deletion.
@@ -107,11 +102,10 @@ async fn claim_deletion_waits_for_accesses_then_deletes_a_delete_policy_bucket()
     // Once released, the Bucket is marked and deleted, and the claim goes.
     let body = json!({"metadata": {"annotations": {HAS_BUCKETACCESS_REFERENCES: null}}});
     merge(&env.claims(), "photos", &body, "annotate the claim").await;
-    let bucket = env
-        .wait_bucket(&name, "deleted", |b| {
-            b.metadata.deletion_timestamp.is_some()
-        })
-        .await;
+    let bucket = wait_for(&env.buckets(), &name, "deleted", |b| {
+        b.metadata.deletion_timestamp.is_some()
+    })
+    .await;
     assert!(bucket.annotations().contains_key(BUCKETCLAIM_BEING_DELETED));
     env.wait_gone(&env.claims(), "photos").await;
     env.release_bucket(&name).await;
@@ -124,11 +118,8 @@ async fn claim_deletion_waits_for_accesses_then_deletes_a_delete_policy_bucket()
 
 #[tokio::test]
 async fn claim_deletion_with_policy_retain_marks_the_bucket_and_keeps_it() {
-    let mut env = Env::new().await;
-    env.create_class("keep", DeletionPolicy::Retain).await;
-    env.start_controller();
-    env.create_claim("photos", "keep").await;
-    let claim = env.wait_bound("photos").await;
+    let mut env = Env::running("keep", DeletionPolicy::Retain).await;
+    let claim = env.bound_claim("photos", "keep").await;
     let name = bucket_of(&claim);
     env.delete_claim("photos").await;
     env.wait_gone(&env.claims(), "photos").await;
@@ -218,9 +209,7 @@ async fn a_class_stored_before_the_crd_checked_driver_names_is_refused_with_a_me
 
 #[tokio::test]
 async fn a_claim_whose_bucket_vanished_is_an_error_and_is_never_reprovisioned() {
-    let mut env = Env::new().await;
-    env.create_class("standard", DeletionPolicy::Delete).await;
-    env.start_controller();
+    let mut env = Env::running("standard", DeletionPolicy::Delete).await;
     let name = env.provisioned_claim("photos", "standard").await;
 
     // An admin removes the Bucket behind COSI's back.
@@ -256,7 +245,7 @@ async fn a_static_claim_waits_for_its_bucket_then_binds_it_by_uid() {
         },
     )
     .await;
-    env.wait_claim("legacy", "waiting", |c| {
+    wait_for(&env.claims(), "legacy", "waiting", |c| {
         validated(c.conditions(), "Unknown", "WaitingForBucket")
     })
     .await;
@@ -264,21 +253,19 @@ async fn a_static_claim_waits_for_its_bucket_then_binds_it_by_uid() {
         .await;
 
     env.create_static_bucket("brownfield", "legacy").await;
-    let bucket = env
-        .wait_bucket("brownfield", "bound", |b| {
-            !b.spec.bucket_claim_ref.uid.is_empty()
-        })
-        .await;
-    let claim = env
-        .wait_claim("legacy", "bound", |c| {
-            c.bound_bucket_name() == Some("brownfield")
-        })
-        .await;
+    let bucket = wait_for(&env.buckets(), "brownfield", "bound", |b| {
+        !b.spec.bucket_claim_ref.uid.is_empty()
+    })
+    .await;
+    let claim = wait_for(&env.claims(), "legacy", "bound", |c| {
+        c.bound_bucket_name() == Some("brownfield")
+    })
+    .await;
     assert_eq!(Some(bucket.spec.bucket_claim_ref.uid.clone()), claim.uid());
     assert!(provisioned(claim.conditions(), "Unknown", "Provisioning"));
 
     env.provision_bucket("brownfield", &[Protocol::S3]).await;
-    env.wait_claim("legacy", "provisioned", |c| {
+    wait_for(&env.claims(), "legacy", "provisioned", |c| {
         provisioned(c.conditions(), "True", "Provisioned")
     })
     .await;
@@ -324,11 +311,8 @@ async fn a_static_bucket_reserved_for_another_claim_is_refused_and_left_untouche
 
 #[tokio::test]
 async fn driver_failures_reported_on_the_bucket_reach_the_claim() {
-    let mut env = Env::new().await;
-    env.create_class("standard", DeletionPolicy::Delete).await;
-    env.start_controller();
-    env.create_claim("photos", "standard").await;
-    let claim = env.wait_bound("photos").await;
+    let mut env = Env::running("standard", DeletionPolicy::Delete).await;
+    let claim = env.bound_claim("photos", "standard").await;
     let bucket = env.buckets().get(&bucket_of(&claim)).await.unwrap();
     env.set_bucket_conditions(
         &bucket,
@@ -341,16 +325,15 @@ async fn driver_failures_reported_on_the_bucket_reach_the_claim() {
         None,
     )
     .await;
-    let claim = env
-        .wait_claim("photos", "failure mirrored", |c| {
-            has(
-                c.conditions(),
-                PROVISION_FAILED,
-                "True",
-                "ProvisionRetrying",
-            )
-        })
-        .await;
+    let claim = wait_for(&env.claims(), "photos", "failure mirrored", |c| {
+        has(
+            c.conditions(),
+            PROVISION_FAILED,
+            "True",
+            "ProvisionRetrying",
+        )
+    })
+    .await;
     assert!(provisioned(claim.conditions(), "Unknown", "Provisioning"));
     let note = env
         .wait_event("photos", "Warning", "FailedCreateBucket")
@@ -374,7 +357,7 @@ async fn a_crash_between_bucket_creation_and_binding_converges_on_one_bucket() {
     env.start_controller();
     let claim = env.create_claim("photos", "standard").await;
     let name = bucket_of(&claim);
-    env.wait_bucket(&name, "created", |_| true).await;
+    wait_for(&env.buckets(), &name, "created", |_| true).await;
     env.kill_controller().await;
 
     env.sim.faults().clear();
@@ -402,9 +385,12 @@ async fn a_deleted_static_bucket_no_claim_is_bound_to_is_released_to_the_sidecar
         .delete("unclaimed", &DeleteParams::default())
         .await
         .unwrap();
-    env.wait_bucket("unclaimed", "marked bucketclaim-being-deleted", |b| {
-        b.annotations().contains_key(BUCKETCLAIM_BEING_DELETED)
-    })
+    wait_for(
+        &env.buckets(),
+        "unclaimed",
+        "marked bucketclaim-being-deleted",
+        |b| b.annotations().contains_key(BUCKETCLAIM_BEING_DELETED),
+    )
     .await;
     env.release_bucket("unclaimed").await;
     env.wait_gone(&env.buckets(), "unclaimed").await;
@@ -423,7 +409,7 @@ async fn a_deleted_static_bucket_waits_while_its_claim_is_bound() {
         },
     )
     .await;
-    env.wait_bucket("held", "bound to its claim", |b| {
+    wait_for(&env.buckets(), "held", "bound to its claim", |b| {
         !b.spec.bucket_claim_ref.uid.is_empty()
     })
     .await;
@@ -445,9 +431,12 @@ async fn a_deleted_static_bucket_waits_while_its_claim_is_bound() {
         "the bound claim still holds it"
     );
     env.delete_claim("holder").await;
-    env.wait_bucket("held", "marked once its claim is deleting", |b| {
-        b.annotations().contains_key(BUCKETCLAIM_BEING_DELETED)
-    })
+    wait_for(
+        &env.buckets(),
+        "held",
+        "marked once its claim is deleting",
+        |b| b.annotations().contains_key(BUCKETCLAIM_BEING_DELETED),
+    )
     .await;
 }
 

@@ -50,6 +50,25 @@ pub struct Env {
 }
 
 impl Env {
+    /// kube-sim without RBAC and a BucketClass `class` with `policy`, the
+    /// controller started.
+    pub async fn running(class: &str, policy: DeletionPolicy) -> Env {
+        let mut env = Self::new().await;
+        env.create_class(class, policy).await;
+        env.start_controller();
+        env
+    }
+
+    /// kube-sim without RBAC, the BucketClass `standard` (Delete) and the
+    /// BucketAccessClass `keys`, the controller started.
+    pub async fn running_with_keys() -> Env {
+        let mut env = Self::new().await;
+        env.create_class("standard", DeletionPolicy::Delete).await;
+        env.create_access_class(access_class("keys")).await;
+        env.start_controller();
+        env
+    }
+
     /// kube-sim without RBAC, the controller not started yet.
     pub async fn new() -> Env {
         let sim = KubeSim::start().await.expect("kube-sim starts");
@@ -275,6 +294,12 @@ impl Env {
         .await
     }
 
+    /// Creates claim `name` of `class` and waits until it is bound.
+    pub async fn bound_claim(&self, name: &str, class: &str) -> BucketClaim {
+        self.create_claim(name, class).await;
+        self.wait_bound(name).await
+    }
+
     /// A claim of class "standard" asking for S3.
     pub async fn create_s3_claim(&self, name: &str) -> BucketClaim {
         self.claims()
@@ -305,8 +330,10 @@ impl Env {
     pub async fn hand_off(&self, access: BucketAccess) -> BucketAccess {
         let name = access.name_any();
         self.create_access(access).await;
-        self.wait_access(&name, "handed off", |a| a.is_handed_to_sidecar())
-            .await
+        wait_for(&self.accesses(), &name, "handed off", |a| {
+            a.is_handed_to_sidecar()
+        })
+        .await
     }
 
     pub async fn delete_claim(&self, name: &str) {
@@ -329,11 +356,10 @@ impl Env {
     /// its Bucket and waits until the claim is provisioned; returns the
     /// Bucket's name.
     pub async fn provisioned_claim(&self, name: &str, class: &str) -> String {
-        self.create_claim(name, class).await;
-        let claim = self.wait_bound(name).await;
+        let claim = self.bound_claim(name, class).await;
         let bucket = bucket_of(&claim);
         self.provision_bucket(&bucket, &[Protocol::S3]).await;
-        self.wait_claim(name, "provisioned", |c| {
+        wait_for(&self.claims(), name, "provisioned", |c| {
             provisioned(c.conditions(), "True", "Provisioned")
         })
         .await;
@@ -442,16 +468,6 @@ impl Env {
 
     // ---- observation ----
 
-    /// Waits until the claim satisfies `check`.
-    pub async fn wait_claim(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&BucketClaim) -> bool,
-    ) -> BucketClaim {
-        wait_for(&self.claims(), name, what, check).await
-    }
-
     /// Waits until the claim is held back: its ResourcesValidated condition
     /// has `status` and `reason`, and then so has its Provisioned condition,
     /// and a Warning Event of `reason` is emitted. Returns the claim as first
@@ -463,9 +479,10 @@ impl Env {
         status: &str,
         reason: &str,
     ) -> (BucketClaim, String) {
-        let claim = self
-            .wait_claim(name, what, |c| validated(c.conditions(), status, reason))
-            .await;
+        let claim = wait_for(&self.claims(), name, what, |c| {
+            validated(c.conditions(), status, reason)
+        })
+        .await;
         assert!(provisioned(claim.conditions(), status, reason));
         let note = self.wait_event(name, "Warning", reason).await;
         (claim, note)
@@ -473,8 +490,10 @@ impl Env {
 
     /// Waits until the claim is bound to a Bucket.
     pub async fn wait_bound(&self, name: &str) -> BucketClaim {
-        self.wait_claim(name, "bound", |c| c.bound_bucket_name().is_some())
-            .await
+        wait_for(&self.claims(), name, "bound", |c| {
+            c.bound_bucket_name().is_some()
+        })
+        .await
     }
 
     /// Waits until object `name` is degraded: its ResourcesValidated
@@ -494,26 +513,6 @@ impl Env {
             "{why}"
         );
         self.wait_event(name, "Warning", reason).await;
-    }
-
-    /// Waits until the access satisfies `check`.
-    pub async fn wait_access(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&BucketAccess) -> bool,
-    ) -> BucketAccess {
-        wait_for(&self.accesses(), name, what, check).await
-    }
-
-    /// Waits until the Bucket satisfies `check`.
-    pub async fn wait_bucket(
-        &self,
-        name: &str,
-        what: &str,
-        check: impl Fn(&Bucket) -> bool,
-    ) -> Bucket {
-        wait_for(&self.buckets(), name, what, check).await
     }
 
     /// Waits until an object is gone.

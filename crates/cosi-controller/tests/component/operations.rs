@@ -220,8 +220,7 @@ async fn the_binary_leads_serves_its_endpoints_and_releases_the_lease_on_sigterm
 
     // It reconciles: a claim gets its finalizer.
     env.create_class("standard", DeletionPolicy::Delete).await;
-    env.create_claim("photos", "standard").await;
-    env.wait_bound("photos").await;
+    env.bound_claim("photos", "standard").await;
 
     let pid = child.id().expect("running").to_string();
     let killed = std::process::Command::new("kill")
@@ -291,7 +290,7 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
     let claim = env.wait_bound("photos").await;
     let bucket = bucket_of(&claim);
     env.provision_bucket(&bucket, &[Protocol::S3]).await;
-    env.wait_claim("photos", "provisioned", |c| {
+    wait_for(&env.claims(), "photos", "provisioned", |c| {
         provisioned(c.conditions(), "True", "Provisioned")
     })
     .await;
@@ -305,7 +304,7 @@ async fn the_controller_works_with_exactly_its_deployed_rbac() {
 
     env.delete_claim("photos").await;
     env.wait_gone(&env.claims(), "photos").await;
-    env.wait_bucket(&bucket, "deleted", |b| {
+    wait_for(&env.buckets(), &bucket, "deleted", |b| {
         b.metadata.deletion_timestamp.is_some()
     })
     .await;

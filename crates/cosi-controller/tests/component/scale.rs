@@ -23,10 +23,7 @@ const PAIR_BUDGET: u64 = 14;
 
 #[tokio::test]
 async fn one_claim_and_access_pair_stays_within_the_write_budget() {
-    let mut env = Env::new().await;
-    env.create_class("standard", DeletionPolicy::Delete).await;
-    env.create_access_class(access_class("keys")).await;
-    env.start_controller();
+    let mut env = Env::running_with_keys().await;
     env.wait_controller_ready().await;
     env.sim.reset_counters();
 
@@ -40,14 +37,16 @@ async fn one_claim_and_access_pair_stays_within_the_write_budget() {
     // that, so no write of the test races one of the controller's (a race
     // costs a 409 and a retried write, which is not what is measured here).
     let claim = env.wait_bound("photos").await;
-    env.wait_access("app", "handed off", |a| a.is_handed_to_sidecar())
-        .await;
+    wait_for(&env.accesses(), "app", "handed off", |a| {
+        a.is_handed_to_sidecar()
+    })
+    .await;
     env.provision_bucket(&bucket_of(&claim), &[Protocol::S3])
         .await;
     env.grant_access("app").await;
     // The sidecar's Secret create, in the same single write the contract names.
     let sidecar_secret_writes = 1;
-    env.wait_claim("photos", "provisioned", |c| {
+    wait_for(&env.claims(), "photos", "provisioned", |c| {
         c.conditions()
             .iter()
             .any(|x| x.type_ == PROVISIONED && x.status == "True")
@@ -89,9 +88,7 @@ where
 
 #[tokio::test]
 async fn a_resync_of_a_thousand_ready_claims_writes_nothing() {
-    let mut env = Env::new().await;
-    env.create_class("standard", DeletionPolicy::Delete).await;
-    env.start_controller();
+    let mut env = Env::running("standard", DeletionPolicy::Delete).await;
     let started = Instant::now();
     let names: Vec<String> = (0..CLAIMS).map(|i| format!("claim-{i:04}")).collect();
     each(names.clone(), |name| {
@@ -191,7 +188,7 @@ async fn a_resync_of_a_thousand_ready_claims_writes_nothing() {
     let restarted = Instant::now();
     env.start_controller();
     env.wait_controller_ready().await;
-    env.wait_claim(stale, "repaired", |c| {
+    wait_for(&env.claims(), stale, "repaired", |c| {
         c.conditions()
             .iter()
             .any(|x| x.type_ == RESOURCES_VALIDATED && x.message != "stale")
