@@ -137,8 +137,7 @@ async fn claim_deletion_with_policy_retain_marks_the_bucket_and_keeps_it() {
 
 #[tokio::test]
 async fn a_missing_class_waits_and_provisioning_starts_when_it_appears() {
-    let mut env = Env::new().await;
-    env.start_controller();
+    let mut env = Env::started().await;
     env.create_claim("photos", "later").await;
     let (_, note) = env
         .wait_claim_held(
@@ -235,8 +234,7 @@ async fn a_claim_whose_bucket_vanished_is_an_error_and_is_never_reprovisioned() 
 
 #[tokio::test]
 async fn a_static_claim_waits_for_its_bucket_then_binds_it_by_uid() {
-    let mut env = Env::new().await;
-    env.start_controller();
+    let mut env = Env::started().await;
     env.create_claim_with(
         "legacy",
         BucketClaimSpec {
@@ -372,8 +370,7 @@ async fn a_crash_between_bucket_creation_and_binding_converges_on_one_bucket() {
 
 #[tokio::test]
 async fn a_deleted_static_bucket_no_claim_is_bound_to_is_released_to_the_sidecar() {
-    let mut env = Env::new().await;
-    env.start_controller();
+    let env = Env::started().await;
     let mut bucket = env.create_static_bucket("unclaimed", "nobody").await;
     // The sidecar's finalizer holds the Bucket until it has deprovisioned it.
     bucket.metadata.finalizers = Some(vec![PROTECTION_FINALIZER.to_owned()]);
@@ -398,8 +395,7 @@ async fn a_deleted_static_bucket_no_claim_is_bound_to_is_released_to_the_sidecar
 
 #[tokio::test]
 async fn a_deleted_static_bucket_waits_while_its_claim_is_bound() {
-    let mut env = Env::new().await;
-    env.start_controller();
+    let env = Env::started().await;
     env.create_static_bucket("held", "holder").await;
     env.create_claim_with(
         "holder",

@@ -50,6 +50,13 @@ pub struct Env {
 }
 
 impl Env {
+    /// kube-sim without RBAC, the controller started.
+    pub async fn started() -> Env {
+        let mut env = Self::new().await;
+        env.start_controller();
+        env
+    }
+
     /// kube-sim without RBAC and a BucketClass `class` with `policy`, the
     /// controller started.
     pub async fn running(class: &str, policy: DeletionPolicy) -> Env {
