@@ -20,6 +20,11 @@ fn step(claim: &BucketClaim, class: Option<&BucketClass>, bucket: Option<&Bucket
     })
 }
 
+/// Whether `claim`, with no class and Bucket `bucket`, needs nothing done.
+fn up_to_date(claim: &BucketClaim, bucket: &Bucket) -> bool {
+    matches!(step(claim, None, Some(bucket)), Step::Done(Idle::UpToDate))
+}
+
 /// Applies a status step to the claim, as the API would.
 fn written(claim: &BucketClaim, step: Step) -> (BucketClaim, StatusUpdate) {
     let Step::WriteStatus(update) = step else {
@@ -77,10 +82,7 @@ fn a_crash_between_bucket_create_and_status_write_resumes_with_the_status_write(
     assert_eq!(cond(&after, PROVISION_FAILED).0, Status::Unknown);
     assert!(update.notices.is_empty());
     // And nothing more until the Bucket changes.
-    assert!(matches!(
-        step(&after, None, Some(&b)),
-        Step::Done(Idle::UpToDate)
-    ));
+    assert!(up_to_date(&after, &b));
 }
 
 #[test]
@@ -163,10 +165,7 @@ fn a_provisioned_bucket_is_mirrored_once_with_protocols_and_a_success_event() {
     assert_eq!(cond(&after, RESOURCES_VALIDATED).0, Status::True);
     only_notice(&update, Severity::Normal);
     // A resync writes nothing and announces nothing.
-    assert!(matches!(
-        step(&after, None, Some(&b)),
-        Step::Done(Idle::UpToDate)
-    ));
+    assert!(up_to_date(&after, &b));
 }
 
 #[test]
