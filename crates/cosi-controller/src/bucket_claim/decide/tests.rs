@@ -20,6 +20,13 @@ fn step(claim: &BucketClaim, class: Option<&BucketClass>, bucket: Option<&Bucket
     })
 }
 
+/// The finalized claim "photos" bound to its new Bucket, and that Bucket.
+fn bound_photos() -> (BucketClaim, Bucket) {
+    let c = claim("photos").finalized();
+    let b = bucket_for(&c);
+    (c.bound_to(&b), b)
+}
+
 /// Whether `claim`, with no class and Bucket `bucket`, needs nothing done.
 fn up_to_date(claim: &BucketClaim, bucket: &Bucket) -> bool {
     matches!(step(claim, None, Some(bucket)), Step::Done(Idle::UpToDate))
@@ -150,9 +157,7 @@ fn a_provisioned_claim_whose_bucket_vanished_stays_provisioned_but_invalid() {
 
 #[test]
 fn a_provisioned_bucket_is_mirrored_once_with_protocols_and_a_success_event() {
-    let c = claim("photos").finalized();
-    let b = bucket_for(&c);
-    let bound = c.bound_to(&b);
+    let (bound, b) = bound_photos();
     let b = b.provisioned(&[Protocol::S3]);
     let (after, update) = written(&bound, step(&bound, None, Some(&b)));
     assert!(update.provisioned);
@@ -184,9 +189,7 @@ fn an_unknown_bucket_condition_is_never_copied_over_a_true_one() {
 
 #[test]
 fn driver_failures_on_the_bucket_are_mirrored_with_a_failed_create_bucket_event() {
-    let c = claim("photos").finalized();
-    let b = bucket_for(&c);
-    let bound = c.bound_to(&b);
+    let (bound, b) = bound_photos();
     let b = b.with_conditions(&[
         Desired::new(
             PROVISIONED,
@@ -215,9 +218,7 @@ fn driver_failures_on_the_bucket_are_mirrored_with_a_failed_create_bucket_event(
 
 #[test]
 fn a_bucket_reporting_invalid_resources_makes_the_claim_invalid() {
-    let c = claim("photos").finalized();
-    let b = bucket_for(&c);
-    let bound = c.bound_to(&b);
+    let (bound, b) = bound_photos();
     let b = b.with_conditions(&[Desired::new(
         RESOURCES_VALIDATED,
         Status::False,
