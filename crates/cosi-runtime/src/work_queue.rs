@@ -207,10 +207,17 @@ mod tests {
         out
     }
 
+    /// A queue debouncing by `debounce` whose one object, "a", was
+    /// triggered at `t`.
+    fn queued_a(debounce: Duration, t: Instant) -> WorkQueue<&'static str, i32> {
+        let mut q = WorkQueue::new(debounce);
+        q.trigger("a", 1, t);
+        q
+    }
+
     /// A queue whose one object, "a", was triggered and popped at `t`.
     fn running_a(t: Instant) -> WorkQueue<&'static str, i32> {
-        let mut q = WorkQueue::new(Duration::ZERO);
-        q.trigger("a", 1, t);
+        let mut q = queued_a(Duration::ZERO, t);
         assert_eq!(q.pop(t), Some("a"));
         q
     }
@@ -230,8 +237,7 @@ mod tests {
     #[test]
     fn an_object_waits_for_its_debounce_and_a_new_trigger_restarts_it() {
         let t = Instant::now();
-        let mut q = WorkQueue::new(50 * MS);
-        q.trigger("a", 1, t);
+        let mut q = queued_a(50 * MS, t);
         assert_eq!(q.pop(t + 49 * MS), None);
         q.trigger("a", 1, t + 40 * MS);
         assert_eq!(q.next_due(), Some(t + 90 * MS));
@@ -243,8 +249,7 @@ mod tests {
     #[test]
     fn a_due_object_is_not_postponed_by_a_trigger() {
         let t = Instant::now();
-        let mut q = WorkQueue::new(50 * MS);
-        q.trigger("a", 1, t);
+        let mut q = queued_a(50 * MS, t);
         q.trigger("b", 2, t + 60 * MS);
         // "a" falls due while "b" waits; a trigger now does not push "a" back.
         assert_eq!(q.pop(t + 50 * MS), Some("a"));
@@ -297,8 +302,7 @@ mod tests {
     #[test]
     fn depth_counts_the_due_and_adds_count_each_new_entry_once() {
         let t = Instant::now();
-        let mut q = WorkQueue::new(10 * MS);
-        q.trigger("a", 1, t);
+        let mut q = queued_a(10 * MS, t);
         q.trigger("a", 1, t + MS); // already queued
         q.trigger("b", 2, t);
         assert_eq!(q.take_added(), 2);
