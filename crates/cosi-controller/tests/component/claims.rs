@@ -7,7 +7,7 @@ use cosi_api::conditions::{Desired, Status};
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCESS_REFERENCES};
 use cosi_api::constants::condition_types::PROVISION_FAILED;
-use cosi_api::{BucketClaimSpec, BucketClass, BucketClassSpec, DeletionPolicy, Protocol};
+use cosi_api::{BucketClass, BucketClassSpec, DeletionPolicy, Protocol};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube_sim::FaultRule;
@@ -235,14 +235,8 @@ async fn a_claim_whose_bucket_vanished_is_an_error_and_is_never_reprovisioned() 
 #[tokio::test]
 async fn a_static_claim_waits_for_its_bucket_then_binds_it_by_uid() {
     let mut env = Env::started().await;
-    env.create_claim_with(
-        "legacy",
-        BucketClaimSpec {
-            existing_bucket_name: "brownfield".into(),
-            ..BucketClaimSpec::default()
-        },
-    )
-    .await;
+    env.create_claim_with("legacy", |s| s.existing_bucket_name = "brownfield".into())
+        .await;
     wait_for(&env.claims(), "legacy", "waiting", |c| {
         validated(c.conditions(), "Unknown", "WaitingForBucket")
     })
@@ -282,14 +276,8 @@ async fn a_static_bucket_reserved_for_another_claim_is_refused_and_left_untouche
     let mut env = Env::new().await;
     env.create_static_bucket("brownfield", "someone-else").await;
     env.start_controller();
-    env.create_claim_with(
-        "thief",
-        BucketClaimSpec {
-            existing_bucket_name: "brownfield".into(),
-            ..BucketClaimSpec::default()
-        },
-    )
-    .await;
+    env.create_claim_with("thief", |s| s.existing_bucket_name = "brownfield".into())
+        .await;
     let (claim, note) = env
         .wait_claim_held("thief", "refused", "False", "BucketBoundToAnotherClaim")
         .await;
@@ -371,17 +359,8 @@ async fn a_crash_between_bucket_creation_and_binding_converges_on_one_bucket() {
 #[tokio::test]
 async fn a_deleted_static_bucket_no_claim_is_bound_to_is_released_to_the_sidecar() {
     let env = Env::started().await;
-    let mut bucket = env.create_static_bucket("unclaimed", "nobody").await;
-    // The sidecar's finalizer holds the Bucket until it has deprovisioned it.
-    bucket.metadata.finalizers = Some(vec![PROTECTION_FINALIZER.to_owned()]);
-    env.buckets()
-        .replace("unclaimed", &PostParams::default(), &bucket)
-        .await
-        .unwrap();
-    env.buckets()
-        .delete("unclaimed", &DeleteParams::default())
-        .await
-        .unwrap();
+    let bucket = env.create_static_bucket("unclaimed", "nobody").await;
+    env.delete_finalized_bucket(bucket).await;
     wait_for(
         &env.buckets(),
         "unclaimed",
@@ -397,28 +376,14 @@ async fn a_deleted_static_bucket_no_claim_is_bound_to_is_released_to_the_sidecar
 async fn a_deleted_static_bucket_waits_while_its_claim_is_bound() {
     let env = Env::started().await;
     env.create_static_bucket("held", "holder").await;
-    env.create_claim_with(
-        "holder",
-        BucketClaimSpec {
-            existing_bucket_name: "held".into(),
-            ..Default::default()
-        },
-    )
-    .await;
+    env.create_claim_with("holder", |s| s.existing_bucket_name = "held".into())
+        .await;
     wait_for(&env.buckets(), "held", "bound to its claim", |b| {
         !b.spec.bucket_claim_ref.uid.is_empty()
     })
     .await;
-    let mut bucket = env.buckets().get("held").await.unwrap();
-    bucket.metadata.finalizers = Some(vec![PROTECTION_FINALIZER.to_owned()]);
-    env.buckets()
-        .replace("held", &PostParams::default(), &bucket)
-        .await
-        .unwrap();
-    env.buckets()
-        .delete("held", &DeleteParams::default())
-        .await
-        .unwrap();
+    let bucket = env.buckets().get("held").await.unwrap();
+    env.delete_finalized_bucket(bucket).await;
     // Deleting the claim is what releases the Bucket (the claim reconciler marks it).
     env.controller_idle(Duration::from_millis(500)).await;
     let held = env.buckets().get("held").await.unwrap();

@@ -291,14 +291,8 @@ impl Env {
     // ---- user ----
 
     pub async fn create_claim(&self, name: &str, class: &str) -> BucketClaim {
-        self.create_claim_with(
-            name,
-            BucketClaimSpec {
-                bucket_class_name: class.to_owned(),
-                ..BucketClaimSpec::default()
-            },
-        )
-        .await
+        self.create_claim_with(name, |s| s.bucket_class_name = class.to_owned())
+            .await
     }
 
     /// Creates claim `name` of `class` and waits until it is bound.
@@ -318,7 +312,14 @@ impl Env {
             .expect("BucketClaim is created")
     }
 
-    pub async fn create_claim_with(&self, name: &str, spec: BucketClaimSpec) -> BucketClaim {
+    /// Creates claim `name` with the default spec as `edit` changes it.
+    pub async fn create_claim_with(
+        &self,
+        name: &str,
+        edit: impl FnOnce(&mut BucketClaimSpec),
+    ) -> BucketClaim {
+        let mut spec = BucketClaimSpec::default();
+        edit(&mut spec);
         self.claims()
             .create(&PostParams::default(), &BucketClaim::new(name, spec))
             .await
@@ -459,6 +460,22 @@ impl Env {
             "sidecar annotates cleanup finished",
         )
         .await;
+    }
+
+    /// Gives `bucket` the sidecar's finalizer, which holds a Bucket until the
+    /// sidecar has deprovisioned it, and deletes it.
+    pub async fn delete_finalized_bucket(&self, mut bucket: Bucket) {
+        let name = bucket.name_any();
+        bucket.metadata.finalizers = Some(vec![constants::PROTECTION_FINALIZER.to_owned()]);
+        let buckets = self.buckets();
+        buckets
+            .replace(&name, &PostParams::default(), &bucket)
+            .await
+            .unwrap();
+        buckets
+            .delete(&name, &DeleteParams::default())
+            .await
+            .unwrap();
     }
 
     /// Plays the sidecar releasing a deleted Bucket (removes its finalizer).
