@@ -57,11 +57,9 @@ pub(super) async fn upload_part(
     let (bucket, _) = s3
         .ready_upload(&input.bucket, &input.key, &input.upload_id)
         .await?;
-    let declared = input.content_length.and_then(|n| u64::try_from(n).ok());
-    let room = s3.room(&bucket, 0, declared)?;
     let integrity = integrity!(input, trailers, None);
     let blob = s3
-        .receive(&bucket, input.body, room, declared, integrity)
+        .receive(&bucket, 0, input.content_length, input.body, integrity)
         .await?;
     s3.store_part(&bucket.id, &input.upload_id, input.part_number, &blob)
         .await?;
@@ -199,16 +197,10 @@ pub(super) async fn complete_multipart_upload(
         attrs: upload.attrs,
     };
     let (b, u) = (bucket.id.clone(), input.upload_id.clone());
-    match s3
-        .write(&bucket.id, move |s| s.finish_upload(&b, &u, Some(&rec)))
-        .await
-    {
-        Ok(unreferenced) => s3.discard(&bucket.id, unreferenced).await,
-        Err(e) => {
-            s3.discard(&bucket.id, vec![name]).await;
-            return Err(e);
-        }
-    }
+    s3.write_new_blob(&bucket.id, &name, move |s| {
+        s.finish_upload(&b, &u, Some(&rec))
+    })
+    .await?;
     Ok(S3Response::new(CompleteMultipartUploadOutput {
         bucket: Some(input.bucket),
         key: xml_text(input.key),

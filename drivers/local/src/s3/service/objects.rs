@@ -7,14 +7,14 @@ use s3s::{S3Request, S3Response, S3Result, s3_error};
 
 use super::checksums::{integrity, with_checksums};
 use super::support::{
-    attrs_input, check_conditions, etag_of, from_tag_set, full_control, hex_md5, i64_of, internal,
-    max_keys, now_ms, owner, split_listing, timestamp, to_tag_set, user_metadata,
+    attrs_input, check_conditions, etag_of, from_tag_set, full_control, i64_of, internal,
+    no_date_conditions, owner, timestamp, to_tag_set, with_object_headers,
 };
 use super::{LocalS3, MAX_LIST};
 use crate::blobs;
 use crate::s3::access::Caller;
 use crate::s3::encoding::{self, MAX_BUCKET_TAGS, MAX_OBJECT_TAGS, Names, xml_text};
-use crate::store::{BucketState, ObjectRecord};
+use crate::store::BucketState;
 
 pub(super) async fn list_buckets(
     s3: &LocalS3,
@@ -150,21 +150,18 @@ pub(super) async fn put_object(
         false,
     )?;
     let attrs = attrs_input!(input, input.tagging).into_attrs()?;
-    let declared = input.content_length.and_then(|n| u64::try_from(n).ok());
-    let room = s3.room(&bucket, existing.as_ref().map_or(0, |o| o.size), declared)?;
+    let replaced = existing.as_ref().map_or(0, |o| o.size);
     let integrity = integrity!(input, trailers, input.content_md5);
     let blob = s3
-        .receive(&bucket, input.body, room, declared, integrity)
+        .receive(
+            &bucket,
+            replaced,
+            input.content_length,
+            input.body,
+            integrity,
+        )
         .await?;
-    let etag = hex_md5(blob.md5);
-    let rec = ObjectRecord {
-        blob: blob.name.clone(),
-        size: blob.size,
-        etag: etag.clone(),
-        last_modified_ms: now_ms(),
-        attrs,
-    };
-    s3.commit_object(&bucket.id, &key, rec).await?;
+    let (etag, _) = s3.commit_object(&bucket.id, &key, &blob, attrs).await?;
     let c = blob.checksum;
     Ok(S3Response::new(with_checksums!(
         c,
@@ -179,12 +176,7 @@ pub(super) async fn get_object(
     req: S3Request<GetObjectInput>,
 ) -> S3Result<S3Response<GetObjectOutput>> {
     let input = req.input;
-    if input.if_modified_since.is_some() || input.if_unmodified_since.is_some() {
-        return Err(s3_error!(
-            NotImplemented,
-            "date conditions are not supported; use If-Match / If-None-Match"
-        ));
-    }
+    no_date_conditions(&input.if_modified_since, &input.if_unmodified_since)?;
     if input.part_number.is_some() {
         return Err(s3_error!(
             NotImplemented,
@@ -194,15 +186,16 @@ pub(super) async fn get_object(
     // An overwrite may remove the blob between reading the record and
     // opening the file: read the record again once.
     let mut attempt = 0;
-    let (rec, stream, len, content_range) = loop {
+    let (rec, stream, len, range) = loop {
         attempt += 1;
-        let rec = s3.object(&input.bucket, &input.key).await?;
-        check_conditions(
-            Some(&rec),
-            input.if_match.as_ref(),
-            input.if_none_match.as_ref(),
-            true,
-        )?;
+        let rec = s3
+            .read_object(
+                &input.bucket,
+                &input.key,
+                input.if_match.as_ref(),
+                input.if_none_match.as_ref(),
+            )
+            .await?;
         let (offset, len, content_range) = match &input.range {
             None => (0, rec.size, None),
             Some(r) => {
@@ -220,23 +213,16 @@ pub(super) async fn get_object(
             Err(e) => return Err(internal(e)),
         }
     };
-    let a = &rec.attrs;
-    Ok(S3Response::new(GetObjectOutput {
-        body: Some(StreamingBlob::wrap(stream)),
-        content_length: Some(i64_of(len)),
-        content_range,
-        accept_ranges: Some("bytes".to_owned()),
-        e_tag: Some(etag_of(&rec)),
-        last_modified: Some(timestamp(rec.last_modified_ms)),
-        content_type: a.content_type.clone(),
-        content_encoding: a.content_encoding.clone(),
-        content_disposition: a.content_disposition.clone(),
-        content_language: a.content_language.clone(),
-        cache_control: a.cache_control.clone(),
-        metadata: user_metadata(&a.metadata),
-        tag_count: (!a.tags.is_empty()).then(|| i32::try_from(a.tags.len()).unwrap_or(i32::MAX)),
-        ..Default::default()
-    }))
+    let tags = rec.attrs.tags.len();
+    Ok(S3Response::new(with_object_headers!(
+        rec,
+        GetObjectOutput {
+            body: Some(StreamingBlob::wrap(stream)),
+            content_length: Some(i64_of(len)),
+            content_range: range,
+            tag_count: (tags > 0).then(|| i32::try_from(tags).unwrap_or(i32::MAX)),
+        }
+    )))
 }
 
 pub(super) async fn head_object(
@@ -244,33 +230,21 @@ pub(super) async fn head_object(
     req: S3Request<HeadObjectInput>,
 ) -> S3Result<S3Response<HeadObjectOutput>> {
     let input = req.input;
-    if input.if_modified_since.is_some() || input.if_unmodified_since.is_some() {
-        return Err(s3_error!(
-            NotImplemented,
-            "date conditions are not supported; use If-Match / If-None-Match"
-        ));
-    }
-    let rec = s3.object(&input.bucket, &input.key).await?;
-    check_conditions(
-        Some(&rec),
-        input.if_match.as_ref(),
-        input.if_none_match.as_ref(),
-        true,
-    )?;
-    let a = &rec.attrs;
-    Ok(S3Response::new(HeadObjectOutput {
-        content_length: Some(i64_of(rec.size)),
-        accept_ranges: Some("bytes".to_owned()),
-        e_tag: Some(etag_of(&rec)),
-        last_modified: Some(timestamp(rec.last_modified_ms)),
-        content_type: a.content_type.clone(),
-        content_encoding: a.content_encoding.clone(),
-        content_disposition: a.content_disposition.clone(),
-        content_language: a.content_language.clone(),
-        cache_control: a.cache_control.clone(),
-        metadata: user_metadata(&a.metadata),
-        ..Default::default()
-    }))
+    no_date_conditions(&input.if_modified_since, &input.if_unmodified_since)?;
+    let rec = s3
+        .read_object(
+            &input.bucket,
+            &input.key,
+            input.if_match.as_ref(),
+            input.if_none_match.as_ref(),
+        )
+        .await?;
+    Ok(S3Response::new(with_object_headers!(
+        rec,
+        HeadObjectOutput {
+            content_length: Some(i64_of(rec.size)),
+        }
+    )))
 }
 
 pub(super) async fn delete_object(
@@ -361,16 +335,9 @@ pub(super) async fn copy_object(
     let blob = s3
         .copy_blob(&src_bucket, &src, &bucket, 0, src.size, room)
         .await?;
-    let etag = hex_md5(blob.md5);
-    let last_modified_ms = now_ms();
-    let rec = ObjectRecord {
-        blob: blob.name,
-        size: blob.size,
-        etag: etag.clone(),
-        last_modified_ms,
-        attrs,
-    };
-    s3.commit_object(&bucket.id, &input.key, rec).await?;
+    let (etag, last_modified_ms) = s3
+        .commit_object(&bucket.id, &input.key, &blob, attrs)
+        .await?;
     Ok(S3Response::new(CopyObjectOutput {
         copy_object_result: Some(CopyObjectResult {
             e_tag: Some(ETag::Strong(etag)),
@@ -391,38 +358,33 @@ pub(super) async fn list_objects_v2(
         Some(token) => Some(encoding::resume_after(token)?),
         None => input.start_after.clone(),
     };
-    s3.ready_bucket(&input.bucket).await?;
-    let max = max_keys(input.max_keys);
-    let listing = s3
-        .list_page(
-            input.bucket.clone(),
-            input.prefix.clone().unwrap_or_default(),
-            input.delimiter.clone(),
+    let page = s3
+        .objects_page(
+            &input.bucket,
+            input.prefix.as_deref(),
+            input.delimiter.as_deref(),
             after,
-            max,
+            input.max_keys,
+            names,
         )
         .await?;
-    let truncated = listing.truncated;
-    let next = listing
-        .next_marker
-        .as_deref()
-        .map(encoding::continuation_token);
-    let (contents, prefixes) = split_listing(listing, names)?;
-    let count = contents.len() + prefixes.len();
     Ok(S3Response::new(ListObjectsV2Output {
         name: Some(input.bucket),
         prefix: names.show_opt(input.prefix)?,
         delimiter: names.show_opt(input.delimiter)?,
         encoding_type: input.encoding_type,
-        max_keys: Some(i32::try_from(max).unwrap_or(i32::MAX)),
-        key_count: Some(i32::try_from(count).unwrap_or(i32::MAX)),
-        is_truncated: Some(truncated),
+        max_keys: Some(page.max_keys),
+        key_count: Some(page.key_count),
+        is_truncated: Some(page.is_truncated),
         // Checked by resume_after: only base64url characters.
         continuation_token: input.continuation_token,
-        next_continuation_token: next,
+        next_continuation_token: page
+            .next_marker
+            .as_deref()
+            .map(encoding::continuation_token),
         start_after: names.show_opt(input.start_after)?,
-        contents: Some(contents),
-        common_prefixes: (!prefixes.is_empty()).then_some(prefixes),
+        contents: Some(page.contents),
+        common_prefixes: page.common_prefixes,
         ..Default::default()
     }))
 }
@@ -433,31 +395,27 @@ pub(super) async fn list_objects(
 ) -> S3Result<S3Response<ListObjectsOutput>> {
     let input = req.input;
     let names = Names::requested(input.encoding_type.as_ref())?;
-    s3.ready_bucket(&input.bucket).await?;
-    let max = max_keys(input.max_keys);
-    let listing = s3
-        .list_page(
-            input.bucket.clone(),
-            input.prefix.clone().unwrap_or_default(),
-            input.delimiter.clone(),
+    let page = s3
+        .objects_page(
+            &input.bucket,
+            input.prefix.as_deref(),
+            input.delimiter.as_deref(),
             input.marker.clone(),
-            max,
+            input.max_keys,
+            names,
         )
         .await?;
-    let truncated = listing.truncated;
-    let next = listing.next_marker.clone();
-    let (contents, prefixes) = split_listing(listing, names)?;
     Ok(S3Response::new(ListObjectsOutput {
         name: Some(input.bucket),
         prefix: names.show_opt(input.prefix)?,
         marker: names.show_opt(input.marker)?,
         delimiter: names.show_opt(input.delimiter)?,
         encoding_type: input.encoding_type,
-        max_keys: Some(i32::try_from(max).unwrap_or(i32::MAX)),
-        is_truncated: Some(truncated),
-        next_marker: names.show_opt(next)?,
-        contents: Some(contents),
-        common_prefixes: (!prefixes.is_empty()).then_some(prefixes),
+        max_keys: Some(page.max_keys),
+        is_truncated: Some(page.is_truncated),
+        next_marker: names.show_opt(page.next_marker)?,
+        contents: Some(page.contents),
+        common_prefixes: page.common_prefixes,
         ..Default::default()
     }))
 }
@@ -480,10 +438,7 @@ pub(super) async fn put_object_tagging(
     let input = req.input;
     s3.object(&input.bucket, &input.key).await?;
     let tags = from_tag_set(input.tagging.tag_set, MAX_OBJECT_TAGS)?;
-    let (b, k) = (input.bucket.clone(), input.key.clone());
-    if !s3.read(move |s| s.set_object_tags(&b, &k, tags)).await? {
-        return Err(s3_error!(NoSuchKey));
-    }
+    s3.set_object_tags(&input.bucket, &input.key, tags).await?;
     Ok(S3Response::new(PutObjectTaggingOutput::default()))
 }
 
@@ -493,13 +448,8 @@ pub(super) async fn delete_object_tagging(
 ) -> S3Result<S3Response<DeleteObjectTaggingOutput>> {
     let input = req.input;
     s3.object(&input.bucket, &input.key).await?;
-    let (b, k) = (input.bucket.clone(), input.key.clone());
-    if !s3
-        .read(move |s| s.set_object_tags(&b, &k, Vec::new()))
-        .await?
-    {
-        return Err(s3_error!(NoSuchKey));
-    }
+    s3.set_object_tags(&input.bucket, &input.key, Vec::new())
+        .await?;
     Ok(S3Response::new(DeleteObjectTaggingOutput::default()))
 }
 

@@ -183,6 +183,41 @@ pub(super) fn user_metadata(m: &BTreeMap<String, String>) -> Option<Metadata> {
     })
 }
 
+/// Builds GET or HEAD output `$target` from the given fields and the
+/// headers every read of object record `$rec` carries.
+macro_rules! with_object_headers {
+    ($rec:ident, $target:ident { $($field:ident: $value:expr),* $(,)? }) => {
+        $target {
+            $($field: $value,)*
+            accept_ranges: Some("bytes".to_owned()),
+            e_tag: Some($crate::s3::service::support::etag_of(&$rec)),
+            last_modified: Some($crate::s3::service::support::timestamp($rec.last_modified_ms)),
+            content_type: $rec.attrs.content_type.clone(),
+            content_encoding: $rec.attrs.content_encoding.clone(),
+            content_disposition: $rec.attrs.content_disposition.clone(),
+            content_language: $rec.attrs.content_language.clone(),
+            cache_control: $rec.attrs.cache_control.clone(),
+            metadata: $crate::s3::service::support::user_metadata(&$rec.attrs.metadata),
+            ..Default::default()
+        }
+    };
+}
+pub(super) use with_object_headers;
+
+/// Refuses the date conditions of a GET or HEAD, which are not supported.
+pub(super) fn no_date_conditions(
+    if_modified_since: &Option<Timestamp>,
+    if_unmodified_since: &Option<Timestamp>,
+) -> S3Result<()> {
+    if if_modified_since.is_some() || if_unmodified_since.is_some() {
+        return Err(s3_error!(
+            NotImplemented,
+            "date conditions are not supported; use If-Match / If-None-Match"
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn part_number_ok(n: i32) -> S3Result<()> {
     if (1..=MAX_PART_NUMBER).contains(&n) {
         Ok(())
