@@ -133,6 +133,20 @@ impl LocalS3 {
         Ok(rec)
     }
 
+    /// The object `key` of `bucket` a write replaces, if any, checked
+    /// against the write's `If-Match` / `If-None-Match` conditions.
+    pub(super) async fn replaced_object(
+        &self,
+        bucket: &str,
+        key: &str,
+        if_match: Option<&ETagCondition>,
+        if_none_match: Option<&ETagCondition>,
+    ) -> S3Result<Option<ObjectRecord>> {
+        let existing = self.find_object(bucket, key).await?;
+        check_conditions(existing.as_ref(), if_match, if_none_match, false)?;
+        Ok(existing)
+    }
+
     /// Sets the tags of the existing object `key` of `bucket`.
     pub(super) async fn set_object_tags(
         &self,
