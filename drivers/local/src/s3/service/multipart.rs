@@ -8,7 +8,8 @@ use s3s::{S3Result, s3_error};
 
 use super::checksums::{integrity, with_checksums};
 use super::support::{
-    attrs_input, copy_range, hex_md5, i64_of, internal, now_ms, owner, part_number_ok, timestamp,
+    attrs_input, check_conditions, conditions, copy_range, hex_md5, i64_of, internal, now_ms,
+    owner, part_number_ok, timestamp,
 };
 use super::{LocalS3, MAX_LIST, MIN_PART_SIZE, Operation, RequestParts};
 use crate::blobs;
@@ -99,14 +100,8 @@ impl Operation for CompleteMultipartUploadInput {
         let (bucket, upload) = s3
             .ready_upload(&input.bucket, &input.key, &input.upload_id)
             .await?;
-        let existing = s3
-            .replaced_object(
-                &bucket.id,
-                &input.key,
-                input.if_match.as_ref(),
-                input.if_none_match.as_ref(),
-            )
-            .await?;
+        let existing = s3.find_object(&bucket.id, &input.key).await?;
+        check_conditions(existing.as_ref(), conditions!(input), false)?;
         let requested = input
             .multipart_upload
             .and_then(|m| m.parts)

@@ -6,9 +6,10 @@ use s3s::dto::*;
 use s3s::{S3Result, s3_error};
 
 use super::checksums::{integrity, with_checksums};
+use super::state::{listing_output, objects_query};
 use super::support::{
-    attrs_input, etag_of, from_tag_set, full_control, i64_of, internal, no_date_conditions, owner,
-    timestamp, to_tag_set, with_object_headers,
+    attrs_input, check_conditions, conditions, etag_of, from_tag_set, full_control, i64_of,
+    internal, no_date_conditions, owner, timestamp, to_tag_set, with_object_headers,
 };
 use super::{LocalS3, MAX_LIST, Operation, RequestParts};
 use crate::blobs;
@@ -144,14 +145,8 @@ impl Operation for PutObjectInput {
     async fn serve(input: Self, s3: &LocalS3, request: RequestParts) -> S3Result<Self::Output> {
         let bucket = s3.ready_bucket(&input.bucket).await?;
         let key = input.key;
-        let existing = s3
-            .replaced_object(
-                &bucket.id,
-                &key,
-                input.if_match.as_ref(),
-                input.if_none_match.as_ref(),
-            )
-            .await?;
+        let existing = s3.find_object(&bucket.id, &key).await?;
+        check_conditions(existing.as_ref(), conditions!(input), false)?;
         let attrs = attrs_input!(input, input.tagging).into_attrs()?;
         let replaced = existing.as_ref().map_or(0, |o| o.size);
         let integrity = integrity!(input, request.trailers, input.content_md5);
@@ -191,14 +186,8 @@ impl Operation for GetObjectInput {
         let mut attempt = 0;
         let (rec, stream, len, range) = loop {
             attempt += 1;
-            let rec = s3
-                .read_object(
-                    &input.bucket,
-                    &input.key,
-                    input.if_match.as_ref(),
-                    input.if_none_match.as_ref(),
-                )
-                .await?;
+            let rec = s3.object(&input.bucket, &input.key).await?;
+            check_conditions(Some(&rec), conditions!(input), true)?;
             let (offset, len, content_range) = match &input.range {
                 None => (0, rec.size, None),
                 Some(r) => {
@@ -234,14 +223,8 @@ impl Operation for HeadObjectInput {
 
     async fn serve(input: Self, s3: &LocalS3, _: RequestParts) -> S3Result<Self::Output> {
         no_date_conditions(&input.if_modified_since, &input.if_unmodified_since)?;
-        let rec = s3
-            .read_object(
-                &input.bucket,
-                &input.key,
-                input.if_match.as_ref(),
-                input.if_none_match.as_ref(),
-            )
-            .await?;
+        let rec = s3.object(&input.bucket, &input.key).await?;
+        check_conditions(Some(&rec), conditions!(input), true)?;
         Ok(with_object_headers!(
             rec,
             HeadObjectOutput {
@@ -361,35 +344,23 @@ impl Operation for ListObjectsV2Input {
             Some(token) => Some(encoding::resume_after(token)?),
             None => input.start_after.clone(),
         };
-        let page = s3
-            .objects_page(
-                &input.bucket,
-                input.prefix.as_deref(),
-                input.delimiter.as_deref(),
-                after,
-                input.max_keys,
-                names,
-            )
-            .await?;
-        Ok(ListObjectsV2Output {
-            name: Some(input.bucket),
-            prefix: names.show_opt(input.prefix)?,
-            delimiter: names.show_opt(input.delimiter)?,
-            encoding_type: input.encoding_type,
-            max_keys: Some(page.max_keys),
-            key_count: Some(page.key_count),
-            is_truncated: Some(page.is_truncated),
-            // Checked by resume_after: only base64url characters.
-            continuation_token: input.continuation_token,
-            next_continuation_token: page
-                .next_marker
-                .as_deref()
-                .map(encoding::continuation_token),
-            start_after: names.show_opt(input.start_after)?,
-            contents: Some(page.contents),
-            common_prefixes: page.common_prefixes,
-            ..Default::default()
-        })
+        let page = s3.objects_page(objects_query!(input), after, names).await?;
+        let next = page
+            .next_marker
+            .as_deref()
+            .map(encoding::continuation_token);
+        Ok(listing_output!(
+            input,
+            names,
+            page,
+            ListObjectsV2Output {
+                key_count: Some(page.key_count),
+                // Checked by resume_after: only base64url characters.
+                continuation_token: input.continuation_token,
+                next_continuation_token: next,
+                start_after: names.show_opt(input.start_after)?,
+            }
+        ))
     }
 }
 
@@ -398,29 +369,18 @@ impl Operation for ListObjectsInput {
 
     async fn serve(input: Self, s3: &LocalS3, _: RequestParts) -> S3Result<Self::Output> {
         let names = Names::requested(input.encoding_type.as_ref())?;
-        let page = s3
-            .objects_page(
-                &input.bucket,
-                input.prefix.as_deref(),
-                input.delimiter.as_deref(),
-                input.marker.clone(),
-                input.max_keys,
-                names,
-            )
-            .await?;
-        Ok(ListObjectsOutput {
-            name: Some(input.bucket),
-            prefix: names.show_opt(input.prefix)?,
-            marker: names.show_opt(input.marker)?,
-            delimiter: names.show_opt(input.delimiter)?,
-            encoding_type: input.encoding_type,
-            max_keys: Some(page.max_keys),
-            is_truncated: Some(page.is_truncated),
-            next_marker: names.show_opt(page.next_marker)?,
-            contents: Some(page.contents),
-            common_prefixes: page.common_prefixes,
-            ..Default::default()
-        })
+        let after = input.marker.clone();
+        let page = s3.objects_page(objects_query!(input), after, names).await?;
+        let next = page.next_marker.clone();
+        Ok(listing_output!(
+            input,
+            names,
+            page,
+            ListObjectsOutput {
+                marker: names.show_opt(input.marker)?,
+                next_marker: names.show_opt(next)?,
+            }
+        ))
     }
 }
 

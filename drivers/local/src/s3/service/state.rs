@@ -2,14 +2,13 @@
 
 use std::path::PathBuf;
 
-use s3s::dto::{CommonPrefix, CopySource, ETagCondition, Object, StreamingBlob};
+use s3s::dto::{CommonPrefix, CopySource, Object, StreamingBlob};
 use s3s::{S3Result, s3_error};
 
 use super::LocalS3;
 use super::checksums::{Integrity, checksum_hasher, verify_checksums};
 use super::support::{
-    base64_decode, check_conditions, hex_md5, internal, max_keys, now_ms, quota_error,
-    split_listing, write_error,
+    base64_decode, hex_md5, internal, max_keys, now_ms, quota_error, split_listing, write_error,
 };
 use crate::blobs::{self, WriteBlobError};
 use crate::listing::{self, Query};
@@ -26,6 +25,50 @@ pub(super) struct NewBlob {
     pub(super) md5: [u8; 16],
     pub(super) checksum: s3s::dto::Checksum,
 }
+
+/// What ListObjects and ListObjectsV2 ask for: the objects of `bucket`
+/// under `prefix`, grouped by `delimiter`, at most `max_keys` a page.
+pub(super) struct ObjectsQuery<'a> {
+    pub(super) bucket: &'a str,
+    pub(super) prefix: Option<&'a str>,
+    pub(super) delimiter: Option<&'a str>,
+    pub(super) max_keys: Option<i32>,
+}
+
+/// The [`ObjectsQuery`] of listing request `$input`, which names its
+/// fields alike.
+macro_rules! objects_query {
+    ($input:ident) => {
+        $crate::s3::service::state::ObjectsQuery {
+            bucket: &$input.bucket,
+            prefix: $input.prefix.as_deref(),
+            delimiter: $input.delimiter.as_deref(),
+            max_keys: $input.max_keys,
+        }
+    };
+}
+pub(super) use objects_query;
+
+/// Builds ListObjects or ListObjectsV2 output `$target` from the given
+/// fields, the fields of request `$input` it echoes (names shown as
+/// `$names` asks) and the [`ObjectsPage`] `$page`.
+macro_rules! listing_output {
+    ($input:ident, $names:ident, $page:ident, $target:ident { $($field:ident: $value:expr),* $(,)? }) => {
+        $target {
+            $($field: $value,)*
+            name: Some($input.bucket),
+            prefix: $names.show_opt($input.prefix)?,
+            delimiter: $names.show_opt($input.delimiter)?,
+            encoding_type: $input.encoding_type,
+            max_keys: Some($page.max_keys),
+            is_truncated: Some($page.is_truncated),
+            contents: Some($page.contents),
+            common_prefixes: $page.common_prefixes,
+            ..Default::default()
+        }
+    };
+}
+pub(super) use listing_output;
 
 /// One page of a bucket's objects, as ListObjects and ListObjectsV2 show it.
 pub(super) struct ObjectsPage {
@@ -117,34 +160,6 @@ impl LocalS3 {
         self.find_object(bucket, key)
             .await?
             .ok_or_else(|| s3_error!(NoSuchKey, "the object {key:?} does not exist"))
-    }
-
-    /// The object `key` of `bucket` for a GET or HEAD, checked against its
-    /// `If-Match` / `If-None-Match` conditions.
-    pub(super) async fn read_object(
-        &self,
-        bucket: &str,
-        key: &str,
-        if_match: Option<&ETagCondition>,
-        if_none_match: Option<&ETagCondition>,
-    ) -> S3Result<ObjectRecord> {
-        let rec = self.object(bucket, key).await?;
-        check_conditions(Some(&rec), if_match, if_none_match, true)?;
-        Ok(rec)
-    }
-
-    /// The object `key` of `bucket` a write replaces, if any, checked
-    /// against the write's `If-Match` / `If-None-Match` conditions.
-    pub(super) async fn replaced_object(
-        &self,
-        bucket: &str,
-        key: &str,
-        if_match: Option<&ETagCondition>,
-        if_none_match: Option<&ETagCondition>,
-    ) -> S3Result<Option<ObjectRecord>> {
-        let existing = self.find_object(bucket, key).await?;
-        check_conditions(existing.as_ref(), if_match, if_none_match, false)?;
-        Ok(existing)
     }
 
     /// Sets the tags of the existing object `key` of `bucket`.
@@ -409,24 +424,21 @@ impl LocalS3 {
         .await
     }
 
-    /// The page of the ready bucket `bucket`'s objects under `prefix`
-    /// after `after`, with keys shown as `names` asks.
+    /// The page of objects `query` asks for after `after`, with keys shown
+    /// as `names` asks.
     pub(super) async fn objects_page(
         &self,
-        bucket: &str,
-        prefix: Option<&str>,
-        delimiter: Option<&str>,
+        query: ObjectsQuery<'_>,
         after: Option<String>,
-        requested_max: Option<i32>,
         names: Names,
     ) -> S3Result<ObjectsPage> {
-        self.ready_bucket(bucket).await?;
-        let max = max_keys(requested_max);
+        self.ready_bucket(query.bucket).await?;
+        let max = max_keys(query.max_keys);
         let listing = self
             .list_page(
-                bucket.to_owned(),
-                prefix.unwrap_or_default().to_owned(),
-                delimiter.map(str::to_owned),
+                query.bucket.to_owned(),
+                query.prefix.unwrap_or_default().to_owned(),
+                query.delimiter.map(str::to_owned),
                 after,
                 max,
             )
