@@ -246,8 +246,13 @@ mod tests {
         }
     }
 
+    /// The decision on `op` on bucket `b` for a key granted `m` on it.
+    fn decide_b(op: &str, m: &Modes) -> Decision {
+        decide(op, Some("b"), Some(m))
+    }
+
     fn allowed(op: &str, m: &Modes) -> bool {
-        decide(op, Some("b"), Some(m)) == Decision::Allow
+        decide_b(op, m) == Decision::Allow
     }
 
     #[test]
@@ -335,17 +340,14 @@ mod tests {
         assert!(
             matches!(decide("CreateBucket", Some("other"), None), Decision::Deny(m) if m.contains("COSI"))
         );
-        assert!(matches!(
-            decide("DeleteBucket", Some("b"), Some(&all)),
-            Decision::Deny(_)
-        ));
+        assert!(matches!(decide_b("DeleteBucket", &all), Decision::Deny(_)));
     }
 
     #[test]
     fn creating_a_bucket_the_key_may_access_finds_it_already_owned() {
         let read_only = modes(Mode::ReadOnly, Mode::None, Mode::None);
         assert_eq!(
-            decide("CreateBucket", Some("b"), Some(&read_only)),
+            decide_b("CreateBucket", &read_only),
             Decision::AlreadyOwned("bucket b already exists and this key may access it".into())
         );
     }
@@ -354,7 +356,7 @@ mod tests {
     fn unknown_operations_are_not_implemented() {
         let all = modes(Mode::ReadWrite, Mode::ReadWrite, Mode::ReadWrite);
         assert!(matches!(
-            decide("PutBucketLifecycleConfiguration", Some("b"), Some(&all)),
+            decide_b("PutBucketLifecycleConfiguration", &all),
             Decision::NotImplemented(_)
         ));
     }
@@ -362,7 +364,7 @@ mod tests {
     #[test]
     fn denial_messages_say_what_is_missing() {
         let m = modes(Mode::ReadOnly, Mode::None, Mode::None);
-        let Decision::Deny(msg) = decide("PutObject", Some("b"), Some(&m)) else {
+        let Decision::Deny(msg) = decide_b("PutObject", &m) else {
             panic!("must deny")
         };
         assert_eq!(

@@ -59,6 +59,15 @@ fn bucket_params(map: &HashMap<String, String>) -> Result<BucketParams, Status> 
     params::bucket_params(map).map_err(|e| Status::invalid_argument(e.to_string()))
 }
 
+/// The parameters of a bucket request, which must ask for S3 only.
+fn s3_bucket_params(
+    protocols: &[i32],
+    parameters: &HashMap<String, String>,
+) -> Result<BucketParams, Status> {
+    s3_only(protocols)?;
+    bucket_params(parameters)
+}
+
 fn describe(p: &BucketParams) -> String {
     match p.max_size_bytes {
         Some(n) => format!("maxSizeBytes {n}"),
@@ -149,13 +158,13 @@ impl LocalDriver {
         &self,
         keys: Vec<Key>,
         f: impl FnOnce(&LocalDriver) -> Result<T, Status> + Send + 'static,
-    ) -> Result<T, Status> {
+    ) -> Result<Response<T>, Status> {
         let driver = self.clone();
         tokio::task::spawn_blocking(move || {
             let _guard = driver.inner.provisioning.lock(keys);
             let out = f(&driver)?;
             driver.inner.store.ensure_durable().map_err(internal)?;
-            Ok(out)
+            Ok(Response::new(out))
         })
         .await
         .map_err(|e| Status::internal(format!("provisioning task failed: {e}")))?
@@ -313,8 +322,7 @@ impl Provisioner for LocalDriver {
         request: Request<DriverGenerateBucketIdRequest>,
     ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
         let r = request.into_inner();
-        s3_only(&r.protocols)?;
-        let params = bucket_params(&r.parameters)?;
+        let params = s3_bucket_params(&r.protocols, &r.parameters)?;
         let id = ids::bucket_id_for(&r.name);
         self.provisioning(vec![Key::Bucket(id.clone())], move |d| {
             if let Some(existing) = d.inner.store.bucket(&id).map_err(internal)?
@@ -322,9 +330,7 @@ impl Provisioner for LocalDriver {
             {
                 return Err(incompatible_bucket(&id, &existing.params, &params));
             }
-            Ok(Response::new(DriverGenerateBucketIdResponse {
-                bucket_id: id,
-            }))
+            Ok(DriverGenerateBucketIdResponse { bucket_id: id })
         })
         .await
     }
@@ -334,13 +340,12 @@ impl Provisioner for LocalDriver {
         request: Request<DriverCreateBucketRequest>,
     ) -> Result<Response<DriverCreateBucketResponse>, Status> {
         let r = request.into_inner();
-        s3_only(&r.protocols)?;
-        let params = bucket_params(&r.parameters)?;
+        let params = s3_bucket_params(&r.protocols, &r.parameters)?;
         self.provisioning(vec![Key::Bucket(r.bucket_id.clone())], move |d| {
             d.create_bucket_blocking(&r.bucket_id, params)?;
-            Ok(Response::new(DriverCreateBucketResponse {
+            Ok(DriverCreateBucketResponse {
                 protocols: Some(d.bucket_info(&r.bucket_id)),
-            }))
+            })
         })
         .await
     }
@@ -350,17 +355,16 @@ impl Provisioner for LocalDriver {
         request: Request<DriverGetBucketRequest>,
     ) -> Result<Response<DriverGetBucketResponse>, Status> {
         let r = request.into_inner();
-        s3_only(&r.protocols)?;
-        let params = bucket_params(&r.parameters)?;
+        let params = s3_bucket_params(&r.protocols, &r.parameters)?;
         self.provisioning(vec![Key::Bucket(r.bucket_id.clone())], move |d| {
             let bucket = d.ready_bucket(&r.bucket_id)?;
             // Parameters are optional here; when given they must match.
             if !r.parameters.is_empty() && bucket.params != params {
                 return Err(incompatible_bucket(&r.bucket_id, &bucket.params, &params));
             }
-            Ok(Response::new(DriverGetBucketResponse {
+            Ok(DriverGetBucketResponse {
                 protocols: Some(d.bucket_info(&r.bucket_id)),
-            }))
+            })
         })
         .await
     }
@@ -372,7 +376,7 @@ impl Provisioner for LocalDriver {
         let r = request.into_inner();
         self.provisioning(vec![Key::Bucket(r.bucket_id.clone())], move |d| {
             d.delete_bucket_blocking(&r.bucket_id)?;
-            Ok(Response::new(DriverDeleteBucketResponse {}))
+            Ok(DriverDeleteBucketResponse {})
         })
         .await
     }
@@ -391,9 +395,7 @@ impl Provisioner for LocalDriver {
             {
                 return Err(incompatible_account(&id, &existing.grants, &grants));
             }
-            Ok(Response::new(DriverGenerateBucketAccessIdResponse {
-                account_id: id,
-            }))
+            Ok(DriverGenerateBucketAccessIdResponse { account_id: id })
         })
         .await
     }
@@ -411,10 +413,8 @@ impl Provisioner for LocalDriver {
             .map(|b| Key::Bucket(b.clone()))
             .chain([Key::Account(r.account_id.clone())])
             .collect();
-        self.provisioning(keys, move |d| {
-            d.grant_blocking(&r.account_id, grants).map(Response::new)
-        })
-        .await
+        self.provisioning(keys, move |d| d.grant_blocking(&r.account_id, grants))
+            .await
     }
 
     async fn driver_revoke_bucket_access(
@@ -430,7 +430,7 @@ impl Provisioner for LocalDriver {
             {
                 tracing::info!(account = %r.account_id, "access revoked");
             }
-            Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+            Ok(DriverRevokeBucketAccessResponse {})
         })
         .await
     }

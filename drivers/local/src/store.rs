@@ -143,6 +143,13 @@ fn dec<T: for<'de> Deserialize<'de>>(b: &[u8]) -> Result<T, StoreError> {
     Ok(serde_json::from_slice(b)?)
 }
 
+/// Decodes the record a table lookup found, if any.
+fn dec_opt<T: DeserializeOwned>(
+    found: Option<redb::AccessGuard<'_, &'static [u8]>>,
+) -> Result<Option<T>, StoreError> {
+    found.map(|v| dec(v.value())).transpose()
+}
+
 /// One page of a listing: entries after a key.
 pub struct ObjectPage {
     /// (key, record) in key order.
@@ -225,7 +232,7 @@ impl Store {
     fn record<T: DeserializeOwned>(&self, table: ById, id: &str) -> Result<Option<T>, StoreError> {
         let tx = self.db.begin_read()?;
         let t = tx.open_table(table)?;
-        t.get(id)?.map(|v| dec(v.value())).transpose()
+        dec_opt(t.get(id)?)
     }
 
     /// Every record of `table`, by ID.
@@ -253,7 +260,7 @@ impl Store {
         let tx = self.begin_grouped()?;
         let stored = {
             let mut t = tx.open_table(table)?;
-            let existing = t.get(id)?.map(|v| dec(v.value())).transpose()?;
+            let existing = dec_opt(t.get(id)?)?;
             match existing {
                 Some(e) => e,
                 None => {
@@ -268,21 +275,31 @@ impl Store {
     }
 }
 
+/// `f` of the second key part and the value of each row of `t` whose key
+/// starts with `first`, in key order.
+fn scan_rows<T>(
+    t: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
+    first: &str,
+    mut f: impl FnMut(&str, &[u8]) -> Result<T, StoreError>,
+) -> Result<Vec<T>, StoreError> {
+    let mut out = Vec::new();
+    for row in t.range::<(&str, &str)>((first, "")..)? {
+        let (k, v) = row?;
+        let (head, tail) = k.value();
+        if head != first {
+            break;
+        }
+        out.push(f(tail, v.value())?);
+    }
+    Ok(out)
+}
+
 /// The second key components of every row whose first component is `first`.
 fn collect_keys(
     t: &impl ReadableTable<(&'static str, &'static str), &'static [u8]>,
     first: &str,
 ) -> Result<Vec<String>, StoreError> {
-    let mut out = Vec::new();
-    for row in t.range::<(&str, &str)>((first, "")..)? {
-        let (k, _) = row?;
-        let (f, s) = k.value();
-        if f != first {
-            break;
-        }
-        out.push(s.to_owned());
-    }
-    Ok(out)
+    scan_rows(t, first, |s, _| Ok(s.to_owned()))
 }
 
 #[cfg(test)]

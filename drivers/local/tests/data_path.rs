@@ -197,8 +197,7 @@ async fn one_key_works_on_every_bucket_of_a_multi_bucket_grant() {
 #[tokio::test]
 async fn a_revoked_key_fails_on_its_next_request() {
     let h = Harness::start().await;
-    let (id, s3) = h.bucket_client("d7", &[]).await;
-    put(&s3, &id, "k", b"v").await.unwrap();
+    let (id, s3) = h.bucket_holding("d7", "k", b"v").await;
     h.revoke("ba-d7", &id).await;
     assert_eq!(get(&s3, &id, "k").await.unwrap_err(), "InvalidAccessKeyId");
     h.stop().await;

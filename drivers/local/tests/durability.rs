@@ -131,30 +131,24 @@ async fn a_bucket_whose_creation_reply_was_lost_is_deleted_cleanly() {
     })
     .await
     .unwrap();
-    let state = h.driver.backend_state().unwrap();
-    assert!(state.buckets.is_empty());
-    assert!(state.stray_directories.is_empty());
+    h.assert_no_buckets();
     h.stop().await;
 }
 
 #[tokio::test]
 async fn delete_bucket_retried_after_a_crash_finishes() {
     let h = Harness::start().await;
-    let (id, creds) = h.granted_bucket("c3", &[]).await;
-    let s3 = h.s3_client(&creds);
-    put(&s3, &id, "k", b"v").await.unwrap();
+    let (id, s3) = h.bucket_holding("c3", "k", b"v").await;
     h.driver.crash_once_at(CrashPoint::AfterBucketDataRemoved);
     let req = DriverDeleteBucketRequest {
         bucket_id: id.clone(),
         parameters: HashMap::new(),
     };
     let mut p = h.provisioner();
-    assert_eq!(
-        p.driver_delete_bucket(req.clone())
-            .await
-            .unwrap_err()
-            .code(),
-        Code::Unavailable
+    assert_status(
+        p.driver_delete_bucket(req.clone()).await,
+        Code::Unavailable,
+        &[],
     );
     // Half-deleted: no longer served.
     assert_eq!(get(&s3, &id, "k").await.unwrap_err(), "NoSuchBucket");
@@ -164,9 +158,7 @@ async fn delete_bucket_retried_after_a_crash_finishes() {
 
     let h = Harness::start_in(h.stop().await).await;
     h.provisioner().driver_delete_bucket(req).await.unwrap();
-    let state = h.driver.backend_state().unwrap();
-    assert!(state.buckets.is_empty());
-    assert!(state.stray_directories.is_empty());
+    h.assert_no_buckets();
     h.stop().await;
 }
 
@@ -177,12 +169,10 @@ async fn a_grant_whose_reply_was_lost_is_answered_again_with_the_same_key() {
     h.driver.crash_once_at(CrashPoint::AfterAccountRecorded);
     let mut p = h.provisioner();
     let req = grant_request("ba-c4", accessed(&[(&id, rw())]));
-    assert_eq!(
-        p.driver_grant_bucket_access(req.clone())
-            .await
-            .unwrap_err()
-            .code(),
-        Code::Unavailable
+    assert_status(
+        p.driver_grant_bucket_access(req.clone()).await,
+        Code::Unavailable,
+        &[],
     );
     let h = Harness::start_in(h.stop().await).await;
     let mut p = h.provisioner();
@@ -233,18 +223,7 @@ async fn blobs_left_by_an_interrupted_write_are_swept_at_start_up() {
     assert_eq!(std::fs::read_dir(&bucket_dir).unwrap().count(), 2);
     let h = Harness::start_in(dir).await;
     assert_eq!(std::fs::read_dir(&bucket_dir).unwrap().count(), 1);
-    let got = h
-        .s3_client(&creds)
-        .get_object()
-        .bucket(&id)
-        .key("k")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        got.body.collect().await.unwrap().into_bytes().as_ref(),
-        b"v"
-    );
+    assert_eq!(get(&h.s3_client(&creds), &id, "k").await.unwrap(), b"v");
     h.stop().await;
 }
 

@@ -163,9 +163,7 @@ async fn get_bucket_finds_existing_buckets_only() {
 #[tokio::test]
 async fn delete_bucket_removes_the_data_on_disk_and_is_ok_when_absent() {
     let h = Harness::start().await;
-    let (id, creds) = h.granted_bucket("6666", &[]).await;
-    let s3 = h.s3_client(&creds);
-    put(&s3, &id, "k", b"data").await.unwrap();
+    let (id, s3) = h.bucket_holding("6666", "k", b"data").await;
     let dir = h.driver.bucket_dir(&id);
     assert_eq!(
         std::fs::read_dir(&dir).unwrap().count(),
@@ -180,9 +178,7 @@ async fn delete_bucket_removes_the_data_on_disk_and_is_ok_when_absent() {
     };
     p.driver_delete_bucket(req.clone()).await.unwrap();
     assert!(!dir.exists(), "bucket directory removed");
-    let state = h.driver.backend_state().unwrap();
-    assert!(state.buckets.is_empty());
-    assert!(state.stray_directories.is_empty());
+    h.assert_no_buckets();
     p.driver_delete_bucket(req).await.unwrap();
     assert_eq!(get(&s3, &id, "k").await.unwrap_err(), "NoSuchBucket");
     h.stop().await;

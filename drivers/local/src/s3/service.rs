@@ -3,9 +3,11 @@
 //! only after signature verification and the grant check.
 
 use s3s::dto::*;
-use s3s::{S3, S3Request, S3Response, S3Result};
+use s3s::{S3, S3Request, S3Response, S3Result, TrailingHeaders};
 
 use crate::driver::LocalDriver;
+use crate::s3::access::Caller;
+use crate::store::AccountRecord;
 
 /// Smallest size of a multipart part other than the last (as S3).
 const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
@@ -27,15 +29,45 @@ mod objects;
 mod state;
 mod support;
 
+/// An S3 operation, served for its input type.
+trait Operation: Sized {
+    /// What the operation answers.
+    type Output;
+
+    /// Serves `input`, which came with `request`.
+    async fn serve(input: Self, s3: &LocalS3, request: RequestParts) -> S3Result<Self::Output>;
+}
+
+/// What an operation may need of its request besides the input.
+struct RequestParts {
+    /// The request's extensions, the [`Caller`] among them.
+    extensions: http::Extensions,
+    /// The trailers of a streaming upload.
+    trailers: Option<TrailingHeaders>,
+}
+
+impl RequestParts {
+    /// The account making the request.
+    fn caller(&self) -> Option<&AccountRecord> {
+        self.extensions.get::<Caller>().map(|c| &c.0)
+    }
+}
+
 /// Implements [`S3`] for [`LocalS3`], each operation served by the
-/// function of the same name in its module.
+/// [`Operation`] of its input.
 macro_rules! serve {
-    ($($module:ident::$op:ident($input:ty) -> $output:ty;)*) => {
+    ($($op:ident($input:ty) -> $output:ty;)*) => {
         #[async_trait::async_trait]
         impl S3 for LocalS3 {
             $(
                 async fn $op(&self, req: S3Request<$input>) -> S3Result<S3Response<$output>> {
-                    $module::$op(self, req).await
+                    let request = RequestParts {
+                        extensions: req.extensions,
+                        trailers: req.trailing_headers,
+                    };
+                    Operation::serve(req.input, self, request)
+                        .await
+                        .map(S3Response::new)
                 }
             )*
         }
@@ -43,33 +75,33 @@ macro_rules! serve {
 }
 
 serve! {
-    objects::list_buckets(ListBucketsInput) -> ListBucketsOutput;
-    objects::head_bucket(HeadBucketInput) -> HeadBucketOutput;
-    objects::get_bucket_location(GetBucketLocationInput) -> GetBucketLocationOutput;
-    objects::get_bucket_versioning(GetBucketVersioningInput) -> GetBucketVersioningOutput;
-    objects::get_bucket_acl(GetBucketAclInput) -> GetBucketAclOutput;
-    objects::get_bucket_policy(GetBucketPolicyInput) -> GetBucketPolicyOutput;
-    objects::get_bucket_tagging(GetBucketTaggingInput) -> GetBucketTaggingOutput;
-    objects::put_bucket_tagging(PutBucketTaggingInput) -> PutBucketTaggingOutput;
-    objects::delete_bucket_tagging(DeleteBucketTaggingInput) -> DeleteBucketTaggingOutput;
-    objects::put_object(PutObjectInput) -> PutObjectOutput;
-    objects::get_object(GetObjectInput) -> GetObjectOutput;
-    objects::head_object(HeadObjectInput) -> HeadObjectOutput;
-    objects::delete_object(DeleteObjectInput) -> DeleteObjectOutput;
-    objects::delete_objects(DeleteObjectsInput) -> DeleteObjectsOutput;
-    objects::copy_object(CopyObjectInput) -> CopyObjectOutput;
-    objects::list_objects_v2(ListObjectsV2Input) -> ListObjectsV2Output;
-    objects::list_objects(ListObjectsInput) -> ListObjectsOutput;
-    objects::get_object_tagging(GetObjectTaggingInput) -> GetObjectTaggingOutput;
-    objects::put_object_tagging(PutObjectTaggingInput) -> PutObjectTaggingOutput;
-    objects::delete_object_tagging(DeleteObjectTaggingInput) -> DeleteObjectTaggingOutput;
-    objects::get_object_acl(GetObjectAclInput) -> GetObjectAclOutput;
-    objects::get_object_attributes(GetObjectAttributesInput) -> GetObjectAttributesOutput;
-    multipart::create_multipart_upload(CreateMultipartUploadInput) -> CreateMultipartUploadOutput;
-    multipart::upload_part(UploadPartInput) -> UploadPartOutput;
-    multipart::upload_part_copy(UploadPartCopyInput) -> UploadPartCopyOutput;
-    multipart::complete_multipart_upload(CompleteMultipartUploadInput) -> CompleteMultipartUploadOutput;
-    multipart::abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput;
-    multipart::list_parts(ListPartsInput) -> ListPartsOutput;
-    multipart::list_multipart_uploads(ListMultipartUploadsInput) -> ListMultipartUploadsOutput;
+    list_buckets(ListBucketsInput) -> ListBucketsOutput;
+    head_bucket(HeadBucketInput) -> HeadBucketOutput;
+    get_bucket_location(GetBucketLocationInput) -> GetBucketLocationOutput;
+    get_bucket_versioning(GetBucketVersioningInput) -> GetBucketVersioningOutput;
+    get_bucket_acl(GetBucketAclInput) -> GetBucketAclOutput;
+    get_bucket_policy(GetBucketPolicyInput) -> GetBucketPolicyOutput;
+    get_bucket_tagging(GetBucketTaggingInput) -> GetBucketTaggingOutput;
+    put_bucket_tagging(PutBucketTaggingInput) -> PutBucketTaggingOutput;
+    delete_bucket_tagging(DeleteBucketTaggingInput) -> DeleteBucketTaggingOutput;
+    put_object(PutObjectInput) -> PutObjectOutput;
+    get_object(GetObjectInput) -> GetObjectOutput;
+    head_object(HeadObjectInput) -> HeadObjectOutput;
+    delete_object(DeleteObjectInput) -> DeleteObjectOutput;
+    delete_objects(DeleteObjectsInput) -> DeleteObjectsOutput;
+    copy_object(CopyObjectInput) -> CopyObjectOutput;
+    list_objects_v2(ListObjectsV2Input) -> ListObjectsV2Output;
+    list_objects(ListObjectsInput) -> ListObjectsOutput;
+    get_object_tagging(GetObjectTaggingInput) -> GetObjectTaggingOutput;
+    put_object_tagging(PutObjectTaggingInput) -> PutObjectTaggingOutput;
+    delete_object_tagging(DeleteObjectTaggingInput) -> DeleteObjectTaggingOutput;
+    get_object_acl(GetObjectAclInput) -> GetObjectAclOutput;
+    get_object_attributes(GetObjectAttributesInput) -> GetObjectAttributesOutput;
+    create_multipart_upload(CreateMultipartUploadInput) -> CreateMultipartUploadOutput;
+    upload_part(UploadPartInput) -> UploadPartOutput;
+    upload_part_copy(UploadPartCopyInput) -> UploadPartCopyOutput;
+    complete_multipart_upload(CompleteMultipartUploadInput) -> CompleteMultipartUploadOutput;
+    abort_multipart_upload(AbortMultipartUploadInput) -> AbortMultipartUploadOutput;
+    list_parts(ListPartsInput) -> ListPartsOutput;
+    list_multipart_uploads(ListMultipartUploadsInput) -> ListMultipartUploadsOutput;
 }

@@ -5,7 +5,7 @@ use redb::{ReadableTable, ReadableTableMetadata, WriteTransaction};
 
 use super::{
     ACCOUNTS, AccountRecord, BUCKETS, BucketRecord, BucketState, Commit, KEYS, OBJECTS, PARTS,
-    Store, StoreError, UPLOADS, collect_keys, dec, enc,
+    Store, StoreError, UPLOADS, collect_keys, dec_opt, enc,
 };
 
 impl Store {
@@ -47,7 +47,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let update = |tx: &WriteTransaction| -> Result<bool, StoreError> {
             let mut t = tx.open_table(BUCKETS)?;
-            let existing: Option<BucketRecord> = t.get(id)?.map(|v| dec(v.value())).transpose()?;
+            let existing: Option<BucketRecord> = dec_opt(t.get(id)?)?;
             Ok(match existing {
                 Some(mut b) => {
                     f(&mut b);
@@ -116,7 +116,7 @@ impl Store {
             return Ok(None);
         };
         let t = tx.open_table(ACCOUNTS)?;
-        t.get(id.as_str())?.map(|v| dec(v.value())).transpose()
+        dec_opt(t.get(id.as_str())?)
     }
 
     /// Every account, by ID.
@@ -148,8 +148,7 @@ impl Store {
         let tx = self.begin_grouped()?;
         let found = {
             let mut t = tx.open_table(ACCOUNTS)?;
-            let existing: Option<AccountRecord> =
-                t.remove(id)?.map(|v| dec(v.value())).transpose()?;
+            let existing: Option<AccountRecord> = dec_opt(t.remove(id)?)?;
             match existing {
                 Some(a) => {
                     tx.open_table(KEYS)?.remove(a.access_key_id.as_str())?;

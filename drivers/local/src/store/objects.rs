@@ -7,7 +7,8 @@ use redb::{ReadableTable, WriteTransaction};
 
 use super::{
     BUCKETS, BucketRecord, BucketState, OBJECTS, ObjectPage, ObjectRecord, PARTS, PartRecord,
-    Store, StoreError, UPLOADS, UploadRecord, WriteError, collect_keys, dec, enc,
+    Store, StoreError, UPLOADS, UploadRecord, WriteError, collect_keys, dec, dec_opt, enc,
+    scan_rows,
 };
 
 impl Store {
@@ -15,7 +16,7 @@ impl Store {
     pub fn object(&self, bucket: &str, key: &str) -> Result<Option<ObjectRecord>, StoreError> {
         let tx = self.db.begin_read()?;
         let t = tx.open_table(OBJECTS)?;
-        t.get((bucket, key))?.map(|v| dec(v.value())).transpose()
+        dec_opt(t.get((bucket, key))?)
     }
 
     /// Up to `limit` objects of `bucket` whose keys start with `prefix` and
@@ -71,14 +72,10 @@ impl Store {
         let tx = self.db.begin_write()?;
         let old = {
             let mut objects = tx.open_table(OBJECTS)?;
-            let old: Option<ObjectRecord> = objects
-                .remove((bucket, key))?
-                .map(|v| dec(v.value()))
-                .transpose()?;
+            let old: Option<ObjectRecord> = dec_opt(objects.remove((bucket, key))?)?;
             if let Some(o) = &old {
                 let mut buckets = tx.open_table(BUCKETS)?;
-                let b: Option<BucketRecord> =
-                    buckets.get(bucket)?.map(|v| dec(v.value())).transpose()?;
+                let b: Option<BucketRecord> = dec_opt(buckets.get(bucket)?)?;
                 if let Some(mut b) = b {
                     b.used_bytes = b.used_bytes.saturating_sub(o.size);
                     buckets.insert(bucket, enc(&b)?.as_slice())?;
@@ -100,10 +97,7 @@ impl Store {
         let tx = self.db.begin_write()?;
         let found = {
             let mut objects = tx.open_table(OBJECTS)?;
-            let existing: Option<ObjectRecord> = objects
-                .get((bucket, key))?
-                .map(|v| dec(v.value()))
-                .transpose()?;
+            let existing: Option<ObjectRecord> = dec_opt(objects.get((bucket, key))?)?;
             match existing {
                 Some(mut o) => {
                     o.attrs.tags = tags;
@@ -144,24 +138,14 @@ impl Store {
     ) -> Result<Option<UploadRecord>, StoreError> {
         let tx = self.db.begin_read()?;
         let t = tx.open_table(UPLOADS)?;
-        t.get((bucket, upload_id))?
-            .map(|v| dec(v.value()))
-            .transpose()
+        dec_opt(t.get((bucket, upload_id))?)
     }
 
     /// The uploads in progress in `bucket`, by upload ID.
     pub fn uploads(&self, bucket: &str) -> Result<Vec<(String, UploadRecord)>, StoreError> {
         let tx = self.db.begin_read()?;
         let t = tx.open_table(UPLOADS)?;
-        let mut out = Vec::new();
-        for row in t.range::<(&str, &str)>((bucket, "")..)? {
-            let (k, v) = row?;
-            if k.value().0 != bucket {
-                break;
-            }
-            out.push((k.value().1.to_owned(), dec(v.value())?));
-        }
-        Ok(out)
+        scan_rows(&t, bucket, |id, v| Ok((id.to_owned(), dec(v)?)))
     }
 
     /// Stores part `number` of an upload; returns the replaced part's blob.
@@ -179,10 +163,8 @@ impl Store {
                 return Err(WriteError::NoSuchUpload);
             }
             let mut parts = tx.open_table(PARTS)?;
-            let old: Option<PartRecord> = parts
-                .insert((upload_id, number), enc(rec)?.as_slice())?
-                .map(|v| dec(v.value()))
-                .transpose()?;
+            let old: Option<PartRecord> =
+                dec_opt(parts.insert((upload_id, number), enc(rec)?.as_slice())?)?;
             old
         };
         tx.commit()?;
@@ -231,14 +213,7 @@ impl Store {
     pub fn referenced_blobs(&self, bucket: &str) -> Result<Vec<String>, StoreError> {
         let tx = self.db.begin_read()?;
         let objects = tx.open_table(OBJECTS)?;
-        let mut out = Vec::new();
-        for row in objects.range::<(&str, &str)>((bucket, "")..)? {
-            let (k, v) = row?;
-            if k.value().0 != bucket {
-                break;
-            }
-            out.push(dec::<ObjectRecord>(v.value())?.blob);
-        }
+        let mut out = scan_rows(&objects, bucket, |_, v| Ok(dec::<ObjectRecord>(v)?.blob))?;
         let uploads = tx.open_table(UPLOADS)?;
         let parts = tx.open_table(PARTS)?;
         for u in collect_keys(&uploads, bucket)? {
@@ -252,7 +227,7 @@ fn ready_bucket(
     buckets: &impl ReadableTable<&'static str, &'static [u8]>,
     id: &str,
 ) -> Result<BucketRecord, WriteError> {
-    let b: Option<BucketRecord> = buckets.get(id)?.map(|v| dec(v.value())).transpose()?;
+    let b: Option<BucketRecord> = dec_opt(buckets.get(id)?)?;
     match b {
         Some(b) if b.state == BucketState::Ready => Ok(b),
         _ => Err(WriteError::NoSuchBucket),
@@ -271,10 +246,7 @@ fn replace_object(
     let mut buckets = tx.open_table(BUCKETS)?;
     let mut b = ready_bucket(&buckets, bucket)?;
     let mut objects = tx.open_table(OBJECTS)?;
-    let old: Option<ObjectRecord> = objects
-        .get((bucket, key))?
-        .map(|v| dec(v.value()))
-        .transpose()?;
+    let old: Option<ObjectRecord> = dec_opt(objects.get((bucket, key))?)?;
     let old_size = old.as_ref().map_or(0, |o| o.size);
     b.used_bytes = check_quota(&b, old_size, rec.size)?;
     objects.insert((bucket, key), enc(rec)?.as_slice())?;

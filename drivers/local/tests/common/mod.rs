@@ -185,6 +185,14 @@ impl Harness {
         (id, creds)
     }
 
+    /// Asserts the driver keeps no bucket records and no stray bucket
+    /// directories.
+    pub fn assert_no_buckets(&self) {
+        let state = self.driver.backend_state().unwrap();
+        assert!(state.buckets.is_empty());
+        assert!(state.stray_directories.is_empty());
+    }
+
     /// [`Harness::granted_bucket`], with an S3 client for the credentials.
     pub async fn bucket_client(
         &self,
@@ -193,6 +201,18 @@ impl Harness {
     ) -> (String, aws_sdk_s3::Client) {
         let (id, creds) = self.granted_bucket(name, params).await;
         (id, self.s3_client(&creds))
+    }
+
+    /// [`Harness::bucket_client`], the bucket holding `data` at `key`.
+    pub async fn bucket_holding(
+        &self,
+        name: &str,
+        key: &str,
+        data: &'static [u8],
+    ) -> (String, aws_sdk_s3::Client) {
+        let (id, s3) = self.bucket_client(name, &[]).await;
+        put(&s3, &id, key, data).await.unwrap();
+        (id, s3)
     }
 
     /// Grants `account` access through both phases; returns the credentials.

@@ -2,17 +2,20 @@
 
 use std::path::PathBuf;
 
-use s3s::dto::{CopySource, StreamingBlob};
+use s3s::dto::{CommonPrefix, CopySource, Object, StreamingBlob};
 use s3s::{S3Result, s3_error};
 
 use super::LocalS3;
 use super::checksums::{Integrity, checksum_hasher, verify_checksums};
-use super::support::{base64_decode, hex_md5, internal, now_ms, quota_error, write_error};
+use super::support::{
+    base64_decode, hex_md5, internal, max_keys, now_ms, quota_error, split_listing, write_error,
+};
 use crate::blobs::{self, WriteBlobError};
 use crate::listing::{self, Query};
+use crate::s3::encoding::Names;
 use crate::store::{
-    BucketRecord, BucketState, ObjectRecord, PartRecord, Store, StoreError, UploadRecord,
-    WriteError,
+    BucketRecord, BucketState, ObjectAttrs, ObjectRecord, PartRecord, Store, StoreError,
+    UploadRecord, WriteError,
 };
 
 /// What a body write produced, with the new blob's name.
@@ -21,6 +24,64 @@ pub(super) struct NewBlob {
     pub(super) size: u64,
     pub(super) md5: [u8; 16],
     pub(super) checksum: s3s::dto::Checksum,
+}
+
+/// What ListObjects and ListObjectsV2 ask for: the objects of `bucket`
+/// under `prefix`, grouped by `delimiter`, at most `max_keys` a page.
+pub(super) struct ObjectsQuery<'a> {
+    pub(super) bucket: &'a str,
+    pub(super) prefix: Option<&'a str>,
+    pub(super) delimiter: Option<&'a str>,
+    pub(super) max_keys: Option<i32>,
+}
+
+/// The [`ObjectsQuery`] of listing request `$input`, which names its
+/// fields alike.
+macro_rules! objects_query {
+    ($input:ident) => {
+        $crate::s3::service::state::ObjectsQuery {
+            bucket: &$input.bucket,
+            prefix: $input.prefix.as_deref(),
+            delimiter: $input.delimiter.as_deref(),
+            max_keys: $input.max_keys,
+        }
+    };
+}
+pub(super) use objects_query;
+
+/// Builds ListObjects or ListObjectsV2 output `$target` from the given
+/// fields, the fields of request `$input` it echoes (names shown as
+/// `$names` asks) and the [`ObjectsPage`] `$page`.
+macro_rules! listing_output {
+    ($input:ident, $names:ident, $page:ident, $target:ident { $($field:ident: $value:expr),* $(,)? }) => {
+        $target {
+            $($field: $value,)*
+            name: Some($input.bucket),
+            prefix: $names.show_opt($input.prefix)?,
+            delimiter: $names.show_opt($input.delimiter)?,
+            encoding_type: $input.encoding_type,
+            max_keys: Some($page.max_keys),
+            is_truncated: Some($page.is_truncated),
+            contents: Some($page.contents),
+            common_prefixes: $page.common_prefixes,
+            ..Default::default()
+        }
+    };
+}
+pub(super) use listing_output;
+
+/// One page of a bucket's objects, as ListObjects and ListObjectsV2 show it.
+pub(super) struct ObjectsPage {
+    /// The page size: as asked for, at most [`super::MAX_LIST`].
+    pub(super) max_keys: i32,
+    /// How many objects and common prefixes the page holds.
+    pub(super) key_count: i32,
+    pub(super) is_truncated: bool,
+    /// Where the next page starts, when the listing is truncated.
+    pub(super) next_marker: Option<String>,
+    pub(super) contents: Vec<Object>,
+    /// The common prefixes, `None` for none.
+    pub(super) common_prefixes: Option<Vec<CommonPrefix>>,
 }
 
 impl LocalS3 {
@@ -101,6 +162,20 @@ impl LocalS3 {
             .ok_or_else(|| s3_error!(NoSuchKey, "the object {key:?} does not exist"))
     }
 
+    /// Sets the tags of the existing object `key` of `bucket`.
+    pub(super) async fn set_object_tags(
+        &self,
+        bucket: &str,
+        key: &str,
+        tags: Vec<(String, String)>,
+    ) -> S3Result<()> {
+        let (b, k) = (bucket.to_owned(), key.to_owned());
+        if !self.read(move |s| s.set_object_tags(&b, &k, tags)).await? {
+            return Err(s3_error!(NoSuchKey));
+        }
+        Ok(())
+    }
+
     /// The most bytes a write to `bucket` replacing `replaced` bytes may
     /// add, and an early refusal when `declared` is already too many.
     pub(super) fn room(
@@ -170,18 +245,21 @@ impl LocalS3 {
         }
     }
 
-    /// Streams an upload body into a new blob of `bucket` as
-    /// [`Self::write_blob`] does, computing the checksums `integrity` asks
+    /// Streams an upload body of `content_length` declared bytes, replacing
+    /// `replaced` bytes, into a new blob of `bucket` as [`Self::room`] and
+    /// [`Self::write_blob`] allow, computing the checksums `integrity` asks
     /// for, then checks the Content-MD5 and checksums; a blob failing
     /// them is removed.
     pub(super) async fn receive(
         &self,
         bucket: &BucketRecord,
+        replaced: u64,
+        content_length: Option<i64>,
         body: Option<StreamingBlob>,
-        room: u64,
-        declared: Option<u64>,
         integrity: Integrity,
     ) -> S3Result<NewBlob> {
+        let declared = content_length.and_then(|n| u64::try_from(n).ok());
+        let room = self.room(bucket, replaced, declared)?;
         let Integrity {
             given,
             algorithm,
@@ -216,29 +294,50 @@ impl LocalS3 {
         blobs::remove_all(&self.dir(bucket), blobs).await;
     }
 
-    /// Commits `rec` as `key` in `bucket`, removing the replaced blob, or
-    /// removes the new blob if the commit fails.
+    /// Runs the store write `f` that references the new blob `blob` of
+    /// `bucket`, then removes the blobs it no longer references, or the new
+    /// blob if the write fails.
+    pub(super) async fn write_new_blob<T: IntoIterator<Item = String> + Send + 'static>(
+        &self,
+        bucket: &str,
+        blob: &str,
+        f: impl FnOnce(&Store) -> Result<T, WriteError> + Send + 'static,
+    ) -> S3Result<()> {
+        match self.write(bucket, f).await {
+            Ok(unreferenced) => {
+                self.discard(bucket, unreferenced.into_iter().collect())
+                    .await;
+                Ok(())
+            }
+            Err(e) => {
+                self.discard(bucket, vec![blob.to_owned()]).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Commits `blob` with `attrs` as `key` in `bucket` (see
+    /// [`Self::write_new_blob`]), returning its ETag and modification time.
     pub(super) async fn commit_object(
         &self,
         bucket: &str,
         key: &str,
-        rec: ObjectRecord,
-    ) -> S3Result<()> {
-        let blob = rec.blob.clone();
+        blob: &NewBlob,
+        attrs: ObjectAttrs,
+    ) -> S3Result<(String, i64)> {
+        let etag = hex_md5(blob.md5);
+        let last_modified_ms = now_ms();
+        let rec = ObjectRecord {
+            blob: blob.name.clone(),
+            size: blob.size,
+            etag: etag.clone(),
+            last_modified_ms,
+            attrs,
+        };
         let (b, k) = (bucket.to_owned(), key.to_owned());
-        match self
-            .write(bucket, move |s| s.put_object(&b, &k, &rec))
-            .await
-        {
-            Ok(old) => {
-                self.discard(bucket, old.into_iter().collect()).await;
-                Ok(())
-            }
-            Err(e) => {
-                self.discard(bucket, vec![blob]).await;
-                Err(e)
-            }
-        }
+        self.write_new_blob(bucket, &blob.name, move |s| s.put_object(&b, &k, &rec))
+            .await?;
+        Ok((etag, last_modified_ms))
     }
 
     pub(super) async fn copy_source(
@@ -319,19 +418,43 @@ impl LocalS3 {
             last_modified_ms: now_ms(),
         };
         let (b, u) = (bucket.to_owned(), upload_id.to_owned());
-        match self
-            .write(bucket, move |s| s.put_part(&b, &u, number, &rec))
-            .await
-        {
-            Ok(old) => {
-                self.discard(bucket, old.into_iter().collect()).await;
-                Ok(())
-            }
-            Err(e) => {
-                self.discard(bucket, vec![blob.name.clone()]).await;
-                Err(e)
-            }
-        }
+        self.write_new_blob(bucket, &blob.name, move |s| {
+            s.put_part(&b, &u, number, &rec)
+        })
+        .await
+    }
+
+    /// The page of objects `query` asks for after `after`, with keys shown
+    /// as `names` asks.
+    pub(super) async fn objects_page(
+        &self,
+        query: ObjectsQuery<'_>,
+        after: Option<String>,
+        names: Names,
+    ) -> S3Result<ObjectsPage> {
+        self.ready_bucket(query.bucket).await?;
+        let max = max_keys(query.max_keys);
+        let listing = self
+            .list_page(
+                query.bucket.to_owned(),
+                query.prefix.unwrap_or_default().to_owned(),
+                query.delimiter.map(str::to_owned),
+                after,
+                max,
+            )
+            .await?;
+        let is_truncated = listing.truncated;
+        let next_marker = listing.next_marker.clone();
+        let (contents, prefixes) = split_listing(listing, names)?;
+        let count = contents.len() + prefixes.len();
+        Ok(ObjectsPage {
+            max_keys: i32::try_from(max).unwrap_or(i32::MAX),
+            key_count: i32::try_from(count).unwrap_or(i32::MAX),
+            is_truncated,
+            next_marker,
+            contents,
+            common_prefixes: (!prefixes.is_empty()).then_some(prefixes),
+        })
     }
 
     pub(super) fn list_page(

@@ -96,15 +96,36 @@ pub(super) fn hex_md5(md5: [u8; 16]) -> String {
     hex::encode(md5)
 }
 
+/// The `If-Match` / `If-None-Match` conditions of a request.
+#[derive(Clone, Copy)]
+pub(super) struct Conditions<'a> {
+    pub(super) if_match: Option<&'a ETagCondition>,
+    pub(super) if_none_match: Option<&'a ETagCondition>,
+}
+
+/// The [`Conditions`] of request `$input`, which names them alike.
+macro_rules! conditions {
+    ($input:ident) => {
+        $crate::s3::service::support::Conditions {
+            if_match: $input.if_match.as_ref(),
+            if_none_match: $input.if_none_match.as_ref(),
+        }
+    };
+}
+pub(super) use conditions;
+
 /// Checks `If-Match` / `If-None-Match` against an object's ETag.
 /// `read` selects GET/HEAD semantics (304 Not Modified) over write
 /// semantics (412 Precondition Failed).
 pub(super) fn check_conditions(
     current: Option<&ObjectRecord>,
-    if_match: Option<&ETagCondition>,
-    if_none_match: Option<&ETagCondition>,
+    conditions: Conditions<'_>,
     read: bool,
 ) -> S3Result<()> {
+    let Conditions {
+        if_match,
+        if_none_match,
+    } = conditions;
     let matches = |c: &ETagCondition| match (c, current) {
         (ETagCondition::Any, Some(_)) => true,
         (ETagCondition::ETag(want), Some(o)) => want.value() == o.etag,
@@ -181,6 +202,41 @@ pub(super) fn user_metadata(m: &BTreeMap<String, String>) -> Option<Metadata> {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect::<HashMap<_, _>>()
     })
+}
+
+/// Builds GET or HEAD output `$target` from the given fields and the
+/// headers every read of object record `$rec` carries.
+macro_rules! with_object_headers {
+    ($rec:ident, $target:ident { $($field:ident: $value:expr),* $(,)? }) => {
+        $target {
+            $($field: $value,)*
+            accept_ranges: Some("bytes".to_owned()),
+            e_tag: Some($crate::s3::service::support::etag_of(&$rec)),
+            last_modified: Some($crate::s3::service::support::timestamp($rec.last_modified_ms)),
+            content_type: $rec.attrs.content_type.clone(),
+            content_encoding: $rec.attrs.content_encoding.clone(),
+            content_disposition: $rec.attrs.content_disposition.clone(),
+            content_language: $rec.attrs.content_language.clone(),
+            cache_control: $rec.attrs.cache_control.clone(),
+            metadata: $crate::s3::service::support::user_metadata(&$rec.attrs.metadata),
+            ..Default::default()
+        }
+    };
+}
+pub(super) use with_object_headers;
+
+/// Refuses the date conditions of a GET or HEAD, which are not supported.
+pub(super) fn no_date_conditions(
+    if_modified_since: &Option<Timestamp>,
+    if_unmodified_since: &Option<Timestamp>,
+) -> S3Result<()> {
+    if if_modified_since.is_some() || if_unmodified_since.is_some() {
+        return Err(s3_error!(
+            NotImplemented,
+            "date conditions are not supported; use If-Match / If-None-Match"
+        ));
+    }
+    Ok(())
 }
 
 pub(super) fn part_number_ok(n: i32) -> S3Result<()> {
@@ -272,19 +328,30 @@ mod tests {
         }
     }
 
+    fn conds<'a>(
+        if_match: Option<&'a ETagCondition>,
+        if_none_match: Option<&'a ETagCondition>,
+    ) -> Conditions<'a> {
+        Conditions {
+            if_match,
+            if_none_match,
+        }
+    }
+
     #[test]
     fn etag_conditions_follow_http_semantics() {
         let o = rec("abc");
         let tag = |s: &str| ETagCondition::ETag(ETag::Strong(s.into()));
-        assert!(check_conditions(Some(&o), Some(&tag("abc")), None, true).is_ok());
-        let e = check_conditions(Some(&o), Some(&tag("zzz")), None, true).unwrap_err();
+        assert!(check_conditions(Some(&o), conds(Some(&tag("abc")), None), true).is_ok());
+        let e = check_conditions(Some(&o), conds(Some(&tag("zzz")), None), true).unwrap_err();
         assert_eq!(*e.code(), S3ErrorCode::PreconditionFailed);
-        let e = check_conditions(Some(&o), None, Some(&tag("abc")), true).unwrap_err();
+        let e = check_conditions(Some(&o), conds(None, Some(&tag("abc"))), true).unwrap_err();
         assert_eq!(*e.code(), S3ErrorCode::NotModified);
         // Create-only writes: If-None-Match: * fails when the object exists.
-        let e = check_conditions(Some(&o), None, Some(&ETagCondition::Any), false).unwrap_err();
+        let e =
+            check_conditions(Some(&o), conds(None, Some(&ETagCondition::Any)), false).unwrap_err();
         assert_eq!(*e.code(), S3ErrorCode::PreconditionFailed);
-        assert!(check_conditions(None, None, Some(&ETagCondition::Any), false).is_ok());
+        assert!(check_conditions(None, conds(None, Some(&ETagCondition::Any)), false).is_ok());
     }
 
     #[test]
