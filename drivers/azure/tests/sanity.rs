@@ -96,6 +96,25 @@ struct Broken {
     fault: Fault,
 }
 
+/// Implements [`Provisioner`] for [`Broken`]: each call listed in braces
+/// goes to the inner driver unchanged; the calls a fault changes follow.
+macro_rules! broken_provisioner {
+    ({ $($call:ident($request:ty) -> $response:ty;)* } $($faulty:item)*) => {
+        #[tonic::async_trait]
+        impl Provisioner for Broken {
+            $(
+                async fn $call(
+                    &self,
+                    r: Request<$request>,
+                ) -> Result<Response<$response>, Status> {
+                    self.inner.$call(r).await
+                }
+            )*
+            $($faulty)*
+        }
+    };
+}
+
 #[tonic::async_trait]
 impl Identity for Broken {
     async fn driver_get_info(
@@ -106,37 +125,13 @@ impl Identity for Broken {
     }
 }
 
-#[tonic::async_trait]
-impl Provisioner for Broken {
-    async fn driver_generate_bucket_id(
-        &self,
-        r: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
-        self.inner.driver_generate_bucket_id(r).await
-    }
-    async fn driver_create_bucket(
-        &self,
-        r: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        self.inner.driver_create_bucket(r).await
-    }
-    async fn driver_get_bucket(
-        &self,
-        r: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
-        self.inner.driver_get_bucket(r).await
-    }
-    async fn driver_delete_bucket(
-        &self,
-        r: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
-        self.inner.driver_delete_bucket(r).await
-    }
-    async fn driver_generate_bucket_access_id(
-        &self,
-        r: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
-        self.inner.driver_generate_bucket_access_id(r).await
+broken_provisioner! {
+    {
+        driver_generate_bucket_id(DriverGenerateBucketIdRequest) -> DriverGenerateBucketIdResponse;
+        driver_create_bucket(DriverCreateBucketRequest) -> DriverCreateBucketResponse;
+        driver_get_bucket(DriverGetBucketRequest) -> DriverGetBucketResponse;
+        driver_delete_bucket(DriverDeleteBucketRequest) -> DriverDeleteBucketResponse;
+        driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest) -> DriverGenerateBucketAccessIdResponse;
     }
     async fn driver_grant_bucket_access(
         &self,
@@ -153,6 +148,7 @@ impl Provisioner for Broken {
         }
         self.inner.driver_grant_bucket_access(Request::new(r)).await
     }
+
     async fn driver_revoke_bucket_access(
         &self,
         r: Request<DriverRevokeBucketAccessRequest>,
