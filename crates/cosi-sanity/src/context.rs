@@ -133,33 +133,49 @@ impl GrantSpec {
         }
     }
 
-    /// The DriverGrantBucketAccess request.
+    /// The DriverGrantBucketAccess request: the fields of phase 1.
     pub fn grant_request(&self, account_id: &str) -> DriverGrantBucketAccessRequest {
+        let DriverGenerateBucketAccessIdRequest {
+            buckets,
+            protocol,
+            authentication_type,
+            service_account,
+            parameters,
+            ..
+        } = self.generate_request("");
         DriverGrantBucketAccessRequest {
             account_id: account_id.to_owned(),
-            buckets: self.buckets.clone(),
-            protocol: self.protocol as i32,
-            authentication_type: self.auth as i32,
-            service_account: self.service_account.clone(),
-            parameters: self.parameters.clone(),
+            buckets,
+            protocol,
+            authentication_type,
+            service_account,
+            parameters,
         }
     }
 
-    /// The DriverRevokeBucketAccess request.
+    /// The DriverRevokeBucketAccess request: the fields of the grant, with
+    /// the buckets by ID only.
     pub fn revoke_request(&self, account_id: &str) -> DriverRevokeBucketAccessRequest {
+        let DriverGrantBucketAccessRequest {
+            account_id,
+            buckets,
+            protocol,
+            authentication_type,
+            service_account,
+            parameters,
+        } = self.grant_request(account_id);
         DriverRevokeBucketAccessRequest {
-            account_id: account_id.to_owned(),
-            buckets: self
-                .buckets
-                .iter()
+            account_id,
+            buckets: buckets
+                .into_iter()
                 .map(|b| RevokedBucket {
-                    bucket_id: b.bucket_id.clone(),
+                    bucket_id: b.bucket_id,
                 })
                 .collect(),
-            protocol: self.protocol as i32,
-            authentication_type: self.auth as i32,
-            service_account: self.service_account.clone(),
-            parameters: self.parameters.clone(),
+            protocol,
+            authentication_type,
+            service_account,
+            parameters,
         }
     }
 

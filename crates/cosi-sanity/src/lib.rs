@@ -27,6 +27,7 @@ mod cases;
 mod checks;
 pub mod config;
 mod context;
+mod driver_test;
 mod names;
 pub mod report;
 pub mod s3;
@@ -36,5 +37,6 @@ mod target;
 pub mod v1alpha1;
 
 pub use config::{Api, Config, ConfigError, ParameterFile, Parameters, ParseError, parse_protocol};
+pub use driver_test::DriverTest;
 pub use report::{CaseResult, Outcome, Report};
 pub use suite::{SETUP_CASE, case_names, run, selected_names, selected_names_for};

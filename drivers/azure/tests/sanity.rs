@@ -6,63 +6,57 @@
 //! purpose (wider grants, revokes that do nothing) must fail, so that
 //! their passing means something.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use cosi_driver::proto::*;
 use cosi_driver::testing;
-use cosi_driver::{Endpoint, Identity, Provisioner, Request, Response, Status};
+use cosi_driver::{Identity, Provisioner, Request, Response, Status};
 use cosi_driver_azure::AzureDriver;
 use cosi_driver_azure::testing::Azurite;
-use cosi_sanity::{Config, Outcome, ParameterFile, Report};
+use cosi_sanity::{DriverTest, Outcome, Report};
 
-/// BucketClass parameters: none changes a container once made, so no set
-/// is valid yet incompatible.
-const BUCKET_PARAMETERS: &str = r#"
+/// The suite as this driver runs it.
+const SUITE: DriverTest = DriverTest {
+    // BucketClass parameters: none changes a container once made, so no set
+    // is valid yet incompatible.
+    bucket_parameters: r#"
 parameters: {deleteNonEmptyContainers: "false"}
 invalidParameters: {deleteNonEmptyContainers: maybe}
-"#;
-
-/// BucketAccessClass parameters: the token lifetime applies to new
-/// policies only, so no set is valid yet incompatible.
-const ACCESS_PARAMETERS: &str = r#"
+"#,
+    // BucketAccessClass parameters: the token lifetime applies to new
+    // policies only, so no set is valid yet incompatible.
+    access_parameters: r#"
 parameters: {sasTokenLifetime: 1h}
 invalidParameters: {sasTokenLifetime: 7d}
-"#;
+"#,
+    expected_skips: &[
+        (
+            "DriverCreateBucket: an incompatible repeat is AlreadyExists",
+            "no BucketClass parameter changes a container once made, so no set is valid yet incompatible",
+        ),
+        (
+            "DriverGrantBucketAccess: an incompatible repeat is AlreadyExists",
+            "sasTokenLifetime applies to new access policies only, so no set is valid yet incompatible",
+        ),
+        (
+            "Data plane: one credential reaches every bucket of a multi-bucket grant",
+            "a SAS token reaches one container: multi-bucket grants are OutOfRange, as the KEP asks",
+        ),
+    ],
+};
 
-/// The cases this driver cannot exercise, and why. A case that starts
-/// skipping (or stops skipping) fails the test, so coverage cannot shrink
-/// unnoticed.
-const EXPECTED_SKIPS: &[(&str, &str)] = &[
-    (
-        "DriverCreateBucket: an incompatible repeat is AlreadyExists",
-        "no BucketClass parameter changes a container once made, so no set is valid yet incompatible",
-    ),
-    (
-        "DriverGrantBucketAccess: an incompatible repeat is AlreadyExists",
-        "sasTokenLifetime applies to new access policies only, so no set is valid yet incompatible",
-    ),
-    (
-        "Data plane: one credential reaches every bucket of a multi-bucket grant",
-        "a SAS token reaches one container: multi-bucket grants are OutOfRange, as the KEP asks",
-    ),
-];
-
-fn sanity_config(endpoint: Endpoint) -> Config {
-    let mut config = Config::new(endpoint)
-        .with_bucket_parameters(ParameterFile::parse(BUCKET_PARAMETERS).unwrap())
-        .with_access_parameters(ParameterFile::parse(ACCESS_PARAMETERS).unwrap());
-    config.data_plane = true;
-    config
-}
-
-/// Serves `driver` on a temporary socket and runs the suite with
-/// `config_of` its endpoint.
-async fn run_suite<D>(driver: D, config_of: impl FnOnce(Endpoint) -> Config) -> Report
+/// Serves `driver` on a temporary socket and runs the data-plane cases
+/// against it, waiting 2 s (not 30) for a revoke to apply: Azurite applies
+/// it on the next request.
+async fn run_data_plane_cases<D>(driver: D) -> Report
 where
     D: Identity + Provisioner + Clone,
 {
     let (_, server) = testing::serve(driver.clone(), driver).await;
-    let report = cosi_sanity::run(&config_of(server.endpoint().clone())).await;
+    let mut config = SUITE.config(server.endpoint().clone());
+    config.filter = Some("^Data plane".into());
+    config.propagation_timeout = Duration::from_secs(2);
+    let report = cosi_sanity::run(&config).await;
     server.stop().await;
     report
 }
@@ -74,12 +68,10 @@ async fn the_conformance_suite_passes_on_azurite_with_the_data_plane() {
     let driver = AzureDriver::connect(azurite.config(), azurite.key())
         .await
         .expect("driver");
-    let t0 = Instant::now();
-    let report = run_suite(driver, sanity_config).await;
-    report.print();
-    eprintln!("cosi-sanity took {:?}", t0.elapsed());
+    let (_, server) = testing::serve(driver.clone(), driver).await;
+    SUITE.assert_passes(server.endpoint().clone()).await;
+    server.stop().await;
 
-    report.assert_complete(EXPECTED_SKIPS);
     let left = azurite
         .api()
         .container_names()
@@ -104,6 +96,25 @@ struct Broken {
     fault: Fault,
 }
 
+/// Implements [`Provisioner`] for [`Broken`]: each call listed in braces
+/// goes to the inner driver unchanged; the calls a fault changes follow.
+macro_rules! broken_provisioner {
+    ({ $($call:ident($request:ty) -> $response:ty;)* } $($faulty:item)*) => {
+        #[tonic::async_trait]
+        impl Provisioner for Broken {
+            $(
+                async fn $call(
+                    &self,
+                    r: Request<$request>,
+                ) -> Result<Response<$response>, Status> {
+                    self.inner.$call(r).await
+                }
+            )*
+            $($faulty)*
+        }
+    };
+}
+
 #[tonic::async_trait]
 impl Identity for Broken {
     async fn driver_get_info(
@@ -114,37 +125,13 @@ impl Identity for Broken {
     }
 }
 
-#[tonic::async_trait]
-impl Provisioner for Broken {
-    async fn driver_generate_bucket_id(
-        &self,
-        r: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
-        self.inner.driver_generate_bucket_id(r).await
-    }
-    async fn driver_create_bucket(
-        &self,
-        r: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        self.inner.driver_create_bucket(r).await
-    }
-    async fn driver_get_bucket(
-        &self,
-        r: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
-        self.inner.driver_get_bucket(r).await
-    }
-    async fn driver_delete_bucket(
-        &self,
-        r: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
-        self.inner.driver_delete_bucket(r).await
-    }
-    async fn driver_generate_bucket_access_id(
-        &self,
-        r: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
-        self.inner.driver_generate_bucket_access_id(r).await
+broken_provisioner! {
+    {
+        driver_generate_bucket_id(DriverGenerateBucketIdRequest) -> DriverGenerateBucketIdResponse;
+        driver_create_bucket(DriverCreateBucketRequest) -> DriverCreateBucketResponse;
+        driver_get_bucket(DriverGetBucketRequest) -> DriverGetBucketResponse;
+        driver_delete_bucket(DriverDeleteBucketRequest) -> DriverDeleteBucketResponse;
+        driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest) -> DriverGenerateBucketAccessIdResponse;
     }
     async fn driver_grant_bucket_access(
         &self,
@@ -161,6 +148,7 @@ impl Provisioner for Broken {
         }
         self.inner.driver_grant_bucket_access(Request::new(r)).await
     }
+
     async fn driver_revoke_bucket_access(
         &self,
         r: Request<DriverRevokeBucketAccessRequest>,
@@ -170,15 +158,6 @@ impl Provisioner for Broken {
             Fault::GrantsReadWrite => self.inner.driver_revoke_bucket_access(r).await,
         }
     }
-}
-
-/// The data-plane cases only, waiting 2 s (not 30) for a revoke to
-/// apply: Azurite applies it on the next request.
-fn data_plane_only(endpoint: Endpoint) -> Config {
-    let mut config = sanity_config(endpoint);
-    config.filter = Some("^Data plane".into());
-    config.propagation_timeout = Duration::from_secs(2);
-    config
 }
 
 fn failed(report: &Report, name: &str) -> bool {
@@ -203,7 +182,7 @@ async fn the_data_plane_cases_fail_a_driver_that_grants_too_much_or_revokes_noth
         inner: driver.clone(),
         fault: Fault::GrantsReadWrite,
     };
-    let report = run_suite(wide, data_plane_only).await;
+    let report = run_data_plane_cases(wide).await;
     assert!(
         failed(&report, "Data plane: ReadOnly credentials cannot write")
             && failed(&report, "Data plane: WriteOnly credentials cannot read"),
@@ -213,7 +192,7 @@ async fn the_data_plane_cases_fail_a_driver_that_grants_too_much_or_revokes_noth
         inner: driver,
         fault: Fault::RevokesNothing,
     };
-    let report = run_suite(sticky, data_plane_only).await;
+    let report = run_data_plane_cases(sticky).await;
     assert!(
         failed(&report, "Data plane: revoked credentials stop working")
             && failed(&report, "Data plane: after repeated grants and one revoke"),

@@ -6,50 +6,34 @@
 mod common;
 
 use common::Harness;
-use cosi_driver::Endpoint;
 use cosi_driver_local::BackendState;
-use cosi_sanity::{Config, ParameterFile};
+use cosi_sanity::DriverTest;
 
-/// BucketClass parameters: a quota well above what the suite writes; a
-/// repeat with another quota must be refused, and a malformed size too.
-const BUCKET_PARAMETERS: &str = r#"
+/// The suite as this driver runs it.
+const SUITE: DriverTest = DriverTest {
+    // BucketClass parameters: a quota well above what the suite writes; a
+    // repeat with another quota must be refused, and a malformed size too.
+    bucket_parameters: r#"
 parameters: {maxSizeBytes: 1Mi}
 incompatibleParameters: {maxSizeBytes: 2Mi}
 invalidParameters: {maxSizeBytes: "10 MB"}
-"#;
-
-/// BucketAccessClass parameters: the driver knows none, so any key is
-/// invalid and no set can be merely incompatible.
-const ACCESS_PARAMETERS: &str = r#"
+"#,
+    // BucketAccessClass parameters: the driver knows none, so any key is
+    // invalid and no set can be merely incompatible.
+    access_parameters: r#"
 parameters: {}
 invalidParameters: {role: admin}
-"#;
-
-/// The cases the local driver cannot exercise, and why. A case that starts
-/// skipping (or stops skipping) fails the test, so coverage cannot shrink
-/// unnoticed.
-const EXPECTED_SKIPS: &[(&str, &str)] = &[(
-    "DriverGrantBucketAccess: an incompatible repeat is AlreadyExists",
-    "the driver knows no BucketAccessClass parameter, so no set is valid yet incompatible",
-)];
-
-fn sanity_config(endpoint: Endpoint) -> Config {
-    let mut config = Config::new(endpoint)
-        .with_bucket_parameters(ParameterFile::parse(BUCKET_PARAMETERS).unwrap())
-        .with_access_parameters(ParameterFile::parse(ACCESS_PARAMETERS).unwrap());
-    config.data_plane = true;
-    config
-}
+"#,
+    expected_skips: &[(
+        "DriverGrantBucketAccess: an incompatible repeat is AlreadyExists",
+        "the driver knows no BucketAccessClass parameter, so no set is valid yet incompatible",
+    )],
+};
 
 #[tokio::test]
 async fn the_conformance_suite_passes_with_the_data_plane() {
     let h = Harness::start().await;
-    let endpoint = h.endpoint().clone();
-
-    let report = cosi_sanity::run(&sanity_config(endpoint)).await;
-    report.print();
-
-    report.assert_complete(EXPECTED_SKIPS);
+    SUITE.assert_passes(h.endpoint().clone()).await;
 
     let state = assert_left_empty(&h);
     assert!(
@@ -63,8 +47,7 @@ async fn the_conformance_suite_passes_with_the_data_plane() {
 #[tokio::test]
 async fn the_v1alpha1_conformance_suite_passes_with_the_data_plane() {
     let h = Harness::start_v1alpha1().await;
-    let endpoint = h.endpoint().clone();
-    let mut config = sanity_config(endpoint);
+    let mut config = SUITE.config(h.endpoint().clone());
     config.api = cosi_sanity::Api::V1alpha1;
 
     let report = cosi_sanity::run(&config).await;

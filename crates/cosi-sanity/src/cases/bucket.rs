@@ -1,6 +1,8 @@
 //! DriverGenerateBucketId, DriverCreateBucket, DriverGetBucket and
 //! DriverDeleteBucket.
 
+use std::collections::HashMap;
+
 use cosi_driver::Code;
 use cosi_driver::proto::*;
 
@@ -35,76 +37,119 @@ fn delete_request(ctx: &Ctx, id: &str) -> DriverDeleteBucketRequest {
     }
 }
 
+/// A phase of dynamic provisioning: both must refuse invalid parameters
+/// and a request that does not name the bucket.
+#[derive(Clone, Copy)]
+pub(super) enum Phase {
+    /// DriverGenerateBucketId, for a bucket name.
+    Generate,
+    /// DriverCreateBucket, for a bucket ID.
+    Create,
+}
+
+impl Phase {
+    /// A bucket the phase's request can name: a fresh name, or the ID
+    /// phase 1 gives a fresh name.
+    async fn fresh_key(self, ctx: &mut Ctx) -> Result<String, Stop> {
+        match self {
+            Phase::Generate => Ok(names::bucket_name()),
+            Phase::Create => Ok(ctx.new_bucket_id().await?.1),
+        }
+    }
+
+    /// The request field that names the bucket.
+    fn key_field(self) -> &'static str {
+        match self {
+            Phase::Generate => "name",
+            Phase::Create => "bucket_id",
+        }
+    }
+
+    /// Sends the phase's request for the bucket `key`, with `parameters`
+    /// instead of the configured ones when given: it must be refused with
+    /// InvalidArgument. `what` describes the request.
+    async fn expect_invalid(
+        self,
+        ctx: &mut Ctx,
+        key: &str,
+        parameters: Option<HashMap<String, String>>,
+        what: &str,
+    ) -> Step {
+        let (rpc, result) = match self {
+            Phase::Generate => {
+                let mut req = ctx.generate_request(key)?;
+                req.parameters = parameters.unwrap_or(req.parameters);
+                (GENERATE, ctx.generate_bucket_id(req).await.map(drop))
+            }
+            Phase::Create => {
+                let mut req = ctx.create_request(key)?;
+                req.parameters = parameters.unwrap_or(req.parameters);
+                (CREATE, ctx.create_bucket(req).await.map(drop))
+            }
+        };
+        expect_invalid(rpc, what, &result)
+    }
+}
+
+/// `phase` with the configured invalid parameters is InvalidArgument.
+pub(super) async fn refuses_invalid_parameters(ctx: &mut Ctx, phase: Phase) -> Step {
+    let invalid = ctx.invalid_bucket_parameters()?;
+    let key = phase.fresh_key(ctx).await?;
+    phase
+        .expect_invalid(ctx, &key, Some(invalid), "the invalid parameters")
+        .await
+}
+
+/// `phase` without the field that names the bucket is InvalidArgument.
+pub(super) async fn requires_a_key(ctx: &mut Ctx, phase: Phase) -> Step {
+    let what = format!("an empty {}", phase.key_field());
+    phase.expect_invalid(ctx, "", None, &what).await
+}
+
+/// The bucket ID DriverGenerateBucketId gives `name`; `call` names the
+/// call in its failure.
+async fn generated_id(ctx: &mut Ctx, name: &str, call: &'static str) -> Result<String, Stop> {
+    let req = ctx.generate_request(name)?;
+    let resp = ctx.generate_bucket_id(req).await.map_err(answered(call))?;
+    Ok(resp.bucket_id)
+}
+
 pub(super) async fn generate_is_idempotent(ctx: &mut Ctx) -> Step {
     let name = names::bucket_name();
-    let req = ctx.generate_request(&name)?;
-    let first = ctx
-        .generate_bucket_id(req.clone())
-        .await
-        .map_err(answered(GENERATE))?;
-    let second = ctx
-        .generate_bucket_id(req)
-        .await
-        .map_err(answered("a repeated DriverGenerateBucketId"))?;
-    if first.bucket_id != second.bucket_id {
-        fail!(
-            "two calls for name {name:?} returned different bucket_ids {:?} and {:?}",
-            first.bucket_id,
-            second.bucket_id
-        );
+    let first = generated_id(ctx, &name, GENERATE).await?;
+    let second = generated_id(ctx, &name, "a repeated DriverGenerateBucketId").await?;
+    if first != second {
+        fail!("two calls for name {name:?} returned different bucket_ids {first:?} and {second:?}");
     }
     Ok(())
 }
 
 pub(super) async fn generated_id_is_well_formed(ctx: &mut Ctx) -> Step {
-    let req = ctx.generate_request(&names::bucket_name())?;
-    let resp = ctx
-        .generate_bucket_id(req)
-        .await
-        .map_err(answered(GENERATE))?;
-    cosi_driver::validate::identifier("bucket_id", &resp.bucket_id)
+    let id = generated_id(ctx, &names::bucket_name(), GENERATE).await?;
+    cosi_driver::validate::identifier("bucket_id", &id)
         .map_err(|s| Stop::Fail(s.message().to_owned()))
 }
 
 pub(super) async fn generated_ids_are_unique(ctx: &mut Ctx) -> Step {
     let (a, b) = (names::bucket_name(), names::bucket_name());
-    let req_a = ctx.generate_request(&a)?;
-    let req_b = ctx.generate_request(&b)?;
-    let id_a = ctx
-        .generate_bucket_id(req_a)
-        .await
-        .map_err(answered(GENERATE))?;
-    let id_b = ctx
-        .generate_bucket_id(req_b)
-        .await
-        .map_err(answered(GENERATE))?;
-    if id_a.bucket_id == id_b.bucket_id {
-        fail!(
-            "names {a:?} and {b:?} both got bucket_id {:?}; IDs must be unique",
-            id_a.bucket_id
-        );
+    let id_a = generated_id(ctx, &a, GENERATE).await?;
+    let id_b = generated_id(ctx, &b, GENERATE).await?;
+    if id_a == id_b {
+        fail!("names {a:?} and {b:?} both got bucket_id {id_a:?}; IDs must be unique");
     }
     Ok(())
 }
 
 pub(super) async fn generate_creates_nothing(ctx: &mut Ctx) -> Step {
     let name = names::bucket_name();
-    let req = ctx.generate_request(&name)?;
-    let first = ctx
-        .generate_bucket_id(req.clone())
-        .await
-        .map_err(answered(GENERATE))?;
-    let second = ctx
-        .generate_bucket_id(req)
-        .await
-        .map_err(answered(GENERATE))?;
-    if first.bucket_id != second.bucket_id {
+    let id = generated_id(ctx, &name, GENERATE).await?;
+    let again = generated_id(ctx, &name, GENERATE).await?;
+    if id != again {
         skip!(
             "the driver does not derive bucket_id deterministically from the name, \
              so there is no ID to look up before DriverCreateBucket"
         );
     }
-    let id = first.bucket_id;
     let req = get_request(ctx, &id)?;
     match ctx.get_bucket(req).await {
         Err(s) if s.code() == Code::NotFound => Ok(()),
@@ -120,20 +165,6 @@ pub(super) async fn generate_creates_nothing(ctx: &mut Ctx) -> Step {
             )
         }
     }
-}
-
-pub(super) async fn generate_refuses_invalid_parameters(ctx: &mut Ctx) -> Step {
-    let invalid = ctx.invalid_bucket_parameters()?;
-    let mut req = ctx.generate_request(&names::bucket_name())?;
-    req.parameters = invalid;
-    let result = ctx.generate_bucket_id(req).await;
-    expect_invalid(GENERATE, "the invalid parameters", &result)
-}
-
-pub(super) async fn generate_requires_a_name(ctx: &mut Ctx) -> Step {
-    let req = ctx.generate_request("")?;
-    let result = ctx.generate_bucket_id(req).await;
-    expect_invalid(GENERATE, "an empty name", &result)
 }
 
 pub(super) async fn create_covers_protocols(ctx: &mut Ctx) -> Step {
@@ -194,21 +225,6 @@ pub(super) async fn create_refuses_unsupported_protocol(ctx: &mut Ctx) -> Step {
         protocol_name(unsupported)
     );
     expect_invalid(CREATE, &what, &result)
-}
-
-pub(super) async fn create_refuses_invalid_parameters(ctx: &mut Ctx) -> Step {
-    let invalid = ctx.invalid_bucket_parameters()?;
-    let (_, id) = ctx.new_bucket_id().await?;
-    let mut req = ctx.create_request(&id)?;
-    req.parameters = invalid;
-    let result = ctx.create_bucket(req).await;
-    expect_invalid(CREATE, "the invalid parameters", &result)
-}
-
-pub(super) async fn create_requires_a_bucket_id(ctx: &mut Ctx) -> Step {
-    let req = ctx.create_request("")?;
-    let result = ctx.create_bucket(req).await;
-    expect_invalid(CREATE, "an empty bucket_id", &result)
 }
 
 pub(super) async fn get_finds_a_bucket(ctx: &mut Ctx) -> Step {

@@ -211,25 +211,27 @@ pub(super) async fn repeated_grant_works(ctx: &mut Ctx) -> Step {
     read(ctx, who, &target, &key).await
 }
 
-pub(super) async fn read_only_cannot_write(ctx: &mut Ctx) -> Step {
+/// A [`ReadWriteBucket`]'s target (the keeper's) and a target on the same
+/// bucket with credentials granted `mode`.
+async fn keeper_and_grant(ctx: &mut Ctx, mode: AccessMode) -> Result<(Target, Target), Stop> {
     let ReadWriteBucket {
         bucket,
         target: keeper,
         ..
     } = read_write_bucket(ctx).await?;
-    let ro = grant_mode(ctx, &bucket.id, AccessMode::ReadOnly).await?;
+    let granted = grant_mode(ctx, &bucket.id, mode).await?;
+    Ok((keeper, granted))
+}
+
+pub(super) async fn read_only_cannot_write(ctx: &mut Ctx) -> Step {
+    let (keeper, ro) = keeper_and_grant(ctx, AccessMode::ReadOnly).await?;
     let key = write(ctx, "ReadWrite credentials", &keeper, &keeper).await?;
     read(ctx, "ReadOnly credentials", &ro, &key).await?;
     write_denied(ctx, "ReadOnly credentials", &ro, &keeper).await
 }
 
 pub(super) async fn write_only_cannot_read(ctx: &mut Ctx) -> Step {
-    let ReadWriteBucket {
-        bucket,
-        target: keeper,
-        ..
-    } = read_write_bucket(ctx).await?;
-    let wo = grant_mode(ctx, &bucket.id, AccessMode::WriteOnly).await?;
+    let (keeper, wo) = keeper_and_grant(ctx, AccessMode::WriteOnly).await?;
     let key = write(ctx, "WriteOnly credentials", &wo, &keeper).await?;
     read(ctx, "ReadWrite credentials", &keeper, &key).await?;
     read_denied(ctx, "WriteOnly credentials", &wo, &key).await

@@ -41,12 +41,13 @@ pub(crate) fn same_name(before: &str, again: &str) -> Step {
     Ok(())
 }
 
-/// A [`Case`] (of the module where it is used) named `$name` running `$body`.
+/// A [`Case`] (of the module where it is used) named `$name` running
+/// `$body`, with `$arg`s after the context when given.
 macro_rules! case {
-    ($name:expr, $body:path) => {
+    ($name:expr, $body:path $(, $arg:expr)*) => {
         Case {
             name: $name,
-            run: |ctx| Box::pin($body(ctx)),
+            run: |ctx| Box::pin($body(ctx $(, $arg)*)),
         }
     };
 }
@@ -86,11 +87,13 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "DriverGenerateBucketId: invalid parameters are InvalidArgument",
-            bucket::generate_refuses_invalid_parameters
+            bucket::refuses_invalid_parameters,
+            bucket::Phase::Generate
         ),
         case!(
             "DriverGenerateBucketId: a missing name is InvalidArgument",
-            bucket::generate_requires_a_name
+            bucket::requires_a_key,
+            bucket::Phase::Generate
         ),
         case!(
             "DriverCreateBucket: creates a bucket with info for every requested protocol",
@@ -110,11 +113,13 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "DriverCreateBucket: invalid parameters are InvalidArgument",
-            bucket::create_refuses_invalid_parameters
+            bucket::refuses_invalid_parameters,
+            bucket::Phase::Create
         ),
         case!(
             "DriverCreateBucket: a missing bucket_id is InvalidArgument",
-            bucket::create_requires_a_bucket_id
+            bucket::requires_a_key,
+            bucket::Phase::Create
         ),
         case!(
             "DriverGetBucket: returns info for an existing bucket",

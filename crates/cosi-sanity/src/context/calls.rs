@@ -2,12 +2,32 @@
 //! credentials join the watched secrets and the revocations are tracked
 //! for cleanup.
 
+use cosi_driver::proto::provisioner_client::ProvisionerClient;
 use cosi_driver::proto::*;
 use cosi_driver::{Code, Response, Status};
+use tonic::transport::Channel;
 
+use super::rpc::Rpc;
 use super::{Ctx, TrackedBucket};
 
 impl Ctx {
+    /// Sends `req` to the Provisioner service; on success `then` updates
+    /// the context with the reply.
+    async fn provision<R>(
+        &mut self,
+        req: R,
+        then: impl FnOnce(&mut Self, &R::Reply),
+    ) -> Result<R::Reply, Status>
+    where
+        R: Rpc<Client = ProvisionerClient<Channel>>,
+    {
+        let result = self.watch.send(&self.client.provisioner, req).await;
+        if let Ok(reply) = &result {
+            then(self, reply);
+        }
+        result
+    }
+
     fn observe_info(&mut self, rpc: &str, info: Option<&ProtocolBucketInfo>) {
         if info.is_some_and(|i| self.watch.secrets.found_in_info(i)) {
             self.watch.violations.push(format!(
@@ -66,14 +86,13 @@ impl Ctx {
             id: req.bucket_id.clone(),
             parameters: req.parameters.clone(),
         };
-        let result = self.watch.send(&self.client.provisioner, req).await;
-        if let Ok(resp) = &result {
+        self.provision(req, |ctx, resp| {
             if !tracked.id.is_empty() {
-                self.track_bucket(&tracked.id, tracked.parameters);
+                ctx.track_bucket(&tracked.id, tracked.parameters);
             }
-            self.observe_info("DriverCreateBucket", resp.protocols.as_ref());
-        }
-        result
+            ctx.observe_info("DriverCreateBucket", resp.protocols.as_ref());
+        })
+        .await
     }
 
     /// Calls DriverGetBucket.
@@ -81,11 +100,10 @@ impl Ctx {
         &mut self,
         req: DriverGetBucketRequest,
     ) -> Result<DriverGetBucketResponse, Status> {
-        let result = self.watch.send(&self.client.provisioner, req).await;
-        if let Ok(resp) = &result {
-            self.observe_info("DriverGetBucket", resp.protocols.as_ref());
-        }
-        result
+        self.provision(req, |ctx, resp| {
+            ctx.observe_info("DriverGetBucket", resp.protocols.as_ref());
+        })
+        .await
     }
 
     /// Calls DriverDeleteBucket; a deleted bucket is no longer tracked.
@@ -94,11 +112,8 @@ impl Ctx {
         req: DriverDeleteBucketRequest,
     ) -> Result<DriverDeleteBucketResponse, Status> {
         let id = req.bucket_id.clone();
-        let result = self.watch.send(&self.client.provisioner, req).await;
-        if result.is_ok() {
-            self.buckets.retain(|b| b.id != id);
-        }
-        result
+        self.provision(req, |ctx, _| ctx.buckets.retain(|b| b.id != id))
+            .await
     }
 
     /// Calls DriverGenerateBucketAccessId.
@@ -193,10 +208,7 @@ impl Ctx {
         req: DriverRevokeBucketAccessRequest,
     ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         let id = req.account_id.clone();
-        let result = self.watch.send(&self.client.provisioner, req).await;
-        if result.is_ok() {
-            self.accounts.retain(|a| a.account_id != id);
-        }
-        result
+        self.provision(req, |ctx, _| ctx.accounts.retain(|a| a.account_id != id))
+            .await
     }
 }

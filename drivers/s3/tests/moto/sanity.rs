@@ -3,45 +3,34 @@
 //! enforced). Every case must pass or be one of the skips listed below, and
 //! the suite must leave moto with no bucket and no user but the admin.
 
-use cosi_driver::Endpoint;
-use cosi_sanity::{Config, ParameterFile};
+use cosi_sanity::DriverTest;
 
 use crate::common::{Moto, Served};
 
-/// BucketClass parameters. Object Lock cannot be switched on for an
-/// existing bucket, so a repeat asking for it must be refused.
-const BUCKET_PARAMETERS: &str = r#"
+/// The suite as this driver runs it.
+const SUITE: DriverTest = DriverTest {
+    // BucketClass parameters. Object Lock cannot be switched on for an
+    // existing bucket, so a repeat asking for it must be refused.
+    bucket_parameters: r#"
 parameters: {tags: "suite=cosi-sanity"}
 incompatibleParameters: {tags: "suite=cosi-sanity", objectLock: "true"}
 invalidParameters: {versioning: maybe}
-"#;
-
-/// BucketAccessClass parameters. No incompatible set: the driver stores
-/// nothing about an access, so a repeated grant re-applies its policy and
-/// rotates the key instead of comparing parameters (documented behaviour).
-const ACCESS_PARAMETERS: &str = r#"
+"#,
+    // BucketAccessClass parameters. No incompatible set: the driver stores
+    // nothing about an access, so a repeated grant re-applies its policy and
+    // rotates the key instead of comparing parameters (documented behaviour).
+    access_parameters: r#"
 parameters: {userNamePrefix: sanity-}
 invalidParameters: {userNamePrefix: "no spaces"}
-"#;
-
-/// The cases this driver cannot exercise, and why. A case that starts
-/// skipping (or stops skipping) fails the test, so coverage cannot shrink
-/// unnoticed.
-const EXPECTED_SKIPS: &[(&str, &str)] = &[(
-    "DriverGrantBucketAccess: an incompatible repeat is AlreadyExists",
-    "a repeated grant re-applies the policy by design, so no access parameter set is incompatible",
-)];
+"#,
+    expected_skips: &[(
+        "DriverGrantBucketAccess: an incompatible repeat is AlreadyExists",
+        "a repeated grant re-applies the policy by design, so no access parameter set is incompatible",
+    )],
+};
 
 /// The user moto's harness bootstraps; the only one allowed to remain.
 const ADMIN_USER: &str = "cosi-admin";
-
-fn sanity_config(endpoint: Endpoint) -> Config {
-    let mut config = Config::new(endpoint)
-        .with_bucket_parameters(ParameterFile::parse(BUCKET_PARAMETERS).unwrap())
-        .with_access_parameters(ParameterFile::parse(ACCESS_PARAMETERS).unwrap());
-    config.data_plane = true;
-    config
-}
 
 #[tokio::test]
 async fn the_conformance_suite_passes_on_moto_with_the_data_plane() {
@@ -50,10 +39,7 @@ async fn the_conformance_suite_passes_on_moto_with_the_data_plane() {
     let moto = Moto::start(false);
     let served = Served::start(moto.config(), &moto.admin).await;
 
-    let report = cosi_sanity::run(&sanity_config(served.endpoint().clone())).await;
-    report.print();
-
-    report.assert_complete(EXPECTED_SKIPS);
+    SUITE.assert_passes(served.endpoint().clone()).await;
 
     let buckets = moto
         .s3(&moto.admin)
