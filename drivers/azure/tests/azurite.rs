@@ -88,13 +88,7 @@ impl Served {
     }
 
     fn buckets(container: &str, mode: AccessMode) -> Vec<AccessedBucket> {
-        vec![AccessedBucket {
-            bucket_id: container.into(),
-            access_mode: Some(AccessModes {
-                object_data: mode as i32,
-                ..Default::default()
-            }),
-        }]
+        vec![testing::accessed_bucket(container, mode)]
     }
 
     /// Generates an account for a fresh access and grants it.
@@ -107,12 +101,12 @@ impl Served {
         let mut p = self.client.provisioner.clone();
         let account_id = p
             .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-                account_name: format!("ba-{}", uid()),
-                buckets: Self::buckets(container, mode),
-                protocol: ObjectProtocol::Azure as i32,
-                authentication_type: AuthenticationType::Key as i32,
                 parameters: map(params),
-                ..Default::default()
+                ..testing::access_id_request(
+                    ObjectProtocol::Azure,
+                    &format!("ba-{}", uid()),
+                    Self::buckets(container, mode),
+                )
             })
             .await?
             .into_inner()
@@ -133,12 +127,12 @@ impl Served {
         let mut p = self.client.provisioner.clone();
         let r = p
             .driver_grant_bucket_access(DriverGrantBucketAccessRequest {
-                account_id: account_id.into(),
-                buckets: Self::buckets(container, mode),
-                protocol: ObjectProtocol::Azure as i32,
-                authentication_type: AuthenticationType::Key as i32,
                 parameters: map(params),
-                ..Default::default()
+                ..testing::grant_request(
+                    ObjectProtocol::Azure,
+                    account_id,
+                    Self::buckets(container, mode),
+                )
             })
             .await?
             .into_inner();
@@ -149,15 +143,11 @@ impl Served {
 
     async fn revoke(&self, container: &str, account_id: &str) {
         let mut p = self.client.provisioner.clone();
-        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
-            account_id: account_id.into(),
-            buckets: vec![RevokedBucket {
-                bucket_id: container.into(),
-            }],
-            protocol: ObjectProtocol::Azure as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            ..Default::default()
-        })
+        p.driver_revoke_bucket_access(testing::revoke_request(
+            ObjectProtocol::Azure,
+            account_id,
+            &[container],
+        ))
         .await
         .expect("revoke");
     }

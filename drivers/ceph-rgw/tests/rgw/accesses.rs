@@ -107,10 +107,7 @@ async fn granted_keys_cannot_create_buckets() {
         !rgw().bucket_names().contains(&attempt),
         "the key created a bucket"
     );
-    let user = rgw()
-        .radosgw_admin(&["user", "info", &format!("--uid={account}")])
-        .unwrap();
-    let user: serde_json::Value = serde_json::from_str(&user).unwrap();
+    let user = rgw().user_info(&account);
     assert!(user["max_buckets"].as_i64().unwrap() < 0, "{user}");
 
     d.revoke(&account, &[&bucket]).await.unwrap();
@@ -127,10 +124,7 @@ async fn a_repeated_grant_returns_the_same_key_and_keeps_one_user_with_one_key()
     let again = keys_of(&d.grant(&account, &buckets).await.unwrap());
     assert_eq!(again, first, "a repeated grant issued another key");
     put(&s3(&again), &bucket, "k", "v").await.unwrap();
-    let info = rgw()
-        .radosgw_admin(&["user", "info", &format!("--uid={account}")])
-        .unwrap();
-    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    let info = rgw().user_info(&account);
     assert_eq!(
         info["keys"].as_array().unwrap().len(),
         1,

@@ -82,14 +82,10 @@ impl Served {
 
 /// The S3 keys of a grant response.
 pub fn keys_of(resp: &DriverGrantBucketAccessResponse) -> AdminKeys {
-    let s3 = resp
-        .credentials
-        .as_ref()
-        .and_then(|c| c.s3.as_ref())
-        .expect("S3 credentials");
+    let (access_key_id, secret_access_key) = testing::s3_keys(resp);
     AdminKeys {
-        access_key_id: s3.access_key_id.clone(),
-        secret_access_key: s3.access_secret_key.clone(),
+        access_key_id,
+        secret_access_key,
     }
 }
 

@@ -340,15 +340,8 @@ impl Served {
 
 /// The S3 keys of a grant response.
 pub fn keys_of(resp: &DriverGrantBucketAccessResponse) -> Keys {
-    let s3 = resp
-        .credentials
-        .as_ref()
-        .and_then(|c| c.s3.as_ref())
-        .expect("S3 credentials");
-    Keys {
-        id: s3.access_key_id.clone(),
-        secret: s3.access_secret_key.clone(),
-    }
+    let (id, secret) = testing::s3_keys(resp);
+    Keys { id, secret }
 }
 
 /// Asserts that user `account` carries the tag saying driver `driver` manages it.
