@@ -223,6 +223,13 @@ pub fn s3_keys(resp: &DriverGrantBucketAccessResponse) -> (String, String) {
     (s3.access_key_id.clone(), s3.access_secret_key.clone())
 }
 
+/// Asserts that an S3 call (one of [`put`], [`get`], [`list`], ...) was
+/// refused with `AccessDenied`.
+#[track_caller]
+pub fn assert_denied<T: std::fmt::Debug>(result: Result<T, String>) {
+    assert_eq!(result.unwrap_err(), "AccessDenied");
+}
+
 /// Asserts a driver's S3 bucket naming: `bucket_name` derives names as
 /// [`testing::assert_derives_bucket_names`] says, hashes a dotted name into
 /// a distinct one without dots and a short one into a valid one;

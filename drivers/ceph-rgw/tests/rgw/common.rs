@@ -10,7 +10,7 @@ use cosi_driver_ceph_rgw::testing::RgwCluster;
 use cosi_driver_ceph_rgw::{AdminKeys, Config, RgwDriver};
 use cosi_driver_s3_common::testing;
 pub use cosi_driver_s3_common::testing::{
-    access, access_all, delete, get, list, put, s3_error_code, start_upload,
+    access, access_all, assert_denied, delete, get, list, put, s3_error_code, start_upload,
 };
 
 /// The cluster of this test binary.

@@ -50,7 +50,7 @@ async fn a_bucket_of_another_user_is_refused_naming_the_owner_unless_relinking_i
         "pixels",
         "the old owner keeps its objects"
     );
-    assert_eq!(list(&o, &bucket).await.unwrap_err(), "AccessDenied");
+    assert_denied(list(&o, &bucket).await);
 
     d.revoke(&id, &[&bucket]).await.unwrap();
     d.purge(&bucket).await;
