@@ -18,7 +18,9 @@ use cosi_driver::proto::*;
 use cosi_driver_s3::accounts::MANAGED_TAG;
 use cosi_driver_s3::{AdminCredentials, Config, S3Driver};
 use cosi_driver_s3_common::testing;
-pub use cosi_driver_s3_common::testing::{access, delete, get, list, map, put, start_upload};
+pub use cosi_driver_s3_common::testing::{
+    access, assert_denied, delete, get, list, map, put, start_upload,
+};
 
 /// Calls moto serves without authentication: exactly the three that
 /// bootstrap the admin (CreateUser, PutUserPolicy, CreateAccessKey).
@@ -323,6 +325,12 @@ impl Served {
     /// Serves a driver for `moto` with its admin.
     pub async fn on(moto: &Moto) -> Served {
         Served::start(moto.config(), &moto.admin).await
+    }
+
+    /// Serves a driver for the shared Moto server, returned with it.
+    pub async fn on_shared() -> (&'static Moto, Served) {
+        let moto = Moto::shared();
+        (moto, Served::on(moto).await)
     }
 
     /// Stops the server and waits for it.

@@ -16,8 +16,7 @@ fn assert_no_credentials(message: &str, keys: &[&Keys]) {
 
 #[tokio::test]
 async fn driver_reports_its_name_and_protocol() {
-    let moto = Moto::shared();
-    let d = Served::on(moto).await;
+    let (_, d) = Served::on_shared().await;
     let info = d.client.get_info().await.unwrap();
     assert_eq!(info.name, "s3.cosi-rs.dev");
     assert_eq!(info.supported_protocols, [ObjectProtocol::S3 as i32]);
@@ -138,8 +137,7 @@ async fn unreachable_backend_is_unavailable() {
 
 #[tokio::test]
 async fn invalid_requests_are_invalid_argument() {
-    let moto = Moto::shared();
-    let d = Served::on(moto).await;
+    let (_, d) = Served::on_shared().await;
     let name = format!("bc-{}", uuid::Uuid::new_v4());
 
     assert_status(
