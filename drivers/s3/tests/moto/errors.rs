@@ -56,19 +56,8 @@ async fn unknown_admin_key_is_unauthenticated() {
     );
     assert_no_credentials(err.message(), &[&unknown]);
 
-    let mut p = d.client.provisioner.clone();
     let err = assert_status(
-        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
-            account_id: "ba-unknown".into(),
-            buckets: vec![RevokedBucket {
-                bucket_id: "bc-unknown".into(),
-            }],
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: Default::default(),
-        })
-        .await,
+        d.revoke("ba-unknown", &["bc-unknown"]).await,
         Code::Unauthenticated,
         &[],
     );
