@@ -345,14 +345,9 @@ impl AdminApi {
             ("uid", uid),
             ("display-name", display_name),
             ("max-buckets", &max),
-            ("key-type", "s3"),
-            ("generate-key", "true"),
         ];
-        let op = "Admin Ops create user";
-        parse(
-            op,
-            &self.user_call(op, uid, http::Method::PUT, &query).await?,
-        )
+        self.put_generating_key("Admin Ops create user", uid, &query)
+            .await
     }
 
     /// Sets how many buckets `uid` may create (negative: none).
@@ -366,17 +361,25 @@ impl AdminApi {
 
     /// Generates a new S3 key for `uid`; returns all of the user's keys.
     pub async fn create_key(&self, uid: &str) -> Result<Vec<S3Key>, BackendError> {
-        let query = [
-            ("key", ""),
-            ("uid", uid),
-            ("key-type", "s3"),
-            ("generate-key", "true"),
-        ];
-        let op = "Admin Ops create key";
-        parse(
-            op,
-            &self.user_call(op, uid, http::Method::PUT, &query).await?,
-        )
+        let query = [("key", ""), ("uid", uid)];
+        self.put_generating_key("Admin Ops create key", uid, &query)
+            .await
+    }
+
+    /// PUTs `query` to the `user` resource about `uid`, asking RGW to
+    /// generate an S3 key, and parses the answer.
+    async fn put_generating_key<T: for<'de> Deserialize<'de>>(
+        &self,
+        operation: &'static str,
+        uid: &str,
+        query: &[(&str, &str)],
+    ) -> Result<T, BackendError> {
+        let generate = [("key-type", "s3"), ("generate-key", "true")];
+        let query: Vec<(&str, &str)> = query.iter().copied().chain(generate).collect();
+        let body = self
+            .user_call(operation, uid, http::Method::PUT, &query)
+            .await?;
+        parse(operation, &body)
     }
 
     /// Deletes the user `uid` (not the buckets it owns: RGW refuses while
