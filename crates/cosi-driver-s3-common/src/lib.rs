@@ -10,6 +10,8 @@
 //! - how workloads address a bucket ([`addressing`]);
 //! - emptying a bucket of every object version and upload ([`buckets`]);
 //! - the S3 bucket-name rules and the `bucketNamePrefix` check ([`names`]);
+//! - what the access policies share: the always-granted action, the
+//!   object write actions and the access-mode rules ([`policy`]);
 //! - the S3 drivers' class parameters ([`params`]) and checking what a
 //!   request asks for: S3 only, Key authentication ([`requests`]);
 //! - the binaries' logging, with the AWS SDK's credential-bearing tracing
@@ -32,6 +34,7 @@ pub mod errors;
 pub mod logging;
 pub mod names;
 pub mod params;
+pub mod policy;
 pub mod requests;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -28,3 +28,10 @@ pub fn bucket_name_prefix(map: &HashMap<String, String>, problems: &mut Vec<Stri
         },
     }
 }
+
+/// Whether the [`PURGE_ON_DELETE`] parameter is `"true"`. Deletion reads
+/// only this key, so that a class edited (or a driver upgraded) after
+/// creation can never block it.
+pub fn purge_on_delete(map: &HashMap<String, String>) -> bool {
+    map.get(PURGE_ON_DELETE).is_some_and(|v| v == "true")
+}

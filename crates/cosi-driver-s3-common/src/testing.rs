@@ -209,12 +209,25 @@ pub fn access_all(
 ) -> AccessedBucket {
     AccessedBucket {
         bucket_id: bucket.into(),
-        access_mode: Some(AccessModes {
-            object_data: data as i32,
-            object_metadata: object_meta as i32,
-            bucket_metadata: bucket_meta as i32,
-        }),
+        access_mode: Some(testing::access_modes(data, object_meta, bucket_meta)),
     }
+}
+
+/// The S3 access key ID and secret access key of a grant response.
+pub fn s3_keys(resp: &DriverGrantBucketAccessResponse) -> (String, String) {
+    let s3 = resp
+        .credentials
+        .as_ref()
+        .and_then(|c| c.s3.as_ref())
+        .expect("S3 credentials");
+    (s3.access_key_id.clone(), s3.access_secret_key.clone())
+}
+
+/// Asserts that an S3 call (one of [`put`], [`get`], [`list`], ...) was
+/// refused with `AccessDenied`.
+#[track_caller]
+pub fn assert_denied<T: std::fmt::Debug>(result: Result<T, String>) {
+    assert_eq!(result.unwrap_err(), "AccessDenied");
 }
 
 /// Asserts a driver's S3 bucket naming: `bucket_name` derives names as

@@ -438,3 +438,17 @@ pub fn assert_no_parameters_mean_default<T, E>(
 {
     assert_eq!(parse(&HashMap::new()).unwrap(), T::default());
 }
+
+/// The access modes of the three categories: object data, object metadata
+/// and bucket metadata.
+pub fn access_modes(
+    object_data: crate::proto::AccessMode,
+    object_metadata: crate::proto::AccessMode,
+    bucket_metadata: crate::proto::AccessMode,
+) -> crate::proto::AccessModes {
+    crate::proto::AccessModes {
+        object_data: object_data as i32,
+        object_metadata: object_metadata as i32,
+        bucket_metadata: bucket_metadata as i32,
+    }
+}

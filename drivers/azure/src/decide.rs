@@ -253,20 +253,13 @@ pub fn plan_revoke(acl: &Acl, id: &str) -> Option<Acl> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosi_driver::testing::access_modes as modes;
     use std::collections::BTreeMap;
     use std::time::UNIX_EPOCH;
     use tonic::Code;
 
     const C: &str = "bc-1";
     const DRIVER: &str = "azure.cosi-rs.dev";
-
-    fn modes(data: AccessMode, meta: AccessMode, bucket: AccessMode) -> AccessModes {
-        AccessModes {
-            object_data: data as i32,
-            object_metadata: meta as i32,
-            bucket_metadata: bucket as i32,
-        }
-    }
 
     use AccessMode::{ReadOnly as RO, ReadWrite as RW, Unspecified as U, WriteOnly as WO};
 

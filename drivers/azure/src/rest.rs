@@ -200,6 +200,27 @@ impl BlobApi {
         }
     }
 
+    /// Calls the container resource of `container`, with `restype=container`
+    /// ahead of `query`.
+    async fn container_call(
+        &self,
+        operation: &'static str,
+        container: &str,
+        method: http::Method,
+        query: &[(&str, &str)],
+        headers: &[(String, String)],
+        body: Bytes,
+    ) -> Result<Answer, BackendError> {
+        let query: Vec<(&str, &str)> = [("restype", "container")]
+            .into_iter()
+            .chain(query.iter().copied())
+            .collect();
+        let target = container_target(container);
+        let resource = format!("/{container}");
+        self.call(operation, &target, method, &resource, &query, headers, body)
+            .await
+    }
+
     /// Lists one page of containers: proves the account name, key and
     /// endpoint work.
     pub async fn check_access(&self) -> Result<(), BackendError> {
@@ -248,12 +269,11 @@ impl BlobApi {
             .map(|(k, v)| (format!("x-ms-meta-{k}"), v.clone()))
             .collect();
         match self
-            .call(
+            .container_call(
                 "Create Container",
-                &container_target(container),
+                container,
                 http::Method::PUT,
-                &format!("/{container}"),
-                &[("restype", "container")],
+                &[],
                 &headers,
                 Bytes::new(),
             )
@@ -268,12 +288,11 @@ impl BlobApi {
     /// The container's metadata; `None` when there is no such container.
     pub async fn container(&self, container: &str) -> Result<Option<ContainerInfo>, BackendError> {
         match self
-            .call(
+            .container_call(
                 "Get Container Properties",
-                &container_target(container),
+                container,
                 http::Method::GET,
-                &format!("/{container}"),
-                &[("restype", "container")],
+                &[],
                 &[],
                 Bytes::new(),
             )
@@ -303,12 +322,11 @@ impl BlobApi {
     /// already gone.
     pub async fn delete_container(&self, container: &str) -> Result<bool, BackendError> {
         match self
-            .call(
+            .container_call(
                 "Delete Container",
-                &container_target(container),
+                container,
                 http::Method::DELETE,
-                &format!("/{container}"),
-                &[("restype", "container")],
+                &[],
                 &[],
                 Bytes::new(),
             )
@@ -323,16 +341,11 @@ impl BlobApi {
     /// True when `container` holds at least one blob.
     pub async fn has_blobs(&self, container: &str) -> Result<bool, BackendError> {
         let answer = self
-            .call(
+            .container_call(
                 "List Blobs",
-                &container_target(container),
+                container,
                 http::Method::GET,
-                &format!("/{container}"),
-                &[
-                    ("restype", "container"),
-                    ("comp", "list"),
-                    ("maxresults", "1"),
-                ],
+                &[("comp", "list"), ("maxresults", "1")],
                 &[],
                 Bytes::new(),
             )
@@ -344,12 +357,11 @@ impl BlobApi {
     pub async fn get_acl(&self, container: &str) -> Result<AclState, BackendError> {
         let op = "Get Container ACL";
         let answer = self
-            .call(
+            .container_call(
                 op,
-                &container_target(container),
+                container,
                 http::Method::GET,
-                &format!("/{container}"),
-                &[("restype", "container"), ("comp", "acl")],
+                &[("comp", "acl")],
                 &[],
                 Bytes::new(),
             )
@@ -379,12 +391,11 @@ impl BlobApi {
         if let Some(level) = &state.public_access {
             headers.push(("x-ms-blob-public-access".into(), level.clone()));
         }
-        self.call(
+        self.container_call(
             "Set Container ACL",
-            &container_target(container),
+            container,
             http::Method::PUT,
-            &format!("/{container}"),
-            &[("restype", "container"), ("comp", "acl")],
+            &[("comp", "acl")],
             &headers,
             Bytes::from(state.acl.render()),
         )

@@ -42,6 +42,13 @@ async fn serve() -> Served {
     }
 }
 
+/// The driver served, with a new container made through it.
+async fn serve_with_container() -> (Served, String) {
+    let s = serve().await;
+    let c = s.new_container(&[]).await;
+    (s, c)
+}
+
 fn uid() -> String {
     uuid::Uuid::new_v4().to_string()
 }
@@ -88,13 +95,7 @@ impl Served {
     }
 
     fn buckets(container: &str, mode: AccessMode) -> Vec<AccessedBucket> {
-        vec![AccessedBucket {
-            bucket_id: container.into(),
-            access_mode: Some(AccessModes {
-                object_data: mode as i32,
-                ..Default::default()
-            }),
-        }]
+        vec![testing::accessed_bucket(container, mode)]
     }
 
     /// Generates an account for a fresh access and grants it.
@@ -107,12 +108,12 @@ impl Served {
         let mut p = self.client.provisioner.clone();
         let account_id = p
             .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-                account_name: format!("ba-{}", uid()),
-                buckets: Self::buckets(container, mode),
-                protocol: ObjectProtocol::Azure as i32,
-                authentication_type: AuthenticationType::Key as i32,
                 parameters: map(params),
-                ..Default::default()
+                ..testing::access_id_request(
+                    ObjectProtocol::Azure,
+                    &format!("ba-{}", uid()),
+                    Self::buckets(container, mode),
+                )
             })
             .await?
             .into_inner()
@@ -133,12 +134,12 @@ impl Served {
         let mut p = self.client.provisioner.clone();
         let r = p
             .driver_grant_bucket_access(DriverGrantBucketAccessRequest {
-                account_id: account_id.into(),
-                buckets: Self::buckets(container, mode),
-                protocol: ObjectProtocol::Azure as i32,
-                authentication_type: AuthenticationType::Key as i32,
                 parameters: map(params),
-                ..Default::default()
+                ..testing::grant_request(
+                    ObjectProtocol::Azure,
+                    account_id,
+                    Self::buckets(container, mode),
+                )
             })
             .await?
             .into_inner();
@@ -149,15 +150,11 @@ impl Served {
 
     async fn revoke(&self, container: &str, account_id: &str) {
         let mut p = self.client.provisioner.clone();
-        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
-            account_id: account_id.into(),
-            buckets: vec![RevokedBucket {
-                bucket_id: container.into(),
-            }],
-            protocol: ObjectProtocol::Azure as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            ..Default::default()
-        })
+        p.driver_revoke_bucket_access(testing::revoke_request(
+            ObjectProtocol::Azure,
+            account_id,
+            &[container],
+        ))
         .await
         .expect("revoke");
     }
@@ -174,8 +171,7 @@ async fn policy_ids(container: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_sixth_access_to_one_container_is_resource_exhausted_until_a_slot_frees() {
-    let s = serve().await;
-    let c = s.new_container(&[]).await;
+    let (s, c) = serve_with_container().await;
     let mut accounts = Vec::new();
     for _ in 0..5 {
         accounts.push(s.grant(&c, AccessMode::ReadWrite, &[]).await.unwrap().0);
@@ -208,8 +204,7 @@ async fn the_sixth_access_to_one_container_is_resource_exhausted_until_a_slot_fr
 
 #[tokio::test(flavor = "multi_thread")]
 async fn concurrent_grants_to_one_container_keep_every_policy() {
-    let s = serve().await;
-    let c = s.new_container(&[]).await;
+    let (s, c) = serve_with_container().await;
     let grants =
         futures::future::join_all((0..4).map(|_| s.grant(&c, AccessMode::ReadWrite, &[]))).await;
     let mut ids: Vec<String> = grants.into_iter().map(|g| g.unwrap().0).collect();
@@ -224,8 +219,7 @@ async fn concurrent_grants_to_one_container_keep_every_policy() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_revoke_refuses_its_token_at_once_and_leaves_the_others_working() {
-    let s = serve().await;
-    let c = s.new_container(&[]).await;
+    let (s, c) = serve_with_container().await;
     let (a, creds_a) = s.grant(&c, AccessMode::ReadWrite, &[]).await.unwrap();
     let (b, creds_b) = s.grant(&c, AccessMode::ReadWrite, &[]).await.unwrap();
     let (ta, tb) = (target(&creds_a), target(&creds_b));
@@ -253,8 +247,7 @@ async fn a_revoke_refuses_its_token_at_once_and_leaves_the_others_working() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_token_works_until_its_expiry_timestamp_and_not_after() {
-    let s = serve().await;
-    let c = s.new_container(&[]).await;
+    let (s, c) = serve_with_container().await;
     let before = SystemTime::now();
     let (a, creds) = s
         .grant(&c, AccessMode::ReadWrite, &[("sasTokenLifetime", "10s")])
@@ -295,8 +288,7 @@ async fn a_token_works_until_its_expiry_timestamp_and_not_after() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_container_with_blobs_is_kept_unless_the_class_allows_deleting_it() {
-    let s = serve().await;
-    let c = s.new_container(&[]).await;
+    let (s, c) = serve_with_container().await;
     let (a, creds) = s.grant(&c, AccessMode::WriteOnly, &[]).await.unwrap();
     assert_eq!(target(&creds).put("x", b"1").await, Access::Allowed(()));
     s.revoke(&c, &a).await;

@@ -224,6 +224,15 @@ impl std::fmt::Debug for AdminApi {
     }
 }
 
+/// `answer`, with RGW's "not found" as `None`.
+fn found<T>(answer: Result<T, BackendError>) -> Result<Option<T>, BackendError> {
+    match answer {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 fn user_target(uid: &str) -> String {
     format!("RGW user {uid:?}")
 }
@@ -284,29 +293,24 @@ impl AdminApi {
         resource: &str,
         query: &[(&str, &str)],
     ) -> Result<Option<T>, BackendError> {
-        match self
-            .call(op, target, http::Method::GET, resource, query)
-            .await
-        {
-            Ok(body) => parse(op, &body).map(Some),
-            Err(e) if e.is_not_found() => Ok(None),
-            Err(e) => Err(e),
-        }
+        let body = found(
+            self.call(op, target, http::Method::GET, resource, query)
+                .await,
+        )?;
+        body.map(|body| parse(op, &body)).transpose()
     }
 
     /// The user holding `access_key` (the driver's own admin user).
     pub async fn user_by_access_key(&self, access_key: &str) -> Result<UserInfo, BackendError> {
         let op = "Admin Ops get user by access key";
-        let body = self
-            .call(
-                op,
-                "the admin user",
-                http::Method::GET,
-                "user",
-                &[("access-key", access_key)],
-            )
-            .await?;
-        parse(op, &body)
+        let query = [("access-key", access_key)];
+        let target = "the admin user";
+        parse(
+            op,
+            &self
+                .call(op, target, http::Method::GET, "user", &query)
+                .await?,
+        )
     }
 
     /// Calls the `user` resource of Admin Ops about `uid`.
@@ -336,23 +340,14 @@ impl AdminApi {
         display_name: &str,
         max_buckets: i64,
     ) -> Result<UserInfo, BackendError> {
-        let op = "Admin Ops create user";
         let max = max_buckets.to_string();
-        let body = self
-            .user_call(
-                op,
-                uid,
-                http::Method::PUT,
-                &[
-                    ("uid", uid),
-                    ("display-name", display_name),
-                    ("max-buckets", &max),
-                    ("key-type", "s3"),
-                    ("generate-key", "true"),
-                ],
-            )
-            .await?;
-        parse(op, &body)
+        let query = [
+            ("uid", uid),
+            ("display-name", display_name),
+            ("max-buckets", &max),
+        ];
+        self.put_generating_key("Admin Ops create user", uid, &query)
+            .await
     }
 
     /// Sets how many buckets `uid` may create (negative: none).
@@ -366,35 +361,35 @@ impl AdminApi {
 
     /// Generates a new S3 key for `uid`; returns all of the user's keys.
     pub async fn create_key(&self, uid: &str) -> Result<Vec<S3Key>, BackendError> {
-        let op = "Admin Ops create key";
+        let query = [("key", ""), ("uid", uid)];
+        self.put_generating_key("Admin Ops create key", uid, &query)
+            .await
+    }
+
+    /// PUTs `query` to the `user` resource about `uid`, asking RGW to
+    /// generate an S3 key, and parses the answer.
+    async fn put_generating_key<T: for<'de> Deserialize<'de>>(
+        &self,
+        operation: &'static str,
+        uid: &str,
+        query: &[(&str, &str)],
+    ) -> Result<T, BackendError> {
+        let generate = [("key-type", "s3"), ("generate-key", "true")];
+        let query: Vec<(&str, &str)> = query.iter().copied().chain(generate).collect();
         let body = self
-            .user_call(
-                op,
-                uid,
-                http::Method::PUT,
-                &[
-                    ("key", ""),
-                    ("uid", uid),
-                    ("key-type", "s3"),
-                    ("generate-key", "true"),
-                ],
-            )
+            .user_call(operation, uid, http::Method::PUT, &query)
             .await?;
-        parse(op, &body)
+        parse(operation, &body)
     }
 
     /// Deletes the user `uid` (not the buckets it owns: RGW refuses while
     /// it owns any). `false` when there was no such user.
     pub async fn delete_user(&self, uid: &str) -> Result<bool, BackendError> {
         let query = [("uid", uid), ("purge-data", "false")];
-        match self
+        let removed = self
             .user_call("Admin Ops remove user", uid, http::Method::DELETE, &query)
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_not_found() => Ok(false),
-            Err(e) => Err(e),
-        }
+            .await;
+        Ok(found(removed)?.is_some())
     }
 
     /// The bucket `bucket`; `None` when there is none.
@@ -418,22 +413,16 @@ impl AdminApi {
         let objects = quota.max_objects.map_or("-1".to_owned(), |n| n.to_string());
         let size = quota.max_size_kb.map_or("-1".to_owned(), |n| n.to_string());
         let enabled = if quota.is_set() { "true" } else { "false" };
-        self.call(
-            "Admin Ops set bucket quota",
-            &bucket_target(bucket),
-            http::Method::PUT,
-            "bucket",
-            &[
-                ("quota", ""),
-                ("uid", owner),
-                ("bucket", bucket),
-                ("max-objects", &objects),
-                ("max-size-kb", &size),
-                ("enabled", enabled),
-            ],
-        )
-        .await
-        .map(drop)
+        let query = [
+            ("quota", ""),
+            ("uid", owner),
+            ("bucket", bucket),
+            ("max-objects", &objects),
+            ("max-size-kb", &size),
+            ("enabled", enabled),
+        ];
+        self.bucket_put("Admin Ops set bucket quota", bucket, &query)
+            .await
     }
 
     /// Makes `uid` the owner of `bucket` (instance `bucket_id`).
@@ -443,15 +432,22 @@ impl AdminApi {
         bucket_id: &str,
         uid: &str,
     ) -> Result<(), BackendError> {
-        self.call(
-            "Admin Ops link bucket",
-            &bucket_target(bucket),
-            http::Method::PUT,
-            "bucket",
-            &[("bucket", bucket), ("bucket-id", bucket_id), ("uid", uid)],
-        )
-        .await
-        .map(drop)
+        let query = [("bucket", bucket), ("bucket-id", bucket_id), ("uid", uid)];
+        self.bucket_put("Admin Ops link bucket", bucket, &query)
+            .await
+    }
+
+    /// Puts to the `bucket` resource of Admin Ops about `bucket`.
+    async fn bucket_put(
+        &self,
+        operation: &'static str,
+        bucket: &str,
+        query: &[(&str, &str)],
+    ) -> Result<(), BackendError> {
+        let target = bucket_target(bucket);
+        self.call(operation, &target, http::Method::PUT, "bucket", query)
+            .await
+            .map(drop)
     }
 }
 

@@ -12,10 +12,11 @@ use cosi_driver_s3_common::requests::{self, check_s3_key_access, check_s3_protoc
 use crate::backend::Backend;
 use crate::config::{AdminKeys, Config};
 use crate::errors::Error;
-use crate::params::{self, BucketParams, PURGE_ON_DELETE};
+use crate::params::{self, BucketParams};
 use crate::policy::{self, Grant};
 use crate::{accounts, buckets, names};
 use cosi_driver::locks::KeyLocks;
+use cosi_driver_s3_common::params::purge_on_delete;
 
 /// The Ceph RGW COSI driver.
 #[derive(Clone, Debug)]
@@ -146,10 +147,9 @@ impl Identity for RgwDriver {
         &self,
         _: Request<DriverGetInfoRequest>,
     ) -> Result<Response<DriverGetInfoResponse>, Status> {
-        Ok(Response::new(DriverGetInfoResponse {
-            name: self.cfg.driver_name.clone(),
-            supported_protocols: vec![ObjectProtocol::S3 as i32],
-        }))
+        Ok(Response::new(requests::s3_driver_info(
+            &self.cfg.driver_name,
+        )))
     }
 }
 
@@ -202,12 +202,7 @@ impl Provisioner for RgwDriver {
         request: Request<DriverDeleteBucketRequest>,
     ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
         let r = request.into_inner();
-        // Only the key deletion needs is read, so that a class edited (or
-        // a driver upgraded) after creation can never block deletion.
-        let purge = r
-            .parameters
-            .get(PURGE_ON_DELETE)
-            .is_some_and(|v| v == "true");
+        let purge = purge_on_delete(&r.parameters);
         check_bucket_id(&r.bucket_id)?;
         buckets::delete(&self.backend, &self.admin_uid, &r.bucket_id, purge).await?;
         Ok(Response::new(DriverDeleteBucketResponse {}))
@@ -274,14 +269,11 @@ impl Provisioner for RgwDriver {
             .collect();
         Ok(Response::new(DriverGrantBucketAccessResponse {
             buckets: granted,
-            credentials: Some(Credentials {
-                s3: Some(S3Credentials {
-                    access_key_id: key.access_key,
-                    access_secret_key: key.secret_key,
-                }),
-                certificate_authority: self.cfg.ca_pem.clone().unwrap_or_default(),
-                ..Default::default()
-            }),
+            credentials: Some(requests::s3_credentials(
+                key.access_key,
+                key.secret_key,
+                self.cfg.ca_pem.as_deref(),
+            )),
         }))
     }
 

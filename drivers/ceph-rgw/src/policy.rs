@@ -22,7 +22,8 @@
 
 use std::collections::BTreeSet;
 
-use cosi_driver::proto::{AccessMode, AccessModes};
+use cosi_driver::proto::AccessModes;
+use cosi_driver_s3_common::policy as common;
 use serde_json::{Value, json};
 
 /// One category's actions.
@@ -34,9 +35,7 @@ pub struct Actions {
     pub write: &'static [&'static str],
 }
 
-/// Allowed with any access: SDKs and tools ask for a bucket's region before
-/// using it, and the region is all it reveals.
-pub const ALWAYS: &str = "s3:GetBucketLocation";
+pub use cosi_driver_s3_common::policy::ALWAYS;
 
 /// Object data: get and list objects, versions and uploads; put (also
 /// multipart) and delete objects.
@@ -48,13 +47,7 @@ pub const OBJECT_DATA: Actions = Actions {
         "s3:ListBucketVersions",
         "s3:ListBucketMultipartUploads",
     ],
-    write: &[
-        "s3:PutObject",
-        "s3:DeleteObject",
-        "s3:DeleteObjectVersion",
-        "s3:AbortMultipartUpload",
-        "s3:ListMultipartUploadParts",
-    ],
+    write: common::OBJECT_DATA_WRITE,
 };
 
 /// Object metadata: tags, ACLs, retention and legal hold of objects.
@@ -67,16 +60,7 @@ pub const OBJECT_METADATA: Actions = Actions {
         "s3:GetObjectRetention",
         "s3:GetObjectLegalHold",
     ],
-    write: &[
-        "s3:PutObjectTagging",
-        "s3:PutObjectVersionTagging",
-        "s3:DeleteObjectTagging",
-        "s3:DeleteObjectVersionTagging",
-        "s3:PutObjectAcl",
-        "s3:PutObjectVersionAcl",
-        "s3:PutObjectRetention",
-        "s3:PutObjectLegalHold",
-    ],
+    write: common::OBJECT_METADATA_WRITE,
 };
 
 /// Bucket metadata: tags, versioning, ACL, CORS, lifecycle and Object Lock
@@ -118,19 +102,14 @@ impl Grant {
     /// The grant for `modes`; empty when every category is unspecified.
     pub fn for_modes(modes: &AccessModes) -> Grant {
         let mut grant = Grant::default();
-        let mode = |v: i32| AccessMode::try_from(v).unwrap_or(AccessMode::Unspecified);
+        let [object_data, object_metadata, bucket_metadata] = common::category_modes(modes);
         let categories = [
-            (mode(modes.object_data), OBJECT_DATA),
-            (mode(modes.object_metadata), OBJECT_METADATA),
-            (mode(modes.bucket_metadata), BUCKET_METADATA),
+            (object_data, OBJECT_DATA),
+            (object_metadata, OBJECT_METADATA),
+            (bucket_metadata, BUCKET_METADATA),
         ];
         for (m, actions) in categories {
-            let (read, write) = match m {
-                AccessMode::ReadWrite => (true, true),
-                AccessMode::ReadOnly => (true, false),
-                AccessMode::WriteOnly => (false, true),
-                AccessMode::Unspecified => (false, false),
-            };
+            let (read, write) = common::allows(m);
             for (allowed, set) in [(read, actions.read), (write, actions.write)] {
                 if allowed {
                     grant.allow.extend(set);
@@ -282,15 +261,10 @@ pub fn accounts(policy: &str) -> Vec<String> {
 mod tests {
     use super::*;
 
-    const U: AccessMode = AccessMode::Unspecified;
+    use cosi_driver::proto::AccessMode;
+    use cosi_driver::testing::access_modes as modes;
 
-    fn modes(data: AccessMode, obj_meta: AccessMode, bucket_meta: AccessMode) -> AccessModes {
-        AccessModes {
-            object_data: data as i32,
-            object_metadata: obj_meta as i32,
-            bucket_metadata: bucket_meta as i32,
-        }
-    }
+    const U: AccessMode = AccessMode::Unspecified;
 
     /// Full access: one Allow statement, no Deny.
     fn rw(uid: &str) -> Vec<Value> {

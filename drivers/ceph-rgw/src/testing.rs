@@ -267,10 +267,26 @@ impl RgwCluster {
         }
     }
 
-    fn list(&self, args: &[&str]) -> Vec<String> {
+    /// What `radosgw-admin` prints for `args`, read as JSON; panics when it
+    /// fails or prints something else.
+    pub fn admin_json<T: serde::de::DeserializeOwned>(&self, args: &[&str]) -> T {
         let out = self.radosgw_admin(args).unwrap_or_else(|e| panic!("{e}"));
         serde_json::from_str(&out)
-            .unwrap_or_else(|e| panic!("radosgw-admin {args:?} printed no list: {e}: {out}"))
+            .unwrap_or_else(|e| panic!("radosgw-admin {args:?} printed no such JSON: {e}: {out}"))
+    }
+
+    fn list(&self, args: &[&str]) -> Vec<String> {
+        self.admin_json(args)
+    }
+
+    /// The RGW user `uid`, as `radosgw-admin user info` shows it.
+    pub fn user_info(&self, uid: &str) -> serde_json::Value {
+        self.admin_json(&["user", "info", &format!("--uid={uid}")])
+    }
+
+    /// The bucket `bucket`, as `radosgw-admin bucket stats` shows it.
+    pub fn bucket_stats(&self, bucket: &str) -> serde_json::Value {
+        self.admin_json(&["bucket", "stats", &format!("--bucket={bucket}")])
     }
 
     /// Every RGW user, as `radosgw-admin user list` shows them.

@@ -173,36 +173,58 @@ async fn ensure_user(iam: &Client, cfg: &Config, user: &str) -> Result<(), Error
     }
 }
 
-async fn delete_keys(iam: &Client, user: &str) -> Result<(), Error> {
+/// Lists with `list` and removes each item listed with `remove` (an item
+/// already gone is fine), until a list comes back empty: `true`, or
+/// `false` when items are still listed after [`MAX_ROUNDS`].
+async fn remove_listed<L, R>(
+    list: impl Fn() -> L,
+    remove: impl Fn(String) -> R,
+) -> Result<bool, BackendError>
+where
+    L: Future<Output = Result<Vec<String>, BackendError>>,
+    R: Future<Output = Result<(), BackendError>>,
+{
     for _ in 0..MAX_ROUNDS {
+        let items = list().await?;
+        if items.is_empty() {
+            return Ok(true);
+        }
+        for item in items {
+            if let Err(e) = remove(item).await
+                && !e.is_not_found()
+            {
+                return Err(e);
+            }
+        }
+    }
+    Ok(false)
+}
+
+async fn delete_keys(iam: &Client, user: &str) -> Result<(), Error> {
+    let list = || async {
         let out = iam
             .list_access_keys()
             .user_name(user)
             .send()
             .await
             .map_err(|e| BackendError::from_sdk("IAM ListAccessKeys", target(user), &e))?;
-        let ids: Vec<&str> = out
+        Ok(out
             .access_key_metadata()
             .iter()
-            .filter_map(|k| k.access_key_id())
-            .collect();
-        if ids.is_empty() {
-            return Ok(());
-        }
-        for id in ids {
-            let result = iam
-                .delete_access_key()
-                .user_name(user)
-                .access_key_id(id)
-                .send()
-                .await;
-            if let Err(e) = result {
-                let err = BackendError::from_sdk("IAM DeleteAccessKey", target(user), &e);
-                if !err.is_not_found() {
-                    return Err(err.into());
-                }
-            }
-        }
+            .filter_map(|k| k.access_key_id().map(str::to_owned))
+            .collect())
+    };
+    let delete = |id: String| async move {
+        iam.delete_access_key()
+            .user_name(user)
+            .access_key_id(id)
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| BackendError::from_sdk("IAM DeleteAccessKey", target(user), &e))
+    };
+    if remove_listed(list, delete).await? {
+        return Ok(());
     }
     Err(Error::FailedPrecondition(format!(
         "access keys of IAM user {user:?} are still listed after deleting them {MAX_ROUNDS} times"
@@ -231,80 +253,58 @@ pub async fn revoke(iam: &Client, cfg: &Config, user: &str) -> Result<(), Error>
         Err(Error::Backend(e)) if gone(&e) => return Ok(()),
         other => other?,
     }
-    for _ in 0..MAX_ROUNDS {
-        let names = match iam
+    let list_inline = || async {
+        let out = iam
             .list_user_policies()
             .user_name(user)
             .max_items(1000)
             .send()
             .await
-        {
-            Ok(out) => out.policy_names().to_vec(),
-            Err(e) => {
-                let err = BackendError::from_sdk("IAM ListUserPolicies", target(user), &e);
-                if gone(&err) {
-                    return Ok(());
-                }
-                return Err(err.into());
-            }
-        };
-        if names.is_empty() {
-            break;
-        }
-        for name in names {
-            if let Err(e) = iam
-                .delete_user_policy()
-                .user_name(user)
-                .policy_name(&name)
-                .send()
-                .await
-            {
-                let err = BackendError::from_sdk("IAM DeleteUserPolicy", target(user), &e);
-                if !gone(&err) {
-                    return Err(err.into());
-                }
-            }
-        }
-    }
-    for _ in 0..MAX_ROUNDS {
-        let arns = match iam
+            .map_err(|e| BackendError::from_sdk("IAM ListUserPolicies", target(user), &e))?;
+        Ok(out.policy_names().to_vec())
+    };
+    let delete_inline = |name: String| async move {
+        iam.delete_user_policy()
+            .user_name(user)
+            .policy_name(name)
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| BackendError::from_sdk("IAM DeleteUserPolicy", target(user), &e))
+    };
+    match remove_listed(list_inline, delete_inline).await {
+        Err(e) if gone(&e) => return Ok(()),
+        other => other?,
+    };
+    let list_attached = || async {
+        let out = iam
             .list_attached_user_policies()
             .user_name(user)
             .max_items(1000)
             .send()
             .await
-        {
-            Ok(out) => out
-                .attached_policies()
-                .iter()
-                .filter_map(|p| p.policy_arn().map(str::to_owned))
-                .collect::<Vec<_>>(),
-            Err(e) => {
-                let err = BackendError::from_sdk("IAM ListAttachedUserPolicies", target(user), &e);
-                if gone(&err) {
-                    return Ok(());
-                }
-                return Err(err.into());
-            }
-        };
-        if arns.is_empty() {
-            break;
-        }
-        for arn in arns {
-            if let Err(e) = iam
-                .detach_user_policy()
-                .user_name(user)
-                .policy_arn(&arn)
-                .send()
-                .await
-            {
-                let err = BackendError::from_sdk("IAM DetachUserPolicy", target(user), &e);
-                if !gone(&err) {
-                    return Err(err.into());
-                }
-            }
-        }
-    }
+            .map_err(|e| {
+                BackendError::from_sdk("IAM ListAttachedUserPolicies", target(user), &e)
+            })?;
+        Ok(out
+            .attached_policies()
+            .iter()
+            .filter_map(|p| p.policy_arn().map(str::to_owned))
+            .collect())
+    };
+    let detach = |arn: String| async move {
+        iam.detach_user_policy()
+            .user_name(user)
+            .policy_arn(arn)
+            .send()
+            .await
+            .map(drop)
+            .map_err(|e| BackendError::from_sdk("IAM DetachUserPolicy", target(user), &e))
+    };
+    match remove_listed(list_attached, detach).await {
+        Err(e) if gone(&e) => return Ok(()),
+        other => other?,
+    };
     match iam.delete_user().user_name(user).send().await {
         Ok(_) => {
             tracing::info!(user, "IAM user deleted");

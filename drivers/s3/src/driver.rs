@@ -12,8 +12,9 @@ use cosi_driver_s3_common::requests::{self, check_s3_key_access, check_s3_protoc
 use crate::backend::{AdminCredentials, Backend};
 use crate::config::{Config, ConfigError};
 use crate::errors::Error;
-use crate::params::{AccessParams, BucketParams, LOCATION_CONSTRAINT, PURGE_ON_DELETE};
+use crate::params::{AccessParams, BucketParams, LOCATION_CONSTRAINT};
 use crate::{accounts, buckets, names, policy};
+use cosi_driver_s3_common::params::purge_on_delete;
 
 /// The S3 + IAM COSI driver.
 #[derive(Clone, Debug)]
@@ -139,10 +140,9 @@ impl Identity for S3Driver {
         &self,
         _: Request<DriverGetInfoRequest>,
     ) -> Result<Response<DriverGetInfoResponse>, Status> {
-        Ok(Response::new(DriverGetInfoResponse {
-            name: self.cfg.driver_name.clone(),
-            supported_protocols: vec![ObjectProtocol::S3 as i32],
-        }))
+        Ok(Response::new(requests::s3_driver_info(
+            &self.cfg.driver_name,
+        )))
     }
 }
 
@@ -200,10 +200,7 @@ impl Provisioner for S3Driver {
         let r = request.into_inner();
         // Only the two keys deletion needs are read, so that a class edited
         // (or a driver upgraded) after creation can never block deletion.
-        let purge = r
-            .parameters
-            .get(PURGE_ON_DELETE)
-            .is_some_and(|v| v == "true");
+        let purge = purge_on_delete(&r.parameters);
         let hint = r
             .parameters
             .get(LOCATION_CONSTRAINT)
@@ -251,14 +248,11 @@ impl Provisioner for S3Driver {
         let key = accounts::grant(&self.backend.iam, &self.cfg, &r.account_id, &doc).await?;
         Ok(Response::new(DriverGrantBucketAccessResponse {
             buckets: granted,
-            credentials: Some(Credentials {
-                s3: Some(S3Credentials {
-                    access_key_id: key.access_key_id,
-                    access_secret_key: key.secret_access_key,
-                }),
-                certificate_authority: self.cfg.ca_pem.clone().unwrap_or_default(),
-                ..Default::default()
-            }),
+            credentials: Some(requests::s3_credentials(
+                key.access_key_id,
+                key.secret_access_key,
+                self.cfg.ca_pem.as_deref(),
+            )),
         }))
     }
 

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use cosi_driver::proto::{AccessMode, AccessModes};
+use cosi_driver_s3_common::policy as common;
 use serde::Serialize;
 
 /// Actions of one mode of one category.
@@ -21,9 +22,7 @@ pub struct Actions {
     pub object: &'static [&'static str],
 }
 
-/// Granted for every bucket of an access: SDKs and tools look up a bucket's
-/// region before using it, and the region is all it reveals.
-pub const ALWAYS: &str = "s3:GetBucketLocation";
+pub use cosi_driver_s3_common::policy::ALWAYS;
 
 /// Object data, read: get and list objects, versions and uploads.
 pub const OBJECT_DATA_READ: Actions = Actions {
@@ -37,13 +36,7 @@ pub const OBJECT_DATA_READ: Actions = Actions {
 /// Object data, write: put (including multipart) and delete objects.
 pub const OBJECT_DATA_WRITE: Actions = Actions {
     bucket: &[],
-    object: &[
-        "s3:PutObject",
-        "s3:DeleteObject",
-        "s3:DeleteObjectVersion",
-        "s3:AbortMultipartUpload",
-        "s3:ListMultipartUploadParts",
-    ],
+    object: common::OBJECT_DATA_WRITE,
 };
 /// Object metadata, read: tags, ACLs, attributes, retention and legal hold.
 pub const OBJECT_METADATA_READ: Actions = Actions {
@@ -61,16 +54,7 @@ pub const OBJECT_METADATA_READ: Actions = Actions {
 /// Object metadata, write: tags, ACLs, retention and legal hold.
 pub const OBJECT_METADATA_WRITE: Actions = Actions {
     bucket: &[],
-    object: &[
-        "s3:PutObjectTagging",
-        "s3:PutObjectVersionTagging",
-        "s3:DeleteObjectTagging",
-        "s3:DeleteObjectVersionTagging",
-        "s3:PutObjectAcl",
-        "s3:PutObjectVersionAcl",
-        "s3:PutObjectRetention",
-        "s3:PutObjectLegalHold",
-    ],
+    object: common::OBJECT_METADATA_WRITE,
 };
 /// Bucket metadata, read: tags, policy, versioning, ACL, CORS, lifecycle,
 /// object lock and encryption configuration.
@@ -105,29 +89,20 @@ pub const BUCKET_METADATA_WRITE: Actions = Actions {
 
 /// The action sets a mode grants for a category's read and write sets.
 fn for_mode(mode: AccessMode, read: Actions, write: Actions) -> Vec<Actions> {
-    match mode {
-        AccessMode::ReadWrite => vec![read, write],
-        AccessMode::ReadOnly => vec![read],
-        AccessMode::WriteOnly => vec![write],
-        AccessMode::Unspecified => vec![],
-    }
+    let (allows_read, allows_write) = common::allows(mode);
+    [(allows_read, read), (allows_write, write)]
+        .into_iter()
+        .filter_map(|(allowed, actions)| allowed.then_some(actions))
+        .collect()
 }
 
 /// The bucket-level and object-level actions `modes` grant on one bucket.
 pub fn actions_for(modes: &AccessModes) -> (BTreeSet<&'static str>, BTreeSet<&'static str>) {
-    let mode = |v: i32| AccessMode::try_from(v).unwrap_or(AccessMode::Unspecified);
+    let [object_data, object_metadata, bucket_metadata] = common::category_modes(modes);
     let sets = [
-        for_mode(mode(modes.object_data), OBJECT_DATA_READ, OBJECT_DATA_WRITE),
-        for_mode(
-            mode(modes.object_metadata),
-            OBJECT_METADATA_READ,
-            OBJECT_METADATA_WRITE,
-        ),
-        for_mode(
-            mode(modes.bucket_metadata),
-            BUCKET_METADATA_READ,
-            BUCKET_METADATA_WRITE,
-        ),
+        for_mode(object_data, OBJECT_DATA_READ, OBJECT_DATA_WRITE),
+        for_mode(object_metadata, OBJECT_METADATA_READ, OBJECT_METADATA_WRITE),
+        for_mode(bucket_metadata, BUCKET_METADATA_READ, BUCKET_METADATA_WRITE),
     ];
     let mut bucket = BTreeSet::new();
     let mut object = BTreeSet::new();
@@ -198,14 +173,7 @@ pub fn document(partition: &str, grants: &[(String, AccessModes)]) -> Option<Str
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn modes(data: AccessMode, obj_meta: AccessMode, bucket_meta: AccessMode) -> AccessModes {
-        AccessModes {
-            object_data: data as i32,
-            object_metadata: obj_meta as i32,
-            bucket_metadata: bucket_meta as i32,
-        }
-    }
+    use cosi_driver::testing::access_modes as modes;
 
     const U: AccessMode = AccessMode::Unspecified;
 

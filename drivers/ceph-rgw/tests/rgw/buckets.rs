@@ -10,13 +10,6 @@ use tonic::Code;
 
 use crate::common::*;
 
-fn bucket_info(bucket: &str) -> serde_json::Value {
-    let out = rgw()
-        .radosgw_admin(&["bucket", "stats", &format!("--bucket={bucket}")])
-        .unwrap();
-    serde_json::from_str(&out).unwrap()
-}
-
 #[tokio::test]
 async fn a_bucket_is_created_once_owned_by_the_admin_user_and_repeats_are_ok() {
     let d = Served::start().await;
@@ -30,7 +23,7 @@ async fn a_bucket_is_created_once_owned_by_the_admin_user_and_repeats_are_ok() {
     let again = d.create_bucket(&id, &[]).await.unwrap();
     assert_eq!(again, info);
     assert_eq!(rgw().bucket_names().iter().filter(|b| **b == id).count(), 1);
-    assert_eq!(bucket_info(&id)["owner"], d.driver.admin_uid());
+    assert_eq!(rgw().bucket_stats(&id)["owner"], d.driver.admin_uid());
     assert_eq!(d.get_bucket(&id, &[]).await.unwrap(), info);
 
     d.delete_bucket(&id, &[]).await.unwrap();
@@ -44,7 +37,7 @@ async fn a_max_objects_quota_is_enforced_by_rgw() {
     let bucket = d
         .new_bucket(&[("maxObjects", "3"), ("maxSizeBytes", "1Mi")])
         .await;
-    let quota = &bucket_info(&bucket)["bucket_quota"];
+    let quota = &rgw().bucket_stats(&bucket)["bucket_quota"];
     assert_eq!(quota["enabled"], true, "{quota}");
     assert_eq!(quota["max_objects"], 3, "{quota}");
     assert_eq!(quota["max_size"], 1 << 20, "{quota}");
@@ -95,7 +88,10 @@ async fn a_repeat_with_other_settings_is_already_exists_and_changes_nothing() {
             &[],
         );
     }
-    assert_eq!(bucket_info(&bucket)["bucket_quota"]["max_objects"], 100);
+    assert_eq!(
+        rgw().bucket_stats(&bucket)["bucket_quota"]["max_objects"],
+        100
+    );
     d.create_bucket(&bucket, &[("maxObjects", "100"), ("versioning", "false")])
         .await
         .unwrap();
@@ -112,7 +108,10 @@ async fn placement_and_storage_class_are_applied_and_unknown_ones_refused() {
         ("storageClass", "STANDARD"),
     ];
     let bucket = d.new_bucket(&params).await;
-    assert_eq!(bucket_info(&bucket)["placement_rule"], "default-placement");
+    assert_eq!(
+        rgw().bucket_stats(&bucket)["placement_rule"],
+        "default-placement"
+    );
     d.create_bucket(&bucket, &params).await.unwrap();
 
     let nowhere = format!("bc-{}", uuid::Uuid::new_v4());

@@ -10,7 +10,7 @@ use cosi_driver_ceph_rgw::testing::RgwCluster;
 use cosi_driver_ceph_rgw::{AdminKeys, Config, RgwDriver};
 use cosi_driver_s3_common::testing;
 pub use cosi_driver_s3_common::testing::{
-    access, access_all, delete, get, list, put, s3_error_code, start_upload,
+    access, access_all, assert_denied, delete, get, list, put, s3_error_code, start_upload,
 };
 
 /// The cluster of this test binary.
@@ -82,14 +82,10 @@ impl Served {
 
 /// The S3 keys of a grant response.
 pub fn keys_of(resp: &DriverGrantBucketAccessResponse) -> AdminKeys {
-    let s3 = resp
-        .credentials
-        .as_ref()
-        .and_then(|c| c.s3.as_ref())
-        .expect("S3 credentials");
+    let (access_key_id, secret_access_key) = testing::s3_keys(resp);
     AdminKeys {
-        access_key_id: s3.access_key_id.clone(),
-        secret_access_key: s3.access_secret_key.clone(),
+        access_key_id,
+        secret_access_key,
     }
 }
 

@@ -4,12 +4,11 @@ use cosi_driver::Code;
 use cosi_driver::proto::S3AddressingStyle;
 use cosi_driver::testing::assert_status;
 
-use crate::common::{Moto, Served, delete, put, start_upload};
+use crate::common::{Served, delete, put, start_upload};
 
 #[tokio::test]
 async fn create_bucket_is_idempotent_and_reports_client_facing_info() {
-    let moto = Moto::shared();
-    let d = Served::on(moto).await;
+    let (moto, d) = Served::on_shared().await;
     let name = format!("bc-{}", uuid::Uuid::new_v4());
     let id = d.generate_bucket_id(&name, &[]).await.unwrap();
     assert_eq!(id, name, "a bc-<uuid> name is a valid bucket name as it is");
@@ -35,8 +34,7 @@ async fn create_bucket_is_idempotent_and_reports_client_facing_info() {
 
 #[tokio::test]
 async fn class_parameters_prefix_version_and_tag_the_bucket() {
-    let moto = Moto::shared();
-    let d = Served::on(moto).await;
+    let (moto, d) = Served::on_shared().await;
     let params = [
         ("bucketNamePrefix", "team-a-"),
         ("versioning", "true"),
@@ -71,8 +69,7 @@ async fn class_parameters_prefix_version_and_tag_the_bucket() {
 
 #[tokio::test]
 async fn existing_bucket_without_object_lock_is_incompatible() {
-    let moto = Moto::shared();
-    let d = Served::on(moto).await;
+    let (_, d) = Served::on_shared().await;
     let id = d.new_bucket(&[]).await;
     assert_status(
         d.create_bucket(&id, &[("objectLock", "true")]).await,
@@ -89,8 +86,7 @@ async fn existing_bucket_without_object_lock_is_incompatible() {
 
 #[tokio::test]
 async fn brownfield_get_bucket_finds_existing_buckets_and_reports_missing_ones() {
-    let moto = Moto::shared();
-    let d = Served::on(moto).await;
+    let (moto, d) = Served::on_shared().await;
     let existing = format!("legacy-{}", uuid::Uuid::new_v4());
     moto.s3(&moto.admin)
         .create_bucket()
@@ -111,8 +107,7 @@ async fn brownfield_get_bucket_finds_existing_buckets_and_reports_missing_ones()
 
 #[tokio::test]
 async fn deleting_a_non_empty_bucket_is_a_retryable_refusal() {
-    let moto = Moto::shared();
-    let d = Served::on(moto).await;
+    let (moto, d) = Served::on_shared().await;
     let id = d.new_bucket(&[]).await;
     let s3 = moto.s3(&moto.admin);
     put(&s3, &id, "keep", "data").await.unwrap();
@@ -138,8 +133,7 @@ async fn deleting_a_non_empty_bucket_is_a_retryable_refusal() {
 
 #[tokio::test]
 async fn purge_on_delete_removes_objects_versions_and_uploads() {
-    let moto = Moto::shared();
-    let d = Served::on(moto).await;
+    let (moto, d) = Served::on_shared().await;
     let params = [("versioning", "true"), ("purgeOnDelete", "true")];
     let id = d.new_bucket(&params).await;
     let s3 = moto.s3(&moto.admin);
@@ -161,8 +155,7 @@ async fn purge_on_delete_removes_objects_versions_and_uploads() {
 
 #[tokio::test]
 async fn deleting_an_absent_bucket_succeeds() {
-    let moto = Moto::shared();
-    let d = Served::on(moto).await;
+    let (_, d) = Served::on_shared().await;
     d.delete_bucket(&format!("bc-{}", uuid::Uuid::new_v4()), &[])
         .await
         .unwrap();

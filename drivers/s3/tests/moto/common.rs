@@ -18,7 +18,9 @@ use cosi_driver::proto::*;
 use cosi_driver_s3::accounts::MANAGED_TAG;
 use cosi_driver_s3::{AdminCredentials, Config, S3Driver};
 use cosi_driver_s3_common::testing;
-pub use cosi_driver_s3_common::testing::{access, delete, get, list, map, put, start_upload};
+pub use cosi_driver_s3_common::testing::{
+    access, assert_denied, delete, get, list, map, put, start_upload,
+};
 
 /// Calls moto serves without authentication: exactly the three that
 /// bootstrap the admin (CreateUser, PutUserPolicy, CreateAccessKey).
@@ -325,6 +327,12 @@ impl Served {
         Served::start(moto.config(), &moto.admin).await
     }
 
+    /// Serves a driver for the shared Moto server, returned with it.
+    pub async fn on_shared() -> (&'static Moto, Served) {
+        let moto = Moto::shared();
+        (moto, Served::on(moto).await)
+    }
+
     /// Stops the server and waits for it.
     pub async fn stop(self) {
         self.0.stop().await
@@ -340,15 +348,8 @@ impl Served {
 
 /// The S3 keys of a grant response.
 pub fn keys_of(resp: &DriverGrantBucketAccessResponse) -> Keys {
-    let s3 = resp
-        .credentials
-        .as_ref()
-        .and_then(|c| c.s3.as_ref())
-        .expect("S3 credentials");
-    Keys {
-        id: s3.access_key_id.clone(),
-        secret: s3.access_secret_key.clone(),
-    }
+    let (id, secret) = testing::s3_keys(resp);
+    Keys { id, secret }
 }
 
 /// Asserts that user `account` carries the tag saying driver `driver` manages it.

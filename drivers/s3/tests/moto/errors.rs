@@ -16,8 +16,7 @@ fn assert_no_credentials(message: &str, keys: &[&Keys]) {
 
 #[tokio::test]
 async fn driver_reports_its_name_and_protocol() {
-    let moto = Moto::shared();
-    let d = Served::on(moto).await;
+    let (_, d) = Served::on_shared().await;
     let info = d.client.get_info().await.unwrap();
     assert_eq!(info.name, "s3.cosi-rs.dev");
     assert_eq!(info.supported_protocols, [ObjectProtocol::S3 as i32]);
@@ -57,19 +56,8 @@ async fn unknown_admin_key_is_unauthenticated() {
     );
     assert_no_credentials(err.message(), &[&unknown]);
 
-    let mut p = d.client.provisioner.clone();
     let err = assert_status(
-        p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
-            account_id: "ba-unknown".into(),
-            buckets: vec![RevokedBucket {
-                bucket_id: "bc-unknown".into(),
-            }],
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: AuthenticationType::Key as i32,
-            service_account: None,
-            parameters: Default::default(),
-        })
-        .await,
+        d.revoke("ba-unknown", &["bc-unknown"]).await,
         Code::Unauthenticated,
         &[],
     );
@@ -138,8 +126,7 @@ async fn unreachable_backend_is_unavailable() {
 
 #[tokio::test]
 async fn invalid_requests_are_invalid_argument() {
-    let moto = Moto::shared();
-    let d = Served::on(moto).await;
+    let (_, d) = Served::on_shared().await;
     let name = format!("bc-{}", uuid::Uuid::new_v4());
 
     assert_status(

@@ -1,0 +1,84 @@
+//! What the S3 drivers' access policies share: the action granted with any
+//! access, the write actions both drivers grant for object data and object
+//! metadata, and how a category's access mode selects its read and write
+//! sets.
+
+use cosi_driver::proto::{AccessMode, AccessModes};
+
+/// Granted with any access: SDKs and tools ask for a bucket's region before
+/// using it, and the region is all it reveals.
+pub const ALWAYS: &str = "s3:GetBucketLocation";
+
+/// Object data, write: put (also multipart) and delete objects.
+pub const OBJECT_DATA_WRITE: &[&str] = &[
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:DeleteObjectVersion",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+];
+
+/// Object metadata, write: tags, ACLs, retention and legal hold of objects.
+pub const OBJECT_METADATA_WRITE: &[&str] = &[
+    "s3:PutObjectTagging",
+    "s3:PutObjectVersionTagging",
+    "s3:DeleteObjectTagging",
+    "s3:DeleteObjectVersionTagging",
+    "s3:PutObjectAcl",
+    "s3:PutObjectVersionAcl",
+    "s3:PutObjectRetention",
+    "s3:PutObjectLegalHold",
+];
+
+/// Whether `mode` allows a category's read set and its write set:
+/// `ReadWrite` both, `ReadOnly` the read set, `WriteOnly` the write set,
+/// unspecified neither.
+pub fn allows(mode: AccessMode) -> (bool, bool) {
+    match mode {
+        AccessMode::ReadWrite => (true, true),
+        AccessMode::ReadOnly => (true, false),
+        AccessMode::WriteOnly => (false, true),
+        AccessMode::Unspecified => (false, false),
+    }
+}
+
+/// The modes of the three categories of `modes`, in the order object data,
+/// object metadata, bucket metadata; a value that is no mode is unspecified.
+pub fn category_modes(modes: &AccessModes) -> [AccessMode; 3] {
+    let mode = |v: i32| AccessMode::try_from(v).unwrap_or(AccessMode::Unspecified);
+    [
+        mode(modes.object_data),
+        mode(modes.object_metadata),
+        mode(modes.bucket_metadata),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mode_allows_its_sets() {
+        assert_eq!(allows(AccessMode::ReadWrite), (true, true));
+        assert_eq!(allows(AccessMode::ReadOnly), (true, false));
+        assert_eq!(allows(AccessMode::WriteOnly), (false, true));
+        assert_eq!(allows(AccessMode::Unspecified), (false, false));
+    }
+
+    #[test]
+    fn categories_come_in_order_and_unknown_values_are_unspecified() {
+        let modes = AccessModes {
+            object_data: AccessMode::ReadOnly as i32,
+            object_metadata: 99,
+            bucket_metadata: AccessMode::WriteOnly as i32,
+        };
+        assert_eq!(
+            category_modes(&modes),
+            [
+                AccessMode::ReadOnly,
+                AccessMode::Unspecified,
+                AccessMode::WriteOnly
+            ]
+        );
+    }
+}
