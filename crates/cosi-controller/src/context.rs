@@ -6,7 +6,6 @@
 //! every write carries the resourceVersion it was decided on.
 
 use std::fmt::Debug;
-use std::hash::Hash;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -113,17 +112,13 @@ where
 /// likely means the cache has not seen the object yet; deciding "missing"
 /// on that would write a wrong status (or create a Bucket twice). A cached
 /// object is shared with the cache, not copied.
-async fn lookup<K>(
+async fn lookup<K: Object>(
     store: &Store<K>,
     api: Api<K>,
     resource: &'static str,
     key: ObjectRef<K>,
     fresh: bool,
-) -> Result<Option<Arc<K>>, Error>
-where
-    K: Resource + Clone + DeserializeOwned + Debug + 'static,
-    K::DynamicType: Eq + Hash + Clone,
-{
+) -> Result<Option<Arc<K>>, Error> {
     if !fresh && let Some(obj) = store.get(&key) {
         return Ok(Some(obj));
     }

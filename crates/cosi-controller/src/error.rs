@@ -1,6 +1,8 @@
 //! What can go wrong in the controller. Variants name the failed operation;
 //! [`Error::label`] gives a short stable name for logs.
 
+use std::borrow::Cow;
+
 use cosi_runtime::ApiError;
 use cosi_runtime::reconciler::Action;
 
@@ -67,9 +69,10 @@ impl Error {
     /// reconcile step `step`.
     pub fn patch(
         step: &'static str,
-        resource: &'static str,
+        resource: impl Into<Cow<'static, str>>,
         name: String,
     ) -> impl FnOnce(kube::Error) -> Error {
+        let resource = resource.into();
         move |source| {
             ApiError::new("patch", resource, name, source)
                 .during(step)

@@ -8,12 +8,12 @@
 use std::borrow::Cow;
 
 use cosi_api::constants::PROTECTION_FINALIZER;
-use cosi_runtime::{ApiError, Object, patch};
+use cosi_runtime::{Object, patch};
 use kube::ResourceExt;
 use kube::api::Api;
 use serde::Serialize;
 
-use crate::context::Context;
+use crate::context::{Context, describe};
 use crate::error::Error;
 
 /// The API error of patching `obj` (its status when `status`) in `step`.
@@ -28,15 +28,7 @@ fn patch_failed<K: Object>(
     } else {
         plural.into_owned().into()
     };
-    let object = match obj.namespace() {
-        Some(ns) => format!("{ns}/{}", obj.name_any()),
-        None => obj.name_any(),
-    };
-    move |source| {
-        ApiError::new("patch", resource, object, source)
-            .during(step)
-            .into()
-    }
+    Error::patch(step, resource, describe(obj))
 }
 
 impl Context {

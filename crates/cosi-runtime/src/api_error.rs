@@ -72,20 +72,6 @@ impl ApiError {
 pub trait ApiContext<T> {
     /// Wraps an error as an [`ApiError`] for `verb` on `resource` `object`.
     fn api(self, verb: &'static str, resource: &'static str, object: &str) -> Result<T, ApiError>;
-
-    /// [`ApiContext::api`] for a request made by the reconcile step `step`.
-    fn api_during(
-        self,
-        step: &'static str,
-        verb: &'static str,
-        resource: &'static str,
-        object: &str,
-    ) -> Result<T, ApiError>
-    where
-        Self: Sized,
-    {
-        self.api(verb, resource, object).map_err(|e| e.during(step))
-    }
 }
 
 impl<T> ApiContext<T> for kube::Result<T> {
@@ -119,8 +105,9 @@ mod tests {
             "{e}"
         );
         let e = Err::<(), _>(status(409))
-            .api_during("add finalizer", "patch", "bucketclaims", "ns/photos")
-            .unwrap_err();
+            .api("patch", "bucketclaims", "ns/photos")
+            .unwrap_err()
+            .during("add finalizer");
         assert!(e.is_conflict());
         assert!(
             e.to_string()

@@ -2,8 +2,6 @@
 //! writes nothing when nothing changes, and the report of a failed step
 //! (conditions, a Warning Event and a retry).
 
-use std::fmt::Debug;
-
 use cosi_api::conditions::{Desired, status_of};
 use cosi_api::constants::condition_types;
 use cosi_api::{Bucket, BucketAccess, Condition};
@@ -11,7 +9,6 @@ use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
 use kube::Resource;
 use kube::api::Api;
-use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use crate::context::Context;
@@ -62,7 +59,7 @@ pub(crate) struct Parts<'w, K> {
 /// writes the status of.
 pub(crate) trait ObjectWorker {
     /// The reconciled object.
-    type Object: Resource<DynamicType = ()> + Conditioned + Clone + DeserializeOwned + Debug;
+    type Object: cosi_runtime::Object + Conditioned;
     /// The resource named in the errors of a status write.
     const STATUS_RESOURCE: &'static str;
     /// How a failed provisioning step is reported.
