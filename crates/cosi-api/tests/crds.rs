@@ -57,11 +57,7 @@ fn five_crds_in_the_objectstorage_group_with_the_kep_scopes() {
             Some(&["cosi".to_string()][..]),
             "{kind}"
         );
-        let has_status = v
-            .subresources
-            .as_ref()
-            .and_then(|s| s.status.as_ref())
-            .is_some();
+        let has_status = v.subresources.as_ref().is_some_and(|s| s.status.is_some());
         let want_status = matches!(kind, "Bucket" | "BucketClaim" | "BucketAccess");
         assert_eq!(has_status, want_status, "{kind} status subresource");
     }
