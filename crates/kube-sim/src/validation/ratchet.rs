@@ -149,32 +149,28 @@ fn segments(path: &str) -> Vec<Segment> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::validation::schema::object_schema;
     use serde_json::json;
 
     fn schema() -> Schema {
-        Schema::compile(&json!({
+        let spec = json!({
             "type": "object",
             "properties": {
-                "spec": {
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string"},
-                        "claims": {
-                            "type": "array",
-                            "x-kubernetes-list-type": "map",
-                            "x-kubernetes-list-map-keys": ["claim"],
-                            "items": {"type": "object", "properties": {
-                                "claim": {"type": "string"}, "secret": {"type": "string"}
-                            }}
-                        },
-                        "protocols": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
-                        "plain": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}}},
-                        "params": {"type": "object", "additionalProperties": {"type": "string"}}
-                    }
-                }
+                "name": {"type": "string"},
+                "claims": {
+                    "type": "array",
+                    "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["claim"],
+                    "items": {"type": "object", "properties": {
+                        "claim": {"type": "string"}, "secret": {"type": "string"}
+                    }}
+                },
+                "protocols": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                "plain": {"type": "array", "items": {"type": "object", "properties": {"a": {"type": "string"}}}},
+                "params": {"type": "object", "additionalProperties": {"type": "string"}}
             }
-        }))
-        .unwrap()
+        });
+        object_schema(json!({"spec": spec}))
     }
 
     #[test]

@@ -229,34 +229,37 @@ fn join(prefix: &str, key: &str) -> String {
     }
 }
 
+/// The compiled schema of an object with these top-level `properties`, for
+/// the validation tests.
+#[cfg(test)]
+pub(crate) fn object_schema(properties: Value) -> Schema {
+    Schema::compile(&serde_json::json!({"type": "object", "properties": properties}))
+        .expect("the test schema compiles")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
     fn widget_schema() -> Schema {
-        Schema::compile(&json!({
+        let spec = json!({
             "type": "object",
+            "required": ["size"],
             "properties": {
-                "spec": {
-                    "type": "object",
-                    "required": ["size"],
-                    "properties": {
-                        "size": {"type": "integer", "minimum": 1, "maximum": 10},
-                        "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
-                        "name": {"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 5},
-                        "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set", "maxItems": 3, "minItems": 1},
-                        "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
-                                  "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}},
-                        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-                        "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
-                        "opt": {"type": "string", "nullable": true}
-                    }
-                },
-                "status": {"type": "object", "nullable": true, "properties": {"ready": {"type": "boolean"}}}
+                "size": {"type": "integer", "minimum": 1, "maximum": 10},
+                "color": {"type": "string", "enum": ["red", "blue"], "default": "red"},
+                "name": {"type": "string", "pattern": "^[a-z]+$", "minLength": 2, "maxLength": 5},
+                "tags": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set", "maxItems": 3, "minItems": 1},
+                "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                          "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                "opt": {"type": "string", "nullable": true}
             }
-        }))
-        .unwrap()
+        });
+        let status = json!({"type": "object", "nullable": true, "properties": {"ready": {"type": "boolean"}}});
+        object_schema(json!({"spec": spec, "status": status}))
     }
 
     #[test]
