@@ -169,6 +169,13 @@ pub fn widget(name: &str, size: i64) -> Widget {
     )
 }
 
+/// A Widget of `size` whose spec names `driver`.
+pub fn widget_with_driver(name: &str, size: i64, driver: &str) -> Widget {
+    let mut w = widget(name, size);
+    w.spec.driver = Some(driver.into());
+    w
+}
+
 pub async fn create_namespace(sim: &KubeSim, name: &str) {
     let api: Api<Namespace> = Api::all(sim.client());
     let ns: Namespace =
@@ -228,6 +235,18 @@ where
 /// message when it does not.
 pub fn assert_mentions(err: &kube::core::Status, text: &str) {
     assert!(err.message.contains(text), "{}", err.message);
+}
+
+/// Asserts that an API error's message starts with `prefix`, showing the
+/// whole message when it does not.
+pub fn assert_message_starts(err: &kube::core::Status, prefix: &str) {
+    assert!(err.message.starts_with(prefix), "{}", err.message);
+}
+
+/// Asserts that an API error's message ends with `suffix`, showing the
+/// whole message when it does not.
+pub fn assert_message_ends(err: &kube::core::Status, suffix: &str) {
+    assert!(err.message.ends_with(suffix), "{}", err.message);
 }
 
 /// Merge-patches the named object, which must succeed.

@@ -59,12 +59,7 @@ async fn schema_violations_are_422_with_field_causes() {
     .await;
     assert_eq!(err.code, 422);
     assert_eq!(err.reason, "Invalid");
-    assert!(
-        err.message
-            .starts_with("Widget.example.com \"bad\" is invalid: ["),
-        "{}",
-        err.message
-    );
+    assert_message_starts(&err, "Widget.example.com \"bad\" is invalid: [");
     let fields: Vec<String> = cause_fields(&err);
     for f in ["spec.size", "spec.color", "spec.driver", "spec.tags[1]"] {
         assert!(
@@ -117,8 +112,7 @@ async fn defaults_are_applied_and_unknown_fields_pruned() {
 async fn cel_rules_run_with_old_self_on_updates() {
     let sim = sim_with_widgets().await;
     let api = widgets(&sim);
-    let mut w = widget("c", 1);
-    w.spec.driver = Some("d1".into());
+    let w = widget_with_driver("c", 1, "d1");
     api.create(&PostParams::default(), &w).await.unwrap();
     let err = merge_refused(&api, "c", json!({"spec": {"driver": "d2"}})).await;
     assert_eq!(err.code, 422);
@@ -192,8 +186,7 @@ async fn tighten_widgets(sim: &kube_sim::KubeSim) {
 async fn an_object_stored_before_a_rule_existed_stays_updatable_and_deletable() {
     let sim = sim_with_widgets().await;
     let api = widgets(&sim);
-    let mut w = widget("legacy", 9);
-    w.spec.driver = Some("long-driver".into());
+    let mut w = widget_with_driver("legacy", 9, "long-driver");
     w.spec.tags = Some(vec!["old".into()]);
     w.metadata.finalizers = Some(vec!["example.com/keep".into()]);
     api.create(&PostParams::default(), &w).await.unwrap();
@@ -243,11 +236,7 @@ async fn an_object_stored_before_a_rule_existed_stays_updatable_and_deletable() 
         .await
         .unwrap_err(),
     );
-    assert!(
-        err.message.ends_with("tag old is retired"),
-        "{}",
-        err.message
-    );
+    assert_message_ends(&err, "tag old is retired");
     api.patch("legacy", &pp, &Patch::Merge(json!({"spec": {"size": 4}})))
         .await
         .expect("a fixed size, with the driver and the tag left as they were");
