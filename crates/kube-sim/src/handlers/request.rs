@@ -11,39 +11,17 @@ use crate::table::IncludeObject;
 use axum::http::{HeaderMap, Method, header};
 use std::collections::HashMap;
 
-pub(super) fn percent_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
-                match hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
-                    Some(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    None => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// Decodes one percent-encoded path segment (`%2F` and the like).
+fn decode_segment(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Parses a query string into a map (last value wins).
 pub fn parse_query(q: Option<&str>) -> HashMap<String, String> {
-    q.unwrap_or("")
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('=') {
-            Some((k, v)) => (percent_decode(k), percent_decode(v)),
-            None => (percent_decode(p), String::new()),
-        })
+    form_urlencoded::parse(q.unwrap_or("").as_bytes())
+        .into_owned()
         .collect()
 }
 pub(super) fn render_mode(headers: &HeaderMap, query: &HashMap<String, String>) -> Render {
@@ -84,7 +62,7 @@ pub(super) fn parse_path(store: &Store, path: &str) -> Result<Route, ApiError> {
             .registry
             .is_namespaced(&group, &version, rest[2]);
     let (namespace, rest) = if namespaced_path {
-        (Some(percent_decode(rest[1])), &rest[2..])
+        (Some(decode_segment(rest[1])), &rest[2..])
     } else {
         (None, rest)
     };
@@ -96,7 +74,7 @@ pub(super) fn parse_path(store: &Store, path: &str) -> Result<Route, ApiError> {
         version,
         namespace,
         plural: rest[0].to_string(),
-        name: rest.get(1).map(|s| percent_decode(s)),
+        name: rest.get(1).map(|s| decode_segment(s)),
         subresource: rest.get(2).map(|s| s.to_string()),
     }))
 }
@@ -187,7 +165,8 @@ mod tests {
         assert_eq!(q["labelSelector"], "app=web,tier in (a)");
         assert_eq!(q["watch"], "1");
         assert_eq!(q["x"], "");
-        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(parse_query(Some("p=100%"))["p"], "100%");
+        assert_eq!(decode_segment("my%2Dbucket"), "my-bucket");
     }
 
     #[test]
