@@ -8,7 +8,7 @@ mod resources;
 mod rpc;
 mod watch;
 
-pub use watch::{CallWatch, CaseBody, CaseContext};
+pub use watch::{CallWatch, CaseBody, CaseContext, DriverPart};
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -244,27 +244,27 @@ pub fn proto_map(params: &Parameters) -> HashMap<String, String> {
 }
 
 /// The state shared by the cases of one run.
-pub struct Ctx {
+pub type Ctx = CaseContext<V1alpha2>;
+
+/// What the v1alpha2 cases work with: the driver's client and identity,
+/// the protocol under test, and what the case created.
+pub struct V1alpha2 {
     client: DriverClient,
-    /// The run's configuration.
-    pub config: Config,
     /// What DriverGetInfo answered when the run started.
     pub info: DriverGetInfoResponse,
     protocol: Result<ObjectProtocol, String>,
-    watch: CallWatch,
     buckets: Vec<TrackedBucket>,
     accounts: Vec<DriverRevokeBucketAccessRequest>,
     objects: Vec<(Target, String)>,
 }
 
-impl Ctx {
-    /// A context for a connected driver whose DriverGetInfo answered `info`.
-    pub fn new(client: DriverClient, config: Config, info: DriverGetInfoResponse) -> Self {
+impl V1alpha2 {
+    /// The part of a context for a connected driver whose DriverGetInfo
+    /// answered `info`, testing the protocol `config` asks for.
+    pub fn new(client: DriverClient, config: &Config, info: DriverGetInfoResponse) -> Self {
         let protocol = checks::choose_protocol(&info.supported_protocols, config.protocol);
         Self {
             client,
-            watch: CallWatch::new(config.rpc_timeout),
-            config,
             info,
             protocol,
             buckets: Vec::new(),
@@ -272,7 +272,15 @@ impl Ctx {
             objects: Vec::new(),
         }
     }
+}
 
+impl DriverPart for V1alpha2 {
+    fn clean_up(ctx: &mut Ctx) -> impl Future<Output = Vec<String>> + Send {
+        ctx.cleanup()
+    }
+}
+
+impl Ctx {
     /// The configured invalid bucket parameters as a proto map, or a skip
     /// when none are given.
     pub fn invalid_bucket_parameters(&self) -> Result<HashMap<String, String>, Stop> {
@@ -295,25 +303,7 @@ impl Ctx {
 
     /// The protocol under test, or a skip when there is none.
     pub fn protocol(&self) -> Result<ObjectProtocol, Stop> {
-        self.protocol.clone().map_err(Stop::Skip)
-    }
-}
-
-impl CaseContext for Ctx {
-    fn config(&self) -> &Config {
-        &self.config
-    }
-
-    fn watch(&self) -> &CallWatch {
-        &self.watch
-    }
-
-    fn watch_mut(&mut self) -> &mut CallWatch {
-        &mut self.watch
-    }
-
-    fn clean_up(&mut self) -> impl Future<Output = Vec<String>> + Send {
-        self.cleanup()
+        self.driver.protocol.clone().map_err(Stop::Skip)
     }
 }
 

@@ -8,8 +8,7 @@ use cosi_driver::proto::*;
 
 use crate::checks::{self, describe, expect_code, protocol_name};
 use crate::context::{
-    CaseContext as _, Ctx, OrFail, Step, Stop, expect_already_exists, expect_invalid, fail,
-    proto_map, skip,
+    Ctx, OrFail, Step, Stop, expect_already_exists, expect_invalid, fail, proto_map, skip,
 };
 use crate::names;
 
@@ -213,7 +212,8 @@ pub(super) async fn create_refuses_incompatible_repeat(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn create_refuses_unsupported_protocol(ctx: &mut Ctx) -> Step {
-    let Some(unsupported) = checks::unsupported_protocol(&ctx.info.supported_protocols) else {
+    let Some(unsupported) = checks::unsupported_protocol(&ctx.driver.info.supported_protocols)
+    else {
         skip!("the driver supports every protocol");
     };
     let (_, id) = ctx.new_bucket_id().await?;

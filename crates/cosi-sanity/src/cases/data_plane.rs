@@ -12,7 +12,7 @@ use cosi_driver::proto::*;
 use tokio::time::Instant;
 
 use crate::checks::protocol_name;
-use crate::context::{Bucket, CaseContext as _, Ctx, Grant, GrantSpec, Step, Stop, fail, skip};
+use crate::context::{Bucket, Ctx, Grant, GrantSpec, Step, Stop, fail, skip};
 use crate::names;
 use crate::s3::Access;
 use crate::target::Target;

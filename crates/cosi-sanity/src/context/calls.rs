@@ -21,7 +21,7 @@ impl Ctx {
     where
         R: Rpc<Client = ProvisionerClient<Channel>>,
     {
-        let result = self.watch.send(&self.client.provisioner, req).await;
+        let result = self.watch.send(&self.driver.client.provisioner, req).await;
         if let Ok(reply) = &result {
             then(self, reply);
         }
@@ -54,7 +54,7 @@ impl Ctx {
     pub async fn call_undecodable(&mut self, rpc: &'static str, path: &'static str) -> Status {
         // Field 1, length-delimited, announces five bytes; one follows.
         let body = vec![0x0a, 0x05, b'x'];
-        let client = self.client.clone();
+        let client = self.driver.client.clone();
         let call = async move { client.call_raw(path, body).await.map(Response::new) };
         match self.watch.call(rpc, call).await {
             Ok(()) => Status::ok(""),
@@ -65,7 +65,7 @@ impl Ctx {
     /// Calls DriverGetInfo.
     pub async fn get_info(&mut self) -> Result<DriverGetInfoResponse, Status> {
         self.watch
-            .send(&self.client.identity, DriverGetInfoRequest {})
+            .send(&self.driver.client.identity, DriverGetInfoRequest {})
             .await
     }
 
@@ -74,7 +74,7 @@ impl Ctx {
         &mut self,
         req: DriverGenerateBucketIdRequest,
     ) -> Result<DriverGenerateBucketIdResponse, Status> {
-        self.watch.send(&self.client.provisioner, req).await
+        self.watch.send(&self.driver.client.provisioner, req).await
     }
 
     /// Calls DriverCreateBucket; a created bucket is deleted at cleanup.
@@ -112,7 +112,7 @@ impl Ctx {
         req: DriverDeleteBucketRequest,
     ) -> Result<DriverDeleteBucketResponse, Status> {
         let id = req.bucket_id.clone();
-        self.provision(req, |ctx, _| ctx.buckets.retain(|b| b.id != id))
+        self.provision(req, |ctx, _| ctx.driver.buckets.retain(|b| b.id != id))
             .await
     }
 
@@ -122,7 +122,7 @@ impl Ctx {
         req: DriverGenerateBucketAccessIdRequest,
     ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
         let buckets = req.buckets.len();
-        let result = self.watch.send(&self.client.provisioner, req).await;
+        let result = self.watch.send(&self.driver.client.provisioner, req).await;
         self.observe_out_of_range("DriverGenerateBucketAccessId", buckets, &result);
         result
     }
@@ -135,7 +135,7 @@ impl Ctx {
     ) -> Result<DriverGrantBucketAccessResponse, Status> {
         let revoke = self.revocation_for(&req);
         let buckets = req.buckets.len();
-        let result = self.watch.send(&self.client.provisioner, req).await;
+        let result = self.watch.send(&self.driver.client.provisioner, req).await;
         self.observe_out_of_range("DriverGrantBucketAccess", buckets, &result);
         if let Ok(resp) = &result {
             if let Some(creds) = &resp.credentials {
@@ -146,11 +146,12 @@ impl Ctx {
             }
             if let Some(revoke) = revoke
                 && !self
+                    .driver
                     .accounts
                     .iter()
                     .any(|a| a.account_id == revoke.account_id)
             {
-                self.accounts.push(revoke);
+                self.driver.accounts.push(revoke);
             }
         }
         result
@@ -174,12 +175,12 @@ impl Ctx {
             })
             .collect();
         if buckets.is_empty() {
-            buckets.extend(self.buckets.first().map(|b| RevokedBucket {
+            buckets.extend(self.driver.buckets.first().map(|b| RevokedBucket {
                 bucket_id: b.id.clone(),
             }));
         }
         let protocol = if req.protocol == ObjectProtocol::Unspecified as i32 {
-            self.protocol.clone().ok()? as i32
+            self.driver.protocol.clone().ok()? as i32
         } else {
             req.protocol
         };
@@ -208,7 +209,9 @@ impl Ctx {
         req: DriverRevokeBucketAccessRequest,
     ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         let id = req.account_id.clone();
-        self.provision(req, |ctx, _| ctx.accounts.retain(|a| a.account_id != id))
-            .await
+        self.provision(req, |ctx, _| {
+            ctx.driver.accounts.retain(|a| a.account_id != id)
+        })
+        .await
     }
 }

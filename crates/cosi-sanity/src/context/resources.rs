@@ -12,8 +12,8 @@ use crate::s3::{Access, S3Target};
 use crate::target::Target;
 
 use super::{
-    Bucket, CaseContext as _, Ctx, Grant, GrantSpec, OrFail as _, RpcError, Stop, TrackedBucket,
-    object_data, unusable,
+    Bucket, Ctx, Grant, GrantSpec, OrFail as _, RpcError, Stop, TrackedBucket, object_data,
+    unusable,
 };
 
 impl Ctx {
@@ -154,8 +154,8 @@ impl Ctx {
 
     /// Deletes bucket `id` at cleanup (for a bucket found where none should be).
     pub fn track_bucket(&mut self, id: &str, parameters: HashMap<String, String>) {
-        if !self.buckets.iter().any(|b| b.id == id) {
-            self.buckets.push(TrackedBucket {
+        if !self.driver.buckets.iter().any(|b| b.id == id) {
+            self.driver.buckets.push(TrackedBucket {
                 id: id.to_owned(),
                 parameters,
             });
@@ -201,14 +201,14 @@ impl Ctx {
 
     /// Deletes the object `key` with `target` at cleanup.
     pub fn track_object(&mut self, target: &Target, key: &str) {
-        self.objects.push((target.clone(), key.to_owned()));
+        self.driver.objects.push((target.clone(), key.to_owned()));
     }
 
     /// Removes everything the case created: objects, then accesses, then
     /// buckets. Returns what could not be removed.
     pub async fn cleanup(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
-        for (target, key) in std::mem::take(&mut self.objects) {
+        for (target, key) in std::mem::take(&mut self.driver.objects) {
             match target.delete(&key).await {
                 Access::Allowed(()) => {}
                 Access::Denied(e) | Access::Failed(e) => problems.push(format!(
@@ -218,7 +218,7 @@ impl Ctx {
                 )),
             }
         }
-        for req in std::mem::take(&mut self.accounts) {
+        for req in std::mem::take(&mut self.driver.accounts) {
             let id = req.account_id.clone();
             if let Err(s) = self.revoke_access(req).await {
                 problems.push(format!(
@@ -227,7 +227,7 @@ impl Ctx {
                 ));
             }
         }
-        for bucket in std::mem::take(&mut self.buckets) {
+        for bucket in std::mem::take(&mut self.driver.buckets) {
             let req = DriverDeleteBucketRequest {
                 bucket_id: bucket.id.clone(),
                 parameters: bucket.parameters,

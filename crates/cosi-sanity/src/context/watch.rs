@@ -65,38 +65,52 @@ impl CallWatch {
 /// A case body working on the context `C`.
 pub type CaseBody<C> = for<'a> fn(&'a mut C) -> Pin<Box<dyn Future<Output = Step> + Send + 'a>>;
 
-/// What a case context offers whatever the driver API.
-pub trait CaseContext {
+/// The state of one run's cases whatever the driver API: the
+/// configuration, the watch of the driver calls, and `driver`, what the
+/// cases of one API work with.
+pub struct CaseContext<D> {
     /// The run's configuration.
-    fn config(&self) -> &Config;
-
+    pub config: Config,
     /// The watch of the driver calls.
-    fn watch(&self) -> &CallWatch;
+    pub watch: CallWatch,
+    /// The driver's clients and what the cases created on it.
+    pub driver: D,
+}
 
-    /// The watch of the driver calls, to take from.
-    fn watch_mut(&mut self) -> &mut CallWatch;
-
+/// The part of a case context particular to one driver API.
+pub trait DriverPart: Sized {
     /// Removes everything the case created; what it could not remove.
-    fn clean_up(&mut self) -> impl Future<Output = Vec<String>> + Send;
+    fn clean_up(ctx: &mut CaseContext<Self>) -> impl Future<Output = Vec<String>> + Send;
+}
+
+impl<D> CaseContext<D> {
+    /// A context for `driver` under `config`.
+    pub fn new(config: Config, driver: D) -> Self {
+        Self {
+            watch: CallWatch::new(config.rpc_timeout),
+            config,
+            driver,
+        }
+    }
 
     /// The bucket parameters of the configuration, as a proto map.
-    fn bucket_parameters(&self) -> HashMap<String, String> {
-        proto_map(&self.config().parameters)
+    pub fn bucket_parameters(&self) -> HashMap<String, String> {
+        proto_map(&self.config.parameters)
     }
 
     /// The access parameters of the configuration, as a proto map.
-    fn access_parameters(&self) -> HashMap<String, String> {
-        proto_map(&self.config().access_parameters)
+    pub fn access_parameters(&self) -> HashMap<String, String> {
+        proto_map(&self.config.access_parameters)
     }
 
     /// `text` with every credential seen so far replaced.
-    fn redact(&self, text: &str) -> String {
-        self.watch().secrets.redact(text)
+    pub fn redact(&self, text: &str) -> String {
+        self.watch.secrets.redact(text)
     }
 
     /// Requirements broken in passing since the last call (credential
     /// leaks and, on v1alpha2, OutOfRange for single-bucket requests).
-    fn take_violations(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.watch_mut().violations)
+    pub fn take_violations(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.watch.violations)
     }
 }

@@ -9,8 +9,7 @@ use crate::cases::data_plane::{BODY, Want, poll, secs};
 use crate::cases::{answered, same_name};
 use crate::checks::describe;
 use crate::context::{
-    CaseContext as _, OrFail, Step, Stop, expect_already_exists, expect_invalid, fail, proto_map,
-    skip,
+    OrFail, Step, Stop, expect_already_exists, expect_invalid, fail, proto_map, skip,
 };
 use crate::names;
 use crate::s3::{Access, S3Target};
@@ -28,7 +27,7 @@ pub const MAX_STRING_BYTES: usize = 128;
 pub const MAX_MAP_BYTES: usize = 4096;
 
 pub(super) async fn name_is_a_domain_name(ctx: &mut Ctx1) -> Step {
-    cosi_driver::validate::driver_name(&ctx.name).or_fail("")
+    cosi_driver::validate::driver_name(&ctx.driver.name).or_fail("")
 }
 
 pub(super) async fn answers_the_same(ctx: &mut Ctx1) -> Step {
@@ -36,7 +35,7 @@ pub(super) async fn answers_the_same(ctx: &mut Ctx1) -> Step {
         .get_info()
         .await
         .map_err(answered("a second DriverGetInfo"))?;
-    same_name(&ctx.name, &again.name)
+    same_name(&ctx.driver.name, &again.name)
 }
 
 pub(super) async fn create_is_idempotent(ctx: &mut Ctx1) -> Step {

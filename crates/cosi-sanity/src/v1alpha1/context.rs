@@ -9,8 +9,7 @@ use cosi_driver::v1alpha1::credential_keys;
 use cosi_driver::v1alpha1::*;
 
 use crate::checks::describe;
-use crate::config::Config;
-use crate::context::{CallWatch, CaseContext, Stop, unusable};
+use crate::context::{CaseContext, DriverPart, Stop, unusable};
 use crate::names;
 use crate::s3::{Access, DEFAULT_REGION, S3Target};
 
@@ -24,54 +23,43 @@ pub struct Created {
 }
 
 /// The state shared by the v1alpha1 cases of one run.
-pub struct Ctx1 {
+pub type Ctx1 = CaseContext<V1alpha1>;
+
+/// What the v1alpha1 cases work with: the driver's clients and name, and
+/// what the case created.
+pub struct V1alpha1 {
     client: V1alpha1Client,
-    /// The run's configuration.
-    pub config: Config,
     /// What DriverGetInfo answered when the run started.
     pub name: String,
-    watch: CallWatch,
     buckets: Vec<String>,
     accounts: Vec<(String, String)>,
     objects: Vec<(S3Target, String)>,
 }
 
-impl CaseContext for Ctx1 {
-    fn config(&self) -> &Config {
-        &self.config
-    }
-
-    fn watch(&self) -> &CallWatch {
-        &self.watch
-    }
-
-    fn watch_mut(&mut self) -> &mut CallWatch {
-        &mut self.watch
-    }
-
-    fn clean_up(&mut self) -> impl Future<Output = Vec<String>> + Send {
-        self.cleanup()
-    }
-}
-
-impl Ctx1 {
-    /// A context for a connected v1alpha1 driver named `name`.
-    pub fn new(client: V1alpha1Client, config: Config, name: String) -> Self {
+impl V1alpha1 {
+    /// The part of a context for a connected v1alpha1 driver named `name`.
+    pub fn new(client: V1alpha1Client, name: String) -> Self {
         Self {
             client,
-            watch: CallWatch::new(config.rpc_timeout),
-            config,
             name,
             buckets: Vec::new(),
             accounts: Vec::new(),
             objects: Vec::new(),
         }
     }
+}
 
+impl DriverPart for V1alpha1 {
+    fn clean_up(ctx: &mut Ctx1) -> impl Future<Output = Vec<String>> + Send {
+        ctx.cleanup()
+    }
+}
+
+impl Ctx1 {
     /// Calls DriverGetInfo.
     pub async fn get_info(&mut self) -> Result<DriverGetInfoResponse, Status> {
         self.watch
-            .send(&self.client.identity, DriverGetInfoRequest {})
+            .send(&self.driver.client.identity, DriverGetInfoRequest {})
             .await
     }
 
@@ -80,9 +68,12 @@ impl Ctx1 {
         &mut self,
         req: DriverCreateBucketRequest,
     ) -> Result<DriverCreateBucketResponse, Status> {
-        let resp = self.watch.send(&self.client.provisioner, req).await?;
-        if !resp.bucket_id.is_empty() && !self.buckets.contains(&resp.bucket_id) {
-            self.buckets.push(resp.bucket_id.clone());
+        let resp = self
+            .watch
+            .send(&self.driver.client.provisioner, req)
+            .await?;
+        if !resp.bucket_id.is_empty() && !self.driver.buckets.contains(&resp.bucket_id) {
+            self.driver.buckets.push(resp.bucket_id.clone());
         }
         Ok(resp)
     }
@@ -119,8 +110,10 @@ impl Ctx1 {
             bucket_id: bucket_id.to_owned(),
             delete_context: self.bucket_parameters(),
         };
-        self.watch.send(&self.client.provisioner, req).await?;
-        self.buckets.retain(|b| b != bucket_id);
+        self.watch
+            .send(&self.driver.client.provisioner, req)
+            .await?;
+        self.driver.buckets.retain(|b| b != bucket_id);
         Ok(())
     }
 
@@ -141,15 +134,18 @@ impl Ctx1 {
         req: DriverGrantBucketAccessRequest,
     ) -> Result<DriverGrantBucketAccessResponse, Status> {
         let bucket_id = req.bucket_id.clone();
-        let resp = self.watch.send(&self.client.provisioner, req).await?;
+        let resp = self
+            .watch
+            .send(&self.driver.client.provisioner, req)
+            .await?;
         for details in resp.credentials.values() {
             for value in details.secrets.values() {
                 self.watch.secrets.add(value);
             }
         }
         let account = (bucket_id, resp.account_id.clone());
-        if !resp.account_id.is_empty() && !self.accounts.contains(&account) {
-            self.accounts.push(account);
+        if !resp.account_id.is_empty() && !self.driver.accounts.contains(&account) {
+            self.driver.accounts.push(account);
         }
         Ok(resp)
     }
@@ -171,8 +167,11 @@ impl Ctx1 {
             account_id: account_id.to_owned(),
             revoke_access_context: self.access_parameters(),
         };
-        self.watch.send(&self.client.provisioner, req).await?;
-        self.accounts
+        self.watch
+            .send(&self.driver.client.provisioner, req)
+            .await?;
+        self.driver
+            .accounts
             .retain(|(b, a)| !(b == bucket_id && a == account_id));
         Ok(())
     }
@@ -215,13 +214,13 @@ impl Ctx1 {
 
     /// Deletes the object `key` with `target` at cleanup.
     pub fn track_object(&mut self, target: &S3Target, key: &str) {
-        self.objects.push((target.clone(), key.to_owned()));
+        self.driver.objects.push((target.clone(), key.to_owned()));
     }
 
     /// Removes everything the case created: objects, accounts, buckets.
     pub async fn cleanup(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
-        for (target, key) in std::mem::take(&mut self.objects) {
+        for (target, key) in std::mem::take(&mut self.driver.objects) {
             if let Access::Denied(e) | Access::Failed(e) = target.delete(&key).await {
                 problems.push(format!(
                     "deleting object {key:?} from bucket {:?} failed: {}",
@@ -230,7 +229,7 @@ impl Ctx1 {
                 ));
             }
         }
-        for (bucket_id, account_id) in std::mem::take(&mut self.accounts) {
+        for (bucket_id, account_id) in std::mem::take(&mut self.driver.accounts) {
             if let Err(s) = self.revoke(&bucket_id, &account_id).await {
                 problems.push(format!(
                     "DriverRevokeBucketAccess of account {account_id:?} answered {}",
@@ -238,7 +237,7 @@ impl Ctx1 {
                 ));
             }
         }
-        for id in std::mem::take(&mut self.buckets) {
+        for id in std::mem::take(&mut self.driver.buckets) {
             if let Err(s) = self.delete(&id).await {
                 problems.push(format!(
                     "DriverDeleteBucket of bucket {id:?} answered {}",

@@ -15,7 +15,7 @@ mod cases;
 mod context;
 
 pub use cases::{MAX_MAP_BYTES, MAX_STRING_BYTES};
-use context::Ctx1;
+use context::{Ctx1, V1alpha1};
 
 /// A case body.
 type CaseFn = CaseBody<Ctx1>;
@@ -128,7 +128,7 @@ pub(crate) async fn run(
     name: String,
     selected: &[&Case],
 ) -> Report {
-    let mut ctx = Ctx1::new(client, config.clone(), name);
+    let mut ctx = Ctx1::new(config.clone(), V1alpha1::new(client, name));
     let cases = selected.iter().map(|c| (c.name, c.run)).collect();
     run_cases(&mut ctx, cases, config.strict).await
 }
