@@ -18,7 +18,6 @@ use cosi_driver::{Code, DriverClient, Status};
 
 use crate::checks::{self, describe};
 use crate::config::{Config, Parameters};
-use crate::target::Target;
 
 /// Why a case stopped before its end.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -255,7 +254,6 @@ pub struct V1alpha2 {
     protocol: Result<ObjectProtocol, String>,
     buckets: Vec<TrackedBucket>,
     accounts: Vec<DriverRevokeBucketAccessRequest>,
-    objects: Vec<(Target, String)>,
 }
 
 impl V1alpha2 {
@@ -269,7 +267,6 @@ impl V1alpha2 {
             protocol,
             buckets: Vec::new(),
             accounts: Vec::new(),
-            objects: Vec::new(),
         }
     }
 }

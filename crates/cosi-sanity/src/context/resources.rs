@@ -8,7 +8,7 @@ use cosi_driver::proto::*;
 use crate::azure::AzureTarget;
 use crate::checks::{self, describe};
 use crate::names;
-use crate::s3::{Access, S3Target};
+use crate::s3::S3Target;
 use crate::target::Target;
 
 use super::{
@@ -199,25 +199,10 @@ impl Ctx {
         Ok(target)
     }
 
-    /// Deletes the object `key` with `target` at cleanup.
-    pub fn track_object(&mut self, target: &Target, key: &str) {
-        self.driver.objects.push((target.clone(), key.to_owned()));
-    }
-
     /// Removes everything the case created: objects, then accesses, then
     /// buckets. Returns what could not be removed.
     pub async fn cleanup(&mut self) -> Vec<String> {
-        let mut problems = Vec::new();
-        for (target, key) in std::mem::take(&mut self.driver.objects) {
-            match target.delete(&key).await {
-                Access::Allowed(()) => {}
-                Access::Denied(e) | Access::Failed(e) => problems.push(format!(
-                    "deleting object {key:?} from bucket {:?} failed: {}",
-                    target.bucket(),
-                    self.redact(&e)
-                )),
-            }
-        }
+        let mut problems = self.remove_objects().await;
         for req in std::mem::take(&mut self.driver.accounts) {
             let id = req.account_id.clone();
             if let Err(s) = self.revoke_access(req).await {

@@ -10,7 +10,9 @@ use std::time::Duration;
 use cosi_driver::{Response, Status};
 
 use crate::config::Config;
+use crate::s3::Access;
 use crate::secrets::SecretSet;
+use crate::target::Target;
 
 use super::{Step, proto_map};
 
@@ -75,6 +77,7 @@ pub struct CaseContext<D> {
     pub watch: CallWatch,
     /// The driver's clients and what the cases created on it.
     pub driver: D,
+    objects: Vec<(Target, String)>,
 }
 
 /// The part of a case context particular to one driver API.
@@ -90,7 +93,28 @@ impl<D> CaseContext<D> {
             watch: CallWatch::new(config.rpc_timeout),
             config,
             driver,
+            objects: Vec::new(),
         }
+    }
+
+    /// Deletes the object `key` with `target` at cleanup.
+    pub fn track_object(&mut self, target: &Target, key: &str) {
+        self.objects.push((target.clone(), key.to_owned()));
+    }
+
+    /// Deletes the objects the case wrote; what could not be deleted.
+    pub async fn remove_objects(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (target, key) in std::mem::take(&mut self.objects) {
+            if let Access::Denied(e) | Access::Failed(e) = target.delete(&key).await {
+                problems.push(format!(
+                    "deleting object {key:?} from bucket {:?} failed: {}",
+                    target.bucket(),
+                    self.redact(&e)
+                ));
+            }
+        }
+        problems
     }
 
     /// The bucket parameters of the configuration, as a proto map.

@@ -5,14 +5,15 @@
 use cosi_driver::Code;
 use cosi_driver::v1alpha1::credential_keys;
 
-use crate::cases::data_plane::{BODY, Want, poll, secs};
+use crate::cases::data_plane::{BODY, Want, poll, secs, write_object};
 use crate::cases::{answered, same_name};
 use crate::checks::describe;
 use crate::context::{
     OrFail, Step, Stop, expect_already_exists, expect_invalid, fail, proto_map, skip,
 };
 use crate::names;
-use crate::s3::{Access, S3Target};
+use crate::s3::Access;
+use crate::target::Target;
 
 use super::context::{Created, Ctx1, setup};
 
@@ -271,7 +272,7 @@ fn data_plane_enabled(ctx: &Ctx1) -> Step {
 
 /// With the data plane on: a new bucket, an account granted access to it,
 /// and an S3 client with the account's credentials.
-async fn granted_target(ctx: &mut Ctx1) -> Result<(Created, String, S3Target), Stop> {
+async fn granted_target(ctx: &mut Ctx1) -> Result<(Created, String, Target), Stop> {
     data_plane_enabled(ctx)?;
     let b = ctx.new_bucket().await?;
     let resp = ctx.new_grant(&b.id).await?;
@@ -282,17 +283,12 @@ async fn granted_target(ctx: &mut Ctx1) -> Result<(Created, String, S3Target), S
 
 pub(super) async fn data_plane_read_write(ctx: &mut Ctx1) -> Step {
     let (b, _, target) = granted_target(ctx).await?;
-    let key = names::object_key();
+    let failure = format!(
+        "the granted credentials could not write to bucket {:?} (the name sent)",
+        b.name
+    );
+    let key = write_object(ctx, &target, &target, &failure).await?;
     let timeout = ctx.config.propagation_timeout;
-    match poll(timeout, Want::Allowed, || target.put(&key, BODY)).await {
-        Access::Allowed(()) => ctx.track_object(&target, &key),
-        Access::Denied(e) | Access::Failed(e) => fail!(
-            "the granted credentials could not write to bucket {:?} (the name sent) within {}: {}",
-            b.name,
-            secs(timeout),
-            ctx.redact(&e)
-        ),
-    }
     match poll(timeout, Want::Allowed, || target.get(&key)).await {
         Access::Allowed(body) if body == BODY => Ok(()),
         Access::Allowed(_) => fail!("the object read back differs from the one written"),
@@ -309,16 +305,9 @@ pub(super) async fn data_plane_revoked_fail(ctx: &mut Ctx1) -> Step {
     // A second account removes the object at cleanup.
     let cleaner = ctx.new_grant(&b.id).await?;
     let cleaner = ctx.s3_target(&b.name, &cleaner)?;
-    let key = names::object_key();
+    let failure = "setup: the granted credentials could not write";
+    let key = write_object(ctx, &target, &cleaner, failure).await?;
     let timeout = ctx.config.propagation_timeout;
-    match poll(timeout, Want::Allowed, || target.put(&key, BODY)).await {
-        Access::Allowed(()) => ctx.track_object(&cleaner, &key),
-        Access::Denied(e) | Access::Failed(e) => fail!(
-            "setup: the granted credentials could not write within {}: {}",
-            secs(timeout),
-            ctx.redact(&e)
-        ),
-    }
     ctx.revoke(&b.id, &account_id)
         .await
         .map_err(answered(REVOKE))?;

@@ -11,7 +11,8 @@ use cosi_driver::v1alpha1::*;
 use crate::checks::describe;
 use crate::context::{CaseContext, DriverPart, Stop, unusable};
 use crate::names;
-use crate::s3::{Access, DEFAULT_REGION, S3Target};
+use crate::s3::{DEFAULT_REGION, S3Target};
+use crate::target::Target;
 
 /// A bucket the suite created: the name sent and the ID returned.
 #[derive(Clone, Debug)]
@@ -33,7 +34,6 @@ pub struct V1alpha1 {
     pub name: String,
     buckets: Vec<String>,
     accounts: Vec<(String, String)>,
-    objects: Vec<(S3Target, String)>,
 }
 
 impl V1alpha1 {
@@ -44,7 +44,6 @@ impl V1alpha1 {
             name,
             buckets: Vec::new(),
             accounts: Vec::new(),
-            objects: Vec::new(),
         }
     }
 }
@@ -182,7 +181,7 @@ impl Ctx1 {
         &self,
         name: &str,
         resp: &DriverGrantBucketAccessResponse,
-    ) -> Result<S3Target, Stop> {
+    ) -> Result<Target, Stop> {
         use credential_keys::s3;
         let secrets = resp
             .credentials
@@ -209,26 +208,14 @@ impl Ctx1 {
             access_key_id: get(s3::ACCESS_KEY_ID),
             access_secret_key: get(s3::ACCESS_SECRET_KEY),
         };
-        S3Target::new(&info, &creds, None, self.config.rpc_timeout).map_err(unusable)
-    }
-
-    /// Deletes the object `key` with `target` at cleanup.
-    pub fn track_object(&mut self, target: &S3Target, key: &str) {
-        self.driver.objects.push((target.clone(), key.to_owned()));
+        S3Target::new(&info, &creds, None, self.config.rpc_timeout)
+            .map(Target::S3)
+            .map_err(unusable)
     }
 
     /// Removes everything the case created: objects, accounts, buckets.
     pub async fn cleanup(&mut self) -> Vec<String> {
-        let mut problems = Vec::new();
-        for (target, key) in std::mem::take(&mut self.driver.objects) {
-            if let Access::Denied(e) | Access::Failed(e) = target.delete(&key).await {
-                problems.push(format!(
-                    "deleting object {key:?} from bucket {:?} failed: {}",
-                    target.bucket(),
-                    self.redact(&e)
-                ));
-            }
-        }
+        let mut problems = self.remove_objects().await;
         for (bucket_id, account_id) in std::mem::take(&mut self.driver.accounts) {
             if let Err(s) = self.revoke(&bucket_id, &account_id).await {
                 problems.push(format!(
