@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::future::Future;
 
 use cosi_driver::proto::*;
-use cosi_driver::{Code, DriverClient, Status};
+use cosi_driver::{Code, Status};
 
 use crate::checks::{self, describe};
 use crate::config::{Config, Parameters};
@@ -245,10 +245,9 @@ pub fn proto_map(params: &Parameters) -> HashMap<String, String> {
 /// The state shared by the cases of one run.
 pub type Ctx = CaseContext<V1alpha2>;
 
-/// What the v1alpha2 cases work with: the driver's client and identity,
-/// the protocol under test, and what the case created.
+/// What the v1alpha2 cases work with: the driver's identity, the
+/// protocol under test, and what the case created.
 pub struct V1alpha2 {
-    client: DriverClient,
     /// What DriverGetInfo answered when the run started.
     pub info: DriverGetInfoResponse,
     protocol: Result<ObjectProtocol, String>,
@@ -257,12 +256,11 @@ pub struct V1alpha2 {
 }
 
 impl V1alpha2 {
-    /// The part of a context for a connected driver whose DriverGetInfo
-    /// answered `info`, testing the protocol `config` asks for.
-    pub fn new(client: DriverClient, config: &Config, info: DriverGetInfoResponse) -> Self {
+    /// The part of a context for a driver whose DriverGetInfo answered
+    /// `info`, testing the protocol `config` asks for.
+    pub fn new(config: &Config, info: DriverGetInfoResponse) -> Self {
         let protocol = checks::choose_protocol(&info.supported_protocols, config.protocol);
         Self {
-            client,
             info,
             protocol,
             buckets: Vec::new(),

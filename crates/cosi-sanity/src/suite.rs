@@ -92,7 +92,7 @@ pub async fn run(config: &Config) -> Report {
     {
         return setup_failure(&names, e);
     }
-    let mut ctx = Ctx::new(config.clone(), V1alpha2::new(client, config, info));
+    let mut ctx = Ctx::new(config.clone(), client, V1alpha2::new(config, info));
     let cases = selected.iter().map(|c| (c.name, c.run)).collect();
     run_cases(&mut ctx, cases, config.strict).await
 }
@@ -146,7 +146,7 @@ async fn run_v1alpha1(client: DriverClient, config: &Config, filter: Option<&Reg
         Ok(reply) => reply.into_inner().name,
         Err(reason) => return setup_failure(&names, reason),
     };
-    crate::v1alpha1::run(client.v1alpha1.clone(), config, name, &selected).await
+    crate::v1alpha1::run(client, config, name, &selected).await
 }
 
 /// The cases of `all` whose names `filter` matches (all without a filter).

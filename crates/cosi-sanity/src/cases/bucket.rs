@@ -78,7 +78,7 @@ impl Phase {
             Phase::Generate => {
                 let mut req = ctx.generate_request(key)?;
                 req.parameters = parameters.unwrap_or(req.parameters);
-                (GENERATE, ctx.generate_bucket_id(req).await.map(drop))
+                (GENERATE, ctx.send(req).await.map(drop))
             }
             Phase::Create => {
                 let mut req = ctx.create_request(key)?;
@@ -109,7 +109,7 @@ pub(super) async fn requires_a_key(ctx: &mut Ctx, phase: Phase) -> Step {
 /// call in its failure.
 async fn generated_id(ctx: &mut Ctx, name: &str, call: &'static str) -> Result<String, Stop> {
     let req = ctx.generate_request(name)?;
-    let resp = ctx.generate_bucket_id(req).await.map_err(answered(call))?;
+    let resp = ctx.send(req).await.map_err(answered(call))?;
     Ok(resp.bucket_id)
 }
 

@@ -1,5 +1,7 @@
 //! DriverGetInfo: the driver's name and protocols.
 
+use cosi_driver::proto::DriverGetInfoRequest;
+
 use crate::checks::{self, known_protocols};
 use crate::context::{Ctx, OrFail, Step, fail};
 
@@ -15,7 +17,7 @@ pub(super) async fn advertises_protocols(ctx: &mut Ctx) -> Step {
 
 pub(super) async fn answers_the_same(ctx: &mut Ctx) -> Step {
     let again = ctx
-        .get_info()
+        .send(DriverGetInfoRequest {})
         .await
         .map_err(answered("a second DriverGetInfo"))?;
     same_name(&ctx.driver.info.name, &again.name)?;

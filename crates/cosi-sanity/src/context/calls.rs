@@ -21,7 +21,7 @@ impl Ctx {
     where
         R: Rpc<Client = ProvisionerClient<Channel>>,
     {
-        let result = self.watch.send(&self.driver.client.provisioner, req).await;
+        let result = self.send(req).await;
         if let Ok(reply) = &result {
             then(self, reply);
         }
@@ -54,27 +54,12 @@ impl Ctx {
     pub async fn call_undecodable(&mut self, rpc: &'static str, path: &'static str) -> Status {
         // Field 1, length-delimited, announces five bytes; one follows.
         let body = vec![0x0a, 0x05, b'x'];
-        let client = self.driver.client.clone();
+        let client = self.client.clone();
         let call = async move { client.call_raw(path, body).await.map(Response::new) };
         match self.watch.call(rpc, call).await {
             Ok(()) => Status::ok(""),
             Err(status) => status,
         }
-    }
-
-    /// Calls DriverGetInfo.
-    pub async fn get_info(&mut self) -> Result<DriverGetInfoResponse, Status> {
-        self.watch
-            .send(&self.driver.client.identity, DriverGetInfoRequest {})
-            .await
-    }
-
-    /// Calls DriverGenerateBucketId.
-    pub async fn generate_bucket_id(
-        &mut self,
-        req: DriverGenerateBucketIdRequest,
-    ) -> Result<DriverGenerateBucketIdResponse, Status> {
-        self.watch.send(&self.driver.client.provisioner, req).await
     }
 
     /// Calls DriverCreateBucket; a created bucket is deleted at cleanup.
@@ -122,7 +107,7 @@ impl Ctx {
         req: DriverGenerateBucketAccessIdRequest,
     ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
         let buckets = req.buckets.len();
-        let result = self.watch.send(&self.driver.client.provisioner, req).await;
+        let result = self.send(req).await;
         self.observe_out_of_range("DriverGenerateBucketAccessId", buckets, &result);
         result
     }
@@ -135,7 +120,7 @@ impl Ctx {
     ) -> Result<DriverGrantBucketAccessResponse, Status> {
         let revoke = self.revocation_for(&req);
         let buckets = req.buckets.len();
-        let result = self.watch.send(&self.driver.client.provisioner, req).await;
+        let result = self.send(req).await;
         self.observe_out_of_range("DriverGrantBucketAccess", buckets, &result);
         if let Ok(resp) = &result {
             if let Some(creds) = &resp.credentials {

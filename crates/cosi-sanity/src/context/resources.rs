@@ -32,7 +32,7 @@ impl Ctx {
         let name = names::bucket_name();
         let req = self.generate_request(&name)?;
         let id = self
-            .generate_bucket_id(req)
+            .send(req)
             .await
             .map_err(RpcError::of("DriverGenerateBucketId"))
             .map_err(|e| e.setup("generating a bucket ID"))?

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use cosi_driver::{Response, Status, proto as v2, v1alpha1 as v1};
+use cosi_driver::{DriverClient, Response, Status, proto as v2, v1alpha1 as v1};
 use tonic::transport::Channel;
 
 use super::CallWatch;
@@ -17,6 +17,9 @@ pub trait Rpc: Send + 'static {
     /// The RPC's name, as messages and reports spell it.
     const NAME: &'static str;
 
+    /// The client of `clients` that sends the request.
+    fn client(clients: &DriverClient) -> &Self::Client;
+
     /// Sends the request with `client`.
     fn send(
         self,
@@ -24,10 +27,20 @@ pub trait Rpc: Send + 'static {
     ) -> impl Future<Output = Result<Response<Self::Reply>, Status>> + Send;
 }
 
+/// The clients of the API module `v2` or `v1` in a [`DriverClient`].
+macro_rules! clients_of {
+    (v2, $clients:expr) => {
+        $clients
+    };
+    (v1, $clients:expr) => {
+        $clients.v1alpha1
+    };
+}
+
 /// Implements [`Rpc`] for each listed request of each listed API module,
-/// sent by the client method of the same RPC.
+/// sent by the client method of the same RPC on the client in `$field`.
 macro_rules! rpcs {
-    ($($service:ident::$client:ident {
+    ($($service:ident::$client:ident in $field:ident {
         $($request:ident => $call:ident -> $reply:ident, $name:literal in [$($api:ident),+];)*
     })*) => {
         $($($(
@@ -35,6 +48,10 @@ macro_rules! rpcs {
                 type Client = $api::$service::$client<Channel>;
                 type Reply = $api::$reply;
                 const NAME: &'static str = $name;
+
+                fn client(clients: &DriverClient) -> &Self::Client {
+                    &clients_of!($api, clients).$field
+                }
 
                 async fn send(self, mut client: Self::Client) -> Result<Response<Self::Reply>, Status> {
                     client.$call(self).await
@@ -45,10 +62,10 @@ macro_rules! rpcs {
 }
 
 rpcs! {
-    identity_client::IdentityClient {
+    identity_client::IdentityClient in identity {
         DriverGetInfoRequest => driver_get_info -> DriverGetInfoResponse, "DriverGetInfo" in [v2, v1];
     }
-    provisioner_client::ProvisionerClient {
+    provisioner_client::ProvisionerClient in provisioner {
         DriverGenerateBucketIdRequest => driver_generate_bucket_id -> DriverGenerateBucketIdResponse, "DriverGenerateBucketId" in [v2];
         DriverCreateBucketRequest => driver_create_bucket -> DriverCreateBucketResponse, "DriverCreateBucket" in [v2, v1];
         DriverGetBucketRequest => driver_get_bucket -> DriverGetBucketResponse, "DriverGetBucket" in [v2];
@@ -60,12 +77,14 @@ rpcs! {
 }
 
 impl CallWatch {
-    /// Sends `request` with a clone of `client`, through [`CallWatch::call`].
+    /// Sends `request` with a clone of its client in `clients`, through
+    /// [`CallWatch::call`].
     pub async fn send<R: Rpc>(
         &mut self,
-        client: &R::Client,
+        clients: &DriverClient,
         request: R,
     ) -> Result<R::Reply, Status> {
-        self.call(R::NAME, request.send(client.clone())).await
+        self.call(R::NAME, request.send(R::client(clients).clone()))
+            .await
     }
 }

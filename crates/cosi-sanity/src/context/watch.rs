@@ -7,13 +7,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use cosi_driver::{Response, Status};
+use cosi_driver::{DriverClient, Response, Status};
 
 use crate::config::Config;
 use crate::s3::Access;
 use crate::secrets::SecretSet;
 use crate::target::Target;
 
+use super::rpc::Rpc;
 use super::{Step, proto_map};
 
 /// The watch every driver call of a run goes through.
@@ -75,7 +76,9 @@ pub struct CaseContext<D> {
     pub config: Config,
     /// The watch of the driver calls.
     pub watch: CallWatch,
-    /// The driver's clients and what the cases created on it.
+    /// The driver's clients, of both APIs.
+    pub client: DriverClient,
+    /// What the cases of the API know of the driver and created on it.
     pub driver: D,
     objects: Vec<(Target, String)>,
 }
@@ -87,14 +90,20 @@ pub trait DriverPart: Sized {
 }
 
 impl<D> CaseContext<D> {
-    /// A context for `driver` under `config`.
-    pub fn new(config: Config, driver: D) -> Self {
+    /// A context for the driver `client` connects to, under `config`.
+    pub fn new(config: Config, client: DriverClient, driver: D) -> Self {
         Self {
             watch: CallWatch::new(config.rpc_timeout),
             config,
+            client,
             driver,
             objects: Vec::new(),
         }
+    }
+
+    /// Sends `request` to the driver through the watch.
+    pub async fn send<R: Rpc>(&mut self, request: R) -> Result<R::Reply, Status> {
+        self.watch.send(&self.client, request).await
     }
 
     /// Deletes the object `key` with `target` at cleanup.

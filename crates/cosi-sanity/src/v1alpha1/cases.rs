@@ -3,7 +3,7 @@
 //! what the v1alpha1 sidecars read from replies.
 
 use cosi_driver::Code;
-use cosi_driver::v1alpha1::credential_keys;
+use cosi_driver::v1alpha1::{DriverGetInfoRequest, credential_keys};
 
 use crate::cases::data_plane::{BODY, Want, poll, secs, write_object};
 use crate::cases::{answered, same_name};
@@ -33,7 +33,7 @@ pub(super) async fn name_is_a_domain_name(ctx: &mut Ctx1) -> Step {
 
 pub(super) async fn answers_the_same(ctx: &mut Ctx1) -> Step {
     let again = ctx
-        .get_info()
+        .send(DriverGetInfoRequest {})
         .await
         .map_err(answered("a second DriverGetInfo"))?;
     same_name(&ctx.driver.name, &again.name)

@@ -1,9 +1,8 @@
-//! What a v1alpha1 case works with: the v1alpha1 clients (every call
+//! What a v1alpha1 case works with: the v1alpha1 calls (every call
 //! bounded by a timeout and watched for credential leaks), the driver's
 //! name, and the tracker of everything the case created.
 
 use cosi_driver::Status;
-use cosi_driver::client::V1alpha1Client;
 use cosi_driver::proto::{S3BucketInfo, S3Credentials};
 use cosi_driver::v1alpha1::credential_keys;
 use cosi_driver::v1alpha1::*;
@@ -26,10 +25,9 @@ pub struct Created {
 /// The state shared by the v1alpha1 cases of one run.
 pub type Ctx1 = CaseContext<V1alpha1>;
 
-/// What the v1alpha1 cases work with: the driver's clients and name, and
+/// What the v1alpha1 cases work with: the driver's name and
 /// what the case created.
 pub struct V1alpha1 {
-    client: V1alpha1Client,
     /// What DriverGetInfo answered when the run started.
     pub name: String,
     buckets: Vec<String>,
@@ -37,10 +35,9 @@ pub struct V1alpha1 {
 }
 
 impl V1alpha1 {
-    /// The part of a context for a connected v1alpha1 driver named `name`.
-    pub fn new(client: V1alpha1Client, name: String) -> Self {
+    /// The part of a context for a v1alpha1 driver named `name`.
+    pub fn new(name: String) -> Self {
         Self {
-            client,
             name,
             buckets: Vec::new(),
             accounts: Vec::new(),
@@ -55,22 +52,12 @@ impl DriverPart for V1alpha1 {
 }
 
 impl Ctx1 {
-    /// Calls DriverGetInfo.
-    pub async fn get_info(&mut self) -> Result<DriverGetInfoResponse, Status> {
-        self.watch
-            .send(&self.driver.client.identity, DriverGetInfoRequest {})
-            .await
-    }
-
     /// Calls DriverCreateBucket; a returned bucket is deleted at cleanup.
     pub async fn create(
         &mut self,
         req: DriverCreateBucketRequest,
     ) -> Result<DriverCreateBucketResponse, Status> {
-        let resp = self
-            .watch
-            .send(&self.driver.client.provisioner, req)
-            .await?;
+        let resp = self.send(req).await?;
         if !resp.bucket_id.is_empty() && !self.driver.buckets.contains(&resp.bucket_id) {
             self.driver.buckets.push(resp.bucket_id.clone());
         }
@@ -109,9 +96,7 @@ impl Ctx1 {
             bucket_id: bucket_id.to_owned(),
             delete_context: self.bucket_parameters(),
         };
-        self.watch
-            .send(&self.driver.client.provisioner, req)
-            .await?;
+        self.send(req).await?;
         self.driver.buckets.retain(|b| b != bucket_id);
         Ok(())
     }
@@ -133,10 +118,7 @@ impl Ctx1 {
         req: DriverGrantBucketAccessRequest,
     ) -> Result<DriverGrantBucketAccessResponse, Status> {
         let bucket_id = req.bucket_id.clone();
-        let resp = self
-            .watch
-            .send(&self.driver.client.provisioner, req)
-            .await?;
+        let resp = self.send(req).await?;
         for details in resp.credentials.values() {
             for value in details.secrets.values() {
                 self.watch.secrets.add(value);
@@ -166,9 +148,7 @@ impl Ctx1 {
             account_id: account_id.to_owned(),
             revoke_access_context: self.access_parameters(),
         };
-        self.watch
-            .send(&self.driver.client.provisioner, req)
-            .await?;
+        self.send(req).await?;
         self.driver
             .accounts
             .retain(|(b, a)| !(b == bucket_id && a == account_id));
