@@ -192,6 +192,14 @@ pub fn object_data(mode: AccessMode) -> AccessModes {
     }
 }
 
+/// Object data `mode` access to the bucket `bucket_id`.
+pub fn accessed(bucket_id: &str, mode: AccessMode) -> AccessedBucket {
+    AccessedBucket {
+        bucket_id: bucket_id.to_owned(),
+        access_mode: Some(object_data(mode)),
+    }
+}
+
 /// An access granted by the suite.
 #[derive(Clone, Debug)]
 pub struct Grant {
@@ -319,10 +327,7 @@ mod tests {
     #[test]
     fn a_grant_spec_carries_the_same_fields_through_every_phase() {
         let spec = GrantSpec {
-            buckets: vec![AccessedBucket {
-                bucket_id: "b1".into(),
-                access_mode: Some(object_data(AccessMode::ReadOnly)),
-            }],
+            buckets: vec![accessed("b1", AccessMode::ReadOnly)],
             protocol: ObjectProtocol::S3,
             auth: AuthenticationType::Key,
             service_account: None,

@@ -12,8 +12,7 @@ use crate::s3::S3Target;
 use crate::target::Target;
 
 use super::{
-    Bucket, Ctx, Grant, GrantSpec, OrFail as _, RpcError, Stop, TrackedBucket, object_data,
-    unusable,
+    Bucket, Ctx, Grant, GrantSpec, OrFail as _, RpcError, Stop, TrackedBucket, accessed, unusable,
 };
 
 impl Ctx {
@@ -75,13 +74,7 @@ impl Ctx {
     /// for the protocol under test with the configured access parameters.
     pub fn spec(&self, buckets: &[&str], mode: AccessMode) -> Result<GrantSpec, Stop> {
         Ok(GrantSpec {
-            buckets: buckets
-                .iter()
-                .map(|id| AccessedBucket {
-                    bucket_id: (*id).to_owned(),
-                    access_mode: Some(object_data(mode)),
-                })
-                .collect(),
+            buckets: buckets.iter().map(|id| accessed(id, mode)).collect(),
             protocol: self.protocol()?,
             auth: AuthenticationType::Key,
             service_account: None,
