@@ -1,6 +1,7 @@
-//! What the v1alpha2 and the v1alpha1 case contexts share: every driver
-//! call bounded by the RPC timeout and its error message watched for a
-//! credential a grant returned, and the configured parameters.
+//! What the v1alpha2 and the v1alpha1 case contexts share: the driver
+//! client, every call bounded by the RPC timeout and its error message
+//! watched for a credential a grant returned, the configured parameters,
+//! and the objects the cases wrote.
 
 use std::collections::HashMap;
 use std::future::Future;
