@@ -287,7 +287,7 @@ impl Ctx {
     /// The configured invalid bucket parameters as a proto map, or a skip
     /// when none are given.
     pub fn invalid_bucket_parameters(&self) -> Result<HashMap<String, String>, Stop> {
-        let Some(invalid) = &self.config.invalid_parameters else {
+        let Some(invalid) = &self.config.bucket.invalid else {
             skip!("no invalid bucket parameters given (invalidParameters in --parameters FILE)");
         };
         Ok(proto_map(invalid))
@@ -296,7 +296,7 @@ impl Ctx {
     /// The configured invalid access parameters as a proto map, or a skip
     /// when none are given.
     pub fn invalid_access_parameters(&self) -> Result<HashMap<String, String>, Stop> {
-        let Some(invalid) = &self.config.invalid_access_parameters else {
+        let Some(invalid) = &self.config.access.invalid else {
             skip!(
                 "no invalid access parameters given (invalidParameters in --access-parameters FILE)"
             );

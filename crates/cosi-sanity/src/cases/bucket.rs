@@ -195,7 +195,7 @@ pub(super) async fn create_is_idempotent(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn create_refuses_incompatible_repeat(ctx: &mut Ctx) -> Step {
-    let Some(incompatible) = ctx.config.incompatible_parameters.clone() else {
+    let Some(incompatible) = ctx.config.bucket.incompatible.clone() else {
         skip!(
             "no incompatible bucket parameters given (incompatibleParameters in --parameters FILE)"
         );

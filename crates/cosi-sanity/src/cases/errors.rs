@@ -47,8 +47,8 @@ pub(super) async fn no_credential_in_errors(ctx: &mut Ctx) -> Step {
         count(ctx.grant_access(other.grant_request(&id)).await.is_err());
     }
     for params in [
-        ctx.config.incompatible_access_parameters.clone(),
-        ctx.config.invalid_access_parameters.clone(),
+        ctx.config.access.incompatible.clone(),
+        ctx.config.access.invalid.clone(),
     ]
     .into_iter()
     .flatten()

@@ -129,12 +129,12 @@ impl<D> CaseContext<D> {
 
     /// The bucket parameters of the configuration, as a proto map.
     pub fn bucket_parameters(&self) -> HashMap<String, String> {
-        proto_map(&self.config.parameters)
+        proto_map(&self.config.bucket.parameters)
     }
 
     /// The access parameters of the configuration, as a proto map.
     pub fn access_parameters(&self) -> HashMap<String, String> {
-        proto_map(&self.config.access_parameters)
+        proto_map(&self.config.access.parameters)
     }
 
     /// `text` with every credential seen so far replaced.

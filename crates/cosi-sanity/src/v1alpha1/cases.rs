@@ -77,7 +77,7 @@ pub(super) async fn created_id_is_well_formed(ctx: &mut Ctx1) -> Step {
 }
 
 pub(super) async fn create_refuses_incompatible_repeat(ctx: &mut Ctx1) -> Step {
-    let Some(other) = ctx.config.incompatible_parameters.clone() else {
+    let Some(other) = ctx.config.bucket.incompatible.clone() else {
         skip!("no incompatibleParameters configured (see --parameters)");
     };
     let b = ctx.new_bucket().await?;
@@ -88,7 +88,7 @@ pub(super) async fn create_refuses_incompatible_repeat(ctx: &mut Ctx1) -> Step {
 }
 
 pub(super) async fn create_refuses_invalid_parameters(ctx: &mut Ctx1) -> Step {
-    let Some(invalid) = ctx.config.invalid_parameters.clone() else {
+    let Some(invalid) = ctx.config.bucket.invalid.clone() else {
         skip!("no invalidParameters configured (see --parameters)");
     };
     let mut req = ctx.create_request(&names::bucket_name());
@@ -198,7 +198,7 @@ pub(super) async fn granted_ids_are_unique(ctx: &mut Ctx1) -> Step {
 }
 
 pub(super) async fn grant_refuses_incompatible_repeat(ctx: &mut Ctx1) -> Step {
-    let Some(other) = ctx.config.incompatible_access_parameters.clone() else {
+    let Some(other) = ctx.config.access.incompatible.clone() else {
         skip!("no incompatibleParameters configured (see --access-parameters)");
     };
     let b = ctx.new_bucket().await?;
