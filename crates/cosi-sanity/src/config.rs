@@ -215,22 +215,14 @@ pub struct Config {
     pub endpoint: Endpoint,
     /// The driver API to check.
     pub api: Api,
-    /// BucketClass parameters used for every bucket the suite creates.
-    pub parameters: Parameters,
-    /// Parameters a repeated creation must refuse with `AlreadyExists`;
-    /// `None` skips that case.
-    pub incompatible_parameters: Option<Parameters>,
-    /// Parameters creation must refuse with `InvalidArgument`; `None` skips
-    /// those cases.
-    pub invalid_parameters: Option<Parameters>,
-    /// BucketAccessClass parameters used for every access the suite grants.
-    pub access_parameters: Parameters,
-    /// Access parameters a repeated grant must refuse with `AlreadyExists`;
-    /// `None` skips that case.
-    pub incompatible_access_parameters: Option<Parameters>,
-    /// Access parameters the driver must refuse with `InvalidArgument`;
-    /// `None` skips those cases.
-    pub invalid_access_parameters: Option<Parameters>,
+    /// The parameter sets of the buckets the suite creates (a
+    /// BucketClass's); an absent incompatible or invalid set skips the
+    /// cases that need it.
+    pub bucket: ParameterFile,
+    /// The parameter sets of the accesses the suite grants (a
+    /// BucketAccessClass's); an absent incompatible or invalid set skips
+    /// the cases that need it.
+    pub access: ParameterFile,
     /// The protocol to exercise; `None` picks S3 when the driver supports it,
     /// else its first advertised protocol.
     pub protocol: Option<ObjectProtocol>,
@@ -254,12 +246,8 @@ impl Config {
         Self {
             endpoint,
             api: Api::Auto,
-            parameters: Parameters::new(),
-            incompatible_parameters: None,
-            invalid_parameters: None,
-            access_parameters: Parameters::new(),
-            incompatible_access_parameters: None,
-            invalid_access_parameters: None,
+            bucket: ParameterFile::default(),
+            access: ParameterFile::default(),
             protocol: None,
             data_plane: false,
             filter: None,
@@ -267,22 +255,6 @@ impl Config {
             propagation_timeout: Duration::from_secs(30),
             strict: false,
         }
-    }
-
-    /// Sets the bucket parameter sets from a parameter file.
-    pub fn with_bucket_parameters(mut self, file: ParameterFile) -> Self {
-        self.parameters = file.parameters;
-        self.incompatible_parameters = file.incompatible;
-        self.invalid_parameters = file.invalid;
-        self
-    }
-
-    /// Sets the access parameter sets from a parameter file.
-    pub fn with_access_parameters(mut self, file: ParameterFile) -> Self {
-        self.access_parameters = file.parameters;
-        self.incompatible_access_parameters = file.incompatible;
-        self.invalid_access_parameters = file.invalid;
-        self
     }
 }
 

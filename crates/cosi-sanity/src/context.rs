@@ -8,17 +8,16 @@ mod resources;
 mod rpc;
 mod watch;
 
-pub use watch::{CallWatch, CaseBody, CaseContext};
+pub use watch::{CallWatch, CaseBody, CaseContext, DriverPart};
 
 use std::collections::HashMap;
 use std::future::Future;
 
 use cosi_driver::proto::*;
-use cosi_driver::{Code, DriverClient, Status};
+use cosi_driver::{Code, Status};
 
 use crate::checks::{self, describe};
 use crate::config::{Config, Parameters};
-use crate::target::Target;
 
 /// Why a case stopped before its end.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -193,6 +192,14 @@ pub fn object_data(mode: AccessMode) -> AccessModes {
     }
 }
 
+/// Object data `mode` access to the bucket `bucket_id`.
+pub fn accessed(bucket_id: &str, mode: AccessMode) -> AccessedBucket {
+    AccessedBucket {
+        bucket_id: bucket_id.to_owned(),
+        access_mode: Some(object_data(mode)),
+    }
+}
+
 /// An access granted by the suite.
 #[derive(Clone, Debug)]
 pub struct Grant {
@@ -244,39 +251,43 @@ pub fn proto_map(params: &Parameters) -> HashMap<String, String> {
 }
 
 /// The state shared by the cases of one run.
-pub struct Ctx {
-    client: DriverClient,
-    /// The run's configuration.
-    pub config: Config,
+pub type Ctx = CaseContext<V1alpha2>;
+
+/// What the v1alpha2 cases work with: the driver's identity, the
+/// protocol under test, and what the case created.
+pub struct V1alpha2 {
     /// What DriverGetInfo answered when the run started.
     pub info: DriverGetInfoResponse,
     protocol: Result<ObjectProtocol, String>,
-    watch: CallWatch,
     buckets: Vec<TrackedBucket>,
     accounts: Vec<DriverRevokeBucketAccessRequest>,
-    objects: Vec<(Target, String)>,
 }
 
-impl Ctx {
-    /// A context for a connected driver whose DriverGetInfo answered `info`.
-    pub fn new(client: DriverClient, config: Config, info: DriverGetInfoResponse) -> Self {
+impl V1alpha2 {
+    /// The part of a context for a driver whose DriverGetInfo answered
+    /// `info`, testing the protocol `config` asks for.
+    pub fn new(config: &Config, info: DriverGetInfoResponse) -> Self {
         let protocol = checks::choose_protocol(&info.supported_protocols, config.protocol);
         Self {
-            client,
-            watch: CallWatch::new(config.rpc_timeout),
-            config,
             info,
             protocol,
             buckets: Vec::new(),
             accounts: Vec::new(),
-            objects: Vec::new(),
         }
     }
+}
 
+impl DriverPart for V1alpha2 {
+    fn clean_up(ctx: &mut Ctx) -> impl Future<Output = Vec<String>> + Send {
+        ctx.cleanup()
+    }
+}
+
+impl Ctx {
     /// The configured invalid bucket parameters as a proto map, or a skip
     /// when none are given.
     pub fn invalid_bucket_parameters(&self) -> Result<HashMap<String, String>, Stop> {
-        let Some(invalid) = &self.config.invalid_parameters else {
+        let Some(invalid) = &self.config.bucket.invalid else {
             skip!("no invalid bucket parameters given (invalidParameters in --parameters FILE)");
         };
         Ok(proto_map(invalid))
@@ -285,7 +296,7 @@ impl Ctx {
     /// The configured invalid access parameters as a proto map, or a skip
     /// when none are given.
     pub fn invalid_access_parameters(&self) -> Result<HashMap<String, String>, Stop> {
-        let Some(invalid) = &self.config.invalid_access_parameters else {
+        let Some(invalid) = &self.config.access.invalid else {
             skip!(
                 "no invalid access parameters given (invalidParameters in --access-parameters FILE)"
             );
@@ -295,25 +306,7 @@ impl Ctx {
 
     /// The protocol under test, or a skip when there is none.
     pub fn protocol(&self) -> Result<ObjectProtocol, Stop> {
-        self.protocol.clone().map_err(Stop::Skip)
-    }
-}
-
-impl CaseContext for Ctx {
-    fn config(&self) -> &Config {
-        &self.config
-    }
-
-    fn watch(&self) -> &CallWatch {
-        &self.watch
-    }
-
-    fn watch_mut(&mut self) -> &mut CallWatch {
-        &mut self.watch
-    }
-
-    fn clean_up(&mut self) -> impl Future<Output = Vec<String>> + Send {
-        self.cleanup()
+        self.driver.protocol.clone().map_err(Stop::Skip)
     }
 }
 
@@ -334,10 +327,7 @@ mod tests {
     #[test]
     fn a_grant_spec_carries_the_same_fields_through_every_phase() {
         let spec = GrantSpec {
-            buckets: vec![AccessedBucket {
-                bucket_id: "b1".into(),
-                access_mode: Some(object_data(AccessMode::ReadOnly)),
-            }],
+            buckets: vec![accessed("b1", AccessMode::ReadOnly)],
             protocol: ObjectProtocol::S3,
             auth: AuthenticationType::Key,
             service_account: None,

@@ -46,11 +46,12 @@ impl DriverTest {
         let parse = |what: &str, text: &str| {
             ParameterFile::parse(text).unwrap_or_else(|e| panic!("{what} parameters: {e}"))
         };
-        let mut config = Config::new(endpoint)
-            .with_bucket_parameters(parse("bucket", self.bucket_parameters))
-            .with_access_parameters(parse("access", self.access_parameters));
-        config.data_plane = true;
-        config
+        Config {
+            bucket: parse("bucket", self.bucket_parameters),
+            access: parse("access", self.access_parameters),
+            data_plane: true,
+            ..Config::new(endpoint)
+        }
     }
 
     /// Runs the suite with [`Self::config`] against the driver at

@@ -82,10 +82,10 @@ fn config(args: &Args) -> anyhow::Result<Config> {
     let endpoint = Endpoint::parse(args.endpoint.as_deref().unwrap_or_default())?;
     let mut config = Config::new(endpoint);
     if let Some(path) = &args.parameters {
-        config = config.with_bucket_parameters(ParameterFile::load(path)?);
+        config.bucket = ParameterFile::load(path)?;
     }
     if let Some(path) = &args.access_parameters {
-        config = config.with_access_parameters(ParameterFile::load(path)?);
+        config.access = ParameterFile::load(path)?;
     }
     config.protocol = args.protocol.as_deref().map(parse_protocol).transpose()?;
     config.data_plane = args.data_plane;

@@ -181,33 +181,33 @@ mod tests {
         }
     }
 
+    /// Two passes, a failure and a skip.
+    fn sample() -> Report {
+        report([
+            ("x: works", Outcome::Passed),
+            ("y: fails", Outcome::Failed("because".into())),
+            ("z: skipped", Outcome::Skipped("no file".into())),
+            ("v: works too", Outcome::Passed),
+        ])
+    }
+
     #[test]
     fn counts_and_summary_reflect_every_outcome() {
-        let report = report([
-            ("a", Outcome::Passed),
-            ("b", Outcome::Failed("wrong code".into())),
-            ("c", Outcome::Skipped("no input".into())),
-            ("d", Outcome::Passed),
-        ]);
+        let report = sample();
         assert_eq!(
             (report.passed(), report.failed(), report.skipped()),
             (2, 1, 1)
         );
         assert_eq!(report.summary_line(), "2 passed, 1 failed, 1 skipped");
         assert!(!report.success());
-        assert_eq!(report.case("b").unwrap().outcome.reason(), "wrong code");
+        assert_eq!(report.case("y: fails").unwrap().outcome.reason(), "because");
     }
 
     #[test]
     fn printed_lines_name_the_outcome_and_reason() {
-        let report = report([
-            ("x: works", Outcome::Passed),
-            ("y: fails", Outcome::Failed("because".into())),
-            ("z: skipped", Outcome::Skipped("no file".into())),
-        ]);
         assert_eq!(
-            report.to_string(),
-            "PASS x: works\nFAIL y: fails: because\nSKIP z: skipped: no file\n1 passed, 1 failed, 1 skipped\n"
+            sample().to_string(),
+            "PASS x: works\nFAIL y: fails: because\nSKIP z: skipped: no file\nPASS v: works too\n2 passed, 1 failed, 1 skipped\n"
         );
     }
 

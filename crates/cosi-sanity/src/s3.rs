@@ -16,8 +16,6 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_smithy_http_client::tls::rustls_provider::CryptoMode;
 use aws_smithy_http_client::tls::{Provider, TlsContext, TrustStore};
 use cosi_driver::proto::{S3AddressingStyle, S3BucketInfo, S3Credentials};
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject;
 
 /// The region used when bucket info names none (AWS SDKs need one to sign).
 pub const DEFAULT_REGION: &str = "us-east-1";
@@ -69,19 +67,9 @@ pub fn path_style(style: i32) -> bool {
 /// Checks a certificate authority bundle: PEM, at least one certificate,
 /// each usable as a trust anchor.
 pub fn check_ca_bundle(pem: &str) -> Result<(), String> {
-    let certs = CertificateDer::pem_slice_iter(pem.as_bytes())
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("certificate_authority is not a PEM certificate bundle: {e}"))?;
-    if certs.is_empty() {
-        return Err("certificate_authority holds no \"BEGIN CERTIFICATE\" block".into());
-    }
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in certs {
-        roots
-            .add(cert)
-            .map_err(|e| format!("certificate_authority holds an unusable certificate: {e}"))?;
-    }
-    Ok(())
+    cosi_driver::tls::check_ca_pem(pem)
+        .map(drop)
+        .map_err(|e| format!("certificate_authority: {e}"))
 }
 
 /// One bucket reached with one set of credentials.

@@ -7,7 +7,7 @@ use regex::Regex;
 use crate::cases::{self, Case};
 use crate::checks::{self, describe};
 use crate::config::{Api, Config};
-use crate::context::{CaseBody, CaseContext, Ctx, Step, Stop};
+use crate::context::{CaseBody, CaseContext, Ctx, DriverPart, Step, Stop, V1alpha2};
 use crate::report::{CaseResult, Outcome, Report};
 
 /// The name of the entry reported when the suite cannot start.
@@ -92,22 +92,22 @@ pub async fn run(config: &Config) -> Report {
     {
         return setup_failure(&names, e);
     }
-    let mut ctx = Ctx::new(client, config.clone(), info);
+    let mut ctx = Ctx::new(config.clone(), client, V1alpha2::new(config, info));
     let cases = selected.iter().map(|c| (c.name, c.run)).collect();
     run_cases(&mut ctx, cases, config.strict).await
 }
 
 /// Runs each case in `ctx`, then removes what it created, and reports
 /// their outcomes.
-pub(crate) async fn run_cases<C: CaseContext>(
-    ctx: &mut C,
-    cases: Vec<(&'static str, CaseBody<C>)>,
+pub(crate) async fn run_cases<D: DriverPart>(
+    ctx: &mut CaseContext<D>,
+    cases: Vec<(&'static str, CaseBody<CaseContext<D>>)>,
     strict: bool,
 ) -> Report {
     let mut report = Report::default();
     for (name, run) in cases {
         let step = run(ctx).await;
-        let cleanup = ctx.clean_up().await;
+        let cleanup = D::clean_up(ctx).await;
         let violations = ctx.take_violations();
         report.cases.push(CaseResult {
             name: name.to_owned(),
@@ -146,7 +146,7 @@ async fn run_v1alpha1(client: DriverClient, config: &Config, filter: Option<&Reg
         Ok(reply) => reply.into_inner().name,
         Err(reason) => return setup_failure(&names, reason),
     };
-    crate::v1alpha1::run(client.v1alpha1.clone(), config, name, &selected).await
+    crate::v1alpha1::run(client, config, name, &selected).await
 }
 
 /// The cases of `all` whose names `filter` matches (all without a filter).

@@ -7,8 +7,9 @@ mod support;
 
 use std::time::Duration;
 
+use cosi_driver::proto::ObjectProtocol;
 use cosi_sanity::{Api, Config, Outcome, Report, SETUP_CASE, case_names, run};
-use support::{Fault, config, start, start_v1alpha1};
+use support::{Fault, Running, config, start, start_v1alpha1};
 
 const NAME_CASE: &str = "DriverGetInfo: the name is in domain-name notation, at most 63 characters";
 const PROTOCOLS_CASE: &str = "DriverGetInfo: advertises at least one known protocol, each once";
@@ -45,33 +46,47 @@ fn outcome<'a>(report: &'a Report, name: &str) -> &'a Outcome {
         .outcome
 }
 
-/// Asserts that case `name` failed with a reason containing `words`.
-fn assert_failed(report: &Report, name: &str, words: &str) {
-    match outcome(report, name) {
-        Outcome::Failed(reason) => {
-            assert!(
-                reason.contains(words),
-                "{name}: reason {reason:?} lacks {words:?}"
-            )
+/// How a case must end: but for a pass, with a reason containing the words
+/// given ("" for any reason).
+#[derive(Clone, Copy, Debug)]
+enum Expect {
+    Passed,
+    Failed(&'static str),
+    Skipped(&'static str),
+    Warned(&'static str),
+}
+
+/// Asserts that case `name` ended as `expected` says; a failed case also
+/// fails the run.
+fn assert_outcome(report: &Report, name: &str, expected: Expect) {
+    let outcome = outcome(report, name);
+    let words = match (expected, outcome) {
+        (Expect::Passed, Outcome::Passed) => return,
+        (Expect::Failed(words), Outcome::Failed(_)) => {
+            assert!(!report.success());
+            words
         }
-        other => panic!("{name} should have failed but is {other:?}\n{report}"),
-    }
-    assert!(!report.success());
+        (Expect::Skipped(words), Outcome::Skipped(_))
+        | (Expect::Warned(words), Outcome::Warned(_)) => words,
+        _ => panic!("{name} should be {expected:?} but is {outcome:?}\n{report}"),
+    };
+    let reason = outcome.reason();
+    assert!(
+        reason.contains(words),
+        "{name}: reason {reason:?} lacks {words:?}"
+    );
 }
 
-async fn run_against(fault: Fault) -> Report {
-    let driver = start(fault).await;
-    run(&config(&driver)).await
-}
-
-#[tokio::test]
-async fn a_correct_driver_passes_every_case_and_is_left_empty() {
-    let driver = start(Fault::None).await;
-    let report = run(&config(&driver)).await;
+/// Asserts that the `cases` of the suite all passed.
+fn assert_all_passed(report: &Report, cases: usize) {
     assert_eq!(report.failed(), 0, "{report}");
     assert_eq!(report.skipped(), 0, "{report}");
-    assert_eq!(report.passed(), case_names().len(), "{report}");
+    assert_eq!(report.passed(), cases, "{report}");
     assert!(report.success());
+}
+
+/// Asserts that the driver holds no bucket, account or object.
+fn assert_left_empty(driver: &Running) {
     let state = driver.driver.state();
     assert!(
         state.buckets.is_empty(),
@@ -83,7 +98,6 @@ async fn a_correct_driver_passes_every_case_and_is_left_empty() {
         "accounts left: {:?}",
         state.accounts.keys()
     );
-    assert!(state.keys.is_empty(), "keys left: {}", state.keys.len());
     assert!(
         state.objects.is_empty(),
         "objects left: {:?}",
@@ -92,169 +106,191 @@ async fn a_correct_driver_passes_every_case_and_is_left_empty() {
 }
 
 #[tokio::test]
+async fn a_correct_driver_passes_every_case_and_is_left_empty() {
+    let driver = start(Fault::None).await;
+    let report = run(&config(&driver)).await;
+    assert_all_passed(&report, case_names().len());
+    assert_left_empty(&driver);
+    let state = driver.driver.state();
+    assert!(state.keys.is_empty(), "keys left: {}", state.keys.len());
+}
+
+#[tokio::test]
 async fn cases_without_their_inputs_are_skipped_with_the_reason() {
     let driver = start(Fault::None).await;
     let report = run(&Config::new(driver.endpoint.clone())).await;
     assert_eq!(report.failed(), 0, "{report}");
-    match outcome(&report, CREATE_INCOMPATIBLE) {
-        Outcome::Skipped(reason) => assert!(reason.contains("incompatibleParameters"), "{reason}"),
-        other => panic!("{other:?}"),
-    }
-    match outcome(&report, DATA_REVOKED) {
-        Outcome::Skipped(reason) => assert!(reason.contains("--data-plane"), "{reason}"),
-        other => panic!("{other:?}"),
-    }
+    let skipped = Expect::Skipped("incompatibleParameters");
+    assert_outcome(&report, CREATE_INCOMPATIBLE, skipped);
+    assert_outcome(&report, DATA_REVOKED, Expect::Skipped("--data-plane"));
     // 3 parameter-gated bucket cases, 3 access ones, 8 data-plane ones.
     assert_eq!(report.skipped(), 14, "{report}");
     assert!(driver.driver.state().buckets.is_empty());
 }
 
-/// Broken drivers and what each must fail: the case, and words of its
-/// reason. The rows of one driver stand together; it runs once for them.
-const BROKEN: &[(Fault, &str, &str)] = &[
+/// Broken drivers and how cases must end against each: mostly the case
+/// that checks what the driver breaks fails, with words of its reason. The
+/// rows of one driver stand together; it runs once for them.
+const BROKEN: &[(Fault, &str, Expect)] = &[
     // A name that is not a domain name fails.
-    (Fault::BadName, NAME_CASE, "\"Mem Driver!\""),
+    (Fault::BadName, NAME_CASE, Expect::Failed("\"Mem Driver!\"")),
+    // A driver without protocols fails; its provisioner cases are skipped.
+    (
+        Fault::NoProtocols,
+        PROTOCOLS_CASE,
+        Expect::Failed("supported_protocols is empty"),
+    ),
+    (Fault::NoProtocols, CREATE_IDEMPOTENT, Expect::Skipped("")),
+    // Random bucket IDs fail idempotency; what needs a stable ID is skipped.
+    (
+        Fault::RandomBucketId,
+        GENERATE_IDEMPOTENT,
+        Expect::Failed("different bucket_ids"),
+    ),
+    (
+        Fault::RandomBucketId,
+        GENERATE_CREATES_NOTHING,
+        Expect::Skipped(""),
+    ),
     // A bucket created in phase one fails.
     (
         Fault::GenerateCreatesBucket,
         GENERATE_CREATES_NOTHING,
-        "phase 1 must not create a backend bucket",
+        Expect::Failed("phase 1 must not create a backend bucket"),
     ),
     // A create that refuses an identical repeat fails idempotency.
     (
         Fault::CreateFailsOnRepeat,
         CREATE_IDEMPOTENT,
-        "answered AlreadyExists",
+        Expect::Failed("answered AlreadyExists"),
     ),
     // An accepted incompatible repeat fails.
     (
         Fault::CreateIgnoresIncompatibleRepeat,
         CREATE_INCOMPATIBLE,
-        "succeeded instead of answering AlreadyExists",
+        Expect::Failed("succeeded instead of answering AlreadyExists"),
     ),
     // An accepted unsupported protocol fails.
     (
         Fault::CreateAcceptsAnyProtocol,
         CREATE_UNSUPPORTED,
-        "protocols [Azure]",
+        Expect::Failed("protocols [Azure]"),
     ),
     // Bucket info without the requested protocol fails.
     (
         Fault::CreateReturnsWrongProtocol,
         CREATE_COVERS,
-        "lacks requested protocol S3",
+        Expect::Failed("lacks requested protocol S3"),
     ),
     // A wrong code for an unknown bucket fails.
     (
         Fault::GetMissingIsInternal,
         GET_UNKNOWN,
-        "answered Internal: lookup failed instead of NotFound",
+        Expect::Failed("answered Internal: lookup failed instead of NotFound"),
     ),
     // Deleting an absent bucket must be ok.
     (
         Fault::DeleteAbsentIsNotFound,
         DELETE_ABSENT,
-        "never created answered NotFound",
+        Expect::Failed("never created answered NotFound"),
     ),
     // A grant that leaves out a bucket fails.
     (
         Fault::GrantDropsABucket,
         GRANT_SEVERAL,
-        "no entry for requested bucket",
+        Expect::Failed("no entry for requested bucket"),
     ),
     // A grant without a secret key fails.
     (
         Fault::GrantOmitsSecretKey,
         GRANT_COMPLETE,
-        "S3 credentials lack access_secret_key",
+        Expect::Failed("S3 credentials lack access_secret_key"),
     ),
     // Revoking an absent access must be ok.
     (
         Fault::RevokeAbsentIsNotFound,
         REVOKE_ABSENT,
-        "never granted answered NotFound",
+        Expect::Failed("never granted answered NotFound"),
     ),
     // A wrong code for unsupported service accounts fails.
     (
         Fault::ServiceAccountPermissionDenied,
         GRANT_SERVICE_ACCOUNT,
-        "must answer InvalidArgument",
+        Expect::Failed("must answer InvalidArgument"),
     ),
     // Out of range for a single bucket fails.
     (
         Fault::OutOfRangeAlways,
         GRANT_SEVERAL,
-        "a single-bucket grant also fails",
+        Expect::Failed("a single-bucket grant also fails"),
     ),
     (
         Fault::OutOfRangeAlways,
         GRANT_COMPLETE,
-        "OutOfRange for a single-bucket request",
+        Expect::Failed("OutOfRange for a single-bucket request"),
     ),
     // Accepted requests without required fields fail.
     (
         Fault::AcceptsMissingFields,
         GENERATE_NEEDS_NAME,
-        "succeeded instead of answering InvalidArgument",
+        Expect::Failed("succeeded instead of answering InvalidArgument"),
     ),
     (
         Fault::AcceptsMissingFields,
         GRANT_NEEDS_FIELDS,
-        "with no buckets succeeded",
+        Expect::Failed("with no buckets succeeded"),
     ),
     // Revoked credentials that keep working fail.
     (
         Fault::RevokeKeepsKeys,
         DATA_REVOKED,
-        "revoked credentials still read bucket",
+        Expect::Failed("revoked credentials still read bucket"),
     ),
     // Read only credentials that can write fail.
     (
         Fault::ReadOnlyCanWrite,
         DATA_READ_ONLY,
-        "ReadOnly credentials wrote",
+        Expect::Failed("ReadOnly credentials wrote"),
+    ),
+    // A new backend account per repeated grant fails. The older cases
+    // cannot see it: each grant's key works, and the revoke removes the
+    // last one.
+    (
+        Fault::AccountPerRepeatedGrant,
+        DATA_REPEATED_REVOKED,
+        Expect::Failed("the key of grant 1 of 3 still read bucket"),
+    ),
+    (Fault::AccountPerRepeatedGrant, DATA_REVOKED, Expect::Passed),
+    (
+        Fault::AccountPerRepeatedGrant,
+        "Data plane: credentials from a repeated grant work",
+        Expect::Passed,
     ),
     // What cleanup cannot remove fails the case.
     (
         Fault::DeleteFails,
         CREATE_COVERS,
-        "cleanup: DriverDeleteBucket of bucket",
+        Expect::Failed("cleanup: DriverDeleteBucket of bucket"),
     ),
 ];
 
 #[tokio::test]
 async fn each_broken_driver_fails_the_case_that_checks_what_it_breaks() {
     for rows in BROKEN.chunk_by(|a, b| a.0 == b.0) {
-        let report = run_against(rows[0].0).await;
-        for (_, case, words) in rows {
-            assert_failed(&report, case, words);
+        let driver = start(rows[0].0).await;
+        let report = run(&config(&driver)).await;
+        for &(_, case, expected) in rows {
+            assert_outcome(&report, case, expected);
         }
     }
-}
-
-#[tokio::test]
-async fn a_driver_without_protocols_fails_and_its_provisioner_cases_are_skipped() {
-    let report = run_against(Fault::NoProtocols).await;
-    assert_failed(&report, PROTOCOLS_CASE, "supported_protocols is empty");
-    assert!(outcome(&report, CREATE_IDEMPOTENT).is_skipped(), "{report}");
-}
-
-#[tokio::test]
-async fn random_bucket_ids_fail_idempotency() {
-    let report = run_against(Fault::RandomBucketId).await;
-    assert_failed(&report, GENERATE_IDEMPOTENT, "different bucket_ids");
-    assert!(outcome(&report, GENERATE_CREATES_NOTHING).is_skipped());
 }
 
 #[tokio::test]
 async fn a_credential_in_an_error_message_fails_without_being_repeated() {
     let driver = start(Fault::CredentialInErrors).await;
     let report = run(&config(&driver)).await;
-    assert_failed(
-        &report,
-        NO_LEAKS,
-        "contains a credential returned by a grant",
-    );
+    let leak = Expect::Failed("contains a credential returned by a grant");
+    assert_outcome(&report, NO_LEAKS, leak);
     let secret = driver.driver.state().last_secret.clone();
     assert!(!secret.is_empty());
     assert!(
@@ -270,38 +306,14 @@ async fn internal_for_a_request_that_does_not_decode_warns_and_fails_under_stric
     let mut config = config(&driver);
     config.filter = Some(format!("^{UNDECODABLE}$"));
     let report = run(&config).await;
-    match outcome(&report, UNDECODABLE) {
-        Outcome::Warned(reason) => assert!(reason.contains("Internal"), "{reason}"),
-        other => panic!("expected a warning, got {other:?}\n{report}"),
-    }
+    assert_outcome(&report, UNDECODABLE, Expect::Warned("Internal"));
     assert!(
         report.success(),
         "a warning does not fail the run:\n{report}"
     );
     config.strict = true;
     let report = run(&config).await;
-    assert_failed(&report, UNDECODABLE, "--strict");
-}
-
-#[tokio::test]
-async fn a_new_backend_account_per_repeated_grant_fails() {
-    let report = run_against(Fault::AccountPerRepeatedGrant).await;
-    assert_failed(
-        &report,
-        DATA_REPEATED_REVOKED,
-        "the key of grant 1 of 3 still read bucket",
-    );
-    // The older cases cannot see it: each grant's key works, and the
-    // revoke removes the last one.
-    for case in [
-        DATA_REVOKED,
-        "Data plane: credentials from a repeated grant work",
-    ] {
-        assert!(
-            matches!(outcome(&report, case), Outcome::Passed),
-            "{case}: {report}"
-        );
-    }
+    assert_outcome(&report, UNDECODABLE, Expect::Failed("--strict"));
 }
 
 #[tokio::test]
@@ -309,7 +321,8 @@ async fn an_unreachable_driver_fails_the_setup_and_skips_every_case() {
     let dir = tempfile::tempdir().unwrap();
     let endpoint = cosi_driver::Endpoint::from_path(dir.path().join("absent.sock")).unwrap();
     let report = run(&Config::new(endpoint)).await;
-    assert_failed(&report, SETUP_CASE, "cannot connect to unix://");
+    let unreachable = Expect::Failed("cannot connect to unix://");
+    assert_outcome(&report, SETUP_CASE, unreachable);
     assert_eq!(report.failed(), 1);
     // The API is unknown: the cases of both are skipped.
     assert_eq!(
@@ -318,13 +331,45 @@ async fn an_unreachable_driver_fails_the_setup_and_skips_every_case() {
     );
 }
 
+/// Options that fail the setup: how each changes a bare configuration,
+/// words of the reason, and the cases it leaves skipped.
+type SetupRow = (fn(&mut Config), &'static str, &'static [&'static str]);
+
 #[tokio::test]
-async fn an_invalid_filter_fails_the_setup() {
+async fn options_the_suite_or_the_driver_cannot_meet_fail_the_setup() {
+    let rows: [SetupRow; 4] = [
+        (
+            |c| c.filter = Some("(".into()),
+            "invalid filter pattern",
+            &[],
+        ),
+        (
+            |c| c.filter = Some("no such case".into()),
+            "selects no case",
+            &[],
+        ),
+        (
+            |c| c.protocol = Some(ObjectProtocol::Gcs),
+            "does not advertise protocol GCS (it advertises S3)",
+            &[CREATE_IDEMPOTENT],
+        ),
+        // The v1alpha1 API pinned on a v1alpha2 driver.
+        (
+            |c| c.api = Api::V1alpha1,
+            "v1alpha1 DriverGetInfo answered Unimplemented",
+            &[],
+        ),
+    ];
     let driver = start(Fault::None).await;
-    let mut config = Config::new(driver.endpoint.clone());
-    config.filter = Some("(".into());
-    let report = run(&config).await;
-    assert_failed(&report, SETUP_CASE, "invalid filter pattern");
+    for (edit, words, skipped) in rows {
+        let mut config = Config::new(driver.endpoint.clone());
+        edit(&mut config);
+        let report = run(&config).await;
+        assert_outcome(&report, SETUP_CASE, Expect::Failed(words));
+        for case in skipped {
+            assert_outcome(&report, case, Expect::Skipped(""));
+        }
+    }
 }
 
 #[tokio::test]
@@ -335,29 +380,6 @@ async fn the_filter_selects_the_cases_that_run() {
     let report = run(&config).await;
     assert_eq!(report.cases.len(), 1, "{report}");
     assert!(report.success(), "{report}");
-}
-
-#[tokio::test]
-async fn a_requested_protocol_the_driver_lacks_fails_the_setup() {
-    let driver = start(Fault::None).await;
-    let mut config = Config::new(driver.endpoint.clone());
-    config.protocol = Some(cosi_driver::proto::ObjectProtocol::Gcs);
-    let report = run(&config).await;
-    assert_failed(
-        &report,
-        SETUP_CASE,
-        "does not advertise protocol GCS (it advertises S3)",
-    );
-    assert!(outcome(&report, CREATE_IDEMPOTENT).is_skipped());
-}
-
-#[tokio::test]
-async fn a_filter_that_selects_nothing_fails() {
-    let driver = start(Fault::None).await;
-    let mut config = Config::new(driver.endpoint.clone());
-    config.filter = Some("no such case".into());
-    let report = run(&config).await;
-    assert_failed(&report, SETUP_CASE, "selects no case");
 }
 
 fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
@@ -461,30 +483,9 @@ async fn a_correct_v1alpha1_driver_passes_every_v1alpha1_case_and_is_left_empty(
     let driver = start_v1alpha1(Fault::None).await;
     // Detected by itself: the driver answers UNIMPLEMENTED on v1alpha2.
     let report = run(&config(&driver)).await;
-    assert_eq!(report.failed(), 0, "{report}");
-    assert_eq!(report.skipped(), 0, "{report}");
-    assert_eq!(
-        report.passed(),
-        cosi_sanity::v1alpha1::all().len(),
-        "{report}"
-    );
+    assert_all_passed(&report, cosi_sanity::v1alpha1::all().len());
     assert!(report.case(V1_CREATE_IDEMPOTENT).is_some(), "{report}");
-    let state = driver.driver.state();
-    assert!(
-        state.buckets.is_empty(),
-        "buckets left: {:?}",
-        state.buckets.keys()
-    );
-    assert!(
-        state.accounts.is_empty(),
-        "accounts left: {:?}",
-        state.accounts.keys()
-    );
-    assert!(
-        state.objects.is_empty(),
-        "objects left: {:?}",
-        state.objects.keys()
-    );
+    assert_left_empty(&driver);
 }
 
 #[tokio::test]
@@ -493,18 +494,6 @@ async fn a_v1alpha1_driver_not_idempotent_by_name_fails_that_case() {
     let mut config = config(&driver);
     config.api = Api::V1alpha1;
     let report = run(&config).await;
-    assert_failed(&report, V1_CREATE_IDEMPOTENT, "not idempotent by name");
-}
-
-#[tokio::test]
-async fn the_v1alpha1_api_pinned_on_a_v1alpha2_driver_is_a_setup_failure() {
-    let driver = start(Fault::None).await;
-    let mut config = config(&driver);
-    config.api = Api::V1alpha1;
-    let report = run(&config).await;
-    assert_failed(
-        &report,
-        SETUP_CASE,
-        "v1alpha1 DriverGetInfo answered Unimplemented",
-    );
+    let expected = Expect::Failed("not idempotent by name");
+    assert_outcome(&report, V1_CREATE_IDEMPOTENT, expected);
 }

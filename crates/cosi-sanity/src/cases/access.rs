@@ -208,7 +208,7 @@ pub(super) async fn grant_access_modes(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn grant_refuses_incompatible_repeat(ctx: &mut Ctx) -> Step {
-    let Some(incompatible) = ctx.config.incompatible_access_parameters.clone() else {
+    let Some(incompatible) = ctx.config.access.incompatible.clone() else {
         skip!(
             "no incompatible access parameters given (incompatibleParameters in --access-parameters FILE)"
         );

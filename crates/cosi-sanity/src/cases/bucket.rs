@@ -8,8 +8,7 @@ use cosi_driver::proto::*;
 
 use crate::checks::{self, describe, expect_code, protocol_name};
 use crate::context::{
-    CaseContext as _, Ctx, OrFail, Step, Stop, expect_already_exists, expect_invalid, fail,
-    proto_map, skip,
+    Ctx, OrFail, Step, Stop, expect_already_exists, expect_invalid, fail, proto_map, skip,
 };
 use crate::names;
 
@@ -79,7 +78,7 @@ impl Phase {
             Phase::Generate => {
                 let mut req = ctx.generate_request(key)?;
                 req.parameters = parameters.unwrap_or(req.parameters);
-                (GENERATE, ctx.generate_bucket_id(req).await.map(drop))
+                (GENERATE, ctx.send(req).await.map(drop))
             }
             Phase::Create => {
                 let mut req = ctx.create_request(key)?;
@@ -110,7 +109,7 @@ pub(super) async fn requires_a_key(ctx: &mut Ctx, phase: Phase) -> Step {
 /// call in its failure.
 async fn generated_id(ctx: &mut Ctx, name: &str, call: &'static str) -> Result<String, Stop> {
     let req = ctx.generate_request(name)?;
-    let resp = ctx.generate_bucket_id(req).await.map_err(answered(call))?;
+    let resp = ctx.send(req).await.map_err(answered(call))?;
     Ok(resp.bucket_id)
 }
 
@@ -196,7 +195,7 @@ pub(super) async fn create_is_idempotent(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn create_refuses_incompatible_repeat(ctx: &mut Ctx) -> Step {
-    let Some(incompatible) = ctx.config.incompatible_parameters.clone() else {
+    let Some(incompatible) = ctx.config.bucket.incompatible.clone() else {
         skip!(
             "no incompatible bucket parameters given (incompatibleParameters in --parameters FILE)"
         );
@@ -213,7 +212,8 @@ pub(super) async fn create_refuses_incompatible_repeat(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn create_refuses_unsupported_protocol(ctx: &mut Ctx) -> Step {
-    let Some(unsupported) = checks::unsupported_protocol(&ctx.info.supported_protocols) else {
+    let Some(unsupported) = checks::unsupported_protocol(&ctx.driver.info.supported_protocols)
+    else {
         skip!("the driver supports every protocol");
     };
     let (_, id) = ctx.new_bucket_id().await?;

@@ -12,7 +12,7 @@ use cosi_driver::proto::*;
 use tokio::time::Instant;
 
 use crate::checks::protocol_name;
-use crate::context::{Bucket, CaseContext as _, Ctx, Grant, GrantSpec, Step, Stop, fail, skip};
+use crate::context::{Bucket, CaseContext, Ctx, Grant, GrantSpec, Step, Stop, fail, skip};
 use crate::names;
 use crate::s3::Access;
 use crate::target::Target;
@@ -68,12 +68,13 @@ pub(crate) fn secs(d: Duration) -> String {
 }
 
 /// Writes an object with `target` (retrying while the grant propagates)
-/// and has `cleaner` delete it at cleanup.
-async fn write(
-    ctx: &mut Ctx,
-    who: &str,
+/// and has `cleaner` delete it at cleanup; `failure` opens the message of
+/// a write that does not succeed in time.
+pub(crate) async fn write_object<D>(
+    ctx: &mut CaseContext<D>,
     target: &Target,
     cleaner: &Target,
+    failure: &str,
 ) -> Result<String, Stop> {
     let key = names::object_key();
     let timeout = ctx.config.propagation_timeout;
@@ -82,13 +83,21 @@ async fn write(
             ctx.track_object(cleaner, &key);
             Ok(key)
         }
-        Access::Denied(e) | Access::Failed(e) => fail!(
-            "{who} could not write to bucket {:?} within {}: {}",
-            target.bucket(),
-            secs(timeout),
-            ctx.redact(&e)
-        ),
+        Access::Denied(e) | Access::Failed(e) => {
+            fail!("{failure} within {}: {}", secs(timeout), ctx.redact(&e))
+        }
     }
+}
+
+/// [`write_object`] by `who`.
+async fn write(
+    ctx: &mut Ctx,
+    who: &str,
+    target: &Target,
+    cleaner: &Target,
+) -> Result<String, Stop> {
+    let failure = format!("{who} could not write to bucket {:?}", target.bucket());
+    write_object(ctx, target, cleaner, &failure).await
 }
 
 /// Reads `key` with `target` (retrying while the grant propagates) and
@@ -301,16 +310,13 @@ pub(super) async fn multi_bucket_credential(ctx: &mut Ctx) -> Step {
 }
 
 pub(super) async fn revoked_credentials_fail(ctx: &mut Ctx) -> Step {
-    let ReadWriteBucket {
-        bucket,
-        spec,
-        target: keeper,
-    } = read_write_bucket(ctx).await?;
-    let probe = ctx.grant(&spec).await?;
-    let probe_target = ctx.target(&probe, &bucket.id)?;
-    let key = write(ctx, "ReadWrite credentials", &keeper, &keeper).await?;
+    let rw = read_write_bucket(ctx).await?;
+    let keeper = &rw.target;
+    let probe = ctx.grant(&rw.spec).await?;
+    let probe_target = ctx.target(&probe, &rw.bucket.id)?;
+    let key = write(ctx, "ReadWrite credentials", keeper, keeper).await?;
     read(ctx, "the credentials to be revoked", &probe_target, &key).await?;
-    revoke(ctx, &spec, &probe.account_id).await?;
+    revoke(ctx, &rw.spec, &probe.account_id).await?;
     let timeout = ctx.config.propagation_timeout;
     match poll(timeout, Want::Denied, || probe_target.get(&key)).await {
         Access::Denied(_) => {}
@@ -324,7 +330,7 @@ pub(super) async fn revoked_credentials_fail(ctx: &mut Ctx) -> Step {
             ctx.redact(&e)
         ),
     }
-    write_denied(ctx, "revoked credentials", &probe_target, &keeper).await
+    write_denied(ctx, "revoked credentials", &probe_target, keeper).await
 }
 
 /// How many grants for one account [`repeated_grants_then_revoke_refuse_every_key`] makes.
@@ -338,12 +344,9 @@ const REPEATED_GRANTS: usize = 3;
 /// work: a driver may rotate the account's key on a repeat, which refuses
 /// the earlier ones at once.
 pub(super) async fn repeated_grants_then_revoke_refuse_every_key(ctx: &mut Ctx) -> Step {
-    let ReadWriteBucket {
-        bucket,
-        spec,
-        target: keeper,
-    } = read_write_bucket(ctx).await?;
-    let first = ctx.grant(&spec).await?;
+    let rw = read_write_bucket(ctx).await?;
+    let (spec, keeper) = (&rw.spec, &rw.target);
+    let first = ctx.grant(spec).await?;
     let mut grants = vec![first.clone()];
     while grants.len() < REPEATED_GRANTS {
         let response = ctx
@@ -355,16 +358,16 @@ pub(super) async fn repeated_grants_then_revoke_refuse_every_key(ctx: &mut Ctx) 
             ..first.clone()
         });
     }
-    let key = write(ctx, "ReadWrite credentials", &keeper, &keeper).await?;
+    let key = write(ctx, "ReadWrite credentials", keeper, keeper).await?;
     let targets = grants
         .iter()
-        .map(|g| ctx.target(g, &bucket.id))
+        .map(|g| ctx.target(g, &rw.bucket.id))
         .collect::<Result<Vec<_>, Stop>>()?;
     if let Some(last) = targets.last() {
         // Seen working first, so that its later denial means the revoke.
         read(ctx, &grant_name(targets.len()), last, &key).await?;
     }
-    revoke(ctx, &spec, &first.account_id).await?;
+    revoke(ctx, spec, &first.account_id).await?;
     let timeout = ctx.config.propagation_timeout;
     for (n, target) in (1..).zip(&targets) {
         match poll(timeout, Want::Denied, || target.get(&key)).await {
@@ -384,7 +387,7 @@ pub(super) async fn repeated_grants_then_revoke_refuse_every_key(ctx: &mut Ctx) 
                 ctx.redact(&e)
             ),
         }
-        write_denied(ctx, &grant_name(n), target, &keeper).await?;
+        write_denied(ctx, &grant_name(n), target, keeper).await?;
     }
     Ok(())
 }

@@ -7,7 +7,7 @@ use cosi_driver::proto::*;
 use cosi_driver::Code;
 
 use crate::checks::{self, describe};
-use crate::context::{CaseContext as _, Ctx, Step, Stop, fail, proto_map, skip};
+use crate::context::{Ctx, Step, Stop, fail, proto_map, skip};
 use crate::names;
 use crate::secrets::SecretSet;
 
@@ -41,14 +41,14 @@ pub(super) async fn no_credential_in_errors(ctx: &mut Ctx) -> Step {
     no_mode.buckets[0].access_mode = None;
     count(ctx.grant_access(no_mode.grant_request(&id)).await.is_err());
 
-    if let Some(unsupported) = checks::unsupported_protocol(&ctx.info.supported_protocols) {
+    if let Some(unsupported) = checks::unsupported_protocol(&ctx.driver.info.supported_protocols) {
         let mut other = spec.clone();
         other.protocol = unsupported;
         count(ctx.grant_access(other.grant_request(&id)).await.is_err());
     }
     for params in [
-        ctx.config.incompatible_access_parameters.clone(),
-        ctx.config.invalid_access_parameters.clone(),
+        ctx.config.access.incompatible.clone(),
+        ctx.config.access.invalid.clone(),
     ]
     .into_iter()
     .flatten()

@@ -96,14 +96,11 @@ mod tests {
     use cosi_driver::validate::Validate;
 
     use super::*;
-    use crate::context::object_data;
+    use crate::context::accessed;
 
     fn spec() -> GrantSpec {
         GrantSpec {
-            buckets: vec![AccessedBucket {
-                bucket_id: "bc-1".into(),
-                access_mode: Some(object_data(AccessMode::ReadWrite)),
-            }],
+            buckets: vec![accessed("bc-1", AccessMode::ReadWrite)],
             protocol: ObjectProtocol::S3,
             auth: AuthenticationType::Key,
             service_account: None,

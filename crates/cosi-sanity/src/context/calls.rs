@@ -21,7 +21,7 @@ impl Ctx {
     where
         R: Rpc<Client = ProvisionerClient<Channel>>,
     {
-        let result = self.watch.send(&self.client.provisioner, req).await;
+        let result = self.send(req).await;
         if let Ok(reply) = &result {
             then(self, reply);
         }
@@ -62,21 +62,6 @@ impl Ctx {
         }
     }
 
-    /// Calls DriverGetInfo.
-    pub async fn get_info(&mut self) -> Result<DriverGetInfoResponse, Status> {
-        self.watch
-            .send(&self.client.identity, DriverGetInfoRequest {})
-            .await
-    }
-
-    /// Calls DriverGenerateBucketId.
-    pub async fn generate_bucket_id(
-        &mut self,
-        req: DriverGenerateBucketIdRequest,
-    ) -> Result<DriverGenerateBucketIdResponse, Status> {
-        self.watch.send(&self.client.provisioner, req).await
-    }
-
     /// Calls DriverCreateBucket; a created bucket is deleted at cleanup.
     pub async fn create_bucket(
         &mut self,
@@ -112,7 +97,7 @@ impl Ctx {
         req: DriverDeleteBucketRequest,
     ) -> Result<DriverDeleteBucketResponse, Status> {
         let id = req.bucket_id.clone();
-        self.provision(req, |ctx, _| ctx.buckets.retain(|b| b.id != id))
+        self.provision(req, |ctx, _| ctx.driver.buckets.retain(|b| b.id != id))
             .await
     }
 
@@ -122,7 +107,7 @@ impl Ctx {
         req: DriverGenerateBucketAccessIdRequest,
     ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
         let buckets = req.buckets.len();
-        let result = self.watch.send(&self.client.provisioner, req).await;
+        let result = self.send(req).await;
         self.observe_out_of_range("DriverGenerateBucketAccessId", buckets, &result);
         result
     }
@@ -135,7 +120,7 @@ impl Ctx {
     ) -> Result<DriverGrantBucketAccessResponse, Status> {
         let revoke = self.revocation_for(&req);
         let buckets = req.buckets.len();
-        let result = self.watch.send(&self.client.provisioner, req).await;
+        let result = self.send(req).await;
         self.observe_out_of_range("DriverGrantBucketAccess", buckets, &result);
         if let Ok(resp) = &result {
             if let Some(creds) = &resp.credentials {
@@ -146,11 +131,12 @@ impl Ctx {
             }
             if let Some(revoke) = revoke
                 && !self
+                    .driver
                     .accounts
                     .iter()
                     .any(|a| a.account_id == revoke.account_id)
             {
-                self.accounts.push(revoke);
+                self.driver.accounts.push(revoke);
             }
         }
         result
@@ -174,12 +160,12 @@ impl Ctx {
             })
             .collect();
         if buckets.is_empty() {
-            buckets.extend(self.buckets.first().map(|b| RevokedBucket {
+            buckets.extend(self.driver.buckets.first().map(|b| RevokedBucket {
                 bucket_id: b.id.clone(),
             }));
         }
         let protocol = if req.protocol == ObjectProtocol::Unspecified as i32 {
-            self.protocol.clone().ok()? as i32
+            self.driver.protocol.clone().ok()? as i32
         } else {
             req.protocol
         };
@@ -208,7 +194,9 @@ impl Ctx {
         req: DriverRevokeBucketAccessRequest,
     ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         let id = req.account_id.clone();
-        self.provision(req, |ctx, _| ctx.accounts.retain(|a| a.account_id != id))
-            .await
+        self.provision(req, |ctx, _| {
+            ctx.driver.accounts.retain(|a| a.account_id != id)
+        })
+        .await
     }
 }

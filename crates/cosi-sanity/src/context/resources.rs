@@ -8,12 +8,11 @@ use cosi_driver::proto::*;
 use crate::azure::AzureTarget;
 use crate::checks::{self, describe};
 use crate::names;
-use crate::s3::{Access, S3Target};
+use crate::s3::S3Target;
 use crate::target::Target;
 
 use super::{
-    Bucket, CaseContext as _, Ctx, Grant, GrantSpec, OrFail as _, RpcError, Stop, TrackedBucket,
-    object_data, unusable,
+    Bucket, Ctx, Grant, GrantSpec, OrFail as _, RpcError, Stop, TrackedBucket, accessed, unusable,
 };
 
 impl Ctx {
@@ -32,7 +31,7 @@ impl Ctx {
         let name = names::bucket_name();
         let req = self.generate_request(&name)?;
         let id = self
-            .generate_bucket_id(req)
+            .send(req)
             .await
             .map_err(RpcError::of("DriverGenerateBucketId"))
             .map_err(|e| e.setup("generating a bucket ID"))?
@@ -75,13 +74,7 @@ impl Ctx {
     /// for the protocol under test with the configured access parameters.
     pub fn spec(&self, buckets: &[&str], mode: AccessMode) -> Result<GrantSpec, Stop> {
         Ok(GrantSpec {
-            buckets: buckets
-                .iter()
-                .map(|id| AccessedBucket {
-                    bucket_id: (*id).to_owned(),
-                    access_mode: Some(object_data(mode)),
-                })
-                .collect(),
+            buckets: buckets.iter().map(|id| accessed(id, mode)).collect(),
             protocol: self.protocol()?,
             auth: AuthenticationType::Key,
             service_account: None,
@@ -154,8 +147,8 @@ impl Ctx {
 
     /// Deletes bucket `id` at cleanup (for a bucket found where none should be).
     pub fn track_bucket(&mut self, id: &str, parameters: HashMap<String, String>) {
-        if !self.buckets.iter().any(|b| b.id == id) {
-            self.buckets.push(TrackedBucket {
+        if !self.driver.buckets.iter().any(|b| b.id == id) {
+            self.driver.buckets.push(TrackedBucket {
                 id: id.to_owned(),
                 parameters,
             });
@@ -199,26 +192,11 @@ impl Ctx {
         Ok(target)
     }
 
-    /// Deletes the object `key` with `target` at cleanup.
-    pub fn track_object(&mut self, target: &Target, key: &str) {
-        self.objects.push((target.clone(), key.to_owned()));
-    }
-
     /// Removes everything the case created: objects, then accesses, then
     /// buckets. Returns what could not be removed.
     pub async fn cleanup(&mut self) -> Vec<String> {
-        let mut problems = Vec::new();
-        for (target, key) in std::mem::take(&mut self.objects) {
-            match target.delete(&key).await {
-                Access::Allowed(()) => {}
-                Access::Denied(e) | Access::Failed(e) => problems.push(format!(
-                    "deleting object {key:?} from bucket {:?} failed: {}",
-                    target.bucket(),
-                    self.redact(&e)
-                )),
-            }
-        }
-        for req in std::mem::take(&mut self.accounts) {
+        let mut problems = self.remove_objects().await;
+        for req in std::mem::take(&mut self.driver.accounts) {
             let id = req.account_id.clone();
             if let Err(s) = self.revoke_access(req).await {
                 problems.push(format!(
@@ -227,7 +205,7 @@ impl Ctx {
                 ));
             }
         }
-        for bucket in std::mem::take(&mut self.buckets) {
+        for bucket in std::mem::take(&mut self.driver.buckets) {
             let req = DriverDeleteBucketRequest {
                 bucket_id: bucket.id.clone(),
                 parameters: bucket.parameters,

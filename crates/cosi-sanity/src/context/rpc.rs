@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use cosi_driver::{Response, Status, proto as v2, v1alpha1 as v1};
+use cosi_driver::{DriverClient, Response, Status, proto as v2, v1alpha1 as v1};
 use tonic::transport::Channel;
 
 use super::CallWatch;
@@ -17,6 +17,9 @@ pub trait Rpc: Send + 'static {
     /// The RPC's name, as messages and reports spell it.
     const NAME: &'static str;
 
+    /// The client of `clients` that sends the request.
+    fn client(clients: &DriverClient) -> &Self::Client;
+
     /// Sends the request with `client`.
     fn send(
         self,
@@ -24,55 +27,64 @@ pub trait Rpc: Send + 'static {
     ) -> impl Future<Output = Result<Response<Self::Reply>, Status>> + Send;
 }
 
-/// Implements [`Rpc`] for each listed request, sent by the client method
-/// of the same RPC.
+/// The clients of the API module `v2` or `v1` in a [`DriverClient`].
+macro_rules! clients_of {
+    (v2, $clients:expr) => {
+        $clients
+    };
+    (v1, $clients:expr) => {
+        $clients.v1alpha1
+    };
+}
+
+/// Implements [`Rpc`] for each listed request of each listed API module,
+/// sent by the client method of the same RPC on the client in `$field`.
 macro_rules! rpcs {
-    ($($client:ty { $($request:ty => $call:ident -> $reply:ty, $name:literal;)* })*) => {
-        $($(
-            impl Rpc for $request {
-                type Client = $client;
-                type Reply = $reply;
+    ($($service:ident::$client:ident in $field:ident {
+        $($request:ident => $call:ident -> $reply:ident, $name:literal in [$($api:ident),+];)*
+    })*) => {
+        $($($(
+            impl Rpc for $api::$request {
+                type Client = $api::$service::$client<Channel>;
+                type Reply = $api::$reply;
                 const NAME: &'static str = $name;
 
-                async fn send(self, mut client: $client) -> Result<Response<$reply>, Status> {
+                fn client(clients: &DriverClient) -> &Self::Client {
+                    &clients_of!($api, clients).$field
+                }
+
+                async fn send(self, mut client: Self::Client) -> Result<Response<Self::Reply>, Status> {
                     client.$call(self).await
                 }
             }
-        )*)*
+        )+)*)*
     };
 }
 
 rpcs! {
-    v2::identity_client::IdentityClient<Channel> {
-        v2::DriverGetInfoRequest => driver_get_info -> v2::DriverGetInfoResponse, "DriverGetInfo";
+    identity_client::IdentityClient in identity {
+        DriverGetInfoRequest => driver_get_info -> DriverGetInfoResponse, "DriverGetInfo" in [v2, v1];
     }
-    v2::provisioner_client::ProvisionerClient<Channel> {
-        v2::DriverGenerateBucketIdRequest => driver_generate_bucket_id -> v2::DriverGenerateBucketIdResponse, "DriverGenerateBucketId";
-        v2::DriverCreateBucketRequest => driver_create_bucket -> v2::DriverCreateBucketResponse, "DriverCreateBucket";
-        v2::DriverGetBucketRequest => driver_get_bucket -> v2::DriverGetBucketResponse, "DriverGetBucket";
-        v2::DriverDeleteBucketRequest => driver_delete_bucket -> v2::DriverDeleteBucketResponse, "DriverDeleteBucket";
-        v2::DriverGenerateBucketAccessIdRequest => driver_generate_bucket_access_id -> v2::DriverGenerateBucketAccessIdResponse, "DriverGenerateBucketAccessId";
-        v2::DriverGrantBucketAccessRequest => driver_grant_bucket_access -> v2::DriverGrantBucketAccessResponse, "DriverGrantBucketAccess";
-        v2::DriverRevokeBucketAccessRequest => driver_revoke_bucket_access -> v2::DriverRevokeBucketAccessResponse, "DriverRevokeBucketAccess";
-    }
-    v1::identity_client::IdentityClient<Channel> {
-        v1::DriverGetInfoRequest => driver_get_info -> v1::DriverGetInfoResponse, "DriverGetInfo";
-    }
-    v1::provisioner_client::ProvisionerClient<Channel> {
-        v1::DriverCreateBucketRequest => driver_create_bucket -> v1::DriverCreateBucketResponse, "DriverCreateBucket";
-        v1::DriverDeleteBucketRequest => driver_delete_bucket -> v1::DriverDeleteBucketResponse, "DriverDeleteBucket";
-        v1::DriverGrantBucketAccessRequest => driver_grant_bucket_access -> v1::DriverGrantBucketAccessResponse, "DriverGrantBucketAccess";
-        v1::DriverRevokeBucketAccessRequest => driver_revoke_bucket_access -> v1::DriverRevokeBucketAccessResponse, "DriverRevokeBucketAccess";
+    provisioner_client::ProvisionerClient in provisioner {
+        DriverGenerateBucketIdRequest => driver_generate_bucket_id -> DriverGenerateBucketIdResponse, "DriverGenerateBucketId" in [v2];
+        DriverCreateBucketRequest => driver_create_bucket -> DriverCreateBucketResponse, "DriverCreateBucket" in [v2, v1];
+        DriverGetBucketRequest => driver_get_bucket -> DriverGetBucketResponse, "DriverGetBucket" in [v2];
+        DriverDeleteBucketRequest => driver_delete_bucket -> DriverDeleteBucketResponse, "DriverDeleteBucket" in [v2, v1];
+        DriverGenerateBucketAccessIdRequest => driver_generate_bucket_access_id -> DriverGenerateBucketAccessIdResponse, "DriverGenerateBucketAccessId" in [v2];
+        DriverGrantBucketAccessRequest => driver_grant_bucket_access -> DriverGrantBucketAccessResponse, "DriverGrantBucketAccess" in [v2, v1];
+        DriverRevokeBucketAccessRequest => driver_revoke_bucket_access -> DriverRevokeBucketAccessResponse, "DriverRevokeBucketAccess" in [v2, v1];
     }
 }
 
 impl CallWatch {
-    /// Sends `request` with a clone of `client`, through [`CallWatch::call`].
+    /// Sends `request` with a clone of its client in `clients`, through
+    /// [`CallWatch::call`].
     pub async fn send<R: Rpc>(
         &mut self,
-        client: &R::Client,
+        clients: &DriverClient,
         request: R,
     ) -> Result<R::Reply, Status> {
-        self.call(R::NAME, request.send(client.clone())).await
+        self.call(R::NAME, request.send(R::client(clients).clone()))
+            .await
     }
 }

@@ -1,17 +1,21 @@
-//! What the v1alpha2 and the v1alpha1 case contexts share: every driver
-//! call bounded by the RPC timeout and its error message watched for a
-//! credential a grant returned, and the configured parameters.
+//! What the v1alpha2 and the v1alpha1 case contexts share: the driver
+//! client, every call bounded by the RPC timeout and its error message
+//! watched for a credential a grant returned, the configured parameters,
+//! and the objects the cases wrote.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use cosi_driver::{Response, Status};
+use cosi_driver::{DriverClient, Response, Status};
 
 use crate::config::Config;
+use crate::s3::Access;
 use crate::secrets::SecretSet;
+use crate::target::Target;
 
+use super::rpc::Rpc;
 use super::{Step, proto_map};
 
 /// The watch every driver call of a run goes through.
@@ -65,38 +69,82 @@ impl CallWatch {
 /// A case body working on the context `C`.
 pub type CaseBody<C> = for<'a> fn(&'a mut C) -> Pin<Box<dyn Future<Output = Step> + Send + 'a>>;
 
-/// What a case context offers whatever the driver API.
-pub trait CaseContext {
+/// The state of one run's cases whatever the driver API: the
+/// configuration, the watch of the driver calls, and `driver`, what the
+/// cases of one API work with.
+pub struct CaseContext<D> {
     /// The run's configuration.
-    fn config(&self) -> &Config;
-
+    pub config: Config,
     /// The watch of the driver calls.
-    fn watch(&self) -> &CallWatch;
+    pub watch: CallWatch,
+    /// The driver's clients, of both APIs.
+    pub client: DriverClient,
+    /// What the cases of the API know of the driver and created on it.
+    pub driver: D,
+    objects: Vec<(Target, String)>,
+}
 
-    /// The watch of the driver calls, to take from.
-    fn watch_mut(&mut self) -> &mut CallWatch;
-
+/// The part of a case context particular to one driver API.
+pub trait DriverPart: Sized {
     /// Removes everything the case created; what it could not remove.
-    fn clean_up(&mut self) -> impl Future<Output = Vec<String>> + Send;
+    fn clean_up(ctx: &mut CaseContext<Self>) -> impl Future<Output = Vec<String>> + Send;
+}
+
+impl<D> CaseContext<D> {
+    /// A context for the driver `client` connects to, under `config`.
+    pub fn new(config: Config, client: DriverClient, driver: D) -> Self {
+        Self {
+            watch: CallWatch::new(config.rpc_timeout),
+            config,
+            client,
+            driver,
+            objects: Vec::new(),
+        }
+    }
+
+    /// Sends `request` to the driver through the watch.
+    pub async fn send<R: Rpc>(&mut self, request: R) -> Result<R::Reply, Status> {
+        self.watch.send(&self.client, request).await
+    }
+
+    /// Deletes the object `key` with `target` at cleanup.
+    pub fn track_object(&mut self, target: &Target, key: &str) {
+        self.objects.push((target.clone(), key.to_owned()));
+    }
+
+    /// Deletes the objects the case wrote; what could not be deleted.
+    pub async fn remove_objects(&mut self) -> Vec<String> {
+        let mut problems = Vec::new();
+        for (target, key) in std::mem::take(&mut self.objects) {
+            if let Access::Denied(e) | Access::Failed(e) = target.delete(&key).await {
+                problems.push(format!(
+                    "deleting object {key:?} from bucket {:?} failed: {}",
+                    target.bucket(),
+                    self.redact(&e)
+                ));
+            }
+        }
+        problems
+    }
 
     /// The bucket parameters of the configuration, as a proto map.
-    fn bucket_parameters(&self) -> HashMap<String, String> {
-        proto_map(&self.config().parameters)
+    pub fn bucket_parameters(&self) -> HashMap<String, String> {
+        proto_map(&self.config.bucket.parameters)
     }
 
     /// The access parameters of the configuration, as a proto map.
-    fn access_parameters(&self) -> HashMap<String, String> {
-        proto_map(&self.config().access_parameters)
+    pub fn access_parameters(&self) -> HashMap<String, String> {
+        proto_map(&self.config.access.parameters)
     }
 
     /// `text` with every credential seen so far replaced.
-    fn redact(&self, text: &str) -> String {
-        self.watch().secrets.redact(text)
+    pub fn redact(&self, text: &str) -> String {
+        self.watch.secrets.redact(text)
     }
 
     /// Requirements broken in passing since the last call (credential
     /// leaks and, on v1alpha2, OutOfRange for single-bucket requests).
-    fn take_violations(&mut self) -> Vec<String> {
-        std::mem::take(&mut self.watch_mut().violations)
+    pub fn take_violations(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.watch.violations)
     }
 }

@@ -3,17 +3,17 @@
 //! what the v1alpha1 sidecars read from replies.
 
 use cosi_driver::Code;
-use cosi_driver::v1alpha1::credential_keys;
+use cosi_driver::v1alpha1::{DriverGetInfoRequest, credential_keys};
 
-use crate::cases::data_plane::{BODY, Want, poll, secs};
+use crate::cases::data_plane::{BODY, Want, poll, secs, write_object};
 use crate::cases::{answered, same_name};
 use crate::checks::describe;
 use crate::context::{
-    CaseContext as _, OrFail, Step, Stop, expect_already_exists, expect_invalid, fail, proto_map,
-    skip,
+    OrFail, Step, Stop, expect_already_exists, expect_invalid, fail, proto_map, skip,
 };
 use crate::names;
-use crate::s3::{Access, S3Target};
+use crate::s3::Access;
+use crate::target::Target;
 
 use super::context::{Created, Ctx1, setup};
 
@@ -28,15 +28,15 @@ pub const MAX_STRING_BYTES: usize = 128;
 pub const MAX_MAP_BYTES: usize = 4096;
 
 pub(super) async fn name_is_a_domain_name(ctx: &mut Ctx1) -> Step {
-    cosi_driver::validate::driver_name(&ctx.name).or_fail("")
+    cosi_driver::validate::driver_name(&ctx.driver.name).or_fail("")
 }
 
 pub(super) async fn answers_the_same(ctx: &mut Ctx1) -> Step {
     let again = ctx
-        .get_info()
+        .send(DriverGetInfoRequest {})
         .await
         .map_err(answered("a second DriverGetInfo"))?;
-    same_name(&ctx.name, &again.name)
+    same_name(&ctx.driver.name, &again.name)
 }
 
 pub(super) async fn create_is_idempotent(ctx: &mut Ctx1) -> Step {
@@ -77,7 +77,7 @@ pub(super) async fn created_id_is_well_formed(ctx: &mut Ctx1) -> Step {
 }
 
 pub(super) async fn create_refuses_incompatible_repeat(ctx: &mut Ctx1) -> Step {
-    let Some(other) = ctx.config.incompatible_parameters.clone() else {
+    let Some(other) = ctx.config.bucket.incompatible.clone() else {
         skip!("no incompatibleParameters configured (see --parameters)");
     };
     let b = ctx.new_bucket().await?;
@@ -88,7 +88,7 @@ pub(super) async fn create_refuses_incompatible_repeat(ctx: &mut Ctx1) -> Step {
 }
 
 pub(super) async fn create_refuses_invalid_parameters(ctx: &mut Ctx1) -> Step {
-    let Some(invalid) = ctx.config.invalid_parameters.clone() else {
+    let Some(invalid) = ctx.config.bucket.invalid.clone() else {
         skip!("no invalidParameters configured (see --parameters)");
     };
     let mut req = ctx.create_request(&names::bucket_name());
@@ -198,7 +198,7 @@ pub(super) async fn granted_ids_are_unique(ctx: &mut Ctx1) -> Step {
 }
 
 pub(super) async fn grant_refuses_incompatible_repeat(ctx: &mut Ctx1) -> Step {
-    let Some(other) = ctx.config.incompatible_access_parameters.clone() else {
+    let Some(other) = ctx.config.access.incompatible.clone() else {
         skip!("no incompatibleParameters configured (see --access-parameters)");
     };
     let b = ctx.new_bucket().await?;
@@ -272,7 +272,7 @@ fn data_plane_enabled(ctx: &Ctx1) -> Step {
 
 /// With the data plane on: a new bucket, an account granted access to it,
 /// and an S3 client with the account's credentials.
-async fn granted_target(ctx: &mut Ctx1) -> Result<(Created, String, S3Target), Stop> {
+async fn granted_target(ctx: &mut Ctx1) -> Result<(Created, String, Target), Stop> {
     data_plane_enabled(ctx)?;
     let b = ctx.new_bucket().await?;
     let resp = ctx.new_grant(&b.id).await?;
@@ -283,17 +283,12 @@ async fn granted_target(ctx: &mut Ctx1) -> Result<(Created, String, S3Target), S
 
 pub(super) async fn data_plane_read_write(ctx: &mut Ctx1) -> Step {
     let (b, _, target) = granted_target(ctx).await?;
-    let key = names::object_key();
+    let failure = format!(
+        "the granted credentials could not write to bucket {:?} (the name sent)",
+        b.name
+    );
+    let key = write_object(ctx, &target, &target, &failure).await?;
     let timeout = ctx.config.propagation_timeout;
-    match poll(timeout, Want::Allowed, || target.put(&key, BODY)).await {
-        Access::Allowed(()) => ctx.track_object(&target, &key),
-        Access::Denied(e) | Access::Failed(e) => fail!(
-            "the granted credentials could not write to bucket {:?} (the name sent) within {}: {}",
-            b.name,
-            secs(timeout),
-            ctx.redact(&e)
-        ),
-    }
     match poll(timeout, Want::Allowed, || target.get(&key)).await {
         Access::Allowed(body) if body == BODY => Ok(()),
         Access::Allowed(_) => fail!("the object read back differs from the one written"),
@@ -310,16 +305,9 @@ pub(super) async fn data_plane_revoked_fail(ctx: &mut Ctx1) -> Step {
     // A second account removes the object at cleanup.
     let cleaner = ctx.new_grant(&b.id).await?;
     let cleaner = ctx.s3_target(&b.name, &cleaner)?;
-    let key = names::object_key();
+    let failure = "setup: the granted credentials could not write";
+    let key = write_object(ctx, &target, &cleaner, failure).await?;
     let timeout = ctx.config.propagation_timeout;
-    match poll(timeout, Want::Allowed, || target.put(&key, BODY)).await {
-        Access::Allowed(()) => ctx.track_object(&cleaner, &key),
-        Access::Denied(e) | Access::Failed(e) => fail!(
-            "setup: the granted credentials could not write within {}: {}",
-            secs(timeout),
-            ctx.redact(&e)
-        ),
-    }
     ctx.revoke(&b.id, &account_id)
         .await
         .map_err(answered(REVOKE))?;

@@ -1,18 +1,17 @@
-//! What a v1alpha1 case works with: the v1alpha1 clients (every call
+//! What a v1alpha1 case works with: the v1alpha1 calls (every call
 //! bounded by a timeout and watched for credential leaks), the driver's
 //! name, and the tracker of everything the case created.
 
 use cosi_driver::Status;
-use cosi_driver::client::V1alpha1Client;
 use cosi_driver::proto::{S3BucketInfo, S3Credentials};
 use cosi_driver::v1alpha1::credential_keys;
 use cosi_driver::v1alpha1::*;
 
 use crate::checks::describe;
-use crate::config::Config;
-use crate::context::{CallWatch, CaseContext, Stop, unusable};
+use crate::context::{CaseContext, DriverPart, Stop, unusable};
 use crate::names;
-use crate::s3::{Access, DEFAULT_REGION, S3Target};
+use crate::s3::{DEFAULT_REGION, S3Target};
+use crate::target::Target;
 
 /// A bucket the suite created: the name sent and the ID returned.
 #[derive(Clone, Debug)]
@@ -24,65 +23,43 @@ pub struct Created {
 }
 
 /// The state shared by the v1alpha1 cases of one run.
-pub struct Ctx1 {
-    client: V1alpha1Client,
-    /// The run's configuration.
-    pub config: Config,
+pub type Ctx1 = CaseContext<V1alpha1>;
+
+/// What the v1alpha1 cases work with: the driver's name and
+/// what the case created.
+pub struct V1alpha1 {
     /// What DriverGetInfo answered when the run started.
     pub name: String,
-    watch: CallWatch,
     buckets: Vec<String>,
     accounts: Vec<(String, String)>,
-    objects: Vec<(S3Target, String)>,
 }
 
-impl CaseContext for Ctx1 {
-    fn config(&self) -> &Config {
-        &self.config
+impl V1alpha1 {
+    /// The part of a context for a v1alpha1 driver named `name`.
+    pub fn new(name: String) -> Self {
+        Self {
+            name,
+            buckets: Vec::new(),
+            accounts: Vec::new(),
+        }
     }
+}
 
-    fn watch(&self) -> &CallWatch {
-        &self.watch
-    }
-
-    fn watch_mut(&mut self) -> &mut CallWatch {
-        &mut self.watch
-    }
-
-    fn clean_up(&mut self) -> impl Future<Output = Vec<String>> + Send {
-        self.cleanup()
+impl DriverPart for V1alpha1 {
+    fn clean_up(ctx: &mut Ctx1) -> impl Future<Output = Vec<String>> + Send {
+        ctx.cleanup()
     }
 }
 
 impl Ctx1 {
-    /// A context for a connected v1alpha1 driver named `name`.
-    pub fn new(client: V1alpha1Client, config: Config, name: String) -> Self {
-        Self {
-            client,
-            watch: CallWatch::new(config.rpc_timeout),
-            config,
-            name,
-            buckets: Vec::new(),
-            accounts: Vec::new(),
-            objects: Vec::new(),
-        }
-    }
-
-    /// Calls DriverGetInfo.
-    pub async fn get_info(&mut self) -> Result<DriverGetInfoResponse, Status> {
-        self.watch
-            .send(&self.client.identity, DriverGetInfoRequest {})
-            .await
-    }
-
     /// Calls DriverCreateBucket; a returned bucket is deleted at cleanup.
     pub async fn create(
         &mut self,
         req: DriverCreateBucketRequest,
     ) -> Result<DriverCreateBucketResponse, Status> {
-        let resp = self.watch.send(&self.client.provisioner, req).await?;
-        if !resp.bucket_id.is_empty() && !self.buckets.contains(&resp.bucket_id) {
-            self.buckets.push(resp.bucket_id.clone());
+        let resp = self.send(req).await?;
+        if !resp.bucket_id.is_empty() && !self.driver.buckets.contains(&resp.bucket_id) {
+            self.driver.buckets.push(resp.bucket_id.clone());
         }
         Ok(resp)
     }
@@ -119,8 +96,8 @@ impl Ctx1 {
             bucket_id: bucket_id.to_owned(),
             delete_context: self.bucket_parameters(),
         };
-        self.watch.send(&self.client.provisioner, req).await?;
-        self.buckets.retain(|b| b != bucket_id);
+        self.send(req).await?;
+        self.driver.buckets.retain(|b| b != bucket_id);
         Ok(())
     }
 
@@ -141,15 +118,15 @@ impl Ctx1 {
         req: DriverGrantBucketAccessRequest,
     ) -> Result<DriverGrantBucketAccessResponse, Status> {
         let bucket_id = req.bucket_id.clone();
-        let resp = self.watch.send(&self.client.provisioner, req).await?;
+        let resp = self.send(req).await?;
         for details in resp.credentials.values() {
             for value in details.secrets.values() {
                 self.watch.secrets.add(value);
             }
         }
         let account = (bucket_id, resp.account_id.clone());
-        if !resp.account_id.is_empty() && !self.accounts.contains(&account) {
-            self.accounts.push(account);
+        if !resp.account_id.is_empty() && !self.driver.accounts.contains(&account) {
+            self.driver.accounts.push(account);
         }
         Ok(resp)
     }
@@ -171,8 +148,9 @@ impl Ctx1 {
             account_id: account_id.to_owned(),
             revoke_access_context: self.access_parameters(),
         };
-        self.watch.send(&self.client.provisioner, req).await?;
-        self.accounts
+        self.send(req).await?;
+        self.driver
+            .accounts
             .retain(|(b, a)| !(b == bucket_id && a == account_id));
         Ok(())
     }
@@ -183,7 +161,7 @@ impl Ctx1 {
         &self,
         name: &str,
         resp: &DriverGrantBucketAccessResponse,
-    ) -> Result<S3Target, Stop> {
+    ) -> Result<Target, Stop> {
         use credential_keys::s3;
         let secrets = resp
             .credentials
@@ -210,27 +188,15 @@ impl Ctx1 {
             access_key_id: get(s3::ACCESS_KEY_ID),
             access_secret_key: get(s3::ACCESS_SECRET_KEY),
         };
-        S3Target::new(&info, &creds, None, self.config.rpc_timeout).map_err(unusable)
-    }
-
-    /// Deletes the object `key` with `target` at cleanup.
-    pub fn track_object(&mut self, target: &S3Target, key: &str) {
-        self.objects.push((target.clone(), key.to_owned()));
+        S3Target::new(&info, &creds, None, self.config.rpc_timeout)
+            .map(Target::S3)
+            .map_err(unusable)
     }
 
     /// Removes everything the case created: objects, accounts, buckets.
     pub async fn cleanup(&mut self) -> Vec<String> {
-        let mut problems = Vec::new();
-        for (target, key) in std::mem::take(&mut self.objects) {
-            if let Access::Denied(e) | Access::Failed(e) = target.delete(&key).await {
-                problems.push(format!(
-                    "deleting object {key:?} from bucket {:?} failed: {}",
-                    target.bucket(),
-                    self.redact(&e)
-                ));
-            }
-        }
-        for (bucket_id, account_id) in std::mem::take(&mut self.accounts) {
+        let mut problems = self.remove_objects().await;
+        for (bucket_id, account_id) in std::mem::take(&mut self.driver.accounts) {
             if let Err(s) = self.revoke(&bucket_id, &account_id).await {
                 problems.push(format!(
                     "DriverRevokeBucketAccess of account {account_id:?} answered {}",
@@ -238,7 +204,7 @@ impl Ctx1 {
                 ));
             }
         }
-        for id in std::mem::take(&mut self.buckets) {
+        for id in std::mem::take(&mut self.driver.buckets) {
             if let Err(s) = self.delete(&id).await {
                 problems.push(format!(
                     "DriverDeleteBucket of bucket {id:?} answered {}",

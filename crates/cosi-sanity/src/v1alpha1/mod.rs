@@ -3,7 +3,7 @@
 //! cosi-rs's sidecar runs: the v1alpha1 specification's rules and what the
 //! sidecar needs from the replies.
 
-use cosi_driver::client::V1alpha1Client;
+use cosi_driver::DriverClient;
 
 use crate::cases::case;
 use crate::config::Config;
@@ -15,7 +15,7 @@ mod cases;
 mod context;
 
 pub use cases::{MAX_MAP_BYTES, MAX_STRING_BYTES};
-use context::Ctx1;
+use context::{Ctx1, V1alpha1};
 
 /// A case body.
 type CaseFn = CaseBody<Ctx1>;
@@ -123,12 +123,12 @@ pub fn all() -> Vec<Case> {
 
 /// Runs `selected` cases against a v1alpha1 driver named `name`.
 pub(crate) async fn run(
-    client: V1alpha1Client,
+    client: DriverClient,
     config: &Config,
     name: String,
     selected: &[&Case],
 ) -> Report {
-    let mut ctx = Ctx1::new(client, config.clone(), name);
+    let mut ctx = Ctx1::new(config.clone(), client, V1alpha1::new(name));
     let cases = selected.iter().map(|c| (c.name, c.run)).collect();
     run_cases(&mut ctx, cases, config.strict).await
 }

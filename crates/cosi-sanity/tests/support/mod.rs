@@ -84,7 +84,7 @@ fn invalid_argument_as_internal<B>(mut response: http::Response<B>) -> http::Res
 /// Every input the suite can take, matched to the test driver, with the
 /// data plane on and a short propagation timeout.
 pub fn config(running: &Running) -> Config {
-    let buckets = ParameterFile::parse(
+    let bucket = ParameterFile::parse(
         "parameters: {tier: standard}\nincompatibleParameters: {tier: gold}\ninvalidParameters: {tier: \"???\"}\n",
     )
     .unwrap();
@@ -92,11 +92,12 @@ pub fn config(running: &Running) -> Config {
         "parameters: {policy: default}\nincompatibleParameters: {policy: strict}\ninvalidParameters: {policy: \"???\"}\n",
     )
     .unwrap();
-    let mut config = Config::new(running.endpoint.clone())
-        .with_bucket_parameters(buckets)
-        .with_access_parameters(access);
-    config.data_plane = true;
-    config.rpc_timeout = Duration::from_secs(10);
-    config.propagation_timeout = Duration::from_secs(1);
-    config
+    Config {
+        bucket,
+        access,
+        data_plane: true,
+        rpc_timeout: Duration::from_secs(10),
+        propagation_timeout: Duration::from_secs(1),
+        ..Config::new(running.endpoint.clone())
+    }
 }
