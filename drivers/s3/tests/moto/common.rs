@@ -333,6 +333,15 @@ impl Served {
         (moto, Served::on(moto).await)
     }
 
+    /// Serves a driver for the shared Moto server, returned with it and
+    /// the IAM path of the users this driver makes (its own).
+    pub async fn on_shared_path() -> (&'static Moto, Served, String) {
+        let moto = Moto::shared();
+        let cfg = moto.config();
+        let path = cfg.user_path.clone();
+        (moto, Served::start(cfg, &moto.admin).await, path)
+    }
+
     /// Stops the server and waits for it.
     pub async fn stop(self) {
         self.0.stop().await
@@ -343,6 +352,18 @@ impl Served {
     pub async fn new_access(&self, buckets: &[AccessedBucket]) -> (String, Keys) {
         let (id, resp) = self.0.new_grant(buckets).await;
         (id, keys_of(&resp))
+    }
+
+    /// Grants a fresh account `mode` access to `bucket`, returning the
+    /// account ID and an S3 client of `moto` for the issued keys.
+    pub async fn new_client(
+        &self,
+        moto: &Moto,
+        bucket: &str,
+        mode: AccessMode,
+    ) -> (String, aws_sdk_s3::Client) {
+        let (id, keys) = self.new_access(&[access(bucket, mode)]).await;
+        (id, moto.s3(&keys))
     }
 }
 
