@@ -156,12 +156,8 @@ async fn one_access_to_several_buckets_is_one_user_with_one_policy() {
 
     let iam = moto.iam();
     assert_eq!(users_under(&iam, &path).await, vec![account.clone()]);
-    let policies = iam
-        .list_user_policies()
-        .user_name(&account)
-        .send()
-        .await
-        .unwrap();
+    let request = iam.list_user_policies().user_name(&account);
+    let policies = request.send().await.unwrap();
     assert_eq!(policies.policy_names(), [POLICY_NAME]);
     assert_managed_by(&iam, &account, "s3.cosi-rs.dev").await;
     d.stop().await;

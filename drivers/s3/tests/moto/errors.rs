@@ -5,7 +5,7 @@ use cosi_driver::Code;
 use cosi_driver::proto::*;
 use cosi_driver::testing::assert_status;
 
-use crate::common::{Keys, Moto, Served, access, map};
+use crate::common::{Keys, Moto, Served, access, map, new_access_key};
 
 fn assert_no_credentials(message: &str, keys: &[&Keys]) {
     for k in keys {
@@ -81,17 +81,7 @@ async fn admin_without_permissions_is_permission_denied() {
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
     iam.create_user().user_name(&user).send().await.unwrap();
-    let out = iam
-        .create_access_key()
-        .user_name(&user)
-        .send()
-        .await
-        .unwrap();
-    let key = out.access_key().unwrap();
-    let powerless = Keys {
-        id: key.access_key_id().into(),
-        secret: key.secret_access_key().into(),
-    };
+    let powerless = new_access_key(&iam, &user).await;
     let needles = ["S3 CreateBucket", "admin policy"];
     let d = assert_create_refused(&powerless, Code::PermissionDenied, &needles).await;
 
