@@ -368,11 +368,9 @@ async fn listings_paginate_with_continuation_tokens() {
         .iter()
         .map(|k| ObjectIdentifier::builder().key(k).build());
     let objects = objects.collect::<Result<Vec<_>, _>>().unwrap();
-    let delete = Delete::builder()
-        .set_objects(Some(objects))
-        .build()
-        .unwrap();
-    let deleted = s3_result(s3.delete_objects().bucket(&id).delete(delete).send().await).unwrap();
+    let batch = Delete::builder().set_objects(Some(objects)).build();
+    let call = s3.delete_objects().bucket(&id).delete(batch.unwrap());
+    let deleted = s3_result(call.send().await).unwrap();
     assert_eq!(deleted.deleted().len(), 5);
     assert_eq!(h.driver.backend_state().unwrap().buckets[0].objects, 0);
     h.stop().await;

@@ -446,13 +446,8 @@ pub async fn start_upload(
     bucket: &str,
     key: &str,
 ) -> Result<String, String> {
-    let up = s3_result(
-        s3.create_multipart_upload()
-            .bucket(bucket)
-            .key(key)
-            .send()
-            .await,
-    )?;
+    let call = s3.create_multipart_upload().bucket(bucket).key(key);
+    let up = s3_result(call.send().await)?;
     Ok(up.upload_id().unwrap().to_owned())
 }
 
