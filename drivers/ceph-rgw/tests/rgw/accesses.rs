@@ -2,12 +2,11 @@
 //! only their buckets, repeated grants return the same key, concurrent
 //! grants on one bucket all hold, and revocation leaves nothing.
 
+use aws_sdk_s3::types::{Tag, Tagging};
 use cosi_driver::proto::AccessMode::{ReadOnly, ReadWrite, Unspecified, WriteOnly};
 use cosi_driver::testing::assert_status;
 use cosi_driver_ceph_rgw::policy;
 use tonic::Code;
-
-use aws_sdk_s3::types::{Tag, Tagging};
 
 use crate::common::*;
 
