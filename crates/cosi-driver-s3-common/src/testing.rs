@@ -300,6 +300,14 @@ pub fn s3_error_code<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> String
     err.code().unwrap_or("<none>").to_owned()
 }
 
+/// The result of an S3 SDK call, its error the S3 error code (see
+/// [`s3_error_code`]).
+pub fn s3_result<T, E: ProvideErrorMetadata, R>(
+    result: Result<T, SdkError<E, R>>,
+) -> Result<T, String> {
+    result.map_err(|e| s3_error_code(&e))
+}
+
 /// Puts `body` at `key`, returning the S3 error code on failure.
 pub async fn put(
     s3: &aws_sdk_s3::Client,
@@ -307,43 +315,20 @@ pub async fn put(
     key: &str,
     body: &str,
 ) -> Result<(), String> {
-    s3.put_object()
-        .bucket(bucket)
-        .key(key)
-        .body(body.as_bytes().to_vec().into())
-        .send()
-        .await
-        .map(|_| ())
-        .map_err(|e| s3_error_code(&e))
+    let call = s3.put_object().bucket(bucket).key(key);
+    s3_result(call.body(body.as_bytes().to_vec().into()).send().await).map(drop)
 }
 
 /// Reads `key`, returning the S3 error code on failure.
 pub async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<String, String> {
-    let out = s3
-        .get_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .map_err(|e| s3_error_code(&e))?;
-    let bytes = out
-        .body
-        .collect()
-        .await
-        .map_err(|e| e.to_string())?
-        .into_bytes();
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    let out = s3_result(s3.get_object().bucket(bucket).key(key).send().await)?;
+    let data = out.body.collect().await.map_err(|e| e.to_string())?;
+    Ok(String::from_utf8_lossy(&data.into_bytes()).into_owned())
 }
 
 /// Deletes `key`, returning the S3 error code on failure.
 pub async fn delete(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
-    s3.delete_object()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .map(|_| ())
-        .map_err(|e| s3_error_code(&e))
+    s3_result(s3.delete_object().bucket(bucket).key(key).send().await).map(drop)
 }
 
 /// Starts a multipart upload of `key`, returning its upload ID or the S3
@@ -353,13 +338,8 @@ pub async fn start_upload(
     bucket: &str,
     key: &str,
 ) -> Result<String, String> {
-    let out = s3
-        .create_multipart_upload()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .map_err(|e| s3_error_code(&e))?;
+    let call = s3.create_multipart_upload().bucket(bucket).key(key);
+    let out = s3_result(call.send().await)?;
     out.upload_id()
         .map(str::to_owned)
         .ok_or_else(|| "no upload ID".to_owned())
@@ -367,12 +347,7 @@ pub async fn start_upload(
 
 /// Lists the keys of a bucket, returning the S3 error code on failure.
 pub async fn list(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<Vec<String>, String> {
-    let out = s3
-        .list_objects_v2()
-        .bucket(bucket)
-        .send()
-        .await
-        .map_err(|e| s3_error_code(&e))?;
+    let out = s3_result(s3.list_objects_v2().bucket(bucket).send().await)?;
     Ok(out
         .contents()
         .iter()

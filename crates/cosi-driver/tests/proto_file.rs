@@ -50,77 +50,24 @@ fn the_proto_declares_exactly_the_kep_rpcs() {
     );
 }
 
-/// A field's number, name and type.
-type Field = (u32, &'static str, &'static str);
-
-/// The v1alpha1 messages and their fields by number, name and type: the
-/// wire. A type is `string`, a message or enum of `cosi.v1alpha1`, or,
+/// The v1alpha1 messages and their fields: the wire. A line each: the
+/// message, `=`, then its fields by number, name and type, separated by
+/// commas. A type is `string`, a message or enum of `cosi.v1alpha1`, or,
 /// starting with `.`, a map entry nested in the message itself.
-const V1ALPHA1_WIRE: &[(&str, &[Field])] = &[
-    (
-        "DriverCreateBucketRequest",
-        &[(1, "name", "string"), (2, "parameters", ".ParametersEntry")],
-    ),
-    (
-        "DriverCreateBucketResponse",
-        &[(1, "bucket_id", "string"), (2, "bucket_info", "Protocol")],
-    ),
-    (
-        "DriverGrantBucketAccessRequest",
-        &[
-            (1, "bucket_id", "string"),
-            (2, "name", "string"),
-            (3, "authentication_type", "AuthenticationType"),
-            (4, "parameters", ".ParametersEntry"),
-        ],
-    ),
-    (
-        "DriverGrantBucketAccessResponse",
-        &[
-            (1, "account_id", "string"),
-            (2, "credentials", ".CredentialsEntry"),
-        ],
-    ),
-    (
-        "DriverRevokeBucketAccessRequest",
-        &[
-            (1, "bucket_id", "string"),
-            (2, "account_id", "string"),
-            (3, "revoke_access_context", ".RevokeAccessContextEntry"),
-        ],
-    ),
-    (
-        "DriverDeleteBucketRequest",
-        &[
-            (1, "bucket_id", "string"),
-            (2, "delete_context", ".DeleteContextEntry"),
-        ],
-    ),
-    (
-        "Protocol",
-        &[
-            (1, "s3", "S3"),
-            (2, "azureBlob", "AzureBlob"),
-            (3, "gcs", "GCS"),
-        ],
-    ),
-    (
-        "S3",
-        &[
-            (1, "region", "string"),
-            (2, "signature_version", "S3SignatureVersion"),
-        ],
-    ),
-    (
-        "GCS",
-        &[
-            (1, "private_key_name", "string"),
-            (2, "project_id", "string"),
-            (3, "service_account", "string"),
-        ],
-    ),
-    ("DriverGetInfoResponse", &[(1, "name", "string")]),
-];
+const V1ALPHA1_WIRE: &str = "
+    DriverCreateBucketRequest = 1 name string, 2 parameters .ParametersEntry
+    DriverCreateBucketResponse = 1 bucket_id string, 2 bucket_info Protocol
+    DriverGrantBucketAccessRequest = 1 bucket_id string, 2 name string, \
+        3 authentication_type AuthenticationType, 4 parameters .ParametersEntry
+    DriverGrantBucketAccessResponse = 1 account_id string, 2 credentials .CredentialsEntry
+    DriverRevokeBucketAccessRequest = 1 bucket_id string, 2 account_id string, \
+        3 revoke_access_context .RevokeAccessContextEntry
+    DriverDeleteBucketRequest = 1 bucket_id string, 2 delete_context .DeleteContextEntry
+    Protocol = 1 s3 S3, 2 azureBlob AzureBlob, 3 gcs GCS
+    S3 = 1 region string, 2 signature_version S3SignatureVersion
+    GCS = 1 private_key_name string, 2 project_id string, 3 service_account string
+    DriverGetInfoResponse = 1 name string
+";
 
 #[test]
 fn the_v1alpha1_proto_declares_exactly_the_v1alpha1_wire_api() {
@@ -134,7 +81,9 @@ fn the_v1alpha1_proto_declares_exactly_the_v1alpha1_wire_api() {
         ])
     );
     let pool = compiled("v1alpha1/cosi.proto").descriptor_pool();
-    for (message, expected) in V1ALPHA1_WIRE {
+    for line in V1ALPHA1_WIRE.lines().filter(|l| !l.trim().is_empty()) {
+        let (message, expected) = line.split_once(" = ").unwrap();
+        let message = message.trim();
         let full_name = format!("cosi.v1alpha1.{message}");
         let m = pool
             .get_message_by_name(&full_name)
@@ -144,14 +93,17 @@ fn the_v1alpha1_proto_declares_exactly_the_v1alpha1_wire_api() {
             .map(|f| (f.number(), f.name().to_owned(), format!("{:?}", f.kind())))
             .collect();
         let expected: Vec<(u32, String, String)> = expected
-            .iter()
-            .map(|(n, name, kind)| {
-                let kind = match *kind {
+            .split(", ")
+            .map(|field| {
+                let [n, name, kind] = field.split_whitespace().collect::<Vec<_>>()[..] else {
+                    panic!("not `number name type`: {field}");
+                };
+                let kind = match kind {
                     "string" => "string".to_owned(),
                     entry if entry.starts_with('.') => format!("{full_name}{entry}"),
                     other => format!("cosi.v1alpha1.{other}"),
                 };
-                (*n, (*name).to_owned(), kind)
+                (n.parse().unwrap(), name.to_owned(), kind)
             })
             .collect();
         assert_eq!(fields, expected, "{message}");

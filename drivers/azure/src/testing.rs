@@ -74,21 +74,13 @@ pub fn install_hint() -> String {
 }
 
 /// A running emulator.
+#[derive(Debug)]
 pub struct Azurite {
     child: Child,
     stdin: Option<ChildStdin>,
     _dir: tempfile::TempDir,
     port: u16,
     started_in: Duration,
-}
-
-impl std::fmt::Debug for Azurite {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Azurite")
-            .field("port", &self.port)
-            .field("started_in", &self.started_in)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Drop for Azurite {

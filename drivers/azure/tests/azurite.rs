@@ -56,28 +56,35 @@ fn uid() -> String {
 impl Served {
     async fn new_container(&self, params: &[(&str, &str)]) -> String {
         let mut p = self.client.provisioner.clone();
-        let id = p
-            .driver_generate_bucket_id(DriverGenerateBucketIdRequest {
-                name: format!("bc-{}", uid()),
-                protocols: vec![ObjectProtocol::Azure as i32],
-                parameters: map(params),
-            })
-            .await
-            .unwrap()
-            .into_inner()
-            .bucket_id;
-        let created = p
-            .driver_create_bucket(DriverCreateBucketRequest {
-                bucket_id: id.clone(),
-                protocols: vec![ObjectProtocol::Azure as i32],
-                parameters: map(params),
-            })
-            .await
-            .unwrap()
-            .into_inner();
+        let protocols = vec![ObjectProtocol::Azure as i32];
+        let request = DriverGenerateBucketIdRequest {
+            name: format!("bc-{}", uid()),
+            protocols: protocols.clone(),
+            parameters: map(params),
+        };
+        let reply = p.driver_generate_bucket_id(request).await.unwrap();
+        let id = reply.into_inner().bucket_id;
+        let request = DriverCreateBucketRequest {
+            bucket_id: id.clone(),
+            protocols,
+            parameters: map(params),
+        };
+        let created = p.driver_create_bucket(request).await.unwrap().into_inner();
         let info = created.protocols.and_then(|p| p.azure).expect("Azure info");
         assert_eq!(info.storage_account, "devstoreaccount1");
         id
+    }
+
+    /// DriverGetBucket of container `id` for the Azure protocol, without
+    /// parameters.
+    async fn get_container(&self, id: &str) -> Result<DriverGetBucketResponse, tonic::Status> {
+        let request = DriverGetBucketRequest {
+            bucket_id: id.into(),
+            protocols: vec![ObjectProtocol::Azure as i32],
+            parameters: HashMap::new(),
+        };
+        let mut p = self.client.provisioner.clone();
+        Ok(p.driver_get_bucket(request).await?.into_inner())
     }
 
     async fn delete_container(
@@ -105,19 +112,13 @@ impl Served {
         mode: AccessMode,
         params: &[(&str, &str)],
     ) -> Result<(String, AzureCredentials), tonic::Status> {
+        let name = format!("ba-{}", uid());
+        let buckets = Self::buckets(container, mode);
+        let mut request = testing::access_id_request(ObjectProtocol::Azure, &name, buckets);
+        request.parameters = map(params);
         let mut p = self.client.provisioner.clone();
-        let account_id = p
-            .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-                parameters: map(params),
-                ..testing::access_id_request(
-                    ObjectProtocol::Azure,
-                    &format!("ba-{}", uid()),
-                    Self::buckets(container, mode),
-                )
-            })
-            .await?
-            .into_inner()
-            .account_id;
+        let reply = p.driver_generate_bucket_access_id(request).await?;
+        let account_id = reply.into_inner().account_id;
         let creds = self
             .grant_again(container, &account_id, mode, params)
             .await?;
@@ -131,18 +132,11 @@ impl Served {
         mode: AccessMode,
         params: &[(&str, &str)],
     ) -> Result<AzureCredentials, tonic::Status> {
+        let buckets = Self::buckets(container, mode);
+        let mut request = testing::grant_request(ObjectProtocol::Azure, account_id, buckets);
+        request.parameters = map(params);
         let mut p = self.client.provisioner.clone();
-        let r = p
-            .driver_grant_bucket_access(DriverGrantBucketAccessRequest {
-                parameters: map(params),
-                ..testing::grant_request(
-                    ObjectProtocol::Azure,
-                    account_id,
-                    Self::buckets(container, mode),
-                )
-            })
-            .await?
-            .into_inner();
+        let r = p.driver_grant_bucket_access(request).await?.into_inner();
         Ok(r.credentials
             .and_then(|c| c.azure)
             .expect("Azure credentials"))
@@ -333,16 +327,7 @@ async fn a_static_container_keeps_its_own_policies_and_public_access_and_is_neve
     )
     .await
     .unwrap();
-    let mut p = s.client.provisioner.clone();
-    let info = p
-        .driver_get_bucket(DriverGetBucketRequest {
-            bucket_id: c.clone(),
-            protocols: vec![ObjectProtocol::Azure as i32],
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let info = s.get_container(&c).await.unwrap();
     assert!(info.protocols.and_then(|p| p.azure).is_some());
     let (a, _) = s.grant(&c, AccessMode::ReadOnly, &[]).await.unwrap();
     let state = api.get_acl(&c).await.unwrap();
@@ -362,6 +347,7 @@ async fn a_static_container_keeps_its_own_policies_and_public_access_and_is_neve
         Code::FailedPrecondition,
         &[],
     );
+    let mut p = s.client.provisioner.clone();
     assert_status(
         p.driver_create_bucket(DriverCreateBucketRequest {
             bucket_id: c.clone(),
@@ -372,14 +358,7 @@ async fn a_static_container_keeps_its_own_policies_and_public_access_and_is_neve
         Code::AlreadyExists,
         &[],
     );
-    let missing = p
-        .driver_get_bucket(DriverGetBucketRequest {
-            bucket_id: "no-such-container".into(),
-            protocols: vec![ObjectProtocol::Azure as i32],
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap_err();
+    let missing = s.get_container("no-such-container").await.unwrap_err();
     assert_eq!(missing.code(), Code::NotFound);
     assert!(api.delete_container(&c).await.unwrap());
 }

@@ -42,6 +42,7 @@ pub const SCRIPT_ENV: &str = "RGW_CLUSTER_SCRIPT";
 pub const START_TIMEOUT: Duration = Duration::from_secs(900);
 
 /// A running throw-away cluster.
+#[derive(Debug)]
 pub struct RgwCluster {
     child: Child,
     stdin: Option<ChildStdin>,
@@ -50,16 +51,6 @@ pub struct RgwCluster {
     admin: AdminKeys,
     ceph_conf: PathBuf,
     started_in: Duration,
-}
-
-impl std::fmt::Debug for RgwCluster {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RgwCluster")
-            .field("endpoint", &self.endpoint)
-            .field("ceph_conf", &self.ceph_conf)
-            .field("started_in", &self.started_in)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Drop for RgwCluster {

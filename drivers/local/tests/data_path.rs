@@ -3,6 +3,7 @@
 
 mod common;
 
+use aws_sdk_s3::types::{Delete, ObjectIdentifier};
 use common::*;
 use cosi_driver::proto::AccessMode::{ReadOnly, ReadWrite, Unspecified, WriteOnly};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -15,41 +16,22 @@ async fn read_all(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec<u8> {
 async fn read_write_credentials_write_and_read_their_bucket() {
     let h = Harness::start().await;
     let (id, s3) = h.bucket_client("d1", &[]).await;
-    let written = s3
-        .put_object()
-        .bucket(&id)
-        .key("dir/hello.txt")
-        .content_type("text/plain")
-        .metadata("owner", "team-a")
-        .body(body(b"hello world"))
-        .send()
-        .await
-        .unwrap();
+    let call = s3.put_object().bucket(&id).key("dir/hello.txt");
+    let call = call.content_type("text/plain").metadata("owner", "team-a");
+    let written = call.body(body(b"hello world")).send().await.unwrap();
     assert_eq!(
         written.e_tag(),
         Some("\"5eb63bbbe01eeed093cb22bb8f5acdc3\"")
     );
     assert_eq!(read_all(&s3, &id, "dir/hello.txt").await, b"hello world");
 
-    let head = s3
-        .head_object()
-        .bucket(&id)
-        .key("dir/hello.txt")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(head.content_length(), Some(11));
-    assert_eq!(head.content_type(), Some("text/plain"));
-    assert_eq!(head.metadata().unwrap()["owner"], "team-a");
+    let meta = head(&s3, &id, "dir/hello.txt").await.unwrap();
+    assert_eq!(meta.content_length(), Some(11));
+    assert_eq!(meta.content_type(), Some("text/plain"));
+    assert_eq!(meta.metadata().unwrap()["owner"], "team-a");
 
-    let ranged = s3
-        .get_object()
-        .bucket(&id)
-        .key("dir/hello.txt")
-        .range("bytes=6-")
-        .send()
-        .await
-        .unwrap();
+    let call = s3.get_object().bucket(&id).key("dir/hello.txt");
+    let ranged = call.range("bytes=6-").send().await.unwrap();
     assert_eq!(
         ranged.body.collect().await.unwrap().into_bytes().as_ref(),
         b"world"
@@ -66,13 +48,7 @@ async fn read_write_credentials_write_and_read_their_bucket() {
     assert_eq!(keys, ["top"]);
     assert_eq!(prefixes, ["dir/"]);
 
-    s3.copy_object()
-        .bucket(&id)
-        .key("copy")
-        .copy_source(format!("{id}/top"))
-        .send()
-        .await
-        .unwrap();
+    copy(&s3, &id, "copy", &format!("{id}/top")).await.unwrap();
     assert_eq!(read_all(&s3, &id, "copy").await, b"x");
 
     delete(&s3, &id, "top").await.unwrap();
@@ -95,14 +71,8 @@ async fn read_only_credentials_cannot_write() {
         "AccessDenied"
     );
     assert_eq!(delete(&reader, &id, "k").await.unwrap_err(), "AccessDenied");
-    let err = reader
-        .create_multipart_upload()
-        .bucket(&id)
-        .key("m")
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = start_upload(&reader, &id, "m").await;
+    assert_eq!(err.unwrap_err(), "AccessDenied");
     h.stop().await;
 }
 
@@ -243,14 +213,8 @@ async fn bucket_metadata_needs_the_bucket_metadata_mode() {
     let id = h.bucket("bc-d10", &[]).await;
     let data_only = h.s3_client(&h.grant("ba-d10a", &[(&id, rw())]).await);
     let tagging = one_tag("team", "a");
-    let err = data_only
-        .put_bucket_tagging()
-        .bucket(&id)
-        .tagging(tagging.clone())
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = put_bucket_tags(&data_only, &id, tagging.clone()).await;
+    assert_eq!(err.unwrap_err(), "AccessDenied");
     let err = s3_result(data_only.get_bucket_versioning().bucket(&id).send().await).unwrap_err();
     assert_eq!(err, "AccessDenied");
     // The location is bucket metadata, but any grant may read it: s3cmd
@@ -259,13 +223,7 @@ async fn bucket_metadata_needs_the_bucket_metadata_mode() {
 
     let meta_rw = modes(Unspecified, Unspecified, ReadWrite);
     let admin = h.s3_client(&h.grant("ba-d10b", &[(&id, meta_rw)]).await);
-    admin
-        .put_bucket_tagging()
-        .bucket(&id)
-        .tagging(tagging)
-        .send()
-        .await
-        .unwrap();
+    put_bucket_tags(&admin, &id, tagging).await.unwrap();
     let tags = admin.get_bucket_tagging().bucket(&id).send().await.unwrap();
     assert_eq!(tags.tag_set()[0].key(), "team");
     s3_result(admin.get_bucket_versioning().bucket(&id).send().await).unwrap();
@@ -293,27 +251,13 @@ async fn object_tags_need_the_object_metadata_mode() {
     let err = put_tags(&data_only, &id, "k", tagging.clone()).await;
     assert_eq!(err.unwrap_err(), "AccessDenied");
     // Tags on upload are object metadata too.
-    let err = data_only
-        .put_object()
-        .bucket(&id)
-        .key("t")
-        .tagging("class=gold")
-        .body(body(b"v"))
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = put_tagged(&data_only, &id, "t", "class=gold").await;
+    assert_eq!(err.unwrap_err(), "AccessDenied");
 
     let both = modes(ReadWrite, ReadWrite, Unspecified);
     let tagger = h.s3_client(&h.grant("ba-d11b", &[(&id, both)]).await);
     put_tags(&tagger, &id, "k", tagging).await.unwrap();
-    tagger
-        .put_object()
-        .bucket(&id)
-        .key("t")
-        .tagging("class=silver&tier=2")
-        .body(body(b"v"))
-        .send()
+    put_tagged(&tagger, &id, "t", "class=silver&tier=2")
         .await
         .unwrap();
     let got = object_tags(&tagger, &id, "t").await.unwrap();
@@ -331,15 +275,8 @@ async fn copies_need_read_access_to_the_source_bucket() {
     let owner = h.s3_client(&h.grant("ba-d12a", &[(&src, rw())]).await);
     put(&owner, &src, "secret", b"s").await.unwrap();
     let other = h.s3_client(&h.grant("ba-d12b", &[(&dst, rw())]).await);
-    let err = other
-        .copy_object()
-        .bucket(&dst)
-        .key("stolen")
-        .copy_source(format!("{src}/secret"))
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "AccessDenied");
+    let err = copy(&other, &dst, "stolen", &format!("{src}/secret")).await;
+    assert_eq!(err.unwrap_err(), "AccessDenied");
     h.stop().await;
 }
 
@@ -350,14 +287,8 @@ async fn multipart_uploads_assemble_their_parts() {
     let part1 = vec![b'a'; 5 * 1024 * 1024];
     let (upload_id, parts) =
         upload_parts(&s3, &id, "big", vec![part1.clone(), b"tail".to_vec()]).await;
-    let listed = s3
-        .list_parts()
-        .bucket(&id)
-        .key("big")
-        .upload_id(&upload_id)
-        .send()
-        .await
-        .unwrap();
+    let call = s3.list_parts().bucket(&id).key("big");
+    let listed = call.upload_id(&upload_id).send().await.unwrap();
     assert_eq!(listed.parts().len(), 2);
     let done = complete_upload(&s3, &id, "big", &upload_id, parts)
         .await
@@ -382,22 +313,11 @@ async fn multipart_uploads_assemble_their_parts() {
 async fn the_size_quota_refuses_puts_and_multipart_completions_over_it() {
     let h = Harness::start().await;
     let (id, s3) = h.bucket_client("d14", &[("maxSizeBytes", "6Mi")]).await;
-    s3.put_object()
-        .bucket(&id)
-        .key("small")
-        .body(vec![0u8; 1024 * 1024].into())
-        .send()
+    put(&s3, &id, "small", vec![0u8; 1024 * 1024])
         .await
         .unwrap();
-    let err = s3
-        .put_object()
-        .bucket(&id)
-        .key("too-big")
-        .body(vec![0u8; 6 * 1024 * 1024].into())
-        .send()
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "QuotaExceeded");
+    let err = put(&s3, &id, "too-big", vec![0u8; 6 * 1024 * 1024]).await;
+    assert_eq!(err.unwrap_err(), "QuotaExceeded");
 
     let (upload_id, parts) = upload_parts(
         &s3,
@@ -431,14 +351,8 @@ async fn listings_paginate_with_continuation_tokens() {
     let mut keys = Vec::new();
     let mut token: Option<String> = None;
     for _ in 0..10 {
-        let page = s3
-            .list_objects_v2()
-            .bucket(&id)
-            .max_keys(2)
-            .set_continuation_token(token.clone())
-            .send()
-            .await
-            .unwrap();
+        let call = s3.list_objects_v2().bucket(&id).max_keys(2);
+        let page = s3_result(call.set_continuation_token(token.clone()).send().await).unwrap();
         keys.extend(
             page.contents()
                 .iter()
@@ -450,27 +364,13 @@ async fn listings_paginate_with_continuation_tokens() {
         }
     }
     assert_eq!(keys, ["k0", "k1", "k2", "k3", "k4"]);
-    let deleted = s3
-        .delete_objects()
-        .bucket(&id)
-        .delete(
-            aws_sdk_s3::types::Delete::builder()
-                .set_objects(Some(
-                    keys.iter()
-                        .map(|k| {
-                            aws_sdk_s3::types::ObjectIdentifier::builder()
-                                .key(k)
-                                .build()
-                                .unwrap()
-                        })
-                        .collect(),
-                ))
-                .build()
-                .unwrap(),
-        )
-        .send()
-        .await
-        .unwrap();
+    let objects = keys
+        .iter()
+        .map(|k| ObjectIdentifier::builder().key(k).build());
+    let objects = objects.collect::<Result<Vec<_>, _>>().unwrap();
+    let batch = Delete::builder().set_objects(Some(objects)).build();
+    let call = s3.delete_objects().bucket(&id).delete(batch.unwrap());
+    let deleted = s3_result(call.send().await).unwrap();
     assert_eq!(deleted.deleted().len(), 5);
     assert_eq!(h.driver.backend_state().unwrap().buckets[0].objects, 0);
     h.stop().await;

@@ -235,17 +235,31 @@ async fn presigned_get(
     time: std::time::SystemTime,
     expires: std::time::Duration,
 ) -> raw::Response {
-    let (target, headers) = raw::sign_v4(
-        "GET",
-        &format!("{}/{id}/k", h.s3.endpoint_url()),
-        &[],
-        raw::Signing {
-            creds,
-            time,
-            presign_for: Some(expires),
-            body: aws_sigv4::http_request::SignableBody::UnsignedPayload,
-        },
-    );
+    get_signed_at(h, creds, &format!("/{id}/k"), time, Some(expires)).await
+}
+
+/// A GET of `path_and_query` on the endpoint, signed with SigV4 at `time`:
+/// presigned for `presign_for` (the payload unsigned) when given, with
+/// signed headers otherwise.
+async fn get_signed_at(
+    h: &Harness,
+    creds: &cosi_driver::proto::S3Credentials,
+    path_and_query: &str,
+    time: std::time::SystemTime,
+    presign_for: Option<std::time::Duration>,
+) -> raw::Response {
+    let body = match presign_for {
+        Some(_) => aws_sigv4::http_request::SignableBody::UnsignedPayload,
+        None => aws_sigv4::http_request::SignableBody::Bytes(b""),
+    };
+    let signing = raw::Signing {
+        creds,
+        time,
+        presign_for,
+        body,
+    };
+    let url = format!("{}{path_and_query}", h.s3.endpoint_url());
+    let (target, headers) = raw::sign_v4("GET", &url, &[], signing);
     h.send("GET", &target, &headers, b"").await
 }
 
@@ -291,27 +305,14 @@ async fn presigned_urls_live_at_most_a_week() {
 async fn a_sigv4_request_signed_more_than_15_minutes_away_is_refused() {
     let h = Harness::start().await;
     let (id, creds) = bucket_with_object(&h, "skew").await;
-    let url = format!("{}/{id}/k", h.s3.endpoint_url());
-    let get_signed_at = |time| {
-        let (target, headers) = raw::sign_v4(
-            "GET",
-            &url,
-            &[],
-            raw::Signing {
-                creds: &creds,
-                time,
-                presign_for: None,
-                body: aws_sigv4::http_request::SignableBody::Bytes(b""),
-            },
-        );
-        raw::request("GET", &target, &headers, b"")
-    };
+    let object = format!("/{id}/k");
+    let get_at = |time| get_signed_at(&h, &creds, &object, time, None);
     let now = std::time::SystemTime::now();
-    let ok = raw::send(h.s3.local_addr(), &get_signed_at(now)).await;
+    let ok = get_at(now).await;
     assert_eq!(ok.status, 200, "{}", ok.text());
     let minutes = |m: u64| std::time::Duration::from_secs(m * 60);
     for time in [now - minutes(16), now + minutes(16)] {
-        let got = raw::send(h.s3.local_addr(), &get_signed_at(time)).await;
+        let got = get_at(time).await;
         assert_eq!(got.status, 403, "{}", got.text());
         assert_eq!(got.code().as_deref(), Some("RequestTimeTooSkewed"));
     }
@@ -324,20 +325,21 @@ async fn signed_get(
     creds: &cosi_driver::proto::S3Credentials,
     path_and_query: &str,
 ) -> raw::Response {
-    let (target, headers) = raw::sign_v4(
-        "GET",
-        &format!("{}{path_and_query}", h.s3.endpoint_url()),
-        &[],
-        raw::Signing {
-            creds,
-            time: std::time::SystemTime::now(),
-            presign_for: None,
-            body: aws_sigv4::http_request::SignableBody::Bytes(b""),
-        },
-    );
-    let got = h.send("GET", &target, &headers, b"").await;
+    let now = std::time::SystemTime::now();
+    let got = get_signed_at(h, creds, path_and_query, now, None).await;
     assert_xml_1_0(&got);
     got
+}
+
+/// The body of [`signed_get`] of `path_and_query`, which must answer 200.
+async fn signed_ok(
+    h: &Harness,
+    creds: &cosi_driver::proto::S3Credentials,
+    path_and_query: &str,
+) -> String {
+    let got = signed_get(h, creds, path_and_query).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    got.text()
 }
 
 /// The body is complete and holds nothing XML 1.0 cannot carry.
@@ -436,31 +438,22 @@ async fn names_xml_cannot_carry_are_listed_only_url_encoded() {
     }
 
     // With encoding-type=url every name is percent-encoded.
-    let got = signed_get(
+    let text = signed_ok(
         &h,
         &creds,
         &format!("/{id}?list-type=2&prefix=ctl/&encoding-type=url"),
     )
     .await;
-    assert_eq!(got.status, 200, "{}", got.text());
-    let text = got.text();
     for encoded in ["ctl/%01bell", "ctl/cr%0Dlf", "ctl/nul%00"] {
         assert!(text.contains(&format!("<Key>{encoded}</Key>")), "{text}");
     }
-    let got = signed_get(
-        &h,
-        &creds,
-        &format!("/{id}?list-type=2&prefix=%01&delimiter=%1B&start-after=%00&encoding-type=url"),
-    )
-    .await;
-    assert_eq!(got.status, 200, "{}", got.text());
-    let text = got.text();
+    let query = "list-type=2&prefix=%01&delimiter=%1B&start-after=%00&encoding-type=url";
+    let text = signed_ok(&h, &creds, &format!("/{id}?{query}")).await;
     assert_eq!(raw::element(&text, "Prefix").as_deref(), Some("%01"));
     assert_eq!(raw::element(&text, "Delimiter").as_deref(), Some("%1B"));
     assert_eq!(raw::element(&text, "StartAfter").as_deref(), Some("%00"));
-    let got = signed_get(&h, &creds, &format!("/{id}?marker=%0D&encoding-type=url")).await;
-    assert_eq!(got.status, 200, "{}", got.text());
-    assert_eq!(raw::element(&got.text(), "Marker").as_deref(), Some("%0D"));
+    let text = signed_ok(&h, &creds, &format!("/{id}?marker=%0D&encoding-type=url")).await;
+    assert_eq!(raw::element(&text, "Marker").as_deref(), Some("%0D"));
 
     // With the AWS SDK, which leaves the names encoded.
     let listed = s3
@@ -476,13 +469,8 @@ async fn names_xml_cannot_carry_are_listed_only_url_encoded() {
 
     // Responses that would echo such a key leave it out; its error
     // messages escape it.
-    let up = s3
-        .create_multipart_upload()
-        .bucket(&id)
-        .key("ctl/\u{1}up")
-        .send()
-        .await
-        .unwrap();
+    let call = s3.create_multipart_upload().bucket(&id).key("ctl/\u{1}up");
+    let up = call.send().await.unwrap();
     assert_eq!(up.key(), None);
     let got = signed_get(&h, &creds, &format!("/{id}?uploads")).await;
     assert_eq!(got.status, 400, "{}", got.text());

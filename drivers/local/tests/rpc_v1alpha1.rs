@@ -232,12 +232,7 @@ async fn granted_credentials_work_until_revoked_and_delete_is_idempotent() {
         .unwrap();
     let tags = object_tags(&s3, &bucket, "hello.txt").await.unwrap();
     assert_eq!(tags[0].1, "v1alpha1");
-    s3.put_bucket_tagging()
-        .bucket(&bucket)
-        .tagging(tagging)
-        .send()
-        .await
-        .unwrap();
+    put_bucket_tags(&s3, &bucket, tagging).await.unwrap();
     let tags = s3_result(s3.get_bucket_tagging().bucket(&bucket).send().await).unwrap();
     assert_eq!(tags.tag_set()[0].key(), "api");
 

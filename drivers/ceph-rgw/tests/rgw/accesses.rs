@@ -2,6 +2,7 @@
 //! only their buckets, repeated grants return the same key, concurrent
 //! grants on one bucket all hold, and revocation leaves nothing.
 
+use aws_sdk_s3::types::{Tag, Tagging};
 use cosi_driver::proto::AccessMode::{ReadOnly, ReadWrite, Unspecified, WriteOnly};
 use cosi_driver::testing::assert_status;
 use cosi_driver_ceph_rgw::policy;
@@ -9,10 +10,17 @@ use tonic::Code;
 
 use crate::common::*;
 
+/// The policy of `bucket` as the admin reads it; the S3 error code on
+/// failure.
+async fn bucket_policy(bucket: &str) -> Result<String, String> {
+    let admin = s3(rgw().admin_keys());
+    let out = s3_result(admin.get_bucket_policy().bucket(bucket).send().await)?;
+    Ok(out.policy().expect("a policy").to_owned())
+}
+
 #[tokio::test]
 async fn read_only_keys_read_and_list_but_cannot_put_or_delete() {
-    let d = Served::start().await;
-    let bucket = d.new_bucket(&[]).await;
+    let (d, bucket) = Served::with_bucket().await;
     let (writer, wk) = d.new_access(&[access(&bucket, ReadWrite)]).await;
     let (reader, rk) = d.new_access(&[access(&bucket, ReadOnly)]).await;
     put(&s3(&wk), &bucket, "note.txt", "hello").await.unwrap();
@@ -33,8 +41,7 @@ async fn read_only_keys_read_and_list_but_cannot_put_or_delete() {
 
 #[tokio::test]
 async fn write_only_keys_write_but_cannot_read_even_what_they_wrote() {
-    let d = Served::start().await;
-    let bucket = d.new_bucket(&[]).await;
+    let (d, bucket) = Served::with_bucket().await;
     let (writer, wk) = d.new_access(&[access(&bucket, WriteOnly)]).await;
     let (reader, rk) = d.new_access(&[access(&bucket, ReadOnly)]).await;
 
@@ -80,8 +87,7 @@ async fn keys_reach_only_their_buckets() {
 
 #[tokio::test]
 async fn granted_keys_cannot_create_buckets() {
-    let d = Served::start().await;
-    let bucket = d.new_bucket(&[]).await;
+    let (d, bucket) = Served::with_bucket().await;
     let (account, keys) = d
         .new_access(&[access_all(&bucket, ReadWrite, ReadWrite, ReadWrite)])
         .await;
@@ -105,8 +111,7 @@ async fn granted_keys_cannot_create_buckets() {
 
 #[tokio::test]
 async fn a_repeated_grant_returns_the_same_key_and_keeps_one_user_with_one_key() {
-    let d = Served::start().await;
-    let bucket = d.new_bucket(&[]).await;
+    let (d, bucket) = Served::with_bucket().await;
     let buckets = [access(&bucket, ReadWrite)];
     let (account, first) = d.new_access(&buckets).await;
     let again = keys_of(&d.grant(&account, &buckets).await.unwrap());
@@ -165,40 +170,22 @@ async fn one_key_reaches_several_buckets_each_with_its_own_mode() {
 
 #[tokio::test]
 async fn metadata_modes_are_enforced_per_category() {
-    let d = Served::start().await;
-    let bucket = d.new_bucket(&[]).await;
+    let (d, bucket) = Served::with_bucket().await;
     let (account, keys) = d
         .new_access(&[access_all(&bucket, ReadWrite, ReadOnly, Unspecified)])
         .await;
     let c = s3(&keys);
     put(&c, &bucket, "t.txt", "t").await.unwrap();
-    let tags = c
-        .get_object_tagging()
-        .bucket(&bucket)
-        .key("t.txt")
-        .send()
-        .await;
+    let call = c.get_object_tagging().bucket(&bucket).key("t.txt");
+    let tags = call.send().await;
     assert!(
         tags.is_ok(),
         "object metadata ReadOnly cannot read tags: {tags:?}"
     );
-    let tagging = aws_sdk_s3::types::Tagging::builder()
-        .tag_set(
-            aws_sdk_s3::types::Tag::builder()
-                .key("k")
-                .value("v")
-                .build()
-                .unwrap(),
-        )
-        .build()
-        .unwrap();
-    let set = c
-        .put_object_tagging()
-        .bucket(&bucket)
-        .key("t.txt")
-        .tagging(tagging)
-        .send()
-        .await;
+    let tag = Tag::builder().key("k").value("v").build().unwrap();
+    let tagging = Tagging::builder().tag_set(tag).build().unwrap();
+    let call = c.put_object_tagging().bucket(&bucket).key("t.txt");
+    let set = call.tagging(tagging).send().await;
     assert!(set.is_err(), "object metadata ReadOnly wrote tags");
     let versioning = c.get_bucket_versioning().bucket(&bucket).send().await;
     assert!(
@@ -211,8 +198,7 @@ async fn metadata_modes_are_enforced_per_category() {
 
 #[tokio::test]
 async fn ten_concurrent_grants_on_one_bucket_all_hold_and_concurrent_revokes_leave_no_statement() {
-    let d = Served::start().await;
-    let bucket = d.new_bucket(&[]).await;
+    let (d, bucket) = Served::with_bucket().await;
     let grants = (0..10).map(|_| {
         let (d, bucket) = (&d, bucket.clone());
         async move { d.new_access(&[access(&bucket, ReadWrite)]).await }
@@ -226,15 +212,7 @@ async fn ten_concurrent_grants_on_one_bucket_all_hold_and_concurrent_revokes_lea
             .unwrap_or_else(|e| panic!("access {i}: {e}"));
         assert_eq!(get(&c, &bucket, &format!("from-{i}")).await.unwrap(), "x");
     }
-    let policy_text = s3(rgw().admin_keys())
-        .get_bucket_policy()
-        .bucket(&bucket)
-        .send()
-        .await
-        .unwrap()
-        .policy()
-        .unwrap()
-        .to_owned();
+    let policy_text = bucket_policy(&bucket).await.unwrap();
     let mut granted = policy::accounts(&policy_text);
     granted.sort();
     let mut expected: Vec<String> = accounts.iter().map(|(a, _)| a.clone()).collect();
@@ -248,11 +226,7 @@ async fn ten_concurrent_grants_on_one_bucket_all_hold_and_concurrent_revokes_lea
     for r in futures::future::join_all(revokes).await {
         r.unwrap();
     }
-    let after = s3(rgw().admin_keys())
-        .get_bucket_policy()
-        .bucket(&bucket)
-        .send()
-        .await;
+    let after = bucket_policy(&bucket).await;
     assert!(after.is_err(), "statements left behind: {after:?}");
     d.purge(&bucket).await;
     let users: Vec<&str> = accounts.iter().map(|(a, _)| a.as_str()).collect();
@@ -314,8 +288,7 @@ async fn a_bucket_policy_that_would_outgrow_the_limit_is_resource_exhausted() {
 
 #[tokio::test]
 async fn an_rgw_user_the_driver_did_not_create_is_never_taken_over() {
-    let d = Served::start().await;
-    let bucket = d.new_bucket(&[]).await;
+    let (d, bucket) = Served::with_bucket().await;
     let id = d.new_access_id(&[access(&bucket, ReadWrite)]).await;
     rgw().create_user(&id).unwrap();
     assert_status(

@@ -54,13 +54,8 @@ async fn the_binary_serves_with_keys_from_a_mounted_secret_logs_no_key_and_stops
     .await
     .unwrap();
     let account = format!("ba-{}", uuid::Uuid::new_v4());
-    let request = DriverGrantBucketAccessRequest {
-        account_id: account.clone(),
-        buckets: vec![access(&bucket, AccessMode::ReadWrite)],
-        protocol: ObjectProtocol::S3 as i32,
-        authentication_type: AuthenticationType::Key as i32,
-        ..Default::default()
-    };
+    let buckets = vec![access(&bucket, AccessMode::ReadWrite)];
+    let request = cosi_driver::testing::grant_request(ObjectProtocol::S3, &account, buckets);
     let issued = keys_of(
         &p.driver_grant_bucket_access(request.clone())
             .await
@@ -78,17 +73,8 @@ async fn the_binary_serves_with_keys_from_a_mounted_secret_logs_no_key_and_stops
         })
         .await
         .unwrap_err();
-    p.driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
-        account_id: account.clone(),
-        buckets: vec![RevokedBucket {
-            bucket_id: bucket.clone(),
-        }],
-        protocol: ObjectProtocol::S3 as i32,
-        authentication_type: AuthenticationType::Key as i32,
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let revoke = cosi_driver::testing::revoke_request(ObjectProtocol::S3, &account, &[&bucket]);
+    p.driver_revoke_bucket_access(revoke).await.unwrap();
     p.driver_delete_bucket(DriverDeleteBucketRequest {
         bucket_id: bucket.clone(),
         parameters: [("purgeOnDelete".to_owned(), "true".to_owned())].into(),

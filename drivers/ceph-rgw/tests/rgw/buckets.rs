@@ -147,8 +147,7 @@ async fn invalid_parameters_are_refused_before_anything_is_created() {
 
 #[tokio::test]
 async fn a_non_empty_bucket_is_refused_unless_the_class_says_to_empty_it() {
-    let d = Served::start().await;
-    let bucket = d.new_bucket(&[]).await;
+    let (d, bucket) = Served::with_bucket().await;
     let (account, keys) = d.new_access(&[access(&bucket, ReadWrite)]).await;
     put(&s3(&keys), &bucket, "keep.txt", "data").await.unwrap();
     d.revoke(&account, &[&bucket]).await.unwrap();
@@ -168,12 +167,8 @@ async fn a_non_empty_bucket_is_refused_unless_the_class_says_to_empty_it() {
 async fn emptying_a_versioned_bucket_leaves_nothing() {
     let d = Served::start().await;
     let bucket = d.new_bucket(&[("versioning", "true")]).await;
-    let status = s3(rgw().admin_keys())
-        .get_bucket_versioning()
-        .bucket(&bucket)
-        .send()
-        .await
-        .unwrap();
+    let admin = s3(rgw().admin_keys());
+    let status = s3_result(admin.get_bucket_versioning().bucket(&bucket).send().await).unwrap();
     assert_eq!(status.status().map(|s| s.as_str()), Some("Enabled"));
     let (account, keys) = d.new_access(&[access(&bucket, ReadWrite)]).await;
     let c = s3(&keys);
@@ -194,12 +189,7 @@ async fn emptying_a_versioned_bucket_leaves_nothing() {
         .send()
         .await
         .unwrap();
-    let versions = s3(rgw().admin_keys())
-        .list_object_versions()
-        .bucket(&bucket)
-        .send()
-        .await
-        .unwrap();
+    let versions = s3_result(admin.list_object_versions().bucket(&bucket).send().await).unwrap();
     assert_eq!(versions.versions().len(), 4);
     assert_eq!(versions.delete_markers().len(), 1);
     // The writer is gone before the deletion: its objects stay, owned by a

@@ -10,7 +10,7 @@ use cosi_driver_ceph_rgw::testing::RgwCluster;
 use cosi_driver_ceph_rgw::{AdminKeys, Config, RgwDriver};
 use cosi_driver_s3_common::testing;
 pub use cosi_driver_s3_common::testing::{
-    access, access_all, assert_denied, delete, get, list, put, s3_error_code, start_upload,
+    access, access_all, assert_denied, delete, get, list, put, s3_result, start_upload,
 };
 
 /// The cluster of this test binary.
@@ -43,6 +43,14 @@ impl Served {
     /// Serves a driver for the shared cluster.
     pub async fn start() -> Served {
         Served::with_config(rgw().config()).await
+    }
+
+    /// Serves a driver for the shared cluster, with a new bucket made
+    /// through it.
+    pub async fn with_bucket() -> (Served, String) {
+        let d = Served::start().await;
+        let bucket = d.new_bucket(&[]).await;
+        (d, bucket)
     }
 
     /// Serves a driver with `cfg` and the cluster's admin keys.
@@ -97,12 +105,7 @@ pub fn s3(keys: &AdminKeys) -> aws_sdk_s3::Client {
 /// Creates a bucket with the given client, returning the S3 error code on
 /// failure.
 pub async fn create(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<(), String> {
-    s3.create_bucket()
-        .bucket(bucket)
-        .send()
-        .await
-        .map(|_| ())
-        .map_err(|e| s3_error_code(&e))
+    s3_result(s3.create_bucket().bucket(bucket).send().await).map(drop)
 }
 
 /// Asserts that RGW holds none of `users` and none of `buckets`, as

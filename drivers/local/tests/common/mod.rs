@@ -367,9 +367,32 @@ pub async fn put(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     key: &str,
-    data: &'static [u8],
+    data: impl Into<Vec<u8>>,
 ) -> Result<(), String> {
-    let call = s3.put_object().bucket(bucket).key(key).body(body(data));
+    let call = s3.put_object().bucket(bucket).key(key);
+    s3_result(call.body(data.into().into()).send().await).map(drop)
+}
+
+/// Puts a small object at `key` tagged with the URL-encoded `tagging`; the
+/// S3 error code on failure.
+pub async fn put_tagged(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    tagging: &str,
+) -> Result<(), String> {
+    let call = s3.put_object().bucket(bucket).key(key).tagging(tagging);
+    s3_result(call.body(body(b"v")).send().await).map(drop)
+}
+
+/// Copies `source` (`bucket/key`) to `key`; the S3 error code on failure.
+pub async fn copy(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    source: &str,
+) -> Result<(), String> {
+    let call = s3.copy_object().bucket(bucket).key(key).copy_source(source);
     s3_result(call.send().await).map(drop)
 }
 
@@ -381,9 +404,12 @@ pub async fn get(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<Vec
 }
 
 /// Reads the metadata of `key`; the S3 error code (`HTTP <status>`) on failure.
-pub async fn head(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
-    let out = s3.head_object().bucket(bucket).key(key).send().await;
-    s3_result(out).map(drop)
+pub async fn head(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<aws_sdk_s3::operation::head_object::HeadObjectOutput, String> {
+    s3_result(s3.head_object().bucket(bucket).key(key).send().await)
 }
 
 /// Deletes `key`; the S3 error code on failure.
@@ -414,6 +440,17 @@ where
     result.map_err(|e| s3_code(&e))
 }
 
+/// Starts a multipart upload of `key`; its upload ID, or the S3 error code.
+pub async fn start_upload(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+) -> Result<String, String> {
+    let call = s3.create_multipart_upload().bucket(bucket).key(key);
+    let up = s3_result(call.send().await)?;
+    Ok(up.upload_id().unwrap().to_owned())
+}
+
 /// Starts a multipart upload of `key` and uploads `parts`, numbered from 1;
 /// returns the upload ID and the parts to complete it with.
 pub async fn upload_parts(
@@ -422,14 +459,7 @@ pub async fn upload_parts(
     key: &str,
     parts: Vec<Vec<u8>>,
 ) -> (String, Vec<aws_sdk_s3::types::CompletedPart>) {
-    let up = s3
-        .create_multipart_upload()
-        .bucket(bucket)
-        .key(key)
-        .send()
-        .await
-        .unwrap();
-    let upload_id = up.upload_id().unwrap().to_owned();
+    let upload_id = start_upload(s3, bucket, key).await.unwrap();
     let mut completed = Vec::new();
     for (n, data) in (1..).zip(parts) {
         let out = s3
@@ -486,6 +516,16 @@ pub fn one_tag(key: &str, value: &str) -> aws_sdk_s3::types::Tagging {
         .tag_set(tag.build().unwrap())
         .build()
         .unwrap()
+}
+
+/// Sets the tags of `bucket`; the S3 error code on failure.
+pub async fn put_bucket_tags(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    tagging: aws_sdk_s3::types::Tagging,
+) -> Result<(), String> {
+    let call = s3.put_bucket_tagging().bucket(bucket).tagging(tagging);
+    s3_result(call.send().await).map(drop)
 }
 
 /// Sets the tags of `key`; the S3 error code on failure.

@@ -6,8 +6,8 @@ use cosi_driver::testing::assert_status;
 use cosi_driver_s3::accounts::POLICY_NAME;
 
 use crate::common::{
-    Moto, Served, access, assert_denied, assert_managed_by, delete, get, keys_of, keys_of_user,
-    list, put, users_under,
+    Served, access, assert_denied, assert_managed_by, delete, get, keys_of, keys_of_user, list,
+    put, users_under,
 };
 
 #[tokio::test]
@@ -18,8 +18,7 @@ async fn granted_credentials_reach_their_bucket_and_no_other() {
     let admin = moto.s3(&moto.admin);
     put(&admin, &other, "secret", "not yours").await.unwrap();
 
-    let (_, keys) = d.new_access(&[access(&mine, AccessMode::ReadWrite)]).await;
-    let s3 = moto.s3(&keys);
+    let (_, s3) = d.new_client(moto, &mine, AccessMode::ReadWrite).await;
     put(&s3, &mine, "hello", "world").await.unwrap();
     assert_eq!(get(&s3, &mine, "hello").await.unwrap(), "world");
     assert_eq!(list(&s3, &mine).await.unwrap(), ["hello"]);
@@ -68,8 +67,7 @@ async fn read_only_access_cannot_write() {
         .await
         .unwrap();
 
-    let (_, keys) = d.new_access(&[access(&bucket, AccessMode::ReadOnly)]).await;
-    let s3 = moto.s3(&keys);
+    let (_, s3) = d.new_client(moto, &bucket, AccessMode::ReadOnly).await;
     assert_eq!(get(&s3, &bucket, "doc").await.unwrap(), "content");
     assert_eq!(list(&s3, &bucket).await.unwrap(), ["doc"]);
     assert_denied(put(&s3, &bucket, "new", "x").await);
@@ -81,10 +79,7 @@ async fn read_only_access_cannot_write() {
 async fn write_only_access_cannot_read() {
     let (moto, d) = Served::on_shared().await;
     let bucket = d.new_bucket(&[]).await;
-    let (_, keys) = d
-        .new_access(&[access(&bucket, AccessMode::WriteOnly)])
-        .await;
-    let s3 = moto.s3(&keys);
+    let (_, s3) = d.new_client(moto, &bucket, AccessMode::WriteOnly).await;
     put(&s3, &bucket, "drop", "box").await.unwrap();
     assert_denied(get(&s3, &bucket, "drop").await);
     assert_denied(list(&s3, &bucket).await);
@@ -93,15 +88,9 @@ async fn write_only_access_cannot_read() {
 
 #[tokio::test]
 async fn revoked_key_fails_on_next_request() {
-    let moto = Moto::shared();
-    let cfg = moto.config();
-    let path = cfg.user_path.clone();
-    let d = Served::start(cfg, &moto.admin).await;
+    let (moto, d, path) = Served::on_shared_path().await;
     let bucket = d.new_bucket(&[]).await;
-    let (account, keys) = d
-        .new_access(&[access(&bucket, AccessMode::ReadWrite)])
-        .await;
-    let s3 = moto.s3(&keys);
+    let (account, s3) = d.new_client(moto, &bucket, AccessMode::ReadWrite).await;
     put(&s3, &bucket, "k", "v").await.unwrap();
 
     d.revoke(&account, &[&bucket]).await.unwrap();
@@ -119,10 +108,7 @@ async fn revoked_key_fails_on_next_request() {
 
 #[tokio::test]
 async fn interrupted_grant_retried_leaves_one_user_with_one_key() {
-    let moto = Moto::shared();
-    let cfg = moto.config();
-    let path = cfg.user_path.clone();
-    let d = Served::start(cfg, &moto.admin).await;
+    let (moto, d, path) = Served::on_shared_path().await;
     let bucket = d.new_bucket(&[]).await;
     let buckets = [access(&bucket, AccessMode::ReadWrite)];
     let name = format!("ba-{}", uuid::Uuid::new_v4());
@@ -155,10 +141,7 @@ async fn interrupted_grant_retried_leaves_one_user_with_one_key() {
 
 #[tokio::test]
 async fn one_access_to_several_buckets_is_one_user_with_one_policy() {
-    let moto = Moto::shared();
-    let cfg = moto.config();
-    let path = cfg.user_path.clone();
-    let d = Served::start(cfg, &moto.admin).await;
+    let (moto, d, path) = Served::on_shared_path().await;
     let a = d.new_bucket(&[]).await;
     let b = d.new_bucket(&[]).await;
     let (account, keys) = d
@@ -173,12 +156,8 @@ async fn one_access_to_several_buckets_is_one_user_with_one_policy() {
 
     let iam = moto.iam();
     assert_eq!(users_under(&iam, &path).await, vec![account.clone()]);
-    let policies = iam
-        .list_user_policies()
-        .user_name(&account)
-        .send()
-        .await
-        .unwrap();
+    let request = iam.list_user_policies().user_name(&account);
+    let policies = request.send().await.unwrap();
     assert_eq!(policies.policy_names(), [POLICY_NAME]);
     assert_managed_by(&iam, &account, "s3.cosi-rs.dev").await;
     d.stop().await;
@@ -211,10 +190,7 @@ async fn foreign_iam_user_is_refused_and_left_alone() {
 
 #[tokio::test]
 async fn grant_to_a_missing_bucket_is_not_found_and_creates_nothing() {
-    let moto = Moto::shared();
-    let cfg = moto.config();
-    let path = cfg.user_path.clone();
-    let d = Served::start(cfg, &moto.admin).await;
+    let (moto, d, path) = Served::on_shared_path().await;
     let missing = format!("bc-{}", uuid::Uuid::new_v4());
     let buckets = [access(&missing, AccessMode::ReadWrite)];
     let id = d.new_access_id(&buckets).await;

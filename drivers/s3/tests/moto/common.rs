@@ -288,12 +288,13 @@ async fn bootstrap_admin(endpoint: &str, ca_pem: Option<&str>) -> Keys {
         .send()
         .await
         .expect("bootstrap PutUserPolicy");
-    let out = iam
-        .create_access_key()
-        .user_name(ADMIN_USER)
-        .send()
-        .await
-        .expect("bootstrap CreateAccessKey");
+    new_access_key(&iam, ADMIN_USER).await
+}
+
+/// Creates an access key for IAM user `user`; its keys.
+pub async fn new_access_key(iam: &aws_sdk_iam::Client, user: &str) -> Keys {
+    let request = iam.create_access_key().user_name(user);
+    let out = request.send().await.expect("CreateAccessKey");
     let key = out.access_key().expect("access key");
     Keys {
         id: key.access_key_id().to_owned(),
@@ -333,6 +334,15 @@ impl Served {
         (moto, Served::on(moto).await)
     }
 
+    /// Serves a driver for the shared Moto server, returned with it and
+    /// the IAM path of the users this driver makes (its own).
+    pub async fn on_shared_path() -> (&'static Moto, Served, String) {
+        let moto = Moto::shared();
+        let cfg = moto.config();
+        let path = cfg.user_path.clone();
+        (moto, Served::start(cfg, &moto.admin).await, path)
+    }
+
     /// Stops the server and waits for it.
     pub async fn stop(self) {
         self.0.stop().await
@@ -343,6 +353,18 @@ impl Served {
     pub async fn new_access(&self, buckets: &[AccessedBucket]) -> (String, Keys) {
         let (id, resp) = self.0.new_grant(buckets).await;
         (id, keys_of(&resp))
+    }
+
+    /// Grants a fresh account `mode` access to `bucket`, returning the
+    /// account ID and an S3 client of `moto` for the issued keys.
+    pub async fn new_client(
+        &self,
+        moto: &Moto,
+        bucket: &str,
+        mode: AccessMode,
+    ) -> (String, aws_sdk_s3::Client) {
+        let (id, keys) = self.new_access(&[access(bucket, mode)]).await;
+        (id, moto.s3(&keys))
     }
 }
 
@@ -370,12 +392,8 @@ pub async fn assert_managed_by(iam: &aws_sdk_iam::Client, account: &str, driver:
 
 /// The users under `path`, as the admin sees them.
 pub async fn users_under(iam: &aws_sdk_iam::Client, path: &str) -> Vec<String> {
-    let out = iam
-        .list_users()
-        .path_prefix(path)
-        .send()
-        .await
-        .expect("ListUsers");
+    let request = iam.list_users().path_prefix(path);
+    let out = request.send().await.expect("ListUsers");
     out.users()
         .iter()
         .map(|u| u.user_name().to_owned())
@@ -384,12 +402,8 @@ pub async fn users_under(iam: &aws_sdk_iam::Client, path: &str) -> Vec<String> {
 
 /// The access key IDs of `user`.
 pub async fn keys_of_user(iam: &aws_sdk_iam::Client, user: &str) -> Vec<String> {
-    let out = iam
-        .list_access_keys()
-        .user_name(user)
-        .send()
-        .await
-        .expect("ListAccessKeys");
+    let request = iam.list_access_keys().user_name(user);
+    let out = request.send().await.expect("ListAccessKeys");
     out.access_key_metadata()
         .iter()
         .filter_map(|k| k.access_key_id().map(str::to_owned))

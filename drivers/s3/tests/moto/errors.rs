@@ -5,13 +5,26 @@ use cosi_driver::Code;
 use cosi_driver::proto::*;
 use cosi_driver::testing::assert_status;
 
-use crate::common::{Keys, Moto, Served, access, map};
+use crate::common::{Keys, Moto, Served, access, map, new_access_key};
 
 fn assert_no_credentials(message: &str, keys: &[&Keys]) {
     for k in keys {
         assert!(!message.contains(&k.id), "access key ID leaked: {message}");
         assert!(!message.contains(&k.secret), "secret leaked: {message}");
     }
+}
+
+/// Serves a driver for the shared server with `admin` as its admin keys
+/// and asserts that creating a fresh bucket fails with `code`, naming
+/// `needles` and neither `admin`'s nor the real admin's keys; returns the
+/// served driver.
+async fn assert_create_refused(admin: &Keys, code: Code, needles: &[&str]) -> Served {
+    let moto = Moto::shared();
+    let d = Served::start(moto.config(), admin).await;
+    let name = format!("bc-{}", uuid::Uuid::new_v4());
+    let err = assert_status(d.create_bucket(&name, &[]).await, code, needles);
+    assert_no_credentials(err.message(), &[admin, &moto.admin]);
+    d
 }
 
 #[tokio::test]
@@ -30,14 +43,8 @@ async fn wrong_admin_secret_is_unauthenticated() {
         id: moto.admin.id.clone(),
         secret: "wJalrXUtnFEMIK7MDENGbPxRfiCYWRONGSECRET1".into(),
     };
-    let d = Served::start(moto.config(), &wrong).await;
-    let err = assert_status(
-        d.create_bucket(&format!("bc-{}", uuid::Uuid::new_v4()), &[])
-            .await,
-        Code::Unauthenticated,
-        &["SignatureDoesNotMatch", "admin credentials"],
-    );
-    assert_no_credentials(err.message(), &[&wrong, &moto.admin]);
+    let needles = ["SignatureDoesNotMatch", "admin credentials"];
+    let d = assert_create_refused(&wrong, Code::Unauthenticated, &needles).await;
     d.stop().await;
 }
 
@@ -74,25 +81,9 @@ async fn admin_without_permissions_is_permission_denied() {
         &uuid::Uuid::new_v4().simple().to_string()[..8]
     );
     iam.create_user().user_name(&user).send().await.unwrap();
-    let out = iam
-        .create_access_key()
-        .user_name(&user)
-        .send()
-        .await
-        .unwrap();
-    let key = out.access_key().unwrap();
-    let powerless = Keys {
-        id: key.access_key_id().into(),
-        secret: key.secret_access_key().into(),
-    };
-    let d = Served::start(moto.config(), &powerless).await;
-    let err = assert_status(
-        d.create_bucket(&format!("bc-{}", uuid::Uuid::new_v4()), &[])
-            .await,
-        Code::PermissionDenied,
-        &["S3 CreateBucket", "admin policy"],
-    );
-    assert_no_credentials(err.message(), &[&powerless, &moto.admin]);
+    let powerless = new_access_key(&iam, &user).await;
+    let needles = ["S3 CreateBucket", "admin policy"];
+    let d = assert_create_refused(&powerless, Code::PermissionDenied, &needles).await;
 
     let admin = Served::on(moto).await;
     let bucket = admin.new_bucket(&[]).await;
