@@ -51,8 +51,7 @@ fn assert_refused_for(conds: &[Condition], reason: &str) {
 #[tokio::test]
 async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_gone() {
     let env = env().await;
-    env.provisioned_claim("shared", DELETE).await;
-    let first = env.provisioned_rw_access("first", "shared").await;
+    let first = env.claim_and_rw_access("shared", "first").await;
     let first_uid = first.uid().unwrap();
 
     // A later access asks for the same Secret name.
@@ -69,7 +68,7 @@ async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_go
         )
         .await
         .unwrap();
-    let second = env.wait_access_refused("second").await;
+    let second = env.wait_refused::<BucketAccess>("second").await;
     assert_refused_for(second.conditions(), "AccessSecretNameInUse");
     let why = message(second.conditions(), RESOURCES_VALIDATED);
     assert!(why.contains("BucketAccess default/first"), "{why}");
@@ -107,7 +106,7 @@ async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_go
 
     // The first access gone, the second proceeds and gets the name.
     env.remove_access("first").await;
-    let second = env.wait_access_provisioned("second").await;
+    let second = env.wait_provisioned::<BucketAccess>("second").await;
     let s = env.secrets().get("first").await.unwrap();
     assert_eq!(controller_uid(&s), second.uid().as_deref());
     let (s3c, bucket) = env.s3("first").await;
@@ -123,10 +122,9 @@ async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_go
 #[tokio::test]
 async fn a_provisioned_access_whose_secret_another_access_took_reports_it_and_writes_nothing() {
     let env = env().await;
-    env.provisioned_claim("photos", DELETE).await;
-    env.provisioned_rw_access("owner", "photos").await;
+    env.claim_and_rw_access("photos", "owner").await;
     let intruder = env
-        .provisioned_access("intruder", SINGLE, &["photos"], BucketAccessMode::ReadOnly)
+        .provisioned_access("intruder", SINGLE, "photos", BucketAccessMode::ReadOnly)
         .await;
 
     // As a sidecar of an older release could have done after the Secret's
@@ -161,14 +159,7 @@ async fn a_provisioned_access_whose_secret_another_access_took_reports_it_and_wr
     assert_eq!(after.resource_version(), taken.resource_version());
 
     // Cleanup: the Secret is the intruder's now, as far as COSI can tell.
-    env.secrets()
-        .patch(
-            "owner",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    env.strip_secret_finalizers("owner").await;
     env.remove_access("owner").await;
     env.remove_access_and_claim("intruder", "photos").await;
     env.stop_empty().await;
@@ -184,17 +175,13 @@ fn cosi_sidecar_owner(
 #[tokio::test]
 async fn a_secret_deleted_by_hand_is_kept_while_its_access_lives_and_one_forced_away_comes_back() {
     let env = env().await;
-    env.provisioned_claim("photos", DELETE).await;
-    let access = env.provisioned_rw_access("app", "photos").await;
+    let access = env.claim_and_rw_access("photos", "app").await;
     let before = env.secrets().get("app").await.unwrap();
     let keys_before = env.secret("app").await;
 
     // A user deletes the Secret: COSI's finalizer keeps it, and the access
     // tells how to remove it properly.
-    env.secrets()
-        .delete("app", &Default::default())
-        .await
-        .unwrap();
+    env.delete_secret("app").await;
     let e = env.event("BucketAccess", "app", "SecretProtected").await;
     assert_eq!(e.type_.as_deref(), Some("Warning"));
     let note = e.note.unwrap_or_default();
@@ -270,13 +257,7 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
 
     env.provisioned_claim("photos", DELETE).await;
     env.rw_access("app", "photos").await;
-    let a = env
-        .wait_for_object(
-            "app",
-            "to report the failed write",
-            invalid(BucketAccess::conditions),
-        )
-        .await;
+    let a = env.wait_refused::<BucketAccess>("app").await;
     assert_refused_for(a.conditions(), "SecretWriteFailed");
     let why = message(a.conditions(), RESOURCES_VALIDATED);
     assert!(
@@ -293,7 +274,7 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
 
     // Allowed again, the retry writes the Secret.
     apply(&full);
-    env.wait_access_provisioned("app").await;
+    env.wait_provisioned::<BucketAccess>("app").await;
     let (s3c, bucket) = env.s3("app").await;
     put(&s3c, &bucket, "k", b"v").await.unwrap();
     // The grant that could not be written returned these same keys (the
