@@ -37,15 +37,21 @@ fn message(conds: &[Condition], type_: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Both `ResourcesValidated` and `Provisioned` are False for `reason`.
-fn assert_refused_for(conds: &[Condition], reason: &str) {
+/// Waits until the access `name` is refused for `reason` (both
+/// `ResourcesValidated` and `Provisioned` False) and a Warning Event with
+/// that reason is out; the access, the refusal's message and the Event's note.
+async fn refused_for(env: &Env, name: &str, reason: &str) -> (BucketAccess, String, String) {
+    let access = env.wait_refused::<BucketAccess>(name).await;
     for type_ in [RESOURCES_VALIDATED, PROVISIONED] {
         assert_eq!(
-            condition(conds, type_),
+            condition(access.conditions(), type_),
             Some(("False".into(), reason.into())),
             "{type_}"
         );
     }
+    let why = message(access.conditions(), RESOURCES_VALIDATED);
+    let note = env.warning("BucketAccess", name, reason).await;
+    (access, why, note)
 }
 
 #[tokio::test]
@@ -68,15 +74,9 @@ async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_go
         )
         .await
         .unwrap();
-    let second = env.wait_refused::<BucketAccess>("second").await;
-    assert_refused_for(second.conditions(), "AccessSecretNameInUse");
-    let why = message(second.conditions(), RESOURCES_VALIDATED);
+    let (second, why, _) = refused_for(&env, "second", "AccessSecretNameInUse").await;
     assert!(why.contains("BucketAccess default/first"), "{why}");
     assert!(why.contains("\"first\""), "{why}");
-    let e = env
-        .event("BucketAccess", "second", "AccessSecretNameInUse")
-        .await;
-    assert_eq!(e.type_.as_deref(), Some("Warning"));
     // Refused before any grant: never handed to the sidecar.
     assert!(!second.is_handed_to_sidecar());
     assert!(second.account_id().is_none());
@@ -152,8 +152,7 @@ async fn a_provisioned_access_whose_secret_another_access_took_reports_it_and_wr
         let why = message(owner.conditions(), type_);
         assert!(why.contains("BucketAccess default/intruder"), "{why}");
     }
-    let e = env.event("BucketAccess", "owner", "SecretNotOwned").await;
-    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    env.warning("BucketAccess", "owner", "SecretNotOwned").await;
     tokio::time::sleep(SETTLE).await;
     let after = env.secrets().get("owner").await.unwrap();
     assert_eq!(after.resource_version(), taken.resource_version());
@@ -182,9 +181,7 @@ async fn a_secret_deleted_by_hand_is_kept_while_its_access_lives_and_one_forced_
     // A user deletes the Secret: COSI's finalizer keeps it, and the access
     // tells how to remove it properly.
     env.delete_secret("app").await;
-    let e = env.event("BucketAccess", "app", "SecretProtected").await;
-    assert_eq!(e.type_.as_deref(), Some("Warning"));
-    let note = e.note.unwrap_or_default();
+    let note = env.warning("BucketAccess", "app", "SecretProtected").await;
     assert!(note.contains("Secret default/app"), "{note}");
     assert!(
         note.contains("kubectl delete bucketaccess app -n default"),
@@ -222,8 +219,7 @@ async fn a_secret_deleted_by_hand_is_kept_while_its_access_lives_and_one_forced_
         Some("default/app")
     );
     assert_eq!(env.secret("app").await, keys_before);
-    let e = env.event("BucketAccess", "app", "SecretRecreated").await;
-    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    env.warning("BucketAccess", "app", "SecretRecreated").await;
     let (s3c, bucket) = env.s3("app").await;
     assert_eq!(get(&s3c, &bucket, "still").await.unwrap(), b"works");
 
@@ -257,9 +253,7 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
 
     env.provisioned_claim("photos", DELETE).await;
     env.rw_access("app", "photos").await;
-    let a = env.wait_refused::<BucketAccess>("app").await;
-    assert_refused_for(a.conditions(), "SecretWriteFailed");
-    let why = message(a.conditions(), RESOURCES_VALIDATED);
+    let (_, why, note) = refused_for(&env, "app", "SecretWriteFailed").await;
     assert!(
         why.starts_with("cannot create Secret default/app:"),
         "{why}"
@@ -268,9 +262,6 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
         why.contains("ClusterRole must allow create on secrets"),
         "{why}"
     );
-    let e = env.event("BucketAccess", "app", "SecretWriteFailed").await;
-    assert_eq!(e.type_.as_deref(), Some("Warning"));
-    let note = e.note.unwrap_or_default();
 
     // Allowed again, the retry writes the Secret.
     apply(&full);

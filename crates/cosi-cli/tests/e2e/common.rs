@@ -436,6 +436,14 @@ impl Env {
         }
     }
 
+    /// Waits for a Warning Event with `reason` about `kind/name`, as
+    /// [`Env::event`] does; its note.
+    pub async fn warning(&self, kind: &str, name: &str, reason: &str) -> String {
+        let e = self.event(kind, name, reason).await;
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        e.note.unwrap_or_default()
+    }
+
     /// The Events with `reason` about `kind/name` now.
     pub async fn events(&self, kind: &str, name: &str, reason: &str) -> Vec<Event> {
         events_about(&self.client, kind, name)
