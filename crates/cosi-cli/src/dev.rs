@@ -502,17 +502,18 @@ mod tests {
     fn banner_starts_with_the_ready_line_and_names_every_address() {
         let text = banner_with(&[]);
         assert!(text.starts_with(READY_LINE));
-        for needle in [
-            "http://127.0.0.1:1234",
-            "export KUBECONFIG=/tmp/k/kubeconfig",
-            "S3 endpoint  http://127.0.0.1:9000",
-            "BucketClass local-retain (Retain)",
-            "(temporary, removed at exit)",
-            "kubectl wait --for=condition=Provisioned",
-            "  sidecar      metrics http://127.0.0.1:8080/metrics, health http://127.0.0.1:8081/readyz",
-        ] {
-            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
-        }
+        assert_mentions(
+            &text,
+            &[
+                "http://127.0.0.1:1234",
+                "export KUBECONFIG=/tmp/k/kubeconfig",
+                "S3 endpoint  http://127.0.0.1:9000",
+                "BucketClass local-retain (Retain)",
+                "(temporary, removed at exit)",
+                "kubectl wait --for=condition=Provisioned",
+                "  sidecar      metrics http://127.0.0.1:8080/metrics, health http://127.0.0.1:8081/readyz",
+            ],
+        );
         assert!(!text.contains("earlier run"));
     }
 
@@ -543,12 +544,20 @@ mod tests {
             flavor: &AZURE,
             ..banner_fields()
         });
-        for needle in [
-            "Blob endpoint http://127.0.0.1:10000/devstoreaccount1",
-            "BucketAccessClass azure (Key, SingleBucket)",
-            "protocols: [Azure]",
-            "{.data.AZURE_STORAGE_SAS_TOKEN}",
-        ] {
+        assert_mentions(
+            &text,
+            &[
+                "Blob endpoint http://127.0.0.1:10000/devstoreaccount1",
+                "BucketAccessClass azure (Key, SingleBucket)",
+                "protocols: [Azure]",
+                "{.data.AZURE_STORAGE_SAS_TOKEN}",
+            ],
+        );
+    }
+
+    /// Asserts `text` holds each of `needles`.
+    fn assert_mentions(text: &str, needles: &[&str]) {
+        for needle in needles {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");
         }
     }

@@ -19,37 +19,9 @@ use cosi_runtime::Shutdown;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-/// The Provisioner RPCs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Rpc {
-    /// DriverGenerateBucketId.
-    GenerateBucketId,
-    /// DriverCreateBucket.
-    CreateBucket,
-    /// DriverGetBucket.
-    GetBucket,
-    /// DriverDeleteBucket.
-    DeleteBucket,
-    /// DriverGenerateBucketAccessId.
-    GenerateBucketAccessId,
-    /// DriverGrantBucketAccess.
-    GrantBucketAccess,
-    /// DriverRevokeBucketAccess.
-    RevokeBucketAccess,
-}
-
-impl Rpc {
-    /// Every RPC.
-    pub const ALL: [Rpc; 7] = [
-        Rpc::GenerateBucketId,
-        Rpc::CreateBucket,
-        Rpc::GetBucket,
-        Rpc::DeleteBucket,
-        Rpc::GenerateBucketAccessId,
-        Rpc::GrantBucketAccess,
-        Rpc::RevokeBucketAccess,
-    ];
-}
+/// A driver RPC, as the sidecar names it in its metrics; the faulty driver
+/// counts and faults the Provisioner ones (every variant but `GetInfo`).
+pub use cosi_sidecar::driver::Method as Rpc;
 
 /// When a fault strikes relative to the real call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -16,4 +16,4 @@ pub mod s3;
 pub mod stack;
 pub mod wait;
 
-pub use stack::{Stack, StackError, StackOptions};
+pub use stack::{Part, Stack, StackError, StackOptions};

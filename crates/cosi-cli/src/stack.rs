@@ -131,6 +131,23 @@ impl Component {
     }
 }
 
+/// A component of the stack, stopped or killed on its own and started
+/// again by its `start_` method.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Part {
+    /// The controller.
+    Controller,
+    /// The sidecar.
+    Sidecar,
+    /// The local driver and its S3 endpoint.
+    Driver,
+}
+
+impl Part {
+    /// Every part, in the order a shutdown stops them.
+    pub const ALL: [Part; 3] = [Part::Controller, Part::Sidecar, Part::Driver];
+}
+
 /// How a component is ended.
 #[derive(Clone, Copy)]
 enum Ending {
@@ -385,41 +402,28 @@ impl Stack {
         }
     }
 
-    /// Stops the controller gracefully.
-    pub async fn stop_controller(&mut self) {
-        end(self.controller.take(), Ending::Stop).await;
+    /// Stops `part` gracefully (nothing happens when it is not running).
+    pub async fn stop(&mut self, part: Part) {
+        self.end_part(part, Ending::Stop).await;
     }
 
-    /// Stops the sidecar gracefully.
-    pub async fn stop_sidecar(&mut self) {
-        end(self.sidecar.take(), Ending::Stop).await;
+    /// Kills `part`: its task is aborted wherever it is (the driver's S3
+    /// endpoint stops too).
+    pub async fn kill(&mut self, part: Part) {
+        self.end_part(part, Ending::Kill).await;
     }
 
-    /// Stops the driver and its S3 endpoint gracefully.
-    pub async fn stop_driver(&mut self) {
-        self.end_driver(Ending::Stop).await;
-    }
-
-    /// Kills the controller: its task is aborted wherever it is.
-    pub async fn kill_controller(&mut self) {
-        end(self.controller.take(), Ending::Kill).await;
-    }
-
-    /// Kills the sidecar: its task is aborted wherever it is.
-    pub async fn kill_sidecar(&mut self) {
-        end(self.sidecar.take(), Ending::Kill).await;
-    }
-
-    /// Kills the driver's gRPC server and its S3 endpoint.
-    pub async fn kill_driver(&mut self) {
-        self.end_driver(Ending::Kill).await;
-    }
-
-    /// Ends the driver's gRPC server as `how` says, then its S3 endpoint.
-    async fn end_driver(&mut self, how: Ending) {
-        if let Some(d) = self.driver.take() {
-            d.component.end(how).await;
-            d.s3.shutdown().await;
+    /// Ends `part` as `how` says; the driver's S3 endpoint after its gRPC server.
+    async fn end_part(&mut self, part: Part, how: Ending) {
+        match part {
+            Part::Controller => end(self.controller.take(), how).await,
+            Part::Sidecar => end(self.sidecar.take(), how).await,
+            Part::Driver => {
+                if let Some(d) = self.driver.take() {
+                    d.component.end(how).await;
+                    d.s3.shutdown().await;
+                }
+            }
         }
     }
 
@@ -442,9 +446,9 @@ impl Stack {
 
     /// Stops every component, then the API server.
     pub async fn shutdown(mut self) {
-        self.stop_controller().await;
-        self.stop_sidecar().await;
-        self.stop_driver().await;
+        for part in Part::ALL {
+            self.stop(part).await;
+        }
         self.sim.shutdown().await;
     }
 

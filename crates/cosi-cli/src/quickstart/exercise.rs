@@ -127,8 +127,7 @@ impl Run {
         self.step(
             "Delete the BucketAccesses: Secrets deleted, keys revoked",
             async |step, ctx| {
-                let timeout = ctx.timeout;
-                let client = ctx.stack()?.client();
+                let client = ctx.client()?;
                 let api = accesses(&client);
                 for name in [RW_ACCESS, RO_ACCESS] {
                     api.delete(name, &DeleteParams::default())
@@ -137,7 +136,7 @@ impl Run {
                 }
                 for name in [RW_ACCESS, RO_ACCESS] {
                     step.waiting(format!("BucketAccess {name} to be gone"));
-                    await_gone(&client, &api, "BucketAccess", name, timeout).await?;
+                    await_gone(&client, &api, "BucketAccess", name, ctx.timeout).await?;
                     if secrets(&client).get_opt(name).await?.is_some() {
                         bail!("Secret {name} still exists after its BucketAccess is gone");
                     }
@@ -188,8 +187,7 @@ impl Run {
         self.step(
             "Delete the BucketClaim: its Bucket goes too (Delete policy)",
             async |step, ctx| {
-                let timeout = ctx.timeout;
-                let client = ctx.stack()?.client();
+                let client = ctx.client()?;
                 let bucket_name = ctx.seen.bucket_name.clone();
                 let claims = claims(&client);
                 claims
@@ -197,10 +195,10 @@ impl Run {
                     .await
                     .context("delete the BucketClaim")?;
                 step.waiting(format!("BucketClaim {CLAIM} to be gone"));
-                await_gone(&client, &claims, "BucketClaim", CLAIM, timeout).await?;
+                await_gone(&client, &claims, "BucketClaim", CLAIM, ctx.timeout).await?;
                 step.waiting(format!("Bucket {bucket_name} to be gone"));
                 let buckets: Api<Bucket> = Api::all(client.clone());
-                await_gone(&client, &buckets, "Bucket", &bucket_name, timeout).await?;
+                await_gone(&client, &buckets, "Bucket", &bucket_name, ctx.timeout).await?;
                 Ok((
                     (),
                     vec![format!("BucketClaim and Bucket {bucket_name} deleted")],

@@ -143,7 +143,7 @@ impl Run {
             &format!("Create BucketClaim {NAMESPACE}/{CLAIM}"),
             async |_, ctx| {
                 let protocol = ctx.protocol();
-                let claims = claims(&ctx.stack()?.client());
+                let claims = claims(&ctx.client()?);
                 let mut claim = manifests::claim(NAMESPACE, CLAIM, CLASS);
                 claim.spec.protocols = vec![protocol];
                 claims
@@ -157,9 +157,8 @@ impl Run {
         self.step(
             "Wait for the BucketClaim to be provisioned",
             async |step, ctx| {
-                let timeout = ctx.timeout;
-                let client = ctx.stack()?.client();
-                let claim = await_claim_provisioned(&client, step, timeout).await?;
+                let client = ctx.client()?;
+                let claim = await_claim_provisioned(&client, step, ctx.timeout).await?;
                 let bucket_name = claim.bound_bucket_name().unwrap_or_default().to_owned();
                 let bucket = Api::<Bucket>::all(client)
                     .get(&bucket_name)
@@ -180,18 +179,16 @@ impl Run {
         self.step(
             &format!("Create BucketAccesses {RW_ACCESS} and {RO_ACCESS}"),
             async |_, ctx| {
-                let protocol = ctx.protocol();
-                let accesses = accesses(&ctx.stack()?.client());
-                let pp = PostParams::default();
+                let accesses = accesses(&ctx.client()?);
                 for (name, mode) in [
                     (RW_ACCESS, BucketAccessMode::ReadWrite),
                     (RO_ACCESS, BucketAccessMode::ReadOnly),
                 ] {
                     let mut access =
                         manifests::access(NAMESPACE, name, CLASS, &[(CLAIM, name)], mode);
-                    access.spec.protocol = protocol;
+                    access.spec.protocol = ctx.protocol();
                     accesses
-                        .create(&pp, &access)
+                        .create(&PostParams::default(), &access)
                         .await
                         .with_context(|| format!("create BucketAccess {name}"))?;
                 }
@@ -208,11 +205,10 @@ impl Run {
         self.step(
             "Wait for both BucketAccesses to be provisioned",
             async |step, ctx| {
-                let timeout = ctx.timeout;
-                let client = ctx.stack()?.client();
+                let client = ctx.client()?;
                 let mut details = Vec::new();
                 for name in [RW_ACCESS, RO_ACCESS] {
-                    let access = await_access_provisioned(&client, name, step, timeout).await?;
+                    let access = await_access_provisioned(&client, name, step, ctx.timeout).await?;
                     let account = access.account_id().unwrap_or_default().to_owned();
                     details.push(format!("{name}: account {account}"));
                     ctx.seen.account_ids.push(account);
@@ -224,7 +220,7 @@ impl Run {
         self.step(
             "Read the access Secrets (credentials redacted)",
             async |_, ctx| {
-                let secrets = secrets(&ctx.stack()?.client());
+                let secrets = secrets(&ctx.client()?);
                 let rw = s3::secret_data(&secrets.get(RW_ACCESS).await.context("read Secret")?);
                 let ro = s3::secret_data(&secrets.get(RO_ACCESS).await.context("read Secret")?);
                 let mut details = vec![format!("Secret {NAMESPACE}/{RW_ACCESS}:")];

@@ -148,6 +148,11 @@ impl Ctx<'_> {
             .as_mut()
             .ok_or_else(|| anyhow!("the stack is not running"))
     }
+
+    /// A client of the running stack's API server.
+    pub(super) fn client(&mut self) -> anyhow::Result<Client> {
+        Ok(self.stack()?.client())
+    }
 }
 
 /// The BucketClaims of the quickstart's namespace.

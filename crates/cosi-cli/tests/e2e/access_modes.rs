@@ -25,7 +25,7 @@ async fn seeded_with_access(
 ) -> (Env, String, aws_sdk_s3::Client) {
     let env = Env::start().await;
     let bucket = seeded(&env).await;
-    env.provisioned_access(name, SINGLE, &["data"], mode).await;
+    env.provisioned_access(name, SINGLE, "data", mode).await;
     let (s3c, named) = env.s3(name).await;
     assert_eq!(named, bucket);
     (env, bucket, s3c)
@@ -131,7 +131,7 @@ async fn a_class_forbidding_a_mode_refuses_accesses_asking_for_it() {
         BucketAccessMode::ReadWrite,
     )
     .await;
-    let refused = env.wait_access_refused("wants-write").await;
+    let refused = env.wait_refused::<BucketAccess>("wants-write").await;
     let (_, reason) = condition(refused.conditions(), "ResourcesValidated").unwrap();
     assert_eq!(reason, "AccessModeNotAllowed");
     assert!(env.backend().accounts.is_empty());
@@ -140,7 +140,7 @@ async fn a_class_forbidding_a_mode_refuses_accesses_asking_for_it() {
     env.provisioned_access(
         "reads",
         "read-only-class",
-        &["data"],
+        "data",
         BucketAccessMode::ReadOnly,
     )
     .await;

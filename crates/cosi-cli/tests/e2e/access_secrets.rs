@@ -37,22 +37,27 @@ fn message(conds: &[Condition], type_: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Both `ResourcesValidated` and `Provisioned` are False for `reason`.
-fn assert_refused_for(conds: &[Condition], reason: &str) {
+/// Waits until the access `name` is refused for `reason` (both
+/// `ResourcesValidated` and `Provisioned` False) and a Warning Event with
+/// that reason is out; the access, the refusal's message and the Event's note.
+async fn refused_for(env: &Env, name: &str, reason: &str) -> (BucketAccess, String, String) {
+    let access = env.wait_refused::<BucketAccess>(name).await;
     for type_ in [RESOURCES_VALIDATED, PROVISIONED] {
         assert_eq!(
-            condition(conds, type_),
+            condition(access.conditions(), type_),
             Some(("False".into(), reason.into())),
             "{type_}"
         );
     }
+    let why = message(access.conditions(), RESOURCES_VALIDATED);
+    let note = env.warning("BucketAccess", name, reason).await;
+    (access, why, note)
 }
 
 #[tokio::test]
 async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_gone() {
     let env = env().await;
-    env.provisioned_claim("shared", DELETE).await;
-    let first = env.provisioned_rw_access("first", "shared").await;
+    let first = env.claim_and_rw_access("shared", "first").await;
     let first_uid = first.uid().unwrap();
 
     // A later access asks for the same Secret name.
@@ -69,15 +74,9 @@ async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_go
         )
         .await
         .unwrap();
-    let second = env.wait_access_refused("second").await;
-    assert_refused_for(second.conditions(), "AccessSecretNameInUse");
-    let why = message(second.conditions(), RESOURCES_VALIDATED);
+    let (second, why, _) = refused_for(&env, "second", "AccessSecretNameInUse").await;
     assert!(why.contains("BucketAccess default/first"), "{why}");
     assert!(why.contains("\"first\""), "{why}");
-    let e = env
-        .event("BucketAccess", "second", "AccessSecretNameInUse")
-        .await;
-    assert_eq!(e.type_.as_deref(), Some("Warning"));
     // Refused before any grant: never handed to the sidecar.
     assert!(!second.is_handed_to_sidecar());
     assert!(second.account_id().is_none());
@@ -107,7 +106,7 @@ async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_go
 
     // The first access gone, the second proceeds and gets the name.
     env.remove_access("first").await;
-    let second = env.wait_access_provisioned("second").await;
+    let second = env.wait_provisioned::<BucketAccess>("second").await;
     let s = env.secrets().get("first").await.unwrap();
     assert_eq!(controller_uid(&s), second.uid().as_deref());
     let (s3c, bucket) = env.s3("first").await;
@@ -123,10 +122,9 @@ async fn a_second_access_naming_the_same_secret_is_refused_until_the_first_is_go
 #[tokio::test]
 async fn a_provisioned_access_whose_secret_another_access_took_reports_it_and_writes_nothing() {
     let env = env().await;
-    env.provisioned_claim("photos", DELETE).await;
-    env.provisioned_rw_access("owner", "photos").await;
+    env.claim_and_rw_access("photos", "owner").await;
     let intruder = env
-        .provisioned_access("intruder", SINGLE, &["photos"], BucketAccessMode::ReadOnly)
+        .provisioned_access("intruder", SINGLE, "photos", BucketAccessMode::ReadOnly)
         .await;
 
     // As a sidecar of an older release could have done after the Secret's
@@ -154,21 +152,13 @@ async fn a_provisioned_access_whose_secret_another_access_took_reports_it_and_wr
         let why = message(owner.conditions(), type_);
         assert!(why.contains("BucketAccess default/intruder"), "{why}");
     }
-    let e = env.event("BucketAccess", "owner", "SecretNotOwned").await;
-    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    env.warning("BucketAccess", "owner", "SecretNotOwned").await;
     tokio::time::sleep(SETTLE).await;
     let after = env.secrets().get("owner").await.unwrap();
     assert_eq!(after.resource_version(), taken.resource_version());
 
     // Cleanup: the Secret is the intruder's now, as far as COSI can tell.
-    env.secrets()
-        .patch(
-            "owner",
-            &kube::api::PatchParams::default(),
-            &kube::api::Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    env.strip_secret_finalizers("owner").await;
     env.remove_access("owner").await;
     env.remove_access_and_claim("intruder", "photos").await;
     env.stop_empty().await;
@@ -184,20 +174,14 @@ fn cosi_sidecar_owner(
 #[tokio::test]
 async fn a_secret_deleted_by_hand_is_kept_while_its_access_lives_and_one_forced_away_comes_back() {
     let env = env().await;
-    env.provisioned_claim("photos", DELETE).await;
-    let access = env.provisioned_rw_access("app", "photos").await;
+    let access = env.claim_and_rw_access("photos", "app").await;
     let before = env.secrets().get("app").await.unwrap();
     let keys_before = env.secret("app").await;
 
     // A user deletes the Secret: COSI's finalizer keeps it, and the access
     // tells how to remove it properly.
-    env.secrets()
-        .delete("app", &Default::default())
-        .await
-        .unwrap();
-    let e = env.event("BucketAccess", "app", "SecretProtected").await;
-    assert_eq!(e.type_.as_deref(), Some("Warning"));
-    let note = e.note.unwrap_or_default();
+    env.delete_secret("app").await;
+    let note = env.warning("BucketAccess", "app", "SecretProtected").await;
     assert!(note.contains("Secret default/app"), "{note}");
     assert!(
         note.contains("kubectl delete bucketaccess app -n default"),
@@ -235,8 +219,7 @@ async fn a_secret_deleted_by_hand_is_kept_while_its_access_lives_and_one_forced_
         Some("default/app")
     );
     assert_eq!(env.secret("app").await, keys_before);
-    let e = env.event("BucketAccess", "app", "SecretRecreated").await;
-    assert_eq!(e.type_.as_deref(), Some("Warning"));
+    env.warning("BucketAccess", "app", "SecretRecreated").await;
     let (s3c, bucket) = env.s3("app").await;
     assert_eq!(get(&s3c, &bucket, "still").await.unwrap(), b"works");
 
@@ -270,15 +253,7 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
 
     env.provisioned_claim("photos", DELETE).await;
     env.rw_access("app", "photos").await;
-    let a = env
-        .wait_for_object(
-            "app",
-            "to report the failed write",
-            invalid(BucketAccess::conditions),
-        )
-        .await;
-    assert_refused_for(a.conditions(), "SecretWriteFailed");
-    let why = message(a.conditions(), RESOURCES_VALIDATED);
+    let (_, why, note) = refused_for(&env, "app", "SecretWriteFailed").await;
     assert!(
         why.starts_with("cannot create Secret default/app:"),
         "{why}"
@@ -287,13 +262,10 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
         why.contains("ClusterRole must allow create on secrets"),
         "{why}"
     );
-    let e = env.event("BucketAccess", "app", "SecretWriteFailed").await;
-    assert_eq!(e.type_.as_deref(), Some("Warning"));
-    let note = e.note.unwrap_or_default();
 
     // Allowed again, the retry writes the Secret.
     apply(&full);
-    env.wait_access_provisioned("app").await;
+    env.wait_provisioned::<BucketAccess>("app").await;
     let (s3c, bucket) = env.s3("app").await;
     put(&s3c, &bucket, "k", b"v").await.unwrap();
     // The grant that could not be written returned these same keys (the

@@ -58,7 +58,7 @@ async fn azure_claim(env: &Env, name: &str, class: &str) -> BucketClaim {
         .create(&PostParams::default(), &claim)
         .await
         .expect("create BucketClaim");
-    env.wait_claim_provisioned(name).await
+    env.wait_provisioned::<BucketClaim>(name).await
 }
 
 async fn azure_access(
@@ -85,7 +85,7 @@ async fn azure_access(
         .create(&PostParams::default(), &access)
         .await
         .expect("create BucketAccess");
-    env.wait_access_provisioned(name).await
+    env.wait_provisioned::<BucketAccess>(name).await
 }
 
 /// Runs tests/clients/azure_blob.py with only the Secret's keys (and

@@ -10,6 +10,7 @@ use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_s3::primitives::ByteStream;
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations};
+use cosi_api::testing::HasConditions;
 use cosi_api::*;
 use cosi_cli::describe::{condition_lines, event_line, events_about};
 use cosi_cli::{Stack, StackOptions, manifests, s3, wait};
@@ -223,22 +224,39 @@ impl Env {
             .expect("create BucketClaim")
     }
 
+    /// Creates a claim for the existing Bucket `bucket` and waits until it
+    /// is provisioned.
+    pub async fn provisioned_static_claim(&self, name: &str, bucket: &str) -> BucketClaim {
+        self.static_claim(name, bucket).await;
+        self.wait_provisioned::<BucketClaim>(name).await
+    }
+
     /// Creates a dynamic claim and waits until it is provisioned.
     pub async fn provisioned_claim(&self, name: &str, class: &str) -> BucketClaim {
         self.claim(name, class).await;
-        self.wait_claim_provisioned(name).await
+        self.wait_provisioned::<BucketClaim>(name).await
     }
 
-    /// Creates an access and waits until it is provisioned.
+    /// Starts a stack as [`Env::start`] does with one dynamic claim of
+    /// `class`, provisioned; the claim and its Bucket.
+    pub async fn start_with_claim(name: &str, class: &str) -> (Env, BucketClaim, Bucket) {
+        let env = Self::start().await;
+        let claim = env.provisioned_claim(name, class).await;
+        let bucket = env.bucket_of(&claim).await;
+        (env, claim, bucket)
+    }
+
+    /// Creates an access of `class` to the one claim `claim` with `mode`,
+    /// and waits until it is provisioned.
     pub async fn provisioned_access(
         &self,
         name: &str,
         class: &str,
-        claims: &[&str],
+        claim: &str,
         mode: BucketAccessMode,
     ) -> BucketAccess {
-        self.access(name, class, claims, mode).await;
-        self.wait_access_provisioned(name).await
+        self.access(name, class, &[claim], mode).await;
+        self.wait_provisioned::<BucketAccess>(name).await
     }
 
     /// Creates a ReadWrite access of class `single` to `claim`.
@@ -251,39 +269,41 @@ impl Env {
     /// until it is provisioned.
     pub async fn provisioned_rw_access(&self, name: &str, claim: &str) -> BucketAccess {
         self.rw_access(name, claim).await;
-        self.wait_access_provisioned(name).await
+        self.wait_provisioned::<BucketAccess>(name).await
     }
 
-    /// Waits until the BucketClaim `name` is provisioned.
-    pub async fn wait_claim_provisioned(&self, name: &str) -> BucketClaim {
-        self.wait_provisioned(name, BucketClaim::conditions).await
+    /// Creates a dynamic claim `claim` of class [`DELETE`] and a ReadWrite
+    /// access `access` to it, and waits until both are provisioned; the access.
+    pub async fn claim_and_rw_access(&self, claim: &str, access: &str) -> BucketAccess {
+        self.provisioned_claim(claim, DELETE).await;
+        self.provisioned_rw_access(access, claim).await
     }
 
-    /// Waits until the BucketAccess `name` is provisioned.
-    pub async fn wait_access_provisioned(&self, name: &str) -> BucketAccess {
-        self.wait_provisioned(name, BucketAccess::conditions).await
+    /// Waits until the `K` named `name` exists and is provisioned.
+    pub async fn wait_provisioned<K: Watched + HasConditions>(&self, name: &str) -> K {
+        self.wait_for_object(
+            name,
+            "to be provisioned",
+            wait::provisioned(K::status_conditions),
+        )
+        .await
     }
 
-    /// Waits until the Bucket `name` is provisioned.
-    pub async fn wait_bucket_provisioned(&self, name: &str) -> Bucket {
-        self.wait_provisioned(name, Bucket::conditions).await
-    }
-
-    /// Waits until the object `name` exists and is provisioned.
-    async fn wait_provisioned<K: Watched>(
-        &self,
-        name: &str,
-        conditions_of: fn(&K) -> &[Condition],
-    ) -> K {
-        self.wait_for_object(name, "to be provisioned", wait::provisioned(conditions_of))
-            .await
-    }
-
-    /// Waits until the BucketAccess `name` is refused
+    /// Waits until the `K` named `name` exists and is refused
     /// (`ResourcesValidated=False`).
-    pub async fn wait_access_refused(&self, name: &str) -> BucketAccess {
-        self.wait_for_object(name, "to be refused", invalid(BucketAccess::conditions))
+    pub async fn wait_refused<K: Watched + HasConditions>(&self, name: &str) -> K {
+        self.wait_for_object(name, "to be refused", invalid(K::status_conditions))
             .await
+    }
+
+    /// Waits until the `K` named `name` reports a failed driver call
+    /// (`ProvisionFailed=True`), and checks it is not provisioned.
+    pub async fn wait_failed<K: Watched + HasConditions>(&self, name: &str, what: &str) -> K {
+        let failed = self
+            .wait_for_object(name, what, provision_failed(K::status_conditions))
+            .await;
+        assert!(not_provisioned(failed.status_conditions()));
+        failed
     }
 
     /// Waits until the Bucket `name` is released by its deleted claim.
@@ -416,6 +436,14 @@ impl Env {
         }
     }
 
+    /// Waits for a Warning Event with `reason` about `kind/name`, as
+    /// [`Env::event`] does; its note.
+    pub async fn warning(&self, kind: &str, name: &str, reason: &str) -> String {
+        let e = self.event(kind, name, reason).await;
+        assert_eq!(e.type_.as_deref(), Some("Warning"));
+        e.note.unwrap_or_default()
+    }
+
     /// The Events with `reason` about `kind/name` now.
     pub async fn events(&self, kind: &str, name: &str, reason: &str) -> Vec<Event> {
         events_about(&self.client, kind, name)
@@ -432,17 +460,25 @@ impl Env {
     pub async fn force_delete_secret(&self, name: &str) -> String {
         // Deleted first: a Secret without its finalizer, even for a moment,
         // would have it put back by the sidecar's next check.
-        delete(&self.secrets(), "Secret", name).await;
-        self.secrets()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}})),
-            )
+        self.delete_secret(name).await;
+        self.strip_secret_finalizers(name)
             .await
-            .expect("strip the Secret's finalizers")
             .uid()
             .expect("a stored object has a UID")
+    }
+
+    /// Removes every finalizer of the Secret `name`; the Secret as stored.
+    pub async fn strip_secret_finalizers(&self, name: &str) -> Secret {
+        self.merge_patch(name, serde_json::json!({"metadata": {"finalizers": null}}))
+            .await
+    }
+
+    /// Merge-patches the `K` named `name` with `patch`; the object as stored.
+    pub async fn merge_patch<K: Watched>(&self, name: &str, patch: serde_json::Value) -> K {
+        self.api::<K>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap_or_else(|e| panic!("patch {} {name}: {e}", K::kind(&())))
     }
 
     /// The Bucket a claim is bound to.
@@ -490,9 +526,20 @@ impl Env {
         delete(&self.accesses(), "BucketAccess", name).await;
     }
 
+    /// Deletes the Secret `name` (without waiting for it to go).
+    pub async fn delete_secret(&self, name: &str) {
+        delete(&self.secrets(), "Secret", name).await;
+    }
+
     /// Deletes the BucketClaim `name` (without waiting for it to go).
     pub async fn delete_claim(&self, name: &str) {
         delete(&self.claims(), "BucketClaim", name).await;
+    }
+
+    /// Deletes the Bucket `name`, as an admin does, and waits until it is gone.
+    pub async fn remove_bucket(&self, name: &str) {
+        delete(&self.buckets(), "Bucket", name).await;
+        self.wait_bucket_gone(name).await;
     }
 
     /// Deletes the access and waits until it is gone.
@@ -597,8 +644,28 @@ impl Env {
 
     /// Checks the backend holds no bucket and no account, then stops.
     pub async fn stop_empty(self) {
-        self.assert_backend_holds_only(&[]);
+        self.stop_holding(&[]).await;
+    }
+
+    /// Checks the backend holds exactly `bucket_ids`, as
+    /// [`Env::assert_backend_holds_only`] does, then stops.
+    pub async fn stop_holding(self, bucket_ids: &[&str]) {
+        self.assert_backend_holds_only(bucket_ids);
         self.stop().await;
+    }
+
+    /// Checks the backend holds only the bucket `id`, with `objects`
+    /// objects in it, then stops.
+    pub async fn stop_holding_objects(self, id: &str, objects: usize) {
+        self.assert_backend_holds_only(&[id]);
+        assert_eq!(self.backend().buckets[0].objects, objects);
+        self.stop().await;
+    }
+
+    /// Waits until the Bucket `bucket` is gone, then [`Env::stop_empty`].
+    pub async fn stop_once_gone(self, bucket: &Bucket) {
+        self.wait_bucket_gone(&bucket.name_any()).await;
+        self.stop_empty().await;
     }
 }
 

@@ -6,16 +6,13 @@ use cosi_api::constants::annotations;
 use cosi_api::constants::condition_types::PROVISIONED;
 use cosi_api::reasons;
 use cosi_api::*;
-use kube::api::DeleteParams;
 use kube::{Resource as _, ResourceExt};
 
 use crate::common::*;
 
 #[tokio::test]
 async fn delete_policy_removes_the_bucket_object_and_the_backend_bucket_with_its_data() {
-    let env = Env::start().await;
-    let claim = env.provisioned_claim("scratch", DELETE).await;
-    let bucket = env.bucket_of(&claim).await;
+    let (env, _, bucket) = Env::start_with_claim("scratch", DELETE).await;
     env.provisioned_rw_access("writer", "scratch").await;
     let (s3c, name) = env.s3("writer").await;
     for i in 0..5 {
@@ -26,15 +23,12 @@ async fn delete_policy_removes_the_bucket_object_and_the_backend_bucket_with_its
     assert_eq!(env.backend().buckets[0].objects, 5);
 
     env.remove_access_and_claim("writer", "scratch").await;
-    env.wait_bucket_gone(&bucket.name_any()).await;
-    env.stop_empty().await;
+    env.stop_once_gone(&bucket).await;
 }
 
 #[tokio::test]
 async fn retain_policy_keeps_the_bucket_object_and_the_backend_data() {
-    let env = Env::start().await;
-    let claim = env.provisioned_claim("archive", RETAIN).await;
-    let bucket = env.bucket_of(&claim).await;
+    let (env, claim, bucket) = Env::start_with_claim("archive", RETAIN).await;
     let bucket_id = bucket.bucket_id().unwrap().to_owned();
     // The claim quotes the Bucket's message after the Bucket's name, which
     // the message itself does not repeat.
@@ -89,22 +83,14 @@ async fn retain_policy_keeps_the_bucket_object_and_the_backend_data() {
     );
 
     // An admin deleting the retained Bucket object keeps the backend bucket.
-    env.buckets()
-        .delete(&bucket.name_any(), &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_bucket_gone(&bucket.name_any()).await;
-    env.assert_backend_holds_only(&[&bucket_id]);
-    assert_eq!(env.backend().buckets[0].objects, 1);
-    env.stop().await;
+    env.remove_bucket(&bucket.name_any()).await;
+    env.stop_holding_objects(&bucket_id, 1).await;
 }
 
 #[tokio::test]
 async fn claim_deletion_waits_until_its_accesses_are_gone() {
-    let env = Env::start().await;
-    let claim = env.provisioned_claim("busy", DELETE).await;
-    let bucket = env.bucket_of(&claim).await;
-    env.provisioned_access("reader", SINGLE, &["busy"], BucketAccessMode::ReadOnly)
+    let (env, _, bucket) = Env::start_with_claim("busy", DELETE).await;
+    env.provisioned_access("reader", SINGLE, "busy", BucketAccessMode::ReadOnly)
         .await;
     env.provisioned_rw_access("writer", "busy").await;
 
@@ -165,23 +151,20 @@ async fn claim_deletion_waits_until_its_accesses_are_gone() {
     // The last one gone lets the deletion proceed.
     env.remove_access("writer").await;
     env.wait_claim_gone("busy").await;
-    env.wait_bucket_gone(&bucket.name_any()).await;
-    env.stop_empty().await;
+    env.stop_once_gone(&bucket).await;
 }
 
 #[tokio::test]
 async fn a_new_access_to_a_claim_being_deleted_is_refused() {
-    let env = Env::start().await;
-    let claim = env.provisioned_claim("leaving", DELETE).await;
-    let bucket = claim.bound_bucket_name().unwrap().to_owned();
-    env.provisioned_access("holder", SINGLE, &["leaving"], BucketAccessMode::ReadOnly)
+    let (env, _, bucket) = Env::start_with_claim("leaving", DELETE).await;
+    env.provisioned_access("holder", SINGLE, "leaving", BucketAccessMode::ReadOnly)
         .await;
     env.delete_claim("leaving").await;
     env.wait_until::<BucketClaim>("leaving", "to be deleting", being_deleted())
         .await;
 
     env.rw_access("late", "leaving").await;
-    let late = env.wait_access_refused("late").await;
+    let late = env.wait_refused::<BucketAccess>("late").await;
     assert!(not_provisioned(late.conditions()));
     assert!(!env.secret_exists("late").await);
     assert_eq!(
@@ -193,8 +176,7 @@ async fn a_new_access_to_a_claim_being_deleted_is_refused() {
     env.remove_access("late").await;
     env.remove_access("holder").await;
     env.wait_claim_gone("leaving").await;
-    env.wait_bucket_gone(&bucket).await;
-    env.stop_empty().await;
+    env.stop_once_gone(&bucket).await;
 }
 
 /// The cell of `column` in the server-side table (what `kubectl get` prints)

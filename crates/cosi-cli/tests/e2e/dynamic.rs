@@ -81,15 +81,13 @@ async fn a_claim_and_an_access_become_a_working_bucket_and_secret() {
     let claim = env.claims().get("photos").await.unwrap();
     assert!(annotation(&claim, annotations::HAS_BUCKETACCESS_REFERENCES).is_none());
     env.remove_claim("photos").await;
-    env.wait_bucket_gone(&bucket.name_any()).await;
-    env.stop_empty().await;
+    env.stop_once_gone(&bucket).await;
 }
 
 #[tokio::test]
 async fn each_access_to_a_claim_gets_credentials_of_its_own() {
     let env = Env::start().await;
-    env.provisioned_claim("shared", DELETE).await;
-    env.provisioned_rw_access("app-a", "shared").await;
+    env.claim_and_rw_access("shared", "app-a").await;
     env.provisioned_rw_access("app-b", "shared").await;
     let (a, b) = (env.secret("app-a").await, env.secret("app-b").await);
     assert_ne!(a[s3::AWS_ACCESS_KEY_ID], b[s3::AWS_ACCESS_KEY_ID]);

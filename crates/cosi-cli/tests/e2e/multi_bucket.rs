@@ -17,23 +17,15 @@ async fn a_multi_bucket_access_writes_one_secret_per_claim_with_the_same_credent
     let thumbs_id = env.bucket_of(&thumbs).await.bucket_id().unwrap().to_owned();
     let other_id = env.bucket_of(&other).await.bucket_id().unwrap().to_owned();
 
-    let access = env
-        .provisioned_access(
-            "resizer",
-            MULTI,
-            &["images", "thumbs"],
-            BucketAccessMode::ReadWrite,
-        )
+    let both = ["images", "thumbs"];
+    env.access("resizer", MULTI, &both, BucketAccessMode::ReadWrite)
         .await;
+    let access = env.wait_provisioned::<BucketAccess>("resizer").await;
     let accessed = &access.status.as_ref().unwrap().accessed_buckets;
     assert_eq!(accessed.len(), 2);
 
-    let a = env
-        .secret(&secret_name("resizer", &["images", "thumbs"], "images"))
-        .await;
-    let b = env
-        .secret(&secret_name("resizer", &["images", "thumbs"], "thumbs"))
-        .await;
+    let a = env.secret(&secret_name("resizer", &both, "images")).await;
+    let b = env.secret(&secret_name("resizer", &both, "thumbs")).await;
     assert_eq!(a[s3::BUCKET_NAME], images_id);
     assert_eq!(b[s3::BUCKET_NAME], thumbs_id);
     for key in s3::CREDENTIALS {
@@ -94,7 +86,7 @@ async fn a_single_bucket_class_refuses_an_access_to_two_claims() {
         BucketAccessMode::ReadWrite,
     )
     .await;
-    let greedy = env.wait_access_refused("greedy").await;
+    let greedy = env.wait_refused::<BucketAccess>("greedy").await;
     let (status, reason) = condition(greedy.conditions(), "ResourcesValidated").unwrap();
     assert_eq!(
         (status.as_str(), reason.as_str()),

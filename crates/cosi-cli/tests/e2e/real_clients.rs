@@ -153,8 +153,7 @@ async fn real_s3_clients_work_from_the_secret_alone() {
         ),
     };
     let env = Env::start().await;
-    env.provisioned_claim("tools", DELETE).await;
-    env.provisioned_rw_access("tools-rw", "tools").await;
+    env.claim_and_rw_access("tools", "tools-rw").await;
     let secret = env.secret("tools-rw").await;
 
     let results = futures::future::join_all(clients.iter().map(|c| run(c, &secret))).await;

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use cosi_api::constants::annotations;
 use cosi_api::*;
+use cosi_cli::{Part, Stack, StackError};
 use cosi_driver_local::CrashPoint;
 use kube::ResourceExt;
 
@@ -62,8 +63,8 @@ async fn works(env: &Env, secret: &str) {
 
 /// Waits until `claim` and `access` are provisioned, then [`ends_clean`].
 async fn converges(env: Env, access: &str, claim: &str) {
-    env.wait_claim_provisioned(claim).await;
-    env.wait_access_provisioned(access).await;
+    env.wait_provisioned::<BucketClaim>(claim).await;
+    env.wait_provisioned::<BucketAccess>(access).await;
     ends_clean(env, access, claim).await;
 }
 
@@ -74,6 +75,19 @@ async fn ends_clean(env: Env, access: &str, claim: &str) {
     clean_up(env, access, claim).await;
 }
 
+/// Creates a ReadWrite access `access` to `claim` while a component is
+/// down, starts it with `start`, then [`converges`].
+async fn converges_once_started(
+    mut env: Env,
+    access: &str,
+    claim: &str,
+    start: fn(&mut Stack) -> Result<(), StackError>,
+) {
+    env.rw_access(access, claim).await;
+    start(&mut env.stack).unwrap();
+    converges(env, access, claim).await;
+}
+
 async fn clean_up(env: Env, access: &str, claim: &str) {
     env.remove_access_and_claim(access, claim).await;
     env.stop_empty().await;
@@ -82,11 +96,9 @@ async fn clean_up(env: Env, access: &str, claim: &str) {
 #[tokio::test]
 async fn claim_and_access_made_while_the_controller_is_down_converge_once_it_starts() {
     let mut env = Env::start().await;
-    env.stack.stop_controller().await;
+    env.stack.stop(Part::Controller).await;
     env.claim("early", DELETE).await;
-    env.rw_access("early-rw", "early").await;
-    env.stack.start_controller().unwrap();
-    converges(env, "early-rw", "early").await;
+    converges_once_started(env, "early-rw", "early", Stack::start_controller).await;
 }
 
 #[tokio::test]
@@ -101,30 +113,22 @@ async fn sidecar_killed_as_the_bucket_appears_converges_to_one_backend_bucket() 
     let bucket = claim.bound_bucket_name().unwrap().to_owned();
     env.wait_until::<Bucket>(&bucket, "to exist", cosi_cli::wait::exists())
         .await;
-    env.stack.kill_sidecar().await;
-    env.rw_access("racy-rw", "racy").await;
-    env.stack.start_sidecar().unwrap();
-    converges(env, "racy-rw", "racy").await;
+    env.stack.kill(Part::Sidecar).await;
+    converges_once_started(env, "racy-rw", "racy", Stack::start_sidecar).await;
 }
 
 #[tokio::test]
 async fn driver_down_during_provisioning_is_reported_then_converges_once_it_is_back() {
     let mut env = Env::start().await;
-    env.stack.stop_driver().await;
+    env.stack.stop(Part::Driver).await;
     let claim = env.claim("patient", DELETE).await;
     let bucket = cosi_api::constants::names::bucket_name(&claim.uid().unwrap());
-    let failing = env
-        .wait_for_object(
-            &bucket,
-            "to report the driver failure",
-            provision_failed(Bucket::conditions),
-        )
+    env.wait_failed::<Bucket>(&bucket, "to report the driver failure")
         .await;
-    assert!(not_provisioned(failing.conditions()));
     assert!(env.backend().buckets.is_empty());
 
     env.stack.start_driver().await.unwrap();
-    env.wait_claim_provisioned("patient").await;
+    env.wait_provisioned::<BucketClaim>("patient").await;
     env.provisioned_rw_access("patient-rw", "patient").await;
     ends_clean(env, "patient-rw", "patient").await;
 }
@@ -144,22 +148,21 @@ async fn a_grant_interrupted_by_a_driver_crash_and_a_sidecar_kill_converges_to_o
         provision_failed(BucketAccess::conditions),
     )
     .await;
-    env.stack.kill_sidecar().await;
+    env.stack.kill(Part::Sidecar).await;
     env.stack.start_sidecar().unwrap();
-    env.wait_access_provisioned("fragile-rw").await;
+    env.wait_provisioned::<BucketAccess>("fragile-rw").await;
     ends_clean(env, "fragile-rw", "fragile").await;
 }
 
 #[tokio::test]
 async fn every_component_killed_after_provisioning_restarts_with_no_writes_and_still_cleans_up() {
     let mut env = Env::start().await;
-    env.provisioned_claim("sturdy", DELETE).await;
-    env.provisioned_rw_access("sturdy-rw", "sturdy").await;
+    env.claim_and_rw_access("sturdy", "sturdy-rw").await;
     let before = env.secret("sturdy-rw").await;
 
-    env.stack.kill_controller().await;
-    env.stack.kill_sidecar().await;
-    env.stack.kill_driver().await;
+    for part in Part::ALL {
+        env.stack.kill(part).await;
+    }
     env.stack.sim().reset_counters();
     env.stack.start_driver().await.unwrap();
     env.stack.start_sidecar().unwrap();
@@ -185,9 +188,8 @@ async fn every_component_killed_after_provisioning_restarts_with_no_writes_and_s
 #[tokio::test]
 async fn controller_killed_during_access_deletion_finishes_it_after_restart() {
     let mut env = Env::start().await;
-    env.provisioned_claim("handoff", DELETE).await;
-    env.provisioned_rw_access("handoff-rw", "handoff").await;
-    env.stack.kill_controller().await;
+    env.claim_and_rw_access("handoff", "handoff-rw").await;
+    env.stack.kill(Part::Controller).await;
     env.delete_access("handoff-rw").await;
 
     // The sidecar does its part alone: Secret deleted, key revoked, annotation set.
@@ -222,7 +224,7 @@ async fn sidecar_down_during_claim_deletion_keeps_the_bucket_until_it_returns() 
     let mut env = Env::start().await;
     let claim = env.provisioned_claim("pending", DELETE).await;
     let bucket = env.bucket_of(&claim).await.name_any();
-    env.stack.stop_sidecar().await;
+    env.stack.stop(Part::Sidecar).await;
     env.delete_claim("pending").await;
     env.wait_claim_gone("pending").await;
 
@@ -246,7 +248,7 @@ async fn a_driver_restart_keeps_issued_credentials_and_data() {
         .write_through_new_access("durable-rw", "durable", "kept", b"across restarts")
         .await;
 
-    env.stack.stop_driver().await;
+    env.stack.stop(Part::Driver).await;
     assert!(
         get(&s3c, &bucket, "kept").await.is_err(),
         "the endpoint is down"
@@ -268,15 +270,11 @@ async fn components_stopped_right_after_starting_stop_promptly() {
             .await
             .unwrap();
         let limit = Duration::from_secs(10);
-        tokio::time::timeout(limit, stack.stop_controller())
-            .await
-            .expect("the controller stops");
-        tokio::time::timeout(limit, stack.stop_sidecar())
-            .await
-            .expect("the sidecar stops");
-        tokio::time::timeout(limit, stack.stop_driver())
-            .await
-            .expect("the driver stops");
+        for part in Part::ALL {
+            tokio::time::timeout(limit, stack.stop(part))
+                .await
+                .unwrap_or_else(|_| panic!("{part:?} stops"));
+        }
         tokio::time::timeout(limit, stack.shutdown())
             .await
             .expect("the API server stops");

@@ -16,7 +16,7 @@ use cosi_api::*;
 use cosi_cli::describe::events_about;
 use cosi_driver::DriverApi;
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::json;
 
 use crate::common::*;
@@ -27,14 +27,8 @@ async fn annotate(env: &Env, access: &str, pairs: &[(&str, &str)]) {
         .iter()
         .map(|(k, v)| ((*k).to_owned(), json!(v)))
         .collect();
-    env.accesses()
-        .patch(
-            access,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
-        )
-        .await
-        .expect("annotate BucketAccess");
+    env.merge_patch::<BucketAccess>(access, json!({"metadata": {"annotations": annotations}}))
+        .await;
 }
 
 /// Asks for a rotation of `access`'s credentials with a grace period of
@@ -293,7 +287,7 @@ async fn a_class_policy_rotates_accesses_once_their_credentials_reach_its_age() 
         .create(&PostParams::default(), &access)
         .await
         .expect("create BucketAccess");
-    let access = env.wait_access_provisioned("logs-rw").await;
+    let access = env.wait_provisioned::<BucketAccess>("logs-rw").await;
     let created = access.metadata.creation_timestamp.clone().unwrap().0;
     let before = env.secret("logs-rw").await;
     let (old, bucket) = env.s3("logs-rw").await;
@@ -334,14 +328,8 @@ async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing()
     // Not longer than the default grace period of 1h.
     create_rotating_class(&env, "too-often", "30m").await;
     env.provisioned_claim("data", DELETE).await;
-    env.access(
-        "data-rw",
-        "too-often",
-        &["data"],
-        BucketAccessMode::ReadWrite,
-    )
-    .await;
-    env.wait_access_provisioned("data-rw").await;
+    env.provisioned_access("data-rw", "too-often", "data", BucketAccessMode::ReadWrite)
+        .await;
     let (reported, c) = rotation_condition(&env, "data-rw", reasons::INVALID_ROTATION_POLICY).await;
     assert_eq!(c.status, "False");
     assert!(c.message.contains("grace period of 1h"), "{}", c.message);
@@ -378,14 +366,10 @@ async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing()
 
 #[tokio::test]
 async fn a_rotation_whose_new_grant_fails_leaves_the_old_key_working_and_the_secret_unchanged() {
-    use cosi_driver::proto::{
-        AccessMode, AccessModes, AccessedBucket, AuthenticationType as Auth,
-        DriverGenerateBucketAccessIdRequest, DriverRevokeBucketAccessRequest, ObjectProtocol,
-        RevokedBucket,
-    };
-    let env = Env::start().await;
-    let claim = env.provisioned_claim("media", DELETE).await;
-    let bucket_id = env.bucket_of(&claim).await.bucket_id().unwrap().to_owned();
+    use cosi_driver::proto::{AccessMode, AccessedBucket, ObjectProtocol};
+    use cosi_driver::testing::{access_id_request, access_modes, grant_request, revoke_request};
+    let (env, _, media) = Env::start_with_claim("media", DELETE).await;
+    let bucket_id = media.bucket_id().unwrap().to_owned();
     let access = env.provisioned_rw_access("media-rw", "media").await;
     let first_account = access.account_id().unwrap().to_owned();
     let before = env.secret("media-rw").await;
@@ -399,35 +383,27 @@ async fn a_rotation_whose_new_grant_fails_leaves_the_old_key_working_and_the_sec
         .await
         .unwrap()
         .provisioner;
-    let read_only = AccessModes {
-        object_data: AccessMode::ReadOnly as i32,
-        object_metadata: AccessMode::ReadOnly as i32,
-        bucket_metadata: AccessMode::Unspecified as i32,
-    };
+    let read_only = access_modes(
+        AccessMode::ReadOnly,
+        AccessMode::ReadOnly,
+        AccessMode::Unspecified,
+    );
     let accessed = vec![AccessedBucket {
         bucket_id: bucket_id.clone(),
         access_mode: Some(read_only),
     }];
     let squatter = driver
-        .driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest {
-            account_name: taken.clone(),
-            buckets: accessed.clone(),
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: Auth::Key as i32,
-            ..Default::default()
-        })
+        .driver_generate_bucket_access_id(access_id_request(
+            ObjectProtocol::S3,
+            &taken,
+            accessed.clone(),
+        ))
         .await
         .unwrap()
         .into_inner()
         .account_id;
     driver
-        .driver_grant_bucket_access(cosi_driver::proto::DriverGrantBucketAccessRequest {
-            account_id: squatter.clone(),
-            buckets: accessed.clone(),
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: Auth::Key as i32,
-            ..Default::default()
-        })
+        .driver_grant_bucket_access(grant_request(ObjectProtocol::S3, &squatter, accessed))
         .await
         .unwrap();
 
@@ -461,13 +437,7 @@ async fn a_rotation_whose_new_grant_fails_leaves_the_old_key_working_and_the_sec
 
     // Once the name is free again, the retry rotates.
     driver
-        .driver_revoke_bucket_access(DriverRevokeBucketAccessRequest {
-            account_id: squatter,
-            buckets: vec![RevokedBucket { bucket_id }],
-            protocol: ObjectProtocol::S3 as i32,
-            authentication_type: Auth::Key as i32,
-            ..Default::default()
-        })
+        .driver_revoke_bucket_access(revoke_request(ObjectProtocol::S3, &squatter, &[&bucket_id]))
         .await
         .unwrap();
     let done = wait_state(&env, "media-rw", "to rotate once the name is free", |s| {

@@ -5,7 +5,6 @@
 use cosi_api::*;
 use cosi_driver::DriverClient;
 use cosi_driver::proto::{DriverCreateBucketRequest, ObjectProtocol};
-use kube::api::DeleteParams;
 use kube::{Resource as _, ResourceExt};
 
 use crate::common::*;
@@ -54,12 +53,11 @@ async fn create_backend_bucket(env: &Env, id: &str) {
 async fn a_static_bucket_binds_to_its_claim_and_outlives_it() {
     let (env, id) = with_static_bucket("brownfield", "legacy", true).await;
     // The sidecar checks the bucket exists before any claim arrives.
-    let bucket = env.wait_bucket_provisioned("brownfield").await;
+    let bucket = env.wait_provisioned::<Bucket>("brownfield").await;
     assert_eq!(bucket.bucket_id(), Some(id.as_str()));
     assert!(bucket.spec.bucket_claim_ref.uid.is_empty());
 
-    env.static_claim("legacy", "brownfield").await;
-    let claim = env.wait_claim_provisioned("legacy").await;
+    let claim = env.provisioned_static_claim("legacy", "brownfield").await;
     assert_eq!(claim.bound_bucket_name(), Some("brownfield"));
     let bucket = env.buckets().get("brownfield").await.unwrap();
     assert_eq!(
@@ -76,16 +74,12 @@ async fn a_static_bucket_binds_to_its_claim_and_outlives_it() {
     env.remove_access_and_claim("legacy-rw", "legacy").await;
     let bucket = env.wait_bucket_released("brownfield").await;
     assert!(bucket.meta().deletion_timestamp.is_none());
-    env.assert_backend_holds_only(&[&id]);
-    assert_eq!(env.backend().buckets[0].objects, 1);
-    env.stop().await;
+    env.stop_holding_objects(&id, 1).await;
 }
 
 #[tokio::test]
 async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_data() {
-    let env = Env::start().await;
-    let claim = env.provisioned_claim("v1", RETAIN).await;
-    let old = env.bucket_of(&claim).await;
+    let (env, _, old) = Env::start_with_claim("v1", RETAIN).await;
     let id = old.bucket_id().unwrap().to_owned();
     env.write_through_new_access("v1-rw", "v1", "report.csv", b"a,b\n1,2\n")
         .await;
@@ -93,60 +87,41 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
 
     // The admin retires the old Bucket object and imports the bucket for a new claim.
     env.wait_bucket_released(&old.name_any()).await;
-    env.buckets()
-        .delete(&old.name_any(), &DeleteParams::default())
-        .await
-        .unwrap();
-    env.wait_bucket_gone(&old.name_any()).await;
+    env.remove_bucket(&old.name_any()).await;
     env.static_bucket("imported", &id, "v2").await;
-    env.static_claim("v2", "imported").await;
-    env.wait_claim_provisioned("v2").await;
-    env.provisioned_access("v2-ro", SINGLE, &["v2"], BucketAccessMode::ReadOnly)
+    env.provisioned_static_claim("v2", "imported").await;
+    env.provisioned_access("v2-ro", SINGLE, "v2", BucketAccessMode::ReadOnly)
         .await;
     let (s3c, name) = env.s3("v2-ro").await;
     assert_eq!(name, id);
     assert_eq!(get(&s3c, &name, "report.csv").await.unwrap(), b"a,b\n1,2\n");
 
     env.remove_access_and_claim("v2-ro", "v2").await;
-    env.assert_backend_holds_only(&[&id]);
-    env.stop().await;
+    env.stop_holding(&[&id]).await;
 }
 
 #[tokio::test]
 async fn a_static_bucket_whose_backend_bucket_is_missing_becomes_ready_once_it_exists() {
     let (env, id) = with_static_bucket("late-arrival", "waiting", false).await;
-    let bucket = env
-        .wait_for_object(
-            "late-arrival",
-            "to report the failed check",
-            provision_failed(Bucket::conditions),
-        )
+    env.wait_failed::<Bucket>("late-arrival", "to report the failed check")
         .await;
-    assert!(not_provisioned(bucket.conditions()));
 
     // The sidecar retries with backoff: the bucket appearing is enough.
     create_backend_bucket(&env, &id).await;
-    env.wait_bucket_provisioned("late-arrival").await;
-    env.static_claim("waiting", "late-arrival").await;
-    env.wait_claim_provisioned("waiting").await;
+    env.wait_provisioned::<Bucket>("late-arrival").await;
+    env.provisioned_static_claim("waiting", "late-arrival")
+        .await;
     env.remove_claim("waiting").await;
-    env.assert_backend_holds_only(&[&id]);
-    env.stop().await;
+    env.stop_holding(&[&id]).await;
 }
 
 #[tokio::test]
 async fn a_claim_cannot_take_a_static_bucket_reserved_for_another_claim() {
     let (env, id) = with_static_bucket("reserved", "owner", true).await;
-    env.wait_bucket_provisioned("reserved").await;
+    env.wait_provisioned::<Bucket>("reserved").await;
 
     env.static_claim("intruder", "reserved").await;
-    let intruder = env
-        .wait_for_object(
-            "intruder",
-            "to be refused",
-            invalid(BucketClaim::conditions),
-        )
-        .await;
+    let intruder = env.wait_refused::<BucketClaim>("intruder").await;
     assert!(not_provisioned(intruder.conditions()));
     let bucket = env.buckets().get("reserved").await.unwrap();
     assert!(
@@ -156,9 +131,7 @@ async fn a_claim_cannot_take_a_static_bucket_reserved_for_another_claim() {
 
     // The intruder's deletion leaves the Bucket to its rightful claim.
     env.remove_claim("intruder").await;
-    env.static_claim("owner", "reserved").await;
-    env.wait_claim_provisioned("owner").await;
+    env.provisioned_static_claim("owner", "reserved").await;
     env.remove_claim("owner").await;
-    env.assert_backend_holds_only(&[&id]);
-    env.stop().await;
+    env.stop_holding(&[&id]).await;
 }

@@ -97,7 +97,7 @@ async fn a_static_bucket_binds_on_a_v1alpha1_driver() {
         .into_inner()
         .bucket_id;
     env.static_bucket("brownfield", &id, "legacy").await;
-    let bucket = env.wait_bucket_provisioned("brownfield").await;
+    let bucket = env.wait_provisioned::<Bucket>("brownfield").await;
     let (_, reason) = condition(
         bucket.status.as_ref().unwrap().conditions.as_slice(),
         "Provisioned",
@@ -106,7 +106,7 @@ async fn a_static_bucket_binds_on_a_v1alpha1_driver() {
     assert_eq!(reason, "ProvisionedUnverified");
 
     env.static_claim("legacy", "brownfield").await;
-    env.wait_claim_provisioned("legacy").await;
+    env.wait_provisioned::<BucketClaim>("legacy").await;
     let (_, name) = env
         .write_through_new_access("legacy-rw", "legacy", "k", b"v")
         .await;
