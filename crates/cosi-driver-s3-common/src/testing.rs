@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
+use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use cosi_driver::proto::*;
 use cosi_driver::testing::{self, TestServer};
@@ -295,28 +296,37 @@ pub fn assert_access_denied_reads<D: crate::errors::Dialect + std::fmt::Debug>(
 }
 
 /// The error code of an S3 SDK error (`AccessDenied`, `InvalidAccessKeyId`,
-/// ...), `<none>` when it has none.
-pub fn s3_error_code<E: ProvideErrorMetadata, R>(err: &SdkError<E, R>) -> String {
-    err.code().unwrap_or("<none>").to_owned()
+/// ...), `HTTP <status>` for a reply without one (a HEAD's), or the error
+/// itself when no reply came.
+pub fn s3_error_code<E: ProvideErrorMetadata + std::fmt::Debug>(
+    err: &SdkError<E, HttpResponse>,
+) -> String {
+    if let Some(code) = err.code() {
+        return code.to_owned();
+    }
+    match err.raw_response() {
+        Some(r) => format!("HTTP {}", r.status().as_u16()),
+        None => format!("{err:?}"),
+    }
 }
 
 /// The result of an S3 SDK call, its error the S3 error code (see
 /// [`s3_error_code`]).
-pub fn s3_result<T, E: ProvideErrorMetadata, R>(
-    result: Result<T, SdkError<E, R>>,
+pub fn s3_result<T, E: ProvideErrorMetadata + std::fmt::Debug>(
+    result: Result<T, SdkError<E, HttpResponse>>,
 ) -> Result<T, String> {
     result.map_err(|e| s3_error_code(&e))
 }
 
-/// Puts `body` at `key`, returning the S3 error code on failure.
+/// Puts `data` at `key`, returning the S3 error code on failure.
 pub async fn put(
     s3: &aws_sdk_s3::Client,
     bucket: &str,
     key: &str,
-    body: &str,
+    data: impl AsRef<[u8]>,
 ) -> Result<(), String> {
     let call = s3.put_object().bucket(bucket).key(key);
-    s3_result(call.body(body.as_bytes().to_vec().into()).send().await).map(drop)
+    s3_result(call.body(data.as_ref().to_vec().into()).send().await).map(drop)
 }
 
 /// Reads `key`, returning the S3 error code on failure.

@@ -13,8 +13,13 @@ use cosi_driver::proto::provisioner_client::ProvisionerClient;
 use cosi_driver::proto::*;
 use cosi_driver::testing::{self, Serve, TestServer};
 pub use cosi_driver::testing::{access_id_request, params as map};
+// Each test binary uses some of these.
 use cosi_driver::{DriverClient, Endpoint};
 use cosi_driver_local::{Config, LocalDriver, S3Server};
+#[allow(unused_imports)]
+pub use cosi_driver_s3_common::testing::{
+    delete, list, put, s3_error_code as s3_code, s3_result, start_upload,
+};
 use tempfile::TempDir;
 use tonic::transport::Channel;
 
@@ -340,37 +345,8 @@ pub fn revoke_request(account_id: &str, bucket: &str) -> DriverRevokeBucketAcces
     testing::revoke_request(ObjectProtocol::S3, account_id, &[bucket])
 }
 
-/// The S3 error code of a failed SDK call, or `HTTP <status>` for bodiless
-/// responses such as HEAD.
-pub fn s3_code<E>(
-    err: &aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>,
-) -> String
-where
-    E: aws_sdk_s3::error::ProvideErrorMetadata + std::fmt::Debug,
-{
-    use aws_sdk_s3::error::ProvideErrorMetadata as _;
-    if let Some(code) = err.code() {
-        return code.to_owned();
-    }
-    match err.raw_response() {
-        Some(r) => format!("HTTP {}", r.status().as_u16()),
-        None => format!("{err:?}"),
-    }
-}
-
 pub fn body(bytes: &'static [u8]) -> aws_sdk_s3::primitives::ByteStream {
     aws_sdk_s3::primitives::ByteStream::from_static(bytes)
-}
-
-/// Puts `data` at `key`; the S3 error code on failure.
-pub async fn put(
-    s3: &aws_sdk_s3::Client,
-    bucket: &str,
-    key: &str,
-    data: impl Into<Vec<u8>>,
-) -> Result<(), String> {
-    let call = s3.put_object().bucket(bucket).key(key);
-    s3_result(call.body(data.into().into()).send().await).map(drop)
 }
 
 /// Puts a small object at `key` tagged with the URL-encoded `tagging`; the
@@ -410,45 +386,6 @@ pub async fn head(
     key: &str,
 ) -> Result<aws_sdk_s3::operation::head_object::HeadObjectOutput, String> {
     s3_result(s3.head_object().bucket(bucket).key(key).send().await)
-}
-
-/// Deletes `key`; the S3 error code on failure.
-pub async fn delete(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Result<(), String> {
-    let out = s3.delete_object().bucket(bucket).key(key).send().await;
-    s3_result(out).map(drop)
-}
-
-/// Lists the keys of `bucket` (one page); the S3 error code on failure.
-pub async fn list(s3: &aws_sdk_s3::Client, bucket: &str) -> Result<Vec<String>, String> {
-    let out = s3.list_objects_v2().bucket(bucket).send().await;
-    let out = s3_result(out)?;
-    Ok(out
-        .contents()
-        .iter()
-        .filter_map(|o| o.key())
-        .map(str::to_owned)
-        .collect())
-}
-
-/// The result of an S3 call, its error the S3 error code (see [`s3_code`]).
-pub fn s3_result<T, E>(
-    result: Result<T, aws_sdk_s3::error::SdkError<E, aws_sdk_s3::config::http::HttpResponse>>,
-) -> Result<T, String>
-where
-    E: aws_sdk_s3::error::ProvideErrorMetadata + std::fmt::Debug,
-{
-    result.map_err(|e| s3_code(&e))
-}
-
-/// Starts a multipart upload of `key`; its upload ID, or the S3 error code.
-pub async fn start_upload(
-    s3: &aws_sdk_s3::Client,
-    bucket: &str,
-    key: &str,
-) -> Result<String, String> {
-    let call = s3.create_multipart_upload().bucket(bucket).key(key);
-    let up = s3_result(call.send().await)?;
-    Ok(up.upload_id().unwrap().to_owned())
 }
 
 /// Starts a multipart upload of `key` and uploads `parts`, numbered from 1;
