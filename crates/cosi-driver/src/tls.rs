@@ -2,7 +2,8 @@
 //! roots plus the CA certificates of a bundle, for a backend whose
 //! certificate a private CA signs. Each driver builds its HTTP clients (the
 //! smithy HTTP client on rustls) on [`tls_context`], or takes a
-//! [`connector`] and sends its own signed calls with [`send`].
+//! [`connector`] and sends its own signed calls with [`send`] (or [`call`],
+//! which keeps only success answers).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -108,6 +109,16 @@ pub struct Answer {
     pub body: Bytes,
 }
 
+impl Answer {
+    /// The value of header `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 /// Sends `request` through `connector` and reads the whole answer, all
 /// within `timeout`, whatever its status. A request the connector cannot
 /// take fails as [`Transport::Local`], a failed connection or read as
@@ -154,6 +165,27 @@ pub async fn send<D: Dialect>(
     tokio::time::timeout(timeout, exchange)
         .await
         .unwrap_or_else(|_| Err(failed(Transport::Timeout, "no answer in time")))
+}
+
+/// Sends the request `built` like [`send`] and keeps an answer with a 2xx
+/// status. A request that could not be built fails as [`Transport::Local`];
+/// an answer with any other status fails as what `refused` makes of it.
+pub async fn call<D: Dialect>(
+    connector: &Connector,
+    built: Result<http::Request<SdkBody>, String>,
+    operation: &'static str,
+    target: &str,
+    timeout: Duration,
+    refused: impl FnOnce(Answer) -> BackendError<D>,
+) -> Result<Answer, BackendError<D>> {
+    let request =
+        built.map_err(|e| BackendError::without_answer(operation, target, Transport::Local, &e))?;
+    let answer = send(connector, request, operation, target, timeout).await?;
+    if (200..300).contains(&answer.status) {
+        Ok(answer)
+    } else {
+        Err(refused(answer))
+    }
 }
 
 /// A self-signed CA certificate for tests (no private key kept anywhere).

@@ -35,23 +35,7 @@ pub fn url_path(url: &str) -> &str {
 }
 
 /// A response with a success status.
-#[derive(Debug)]
-pub struct Answer {
-    /// The response headers, names lowercased.
-    pub headers: Vec<(String, String)>,
-    /// The body.
-    pub body: Bytes,
-}
-
-impl Answer {
-    /// The value of header `name` (lowercase).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
+pub use cosi_driver::tls::Answer;
 
 /// What the driver reads of a container: its metadata and ETag.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -170,34 +154,25 @@ impl BlobApi {
         headers: &[(String, String)],
         body: Bytes,
     ) -> Result<Answer, BackendError> {
-        let local =
-            |e: String| BackendError::without_answer(operation, target, Transport::Local, &e);
-        let request = self
-            .signed_request(&method, resource, query, headers, body, SystemTime::now())
-            .map_err(local)?;
-        let answered = cosi_driver::tls::send::<errors::Azure>(
+        let request =
+            self.signed_request(&method, resource, query, headers, body, SystemTime::now());
+        cosi_driver::tls::call(
             &self.connector,
             request,
             operation,
             target,
             CALL_TIMEOUT,
+            |answer| {
+                errors::answered(
+                    operation,
+                    target,
+                    answer.status,
+                    answer.header("x-ms-error-code"),
+                    &answer.body,
+                )
+            },
         )
-        .await?;
-        let answer = Answer {
-            headers: answered.headers,
-            body: answered.body,
-        };
-        if (200..300).contains(&answered.status) {
-            Ok(answer)
-        } else {
-            Err(errors::answered(
-                operation,
-                target,
-                answered.status,
-                answer.header("x-ms-error-code"),
-                &answer.body,
-            ))
-        }
+        .await
     }
 
     /// Calls the container resource of `container`, with `restype=container`

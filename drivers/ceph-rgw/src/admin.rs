@@ -263,26 +263,19 @@ impl AdminApi {
         query: &[(&str, &str)],
     ) -> Result<Bytes, BackendError> {
         let url = format!("{}/{resource}?{}", self.base, encode_query(query));
-        let request = signed_request(&method, &url, &self.keys, &self.region, SystemTime::now())
-            .map_err(|e| BackendError::without_answer(operation, target, Transport::Local, &e))?;
-        let answer = cosi_driver::tls::send::<crate::errors::Rgw>(
+        let request = signed_request(&method, &url, &self.keys, &self.region, SystemTime::now());
+        let answer = cosi_driver::tls::call(
             &self.connector,
             request,
             operation,
             target,
             CALL_TIMEOUT,
+            |answer| {
+                crate::errors::from_admin_response(operation, target, answer.status, &answer.body)
+            },
         )
         .await?;
-        if (200..300).contains(&answer.status) {
-            Ok(answer.body)
-        } else {
-            Err(crate::errors::from_admin_response(
-                operation,
-                target,
-                answer.status,
-                &answer.body,
-            ))
-        }
+        Ok(answer.body)
     }
 
     /// Reads `resource`, parsed; `None` when RGW says there is none.
