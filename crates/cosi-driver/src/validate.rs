@@ -22,6 +22,22 @@ pub const MAX_ENDPOINT_BYTES: usize = 2048;
 /// without whitespace or user info, no query or fragment, at most
 /// [`MAX_ENDPOINT_BYTES`]. The message names the URL and what is wrong.
 pub fn endpoint_url(url: &str) -> Result<(), String> {
+    scheme_and_host(url)?;
+    if url.contains(['?', '#']) {
+        return Err(format!("{url:?} must not carry a query or fragment"));
+    }
+    endpoint_length(url)
+}
+
+/// Checks a configured HTTP URL like [`endpoint_url`] but lets it carry a
+/// query or fragment.
+pub fn http_url(url: &str) -> Result<(), String> {
+    scheme_and_host(url)?;
+    endpoint_length(url)
+}
+
+/// `http://` or `https://` and a host without whitespace or user info.
+fn scheme_and_host(url: &str) -> Result<(), String> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
@@ -32,9 +48,11 @@ pub fn endpoint_url(url: &str) -> Result<(), String> {
             "{url:?} has no valid host (and must not carry user info)"
         ));
     }
-    if url.contains(['?', '#']) {
-        return Err(format!("{url:?} must not carry a query or fragment"));
-    }
+    Ok(())
+}
+
+/// At most [`MAX_ENDPOINT_BYTES`].
+fn endpoint_length(url: &str) -> Result<(), String> {
     if url.len() > MAX_ENDPOINT_BYTES {
         return Err(format!(
             "the URL is longer than {} bytes",
@@ -42,6 +60,47 @@ pub fn endpoint_url(url: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The problems of a driver's flags, collected so that all are reported
+/// at once, each led by the flag it is about.
+#[derive(Debug, Default)]
+pub struct FlagProblems(Vec<String>);
+
+impl FlagProblems {
+    /// Notes `problem`, which names its flag itself.
+    pub fn push(&mut self, problem: impl Into<String>) {
+        self.0.push(problem.into());
+    }
+
+    /// Notes the error of `checked`, if any, as `<flag>: <error>`.
+    pub fn check<T>(&mut self, flag: &str, checked: Result<T, String>) {
+        if let Err(e) = checked {
+            self.0.push(format!("{flag}: {e}"));
+        }
+    }
+
+    /// Checks `value` with `check` when there is a value, noting an error
+    /// like [`FlagProblems::check`].
+    pub fn check_some<T>(
+        &mut self,
+        flag: &str,
+        value: Option<&str>,
+        check: impl FnOnce(&str) -> Result<T, String>,
+    ) {
+        if let Some(value) = value {
+            self.check(flag, check(value));
+        }
+    }
+
+    /// `Ok` when nothing was noted, else every problem joined by `; `.
+    pub fn finish(self) -> Result<(), String> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(self.0.join("; "))
+        }
+    }
 }
 
 /// A request the SDK checks before handing it to a driver.
