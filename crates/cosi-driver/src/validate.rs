@@ -93,6 +93,19 @@ impl FlagProblems {
         }
     }
 
+    /// Checks `--driver-name` with [`driver_name`].
+    pub fn check_driver_name(&mut self, name: &str) {
+        self.check("--driver-name", driver_name(name));
+    }
+
+    /// Checks, with [`endpoint_url`], the flag of the endpoint the driver
+    /// calls and the flag of the endpoint workloads are given when set;
+    /// each pair is the flag and its value.
+    pub fn check_endpoints(&mut self, endpoint: (&str, &str), public: (&str, Option<&str>)) {
+        self.check(endpoint.0, endpoint_url(endpoint.1));
+        self.check_some(public.0, public.1, endpoint_url);
+    }
+
     /// `Ok` when nothing was noted, else every problem joined by `; `.
     pub fn finish(self) -> Result<(), String> {
         if self.0.is_empty() {
@@ -409,6 +422,31 @@ impl Validate for DriverRevokeBucketAccessRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn http_urls_are_endpoint_urls_that_may_carry_a_query() {
+        assert!(http_url("http://127.0.0.1:9000/?x=1#y").is_ok());
+        assert!(endpoint_url("http://127.0.0.1:9000/?x=1#y").is_err());
+        assert!(http_url("ftp://host").is_err());
+        assert!(http_url("http://user@host").is_err());
+        assert!(http_url(&format!("http://h/{}", "a".repeat(MAX_ENDPOINT_BYTES))).is_err());
+    }
+
+    #[test]
+    fn flag_problems_are_reported_at_once_each_led_by_its_flag() {
+        assert_eq!(FlagProblems::default().finish(), Ok(()));
+        let mut problems = FlagProblems::default();
+        problems.check_driver_name("");
+        problems.check_endpoints(("--endpoint", "ftp://x"), ("--public-endpoint", None));
+        problems.check_some("--other", Some("x"), |_| Err::<(), _>("bad".to_owned()));
+        problems.check_some("--unset", None, |_| Err::<(), _>("bad".to_owned()));
+        problems.push("--max: too small");
+        assert_eq!(
+            problems.finish().unwrap_err(),
+            "--driver-name: driver name is empty; --endpoint: \"ftp://x\" must start with http:// \
+             or https://; --other: bad; --max: too small"
+        );
+    }
 
     #[test]
     fn endpoint_urls_need_a_scheme_and_a_plain_host_and_nothing_after_the_path() {

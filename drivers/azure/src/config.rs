@@ -56,10 +56,7 @@ impl Config {
     /// Checks every field, reporting all problems at once.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = FlagProblems::default();
-        problems.check(
-            "--driver-name",
-            cosi_driver::validate::driver_name(&self.driver_name),
-        );
+        problems.check_driver_name(&self.driver_name);
         let account_ok = (3..=24).contains(&self.account.len())
             && self
                 .account
@@ -71,20 +68,14 @@ impl Config {
                 self.account
             ));
         }
-        problems.check(
-            "--blob-endpoint",
-            cosi_driver::validate::endpoint_url(&self.blob_endpoint),
+        problems.check_endpoints(
+            ("--blob-endpoint", &self.blob_endpoint),
+            (
+                "--public-blob-endpoint",
+                self.public_blob_endpoint.as_deref(),
+            ),
         );
-        problems.check_some(
-            "--public-blob-endpoint",
-            self.public_blob_endpoint.as_deref(),
-            cosi_driver::validate::endpoint_url,
-        );
-        problems.check_some(
-            "--ca-file",
-            self.ca_pem.as_deref(),
-            cosi_driver::tls::check_ca_pem,
-        );
+        problems.check_ca_file(self.ca_pem.as_deref());
         problems.finish().map_err(ConfigError::Invalid)
     }
 

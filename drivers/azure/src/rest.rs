@@ -5,12 +5,12 @@
 //! certificates of `--ca-file`).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_smithy_http_client::Connector;
 use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
+use cosi_driver::tls::Caller;
 
 use crate::acl::Acl;
 use crate::config::{API_VERSION, AccountKey, Config, ConfigError};
@@ -58,22 +58,13 @@ fn container_target(container: &str) -> String {
     format!("container {container:?}")
 }
 
-/// The Blob service client.
-#[derive(Clone)]
+/// The Blob service client. `Debug` does not show the key.
+#[derive(Clone, Debug)]
 pub struct BlobApi {
     endpoint: String,
     account: String,
     key: AccountKey,
-    connector: Arc<Connector>,
-}
-
-impl std::fmt::Debug for BlobApi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BlobApi")
-            .field("endpoint", &self.endpoint)
-            .field("account", &self.account)
-            .finish_non_exhaustive()
-    }
+    http: Caller,
 }
 
 impl BlobApi {
@@ -86,7 +77,7 @@ impl BlobApi {
             endpoint: cfg.endpoint().to_owned(),
             account: cfg.account.clone(),
             key,
-            connector: Arc::new(connector),
+            http: Caller::new(connector, CALL_TIMEOUT),
         })
     }
 
@@ -156,13 +147,8 @@ impl BlobApi {
     ) -> Result<Answer, BackendError> {
         let request =
             self.signed_request(&method, resource, query, headers, body, SystemTime::now());
-        cosi_driver::tls::call(
-            &self.connector,
-            request,
-            operation,
-            target,
-            CALL_TIMEOUT,
-            |answer| {
+        self.http
+            .call(request, operation, target, |answer| {
                 errors::answered(
                     operation,
                     target,
@@ -170,9 +156,8 @@ impl BlobApi {
                     answer.header("x-ms-error-code"),
                     &answer.body,
                 )
-            },
-        )
-        .await
+            })
+            .await
     }
 
     /// Calls the container resource of `container`, with `restype=container`

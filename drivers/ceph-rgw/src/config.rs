@@ -71,18 +71,10 @@ impl Config {
     /// Checks every field, reporting all problems at once.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = FlagProblems::default();
-        problems.check(
-            "--driver-name",
-            cosi_driver::validate::driver_name(&self.driver_name),
-        );
-        problems.check(
-            "--rgw-endpoint",
-            cosi_driver::validate::endpoint_url(&self.endpoint),
-        );
-        problems.check_some(
-            "--public-endpoint",
-            self.public_endpoint.as_deref(),
-            cosi_driver::validate::endpoint_url,
+        problems.check_driver_name(&self.driver_name);
+        problems.check_endpoints(
+            ("--rgw-endpoint", &self.endpoint),
+            ("--public-endpoint", self.public_endpoint.as_deref()),
         );
         let path_ok = !self.admin_path.is_empty()
             && self
@@ -107,11 +99,7 @@ impl Config {
                 self.region
             ));
         }
-        problems.check_some(
-            "--ca-file",
-            self.ca_pem.as_deref(),
-            crate::tls::check_ca_pem,
-        );
+        problems.check_ca_file(self.ca_pem.as_deref());
         if self.max_policy_size < 1024 {
             problems.push("--max-bucket-policy-size: must be at least 1024 bytes");
         }

@@ -70,10 +70,7 @@ impl Config {
     /// Checks every field, reporting all problems at once.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut problems = FlagProblems::default();
-        problems.check(
-            "--driver-name",
-            cosi_driver::validate::driver_name(&self.driver_name),
-        );
+        problems.check_driver_name(&self.driver_name);
         for (flag, value) in [
             ("--s3-endpoint", &self.s3_endpoint),
             ("--public-s3-endpoint", &self.public_s3_endpoint),
@@ -96,11 +93,7 @@ impl Config {
                 self.arn_partition
             ));
         }
-        problems.check_some(
-            "--ca-file",
-            self.ca_pem.as_deref(),
-            crate::tls::check_ca_pem,
-        );
+        problems.check_ca_file(self.ca_pem.as_deref());
         problems.check("--iam-user-path", check_user_path(&self.user_path));
         problems.finish().map_err(ConfigError::Invalid)
     }
