@@ -4,6 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use cosi_driver::proto::S3AddressingStyle;
 
 /// How workloads address a bucket.
@@ -22,6 +23,11 @@ impl AddressingStyle {
             AddressingStyle::Path => S3AddressingStyle::Path,
             AddressingStyle::Virtual => S3AddressingStyle::Virtual,
         }
+    }
+
+    /// The parser of a binary's `--addressing-style`: `path` or `virtual`.
+    pub fn value_parser() -> impl TypedValueParser<Value = AddressingStyle> {
+        PossibleValuesParser::new(["path", "virtual"]).map(|s| s.parse().expect("a possible value"))
     }
 }
 

@@ -4,6 +4,8 @@
 
 use std::collections::HashMap;
 
+use cosi_driver::params::name_prefix;
+
 use crate::names;
 
 /// BucketClass parameter: prefix of generated bucket names.
@@ -17,16 +19,12 @@ pub const PURGE_ON_DELETE: &str = "purgeOnDelete";
 /// The [`BUCKET_NAME_PREFIX`] parameter, empty when absent or refused (a
 /// refusal is a problem).
 pub fn bucket_name_prefix(map: &HashMap<String, String>, problems: &mut Vec<String>) -> String {
-    match map.get(BUCKET_NAME_PREFIX) {
-        None => String::new(),
-        Some(p) => match names::check_bucket_prefix(p) {
-            Ok(()) => p.clone(),
-            Err(e) => {
-                problems.push(format!("{BUCKET_NAME_PREFIX} {e}"));
-                String::new()
-            }
-        },
-    }
+    name_prefix(
+        map,
+        BUCKET_NAME_PREFIX,
+        names::check_bucket_prefix,
+        problems,
+    )
 }
 
 /// Whether the [`PURGE_ON_DELETE`] parameter is `"true"`. Deletion reads

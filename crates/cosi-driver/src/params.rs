@@ -33,6 +33,26 @@ pub fn boolean(map: &HashMap<String, String>, key: &str, problems: &mut Vec<Stri
     }
 }
 
+/// The name prefix parameter `key`, checked with `check`; empty when
+/// absent or refused (a refusal is a problem).
+pub fn name_prefix(
+    map: &HashMap<String, String>,
+    key: &str,
+    check: impl FnOnce(&str) -> Result<(), String>,
+    problems: &mut Vec<String>,
+) -> String {
+    match map.get(key) {
+        None => String::new(),
+        Some(p) => match check(p) {
+            Ok(()) => p.clone(),
+            Err(e) => {
+                problems.push(format!("{key} {e}"));
+                String::new()
+            }
+        },
+    }
+}
+
 /// `value` when there are no problems, else one error naming the `class`
 /// kind and every problem.
 pub fn finish<T>(value: T, problems: Vec<String>, class: &str) -> Result<T, String> {

@@ -80,17 +80,14 @@ impl S3AddressingStyle {
 impl ProtocolBucketInfo {
     /// The protocols this info covers.
     pub fn protocols(&self) -> Vec<ObjectProtocol> {
-        let mut out = Vec::new();
-        if self.s3.is_some() {
-            out.push(ObjectProtocol::S3);
-        }
-        if self.azure.is_some() {
-            out.push(ObjectProtocol::Azure);
-        }
-        if self.gcs.is_some() {
-            out.push(ObjectProtocol::Gcs);
-        }
-        out
+        [
+            ObjectProtocol::S3,
+            ObjectProtocol::Azure,
+            ObjectProtocol::Gcs,
+        ]
+        .into_iter()
+        .filter(|&protocol| self.has(protocol))
+        .collect()
     }
 
     /// True when info for `protocol` is present.

@@ -2,9 +2,12 @@
 //! roots plus the CA certificates of a bundle, for a backend whose
 //! certificate a private CA signs. Each driver builds its HTTP clients (the
 //! smithy HTTP client on rustls) on [`tls_context`], or takes a
-//! [`connector`] and sends its own signed calls with [`send`].
+//! [`connector`] and sends its own signed calls with [`send`] (or a
+//! [`Caller`], which keeps only success answers).
 
+use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_smithy_async::rt::sleep::TokioSleep;
@@ -20,6 +23,7 @@ use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
 
 use crate::errors::{BackendError, Dialect, Transport};
+use crate::validate::FlagProblems;
 
 /// Checks that `pem` holds at least one CA certificate usable as a trust
 /// anchor; returns how many it holds. Nothing else may reach an HTTPS
@@ -39,6 +43,14 @@ pub fn check_ca_pem(pem: &str) -> Result<usize, String> {
             .map_err(|e| format!("certificate #{} cannot be a trust anchor: {e}", i + 1))?;
     }
     Ok(certs.len())
+}
+
+impl FlagProblems {
+    /// Checks the CA bundle read from `--ca-file`, when there is one, with
+    /// [`check_ca_pem`].
+    pub fn check_ca_file(&mut self, ca_pem: Option<&str>) {
+        self.check_some("--ca-file", ca_pem, check_ca_pem);
+    }
 }
 
 /// A `--ca-file` that cannot be read.
@@ -108,6 +120,16 @@ pub struct Answer {
     pub body: Bytes,
 }
 
+impl Answer {
+    /// The value of header `name` (lowercase).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 /// Sends `request` through `connector` and reads the whole answer, all
 /// within `timeout`, whatever its status. A request the connector cannot
 /// take fails as [`Transport::Local`], a failed connection or read as
@@ -154,6 +176,52 @@ pub async fn send<D: Dialect>(
     tokio::time::timeout(timeout, exchange)
         .await
         .unwrap_or_else(|_| Err(failed(Transport::Timeout, "no answer in time")))
+}
+
+/// Sends requests through one connector, each within one timeout, and
+/// keeps the answers with a 2xx status.
+#[derive(Clone)]
+pub struct Caller {
+    connector: Arc<Connector>,
+    timeout: Duration,
+}
+
+// The connector's internals are of no use in a log line.
+impl fmt::Debug for Caller {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Caller({:?})", self.timeout)
+    }
+}
+
+impl Caller {
+    /// Sends through `connector`, each call taking at most `timeout`.
+    pub fn new(connector: Connector, timeout: Duration) -> Self {
+        Self {
+            connector: Arc::new(connector),
+            timeout,
+        }
+    }
+
+    /// Sends the request `built` like [`send`] and keeps an answer with a
+    /// 2xx status. A request that could not be built fails as
+    /// [`Transport::Local`]; an answer with any other status fails as what
+    /// `refused` makes of it.
+    pub async fn call<D: Dialect>(
+        &self,
+        built: Result<http::Request<SdkBody>, String>,
+        operation: &'static str,
+        target: &str,
+        refused: impl FnOnce(Answer) -> BackendError<D>,
+    ) -> Result<Answer, BackendError<D>> {
+        let request = built
+            .map_err(|e| BackendError::without_answer(operation, target, Transport::Local, &e))?;
+        let answer = send(&self.connector, request, operation, target, self.timeout).await?;
+        if (200..300).contains(&answer.status) {
+            Ok(answer)
+        } else {
+            Err(refused(answer))
+        }
+    }
 }
 
 /// A self-signed CA certificate for tests (no private key kept anywhere).

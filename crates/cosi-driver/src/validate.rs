@@ -22,6 +22,22 @@ pub const MAX_ENDPOINT_BYTES: usize = 2048;
 /// without whitespace or user info, no query or fragment, at most
 /// [`MAX_ENDPOINT_BYTES`]. The message names the URL and what is wrong.
 pub fn endpoint_url(url: &str) -> Result<(), String> {
+    scheme_and_host(url)?;
+    if url.contains(['?', '#']) {
+        return Err(format!("{url:?} must not carry a query or fragment"));
+    }
+    endpoint_length(url)
+}
+
+/// Checks a configured HTTP URL like [`endpoint_url`] but lets it carry a
+/// query or fragment.
+pub fn http_url(url: &str) -> Result<(), String> {
+    scheme_and_host(url)?;
+    endpoint_length(url)
+}
+
+/// `http://` or `https://` and a host without whitespace or user info.
+fn scheme_and_host(url: &str) -> Result<(), String> {
     let rest = url
         .strip_prefix("https://")
         .or_else(|| url.strip_prefix("http://"))
@@ -32,9 +48,11 @@ pub fn endpoint_url(url: &str) -> Result<(), String> {
             "{url:?} has no valid host (and must not carry user info)"
         ));
     }
-    if url.contains(['?', '#']) {
-        return Err(format!("{url:?} must not carry a query or fragment"));
-    }
+    Ok(())
+}
+
+/// At most [`MAX_ENDPOINT_BYTES`].
+fn endpoint_length(url: &str) -> Result<(), String> {
     if url.len() > MAX_ENDPOINT_BYTES {
         return Err(format!(
             "the URL is longer than {} bytes",
@@ -42,6 +60,60 @@ pub fn endpoint_url(url: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// The problems of a driver's flags, collected so that all are reported
+/// at once, each led by the flag it is about.
+#[derive(Debug, Default)]
+pub struct FlagProblems(Vec<String>);
+
+impl FlagProblems {
+    /// Notes `problem`, which names its flag itself.
+    pub fn push(&mut self, problem: impl Into<String>) {
+        self.0.push(problem.into());
+    }
+
+    /// Notes the error of `checked`, if any, as `<flag>: <error>`.
+    pub fn check<T>(&mut self, flag: &str, checked: Result<T, String>) {
+        if let Err(e) = checked {
+            self.0.push(format!("{flag}: {e}"));
+        }
+    }
+
+    /// Checks `value` with `check` when there is a value, noting an error
+    /// like [`FlagProblems::check`].
+    pub fn check_some<T>(
+        &mut self,
+        flag: &str,
+        value: Option<&str>,
+        check: impl FnOnce(&str) -> Result<T, String>,
+    ) {
+        if let Some(value) = value {
+            self.check(flag, check(value));
+        }
+    }
+
+    /// Checks `--driver-name` with [`driver_name`].
+    pub fn check_driver_name(&mut self, name: &str) {
+        self.check("--driver-name", driver_name(name));
+    }
+
+    /// Checks, with [`endpoint_url`], the flag of the endpoint the driver
+    /// calls and the flag of the endpoint workloads are given when set;
+    /// each pair is the flag and its value.
+    pub fn check_endpoints(&mut self, endpoint: (&str, &str), public: (&str, Option<&str>)) {
+        self.check(endpoint.0, endpoint_url(endpoint.1));
+        self.check_some(public.0, public.1, endpoint_url);
+    }
+
+    /// `Ok` when nothing was noted, else every problem joined by `; `.
+    pub fn finish(self) -> Result<(), String> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(self.0.join("; "))
+        }
+    }
 }
 
 /// A request the SDK checks before handing it to a driver.
@@ -350,6 +422,39 @@ impl Validate for DriverRevokeBucketAccessRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn http_urls_are_endpoint_urls_that_may_carry_a_query() {
+        let long = format!("http://h/{}", "a".repeat(MAX_ENDPOINT_BYTES));
+        // (URL, accepted by http_url, accepted by endpoint_url)
+        let table = [
+            ("http://127.0.0.1:9000/?x=1#y", true, false),
+            ("https://s3.example.net/path", true, true),
+            ("ftp://host", false, false),
+            ("http://user@host", false, false),
+            (long.as_str(), false, false),
+        ];
+        for (url, http, endpoint) in table {
+            let got = (http_url(url).is_ok(), endpoint_url(url).is_ok());
+            assert_eq!(got, (http, endpoint), "{url}");
+        }
+    }
+
+    #[test]
+    fn flag_problems_are_reported_at_once_each_led_by_its_flag() {
+        assert_eq!(FlagProblems::default().finish(), Ok(()));
+        let mut problems = FlagProblems::default();
+        problems.check_driver_name("");
+        problems.check_endpoints(("--endpoint", "ftp://x"), ("--public-endpoint", None));
+        problems.check_some("--other", Some("x"), |_| Err::<(), _>("bad".to_owned()));
+        problems.check_some("--unset", None, |_| Err::<(), _>("bad".to_owned()));
+        problems.push("--max: too small");
+        assert_eq!(
+            problems.finish().unwrap_err(),
+            "--driver-name: driver name is empty; --endpoint: \"ftp://x\" must start with http:// \
+             or https://; --other: bad; --max: too small"
+        );
+    }
 
     #[test]
     fn endpoint_urls_need_a_scheme_and_a_plain_host_and_nothing_after_the_path() {

@@ -8,6 +8,7 @@ use std::path::Path;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
+use cosi_driver::validate::FlagProblems;
 
 /// The driver name used when none is configured.
 pub const DEFAULT_DRIVER_NAME: &str = "azure.cosi-rs.dev";
@@ -54,10 +55,8 @@ impl Config {
 
     /// Checks every field, reporting all problems at once.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let mut problems = Vec::new();
-        if let Err(e) = cosi_driver::validate::driver_name(&self.driver_name) {
-            problems.push(format!("--driver-name: {e}"));
-        }
+        let mut problems = FlagProblems::default();
+        problems.check_driver_name(&self.driver_name);
         let account_ok = (3..=24).contains(&self.account.len())
             && self
                 .account
@@ -69,24 +68,15 @@ impl Config {
                 self.account
             ));
         }
-        if let Err(e) = cosi_driver::validate::endpoint_url(&self.blob_endpoint) {
-            problems.push(format!("--blob-endpoint: {e}"));
-        }
-        if let Some(url) = &self.public_blob_endpoint
-            && let Err(e) = cosi_driver::validate::endpoint_url(url)
-        {
-            problems.push(format!("--public-blob-endpoint: {e}"));
-        }
-        if let Some(pem) = &self.ca_pem
-            && let Err(e) = cosi_driver::tls::check_ca_pem(pem)
-        {
-            problems.push(format!("--ca-file: {e}"));
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError::Invalid(problems.join("; ")))
-        }
+        problems.check_endpoints(
+            ("--blob-endpoint", &self.blob_endpoint),
+            (
+                "--public-blob-endpoint",
+                self.public_blob_endpoint.as_deref(),
+            ),
+        );
+        problems.check_ca_file(self.ca_pem.as_deref());
+        problems.finish().map_err(ConfigError::Invalid)
     }
 
     /// The Blob service URL the driver sends its calls to (no trailing `/`).

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use cosi_driver::params::{boolean, finish, unknown_keys};
+use cosi_driver::params::{boolean, finish, name_prefix, unknown_keys};
 
 use crate::names;
 
@@ -41,14 +41,15 @@ impl BucketParams {
     /// Parses a BucketClass parameter map.
     pub fn parse(map: &HashMap<String, String>) -> Result<Self, String> {
         let mut problems = unknown_keys(map, &BUCKET_KEYS);
-        let mut out = BucketParams::default();
-        if let Some(p) = map.get(CONTAINER_NAME_PREFIX) {
-            match names::check_prefix(p) {
-                Ok(()) => out.name_prefix = p.clone(),
-                Err(e) => problems.push(format!("{CONTAINER_NAME_PREFIX} {e}")),
-            }
-        }
-        out.delete_non_empty = boolean(map, DELETE_NON_EMPTY, &mut problems);
+        let out = BucketParams {
+            name_prefix: name_prefix(
+                map,
+                CONTAINER_NAME_PREFIX,
+                names::check_prefix,
+                &mut problems,
+            ),
+            delete_non_empty: boolean(map, DELETE_NON_EMPTY, &mut problems),
+        };
         finish(out, problems, "BucketClass")
     }
 }

@@ -5,12 +5,12 @@
 //! certificates of `--ca-file`).
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_smithy_http_client::Connector;
 use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
+use cosi_driver::tls::Caller;
 
 use crate::acl::Acl;
 use crate::config::{API_VERSION, AccountKey, Config, ConfigError};
@@ -35,23 +35,7 @@ pub fn url_path(url: &str) -> &str {
 }
 
 /// A response with a success status.
-#[derive(Debug)]
-pub struct Answer {
-    /// The response headers, names lowercased.
-    pub headers: Vec<(String, String)>,
-    /// The body.
-    pub body: Bytes,
-}
-
-impl Answer {
-    /// The value of header `name` (lowercase).
-    pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-}
+pub use cosi_driver::tls::Answer;
 
 /// What the driver reads of a container: its metadata and ETag.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -74,22 +58,13 @@ fn container_target(container: &str) -> String {
     format!("container {container:?}")
 }
 
-/// The Blob service client.
-#[derive(Clone)]
+/// The Blob service client. `Debug` does not show the key.
+#[derive(Clone, Debug)]
 pub struct BlobApi {
     endpoint: String,
     account: String,
     key: AccountKey,
-    connector: Arc<Connector>,
-}
-
-impl std::fmt::Debug for BlobApi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BlobApi")
-            .field("endpoint", &self.endpoint)
-            .field("account", &self.account)
-            .finish_non_exhaustive()
-    }
+    http: Caller,
 }
 
 impl BlobApi {
@@ -102,7 +77,7 @@ impl BlobApi {
             endpoint: cfg.endpoint().to_owned(),
             account: cfg.account.clone(),
             key,
-            connector: Arc::new(connector),
+            http: Caller::new(connector, CALL_TIMEOUT),
         })
     }
 
@@ -170,34 +145,19 @@ impl BlobApi {
         headers: &[(String, String)],
         body: Bytes,
     ) -> Result<Answer, BackendError> {
-        let local =
-            |e: String| BackendError::without_answer(operation, target, Transport::Local, &e);
-        let request = self
-            .signed_request(&method, resource, query, headers, body, SystemTime::now())
-            .map_err(local)?;
-        let answered = cosi_driver::tls::send::<errors::Azure>(
-            &self.connector,
-            request,
-            operation,
-            target,
-            CALL_TIMEOUT,
-        )
-        .await?;
-        let answer = Answer {
-            headers: answered.headers,
-            body: answered.body,
-        };
-        if (200..300).contains(&answered.status) {
-            Ok(answer)
-        } else {
-            Err(errors::answered(
-                operation,
-                target,
-                answered.status,
-                answer.header("x-ms-error-code"),
-                &answer.body,
-            ))
-        }
+        let request =
+            self.signed_request(&method, resource, query, headers, body, SystemTime::now());
+        self.http
+            .call(request, operation, target, |answer| {
+                errors::answered(
+                    operation,
+                    target,
+                    answer.status,
+                    answer.header("x-ms-error-code"),
+                    &answer.body,
+                )
+            })
+            .await
     }
 
     /// Calls the container resource of `container`, with `restype=container`

@@ -8,7 +8,6 @@
 //! signature no longer matches), and quota limits travel as query
 //! parameters (a JSON body answers 501).
 
-use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use aws_sigv4::http_request::{
@@ -16,9 +15,9 @@ use aws_sigv4::http_request::{
     UriPathNormalizationMode, sign,
 };
 use aws_sigv4::sign::v4;
-use aws_smithy_http_client::Connector;
 use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
+use cosi_driver::tls::Caller;
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use serde::Deserialize;
 
@@ -206,22 +205,13 @@ pub fn parse<T: for<'de> Deserialize<'de>>(
     })
 }
 
-/// The Admin Ops client.
-#[derive(Clone)]
+/// The Admin Ops client. `Debug` does not show the keys.
+#[derive(Clone, Debug)]
 pub struct AdminApi {
     base: String,
     region: String,
     keys: AdminKeys,
-    connector: Arc<Connector>,
-}
-
-impl std::fmt::Debug for AdminApi {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AdminApi")
-            .field("base", &self.base)
-            .field("region", &self.region)
-            .finish_non_exhaustive()
-    }
+    http: Caller,
 }
 
 /// `answer`, with RGW's "not found" as `None`.
@@ -250,7 +240,7 @@ impl AdminApi {
             base: format!("{}/{}", cfg.endpoint.trim_end_matches('/'), cfg.admin_path),
             region: cfg.region.clone(),
             keys,
-            connector: Arc::new(connector),
+            http: Caller::new(connector, CALL_TIMEOUT),
         })
     }
 
@@ -263,26 +253,14 @@ impl AdminApi {
         query: &[(&str, &str)],
     ) -> Result<Bytes, BackendError> {
         let url = format!("{}/{resource}?{}", self.base, encode_query(query));
-        let request = signed_request(&method, &url, &self.keys, &self.region, SystemTime::now())
-            .map_err(|e| BackendError::without_answer(operation, target, Transport::Local, &e))?;
-        let answer = cosi_driver::tls::send::<crate::errors::Rgw>(
-            &self.connector,
-            request,
-            operation,
-            target,
-            CALL_TIMEOUT,
-        )
-        .await?;
-        if (200..300).contains(&answer.status) {
-            Ok(answer.body)
-        } else {
-            Err(crate::errors::from_admin_response(
-                operation,
-                target,
-                answer.status,
-                &answer.body,
-            ))
-        }
+        let request = signed_request(&method, &url, &self.keys, &self.region, SystemTime::now());
+        let answer = self
+            .http
+            .call(request, operation, target, |answer| {
+                crate::errors::from_admin_response(operation, target, answer.status, &answer.body)
+            })
+            .await?;
+        Ok(answer.body)
     }
 
     /// Reads `resource`, parsed; `None` when RGW says there is none.

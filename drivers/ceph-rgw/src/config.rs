@@ -5,6 +5,7 @@
 use std::fmt;
 use std::path::Path;
 
+use cosi_driver::validate::FlagProblems;
 pub use cosi_driver_s3_common::addressing::AddressingStyle;
 
 /// The driver name used when none is configured.
@@ -69,18 +70,12 @@ impl Config {
 
     /// Checks every field, reporting all problems at once.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let mut problems = Vec::new();
-        if let Err(e) = cosi_driver::validate::driver_name(&self.driver_name) {
-            problems.push(format!("--driver-name: {e}"));
-        }
-        if let Err(e) = cosi_driver::validate::endpoint_url(&self.endpoint) {
-            problems.push(format!("--rgw-endpoint: {e}"));
-        }
-        if let Some(url) = &self.public_endpoint
-            && let Err(e) = cosi_driver::validate::endpoint_url(url)
-        {
-            problems.push(format!("--public-endpoint: {e}"));
-        }
+        let mut problems = FlagProblems::default();
+        problems.check_driver_name(&self.driver_name);
+        problems.check_endpoints(
+            ("--rgw-endpoint", &self.endpoint),
+            ("--public-endpoint", self.public_endpoint.as_deref()),
+        );
         let path_ok = !self.admin_path.is_empty()
             && self
                 .admin_path
@@ -104,19 +99,11 @@ impl Config {
                 self.region
             ));
         }
-        if let Some(pem) = &self.ca_pem
-            && let Err(e) = crate::tls::check_ca_pem(pem)
-        {
-            problems.push(format!("--ca-file: {e}"));
-        }
+        problems.check_ca_file(self.ca_pem.as_deref());
         if self.max_policy_size < 1024 {
-            problems.push("--max-bucket-policy-size: must be at least 1024 bytes".into());
+            problems.push("--max-bucket-policy-size: must be at least 1024 bytes");
         }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError::Invalid(problems.join("; ")))
-        }
+        problems.finish().map_err(ConfigError::Invalid)
     }
 
     /// The endpoint written into bucket info.

@@ -305,6 +305,16 @@ mod tests {
         }
     }
 
+    /// Plans creating bucket `B` for `want` over the existing bucket `info`
+    /// with `versioning`.
+    fn plan_over(
+        info: BucketInfo,
+        versioning: Versioning,
+        want: &BucketParams,
+    ) -> Result<CreatePlan, Error> {
+        plan_create(B, Some(&existing(info, versioning)), want, ADMIN)
+    }
+
     fn quota(objects: u64) -> BucketParams {
         BucketParams {
             quota: Quota {
@@ -355,13 +365,7 @@ mod tests {
             versioning: true,
             ..quota(10)
         };
-        let plan = plan_create(
-            B,
-            Some(&existing(info(ADMIN), Versioning::Never)),
-            &want,
-            ADMIN,
-        )
-        .unwrap();
+        let plan = plan_over(info(ADMIN), Versioning::Never, &want).unwrap();
         assert_eq!(
             plan,
             CreatePlan {
@@ -378,23 +382,16 @@ mod tests {
             versioning: true,
             ..quota(10)
         };
-        let plan = plan_create(
-            B,
-            Some(&existing(with_quota(10), Versioning::Enabled)),
-            &want,
-            ADMIN,
-        )
-        .unwrap();
+        let plan = plan_over(with_quota(10), Versioning::Enabled, &want).unwrap();
         assert_eq!(plan, CreatePlan::default());
     }
 
     #[test]
     fn a_bucket_of_another_user_is_already_exists_naming_the_owner() {
-        let e = plan_create(
-            B,
-            Some(&existing(info("obc-user"), Versioning::Never)),
+        let e = plan_over(
+            info("obc-user"),
+            Versioning::Never,
             &BucketParams::default(),
-            ADMIN,
         )
         .unwrap_err();
         assert_eq!(e.code(), Code::AlreadyExists);
@@ -403,39 +400,21 @@ mod tests {
 
     #[test]
     fn other_settings_are_already_exists_listing_each() {
-        let e = plan_create(
-            B,
-            Some(&existing(with_quota(5), Versioning::Enabled)),
-            &quota(10),
-            ADMIN,
-        )
-        .unwrap_err();
+        let e = plan_over(with_quota(5), Versioning::Enabled, &quota(10)).unwrap_err();
         assert_eq!(e.code(), Code::AlreadyExists);
         let msg = e.to_string();
         assert!(
             msg.contains("another quota") && msg.contains("versioning enabled"),
             "{msg}"
         );
-        let e = plan_create(
-            B,
-            Some(&existing(with_quota(5), Versioning::Never)),
-            &BucketParams::default(),
-            ADMIN,
-        )
-        .unwrap_err();
+        let e = plan_over(with_quota(5), Versioning::Never, &BucketParams::default()).unwrap_err();
         assert!(e.to_string().contains("a quota"), "{e}");
         let placed = BucketParams {
             placement: Some("fast".into()),
             storage_class: Some("COLD".into()),
             ..BucketParams::default()
         };
-        let e = plan_create(
-            B,
-            Some(&existing(info(ADMIN), Versioning::Never)),
-            &placed,
-            ADMIN,
-        )
-        .unwrap_err();
+        let e = plan_over(info(ADMIN), Versioning::Never, &placed).unwrap_err();
         assert!(
             e.to_string().contains("placement") && e.to_string().contains("storage class"),
             "{e}"
@@ -444,32 +423,18 @@ mod tests {
             placement_rule: "fast/COLD".into(),
             ..info(ADMIN)
         };
-        assert!(plan_create(B, Some(&existing(right, Versioning::Never)), &placed, ADMIN).is_ok());
+        assert!(plan_over(right, Versioning::Never, &placed).is_ok());
     }
 
     #[test]
     fn a_suspended_versioning_is_compatible_with_off_and_enabled_again_when_asked() {
         let off = BucketParams::default();
-        assert!(
-            plan_create(
-                B,
-                Some(&existing(info(ADMIN), Versioning::Suspended)),
-                &off,
-                ADMIN
-            )
-            .is_ok()
-        );
+        assert!(plan_over(info(ADMIN), Versioning::Suspended, &off).is_ok());
         let on = BucketParams {
             versioning: true,
             ..off
         };
-        let plan = plan_create(
-            B,
-            Some(&existing(info(ADMIN), Versioning::Suspended)),
-            &on,
-            ADMIN,
-        )
-        .unwrap();
+        let plan = plan_over(info(ADMIN), Versioning::Suspended, &on).unwrap();
         assert!(plan.enable_versioning);
     }
 

@@ -6,7 +6,6 @@
 use std::path::PathBuf;
 
 use clap::Parser;
-use clap::builder::{PossibleValuesParser, TypedValueParser};
 use cosi_driver_ceph_rgw::RgwDriver;
 use cosi_driver_ceph_rgw::config::{self, AddressingStyle, AdminKeys, Config};
 use cosi_driver_s3_common::logging::{self, LogFormat};
@@ -35,7 +34,7 @@ struct Args {
     #[arg(long, env = "RGW_REGION", default_value = config::DEFAULT_REGION)]
     region: String,
     /// How workloads address buckets.
-    #[arg(long, env = "S3_ADDRESSING_STYLE", default_value = "path", value_parser = addressing_style())]
+    #[arg(long, env = "S3_ADDRESSING_STYLE", default_value = "path", value_parser = AddressingStyle::value_parser())]
     addressing_style: AddressingStyle,
     /// PEM file of CA certificates to trust in addition to the system's roots.
     #[arg(long, env = "CA_FILE")]
@@ -51,11 +50,6 @@ struct Args {
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value = "text")]
     log_format: LogFormat,
-}
-
-/// Parses `--addressing-style`: `path` or `virtual`.
-fn addressing_style() -> impl TypedValueParser<Value = AddressingStyle> {
-    PossibleValuesParser::new(["path", "virtual"]).map(|s| s.parse().expect("a possible value"))
 }
 
 impl Args {

@@ -2,6 +2,7 @@
 //! buckets, and the driver's name. Credentials are not part of it: the admin
 //! credentials come from the standard AWS credential chain.
 
+use cosi_driver::validate::FlagProblems;
 pub use cosi_driver_s3_common::addressing::AddressingStyle;
 
 /// The driver name used when none is configured.
@@ -68,20 +69,14 @@ pub enum ConfigError {
 impl Config {
     /// Checks every field, reporting all problems at once.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        let mut problems = Vec::new();
-        if let Err(e) = cosi_driver::validate::driver_name(&self.driver_name) {
-            problems.push(format!("--driver-name: {e}"));
-        }
+        let mut problems = FlagProblems::default();
+        problems.check_driver_name(&self.driver_name);
         for (flag, value) in [
             ("--s3-endpoint", &self.s3_endpoint),
             ("--public-s3-endpoint", &self.public_s3_endpoint),
             ("--iam-endpoint", &self.iam_endpoint),
         ] {
-            if let Some(url) = value
-                && let Err(e) = check_url(url)
-            {
-                problems.push(format!("{flag}: {e}"));
-            }
+            problems.check_some(flag, value.as_deref(), cosi_driver::validate::http_url);
         }
         if !valid_region(&self.region) {
             problems.push(format!(
@@ -98,19 +93,9 @@ impl Config {
                 self.arn_partition
             ));
         }
-        if let Some(pem) = &self.ca_pem
-            && let Err(e) = crate::tls::check_ca_pem(pem)
-        {
-            problems.push(format!("--ca-file: {e}"));
-        }
-        if let Err(e) = check_user_path(&self.user_path) {
-            problems.push(format!("--iam-user-path: {e}"));
-        }
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(ConfigError::Invalid(problems.join("; ")))
-        }
+        problems.check_ca_file(self.ca_pem.as_deref());
+        problems.check("--iam-user-path", check_user_path(&self.user_path));
+        problems.finish().map_err(ConfigError::Invalid)
     }
 
     /// The addressing style after defaults.
@@ -138,26 +123,6 @@ impl Config {
         };
         format!("https://s3.{region}.{suffix}")
     }
-}
-
-fn check_url(url: &str) -> Result<(), String> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| format!("{url:?} must start with http:// or https://"))?;
-    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    if host.is_empty() || host.contains(char::is_whitespace) || host.contains('@') {
-        return Err(format!(
-            "{url:?} has no valid host (and must not carry user info)"
-        ));
-    }
-    if url.len() > cosi_driver::validate::MAX_ENDPOINT_BYTES {
-        return Err(format!(
-            "the URL is longer than {} bytes",
-            cosi_driver::validate::MAX_ENDPOINT_BYTES
-        ));
-    }
-    Ok(())
 }
 
 fn valid_region(region: &str) -> bool {

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use cosi_driver::params::{boolean, finish, unknown_keys};
+use cosi_driver::params::{boolean, finish, name_prefix, unknown_keys};
 use cosi_driver_s3_common::params::bucket_name_prefix;
 pub use cosi_driver_s3_common::params::{BUCKET_NAME_PREFIX, PURGE_ON_DELETE, VERSIONING};
 
@@ -92,14 +92,17 @@ impl AccessParams {
     /// Parses a BucketAccessClass parameter map.
     pub fn parse(map: &HashMap<String, String>) -> Result<Self, String> {
         let mut problems = unknown_keys(map, &ACCESS_KEYS);
-        let mut out = AccessParams::default();
-        if let Some(p) = map.get(USER_NAME_PREFIX) {
-            match names::check_user_prefix(p) {
-                Ok(()) => out.user_name_prefix = p.clone(),
-                Err(e) => problems.push(format!("{USER_NAME_PREFIX} {e}")),
-            }
-        }
-        finish(out, problems, "BucketAccessClass")
+        let user_name_prefix = name_prefix(
+            map,
+            USER_NAME_PREFIX,
+            names::check_user_prefix,
+            &mut problems,
+        );
+        finish(
+            AccessParams { user_name_prefix },
+            problems,
+            "BucketAccessClass",
+        )
     }
 }
 
