@@ -14,7 +14,7 @@ use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::steps::Applied;
-use cosi_runtime::{ApiContext, EventReporter, FailureTracker, Object, OwnWrites};
+use cosi_runtime::{ApiContext, EventReporter, EventType, FailureTracker, Object, OwnWrites};
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -270,18 +270,13 @@ impl Context {
         }
         let reference = obj.object_ref(&());
         for n in notices {
-            match n.severity {
-                Severity::Normal => {
-                    self.events
-                        .normal(&reference, n.reason, n.action, n.message.clone())
-                        .await
-                }
-                Severity::Warning => {
-                    self.events
-                        .warning(&reference, n.reason, n.action, n.message.clone())
-                        .await
-                }
-            }
+            let type_ = match n.severity {
+                Severity::Normal => EventType::Normal,
+                Severity::Warning => EventType::Warning,
+            };
+            self.events
+                .publish(&reference, type_, n.reason, n.action, n.message.clone())
+                .await;
         }
     }
 }
