@@ -347,11 +347,8 @@ async fn apply(
             applied
         }
         Step::WriteStatus(update) => {
-            let status = update.applied(
-                access.status.as_ref(),
-                access.metadata.generation,
-                Timestamp::now(),
-            );
+            let mut status = access.status.clone().unwrap_or_default();
+            update.apply(&mut status, access.metadata.generation, Timestamp::now());
             // Only the controller's fields: the sidecar's stay as they are.
             let mut body = Map::new();
             body.insert("conditions".into(), json!(status.conditions));

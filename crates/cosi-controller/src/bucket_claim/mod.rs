@@ -315,11 +315,8 @@ async fn apply(
             Wrote::Bucket(Some(bound))
         }
         Step::WriteStatus(update) => {
-            let status = update.applied(
-                claim.status.as_ref(),
-                claim.metadata.generation,
-                Timestamp::now(),
-            );
+            let mut status = claim.status.clone().unwrap_or_default();
+            update.apply(&mut status, claim.metadata.generation, Timestamp::now());
             let written = ctx
                 .write_status(api, claim, &status_patch(&status), "write status")
                 .await?;
