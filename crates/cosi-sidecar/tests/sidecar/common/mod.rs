@@ -127,6 +127,13 @@ impl Harness {
         self.start_sidecar_with(self.sidecar_client(), |_| {})
     }
 
+    /// A sidecar that checks the Secrets of granted accesses every `interval`.
+    pub fn start_checking_secrets(&self, interval: Duration) -> Sidecar {
+        self.start_sidecar_with(self.sidecar_client(), |c| {
+            c.secret_check_interval = interval;
+        })
+    }
+
     pub fn start_sidecar_with(
         &self,
         client: Client,
@@ -361,6 +368,29 @@ impl Harness {
         let o: K = self.once(name, type_, status).await;
         let failed = condition(o.status_conditions(), condition_types::PROVISION_FAILED).cloned();
         (o, failed.expect("a ProvisionFailed condition"))
+    }
+
+    /// Waits until the object's ResourcesValidated is False; returns it
+    /// with that condition.
+    pub async fn invalid<K: Watched>(&self, name: &str) -> (K, Condition) {
+        let o: K = self
+            .once(name, condition_types::RESOURCES_VALIDATED, "False")
+            .await;
+        let rv = condition(o.status_conditions(), condition_types::RESOURCES_VALIDATED).cloned();
+        (o, rv.expect("a ResourcesValidated condition"))
+    }
+
+    /// Waits until the object's Provisioned is False; returns it with its
+    /// ProvisionFailed condition, asserted True for a refusal.
+    pub async fn refused<K: Watched>(&self, name: &str) -> (K, Condition) {
+        let (o, pf) = self
+            .failed::<K>(name, condition_types::PROVISIONED, "False")
+            .await;
+        assert_eq!(
+            (pf.status.as_str(), pf.reason.as_str()),
+            ("True", reasons::PROVISION_REFUSED)
+        );
+        (o, pf)
     }
 
     /// Waits until the object's condition `type_` has `reason`.
@@ -634,6 +664,26 @@ impl Harness {
             self.provision_bucket(bucket).await;
         }
         self.grant(name, buckets).await
+    }
+
+    /// [`Self::provision_and_grant`] for each suffix `s` of `suffixes`: the
+    /// claim `claim-{s}` of the BucketClaim `bc-{s}`, with the Secret `creds-{s}`.
+    pub async fn provision_and_grant_each(&self, name: &str, suffixes: &[&str]) -> BucketAccess {
+        let names: Vec<[String; 3]> = suffixes
+            .iter()
+            .map(|s| {
+                [
+                    format!("claim-{s}"),
+                    format!("bc-{s}"),
+                    format!("creds-{s}"),
+                ]
+            })
+            .collect();
+        let buckets: Vec<(&str, &str, &str)> = names
+            .iter()
+            .map(|[claim, bucket, secret]| (claim.as_str(), bucket.as_str(), secret.as_str()))
+            .collect();
+        self.provision_and_grant(name, &buckets).await
     }
 
     pub async fn secret(&self, name: &str) -> Option<Secret> {
