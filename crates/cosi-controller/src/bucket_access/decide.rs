@@ -244,7 +244,7 @@ fn decide_after_handoff(obs: &Observed<'_>, finalized: bool) -> Step {
         .as_ref()
         .map(|s| s.accessed_buckets.as_slice())
         .unwrap_or_default();
-    let mut problems: Vec<(&'static str, String)> = Vec::new();
+    let mut problems: Vec<Problem> = Vec::new();
     for view in &obs.claims {
         let want = accessed
             .iter()
@@ -478,7 +478,7 @@ fn waiting(access: &BucketAccess, reason: &'static str, message: String) -> Step
 /// Refused until the access or its class changes (KEP 3.2 "exit without
 /// retry"): ResourcesValidated and Provisioned False and ProvisionFailed
 /// True, every problem named.
-fn refused(access: &BucketAccess, problems: &[(&'static str, String)]) -> Step {
+fn refused(access: &BucketAccess, problems: &[Problem]) -> Step {
     let reason = problems
         .first()
         .map_or(reasons::INVALID_BUCKET_ACCESS, |p| p.0);
