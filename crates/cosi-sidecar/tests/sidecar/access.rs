@@ -11,7 +11,7 @@ use cosi_driver::proto::{AzureCredentials, Credentials, GrantedBucket};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::api::{ObjectMeta, PostParams};
 use serde_json::json;
 
 use crate::common::fake::*;
@@ -203,10 +203,7 @@ async fn a_secret_the_access_does_not_own_is_never_overwritten() {
 
     // Once the user removes their Secret, access is granted.
     h.fake.expect(&PROVISION_ACCESS);
-    h.secrets()
-        .delete("taken", &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete::<Secret>("taken").await;
     let a = h.granted_access("ba-clash").await;
     assert!(has(
         a.conditions(),
@@ -335,10 +332,7 @@ async fn a_secret_a_user_deletes_is_kept_while_its_access_exists_and_the_access_
         .await;
     let before = h.secret("creds-keep").await.unwrap();
 
-    h.secrets()
-        .delete("creds-keep", &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete::<Secret>("creds-keep").await;
     let e = h.event_seen(NS, "ba-keep", "SecretProtected").await;
     assert_eq!(e.type_.as_deref(), Some("Warning"));
     let note = e.note.unwrap_or_default();

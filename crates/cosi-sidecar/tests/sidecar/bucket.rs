@@ -8,7 +8,7 @@ use cosi_api::reasons;
 use cosi_api::{DeletionPolicy, Protocol};
 use cosi_driver::Status;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::common::fake::*;
@@ -98,10 +98,7 @@ async fn bucket_deletion_waits_for_its_claim_then_deletes_the_backend_bucket() {
     h.provision_bucket("bc-del").await;
 
     // An admin deletes the Bucket while its claim lives: nothing happens.
-    h.buckets()
-        .delete("bc-del", &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete::<Bucket>("bc-del").await;
     let b = h
         .when::<Bucket>("bc-del", "being deleted", |b| {
             b.metadata.deletion_timestamp.is_some()
@@ -134,10 +131,7 @@ async fn a_retained_bucket_is_released_without_calling_the_driver() {
 
     // The claim went away long ago (annotation only, policy Retain); later an admin deletes the Bucket.
     h.claim_deleted("bc-keep", false).await;
-    h.buckets()
-        .delete("bc-keep", &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete::<Bucket>("bc-keep").await;
     h.bucket_gone("bc-keep").await;
     assert!(h.fake.calls_of(DELETE_BUCKET).is_empty());
     assert_eq!(

@@ -283,29 +283,41 @@ where
 
 // ---- waiting on objects ----------------------------------------------------
 
-/// A kind of object the harness waits on: Buckets and BucketAccesses.
-pub trait Watched:
-    kube::Resource + HasConditions + Clone + DeserializeOwned + std::fmt::Debug
-{
+/// A kind of object the harness reads and writes.
+pub trait Handled: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug {
     /// The kind, for messages.
     const KIND: &str;
     /// Where the harness finds objects of this kind.
     fn api(h: &Harness) -> Api<Self>;
 }
 
-impl Watched for Bucket {
+/// A kind of object the harness waits on: Buckets and BucketAccesses.
+pub trait Watched: Handled + HasConditions {}
+
+impl Handled for Bucket {
     const KIND: &str = "Bucket";
     fn api(h: &Harness) -> Api<Self> {
         h.buckets()
     }
 }
 
-impl Watched for BucketAccess {
+impl Handled for BucketAccess {
     const KIND: &str = "BucketAccess";
     fn api(h: &Harness) -> Api<Self> {
         h.accesses()
     }
 }
+
+impl Handled for Secret {
+    const KIND: &str = "Secret";
+    fn api(h: &Harness) -> Api<Self> {
+        h.secrets()
+    }
+}
+
+impl Watched for Bucket {}
+
+impl Watched for BucketAccess {}
 
 impl Harness {
     /// Creates `obj`.
@@ -325,11 +337,19 @@ impl Harness {
     }
 
     /// Merges `patch` into the object `name`.
-    pub async fn merge<K: Watched>(&self, name: &str, patch: serde_json::Value) -> K {
+    pub async fn merge<K: Handled>(&self, name: &str, patch: serde_json::Value) -> K {
         K::api(self)
             .patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .unwrap_or_else(|e| panic!("merge into {} {name}: {e}", K::KIND))
+    }
+
+    /// Deletes the object `name`.
+    pub async fn delete<K: Handled>(&self, name: &str) {
+        K::api(self)
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("delete {} {name}: {e}", K::KIND));
     }
 
     /// Waits until the object `name` no longer exists.
@@ -500,10 +520,7 @@ impl Harness {
             json!({"metadata": {"annotations": {annotations::BUCKETCLAIM_BEING_DELETED: ""}}});
         self.merge::<Bucket>(name, annotated).await;
         if delete {
-            self.buckets()
-                .delete(name, &DeleteParams::default())
-                .await
-                .expect("delete Bucket");
+            self.delete::<Bucket>(name).await;
         }
     }
 
@@ -545,10 +562,7 @@ impl Harness {
 
     /// Deletes the BucketAccess `name`.
     pub async fn delete_access(&self, name: &str) {
-        self.accesses()
-            .delete(name, &DeleteParams::default())
-            .await
-            .unwrap();
+        self.delete::<BucketAccess>(name).await;
     }
 
     /// Waits until the sidecar has finished the cleanup of the deleted
@@ -705,18 +719,9 @@ impl Harness {
     pub async fn force_delete_secret(&self, name: &str) {
         // Deleted first: a Secret without its finalizer, even for a moment,
         // would have it put back by the sidecar's next check.
-        self.secrets()
-            .delete(name, &DeleteParams::default())
-            .await
-            .expect("delete the Secret");
-        self.secrets()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-            )
-            .await
-            .expect("strip the Secret's finalizers");
+        self.delete::<Secret>(name).await;
+        self.merge::<Secret>(name, json!({"metadata": {"finalizers": null}}))
+            .await;
     }
 
     /// Events about `object` (in `namespace`) with `reason`.
