@@ -38,6 +38,15 @@ use crate::error::Error;
 /// yielded as a trigger (to record metrics, or keep an index in step).
 pub type Observer<K> = Box<dyn Fn(&watcher::Event<K>) + Send + Sync>;
 
+/// An observer that hands each deleted object to `gone`.
+pub fn on_delete<K: 'static>(gone: impl Fn(&K) + Send + Sync + 'static) -> Observer<K> {
+    Box::new(move |event| {
+        if let watcher::Event::Delete(obj) = event {
+            gone(obj);
+        }
+    })
+}
+
 /// Turns true once a cache holds its first full list; any number of tasks
 /// may wait on it.
 #[derive(Clone, Debug)]

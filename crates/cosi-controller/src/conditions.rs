@@ -4,6 +4,7 @@
 
 use cosi_api::Condition;
 use cosi_api::conditions::{Desired, Status, find, is_current};
+use cosi_api::constants::condition_types::{PROVISIONED, RESOURCES_VALIDATED};
 
 /// True when every condition in `desired` is already shown, with this
 /// generation, so writing them would change nothing.
@@ -23,6 +24,13 @@ pub fn existing(conditions: &[Condition], type_: &'static str) -> Option<Desired
             c.message.clone(),
         )
     })
+}
+
+/// Provisioned and ResourcesValidated Unknown, both for `reason` with
+/// `message`: waiting on something that does not exist yet.
+pub fn waiting_for(reason: &'static str, message: &str) -> [Desired; 2] {
+    [PROVISIONED, RESOURCES_VALIDATED]
+        .map(|type_| Desired::new(type_, Status::Unknown, reason, message))
 }
 
 /// True when `desired` would change the status (not only the message) of its type.

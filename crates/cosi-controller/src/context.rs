@@ -14,7 +14,8 @@ use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::steps::Applied;
-use cosi_runtime::{ApiContext, EventReporter, FailureTracker, Object, OwnWrites};
+use cosi_runtime::{ApiContext, EventReporter, EventType, FailureTracker, Object, OwnWrites};
+use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, Resource, ResourceExt};
@@ -96,6 +97,38 @@ pub fn describe<K: ResourceExt>(obj: &K) -> String {
     match obj.namespace() {
         Some(ns) => format!("{ns}/{}", obj.name_any()),
         None => obj.name_any(),
+    }
+}
+
+/// One reconcile of a namespaced object (a claim or an access), as the
+/// step driver runs it.
+pub(crate) struct ObjectSteps<'a, K> {
+    /// The controller's shared state.
+    pub ctx: &'a Context,
+    /// The API of the object's namespace.
+    pub api: Api<K>,
+    /// The object as logs and failure tracking name it.
+    pub key: String,
+    /// The cached object whose change started the reconcile.
+    pub trigger: Arc<K>,
+    /// Write conflicts met so far.
+    pub conflicts: u32,
+}
+
+impl<'a, K> ObjectSteps<'a, K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+{
+    /// A reconcile started by the cached `trigger`.
+    pub fn new(ctx: &'a Context, trigger: Arc<K>) -> Self {
+        let namespace = trigger.namespace().unwrap_or_default();
+        Self {
+            ctx,
+            api: Api::namespaced(ctx.client.clone(), &namespace),
+            key: describe(trigger.as_ref()),
+            trigger,
+            conflicts: 0,
+        }
     }
 }
 
@@ -270,18 +303,13 @@ impl Context {
         }
         let reference = obj.object_ref(&());
         for n in notices {
-            match n.severity {
-                Severity::Normal => {
-                    self.events
-                        .normal(&reference, n.reason, n.action, n.message.clone())
-                        .await
-                }
-                Severity::Warning => {
-                    self.events
-                        .warning(&reference, n.reason, n.action, n.message.clone())
-                        .await
-                }
-            }
+            let type_ = match n.severity {
+                Severity::Normal => EventType::Normal,
+                Severity::Warning => EventType::Warning,
+            };
+            self.events
+                .publish(&reference, type_, n.reason, n.action, n.message.clone())
+                .await;
         }
     }
 }

@@ -33,7 +33,7 @@ impl BoundExt for BucketClaim {
         };
         match decide(&obs) {
             Step::WriteStatus(u) => {
-                self.status = Some(u.applied(self.status.as_ref(), Some(1), clock()));
+                u.apply(self.status.get_or_insert_default(), Some(1), clock());
             }
             other => panic!("claim cannot be bound to this bucket: {other:?}"),
         }

@@ -35,7 +35,6 @@ use cosi_runtime::reconciler::Reconciler;
 use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::{Backoff, EventReporter, FailureTracker, Shutdown};
 use kube::api::Api;
-use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 
 pub use config::{COMPONENT, Config};
@@ -62,12 +61,11 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     let access_observer: cache::Observer<BucketAccess> = {
         let operations = operations.clone();
         let (claim_index, secret_index) = (claim_accesses.clone(), secret_names.clone());
+        let gone = cache::on_delete(move |a: &BucketAccess| operations.access_gone(a));
         Box::new(move |event| {
             claim_index.observe(event);
             secret_index.observe(event);
-            if let watcher::Event::Delete(a) = event {
-                operations.access_gone(a);
-            }
+            gone(event);
         })
     };
     let (
@@ -81,13 +79,9 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     );
     // Bucket deletions are recorded from the watch: the only place the
     // controller sees a Bucket's finalizer go.
-    let on_delete: cache::Observer<Bucket> = {
+    let on_delete = {
         let operations = operations.clone();
-        Box::new(move |event| {
-            if let watcher::Event::Delete(b) = event {
-                operations.bucket_deleted(b);
-            }
-        })
+        cache::on_delete(move |b: &Bucket| operations.bucket_deleted(b))
     };
     let (
         buckets,

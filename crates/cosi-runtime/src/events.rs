@@ -26,10 +26,12 @@ const SERIES_WINDOW: SignedDuration = SignedDuration::from_mins(6);
 /// The API refuses notes over 1 kB.
 const MAX_NOTE: usize = 1024;
 
-/// `Normal` or `Warning`.
+/// An Event's type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum EventType {
+pub enum EventType {
+    /// Something went as it should.
     Normal,
+    /// Something the user may have to look at.
     Warning,
 }
 
@@ -142,35 +144,13 @@ impl EventReporter {
         }
     }
 
-    /// A `Normal` event about `regarding`.
-    pub async fn normal(
-        &self,
-        regarding: &ObjectReference,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
-        self.publish(regarding, EventType::Normal, reason, action, note)
-            .await;
-    }
-
-    /// A `Warning` event about `regarding`.
-    pub async fn warning(
-        &self,
-        regarding: &ObjectReference,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
-        self.publish(regarding, EventType::Warning, reason, action, note)
-            .await;
-    }
-
     fn recent(&self) -> MutexGuard<'_, Recent> {
         self.recent.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    async fn publish(
+    /// An Event of `type_` about `regarding`; a repeat of a recent Event
+    /// (same type, action, reason and object) updates its series instead.
+    pub async fn publish(
         &self,
         regarding: &ObjectReference,
         type_: EventType,

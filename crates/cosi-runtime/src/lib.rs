@@ -30,7 +30,7 @@ pub mod steps;
 
 pub use api_error::{ApiContext, ApiError};
 pub use backoff::{Backoff, FailureTracker};
-pub use events::EventReporter;
+pub use events::{EventReporter, EventType};
 pub use flags::{CommonArgs, LogFormat};
 pub use http::Readiness;
 pub use object::Object;

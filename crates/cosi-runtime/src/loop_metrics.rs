@@ -275,11 +275,25 @@ mod tests {
     }
 
     /// Asserts that the rendered `registry` holds each of `lines`.
-    fn assert_rendered(registry: &Registry, lines: &[&str]) {
+    fn assert_rendered(registry: &Registry, lines: &[String]) {
         let text = render(registry);
         for line in lines {
             assert!(text.contains(line), "missing {line} in\n{text}");
         }
+    }
+
+    /// The lines of loop `name` counting `successes`, `errors` (reconcile
+    /// errors), `retries`, `depth` and `adds`.
+    fn loop_lines(name: &str, [successes, errors, retries, depth, adds]: [u64; 5]) -> Vec<String> {
+        vec![
+            format!(
+                r#"controller_runtime_reconcile_total{{controller="{name}",result="success"}} {successes}"#
+            ),
+            format!(r#"controller_runtime_reconcile_errors_total{{controller="{name}"}} {errors}"#),
+            format!(r#"workqueue_retries_total{{name="{name}"}} {retries}"#),
+            format!(r#"workqueue_depth{{name="{name}"}} {depth}"#),
+            format!(r#"workqueue_adds_total{{name="{name}"}} {adds}"#),
+        ]
     }
 
     #[test]
@@ -289,20 +303,15 @@ mod tests {
         let _loop = m.for_loop("bucketclaim");
         m.leader_status("cosi-controller").set(1);
         m.build_info("0.1.0", "abc1234");
-        assert_rendered(
-            &registry,
-            &[
-                r#"controller_runtime_reconcile_total{controller="bucketclaim",result="success"} 0"#,
-                r#"controller_runtime_reconcile_total{controller="bucketclaim",result="requeue_after"} 0"#,
-                r#"controller_runtime_reconcile_errors_total{controller="bucketclaim"} 0"#,
-                r#"controller_runtime_reconcile_time_seconds_count{controller="bucketclaim"} 0"#,
-                r#"workqueue_depth{name="bucketclaim"} 0"#,
-                r#"workqueue_adds_total{name="bucketclaim"} 0"#,
-                r#"workqueue_retries_total{name="bucketclaim"} 0"#,
-                r#"leader_election_master_status{name="cosi-controller"} 1"#,
-                r#"cosi_build_info{commit="abc1234",version="0.1.0"} 1"#,
-            ],
-        );
+        let mut lines = loop_lines("bucketclaim", [0; 5]);
+        let others = [
+            r#"controller_runtime_reconcile_total{controller="bucketclaim",result="requeue_after"} 0"#,
+            r#"controller_runtime_reconcile_time_seconds_count{controller="bucketclaim"} 0"#,
+            r#"leader_election_master_status{name="cosi-controller"} 1"#,
+            r#"cosi_build_info{commit="abc1234",version="0.1.0"} 1"#,
+        ];
+        lines.extend(others.map(String::from));
+        assert_rendered(&registry, &lines);
     }
 
     #[test]
@@ -317,17 +326,12 @@ mod tests {
         m.reconciled(ReconcileResult::Error, ms, false);
         m.queue(2, 5);
         m.queue(1, 0);
-        assert_rendered(
-            &registry,
-            &[
-                r#"controller_runtime_reconcile_total{controller="bucket",result="success"} 1"#,
-                r#"controller_runtime_reconcile_total{controller="bucket",result="error"} 2"#,
-                r#"controller_runtime_reconcile_errors_total{controller="bucket"} 2"#,
-                r#"workqueue_retries_total{name="bucket"} 1"#,
-                r#"workqueue_depth{name="bucket"} 1"#,
-                r#"workqueue_adds_total{name="bucket"} 5"#,
-                r#"controller_runtime_reconcile_time_seconds_bucket{controller="bucket",le="0.005"} 3"#,
-            ],
-        );
+        let mut lines = loop_lines("bucket", [1, 2, 1, 1, 5]);
+        let others = [
+            r#"controller_runtime_reconcile_total{controller="bucket",result="error"} 2"#,
+            r#"controller_runtime_reconcile_time_seconds_bucket{controller="bucket",le="0.005"} 3"#,
+        ];
+        lines.extend(others.map(String::from));
+        assert_rendered(&registry, &lines);
     }
 }

@@ -2,7 +2,7 @@
 //! become a series on it, and different objects or reasons get Events of
 //! their own; an Event deleted on the server is created anew.
 
-use cosi_runtime::EventReporter;
+use cosi_runtime::{EventReporter, EventType};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams};
@@ -37,13 +37,23 @@ fn count(e: &Event) -> Option<i32> {
     e.series.as_ref().map(|s| s.count)
 }
 
+/// Reports about claim `name`: `Provisioned` as a Normal Event, or
+/// `ProvisionFailed` as a Warning, with `note`.
+async fn report(reporter: &EventReporter, type_: EventType, name: &str, note: &str) {
+    let reason = match type_ {
+        EventType::Normal => "Provisioned",
+        EventType::Warning => "ProvisionFailed",
+    };
+    reporter
+        .publish(&claim(name), type_, reason, "Provision", note.to_owned())
+        .await;
+}
+
 #[tokio::test]
 async fn repeats_fold_into_a_series_and_distinct_events_stay_apart() {
     let (_sim, reporter, api) = start("cosi-controller").await;
 
-    reporter
-        .normal(&claim("a"), "Provisioned", "Provision", "ready".into())
-        .await;
+    report(&reporter, EventType::Normal, "a", "ready").await;
     let first = events(&api).await;
     assert_eq!(first.len(), 1);
     assert_eq!(count(&first[0]), None);
@@ -55,29 +65,21 @@ async fn repeats_fold_into_a_series_and_distinct_events_stay_apart() {
     );
 
     for _ in 0..2 {
-        reporter
-            .normal(&claim("a"), "Provisioned", "Provision", "ready".into())
-            .await;
+        report(&reporter, EventType::Normal, "a", "ready").await;
     }
     let repeated = events(&api).await;
     assert_eq!(repeated.len(), 1, "repeats patch the first Event");
     assert_eq!(count(&repeated[0]), Some(3));
     assert_eq!(repeated[0].note, first[0].note);
 
-    reporter
-        .warning(&claim("a"), "ProvisionFailed", "Provision", "no".into())
-        .await;
-    reporter
-        .normal(&claim("b"), "Provisioned", "Provision", "ready".into())
-        .await;
+    report(&reporter, EventType::Warning, "a", "no").await;
+    report(&reporter, EventType::Normal, "b", "ready").await;
     assert_eq!(events(&api).await.len(), 3);
 
     // The series' Event is gone on the server: the next repeat starts anew.
     let name = repeated[0].metadata.name.clone().unwrap();
     api.delete(&name, &DeleteParams::default()).await.unwrap();
-    reporter
-        .normal(&claim("a"), "Provisioned", "Provision", "ready".into())
-        .await;
+    report(&reporter, EventType::Normal, "a", "ready").await;
     let after = events(&api).await;
     assert_eq!(after.len(), 3);
     let fresh = after
@@ -94,14 +96,7 @@ async fn repeats_fold_into_a_series_and_distinct_events_stay_apart() {
 #[tokio::test]
 async fn a_long_note_is_cut_to_what_the_api_accepts() {
     let (_sim, reporter, api) = start("cosi-sidecar").await;
-    reporter
-        .warning(
-            &claim("a"),
-            "ProvisionFailed",
-            "Provision",
-            "x".repeat(5000),
-        )
-        .await;
+    report(&reporter, EventType::Warning, "a", &"x".repeat(5000)).await;
     let list = events(&api).await;
     assert_eq!(list.len(), 1, "the Event was written");
     let note = list[0].note.as_deref().unwrap();

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use cosi_api::Bucket;
 use cosi_runtime::backoff::Backoff;
 use cosi_runtime::metrics::SidecarMetrics;
-use cosi_runtime::{EventReporter, OwnWrites, Readiness};
+use cosi_runtime::{EventReporter, EventType, OwnWrites, Readiness};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -195,17 +195,8 @@ impl Context {
         action: &str,
         note: String,
     ) {
-        self.events.warning(regarding, reason, action, note).await;
-    }
-
-    /// A Normal Event.
-    pub async fn note(
-        &self,
-        regarding: &ObjectReference,
-        reason: &str,
-        action: &str,
-        note: String,
-    ) {
-        self.events.normal(regarding, reason, action, note).await;
+        self.events
+            .publish(regarding, EventType::Warning, reason, action, note)
+            .await;
     }
 }

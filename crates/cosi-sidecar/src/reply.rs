@@ -226,17 +226,14 @@ fn bucket_secret_info(
 }
 
 fn credential_protocols(c: &Credentials) -> Vec<Protocol> {
-    let mut out = Vec::new();
-    if c.s3.is_some() {
-        out.push(Protocol::S3);
-    }
-    if c.azure.is_some() {
-        out.push(Protocol::Azure);
-    }
-    if c.gcs.is_some() {
-        out.push(Protocol::Gcs);
-    }
-    out
+    [
+        (c.s3.is_some(), Protocol::S3),
+        (c.azure.is_some(), Protocol::Azure),
+        (c.gcs.is_some(), Protocol::Gcs),
+    ]
+    .into_iter()
+    .filter_map(|(present, protocol)| present.then_some(protocol))
+    .collect()
 }
 
 fn credentials(
@@ -470,14 +467,15 @@ mod tests {
         });
         let got = bucket_reply(Some(&info), &[Protocol::S3], &driver()).unwrap();
         assert_eq!(got.protocols, vec![Protocol::S3, Protocol::Azure]);
-        assert_eq!(got.bucket_info["COSI_S3_BUCKET_NAME"], "b1");
-        assert_eq!(got.bucket_info["COSI_S3_REGION"], "us-east-1");
-        assert_eq!(
-            got.bucket_info["COSI_S3_ENDPOINT"],
-            "https://s3.example.com"
-        );
-        assert_eq!(got.bucket_info["COSI_S3_ADDRESSING_STYLE"], "path");
-        assert_eq!(got.bucket_info["COSI_AZURE_STORAGE_ACCOUNT"], "acct");
+        for (key, value) in [
+            ("COSI_S3_BUCKET_NAME", "b1"),
+            ("COSI_S3_REGION", "us-east-1"),
+            ("COSI_S3_ENDPOINT", "https://s3.example.com"),
+            ("COSI_S3_ADDRESSING_STYLE", "path"),
+            ("COSI_AZURE_STORAGE_ACCOUNT", "acct"),
+        ] {
+            assert_eq!(got.bucket_info[key], value, "{key}");
+        }
     }
 
     #[test]

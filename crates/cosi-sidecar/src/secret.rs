@@ -294,14 +294,12 @@ mod tests {
         let s = claim1_secret();
         assert_eq!(s.metadata.namespace.as_deref(), Some("apps"));
         assert_eq!(s.finalizers(), [PROTECTION_FINALIZER.to_owned()]);
-        assert_eq!(
-            s.annotations()[annotations::BUCKETACCESS_REFERENCE],
-            "apps/ba1"
-        );
-        assert_eq!(
-            s.annotations()[annotations::BUCKETCLAIM_REFERENCE],
-            "apps/claim1"
-        );
+        for (key, value) in [
+            (annotations::BUCKETACCESS_REFERENCE, "apps/ba1"),
+            (annotations::BUCKETCLAIM_REFERENCE, "apps/claim1"),
+        ] {
+            assert_eq!(s.annotations()[key], value, "{key}");
+        }
         let owner = &s.owner_references()[0];
         assert_eq!(
             (owner.kind.as_str(), owner.uid.as_str()),

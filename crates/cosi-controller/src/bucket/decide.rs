@@ -68,26 +68,22 @@ mod tests {
         assert_eq!(decide(&legacy().deleting(), None), Step::Release);
     }
 
+    /// The step for the deleted legacy Bucket while `claim` exists.
+    fn deleted_with(claim: &BucketClaim) -> Step {
+        decide(&legacy().deleting(), Some(claim))
+    }
+
     #[test]
     fn a_deleted_bucket_waits_for_the_claim_bound_to_it() {
         let claim = claim("claim").existing("legacy");
-        assert_eq!(
-            decide(&legacy().deleting(), Some(&claim)),
-            Step::WaitForClaim
-        );
-        assert_eq!(
-            decide(&legacy().deleting(), Some(&claim.deleting())),
-            Step::Done
-        );
+        assert_eq!(deleted_with(&claim), Step::WaitForClaim);
+        assert_eq!(deleted_with(&claim.deleting()), Step::Done);
     }
 
     #[test]
     fn a_claim_of_the_same_name_bound_elsewhere_does_not_hold_the_bucket() {
         let elsewhere = claim("claim").existing("another-bucket");
-        assert_eq!(
-            decide(&legacy().deleting(), Some(&elsewhere)),
-            Step::Release
-        );
+        assert_eq!(deleted_with(&elsewhere), Step::Release);
         let same_name = claim("claim").existing("legacy");
         let bound_before = legacy().bound_uid("uid-of-a-previous-claim").deleting();
         assert_eq!(decide(&bound_before, Some(&same_name)), Step::Release);

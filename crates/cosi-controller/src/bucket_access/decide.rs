@@ -57,7 +57,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::bucket_claim::decide::{Binding, binding};
-use crate::conditions::{all_current, transitions};
+use crate::conditions::{all_current, transitions, waiting_for};
 use crate::notice::Notice;
 
 mod problems;
@@ -144,14 +144,8 @@ pub struct StatusUpdate {
 }
 
 impl StatusUpdate {
-    /// The access status after this update is applied at `now`.
-    pub fn applied(
-        &self,
-        current: Option<&BucketAccessStatus>,
-        generation: Option<i64>,
-        now: Timestamp,
-    ) -> BucketAccessStatus {
-        let mut status = current.cloned().unwrap_or_default();
+    /// Applies this update to the access `status` at `now`.
+    pub fn apply(&self, status: &mut BucketAccessStatus, generation: Option<i64>, now: Timestamp) {
         set_all(&mut status.conditions, &self.conditions, generation, now);
         if let Some(h) = &self.handoff {
             status.accessed_buckets.clone_from(&h.accessed_buckets);
@@ -159,7 +153,6 @@ impl StatusUpdate {
             status.authentication_type = Some(h.authentication_type);
             status.parameters.clone_from(&h.parameters);
         }
-        status
     }
 }
 
@@ -251,7 +244,7 @@ fn decide_after_handoff(obs: &Observed<'_>, finalized: bool) -> Step {
         .as_ref()
         .map(|s| s.accessed_buckets.as_slice())
         .unwrap_or_default();
-    let mut problems: Vec<(&'static str, String)> = Vec::new();
+    let mut problems: Vec<Problem> = Vec::new();
     for view in &obs.claims {
         let want = accessed
             .iter()
@@ -466,21 +459,13 @@ fn annotate_step(obs: &Observed<'_>) -> Option<Step> {
 /// Waiting on something that does not exist yet (KEP: ResourcesValidated
 /// Unknown while references are not present), with an Event when it starts.
 fn waiting(access: &BucketAccess, reason: &'static str, message: String) -> Step {
-    let conditions = vec![
-        Desired::new(PROVISIONED, Status::Unknown, reason, message.clone()),
-        Desired::new(
-            RESOURCES_VALIDATED,
-            Status::Unknown,
-            reason,
-            message.clone(),
-        ),
-        Desired::new(
-            PROVISION_FAILED,
-            Status::Unknown,
-            reasons::PENDING,
-            "No provisioning result reported yet",
-        ),
-    ];
+    let mut conditions = waiting_for(reason, &message).to_vec();
+    conditions.push(Desired::new(
+        PROVISION_FAILED,
+        Status::Unknown,
+        reasons::PENDING,
+        "No provisioning result reported yet",
+    ));
     let notice = if reason == reasons::WAITING_FOR_BUCKET {
         // The KEP names this Event; waiting is progress, not a failure.
         Notice::normal(reason, actions::GRANT, message)
@@ -493,7 +478,7 @@ fn waiting(access: &BucketAccess, reason: &'static str, message: String) -> Step
 /// Refused until the access or its class changes (KEP 3.2 "exit without
 /// retry"): ResourcesValidated and Provisioned False and ProvisionFailed
 /// True, every problem named.
-fn refused(access: &BucketAccess, problems: &[(&'static str, String)]) -> Step {
+fn refused(access: &BucketAccess, problems: &[Problem]) -> Step {
     let reason = problems
         .first()
         .map_or(reasons::INVALID_BUCKET_ACCESS, |p| p.0);

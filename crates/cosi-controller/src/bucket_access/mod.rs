@@ -23,7 +23,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde_json::{Map, Value, json};
 
-use crate::context::{Context, describe, get};
+use crate::context::{Context, ObjectSteps, describe, get};
 use crate::error::Error;
 use crate::watches;
 use decide::{ClaimView, Observed, Step, holds_claims};
@@ -37,7 +37,7 @@ const MAX_STEPS: usize = 16;
 
 /// What was read for one decision (cached objects are shared with the
 /// caches, not copied).
-struct Snapshot {
+pub(crate) struct Snapshot {
     access: Arc<BucketAccess>,
     class: Option<Arc<cosi_api::BucketAccessClass>>,
     /// One entry per `spec.bucketClaims`.
@@ -203,27 +203,12 @@ async fn held_by_others(
 /// Reconciles one BucketAccess.
 pub async fn reconcile(access: Arc<BucketAccess>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.wait_ready().await?;
-    let namespace = access.namespace().unwrap_or_default();
     ctx.operations.access_observed(&access);
-    let mut steps = AccessSteps {
-        ctx: &ctx,
-        api: Api::namespaced(ctx.client.clone(), &namespace),
-        key: describe(access.as_ref()),
-        trigger: access,
-        conflicts: 0,
-    };
-    steps::drive(&mut steps, MAX_STEPS).await
+    steps::drive(&mut AccessSteps::new(&ctx, access), MAX_STEPS).await
 }
 
 /// One reconcile of an access, as the step driver runs it.
-struct AccessSteps<'a> {
-    ctx: &'a Context,
-    api: Api<BucketAccess>,
-    key: String,
-    /// The cached access whose change started the reconcile.
-    trigger: Arc<BucketAccess>,
-    conflicts: u32,
-}
+type AccessSteps<'a> = ObjectSteps<'a, BucketAccess>;
 
 impl Steps for AccessSteps<'_> {
     type Observed = Snapshot;
@@ -347,11 +332,8 @@ async fn apply(
             applied
         }
         Step::WriteStatus(update) => {
-            let status = update.applied(
-                access.status.as_ref(),
-                access.metadata.generation,
-                Timestamp::now(),
-            );
+            let mut status = access.status.clone().unwrap_or_default();
+            update.apply(&mut status, access.metadata.generation, Timestamp::now());
             // Only the controller's fields: the sidecar's stay as they are.
             let mut body = Map::new();
             body.insert("conditions".into(), json!(status.conditions));

@@ -18,7 +18,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
 
-use crate::conditions::{all_current, existing, transitions};
+use crate::conditions::{all_current, existing, transitions, waiting_for};
 use crate::notice::Notice;
 use crate::validate;
 
@@ -106,14 +106,8 @@ pub struct StatusUpdate {
 }
 
 impl StatusUpdate {
-    /// The claim status after this update is applied at `now`.
-    pub fn applied(
-        &self,
-        current: Option<&BucketClaimStatus>,
-        generation: Option<i64>,
-        now: Timestamp,
-    ) -> BucketClaimStatus {
-        let mut status = current.cloned().unwrap_or_default();
+    /// Applies this update to the claim `status` at `now`.
+    pub fn apply(&self, status: &mut BucketClaimStatus, generation: Option<i64>, now: Timestamp) {
         set_all(&mut status.conditions, &self.conditions, generation, now);
         if let Some(bound) = &self.bound_bucket_name {
             status.bound_bucket_name.clone_from(bound);
@@ -121,7 +115,6 @@ impl StatusUpdate {
         if let Some(protocols) = &self.protocols {
             status.protocols.clone_from(protocols);
         }
-        status
     }
 }
 
@@ -489,19 +482,8 @@ fn keep_true_or(claim: &BucketClaim, desired: Desired) -> Desired {
 /// Provisioned Unknown with the same explanation, and a Warning Event when
 /// the claim starts waiting for it.
 fn waiting(claim: &BucketClaim, reason: &'static str, message: String) -> Step {
-    let conditions = vec![
-        keep_true_or(
-            claim,
-            Desired::new(PROVISIONED, Status::Unknown, reason, message.clone()),
-        ),
-        Desired::new(
-            RESOURCES_VALIDATED,
-            Status::Unknown,
-            reason,
-            message.clone(),
-        ),
-        pending_pf(),
-    ];
+    let [provisioned, validated] = waiting_for(reason, &message);
+    let conditions = vec![keep_true_or(claim, provisioned), validated, pending_pf()];
     let notice = Notice::warning(reason, actions::PROVISION, message);
     status_step(claim, None, None, conditions, vec![notice])
 }

@@ -25,7 +25,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
 
-use crate::context::{Context, describe, get};
+use crate::context::{Context, ObjectSteps, describe, get};
 use crate::error::Error;
 use crate::notice::Notice;
 use decide::{Observed, Step};
@@ -41,29 +41,14 @@ const MAX_STEPS: usize = 12;
 /// Reconciles one BucketClaim.
 pub async fn reconcile(claim: Arc<BucketClaim>, ctx: Arc<Context>) -> Result<Action, Error> {
     ctx.wait_ready().await?;
-    let namespace = claim.namespace().unwrap_or_default();
-    let mut steps = ClaimSteps {
-        ctx: &ctx,
-        api: Api::namespaced(ctx.client.clone(), &namespace),
-        key: describe(claim.as_ref()),
-        trigger: claim,
-        conflicts: 0,
-    };
-    steps::drive(&mut steps, MAX_STEPS).await
+    steps::drive(&mut ClaimSteps::new(&ctx, claim), MAX_STEPS).await
 }
 
 /// One reconcile of a claim, as the step driver runs it.
-struct ClaimSteps<'a> {
-    ctx: &'a Context,
-    api: Api<BucketClaim>,
-    key: String,
-    /// The cached claim whose change started the reconcile.
-    trigger: Arc<BucketClaim>,
-    conflicts: u32,
-}
+type ClaimSteps<'a> = ObjectSteps<'a, BucketClaim>;
 
 /// What one decision looks at: the claim and its Bucket.
-struct Claimed {
+pub(crate) struct Claimed {
     claim: Arc<BucketClaim>,
     bucket: Option<Arc<Bucket>>,
     /// The Bucket is absent from the cache, and the API was not asked yet.
@@ -315,11 +300,8 @@ async fn apply(
             Wrote::Bucket(Some(bound))
         }
         Step::WriteStatus(update) => {
-            let status = update.applied(
-                claim.status.as_ref(),
-                claim.metadata.generation,
-                Timestamp::now(),
-            );
+            let mut status = claim.status.clone().unwrap_or_default();
+            update.apply(&mut status, claim.metadata.generation, Timestamp::now());
             let written = ctx
                 .write_status(api, claim, &status_patch(&status), "write status")
                 .await?;

@@ -7,13 +7,38 @@ use cosi_api::conditions::{Desired, Status};
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCESS_REFERENCES};
 use cosi_api::constants::condition_types::PROVISION_FAILED;
-use cosi_api::{BucketClass, BucketClassSpec, DeletionPolicy, Protocol};
+use cosi_api::{Bucket, BucketClaim, BucketClass, BucketClassSpec, DeletionPolicy, Protocol};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube_sim::FaultRule;
 use serde_json::json;
 
 use crate::common::*;
+
+/// A running controller with the BucketClass `class` of `policy`, and the
+/// claim "photos" of that class bound.
+async fn bound_photos(class: &str, policy: DeletionPolicy) -> (Env, BucketClaim) {
+    let env = Env::running(class, policy).await;
+    let claim = env.bound_claim("photos", class).await;
+    (env, claim)
+}
+
+/// Waits until the Bucket `name` is marked `bucketclaim-being-deleted`, as
+/// `what` says it should be.
+async fn wait_marked(env: &Env, name: &str, what: &str) -> Bucket {
+    wait_for(&env.buckets(), name, what, |b| {
+        b.annotations().contains_key(BUCKETCLAIM_BEING_DELETED)
+    })
+    .await
+}
+
+/// A running controller with the BucketClass "standard" (Delete), and the
+/// claim "photos" of that class provisioned; with its Bucket's name.
+async fn provisioned_photos() -> (Env, String) {
+    let env = Env::running("standard", DeletionPolicy::Delete).await;
+    let name = env.provisioned_claim("photos", "standard").await;
+    (env, name)
+}
 
 #[tokio::test]
 async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
@@ -86,8 +111,7 @@ async fn a_dynamic_claim_is_provisioned_through_an_intermediate_bucket() {
 
 #[tokio::test]
 async fn claim_deletion_waits_for_accesses_then_deletes_a_delete_policy_bucket() {
-    let mut env = Env::running("standard", DeletionPolicy::Delete).await;
-    let name = env.provisioned_claim("photos", "standard").await;
+    let (mut env, name) = provisioned_photos().await;
 
     // An access reference blocks deletion.
     let body = json!({"metadata": {"annotations": {HAS_BUCKETACCESS_REFERENCES: "true"}}});
@@ -118,8 +142,7 @@ async fn claim_deletion_waits_for_accesses_then_deletes_a_delete_policy_bucket()
 
 #[tokio::test]
 async fn claim_deletion_with_policy_retain_marks_the_bucket_and_keeps_it() {
-    let mut env = Env::running("keep", DeletionPolicy::Retain).await;
-    let claim = env.bound_claim("photos", "keep").await;
+    let (mut env, claim) = bound_photos("keep", DeletionPolicy::Retain).await;
     let name = bucket_of(&claim);
     env.delete_claim("photos").await;
     env.wait_gone(&env.claims(), "photos").await;
@@ -208,8 +231,7 @@ async fn a_class_stored_before_the_crd_checked_driver_names_is_refused_with_a_me
 
 #[tokio::test]
 async fn a_claim_whose_bucket_vanished_is_an_error_and_is_never_reprovisioned() {
-    let mut env = Env::running("standard", DeletionPolicy::Delete).await;
-    let name = env.provisioned_claim("photos", "standard").await;
+    let (mut env, name) = provisioned_photos().await;
 
     // An admin removes the Bucket behind COSI's back.
     env.release_bucket(&name).await;
@@ -297,8 +319,7 @@ async fn a_static_bucket_reserved_for_another_claim_is_refused_and_left_untouche
 
 #[tokio::test]
 async fn driver_failures_reported_on_the_bucket_reach_the_claim() {
-    let mut env = Env::running("standard", DeletionPolicy::Delete).await;
-    let claim = env.bound_claim("photos", "standard").await;
+    let (mut env, claim) = bound_photos("standard", DeletionPolicy::Delete).await;
     let bucket = env.buckets().get(&bucket_of(&claim)).await.unwrap();
     env.set_bucket_conditions(
         &bucket,
@@ -361,13 +382,7 @@ async fn a_deleted_static_bucket_no_claim_is_bound_to_is_released_to_the_sidecar
     let env = Env::started().await;
     let bucket = env.create_static_bucket("unclaimed", "nobody").await;
     env.delete_finalized_bucket(bucket).await;
-    wait_for(
-        &env.buckets(),
-        "unclaimed",
-        "marked bucketclaim-being-deleted",
-        |b| b.annotations().contains_key(BUCKETCLAIM_BEING_DELETED),
-    )
-    .await;
+    wait_marked(&env, "unclaimed", "marked bucketclaim-being-deleted").await;
     env.release_bucket("unclaimed").await;
     env.wait_gone(&env.buckets(), "unclaimed").await;
 }
@@ -392,13 +407,7 @@ async fn a_deleted_static_bucket_waits_while_its_claim_is_bound() {
         "the bound claim still holds it"
     );
     env.delete_claim("holder").await;
-    wait_for(
-        &env.buckets(),
-        "held",
-        "marked once its claim is deleting",
-        |b| b.annotations().contains_key(BUCKETCLAIM_BEING_DELETED),
-    )
-    .await;
+    wait_marked(&env, "held", "marked once its claim is deleting").await;
 }
 
 #[tokio::test]

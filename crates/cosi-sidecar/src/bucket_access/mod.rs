@@ -34,9 +34,9 @@ use std::time::{Duration, Instant};
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations};
 use cosi_api::reasons::{self, actions};
 use cosi_api::{Bucket, BucketAccess};
-use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::steps::{self, Applied, Steps};
+use cosi_runtime::{EventType, patch};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::{Resource, ResourceExt};
@@ -173,7 +173,10 @@ impl Worker<'_> {
     /// A Normal Event about the access.
     async fn note(&self, reason: &str, action: &str, message: String) {
         let regarding = self.access.object_ref(&());
-        self.ctx.note(&regarding, reason, action, message).await;
+        self.ctx
+            .events
+            .publish(&regarding, EventType::Normal, reason, action, message)
+            .await;
     }
 
     /// Records that the Secrets of the access, as it is now, were just

@@ -182,17 +182,17 @@ pub async fn get_info(driver: &Driver) -> Result<String, DriverError> {
 /// earlier call succeeded. Its ID is `known` (persisted), or the name when
 /// the driver's IDs are names; otherwise unknown, and the failure says how
 /// to fix it.
-fn already_exists<T>(
+fn already_exists(
     e: DriverError,
     known: Option<&str>,
     name: &str,
     ids_are_names: bool,
-) -> Result<(String, Option<T>), Failure> {
+) -> Result<String, Failure> {
     if let Some(id) = known {
-        return Ok((id.to_owned(), None));
+        return Ok(id.to_owned());
     }
     if ids_are_names {
-        return Ok((name.to_owned(), None));
+        return Ok(name.to_owned());
     }
     let message = format!(
         "{}; a repeated call by name must answer OK with the same ID (the v1alpha1 rule); if the driver's IDs are the names sent, as ceph-cosi's are, start the sidecar with --v1alpha1-ids-are-names",
@@ -204,7 +204,52 @@ fn already_exists<T>(
     }))
 }
 
+/// Checks that a repeated call by `name` answered `id`, the ID it answered
+/// before (`earlier`, the reply's `field`): drivers must be idempotent by name.
+fn same_id(
+    method: Method,
+    name: &str,
+    id: &str,
+    (field, earlier): (&str, &str),
+) -> Result<(), Failure> {
+    if id == earlier {
+        return Ok(());
+    }
+    Err(bad_reply(
+        method,
+        format!(
+            "repeated for name {name:?}, it returned {field} {id:?} instead of {earlier:?}, which it returned before: the driver is not idempotent by name"
+        ),
+    ))
+}
+
+/// What a call by name answered.
+enum ByName<R> {
+    /// The call's reply.
+    Reply(R),
+    /// ALREADY_EXISTS: the ID of what an earlier call created (see
+    /// [`already_exists`]).
+    Existing(String),
+}
+
 impl Adapter {
+    /// Sorts the `result` of a call by `name`; `known` is the ID persisted
+    /// by an earlier call, if any.
+    fn by_name<R>(
+        &self,
+        result: Result<R, DriverError>,
+        known: Option<&str>,
+        name: &str,
+    ) -> Result<ByName<R>, Failure> {
+        match result {
+            Ok(reply) => Ok(ByName::Reply(reply)),
+            Err(e) if e.code() == tonic::Code::AlreadyExists => {
+                already_exists(e, known, name, self.options.ids_are_names).map(ByName::Existing)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// An adapter for a driver treated as `options` say.
     pub fn new(options: Options) -> Self {
         Self {
@@ -228,26 +273,21 @@ impl Adapter {
         parameters: HashMap<String, String>,
         known: Option<&str>,
     ) -> Result<(String, Option<v1::Protocol>), Failure> {
+        let request = v1::DriverCreateBucketRequest {
+            name: name.to_owned(),
+            parameters,
+        };
         let mut p = driver.client().v1alpha1.provisioner.clone();
         let result = driver
-            .call(
-                Method::CreateBucket,
-                p.driver_create_bucket(v1::DriverCreateBucketRequest {
-                    name: name.to_owned(),
-                    parameters,
-                }),
-            )
+            .call(Method::CreateBucket, p.driver_create_bucket(request))
             .await;
-        let reply = match result {
-            Ok(reply) => reply,
-            Err(e) if e.code() == tonic::Code::AlreadyExists => {
-                let (id, _) = already_exists::<()>(e, known, name, self.options.ids_are_names)?;
-                return Ok((id, None));
+        match self.by_name(result, known, name)? {
+            ByName::Existing(id) => Ok((id, None)),
+            ByName::Reply(reply) => {
+                checked_id(Method::CreateBucket, "bucket_id", &reply.bucket_id)?;
+                Ok((reply.bucket_id, reply.bucket_info))
             }
-            Err(e) => return Err(e.into()),
-        };
-        checked_id(Method::CreateBucket, "bucket_id", &reply.bucket_id)?;
-        Ok((reply.bucket_id, reply.bucket_info))
+        }
     }
 
     /// Phase 1: DriverCreateBucket by name; the reply is kept for phase 2.
@@ -283,15 +323,12 @@ impl Adapter {
                 let (id, info) = self
                     .create(driver, name, req.parameters, Some(&req.bucket_id))
                     .await?;
-                if id != req.bucket_id {
-                    return Err(bad_reply(
-                        Method::CreateBucket,
-                        format!(
-                            "repeated for name {name:?}, it returned bucket_id {id:?} instead of {:?}, which it returned before: the driver is not idempotent by name",
-                            req.bucket_id
-                        ),
-                    ));
-                }
+                same_id(
+                    Method::CreateBucket,
+                    name,
+                    &id,
+                    ("bucket_id", &req.bucket_id),
+                )?;
                 info
             }
         };
@@ -349,27 +386,26 @@ impl Adapter {
         parameters: HashMap<String, String>,
         known: Option<&str>,
     ) -> Result<(String, Option<HashMap<String, v1::CredentialDetails>>), Failure> {
+        let request = v1::DriverGrantBucketAccessRequest {
+            bucket_id: bucket_id.to_owned(),
+            name: name.to_owned(),
+            authentication_type: v1::AuthenticationType::Key as i32,
+            parameters,
+        };
         let mut p = driver.client().v1alpha1.provisioner.clone();
         let result = driver
             .call(
                 Method::GrantBucketAccess,
-                p.driver_grant_bucket_access(v1::DriverGrantBucketAccessRequest {
-                    bucket_id: bucket_id.to_owned(),
-                    name: name.to_owned(),
-                    authentication_type: v1::AuthenticationType::Key as i32,
-                    parameters,
-                }),
+                p.driver_grant_bucket_access(request),
             )
             .await;
-        let reply = match result {
-            Ok(reply) => reply,
-            Err(e) if e.code() == tonic::Code::AlreadyExists => {
-                return already_exists(e, known, name, self.options.ids_are_names);
+        match self.by_name(result, known, name)? {
+            ByName::Existing(id) => Ok((id, None)),
+            ByName::Reply(reply) => {
+                checked_id(Method::GrantBucketAccess, "account_id", &reply.account_id)?;
+                Ok((reply.account_id, Some(reply.credentials)))
             }
-            Err(e) => return Err(e.into()),
-        };
-        checked_id(Method::GrantBucketAccess, "account_id", &reply.account_id)?;
-        Ok((reply.account_id, Some(reply.credentials)))
+        }
     }
 
     /// Phase 1: DriverGrantBucketAccess by name; the credentials are kept
@@ -430,15 +466,12 @@ impl Adapter {
                         .await?;
                     (id, credentials) = again().await?;
                 }
-                if id != req.account_id {
-                    return Err(bad_reply(
-                        Method::GrantBucketAccess,
-                        format!(
-                            "repeated for name {account_name:?}, it returned account_id {id:?} instead of {:?}, which it returned before: the driver is not idempotent by name",
-                            req.account_id
-                        ),
-                    ));
-                }
+                same_id(
+                    Method::GrantBucketAccess,
+                    account_name,
+                    &id,
+                    ("account_id", &req.account_id),
+                )?;
                 credentials.ok_or_else(|| {
                     bad_reply(
                         Method::GrantBucketAccess,

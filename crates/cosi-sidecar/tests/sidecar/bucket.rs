@@ -8,7 +8,7 @@ use cosi_api::reasons;
 use cosi_api::{DeletionPolicy, Protocol};
 use cosi_driver::Status;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::common::fake::*;
@@ -98,10 +98,7 @@ async fn bucket_deletion_waits_for_its_claim_then_deletes_the_backend_bucket() {
     h.provision_bucket("bc-del").await;
 
     // An admin deletes the Bucket while its claim lives: nothing happens.
-    h.buckets()
-        .delete("bc-del", &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete::<Bucket>("bc-del").await;
     let b = h
         .when::<Bucket>("bc-del", "being deleted", |b| {
             b.metadata.deletion_timestamp.is_some()
@@ -134,10 +131,7 @@ async fn a_retained_bucket_is_released_without_calling_the_driver() {
 
     // The claim went away long ago (annotation only, policy Retain); later an admin deletes the Bucket.
     h.claim_deleted("bc-keep", false).await;
-    h.buckets()
-        .delete("bc-keep", &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete::<Bucket>("bc-keep").await;
     h.bucket_gone("bc-keep").await;
     assert!(h.fake.calls_of(DELETE_BUCKET).is_empty());
     assert_eq!(
@@ -203,23 +197,23 @@ async fn objects_of_other_drivers_are_never_touched() {
     h.fake.assert_no_unexpected_calls();
 }
 
-#[tokio::test]
-async fn a_refusal_sets_failed_conditions_once_and_waits_for_the_bucket_to_change() {
+/// A harness whose driver refuses every DriverCreateBucket as invalid.
+async fn refusing_create() -> Harness {
     let h = Harness::expecting(&PROVISION_BUCKET).await;
     h.fake.fail_always(
         CREATE_BUCKET,
         Status::invalid_argument("parameter tier=gold is not offered"),
     );
+    h
+}
+
+#[tokio::test]
+async fn a_refusal_sets_failed_conditions_once_and_waits_for_the_bucket_to_change() {
+    let h = refusing_create().await;
     let sidecar = h.start_sidecar();
     h.create_bucket(&dynamic_bucket("bc-refused")).await;
 
-    let (b, pf) = h
-        .failed::<Bucket>("bc-refused", condition_types::PROVISIONED, "False")
-        .await;
-    assert_eq!(
-        (pf.status.as_str(), pf.reason.as_str()),
-        ("True", reasons::PROVISION_REFUSED)
-    );
+    let (b, pf) = h.refused::<Bucket>("bc-refused").await;
     assert_contains(
         &pf.message,
         "InvalidArgument: parameter tier=gold is not offered",
@@ -328,10 +322,7 @@ async fn a_bucket_asking_for_an_unsupported_protocol_is_invalid_without_a_driver
         .create(&PostParams::default(), &b)
         .await
         .unwrap();
-    let b = h
-        .once::<Bucket>("bc-gcs", condition_types::RESOURCES_VALIDATED, "False")
-        .await;
-    let rv = condition(b.conditions(), condition_types::RESOURCES_VALIDATED).unwrap();
+    let (b, rv) = h.invalid::<Bucket>("bc-gcs").await;
     assert_contains(&rv.message, "does not support protocol(s) GCS");
     assert!(has(b.conditions(), condition_types::PROVISIONED, "False"));
     // Refused, not pending: ProvisionFailed says so, and an Event reports it.
@@ -347,11 +338,7 @@ async fn a_bucket_asking_for_an_unsupported_protocol_is_invalid_without_a_driver
 
 #[tokio::test]
 async fn a_refusal_whose_conditions_cannot_be_written_is_retried_until_recorded() {
-    let h = Harness::expecting(&PROVISION_BUCKET).await;
-    h.fake.fail_always(
-        CREATE_BUCKET,
-        Status::invalid_argument("parameter tier=gold is not offered"),
-    );
+    let h = refusing_create().await;
     let _sidecar = h.create_bucket_held("bc-unrecorded", CREATE_BUCKET).await;
     // The write of the refusal's conditions conflicts once.
     h.sim.faults().inject(

@@ -119,9 +119,7 @@ async fn metrics_use_the_kep_names_labels_and_buckets() {
 async fn no_credential_appears_in_any_log_line() {
     let h = Harness::expecting(&PROVISION_BOTH).await;
     h.fake.expect(&[REVOKE]);
-    let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
-        c.secret_check_interval = Duration::from_millis(300);
-    });
+    let _sidecar = h.start_checking_secrets(Duration::from_millis(300));
     h.provision_bucket("bc-log").await;
     // A bad reply (a credential missing), then good ones.
     h.fake.mutate_grant(|r| {

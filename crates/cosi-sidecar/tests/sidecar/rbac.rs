@@ -244,18 +244,7 @@ async fn a_secret_the_sidecar_may_not_create_is_reported_on_the_access_until_all
     h.handed_off_access("ba-nocreate", "claim", "creds-nocreate", "bc-nocreate")
         .await;
 
-    let a = h
-        .once::<BucketAccess>(
-            "ba-nocreate",
-            cosi_api::constants::condition_types::RESOURCES_VALIDATED,
-            "False",
-        )
-        .await;
-    let rv = condition(
-        a.conditions(),
-        cosi_api::constants::condition_types::RESOURCES_VALIDATED,
-    )
-    .unwrap();
+    let (a, rv) = h.invalid::<BucketAccess>("ba-nocreate").await;
     assert_eq!(rv.reason, "SecretWriteFailed");
     assert!(
         rv.message

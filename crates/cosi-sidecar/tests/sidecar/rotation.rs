@@ -264,9 +264,7 @@ async fn deleting_an_access_in_the_middle_of_a_rotation_revokes_both_accounts() 
 #[tokio::test]
 async fn a_secret_lost_after_a_rotation_is_repaired_with_the_live_account() {
     let h = Harness::new().await;
-    let _sidecar = h.start_sidecar_with(h.sidecar_client(), |c| {
-        c.secret_check_interval = std::time::Duration::from_millis(300);
-    });
+    let _sidecar = h.start_checking_secrets(std::time::Duration::from_millis(300));
     let (first, second) = granted(&h, "1s").await;
     request_rotation(&h).await;
     assert_one_live_account(&h, &first, &second).await;
@@ -296,21 +294,14 @@ async fn a_multi_bucket_access_rotates_all_its_secrets_together() {
     let h = Harness::expecting(&PROVISION_BOTH).await;
     h.fake.expect(&[REVOKE]);
     let _sidecar = h.start_sidecar();
-    h.provision_and_grant(
-        "ba-rot",
-        &[
-            ("claim-1", "bc-m1", "creds-1"),
-            ("claim-2", "bc-m2", "creds-2"),
-        ],
-    )
-    .await;
+    h.provision_and_grant_each("ba-rot", &["1", "2"]).await;
     annotate(&h, &[(annotations::ROTATION_GRACE, "1s")]).await;
     let hold = h.fake.hold(REVOKE);
     request_rotation(&h).await;
     // By the time the old account is revoked, every Secret holds the new one.
     hold.entered.notified().await;
     let (key2, secret2) = FakeDriver::credentials(2);
-    for (name, bucket) in [("creds-1", "id-bc-m1"), ("creds-2", "id-bc-m2")] {
+    for (name, bucket) in [("creds-1", "id-bc-1"), ("creds-2", "id-bc-2")] {
         let s = h.secret(name).await.unwrap();
         assert_eq!(secret_string(&s, "AWS_ACCESS_KEY_ID"), Some(key2.clone()));
         assert_eq!(
@@ -324,7 +315,7 @@ async fn a_multi_bucket_access_rotates_all_its_secrets_together() {
     let grants = h.fake.calls_of(GRANT);
     let last = grants.last().unwrap();
     assert!(
-        last.request.contains("id-bc-m1") && last.request.contains("id-bc-m2"),
+        last.request.contains("id-bc-1") && last.request.contains("id-bc-2"),
         "the new account is granted every bucket: {}",
         last.request
     );

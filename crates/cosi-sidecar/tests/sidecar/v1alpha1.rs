@@ -52,6 +52,17 @@ impl V1 {
         (b, failed.expect("a ProvisionFailed condition"))
     }
 
+    /// Creates the dynamic Bucket `name` and waits until the driver's reply
+    /// is found invalid; returns it with its ProvisionFailed condition.
+    async fn invalid_reply_bucket(&self, name: &str) -> (Bucket, Condition) {
+        self.failed_bucket(
+            name,
+            condition_types::PROVISION_FAILED,
+            reasons::INVALID_DRIVER_RESPONSE,
+        )
+        .await
+    }
+
     fn start(&self, options: Options) -> Sidecar {
         self.h
             .start_sidecar_with(self.h.sidecar_client(), |c| c.v1alpha1 = options)
@@ -428,13 +439,7 @@ async fn an_id_as_long_as_the_crds_allow_and_of_any_characters_is_persisted() {
 async fn an_id_longer_than_the_crds_allow_is_an_invalid_driver_response_never_persisted() {
     let too_long = base64_like_id(cosi_api::constants::limits::MAX_ID_LENGTH + 1);
     let (v, _sidecar) = V1::serving(Shape::Sample, |b| b.bucket_id = Some(too_long)).await;
-    let (b, failed) = v
-        .failed_bucket(
-            "bc-too-long",
-            condition_types::PROVISION_FAILED,
-            reasons::INVALID_DRIVER_RESPONSE,
-        )
-        .await;
+    let (b, failed) = v.invalid_reply_bucket("bc-too-long").await;
     assert!(
         failed
             .message
@@ -452,13 +457,7 @@ async fn an_id_longer_than_the_crds_allow_is_an_invalid_driver_response_never_pe
 #[tokio::test]
 async fn a_create_reply_naming_another_protocol_is_invalid_and_its_id_kept_for_deletion() {
     let (v, _sidecar) = V1::serving(Shape::Linode, |b| b.azure_info = true).await;
-    let (b, c) = v
-        .failed_bucket(
-            "bc-az",
-            condition_types::PROVISION_FAILED,
-            reasons::INVALID_DRIVER_RESPONSE,
-        )
-        .await;
+    let (b, c) = v.invalid_reply_bucket("bc-az").await;
     assert_contains(&c.message, "lacks the requested protocol(s) S3");
     assert_eq!(
         b.status.unwrap().bucket_id,

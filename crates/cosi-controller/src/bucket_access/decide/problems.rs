@@ -14,11 +14,12 @@ use kube::ResourceExt;
 
 use crate::validate;
 
+/// Why an access is refused: the condition reason, and the message that
+/// says what to fix.
+pub(super) type Problem = (&'static str, String);
+
 /// KEP 3.2: what the class forbids or the spec lacks.
-pub(super) fn policy_problems(
-    access: &BucketAccess,
-    class: &BucketAccessClass,
-) -> Vec<(&'static str, String)> {
+pub(super) fn policy_problems(access: &BucketAccess, class: &BucketAccessClass) -> Vec<Problem> {
     let class_name = class.name_any();
     let mut problems = Vec::new();
     let invalid = validate::class(&class.spec.driver_name, &class.spec.parameters);
@@ -97,10 +98,7 @@ pub(super) fn policy_problems(
 }
 
 /// KEP 3.7 and the protocol check of the contract, for one existing claim.
-pub(super) fn claim_problems(
-    access: &BucketAccess,
-    claim: &BucketClaim,
-) -> Vec<(&'static str, String)> {
+pub(super) fn claim_problems(access: &BucketAccess, claim: &BucketClaim) -> Vec<Problem> {
     let name = claim.name_any();
     let mut problems = Vec::new();
     if claim.metadata.deletion_timestamp.is_some() {
@@ -158,7 +156,7 @@ pub(super) fn list(protocols: &[cosi_api::Protocol]) -> String {
         .join(", ")
 }
 
-pub(super) fn join(problems: &[(&'static str, String)]) -> String {
+pub(super) fn join(problems: &[Problem]) -> String {
     problems
         .iter()
         .map(|(_, m)| m.as_str())

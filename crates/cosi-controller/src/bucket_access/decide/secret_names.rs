@@ -6,7 +6,7 @@ use cosi_api::reasons::{self};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::Observed;
+use super::{Observed, Problem};
 
 /// True when `other`, which names an `accessSecretName` that `access`
 /// names too, keeps the name, so `access` must be refused before any
@@ -60,7 +60,7 @@ pub(super) fn shared_secret_names<'a>(
 }
 
 /// A refusal for every Secret name a rival keeps, naming the rival.
-pub(super) fn secret_name_problems(obs: &Observed<'_>) -> Vec<(&'static str, String)> {
+pub(super) fn secret_name_problems(obs: &Observed<'_>) -> Vec<Problem> {
     let access = obs.access;
     let namespace = access.namespace().unwrap_or_default();
     let mut problems = Vec::new();

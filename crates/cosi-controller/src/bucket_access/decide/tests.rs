@@ -75,7 +75,7 @@ fn written(access: &BucketAccess, step: Step) -> (BucketAccess, StatusUpdate) {
         panic!("expected a status write, got {step:?}");
     };
     let mut access = access.clone();
-    access.status = Some(update.applied(access.status.as_ref(), Some(1), clock()));
+    update.apply(access.status.get_or_insert_default(), Some(1), clock());
     (access, *update)
 }
 

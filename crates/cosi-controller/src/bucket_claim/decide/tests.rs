@@ -38,7 +38,7 @@ fn written(claim: &BucketClaim, step: Step) -> (BucketClaim, StatusUpdate) {
         panic!("expected a status write, got {step:?}");
     };
     let mut claim = claim.clone();
-    claim.status = Some(update.applied(claim.status.as_ref(), Some(1), clock()));
+    update.apply(claim.status.get_or_insert_default(), Some(1), clock());
     (claim, *update)
 }
 

@@ -127,6 +127,13 @@ impl Harness {
         self.start_sidecar_with(self.sidecar_client(), |_| {})
     }
 
+    /// A sidecar that checks the Secrets of granted accesses every `interval`.
+    pub fn start_checking_secrets(&self, interval: Duration) -> Sidecar {
+        self.start_sidecar_with(self.sidecar_client(), |c| {
+            c.secret_check_interval = interval;
+        })
+    }
+
     pub fn start_sidecar_with(
         &self,
         client: Client,
@@ -276,29 +283,41 @@ where
 
 // ---- waiting on objects ----------------------------------------------------
 
-/// A kind of object the harness waits on: Buckets and BucketAccesses.
-pub trait Watched:
-    kube::Resource + HasConditions + Clone + DeserializeOwned + std::fmt::Debug
-{
+/// A kind of object the harness reads and writes.
+pub trait Handled: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug {
     /// The kind, for messages.
     const KIND: &str;
     /// Where the harness finds objects of this kind.
     fn api(h: &Harness) -> Api<Self>;
 }
 
-impl Watched for Bucket {
+/// A kind of object the harness waits on: Buckets and BucketAccesses.
+pub trait Watched: Handled + HasConditions {}
+
+impl Handled for Bucket {
     const KIND: &str = "Bucket";
     fn api(h: &Harness) -> Api<Self> {
         h.buckets()
     }
 }
 
-impl Watched for BucketAccess {
+impl Handled for BucketAccess {
     const KIND: &str = "BucketAccess";
     fn api(h: &Harness) -> Api<Self> {
         h.accesses()
     }
 }
+
+impl Handled for Secret {
+    const KIND: &str = "Secret";
+    fn api(h: &Harness) -> Api<Self> {
+        h.secrets()
+    }
+}
+
+impl Watched for Bucket {}
+
+impl Watched for BucketAccess {}
 
 impl Harness {
     /// Creates `obj`.
@@ -318,11 +337,19 @@ impl Harness {
     }
 
     /// Merges `patch` into the object `name`.
-    pub async fn merge<K: Watched>(&self, name: &str, patch: serde_json::Value) -> K {
+    pub async fn merge<K: Handled>(&self, name: &str, patch: serde_json::Value) -> K {
         K::api(self)
             .patch(name, &PatchParams::default(), &Patch::Merge(patch))
             .await
             .unwrap_or_else(|e| panic!("merge into {} {name}: {e}", K::KIND))
+    }
+
+    /// Deletes the object `name`.
+    pub async fn delete<K: Handled>(&self, name: &str) {
+        K::api(self)
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("delete {} {name}: {e}", K::KIND));
     }
 
     /// Waits until the object `name` no longer exists.
@@ -361,6 +388,29 @@ impl Harness {
         let o: K = self.once(name, type_, status).await;
         let failed = condition(o.status_conditions(), condition_types::PROVISION_FAILED).cloned();
         (o, failed.expect("a ProvisionFailed condition"))
+    }
+
+    /// Waits until the object's ResourcesValidated is False; returns it
+    /// with that condition.
+    pub async fn invalid<K: Watched>(&self, name: &str) -> (K, Condition) {
+        let o: K = self
+            .once(name, condition_types::RESOURCES_VALIDATED, "False")
+            .await;
+        let rv = condition(o.status_conditions(), condition_types::RESOURCES_VALIDATED).cloned();
+        (o, rv.expect("a ResourcesValidated condition"))
+    }
+
+    /// Waits until the object's Provisioned is False; returns it with its
+    /// ProvisionFailed condition, asserted True for a refusal.
+    pub async fn refused<K: Watched>(&self, name: &str) -> (K, Condition) {
+        let (o, pf) = self
+            .failed::<K>(name, condition_types::PROVISIONED, "False")
+            .await;
+        assert_eq!(
+            (pf.status.as_str(), pf.reason.as_str()),
+            ("True", reasons::PROVISION_REFUSED)
+        );
+        (o, pf)
     }
 
     /// Waits until the object's condition `type_` has `reason`.
@@ -470,10 +520,7 @@ impl Harness {
             json!({"metadata": {"annotations": {annotations::BUCKETCLAIM_BEING_DELETED: ""}}});
         self.merge::<Bucket>(name, annotated).await;
         if delete {
-            self.buckets()
-                .delete(name, &DeleteParams::default())
-                .await
-                .expect("delete Bucket");
+            self.delete::<Bucket>(name).await;
         }
     }
 
@@ -515,10 +562,7 @@ impl Harness {
 
     /// Deletes the BucketAccess `name`.
     pub async fn delete_access(&self, name: &str) {
-        self.accesses()
-            .delete(name, &DeleteParams::default())
-            .await
-            .unwrap();
+        self.delete::<BucketAccess>(name).await;
     }
 
     /// Waits until the sidecar has finished the cleanup of the deleted
@@ -636,6 +680,26 @@ impl Harness {
         self.grant(name, buckets).await
     }
 
+    /// [`Self::provision_and_grant`] for each suffix `s` of `suffixes`: the
+    /// claim `claim-{s}` of the BucketClaim `bc-{s}`, with the Secret `creds-{s}`.
+    pub async fn provision_and_grant_each(&self, name: &str, suffixes: &[&str]) -> BucketAccess {
+        let names: Vec<[String; 3]> = suffixes
+            .iter()
+            .map(|s| {
+                [
+                    format!("claim-{s}"),
+                    format!("bc-{s}"),
+                    format!("creds-{s}"),
+                ]
+            })
+            .collect();
+        let buckets: Vec<(&str, &str, &str)> = names
+            .iter()
+            .map(|[claim, bucket, secret]| (claim.as_str(), bucket.as_str(), secret.as_str()))
+            .collect();
+        self.provision_and_grant(name, &buckets).await
+    }
+
     pub async fn secret(&self, name: &str) -> Option<Secret> {
         self.secrets().get_opt(name).await.expect("get Secret")
     }
@@ -655,18 +719,9 @@ impl Harness {
     pub async fn force_delete_secret(&self, name: &str) {
         // Deleted first: a Secret without its finalizer, even for a moment,
         // would have it put back by the sidecar's next check.
-        self.secrets()
-            .delete(name, &DeleteParams::default())
-            .await
-            .expect("delete the Secret");
-        self.secrets()
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-            )
-            .await
-            .expect("strip the Secret's finalizers");
+        self.delete::<Secret>(name).await;
+        self.merge::<Secret>(name, json!({"metadata": {"finalizers": null}}))
+            .await;
     }
 
     /// Events about `object` (in `namespace`) with `reason`.
