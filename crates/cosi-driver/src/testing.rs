@@ -2,7 +2,7 @@
 //! UNIX socket, in a fresh temporary directory, with a connected client.
 //!
 //! ```no_run
-//! # async fn example<D: cosi_driver::Identity + cosi_driver::Provisioner + Clone>(driver: D) {
+//! # async fn example<D: cosi_driver::Driver + Clone>(driver: D) {
 //! let (client, server) = cosi_driver::testing::serve(driver.clone(), driver).await;
 //! let info = client.get_info().await.unwrap();
 //! server.stop().await; // or drop it: the server stops and the directory goes
