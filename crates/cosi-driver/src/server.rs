@@ -49,7 +49,8 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
 }
 
-/// Serves `identity` and `provisioner` on `COSI_ENDPOINT` until SIGTERM or SIGINT.
+/// Serves `identity` and `provisioner` on `COSI_ENDPOINT` until SIGTERM or
+/// SIGINT. A [`Driver`](crate::Driver) is both: pass it twice (cloned).
 pub async fn serve_from_env<I: Identity, P: Provisioner>(
     identity: I,
     provisioner: P,

@@ -52,7 +52,8 @@ pub struct V1alpha1Bridge<I, P> {
 }
 
 impl<I, P> V1alpha1Bridge<I, P> {
-    /// Wraps a v1alpha2 driver's `identity` and `provisioner`.
+    /// Wraps a v1alpha2 driver's `identity` and `provisioner` (a
+    /// [`Driver`](crate::Driver) is both).
     pub fn new(identity: I, provisioner: P) -> Self {
         Self {
             identity: Arc::new(identity),
