@@ -2,7 +2,8 @@
 //! `proto/cosi.proto`, taking the request message and returning the reply
 //! message; the SDK implements the gRPC [`Identity`] and [`Provisioner`]
 //! services for every `Driver`, so [`serve`](crate::serve) and the other
-//! serving functions take a `Driver` as they are.
+//! serving functions accept one (passed twice, as identity and as
+//! provisioner).
 //!
 //! A driver that needs the whole gRPC request (its metadata, say)
 //! implements [`Identity`] and [`Provisioner`] itself instead.
@@ -22,8 +23,8 @@ use crate::proto::*;
 
 /// A COSI driver: the Identity and Provisioner calls of the v1alpha2 API,
 /// each taking the request message and returning the reply message. Served
-/// through the SDK, every request has passed [`validate`](crate::validate)
-/// before it reaches the driver.
+/// by [`serve`](crate::serve) or its siblings, every request has passed the
+/// checks of [`validate`](crate::validate) before it reaches the driver.
 #[tonic::async_trait]
 pub trait Driver: Send + Sync + 'static {
     /// DriverGetInfo: the driver's name (the `driverName` of the classes it
