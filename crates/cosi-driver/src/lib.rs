@@ -1,8 +1,12 @@
 //! The COSI v1alpha2 driver API (`proto/cosi.proto`) and what a Rust driver
 //! author needs around it:
 //!
+//! - [`Driver`]: what a driver author implements, one method per RPC on
+//!   the request and reply messages (the SDK serves it as the gRPC
+//!   [`Identity`] and [`Provisioner`] services);
 //! - [`proto`]: the generated messages, the [`Identity`] and [`Provisioner`]
-//!   service traits to implement, and the clients;
+//!   service traits (implemented for every [`Driver`]; implement them
+//!   directly only to see the whole gRPC request), and the clients;
 //! - [`v1alpha1`]: the same for the v1alpha1 driver API that drivers
 //!   shipped before v1alpha2 speak (clients use it to talk to them);
 //! - [`serve`] / [`serve_from_env`]: serve a driver on `COSI_ENDPOINT`
@@ -28,6 +32,7 @@
 
 pub mod client;
 pub mod codec;
+pub mod driver;
 pub mod endpoint;
 pub mod errors;
 pub mod locks;
@@ -49,6 +54,7 @@ pub mod v1alpha1_bridge;
 pub mod validate;
 
 pub use client::DriverClient;
+pub use driver::Driver;
 pub use endpoint::{ENDPOINT_ENV, Endpoint};
 pub use proto::identity_server::Identity;
 pub use proto::provisioner_server::Provisioner;
@@ -56,5 +62,8 @@ pub use server::{
     DriverApi, ServeError, UnknownDriverApi, serve, serve_api, serve_from_env, serve_v1alpha1,
     shutdown_signal,
 };
+/// The attribute every `impl Driver for …` block carries (the trait's
+/// methods are async).
+pub use tonic::async_trait;
 pub use tonic::{Code, Request, Response, Status};
 pub use v1alpha1_bridge::V1alpha1Bridge;

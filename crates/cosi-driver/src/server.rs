@@ -18,6 +18,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::server::Router;
 use tonic::{Request, Response, Status};
 
+use crate::driver::provisioner_calls;
 use crate::endpoint::{Endpoint, EndpointError};
 use crate::proto::identity_server::{Identity, IdentityServer};
 use crate::proto::provisioner_server::{Provisioner, ProvisionerServer};
@@ -48,7 +49,8 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
 }
 
-/// Serves `identity` and `provisioner` on `COSI_ENDPOINT` until SIGTERM or SIGINT.
+/// Serves `identity` and `provisioner` on `COSI_ENDPOINT` until SIGTERM or
+/// SIGINT. A [`Driver`](crate::Driver) is both: pass it twice (cloned).
 pub async fn serve_from_env<I: Identity, P: Provisioner>(
     identity: I,
     provisioner: P,
@@ -271,27 +273,19 @@ where
 /// Implements [`Provisioner`] for [`Validated`]: each listed call is
 /// [`checked`], then forwarded to the driver.
 macro_rules! validated_calls {
-    ($($call:ident($request:ty) -> $response:ty;)*) => {
+    ($($rpc:ident => $call:ident($request:ty) -> $response:ty;)*) => {
         #[tonic::async_trait]
         impl<P: Provisioner> Provisioner for Validated<P> {
             $(
-                async fn $call(
+                async fn $rpc(
                     &self,
                     request: Request<$request>,
                 ) -> Result<Response<$response>, Status> {
-                    checked(request, |r| self.0.$call(r)).await
+                    checked(request, |r| self.0.$rpc(r)).await
                 }
             )*
         }
     };
 }
 
-validated_calls! {
-    driver_generate_bucket_id(DriverGenerateBucketIdRequest) -> DriverGenerateBucketIdResponse;
-    driver_create_bucket(DriverCreateBucketRequest) -> DriverCreateBucketResponse;
-    driver_get_bucket(DriverGetBucketRequest) -> DriverGetBucketResponse;
-    driver_delete_bucket(DriverDeleteBucketRequest) -> DriverDeleteBucketResponse;
-    driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest) -> DriverGenerateBucketAccessIdResponse;
-    driver_grant_bucket_access(DriverGrantBucketAccessRequest) -> DriverGrantBucketAccessResponse;
-    driver_revoke_bucket_access(DriverRevokeBucketAccessRequest) -> DriverRevokeBucketAccessResponse;
-}
+provisioner_calls!(validated_calls);

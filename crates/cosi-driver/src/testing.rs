@@ -2,7 +2,7 @@
 //! UNIX socket, in a fresh temporary directory, with a connected client.
 //!
 //! ```no_run
-//! # async fn example<D: cosi_driver::Identity + cosi_driver::Provisioner + Clone>(driver: D) {
+//! # async fn example<D: cosi_driver::Driver + Clone>(driver: D) {
 //! let (client, server) = cosi_driver::testing::serve(driver.clone(), driver).await;
 //! let info = client.get_info().await.unwrap();
 //! server.stop().await; // or drop it: the server stops and the directory goes
@@ -17,7 +17,8 @@
 //!
 //! The request builders ([`params`], [`access_id_request`],
 //! [`grant_request`], [`revoke_request`]) spell out the requests tests send
-//! most: Key authentication, no parameters (set them with struct update).
+//! most: Key authentication, no parameters (set them with struct update);
+//! [`s3_bucket_info`] the bucket info test drivers answer with.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -38,7 +39,8 @@ use crate::proto::identity_server::Identity;
 use crate::proto::provisioner_server::Provisioner;
 use crate::proto::{
     AccessedBucket, AuthenticationType, DriverGenerateBucketAccessIdRequest,
-    DriverGrantBucketAccessRequest, DriverRevokeBucketAccessRequest, ObjectProtocol, RevokedBucket,
+    DriverGrantBucketAccessRequest, DriverRevokeBucketAccessRequest, ObjectProtocol,
+    ProtocolBucketInfo, RevokedBucket, S3AddressingStyle, S3BucketInfo,
 };
 use crate::server::DriverApi;
 
@@ -87,18 +89,18 @@ impl Serve {
         Fut: Future<Output = Result<(), E>> + Send + 'static,
         E: Debug,
     {
-        Self(Box::new(move |endpoint, shutdown| {
+        Self::with(move |endpoint: Endpoint, shutdown| {
             let path = endpoint.path();
             let _ = std::fs::remove_file(path);
             let listener = UnixListener::bind(path)
                 .unwrap_or_else(|e| panic!("cannot bind {}: {e}", path.display()));
             let serving = serve(UnixListenerStream::new(listener), shutdown);
-            Box::pin(async move {
+            async move {
                 let result = serving.await;
                 let _ = std::fs::remove_file(endpoint.path());
-                result.map_err(|e| format!("{e:?}"))
-            })
-        }))
+                result
+            }
+        })
     }
 
     /// Whatever `serve` serves on the endpoint until the shutdown future
@@ -290,6 +292,20 @@ pub fn revoke_request(
         authentication_type: AuthenticationType::Key as i32,
         service_account: None,
         parameters: HashMap::new(),
+    }
+}
+
+/// The info of the S3 bucket `bucket` at `endpoint` in `region`, path-style
+/// addressing, and no other protocol.
+pub fn s3_bucket_info(bucket: &str, region: &str, endpoint: &str) -> ProtocolBucketInfo {
+    ProtocolBucketInfo {
+        s3: Some(S3BucketInfo {
+            bucket_name: bucket.into(),
+            region: region.into(),
+            endpoint: endpoint.into(),
+            addressing_style: S3AddressingStyle::Path as i32,
+        }),
+        ..Default::default()
     }
 }
 

@@ -17,7 +17,7 @@
 //! version S3V4. Grants serve Key authentication only (v1alpha1's IAM has no
 //! v1alpha2 counterpart the bridge could honour); the credentials come as
 //! `{"s3": {accessKeyID, accessSecretKey, endpoint, region}}`, the keys of
-//! [`credential_keys::s3`](crate::v1alpha1::credential_keys::s3).
+//! [`credential_keys::s3`].
 //!
 //! Every v1alpha1 request is checked first (a missing or malformed field is
 //! `InvalidArgument` naming it), and every v1alpha2 request built from it is
@@ -52,7 +52,8 @@ pub struct V1alpha1Bridge<I, P> {
 }
 
 impl<I, P> V1alpha1Bridge<I, P> {
-    /// Wraps a v1alpha2 driver's `identity` and `provisioner`.
+    /// Wraps a v1alpha2 driver's `identity` and `provisioner` (a
+    /// [`Driver`](crate::Driver) is both).
     pub fn new(identity: I, provisioner: P) -> Self {
         Self {
             identity: Arc::new(identity),

@@ -10,8 +10,9 @@ use std::time::Duration;
 use cosi_driver::proto::*;
 use cosi_driver::testing::{
     PROVISIONER_RPCS, Serve, TestServer, access_id_request, grant_request, revoke_request,
+    s3_bucket_info,
 };
-use cosi_driver::{Code, DriverClient, Endpoint, Identity, Provisioner, Request, Response, Status};
+use cosi_driver::{Code, Driver, DriverClient, Endpoint, Status};
 
 /// A driver keeping buckets and accounts in memory, counting the calls that reach it.
 #[derive(Clone, Default)]
@@ -28,102 +29,82 @@ impl MemDriver {
 }
 
 fn s3_info(bucket: &str) -> ProtocolBucketInfo {
-    ProtocolBucketInfo {
-        s3: Some(S3BucketInfo {
-            bucket_name: bucket.into(),
-            region: "us-east-1".into(),
-            endpoint: "http://127.0.0.1:9000".into(),
-            addressing_style: S3AddressingStyle::Path as i32,
-        }),
-        ..Default::default()
-    }
+    s3_bucket_info(bucket, "us-east-1", "http://127.0.0.1:9000")
 }
 
-#[tonic::async_trait]
-impl Identity for MemDriver {
-    async fn driver_get_info(
-        &self,
-        _: Request<DriverGetInfoRequest>,
-    ) -> Result<Response<DriverGetInfoResponse>, Status> {
+#[cosi_driver::async_trait]
+impl Driver for MemDriver {
+    async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
         self.record("DriverGetInfo");
-        Ok(Response::new(DriverGetInfoResponse {
+        Ok(DriverGetInfoResponse {
             name: "mem.cosi-rs.dev".into(),
             supported_protocols: vec![ObjectProtocol::S3 as i32],
-        }))
+        })
     }
-}
 
-#[tonic::async_trait]
-impl Provisioner for MemDriver {
-    async fn driver_generate_bucket_id(
+    async fn generate_bucket_id(
         &self,
-        r: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        r: DriverGenerateBucketIdRequest,
+    ) -> Result<DriverGenerateBucketIdResponse, Status> {
         self.record("DriverGenerateBucketId");
-        Ok(Response::new(DriverGenerateBucketIdResponse {
-            bucket_id: r.into_inner().name,
-        }))
+        Ok(DriverGenerateBucketIdResponse { bucket_id: r.name })
     }
 
-    async fn driver_create_bucket(
+    async fn create_bucket(
         &self,
-        r: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        r: DriverCreateBucketRequest,
+    ) -> Result<DriverCreateBucketResponse, Status> {
         self.record("DriverCreateBucket");
-        let id = r.into_inner().bucket_id;
+        let id = r.bucket_id;
         self.buckets.lock().unwrap().insert(id.clone(), ());
-        Ok(Response::new(DriverCreateBucketResponse {
+        Ok(DriverCreateBucketResponse {
             protocols: Some(s3_info(&id)),
-        }))
+        })
     }
 
-    async fn driver_get_bucket(
+    async fn get_bucket(
         &self,
-        r: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        r: DriverGetBucketRequest,
+    ) -> Result<DriverGetBucketResponse, Status> {
         self.record("DriverGetBucket");
-        let id = r.into_inner().bucket_id;
+        let id = r.bucket_id;
         if !self.buckets.lock().unwrap().contains_key(&id) {
             return Err(Status::not_found(format!("bucket {id} does not exist")));
         }
-        Ok(Response::new(DriverGetBucketResponse {
+        Ok(DriverGetBucketResponse {
             protocols: Some(s3_info(&id)),
-        }))
+        })
     }
 
-    async fn driver_delete_bucket(
+    async fn delete_bucket(
         &self,
-        r: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        r: DriverDeleteBucketRequest,
+    ) -> Result<DriverDeleteBucketResponse, Status> {
         self.record("DriverDeleteBucket");
-        self.buckets
-            .lock()
-            .unwrap()
-            .remove(&r.into_inner().bucket_id);
-        Ok(Response::new(DriverDeleteBucketResponse {}))
+        self.buckets.lock().unwrap().remove(&r.bucket_id);
+        Ok(DriverDeleteBucketResponse {})
     }
 
-    async fn driver_generate_bucket_access_id(
+    async fn generate_bucket_access_id(
         &self,
-        r: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        r: DriverGenerateBucketAccessIdRequest,
+    ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
         self.record("DriverGenerateBucketAccessId");
-        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
-            account_id: r.into_inner().account_name,
-        }))
+        Ok(DriverGenerateBucketAccessIdResponse {
+            account_id: r.account_name,
+        })
     }
 
-    async fn driver_grant_bucket_access(
+    async fn grant_bucket_access(
         &self,
-        r: Request<DriverGrantBucketAccessRequest>,
-    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        r: DriverGrantBucketAccessRequest,
+    ) -> Result<DriverGrantBucketAccessResponse, Status> {
         self.record("DriverGrantBucketAccess");
-        let r = r.into_inner();
         self.accounts
             .lock()
             .unwrap()
             .insert(r.account_id.clone(), ());
-        Ok(Response::new(DriverGrantBucketAccessResponse {
+        Ok(DriverGrantBucketAccessResponse {
             buckets: r
                 .buckets
                 .iter()
@@ -139,19 +120,16 @@ impl Provisioner for MemDriver {
                 }),
                 ..Default::default()
             }),
-        }))
+        })
     }
 
-    async fn driver_revoke_bucket_access(
+    async fn revoke_bucket_access(
         &self,
-        r: Request<DriverRevokeBucketAccessRequest>,
-    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        r: DriverRevokeBucketAccessRequest,
+    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         self.record("DriverRevokeBucketAccess");
-        self.accounts
-            .lock()
-            .unwrap()
-            .remove(&r.into_inner().account_id);
-        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+        self.accounts.lock().unwrap().remove(&r.account_id);
+        Ok(DriverRevokeBucketAccessResponse {})
     }
 }
 

@@ -12,9 +12,7 @@ use cosi_driver::testing::params as map;
 use cosi_driver::testing::{self, Serve, TestServer};
 use cosi_driver::v1alpha1;
 use cosi_driver::v1alpha1::credential_keys::s3 as s3_secret_keys;
-use cosi_driver::{
-    Code, DriverApi, DriverClient, Identity, Provisioner, Request, Response, Status,
-};
+use cosi_driver::{Code, Driver, DriverApi, DriverClient, Status};
 
 /// What the driver answers; tests change it to exercise the bridge.
 #[derive(Clone)]
@@ -67,12 +65,7 @@ impl Recorder {
 
     /// Records the request `r` as `call` and returns it with the
     /// behaviour to answer it by.
-    fn receive<T: Clone>(
-        &self,
-        r: Request<T>,
-        call: fn(T) -> Call,
-    ) -> Result<(T, Behaviour), Status> {
-        let r = r.into_inner();
+    fn receive<T: Clone>(&self, r: T, call: fn(T) -> Call) -> Result<(T, Behaviour), Status> {
         let b = self.record(call(r.clone()))?;
         Ok((r, b))
     }
@@ -87,84 +80,70 @@ impl Recorder {
 }
 
 fn s3_info(bucket: &str) -> ProtocolBucketInfo {
-    ProtocolBucketInfo {
-        s3: Some(S3BucketInfo {
-            bucket_name: bucket.into(),
-            region: "eu-west-3".into(),
-            endpoint: "https://s3.example.com".into(),
-            addressing_style: S3AddressingStyle::Path as i32,
-        }),
-        ..Default::default()
-    }
+    testing::s3_bucket_info(bucket, "eu-west-3", "https://s3.example.com")
 }
 
-#[tonic::async_trait]
-impl Identity for Recorder {
-    async fn driver_get_info(
-        &self,
-        _: Request<DriverGetInfoRequest>,
-    ) -> Result<Response<DriverGetInfoResponse>, Status> {
+#[cosi_driver::async_trait]
+impl Driver for Recorder {
+    async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
         self.record(Call::GetInfo)?;
-        Ok(Response::new(DriverGetInfoResponse {
+        Ok(DriverGetInfoResponse {
             name: "rec.cosi-rs.dev".into(),
             supported_protocols: vec![ObjectProtocol::S3 as i32],
-        }))
+        })
     }
-}
 
-#[tonic::async_trait]
-impl Provisioner for Recorder {
-    async fn driver_generate_bucket_id(
+    async fn generate_bucket_id(
         &self,
-        r: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        r: DriverGenerateBucketIdRequest,
+    ) -> Result<DriverGenerateBucketIdResponse, Status> {
         let (r, _) = self.receive(r, Call::GenerateBucketId)?;
-        Ok(Response::new(DriverGenerateBucketIdResponse {
+        Ok(DriverGenerateBucketIdResponse {
             bucket_id: format!("id-{}", r.name),
-        }))
+        })
     }
 
-    async fn driver_create_bucket(
+    async fn create_bucket(
         &self,
-        r: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        r: DriverCreateBucketRequest,
+    ) -> Result<DriverCreateBucketResponse, Status> {
         let (r, b) = self.receive(r, Call::CreateBucket)?;
-        Ok(Response::new(DriverCreateBucketResponse {
+        Ok(DriverCreateBucketResponse {
             protocols: b.create_s3_info.then(|| s3_info(&r.bucket_id)),
-        }))
+        })
     }
 
-    async fn driver_get_bucket(
+    async fn get_bucket(
         &self,
-        _: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        _: DriverGetBucketRequest,
+    ) -> Result<DriverGetBucketResponse, Status> {
         panic!("the v1alpha1 bridge has no use for DriverGetBucket");
     }
 
-    async fn driver_delete_bucket(
+    async fn delete_bucket(
         &self,
-        r: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        r: DriverDeleteBucketRequest,
+    ) -> Result<DriverDeleteBucketResponse, Status> {
         self.receive(r, Call::DeleteBucket)?;
-        Ok(Response::new(DriverDeleteBucketResponse {}))
+        Ok(DriverDeleteBucketResponse {})
     }
 
-    async fn driver_generate_bucket_access_id(
+    async fn generate_bucket_access_id(
         &self,
-        r: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        r: DriverGenerateBucketAccessIdRequest,
+    ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
         let (r, _) = self.receive(r, Call::GenerateBucketAccessId)?;
-        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
+        Ok(DriverGenerateBucketAccessIdResponse {
             account_id: format!("acct-{}", r.account_name),
-        }))
+        })
     }
 
-    async fn driver_grant_bucket_access(
+    async fn grant_bucket_access(
         &self,
-        r: Request<DriverGrantBucketAccessRequest>,
-    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        r: DriverGrantBucketAccessRequest,
+    ) -> Result<DriverGrantBucketAccessResponse, Status> {
         let (r, b) = self.receive(r, Call::GrantBucketAccess)?;
-        Ok(Response::new(DriverGrantBucketAccessResponse {
+        Ok(DriverGrantBucketAccessResponse {
             buckets: r
                 .buckets
                 .iter()
@@ -180,15 +159,15 @@ impl Provisioner for Recorder {
                 }),
                 ..Default::default()
             }),
-        }))
+        })
     }
 
-    async fn driver_revoke_bucket_access(
+    async fn revoke_bucket_access(
         &self,
-        r: Request<DriverRevokeBucketAccessRequest>,
-    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        r: DriverRevokeBucketAccessRequest,
+    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         self.receive(r, Call::RevokeBucketAccess)?;
-        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+        Ok(DriverRevokeBucketAccessResponse {})
     }
 }
 

@@ -1,5 +1,5 @@
-//! The COSI services: [`AzureDriver`] answers Identity and Provisioner
-//! calls by checking the request (pure functions below), then calling
+//! The COSI services: [`AzureDriver`] is a [`Driver`], answering each call by
+//! checking the request (pure functions below), then calling
 //! [`crate::containers`] and [`crate::access`].
 
 use std::collections::{BTreeMap, HashMap};
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cosi_driver::proto::*;
 use cosi_driver::requests;
-use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+use cosi_driver::{Driver, Status};
 
 use crate::config::{AccountKey, Config};
 use crate::errors::Error;
@@ -163,62 +163,52 @@ pub fn single_container(buckets: &[AccessedBucket]) -> Result<(String, &'static 
     Ok((container.to_owned(), permission))
 }
 
-#[tonic::async_trait]
-impl Identity for AzureDriver {
-    async fn driver_get_info(
-        &self,
-        _: Request<DriverGetInfoRequest>,
-    ) -> Result<Response<DriverGetInfoResponse>, Status> {
-        Ok(Response::new(DriverGetInfoResponse {
+#[cosi_driver::async_trait]
+impl Driver for AzureDriver {
+    async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
+        Ok(DriverGetInfoResponse {
             name: self.cfg.driver_name.clone(),
             supported_protocols: vec![ObjectProtocol::Azure as i32],
-        }))
+        })
     }
-}
 
-#[tonic::async_trait]
-impl Provisioner for AzureDriver {
-    async fn driver_generate_bucket_id(
+    async fn generate_bucket_id(
         &self,
-        request: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGenerateBucketIdRequest,
+    ) -> Result<DriverGenerateBucketIdResponse, Status> {
         let params = bucket_params(&r.protocols, &r.parameters)?;
         let bucket_id = names::container_name(&params.name_prefix, &r.name).map_err(invalid)?;
-        Ok(Response::new(DriverGenerateBucketIdResponse { bucket_id }))
+        Ok(DriverGenerateBucketIdResponse { bucket_id })
     }
 
-    async fn driver_create_bucket(
+    async fn create_bucket(
         &self,
-        request: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverCreateBucketRequest,
+    ) -> Result<DriverCreateBucketResponse, Status> {
         bucket_params(&r.protocols, &r.parameters)?;
         check_new_container_id(&r.bucket_id)?;
         containers::create(&self.api, &self.cfg.driver_name, &r.bucket_id).await?;
-        Ok(Response::new(DriverCreateBucketResponse {
+        Ok(DriverCreateBucketResponse {
             protocols: Some(self.bucket_info()),
-        }))
+        })
     }
 
-    async fn driver_get_bucket(
+    async fn get_bucket(
         &self,
-        request: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGetBucketRequest,
+    ) -> Result<DriverGetBucketResponse, Status> {
         bucket_params(&r.protocols, &r.parameters)?;
         check_container_id(&r.bucket_id)?;
         containers::get_static(&self.api, &r.bucket_id).await?;
-        Ok(Response::new(DriverGetBucketResponse {
+        Ok(DriverGetBucketResponse {
             protocols: Some(self.bucket_info()),
-        }))
+        })
     }
 
-    async fn driver_delete_bucket(
+    async fn delete_bucket(
         &self,
-        request: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverDeleteBucketRequest,
+    ) -> Result<DriverDeleteBucketResponse, Status> {
         // Only the key deletion needs is read, so that a class edited (or
         // a driver upgraded) after creation can never block deletion.
         let delete_non_empty = r
@@ -233,28 +223,24 @@ impl Provisioner for AzureDriver {
             delete_non_empty,
         )
         .await?;
-        Ok(Response::new(DriverDeleteBucketResponse {}))
+        Ok(DriverDeleteBucketResponse {})
     }
 
-    async fn driver_generate_bucket_access_id(
+    async fn generate_bucket_access_id(
         &self,
-        request: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGenerateBucketAccessIdRequest,
+    ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
         check_access(r.protocol, r.authentication_type)?;
         AccessParams::parse(&r.parameters).map_err(invalid)?;
         single_container(&r.buckets)?;
         let account_id = names::policy_id(&r.account_name).map_err(invalid)?;
-        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
-            account_id,
-        }))
+        Ok(DriverGenerateBucketAccessIdResponse { account_id })
     }
 
-    async fn driver_grant_bucket_access(
+    async fn grant_bucket_access(
         &self,
-        request: Request<DriverGrantBucketAccessRequest>,
-    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGrantBucketAccessRequest,
+    ) -> Result<DriverGrantBucketAccessResponse, Status> {
         check_access(r.protocol, r.authentication_type)?;
         let params = AccessParams::parse(&r.parameters).map_err(invalid)?;
         check_account_id(&r.account_id)?;
@@ -269,7 +255,7 @@ impl Provisioner for AzureDriver {
             params.token_lifetime,
         )
         .await?;
-        Ok(Response::new(DriverGrantBucketAccessResponse {
+        Ok(DriverGrantBucketAccessResponse {
             buckets: vec![GrantedBucket {
                 bucket_id: container,
                 bucket_info: Some(self.bucket_info()),
@@ -282,14 +268,13 @@ impl Provisioner for AzureDriver {
                 certificate_authority: self.cfg.ca_pem.clone().unwrap_or_default(),
                 ..Default::default()
             }),
-        }))
+        })
     }
 
-    async fn driver_revoke_bucket_access(
+    async fn revoke_bucket_access(
         &self,
-        request: Request<DriverRevokeBucketAccessRequest>,
-    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverRevokeBucketAccessRequest,
+    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         check_account_id(&r.account_id)?;
         for b in &r.buckets {
             check_container_id(&b.bucket_id)?;
@@ -297,7 +282,7 @@ impl Provisioner for AzureDriver {
         for b in &r.buckets {
             access::revoke(&self.api, &self.locks, &b.bucket_id, &r.account_id).await?;
         }
-        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+        Ok(DriverRevokeBucketAccessResponse {})
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cosi_driver::proto::*;
 use cosi_driver::testing;
-use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+use cosi_driver::{Driver, Status};
 use cosi_driver_azure::AzureDriver;
 use cosi_driver_azure::testing::Azurite;
 use cosi_sanity::{DriverTest, Outcome, Report};
@@ -50,7 +50,7 @@ invalidParameters: {sasTokenLifetime: 7d}
 /// it on the next request.
 async fn run_data_plane_cases<D>(driver: D) -> Report
 where
-    D: Identity + Provisioner + Clone,
+    D: Driver + Clone,
 {
     let (_, server) = testing::serve(driver.clone(), driver).await;
     let mut config = SUITE.config(server.endpoint().clone());
@@ -96,17 +96,18 @@ struct Broken {
     fault: Fault,
 }
 
-/// Implements [`Provisioner`] for [`Broken`]: each call listed in braces
-/// goes to the inner driver unchanged; the calls a fault changes follow.
-macro_rules! broken_provisioner {
+/// Implements [`Driver`] for [`Broken`]: DriverGetInfo and each call
+/// listed in braces go to the inner driver unchanged; the calls a fault
+/// changes follow.
+macro_rules! broken_driver {
     ({ $($call:ident($request:ty) -> $response:ty;)* } $($faulty:item)*) => {
-        #[tonic::async_trait]
-        impl Provisioner for Broken {
+        #[cosi_driver::async_trait]
+        impl Driver for Broken {
+            async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
+                self.inner.get_info().await
+            }
             $(
-                async fn $call(
-                    &self,
-                    r: Request<$request>,
-                ) -> Result<Response<$response>, Status> {
+                async fn $call(&self, r: $request) -> Result<$response, Status> {
                     self.inner.$call(r).await
                 }
             )*
@@ -115,29 +116,18 @@ macro_rules! broken_provisioner {
     };
 }
 
-#[tonic::async_trait]
-impl Identity for Broken {
-    async fn driver_get_info(
-        &self,
-        r: Request<DriverGetInfoRequest>,
-    ) -> Result<Response<DriverGetInfoResponse>, Status> {
-        self.inner.driver_get_info(r).await
-    }
-}
-
-broken_provisioner! {
+broken_driver! {
     {
-        driver_generate_bucket_id(DriverGenerateBucketIdRequest) -> DriverGenerateBucketIdResponse;
-        driver_create_bucket(DriverCreateBucketRequest) -> DriverCreateBucketResponse;
-        driver_get_bucket(DriverGetBucketRequest) -> DriverGetBucketResponse;
-        driver_delete_bucket(DriverDeleteBucketRequest) -> DriverDeleteBucketResponse;
-        driver_generate_bucket_access_id(DriverGenerateBucketAccessIdRequest) -> DriverGenerateBucketAccessIdResponse;
+        generate_bucket_id(DriverGenerateBucketIdRequest) -> DriverGenerateBucketIdResponse;
+        create_bucket(DriverCreateBucketRequest) -> DriverCreateBucketResponse;
+        get_bucket(DriverGetBucketRequest) -> DriverGetBucketResponse;
+        delete_bucket(DriverDeleteBucketRequest) -> DriverDeleteBucketResponse;
+        generate_bucket_access_id(DriverGenerateBucketAccessIdRequest) -> DriverGenerateBucketAccessIdResponse;
     }
-    async fn driver_grant_bucket_access(
+    async fn grant_bucket_access(
         &self,
-        r: Request<DriverGrantBucketAccessRequest>,
-    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
-        let mut r = r.into_inner();
+        mut r: DriverGrantBucketAccessRequest,
+    ) -> Result<DriverGrantBucketAccessResponse, Status> {
         if let Fault::GrantsReadWrite = self.fault {
             for b in &mut r.buckets {
                 b.access_mode = Some(AccessModes {
@@ -146,16 +136,16 @@ broken_provisioner! {
                 });
             }
         }
-        self.inner.driver_grant_bucket_access(Request::new(r)).await
+        self.inner.grant_bucket_access(r).await
     }
 
-    async fn driver_revoke_bucket_access(
+    async fn revoke_bucket_access(
         &self,
-        r: Request<DriverRevokeBucketAccessRequest>,
-    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        r: DriverRevokeBucketAccessRequest,
+    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         match self.fault {
-            Fault::RevokesNothing => Ok(Response::new(DriverRevokeBucketAccessResponse {})),
-            Fault::GrantsReadWrite => self.inner.driver_revoke_bucket_access(r).await,
+            Fault::RevokesNothing => Ok(DriverRevokeBucketAccessResponse {}),
+            Fault::GrantsReadWrite => self.inner.revoke_bucket_access(r).await,
         }
     }
 }
@@ -178,24 +168,34 @@ async fn the_data_plane_cases_fail_a_driver_that_grants_too_much_or_revokes_noth
     let driver = AzureDriver::connect(azurite.config(), azurite.key())
         .await
         .expect("driver");
-    let wide = Broken {
-        inner: driver.clone(),
-        fault: Fault::GrantsReadWrite,
-    };
-    let report = run_data_plane_cases(wide).await;
-    assert!(
-        failed(&report, "Data plane: ReadOnly credentials cannot write")
-            && failed(&report, "Data plane: WriteOnly credentials cannot read"),
-        "wider grants went unnoticed:\n{report}"
-    );
-    let sticky = Broken {
-        inner: driver,
-        fault: Fault::RevokesNothing,
-    };
-    let report = run_data_plane_cases(sticky).await;
-    assert!(
-        failed(&report, "Data plane: revoked credentials stop working")
-            && failed(&report, "Data plane: after repeated grants and one revoke"),
-        "revokes that do nothing went unnoticed:\n{report}"
-    );
+    // Each fault, the cases that must notice it, and what it is.
+    let faults = [
+        (
+            Fault::GrantsReadWrite,
+            [
+                "Data plane: ReadOnly credentials cannot write",
+                "Data plane: WriteOnly credentials cannot read",
+            ],
+            "wider grants",
+        ),
+        (
+            Fault::RevokesNothing,
+            [
+                "Data plane: revoked credentials stop working",
+                "Data plane: after repeated grants and one revoke",
+            ],
+            "revokes that do nothing",
+        ),
+    ];
+    for (fault, cases, what) in faults {
+        let broken = Broken {
+            inner: driver.clone(),
+            fault,
+        };
+        let report = run_data_plane_cases(broken).await;
+        assert!(
+            cases.iter().all(|case| failed(&report, case)),
+            "{what} went unnoticed:\n{report}"
+        );
+    }
 }

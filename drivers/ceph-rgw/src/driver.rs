@@ -1,12 +1,12 @@
-//! The COSI services: [`RgwDriver`] answers Identity and Provisioner calls
-//! by checking the request (pure functions below), then calling
+//! The COSI services: [`RgwDriver`] is a [`Driver`], answering each call by
+//! checking the request (pure functions below), then calling
 //! [`crate::buckets`] and [`crate::accounts`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use cosi_driver::proto::*;
-use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+use cosi_driver::{Driver, Status};
 use cosi_driver_s3_common::requests::{self, check_s3_key_access, check_s3_protocols};
 
 use crate::backend::Backend;
@@ -141,48 +141,37 @@ pub fn grants_for(buckets: &[AccessedBucket]) -> Result<BTreeMap<String, Grant>,
     Ok(out)
 }
 
-#[tonic::async_trait]
-impl Identity for RgwDriver {
-    async fn driver_get_info(
-        &self,
-        _: Request<DriverGetInfoRequest>,
-    ) -> Result<Response<DriverGetInfoResponse>, Status> {
-        Ok(Response::new(requests::s3_driver_info(
-            &self.cfg.driver_name,
-        )))
+#[cosi_driver::async_trait]
+impl Driver for RgwDriver {
+    async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
+        Ok(requests::s3_driver_info(&self.cfg.driver_name))
     }
-}
 
-#[tonic::async_trait]
-impl Provisioner for RgwDriver {
-    async fn driver_generate_bucket_id(
+    async fn generate_bucket_id(
         &self,
-        request: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGenerateBucketIdRequest,
+    ) -> Result<DriverGenerateBucketIdResponse, Status> {
         let params = bucket_params(&r.protocols, &r.parameters)?;
         let bucket_id = names::bucket_name(&params.name_prefix, &r.name).map_err(invalid)?;
-        Ok(Response::new(DriverGenerateBucketIdResponse { bucket_id }))
+        Ok(DriverGenerateBucketIdResponse { bucket_id })
     }
 
-    async fn driver_create_bucket(
+    async fn create_bucket(
         &self,
-        request: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverCreateBucketRequest,
+    ) -> Result<DriverCreateBucketResponse, Status> {
         let params = bucket_params(&r.protocols, &r.parameters)?;
         check_new_bucket_id(&r.bucket_id)?;
         buckets::create(&self.backend, &self.admin_uid, &r.bucket_id, &params).await?;
-        Ok(Response::new(DriverCreateBucketResponse {
+        Ok(DriverCreateBucketResponse {
             protocols: Some(self.bucket_info(&r.bucket_id)),
-        }))
+        })
     }
 
-    async fn driver_get_bucket(
+    async fn get_bucket(
         &self,
-        request: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGetBucketRequest,
+    ) -> Result<DriverGetBucketResponse, Status> {
         let params = bucket_params(&r.protocols, &r.parameters)?;
         check_bucket_id(&r.bucket_id)?;
         buckets::get_static(
@@ -192,41 +181,36 @@ impl Provisioner for RgwDriver {
             params.relink_foreign_buckets,
         )
         .await?;
-        Ok(Response::new(DriverGetBucketResponse {
+        Ok(DriverGetBucketResponse {
             protocols: Some(self.bucket_info(&r.bucket_id)),
-        }))
+        })
     }
 
-    async fn driver_delete_bucket(
+    async fn delete_bucket(
         &self,
-        request: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverDeleteBucketRequest,
+    ) -> Result<DriverDeleteBucketResponse, Status> {
         let purge = purge_on_delete(&r.parameters);
         check_bucket_id(&r.bucket_id)?;
         buckets::delete(&self.backend, &self.admin_uid, &r.bucket_id, purge).await?;
-        Ok(Response::new(DriverDeleteBucketResponse {}))
+        Ok(DriverDeleteBucketResponse {})
     }
 
-    async fn driver_generate_bucket_access_id(
+    async fn generate_bucket_access_id(
         &self,
-        request: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGenerateBucketAccessIdRequest,
+    ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
         check_access(r.protocol, r.authentication_type)?;
         params::check_access_params(&r.parameters).map_err(invalid)?;
         grants_for(&r.buckets)?;
         let account_id = names::user_id(&r.account_name).map_err(invalid)?;
-        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
-            account_id,
-        }))
+        Ok(DriverGenerateBucketAccessIdResponse { account_id })
     }
 
-    async fn driver_grant_bucket_access(
+    async fn grant_bucket_access(
         &self,
-        request: Request<DriverGrantBucketAccessRequest>,
-    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGrantBucketAccessRequest,
+    ) -> Result<DriverGrantBucketAccessResponse, Status> {
         check_access(r.protocol, r.authentication_type)?;
         params::check_access_params(&r.parameters).map_err(invalid)?;
         check_account_id(&r.account_id)?;
@@ -267,21 +251,20 @@ impl Provisioner for RgwDriver {
                 bucket_info: Some(self.bucket_info(&b.bucket_id)),
             })
             .collect();
-        Ok(Response::new(DriverGrantBucketAccessResponse {
+        Ok(DriverGrantBucketAccessResponse {
             buckets: granted,
             credentials: Some(requests::s3_credentials(
                 key.access_key,
                 key.secret_key,
                 self.cfg.ca_pem.as_deref(),
             )),
-        }))
+        })
     }
 
-    async fn driver_revoke_bucket_access(
+    async fn revoke_bucket_access(
         &self,
-        request: Request<DriverRevokeBucketAccessRequest>,
-    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverRevokeBucketAccessRequest,
+    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         check_account_id(&r.account_id)?;
         for b in &r.buckets {
             check_bucket_id(&b.bucket_id)?;
@@ -298,7 +281,7 @@ impl Provisioner for RgwDriver {
             )
             .await?;
         }
-        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+        Ok(DriverRevokeBucketAccessResponse {})
     }
 }
 

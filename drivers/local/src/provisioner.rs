@@ -1,6 +1,6 @@
-//! The COSI `Identity` and `Provisioner` services. Each call runs on a
-//! blocking thread holding the locks of the buckets and the account it
-//! touches (calls on others run alongside), and is idempotent:
+//! The COSI driver calls ([`Driver`]). Each call runs on a blocking thread
+//! holding the locks of the buckets and the account it touches (calls on
+//! others run alongside), and is idempotent:
 //!
 //! - bucket IDs derive from Bucket names and account IDs from account
 //!   names, so phase 1 creates nothing;
@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use cosi_driver::proto::*;
-use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+use cosi_driver::{Driver, Status};
 
 use crate::blobs;
 use crate::credentials;
@@ -158,13 +158,13 @@ impl LocalDriver {
         &self,
         keys: Vec<Key>,
         f: impl FnOnce(&LocalDriver) -> Result<T, Status> + Send + 'static,
-    ) -> Result<Response<T>, Status> {
+    ) -> Result<T, Status> {
         let driver = self.clone();
         tokio::task::spawn_blocking(move || {
             let _guard = driver.inner.provisioning.lock(keys);
             let out = f(&driver)?;
             driver.inner.store.ensure_durable().map_err(internal)?;
-            Ok(Response::new(out))
+            Ok(out)
         })
         .await
         .map_err(|e| Status::internal(format!("provisioning task failed: {e}")))?
@@ -302,26 +302,19 @@ impl LocalDriver {
     }
 }
 
-#[async_trait::async_trait]
-impl Identity for LocalDriver {
-    async fn driver_get_info(
-        &self,
-        _request: Request<DriverGetInfoRequest>,
-    ) -> Result<Response<DriverGetInfoResponse>, Status> {
-        Ok(Response::new(DriverGetInfoResponse {
+#[cosi_driver::async_trait]
+impl Driver for LocalDriver {
+    async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
+        Ok(DriverGetInfoResponse {
             name: self.inner.driver_name.clone(),
             supported_protocols: vec![ObjectProtocol::S3 as i32],
-        }))
+        })
     }
-}
 
-#[async_trait::async_trait]
-impl Provisioner for LocalDriver {
-    async fn driver_generate_bucket_id(
+    async fn generate_bucket_id(
         &self,
-        request: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGenerateBucketIdRequest,
+    ) -> Result<DriverGenerateBucketIdResponse, Status> {
         let params = s3_bucket_params(&r.protocols, &r.parameters)?;
         let id = ids::bucket_id_for(&r.name);
         self.provisioning(vec![Key::Bucket(id.clone())], move |d| {
@@ -335,11 +328,10 @@ impl Provisioner for LocalDriver {
         .await
     }
 
-    async fn driver_create_bucket(
+    async fn create_bucket(
         &self,
-        request: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverCreateBucketRequest,
+    ) -> Result<DriverCreateBucketResponse, Status> {
         let params = s3_bucket_params(&r.protocols, &r.parameters)?;
         self.provisioning(vec![Key::Bucket(r.bucket_id.clone())], move |d| {
             d.create_bucket_blocking(&r.bucket_id, params)?;
@@ -350,11 +342,10 @@ impl Provisioner for LocalDriver {
         .await
     }
 
-    async fn driver_get_bucket(
+    async fn get_bucket(
         &self,
-        request: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGetBucketRequest,
+    ) -> Result<DriverGetBucketResponse, Status> {
         let params = s3_bucket_params(&r.protocols, &r.parameters)?;
         self.provisioning(vec![Key::Bucket(r.bucket_id.clone())], move |d| {
             let bucket = d.ready_bucket(&r.bucket_id)?;
@@ -369,11 +360,10 @@ impl Provisioner for LocalDriver {
         .await
     }
 
-    async fn driver_delete_bucket(
+    async fn delete_bucket(
         &self,
-        request: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverDeleteBucketRequest,
+    ) -> Result<DriverDeleteBucketResponse, Status> {
         self.provisioning(vec![Key::Bucket(r.bucket_id.clone())], move |d| {
             d.delete_bucket_blocking(&r.bucket_id)?;
             Ok(DriverDeleteBucketResponse {})
@@ -381,11 +371,10 @@ impl Provisioner for LocalDriver {
         .await
     }
 
-    async fn driver_generate_bucket_access_id(
+    async fn generate_bucket_access_id(
         &self,
-        request: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGenerateBucketAccessIdRequest,
+    ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
         access_request(r.protocol, r.authentication_type, &r.parameters)?;
         let id = ids::account_id_for(&r.account_name);
         let grants = requested_grants(&r.buckets);
@@ -400,11 +389,10 @@ impl Provisioner for LocalDriver {
         .await
     }
 
-    async fn driver_grant_bucket_access(
+    async fn grant_bucket_access(
         &self,
-        request: Request<DriverGrantBucketAccessRequest>,
-    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGrantBucketAccessRequest,
+    ) -> Result<DriverGrantBucketAccessResponse, Status> {
         access_request(r.protocol, r.authentication_type, &r.parameters)?;
         let grants = requested_grants(&r.buckets);
         // The buckets too: none may be deleted while it is being granted.
@@ -417,11 +405,10 @@ impl Provisioner for LocalDriver {
             .await
     }
 
-    async fn driver_revoke_bucket_access(
+    async fn revoke_bucket_access(
         &self,
-        request: Request<DriverRevokeBucketAccessRequest>,
-    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverRevokeBucketAccessRequest,
+    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         self.provisioning(vec![Key::Account(r.account_id.clone())], move |d| {
             if d.inner
                 .store

@@ -1,4 +1,4 @@
-//! The COSI services: [`S3Driver`] answers Identity and Provisioner calls by
+//! The COSI services: [`S3Driver`] is a [`Driver`], answering each call by
 //! checking the request (pure functions below), then calling
 //! [`crate::buckets`] and [`crate::accounts`].
 
@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use cosi_driver::proto::*;
-use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+use cosi_driver::{Driver, Status};
 use cosi_driver_s3_common::requests::{self, check_s3_key_access, check_s3_protocols};
 
 use crate::backend::{AdminCredentials, Backend};
@@ -134,48 +134,37 @@ fn check_user(account_id: &str) -> Result<(), Error> {
     }
 }
 
-#[tonic::async_trait]
-impl Identity for S3Driver {
-    async fn driver_get_info(
-        &self,
-        _: Request<DriverGetInfoRequest>,
-    ) -> Result<Response<DriverGetInfoResponse>, Status> {
-        Ok(Response::new(requests::s3_driver_info(
-            &self.cfg.driver_name,
-        )))
+#[cosi_driver::async_trait]
+impl Driver for S3Driver {
+    async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
+        Ok(requests::s3_driver_info(&self.cfg.driver_name))
     }
-}
 
-#[tonic::async_trait]
-impl Provisioner for S3Driver {
-    async fn driver_generate_bucket_id(
+    async fn generate_bucket_id(
         &self,
-        request: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGenerateBucketIdRequest,
+    ) -> Result<DriverGenerateBucketIdResponse, Status> {
         let params = bucket_params(&r.protocols, &r.parameters)?;
         let bucket_id = names::bucket_name(&params.name_prefix, &r.name).map_err(invalid)?;
-        Ok(Response::new(DriverGenerateBucketIdResponse { bucket_id }))
+        Ok(DriverGenerateBucketIdResponse { bucket_id })
     }
 
-    async fn driver_create_bucket(
+    async fn create_bucket(
         &self,
-        request: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverCreateBucketRequest,
+    ) -> Result<DriverCreateBucketResponse, Status> {
         let params = bucket_params(&r.protocols, &r.parameters)?;
         check_new_bucket_id(&r.bucket_id)?;
         let located = buckets::create(&self.backend.s3, &self.cfg, &r.bucket_id, &params).await?;
-        Ok(Response::new(DriverCreateBucketResponse {
+        Ok(DriverCreateBucketResponse {
             protocols: Some(self.bucket_info(&located)),
-        }))
+        })
     }
 
-    async fn driver_get_bucket(
+    async fn get_bucket(
         &self,
-        request: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGetBucketRequest,
+    ) -> Result<DriverGetBucketResponse, Status> {
         let params = bucket_params(&r.protocols, &r.parameters)?;
         if !names::is_plausible_existing_bucket_name(&r.bucket_id) {
             return Err(invalid(format!(
@@ -188,16 +177,15 @@ impl Provisioner for S3Driver {
             .location_constraint
             .unwrap_or_else(|| self.cfg.region.clone());
         let located = buckets::locate(&self.backend.s3, &self.cfg, &r.bucket_id, &hint).await?;
-        Ok(Response::new(DriverGetBucketResponse {
+        Ok(DriverGetBucketResponse {
             protocols: Some(self.bucket_info(&located)),
-        }))
+        })
     }
 
-    async fn driver_delete_bucket(
+    async fn delete_bucket(
         &self,
-        request: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverDeleteBucketRequest,
+    ) -> Result<DriverDeleteBucketResponse, Status> {
         // Only the two keys deletion needs are read, so that a class edited
         // (or a driver upgraded) after creation can never block deletion.
         let purge = purge_on_delete(&r.parameters);
@@ -208,28 +196,24 @@ impl Provisioner for S3Driver {
             .unwrap_or_else(|| self.cfg.region.clone());
         check_bucket_id(&r.bucket_id)?;
         buckets::delete(&self.backend.s3, &self.cfg, &r.bucket_id, &hint, purge).await?;
-        Ok(Response::new(DriverDeleteBucketResponse {}))
+        Ok(DriverDeleteBucketResponse {})
     }
 
-    async fn driver_generate_bucket_access_id(
+    async fn generate_bucket_access_id(
         &self,
-        request: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGenerateBucketAccessIdRequest,
+    ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
         check_access(r.protocol, r.authentication_type)?;
         check_bucket_ids(&r.buckets)?;
         let account_id = account_id_for(&r.account_name, &r.parameters)?;
         access_policy(&self.cfg, &r.buckets)?;
-        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
-            account_id,
-        }))
+        Ok(DriverGenerateBucketAccessIdResponse { account_id })
     }
 
-    async fn driver_grant_bucket_access(
+    async fn grant_bucket_access(
         &self,
-        request: Request<DriverGrantBucketAccessRequest>,
-    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverGrantBucketAccessRequest,
+    ) -> Result<DriverGrantBucketAccessResponse, Status> {
         check_access(r.protocol, r.authentication_type)?;
         AccessParams::parse(&r.parameters).map_err(invalid)?;
         check_user(&r.account_id)?;
@@ -246,24 +230,23 @@ impl Provisioner for S3Driver {
             });
         }
         let key = accounts::grant(&self.backend.iam, &self.cfg, &r.account_id, &doc).await?;
-        Ok(Response::new(DriverGrantBucketAccessResponse {
+        Ok(DriverGrantBucketAccessResponse {
             buckets: granted,
             credentials: Some(requests::s3_credentials(
                 key.access_key_id,
                 key.secret_access_key,
                 self.cfg.ca_pem.as_deref(),
             )),
-        }))
+        })
     }
 
-    async fn driver_revoke_bucket_access(
+    async fn revoke_bucket_access(
         &self,
-        request: Request<DriverRevokeBucketAccessRequest>,
-    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
-        let r = request.into_inner();
+        r: DriverRevokeBucketAccessRequest,
+    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         check_user(&r.account_id)?;
         accounts::revoke(&self.backend.iam, &self.cfg, &r.account_id).await?;
-        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+        Ok(DriverRevokeBucketAccessResponse {})
     }
 }
 

@@ -3,101 +3,92 @@
 
 // README example begins
 use cosi_driver::proto::*;
-use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+use cosi_driver::{Driver, Status};
 
 /// A driver for the object store at `endpoint`.
 pub struct MyDriver {
     pub endpoint: String,
 }
 
-#[async_trait::async_trait]
-impl Identity for MyDriver {
-    async fn driver_get_info(
-        &self,
-        _: Request<DriverGetInfoRequest>,
-    ) -> Result<Response<DriverGetInfoResponse>, Status> {
-        Ok(Response::new(DriverGetInfoResponse {
+#[cosi_driver::async_trait]
+impl Driver for MyDriver {
+    async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
+        Ok(DriverGetInfoResponse {
             name: "objects.example.com".into(), // BucketClass/BucketAccessClass driverName
             supported_protocols: vec![ObjectProtocol::S3 as i32],
-        }))
+        })
     }
-}
 
-#[async_trait::async_trait]
-impl Provisioner for MyDriver {
-    async fn driver_generate_bucket_id(
+    async fn generate_bucket_id(
         &self,
-        request: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        request: DriverGenerateBucketIdRequest,
+    ) -> Result<DriverGenerateBucketIdResponse, Status> {
         // Phase 1 creates nothing: the same name must always give the same ID.
-        let name = request.into_inner().name; // "bc-<BucketClaim UID>"
-        Ok(Response::new(DriverGenerateBucketIdResponse {
-            bucket_id: name,
-        }))
+        Ok(DriverGenerateBucketIdResponse {
+            bucket_id: request.name, // "bc-<BucketClaim UID>"
+        })
     }
 
-    async fn driver_create_bucket(
+    async fn create_bucket(
         &self,
-        request: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        let bucket_id = request.into_inner().bucket_id;
+        request: DriverCreateBucketRequest,
+    ) -> Result<DriverCreateBucketResponse, Status> {
         // Create `bucket_id` in the object store here; OK when it already
         // exists with the same parameters, AlreadyExists when they differ.
-        Ok(Response::new(DriverCreateBucketResponse {
+        Ok(DriverCreateBucketResponse {
             protocols: Some(ProtocolBucketInfo {
                 s3: Some(S3BucketInfo {
-                    bucket_name: bucket_id,
+                    bucket_name: request.bucket_id,
                     region: "us-east-1".into(),
                     endpoint: self.endpoint.clone(),
                     addressing_style: S3AddressingStyle::Path as i32,
                 }),
                 ..Default::default()
             }),
-        }))
+        })
     }
 
-    async fn driver_get_bucket(
+    async fn get_bucket(
         &self,
-        _: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        _: DriverGetBucketRequest,
+    ) -> Result<DriverGetBucketResponse, Status> {
         // Static provisioning: NotFound unless the bucket exists.
         Err(Status::not_found("look the bucket up in the object store"))
     }
 
-    async fn driver_delete_bucket(
+    async fn delete_bucket(
         &self,
-        _: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        _: DriverDeleteBucketRequest,
+    ) -> Result<DriverDeleteBucketResponse, Status> {
         // Delete the bucket; OK when it is already gone.
-        Ok(Response::new(DriverDeleteBucketResponse {}))
+        Ok(DriverDeleteBucketResponse {})
     }
 
-    async fn driver_generate_bucket_access_id(
+    async fn generate_bucket_access_id(
         &self,
-        request: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
-        let account_name = request.into_inner().account_name; // "ba-<BucketAccess UID>"
-        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
-            account_id: account_name,
-        }))
+        request: DriverGenerateBucketAccessIdRequest,
+    ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
+        Ok(DriverGenerateBucketAccessIdResponse {
+            account_id: request.account_name, // "ba-<BucketAccess UID>"
+        })
     }
 
-    async fn driver_grant_bucket_access(
+    async fn grant_bucket_access(
         &self,
-        _: Request<DriverGrantBucketAccessRequest>,
-    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        _: DriverGrantBucketAccessRequest,
+    ) -> Result<DriverGrantBucketAccessResponse, Status> {
         // Create the account and its key with the requested modes on each
         // bucket; a repeat returns the same key. InvalidArgument for what
         // the store cannot honour.
         Err(Status::unimplemented("grant access in the object store"))
     }
 
-    async fn driver_revoke_bucket_access(
+    async fn revoke_bucket_access(
         &self,
-        _: Request<DriverRevokeBucketAccessRequest>,
-    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        _: DriverRevokeBucketAccessRequest,
+    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         // Delete the account and its keys; OK when already gone.
-        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+        Ok(DriverRevokeBucketAccessResponse {})
     }
 }
 // README example ends

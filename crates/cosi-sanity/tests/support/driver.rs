@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cosi_driver::proto::*;
-use cosi_driver::{Identity, Provisioner, Request, Response, Status};
+use cosi_driver::testing::s3_bucket_info;
+use cosi_driver::{Driver, Status};
 use uuid::Uuid;
 
 /// The one thing the driver gets wrong.
@@ -163,15 +164,7 @@ impl MemDriver {
                 ..Default::default()
             };
         }
-        ProtocolBucketInfo {
-            s3: Some(S3BucketInfo {
-                bucket_name: bucket_id.into(),
-                region: "us-east-1".into(),
-                endpoint: self.s3_endpoint.clone(),
-                addressing_style: S3AddressingStyle::Path as i32,
-            }),
-            ..Default::default()
-        }
+        s3_bucket_info(bucket_id, "us-east-1", &self.s3_endpoint)
     }
 
     /// An error, quoting the last secret when that is the fault.
@@ -217,13 +210,10 @@ impl MemDriver {
     }
 }
 
-#[tonic::async_trait]
-impl Identity for MemDriver {
-    async fn driver_get_info(
-        &self,
-        _: Request<DriverGetInfoRequest>,
-    ) -> Result<Response<DriverGetInfoResponse>, Status> {
-        Ok(Response::new(DriverGetInfoResponse {
+#[cosi_driver::async_trait]
+impl Driver for MemDriver {
+    async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
+        Ok(DriverGetInfoResponse {
             name: if self.fault == Fault::BadName {
                 "Mem Driver!".into()
             } else {
@@ -234,17 +224,13 @@ impl Identity for MemDriver {
             } else {
                 vec![ObjectProtocol::S3 as i32]
             },
-        }))
+        })
     }
-}
 
-#[tonic::async_trait]
-impl Provisioner for MemDriver {
-    async fn driver_generate_bucket_id(
+    async fn generate_bucket_id(
         &self,
-        r: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
-        let r = r.into_inner();
+        r: DriverGenerateBucketIdRequest,
+    ) -> Result<DriverGenerateBucketIdResponse, Status> {
         check_value(TIER, &["standard", "gold"], &r.parameters)?;
         let bucket_id = match self.fault {
             Fault::RandomBucketId => format!("{}-{}", r.name, Uuid::new_v4().simple()),
@@ -253,14 +239,13 @@ impl Provisioner for MemDriver {
         if self.fault == Fault::GenerateCreatesBucket {
             self.state().buckets.insert(bucket_id.clone(), r.parameters);
         }
-        Ok(Response::new(DriverGenerateBucketIdResponse { bucket_id }))
+        Ok(DriverGenerateBucketIdResponse { bucket_id })
     }
 
-    async fn driver_create_bucket(
+    async fn create_bucket(
         &self,
-        r: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
-        let r = r.into_inner();
+        r: DriverCreateBucketRequest,
+    ) -> Result<DriverCreateBucketResponse, Status> {
         self.check_protocols(&r.protocols)?;
         check_value(TIER, &["standard", "gold"], &r.parameters)?;
         let mut state = self.state();
@@ -280,16 +265,15 @@ impl Provisioner for MemDriver {
         } else {
             state.buckets.insert(r.bucket_id.clone(), r.parameters);
         }
-        Ok(Response::new(DriverCreateBucketResponse {
+        Ok(DriverCreateBucketResponse {
             protocols: Some(self.info(&r.bucket_id)),
-        }))
+        })
     }
 
-    async fn driver_get_bucket(
+    async fn get_bucket(
         &self,
-        r: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
-        let r = r.into_inner();
+        r: DriverGetBucketRequest,
+    ) -> Result<DriverGetBucketResponse, Status> {
         self.check_protocols(&r.protocols)?;
         if !self.state().buckets.contains_key(&r.bucket_id) {
             let status = if self.fault == Fault::GetMissingIsInternal {
@@ -299,43 +283,41 @@ impl Provisioner for MemDriver {
             };
             return Err(self.error(status));
         }
-        Ok(Response::new(DriverGetBucketResponse {
+        Ok(DriverGetBucketResponse {
             protocols: Some(self.info(&r.bucket_id)),
-        }))
+        })
     }
 
-    async fn driver_delete_bucket(
+    async fn delete_bucket(
         &self,
-        r: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        r: DriverDeleteBucketRequest,
+    ) -> Result<DriverDeleteBucketResponse, Status> {
         if self.fault == Fault::DeleteFails {
             return Err(Status::internal("the backend is read-only today"));
         }
-        let id = r.into_inner().bucket_id;
+        let id = r.bucket_id;
         let mut state = self.state();
         if state.buckets.remove(&id).is_none() && self.fault == Fault::DeleteAbsentIsNotFound {
             return Err(Status::not_found("no such bucket"));
         }
         state.objects.retain(|(bucket, _), _| *bucket != id);
-        Ok(Response::new(DriverDeleteBucketResponse {}))
+        Ok(DriverDeleteBucketResponse {})
     }
 
-    async fn driver_generate_bucket_access_id(
+    async fn generate_bucket_access_id(
         &self,
-        r: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
-        let r = r.into_inner();
+        r: DriverGenerateBucketAccessIdRequest,
+    ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
         self.check_access(&r)?;
-        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
+        Ok(DriverGenerateBucketAccessIdResponse {
             account_id: r.account_name,
-        }))
+        })
     }
 
-    async fn driver_grant_bucket_access(
+    async fn grant_bucket_access(
         &self,
-        r: Request<DriverGrantBucketAccessRequest>,
-    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
-        let r = r.into_inner();
+        r: DriverGrantBucketAccessRequest,
+    ) -> Result<DriverGrantBucketAccessResponse, Status> {
         self.check_access(&r)?;
         let mut state = self.state();
         if let Some(missing) = r
@@ -421,7 +403,7 @@ impl Provisioner for MemDriver {
         if self.fault == Fault::GrantDropsABucket && buckets.len() > 1 {
             buckets.pop();
         }
-        Ok(Response::new(DriverGrantBucketAccessResponse {
+        Ok(DriverGrantBucketAccessResponse {
             buckets,
             credentials: Some(Credentials {
                 s3: Some(S3Credentials {
@@ -434,14 +416,13 @@ impl Provisioner for MemDriver {
                 }),
                 ..Default::default()
             }),
-        }))
+        })
     }
 
-    async fn driver_revoke_bucket_access(
+    async fn revoke_bucket_access(
         &self,
-        r: Request<DriverRevokeBucketAccessRequest>,
-    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
-        let r = r.into_inner();
+        r: DriverRevokeBucketAccessRequest,
+    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         let mut state = self.state();
         match state.accounts.remove(&r.account_id) {
             Some(account) if self.fault != Fault::RevokeKeepsKeys => {
@@ -453,6 +434,6 @@ impl Provisioner for MemDriver {
             }
             None => {}
         }
-        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+        Ok(DriverRevokeBucketAccessResponse {})
     }
 }

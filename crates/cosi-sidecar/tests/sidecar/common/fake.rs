@@ -8,8 +8,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use cosi_driver::proto::*;
-use cosi_driver::testing::{Serve, TestServer};
-use cosi_driver::{Endpoint, Request, Response, Status};
+use cosi_driver::testing::{Serve, TestServer, s3_bucket_info};
+use cosi_driver::{Driver, Endpoint, Status};
 use tokio::sync::{Notify, Semaphore};
 
 /// Every credential the fake hands out contains this marker.
@@ -273,12 +273,11 @@ impl FakeDriver {
     async fn accept<T: std::fmt::Debug>(
         &self,
         method: &'static str,
-        request: Request<T>,
+        request: T,
         key: fn(&T) -> &str,
     ) -> Result<T, Status> {
-        let r = request.into_inner();
-        self.enter(method, key(&r), &r).await?;
-        Ok(r)
+        self.enter(method, key(&request), &request).await?;
+        Ok(request)
     }
 
     /// Records `id` in a backend set and, when it is new there, in its
@@ -299,17 +298,12 @@ impl FakeDriver {
     }
 
     fn s3_info(&self, id: &str, version: u32) -> ProtocolBucketInfo {
+        let endpoint = format!("https://s3-v{version}.example.test");
         ProtocolBucketInfo {
-            s3: Some(S3BucketInfo {
-                bucket_name: id.to_owned(),
-                region: "us-east-1".into(),
-                endpoint: format!("https://s3-v{version}.example.test"),
-                addressing_style: S3AddressingStyle::Path as i32,
-            }),
             azure: Some(AzureBucketInfo {
                 storage_account: format!("acct-{id}"),
             }),
-            gcs: None,
+            ..s3_bucket_info(id, "us-east-1", &endpoint)
         }
     }
 
@@ -322,47 +316,41 @@ impl FakeDriver {
     }
 }
 
-#[tonic::async_trait]
-impl cosi_driver::Identity for FakeDriver {
-    async fn driver_get_info(
-        &self,
-        request: Request<DriverGetInfoRequest>,
-    ) -> Result<Response<DriverGetInfoResponse>, Status> {
-        self.enter(GET_INFO, "", request.get_ref()).await?;
-        let s = self.lock();
-        Ok(Response::new(DriverGetInfoResponse {
-            name: s.name.clone(),
-            supported_protocols: s.protocols.iter().map(|p| *p as i32).collect(),
-        }))
-    }
-}
-
 /// Answers `reply` as changed by `mutator`, if any.
-fn mutated<R>(mut reply: R, mutator: Option<Mutator<R>>) -> Response<R> {
+fn mutated<R>(mut reply: R, mutator: Option<Mutator<R>>) -> R {
     if let Some(m) = mutator {
         m(&mut reply);
     }
-    Response::new(reply)
+    reply
 }
 
-#[tonic::async_trait]
-impl cosi_driver::Provisioner for FakeDriver {
-    async fn driver_generate_bucket_id(
+#[cosi_driver::async_trait]
+impl Driver for FakeDriver {
+    async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
+        self.enter(GET_INFO, "", &DriverGetInfoRequest {}).await?;
+        let s = self.lock();
+        Ok(DriverGetInfoResponse {
+            name: s.name.clone(),
+            supported_protocols: s.protocols.iter().map(|p| *p as i32).collect(),
+        })
+    }
+
+    async fn generate_bucket_id(
         &self,
-        request: Request<DriverGenerateBucketIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketIdResponse>, Status> {
+        request: DriverGenerateBucketIdRequest,
+    ) -> Result<DriverGenerateBucketIdResponse, Status> {
         let r = self
             .accept(GENERATE_BUCKET_ID, request, |r| &r.name)
             .await?;
-        Ok(Response::new(DriverGenerateBucketIdResponse {
+        Ok(DriverGenerateBucketIdResponse {
             bucket_id: format!("id-{}", r.name),
-        }))
+        })
     }
 
-    async fn driver_create_bucket(
+    async fn create_bucket(
         &self,
-        request: Request<DriverCreateBucketRequest>,
-    ) -> Result<Response<DriverCreateBucketResponse>, Status> {
+        request: DriverCreateBucketRequest,
+    ) -> Result<DriverCreateBucketResponse, Status> {
         let r = self
             .accept(CREATE_BUCKET, request, |r| &r.bucket_id)
             .await?;
@@ -375,10 +363,10 @@ impl cosi_driver::Provisioner for FakeDriver {
         Ok(mutated(reply, mutator))
     }
 
-    async fn driver_get_bucket(
+    async fn get_bucket(
         &self,
-        request: Request<DriverGetBucketRequest>,
-    ) -> Result<Response<DriverGetBucketResponse>, Status> {
+        request: DriverGetBucketRequest,
+    ) -> Result<DriverGetBucketResponse, Status> {
         let r = self.accept(GET_BUCKET, request, |r| &r.bucket_id).await?;
         let (exists, version) = {
             let s = self.lock();
@@ -390,26 +378,26 @@ impl cosi_driver::Provisioner for FakeDriver {
                 r.bucket_id
             )));
         }
-        Ok(Response::new(DriverGetBucketResponse {
+        Ok(DriverGetBucketResponse {
             protocols: Some(self.s3_info(&r.bucket_id, version)),
-        }))
+        })
     }
 
-    async fn driver_delete_bucket(
+    async fn delete_bucket(
         &self,
-        request: Request<DriverDeleteBucketRequest>,
-    ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
+        request: DriverDeleteBucketRequest,
+    ) -> Result<DriverDeleteBucketResponse, Status> {
         let r = self
             .accept(DELETE_BUCKET, request, |r| &r.bucket_id)
             .await?;
         self.lock().buckets.remove(&r.bucket_id);
-        Ok(Response::new(DriverDeleteBucketResponse {}))
+        Ok(DriverDeleteBucketResponse {})
     }
 
-    async fn driver_generate_bucket_access_id(
+    async fn generate_bucket_access_id(
         &self,
-        request: Request<DriverGenerateBucketAccessIdRequest>,
-    ) -> Result<Response<DriverGenerateBucketAccessIdResponse>, Status> {
+        request: DriverGenerateBucketAccessIdRequest,
+    ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
         let r = self
             .accept(GENERATE_ACCESS_ID, request, |r| &r.account_name)
             .await?;
@@ -418,15 +406,13 @@ impl cosi_driver::Provisioner for FakeDriver {
             Some(f) => f(&r.account_name),
             None => format!("acct-{}", r.account_name),
         };
-        Ok(Response::new(DriverGenerateBucketAccessIdResponse {
-            account_id,
-        }))
+        Ok(DriverGenerateBucketAccessIdResponse { account_id })
     }
 
-    async fn driver_grant_bucket_access(
+    async fn grant_bucket_access(
         &self,
-        request: Request<DriverGrantBucketAccessRequest>,
-    ) -> Result<Response<DriverGrantBucketAccessResponse>, Status> {
+        request: DriverGrantBucketAccessRequest,
+    ) -> Result<DriverGrantBucketAccessResponse, Status> {
         let r = self.accept(GRANT, request, |r| &r.account_id).await?;
         let (version, mutator) = self.create(&r.account_id, |s| {
             (&mut s.accounts, &mut s.accounts_created, &s.grant_mutator)
@@ -462,13 +448,13 @@ impl cosi_driver::Provisioner for FakeDriver {
         Ok(mutated(reply, mutator))
     }
 
-    async fn driver_revoke_bucket_access(
+    async fn revoke_bucket_access(
         &self,
-        request: Request<DriverRevokeBucketAccessRequest>,
-    ) -> Result<Response<DriverRevokeBucketAccessResponse>, Status> {
+        request: DriverRevokeBucketAccessRequest,
+    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         let r = self.accept(REVOKE, request, |r| &r.account_id).await?;
         self.lock().accounts.remove(&r.account_id);
-        Ok(Response::new(DriverRevokeBucketAccessResponse {}))
+        Ok(DriverRevokeBucketAccessResponse {})
     }
 }
 
