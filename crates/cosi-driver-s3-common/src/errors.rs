@@ -8,19 +8,10 @@ use aws_sdk_s3::config::http::HttpResponse;
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 pub use cosi_driver::errors::{BackendError, Dialect, Error, REDACTED, Transport};
 
-/// Building a [`BackendError`] from a failed AWS SDK call.
-pub trait FromSdk: Sized {
+/// Building an error from a failed AWS SDK call; [`BackendError`] has
+/// it for every dialect.
+pub trait FromSdk<D: Dialect>: From<BackendError<D>> {
     /// The error for a failed S3 (or IAM) SDK call.
-    fn from_sdk<E>(
-        operation: &'static str,
-        target: impl Into<String>,
-        err: &SdkError<E, HttpResponse>,
-    ) -> Self
-    where
-        E: ProvideErrorMetadata + std::error::Error + 'static;
-}
-
-impl<D: Dialect> FromSdk for BackendError<D> {
     fn from_sdk<E>(
         operation: &'static str,
         target: impl Into<String>,
@@ -66,16 +57,18 @@ impl<D: Dialect> FromSdk for BackendError<D> {
             },
             _ => DisplayErrorContext(err).to_string(),
         };
-        BackendError::new(
+        Self::from(BackendError::new(
             operation,
             target,
             transport,
             http_status,
             error_code,
             &detail,
-        )
+        ))
     }
 }
+
+impl<D: Dialect> FromSdk<D> for BackendError<D> {}
 
 /// The text of the XML element `<name>` wherever it is nested in `body`,
 /// trimmed, when it is not empty and at most 1024 bytes long.

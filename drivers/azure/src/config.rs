@@ -178,6 +178,7 @@ impl AccountKey {
 mod tests {
     use super::*;
     use cosi_driver::testing::env_of as env;
+    use cosi_driver::validate::assert_mentions_all;
 
     const KEY: &str =
         "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
@@ -197,15 +198,16 @@ mod tests {
             ..Config::new("Bad_Account", "blob.example.com")
         };
         let ConfigError::Invalid(msg) = cfg.validate().unwrap_err();
-        for flag in [
-            "--driver-name",
-            "--account-name",
-            "--blob-endpoint",
-            "--public-blob-endpoint",
-            "--ca-file",
-        ] {
-            assert!(msg.contains(flag), "{flag} missing from {msg}");
-        }
+        assert_mentions_all(
+            &msg,
+            &[
+                "--driver-name",
+                "--account-name",
+                "--blob-endpoint",
+                "--public-blob-endpoint",
+                "--ca-file",
+            ],
+        );
     }
 
     #[test]

@@ -94,6 +94,7 @@ impl AccessParams {
 mod tests {
     use super::*;
     use cosi_driver::testing::{assert_no_parameters_mean_default, params as map};
+    use cosi_driver::validate::assert_mentions_all;
 
     #[test]
     fn no_parameters_mean_defaults() {
@@ -130,13 +131,14 @@ mod tests {
             (DELETE_NON_EMPTY, "yes"),
         ]))
         .unwrap_err();
-        for needle in [
-            "unknown parameter \"prefix\"",
-            "containerNamePrefix must be",
-            "deleteNonEmptyContainers must be",
-        ] {
-            assert!(err.contains(needle), "{needle} missing from {err}");
-        }
+        assert_mentions_all(
+            &err,
+            &[
+                "unknown parameter \"prefix\"",
+                "containerNamePrefix must be",
+                "deleteNonEmptyContainers must be",
+            ],
+        );
         let err =
             AccessParams::parse(&map(&[(TOKEN_LIFETIME, "7d"), ("tenant", "x")])).unwrap_err();
         assert!(

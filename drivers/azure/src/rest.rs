@@ -181,6 +181,19 @@ impl BlobApi {
             .await
     }
 
+    /// Calls the container resource of `container` like
+    /// [`Self::container_call`], with no headers and an empty body.
+    async fn container_request(
+        &self,
+        operation: &'static str,
+        container: &str,
+        method: http::Method,
+        query: &[(&str, &str)],
+    ) -> Result<Answer, BackendError> {
+        self.container_call(operation, container, method, query, &[], Bytes::new())
+            .await
+    }
+
     /// Lists one page of containers: proves the account name, key and
     /// endpoint work.
     pub async fn check_access(&self) -> Result<(), BackendError> {
@@ -248,13 +261,11 @@ impl BlobApi {
     /// The container's metadata; `None` when there is no such container.
     pub async fn container(&self, container: &str) -> Result<Option<ContainerInfo>, BackendError> {
         match self
-            .container_call(
+            .container_request(
                 "Get Container Properties",
                 container,
                 http::Method::GET,
                 &[],
-                &[],
-                Bytes::new(),
             )
             .await
         {
@@ -282,14 +293,7 @@ impl BlobApi {
     /// already gone.
     pub async fn delete_container(&self, container: &str) -> Result<bool, BackendError> {
         match self
-            .container_call(
-                "Delete Container",
-                container,
-                http::Method::DELETE,
-                &[],
-                &[],
-                Bytes::new(),
-            )
+            .container_request("Delete Container", container, http::Method::DELETE, &[])
             .await
         {
             Ok(_) => Ok(true),
@@ -301,13 +305,11 @@ impl BlobApi {
     /// True when `container` holds at least one blob.
     pub async fn has_blobs(&self, container: &str) -> Result<bool, BackendError> {
         let answer = self
-            .container_call(
+            .container_request(
                 "List Blobs",
                 container,
                 http::Method::GET,
                 &[("comp", "list"), ("maxresults", "1")],
-                &[],
-                Bytes::new(),
             )
             .await?;
         Ok(!crate::xml::elements(&String::from_utf8_lossy(&answer.body), "Blob").is_empty())
@@ -317,14 +319,7 @@ impl BlobApi {
     pub async fn get_acl(&self, container: &str) -> Result<AclState, BackendError> {
         let op = "Get Container ACL";
         let answer = self
-            .container_call(
-                op,
-                container,
-                http::Method::GET,
-                &[("comp", "acl")],
-                &[],
-                Bytes::new(),
-            )
+            .container_request(op, container, http::Method::GET, &[("comp", "acl")])
             .await?;
         let text = String::from_utf8_lossy(&answer.body);
         let acl = Acl::parse(text.trim_start_matches('\u{feff}')).map_err(|e| {

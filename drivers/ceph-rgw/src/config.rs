@@ -234,6 +234,7 @@ impl AdminKeys {
 mod tests {
     use super::*;
     use cosi_driver::testing::env_of as env;
+    use cosi_driver::validate::assert_mentions_all;
 
     #[test]
     fn a_configuration_with_an_endpoint_is_valid() {
@@ -251,16 +252,17 @@ mod tests {
             ..Config::new("rgw:8080")
         };
         let ConfigError::Invalid(msg) = cfg.validate().unwrap_err();
-        for flag in [
-            "--driver-name",
-            "--rgw-endpoint",
-            "--public-endpoint",
-            "--admin-path",
-            "--region",
-            "--max-bucket-policy-size",
-        ] {
-            assert!(msg.contains(flag), "{flag} missing from {msg}");
-        }
+        assert_mentions_all(
+            &msg,
+            &[
+                "--driver-name",
+                "--rgw-endpoint",
+                "--public-endpoint",
+                "--admin-path",
+                "--region",
+                "--max-bucket-policy-size",
+            ],
+        );
     }
 
     #[test]

@@ -145,6 +145,7 @@ pub fn parse_size(value: &str) -> Option<u64> {
 mod tests {
     use super::*;
     use cosi_driver::testing::{assert_no_parameters_mean_default, params as map};
+    use cosi_driver::validate::assert_mentions_all;
 
     #[test]
     fn no_parameters_mean_defaults() {
@@ -206,15 +207,16 @@ mod tests {
             (VERSIONING, "yes"),
         ]))
         .unwrap_err();
-        for needle in [
-            "unknown parameter \"maxSize\"",
-            "maxSizeBytes must be",
-            "maxObjects must be",
-            "placement must be",
-            "versioning must be",
-        ] {
-            assert!(err.contains(needle), "{needle} missing from {err}");
-        }
+        assert_mentions_all(
+            &err,
+            &[
+                "unknown parameter \"maxSize\"",
+                "maxSizeBytes must be",
+                "maxObjects must be",
+                "placement must be",
+                "versioning must be",
+            ],
+        );
     }
 
     #[test]

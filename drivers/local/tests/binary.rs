@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use cosi_driver::proto::*;
+use cosi_driver::validate::assert_mentions_all;
 use cosi_driver::{DriverClient, Endpoint};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cosi-driver-local");
@@ -19,26 +20,27 @@ fn help_documents_flags_and_parameters() {
     let out = Command::new(BIN).arg("--help").output().unwrap();
     assert!(out.status.success());
     let help = String::from_utf8(out.stdout).unwrap();
-    for needle in [
-        "--driver-name",
-        "--data-dir",
-        "--s3-address",
-        "--s3-endpoint-url",
-        "--region",
-        "--log-format",
-        "--api",
-        "v1alpha1",
-        "[env: DRIVER_API=]",
-        "maxSizeBytes",
-        "[env: DATA_DIR=]",
-        "--s3-header-read-timeout",
-        "[env: S3_HEADER_READ_TIMEOUT=]",
-        "--s3-max-connections",
-        "[env: S3_MAX_CONNECTIONS=]",
-        "not production",
-    ] {
-        assert!(help.contains(needle), "--help lacks {needle:?}:\n{help}");
-    }
+    assert_mentions_all(
+        &help,
+        &[
+            "--driver-name",
+            "--data-dir",
+            "--s3-address",
+            "--s3-endpoint-url",
+            "--region",
+            "--log-format",
+            "--api",
+            "v1alpha1",
+            "[env: DRIVER_API=]",
+            "maxSizeBytes",
+            "[env: DATA_DIR=]",
+            "--s3-header-read-timeout",
+            "[env: S3_HEADER_READ_TIMEOUT=]",
+            "--s3-max-connections",
+            "[env: S3_MAX_CONNECTIONS=]",
+            "not production",
+        ],
+    );
 }
 
 /// A `cosi-driver-local` process on a temporary socket and a free S3 port,

@@ -148,6 +148,7 @@ fn check_user_path(path: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosi_driver::validate::assert_mentions_all;
 
     #[test]
     fn the_default_configuration_is_valid() {
@@ -164,14 +165,15 @@ mod tests {
             ..Config::default()
         };
         let ConfigError::Invalid(msg) = cfg.validate().unwrap_err();
-        for flag in [
-            "--driver-name",
-            "--s3-endpoint",
-            "--region",
-            "--iam-user-path",
-        ] {
-            assert!(msg.contains(flag), "{msg}");
-        }
+        assert_mentions_all(
+            &msg,
+            &[
+                "--driver-name",
+                "--s3-endpoint",
+                "--region",
+                "--iam-user-path",
+            ],
+        );
     }
 
     #[test]

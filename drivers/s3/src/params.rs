@@ -137,6 +137,7 @@ pub fn parse_tags(text: &str) -> Result<BTreeMap<String, String>, String> {
 mod tests {
     use super::*;
     use cosi_driver::testing::{assert_no_parameters_mean_default, params as map};
+    use cosi_driver::validate::assert_mentions_all;
 
     #[test]
     fn no_parameters_mean_defaults() {
@@ -170,14 +171,15 @@ mod tests {
             ("tags", "novalue"),
         ]))
         .unwrap_err();
-        for needle in [
-            "unknown parameter \"versionning\"",
-            "versioning must be",
-            "bucketNamePrefix",
-            "tags:",
-        ] {
-            assert!(err.contains(needle), "{needle} missing from {err}");
-        }
+        assert_mentions_all(
+            &err,
+            &[
+                "unknown parameter \"versionning\"",
+                "versioning must be",
+                "bucketNamePrefix",
+                "tags:",
+            ],
+        );
     }
 
     #[test]

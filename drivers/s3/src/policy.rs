@@ -177,13 +177,14 @@ mod tests {
 
     const U: AccessMode = AccessMode::Unspecified;
 
+    /// `mode` in every category.
+    fn modes_all(mode: AccessMode) -> AccessModes {
+        modes(mode, mode, mode)
+    }
+
     #[test]
     fn read_only_grants_no_write_action() {
-        let (b, o) = actions_for(&modes(
-            AccessMode::ReadOnly,
-            AccessMode::ReadOnly,
-            AccessMode::ReadOnly,
-        ));
+        let (b, o) = actions_for(&modes_all(AccessMode::ReadOnly));
         assert!(o.contains("s3:GetObject") && b.contains("s3:ListBucket"));
         let writes = ["Put", "Delete", "Abort"];
         for a in b.iter().chain(&o) {
@@ -196,11 +197,7 @@ mod tests {
 
     #[test]
     fn write_only_grants_no_read_action_but_the_bucket_location() {
-        let (b, o) = actions_for(&modes(
-            AccessMode::WriteOnly,
-            AccessMode::WriteOnly,
-            AccessMode::WriteOnly,
-        ));
+        let (b, o) = actions_for(&modes_all(AccessMode::WriteOnly));
         assert!(o.contains("s3:PutObject") && b.contains("s3:PutBucketTagging"));
         for a in b.iter().chain(&o).filter(|a| **a != ALWAYS) {
             assert!(

@@ -8,6 +8,7 @@ use std::process::Command;
 
 use cosi_driver::proto::*;
 use cosi_driver::testing::failed_stderr;
+use cosi_driver::validate::assert_mentions_all;
 use cosi_driver_ceph_rgw::{AdminKeys, RgwDriver};
 use cosi_driver_s3_common::testing::{self, RunningBinary, assert_json_lines};
 
@@ -180,7 +181,5 @@ async fn the_binary_refuses_an_invalid_configuration_naming_each_flag() {
             .env("RGW_REGION", "a b")
             .env("RGW_ADMIN_PATH", "a/b"),
     );
-    for flag in ["--rgw-endpoint", "--region", "--admin-path"] {
-        assert!(err.contains(flag), "{flag} missing: {err}");
-    }
+    assert_mentions_all(&err, &["--rgw-endpoint", "--region", "--admin-path"]);
 }

@@ -7,6 +7,7 @@ use std::process::Command;
 
 use cosi_driver::proto::AccessMode;
 use cosi_driver::testing::failed_stderr;
+use cosi_driver::validate::assert_mentions_all;
 use cosi_driver_s3_common::testing::{self, RunningBinary, assert_json_lines};
 
 use crate::common::{Moto, access, assert_managed_by, keys_of};
@@ -106,7 +107,5 @@ async fn binary_refuses_invalid_configuration_naming_each_flag() {
             .env("AWS_REGION", "Mars")
             .env("CA_FILE", &ca),
     );
-    for flag in ["--s3-endpoint", "--region", "--ca-file"] {
-        assert!(err.contains(flag), "{flag} missing: {err}");
-    }
+    assert_mentions_all(&err, &["--s3-endpoint", "--region", "--ca-file"]);
 }
