@@ -132,12 +132,7 @@ impl Worker<'_> {
     /// The bucket IDs the access was granted on: as recorded by the
     /// controller, else read from the Buckets.
     pub(super) async fn revoked_buckets(&self) -> Result<Vec<RevokedBucket>, Failure> {
-        let accessed = self
-            .access
-            .status
-            .as_ref()
-            .map(|s| s.accessed_buckets.clone())
-            .unwrap_or_default();
+        let accessed = self.access.accessed_buckets().to_vec();
         let api: Api<Bucket> = Api::all(self.ctx.client.clone());
         let mut out = Vec::new();
         for a in accessed {
