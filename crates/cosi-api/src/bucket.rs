@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::common::{DeletionPolicy, Protocol};
+use crate::common::{DeletionPolicy, Protocol, status_list};
 use crate::constants::limits::{
     DNS1123_LABEL, DNS1123_SUBDOMAIN, DRIVER_NAME, MAX_ID_LENGTH, MAX_LABEL_LENGTH,
     MAX_NAME_LENGTH, MAX_PARAMETERS, MAX_PROTOCOLS, UID,
@@ -146,9 +146,12 @@ impl Bucket {
 
     /// The Bucket's conditions (empty before the first status write).
     pub fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map(|s| s.conditions.as_slice())
-            .unwrap_or_default()
+        status_list(self.status.as_ref(), |s| s.conditions.as_slice())
+    }
+
+    /// The protocols the driver reported for the bucket (empty before the
+    /// first status write).
+    pub fn protocols(&self) -> &[Protocol] {
+        status_list(self.status.as_ref(), |s| s.protocols.as_slice())
     }
 }

@@ -6,7 +6,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::common::{AuthenticationType, BucketAccessMode, BucketAccessModes, Protocol};
+use crate::common::{
+    AuthenticationType, BucketAccessMode, BucketAccessModes, Protocol, status_list,
+};
 use crate::constants::limits::{
     DNS1123_SUBDOMAIN, DRIVER_NAME, MAX_BUCKET_CLAIMS, MAX_ID_LENGTH, MAX_LABEL_LENGTH,
     MAX_NAME_LENGTH, MAX_PARAMETERS,
@@ -161,10 +163,13 @@ pub struct AccessedBucket {
 impl BucketAccess {
     /// The access's conditions (empty before the first status write).
     pub fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map(|s| s.conditions.as_slice())
-            .unwrap_or_default()
+        status_list(self.status.as_ref(), |s| s.conditions.as_slice())
+    }
+
+    /// The Buckets the controller handed to the sidecar (empty before the
+    /// hand-off).
+    pub fn accessed_buckets(&self) -> &[AccessedBucket] {
+        status_list(self.status.as_ref(), |s| s.accessed_buckets.as_slice())
     }
 
     /// True once the controller has handed the access to the sidecar: the

@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::common::Protocol;
+use crate::common::{Protocol, status_list};
 use crate::constants::limits::{DNS1123_SUBDOMAIN, MAX_NAME_LENGTH, MAX_PROTOCOLS};
 
 /// Desired state of a BucketClaim: a BucketClass to provision from, or an existing Bucket to bind to.
@@ -90,9 +90,12 @@ impl BucketClaim {
 
     /// The claim's conditions (empty before the first status write).
     pub fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map(|s| s.conditions.as_slice())
-            .unwrap_or_default()
+        status_list(self.status.as_ref(), |s| s.conditions.as_slice())
+    }
+
+    /// The protocols of the bound Bucket (empty before the first status
+    /// write).
+    pub fn protocols(&self) -> &[Protocol] {
+        status_list(self.status.as_ref(), |s| s.protocols.as_slice())
     }
 }

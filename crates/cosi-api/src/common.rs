@@ -7,6 +7,14 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// A list field of an optional status: empty before the first status write.
+pub(crate) fn status_list<'a, S, T>(
+    status: Option<&'a S>,
+    field: impl FnOnce(&'a S) -> &'a [T],
+) -> &'a [T] {
+    status.map(field).unwrap_or_default()
+}
+
 /// Declares an enum of API values, deriving what every such enum needs: each
 /// variant serializes as its name (or the name given after `=`), and
 /// `as_str` and `Display` give that same name.

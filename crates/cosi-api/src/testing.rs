@@ -426,6 +426,21 @@ impl AccessExt for BucketAccess {
     }
 }
 
+/// The Events `api` lists about the object named `name`, as the server
+/// stores them.
+pub async fn events_regarding(
+    api: &kube::Api<k8s_openapi::api::events::v1::Event>,
+    name: &str,
+) -> Vec<k8s_openapi::api::events::v1::Event> {
+    api.list(&kube::api::ListParams::default())
+        .await
+        .expect("list Events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

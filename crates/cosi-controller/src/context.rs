@@ -74,6 +74,20 @@ pub struct Caches {
     pub filled: Vec<Filled>,
 }
 
+/// What a reconcile's write left behind, so the next decision needs no
+/// re-read: the objects `W` as written, or how the reconcile goes on.
+pub enum Wrote<W> {
+    /// The objects as written.
+    Written(W),
+    /// Written, but the result is unknown: read again.
+    Reread,
+    /// The object's finalizer is gone; nothing more to do.
+    Released,
+    /// Not written: the claim version decided on was replaced by our own
+    /// write meanwhile, whose event will start a new reconcile.
+    Superseded,
+}
+
 /// State shared by all reconciles.
 pub struct Context {
     /// The API client.
@@ -232,16 +246,27 @@ impl Context {
         lookup(&self.caches.claims, api, "bucketclaims", key, fresh).await
     }
 
-    /// How a reconcile of `key` ends after its last write: `released` (the
-    /// finalizer is gone) is a success; otherwise the claim version decided
-    /// on was replaced by our other loop, whose event reconciles again.
-    pub fn ended(&self, key: &str, released: bool) -> Applied {
-        if released {
-            self.failures.succeeded(key);
-        } else {
-            tracing::debug!(%key, "claim changed by our other loop; waiting for its event");
+    /// What the write of the reconcile of `key` means to the step driver:
+    /// objects as written go to `keep`; once released (the finalizer is
+    /// gone) the reconcile ends in success; superseded (the claim version
+    /// decided on was replaced by our other loop) it ends too, and that
+    /// loop's event reconciles again.
+    pub fn applied<W>(&self, key: &str, wrote: Wrote<W>, keep: impl FnOnce(W)) -> Applied {
+        match wrote {
+            Wrote::Written(written) => {
+                keep(written);
+                Applied::Written
+            }
+            Wrote::Reread => Applied::Reread,
+            Wrote::Released => {
+                self.failures.succeeded(key);
+                Applied::Finished(Action::await_change())
+            }
+            Wrote::Superseded => {
+                tracing::debug!(%key, "claim changed by our other loop; waiting for its event");
+                Applied::Finished(Action::await_change())
+            }
         }
-        Applied::Finished(Action::await_change())
     }
 
     /// A failed write of `obj` during a reconcile: a conflict is counted

@@ -7,11 +7,11 @@ use cosi_api::constants::condition_types;
 use cosi_api::{Bucket, BucketAccess, Condition};
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
-use kube::Resource;
 use kube::api::Api;
 use serde_json::{Map, Value, json};
 
 use crate::context::Context;
+use crate::driver::DriverInfo;
 use crate::error::{ApiContext, Failure};
 use crate::outcome::{api_failure, plan_failure, report_failure, updated_conditions};
 
@@ -43,23 +43,26 @@ impl Conditioned for BucketAccess {
     }
 }
 
-/// What the shared steps of a worker use of it.
-pub(crate) struct Parts<'w, K> {
+/// A reconciler's worker: one object it keeps the latest version of, and
+/// writes the status of; `X` is what only one kind's worker holds.
+pub(crate) struct Worker<'a, K, X = ()> {
     /// The sidecar's shared state.
-    pub ctx: &'w Context,
+    pub ctx: &'a Context,
     /// The object's API.
-    pub api: &'w Api<K>,
+    pub api: Api<K>,
+    /// The driver's name and API version.
+    pub info: DriverInfo,
     /// The object's key in gates and health.
-    pub key: &'w str,
+    pub key: String,
     /// The latest version of the object (after our own writes).
-    pub object: &'w mut K,
+    pub object: K,
+    /// What only this kind's worker holds.
+    pub extra: X,
 }
 
-/// A reconciler's worker: one object it keeps the latest version of, and
-/// writes the status of.
-pub(crate) trait ObjectWorker {
-    /// The reconciled object.
-    type Object: cosi_runtime::Object + Conditioned;
+/// A kind of object a [`Worker`] reconciles: how its failures are named,
+/// reported and logged.
+pub(crate) trait WorkedObject: cosi_runtime::Object + Conditioned {
     /// The resource named in the errors of a status write.
     const STATUS_RESOURCE: &'static str;
     /// How a failed provisioning step is reported.
@@ -67,65 +70,60 @@ pub(crate) trait ObjectWorker {
     /// How a failed deleting step is reported.
     const DELETE_FAILURE: StepFailure;
 
-    /// The worker's parts.
-    fn parts(&mut self) -> Parts<'_, Self::Object>;
-    /// The latest version of the object.
-    fn object(&self) -> &Self::Object;
-    /// The object named in the errors of a status write.
-    fn error_name(&self) -> String;
-    /// Logs a failed step.
-    fn log_failure(&self, failure: &Failure, refused: bool);
+    /// The object named in the errors of a status write, given its `key`.
+    fn error_name(&self, key: &str) -> String;
+    /// Logs a failed step of the object whose key is `key`.
+    fn log_failure(&self, key: &str, failure: &Failure, refused: bool);
+}
 
+impl<K: WorkedObject, X> Worker<'_, K, X> {
     /// The object's generation.
-    fn generation(&self) -> Option<i64> {
-        self.object().meta().generation
+    pub fn generation(&self) -> Option<i64> {
+        self.object.meta().generation
     }
 
     /// Takes the object as our write left it, remembering the version it
     /// replaced.
-    fn wrote(&mut self, written: Self::Object) {
-        let parts = self.parts();
-        parts.ctx.own_writes.replaced(&*parts.object, &written);
-        *parts.object = written;
+    pub fn wrote(&mut self, written: K) {
+        self.ctx.own_writes.replaced(&self.object, &written);
+        self.object = written;
     }
 
     /// Applies `desired` to the conditions and writes them with `fields`
     /// into the status; true when it wrote, false when nothing changed.
-    async fn write_status(
+    pub async fn write_status(
         &mut self,
         desired: &[Desired],
         mut fields: Map<String, Value>,
     ) -> Result<bool, Failure> {
-        let conditions = updated_conditions(self.object().conditions(), desired, self.generation());
+        let conditions = updated_conditions(self.object.conditions(), desired, self.generation());
         if conditions.is_none() && fields.is_empty() {
             return Ok(false);
         }
         if let Some(c) = conditions {
             fields.insert("conditions".into(), json!(c));
         }
-        let name = self.error_name();
-        let parts = self.parts();
-        let written = patch::patch_status(parts.api, &*parts.object, &Value::Object(fields))
+        let name = self.object.error_name(&self.key);
+        let written = patch::patch_status(&self.api, &self.object, &Value::Object(fields))
             .await
-            .api("patch", Self::STATUS_RESOURCE, &name)?;
+            .api("patch", K::STATUS_RESOURCE, &name)?;
         self.wrote(written);
         Ok(true)
     }
 
     /// Turns a failed step into conditions, an Event and a retry delay.
-    async fn step_failed(&mut self, failure: Failure) -> Action {
-        let object = self.object();
+    pub async fn step_failed(&mut self, failure: Failure) -> Action {
+        let object = &self.object;
         let regarding = object.object_ref(&());
         let deleting = patch::is_deleting(object);
         let provisioned = status_of(object.conditions(), condition_types::PROVISIONED);
         let generation = self.generation();
         let words = if deleting {
-            Self::DELETE_FAILURE
+            K::DELETE_FAILURE
         } else {
-            Self::PROVISION_FAILURE
+            K::PROVISION_FAILURE
         };
-        let parts = self.parts();
-        let (ctx, key) = (parts.ctx, parts.key.to_owned());
+        let (ctx, key) = (self.ctx, self.key.clone());
         let failure = match failure {
             Failure::Api(e) => {
                 return api_failure(ctx, &key, &regarding, words.action, &e).await;
@@ -141,9 +139,8 @@ pub(crate) trait ObjectWorker {
             provisioned,
             words.refusal_hint,
         );
-        self.log_failure(&failure, plan.refused);
+        self.object.log_failure(&key, &failure, plan.refused);
         let written = self.write_status(&plan.desired, Map::new()).await.map(drop);
-        let ctx = self.parts().ctx;
         report_failure(
             ctx,
             &key,

@@ -238,12 +238,7 @@ fn decide_after_handoff(obs: &Observed<'_>, finalized: bool) -> Step {
     if let Some(step) = annotate_step(obs) {
         return step;
     }
-    let accessed = obs
-        .access
-        .status
-        .as_ref()
-        .map(|s| s.accessed_buckets.as_slice())
-        .unwrap_or_default();
+    let accessed = obs.access.accessed_buckets();
     let mut problems: Vec<Problem> = Vec::new();
     for view in &obs.claims {
         let want = accessed

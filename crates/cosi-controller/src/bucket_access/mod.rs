@@ -260,19 +260,11 @@ impl Steps for AccessSteps<'_> {
 
     async fn apply(&mut self, snapshot: &mut Snapshot, step: Step) -> Result<Applied, Error> {
         tracing::debug!(access = %self.key, ?step, "applying");
-        Ok(match apply(self.ctx, &self.api, snapshot, step).await? {
-            Wrote::Access(a) => {
-                snapshot.access = Arc::new(a);
-                Applied::Written
-            }
-            Wrote::Claim(written) => {
-                snapshot.replace_claim(written);
-                Applied::Written
-            }
-            Wrote::Reread => Applied::Reread,
-            Wrote::Released => self.ctx.ended(&self.key, true),
-            Wrote::Superseded => self.ctx.ended(&self.key, false),
-        })
+        let wrote = apply(self.ctx, &self.api, snapshot, step).await?;
+        Ok(self.ctx.applied(&self.key, wrote, |written| match written {
+            Written::Access(a) => snapshot.access = Arc::new(a),
+            Written::Claim(c) => snapshot.replace_claim(c),
+        }))
     }
 
     async fn failed(&mut self, snapshot: &Snapshot, e: Error) -> Result<(), Error> {
@@ -294,18 +286,14 @@ pub fn error_policy(access: Arc<BucketAccess>, err: &Error, ctx: Arc<Context>) -
 }
 
 /// What a write left behind, so the next decision needs no re-read.
-enum Wrote {
-    /// The access as written.
+type Wrote = crate::context::Wrote<Written>;
+
+/// An object an access's write left behind, as written.
+enum Written {
+    /// The access.
     Access(BucketAccess),
-    /// A claim as written.
+    /// A claim.
     Claim(BucketClaim),
-    /// Written, but the result is unknown: read again.
-    Reread,
-    /// The access's finalizer is gone; nothing more to do.
-    Released,
-    /// Not written: the claim version decided on was replaced by our own
-    /// write meanwhile, whose event will start a new reconcile.
-    Superseded,
 }
 
 async fn apply(
@@ -321,7 +309,7 @@ async fn apply(
     let applied = match step {
         Step::AddFinalizer => {
             let written = ctx.add_finalizer(api, access).await?;
-            written.map_or(Wrote::Reread, Wrote::Access)
+            written.map_or(Wrote::Reread, |w| Wrote::Written(Written::Access(w)))
         }
         Step::AnnotateClaim { claim } => {
             set_reference(ctx, &claims, snapshot, &claim, Some("true")).await?
@@ -354,7 +342,7 @@ async fn apply(
                 tracing::info!(access = %key, "handed to the sidecar");
                 ctx.operations.access_observed(&written);
             }
-            Wrote::Access(written)
+            Wrote::Written(Written::Access(written))
         }
         Step::RemoveFinalizer => {
             ctx.remove_finalizer(api, access).await?;
@@ -391,5 +379,5 @@ async fn set_reference(
     let written = ctx
         .annotate(claims, claim, &[(HAS_BUCKETACCESS_REFERENCES, value)], what)
         .await?;
-    Ok(written.map_or(Wrote::Reread, Wrote::Claim))
+    Ok(written.map_or(Wrote::Reread, |w| Wrote::Written(Written::Claim(w))))
 }

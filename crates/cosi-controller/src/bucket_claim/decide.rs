@@ -425,11 +425,7 @@ fn bucket_problems(claim: &BucketClaim, bucket: &Bucket) -> Option<String> {
             "Bucket {name:?} reports Provisioned but has no bucket ID"
         ));
     }
-    let supported = bucket
-        .status
-        .as_ref()
-        .map(|s| s.protocols.as_slice())
-        .unwrap_or_default();
+    let supported = bucket.protocols();
     let missing: Vec<&str> = claim
         .spec
         .protocols

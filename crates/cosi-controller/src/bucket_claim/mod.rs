@@ -149,20 +149,13 @@ impl Steps for ClaimSteps<'_> {
     async fn apply(&mut self, o: &mut Claimed, step: Step) -> Result<Applied, Error> {
         tracing::debug!(claim = %self.key, ?step, "applying");
         let wrote = apply(self.ctx, &self.api, &o.claim, o.bucket.as_deref(), step).await?;
-        Ok(match wrote {
-            Wrote::Claim(c) => {
-                o.claim = Arc::new(c);
-                Applied::Written
-            }
-            Wrote::Bucket(b) => {
+        Ok(self.ctx.applied(&self.key, wrote, |written| match written {
+            Written::Claim(c) => o.claim = Arc::new(c),
+            Written::Bucket(b) => {
                 o.bucket = b.map(Arc::new);
                 o.unconfirmed_miss = false;
-                Applied::Written
             }
-            Wrote::Reread => Applied::Reread,
-            Wrote::Released => self.ctx.ended(&self.key, true),
-            Wrote::Superseded => self.ctx.ended(&self.key, false),
-        })
+        }))
     }
 
     async fn failed(&mut self, o: &Claimed, e: Error) -> Result<(), Error> {
@@ -210,18 +203,14 @@ pub fn error_policy(claim: Arc<BucketClaim>, err: &Error, ctx: Arc<Context>) -> 
 }
 
 /// What a write left behind, so the next decision needs no re-read.
-enum Wrote {
-    /// The claim as written.
+type Wrote = crate::context::Wrote<Written>;
+
+/// An object a claim's write left behind, as written.
+enum Written {
+    /// The claim.
     Claim(BucketClaim),
-    /// The Bucket as written (`None`: gone).
+    /// The Bucket (`None`: gone).
     Bucket(Option<Bucket>),
-    /// Written, but the result is unknown: read again.
-    Reread,
-    /// The claim's finalizer is gone; nothing more to do.
-    Released,
-    /// Not written: the claim version decided on was replaced by our own
-    /// write meanwhile, whose event will start a new reconcile.
-    Superseded,
 }
 
 /// True when `step` writes the claim itself (not its Bucket).
@@ -255,20 +244,22 @@ async fn apply(
     let applied = match step {
         Step::AddFinalizer => {
             let written = ctx.add_finalizer(api, claim).await?;
-            written.map_or(Wrote::Reread, Wrote::Claim)
+            written.map_or(Wrote::Reread, |w| Wrote::Written(Written::Claim(w)))
         }
         Step::CreateBucket(desired) => {
             let name = desired.name_any();
             match buckets.create(&PostParams::default(), &desired).await {
                 Ok(created) => {
                     tracing::info!(claim = %key, bucket = %name, "created Bucket");
-                    Wrote::Bucket(Some(created))
+                    Wrote::Written(Written::Bucket(Some(created)))
                 }
                 // It exists (an earlier attempt, or a cache that had not
                 // seen it yet): the next decision rests on it as it is.
                 Err(kube::Error::Api(s)) if s.reason == "AlreadyExists" => {
                     match ctx.bucket(&name, true).await? {
-                        Some(existing) => Wrote::Bucket(Some(Arc::unwrap_or_clone(existing))),
+                        Some(existing) => {
+                            Wrote::Written(Written::Bucket(Some(Arc::unwrap_or_clone(existing))))
+                        }
                         None => Wrote::Reread,
                     }
                 }
@@ -297,7 +288,7 @@ async fn apply(
                 own.replaced(before, &bound);
             }
             tracing::info!(claim = %key, bucket = %name, "bound existing Bucket");
-            Wrote::Bucket(Some(bound))
+            Wrote::Written(Written::Bucket(Some(bound)))
         }
         Step::WriteStatus(update) => {
             let mut status = claim.status.clone().unwrap_or_default();
@@ -312,7 +303,7 @@ async fn apply(
                 tracing::info!(claim = %key, bucket = %bucket.name_any(), "claim provisioned");
                 ctx.operations.claim_provisioned(&written, bucket);
             }
-            Wrote::Claim(written)
+            Wrote::Written(Written::Claim(written))
         }
         Step::MarkBucketClaimDeleting { .. } => match bucket {
             Some(bucket) => {
@@ -324,7 +315,7 @@ async fn apply(
                         "annotate bucketclaim-being-deleted",
                     )
                     .await?;
-                written.map_or(Wrote::Reread, |b| Wrote::Bucket(Some(b)))
+                written.map_or(Wrote::Reread, |b| Wrote::Written(Written::Bucket(Some(b))))
             }
             None => Wrote::Reread,
         },
@@ -339,9 +330,9 @@ async fn apply(
             match buckets.delete(&name, &params).await {
                 Ok(deleted) => {
                     tracing::info!(claim = %key, bucket = %name, "deleted Bucket (policy Delete)");
-                    Wrote::Bucket(deleted.left())
+                    Wrote::Written(Written::Bucket(deleted.left()))
                 }
-                Err(e) if patch::is_not_found(&e) => Wrote::Bucket(None),
+                Err(e) if patch::is_not_found(&e) => Wrote::Written(Written::Bucket(None)),
                 Err(source) => {
                     let notice = (reasons::FAILED_DELETE_BUCKET, actions::DELETE);
                     return Err(

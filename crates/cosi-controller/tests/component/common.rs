@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use kube_sim::KubeSim;
 use prometheus::Registry;
@@ -553,12 +553,9 @@ impl Env {
     /// Events about an object, as (type, reason, note).
     pub async fn events_for(&self, name: &str) -> Vec<(String, String, String)> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), NS);
-        api.list(&ListParams::default())
+        cosi_api::testing::events_regarding(&api, name)
             .await
-            .expect("events list")
-            .items
             .into_iter()
-            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
             .map(|e| {
                 (
                     e.type_.unwrap_or_default(),

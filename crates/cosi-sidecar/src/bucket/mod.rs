@@ -40,10 +40,10 @@ use serde_json::{Map, json};
 
 use crate::context::Context;
 use crate::convert::protocols_to_proto;
-use crate::driver::{DriverInfo, Method};
+use crate::driver::Method;
 use crate::error::{ApiContext, Failure};
 use crate::reply::{ProvisionedBucket, bucket_reply};
-use crate::worker::{ObjectWorker, Parts, StepFailure};
+use crate::worker::{StepFailure, WorkedObject};
 
 /// The key of a Bucket in gates and health.
 pub fn key(name: &str) -> String {
@@ -66,7 +66,8 @@ pub(crate) async fn reconcile(
         api: Api::all(ctx.client.clone()),
         info,
         key: key(&name),
-        bucket: (*cached).clone(),
+        object: (*cached).clone(),
+        extra: (),
     };
     let action = match worker.run().await {
         Ok(action) => {
@@ -78,17 +79,10 @@ pub(crate) async fn reconcile(
     Ok(action)
 }
 
-struct Worker<'a> {
-    ctx: &'a Context,
-    api: Api<Bucket>,
-    info: DriverInfo,
-    key: String,
-    /// The latest version of the Bucket (after our own writes).
-    bucket: Bucket,
-}
+/// The Bucket's worker.
+type Worker<'a> = crate::worker::Worker<'a, Bucket>;
 
-impl ObjectWorker for Worker<'_> {
-    type Object = Bucket;
+impl WorkedObject for Bucket {
     const STATUS_RESOURCE: &'static str = "buckets/status";
     const PROVISION_FAILURE: StepFailure = StepFailure {
         event: reasons::FAILED_CREATE_BUCKET,
@@ -101,31 +95,18 @@ impl ObjectWorker for Worker<'_> {
         refusal_hint: "the driver refuses to delete the bucket; fix the driver or backend, then change the Bucket to retry",
     };
 
-    fn parts(&mut self) -> Parts<'_, Bucket> {
-        Parts {
-            ctx: self.ctx,
-            api: &self.api,
-            key: &self.key,
-            object: &mut self.bucket,
-        }
+    fn error_name(&self, _key: &str) -> String {
+        self.name_any()
     }
 
-    fn object(&self) -> &Bucket {
-        &self.bucket
-    }
-
-    fn error_name(&self) -> String {
-        self.name()
-    }
-
-    fn log_failure(&self, failure: &Failure, refused: bool) {
-        tracing::warn!(bucket = %self.name(), error = %failure, refused, "bucket step failed");
+    fn log_failure(&self, _key: &str, failure: &Failure, refused: bool) {
+        tracing::warn!(bucket = %self.name_any(), error = %failure, refused, "bucket step failed");
     }
 }
 
 impl Worker<'_> {
     fn name(&self) -> String {
-        self.bucket.name_any()
+        self.object.name_any()
     }
 
     async fn run(&mut self) -> Result<Action, Failure> {
@@ -134,8 +115,8 @@ impl Worker<'_> {
     }
     async fn release(&mut self) -> Result<(), Failure> {
         let name = self.name();
-        tracing::info!(bucket = %name, policy = %self.bucket.spec.deletion_policy, "releasing Bucket without deleting the backend bucket");
-        patch::remove_finalizer(&self.api, &self.bucket, PROTECTION_FINALIZER)
+        tracing::info!(bucket = %name, policy = %self.object.spec.deletion_policy, "releasing Bucket without deleting the backend bucket");
+        patch::remove_finalizer(&self.api, &self.object, PROTECTION_FINALIZER)
             .await
             .api("patch", "buckets", &name)?;
         self.ctx.gates.succeeded(&self.key);
@@ -144,12 +125,12 @@ impl Worker<'_> {
 
     /// The Bucket's protocols, as the driver API names them.
     fn protocols(&self) -> Vec<i32> {
-        protocols_to_proto(&self.bucket.spec.protocols)
+        protocols_to_proto(&self.object.spec.protocols)
     }
 
     /// The Bucket's parameters, as the driver API takes them.
     fn parameters(&self) -> HashMap<String, String> {
-        self.bucket.spec.parameters.clone().into_iter().collect()
+        self.object.spec.parameters.clone().into_iter().collect()
     }
 
     fn generate_request(&self) -> DriverGenerateBucketIdRequest {
@@ -215,7 +196,7 @@ impl Worker<'_> {
         bucket_id: &str,
         info: Option<&ProtocolBucketInfo>,
     ) -> Result<Action, Failure> {
-        let provisioned = bucket_reply(info, &self.bucket.spec.protocols, &self.info)
+        let provisioned = bucket_reply(info, &self.object.spec.protocols, &self.info)
             .map_err(|message| Failure::BadReply { method, message })?;
         self.provisioned(method, bucket_id, provisioned).await
     }
@@ -265,7 +246,7 @@ impl Worker<'_> {
         fields.insert("bucketID".into(), json!(bucket_id));
         fields.insert("protocols".into(), json!(p.protocols));
         fields.insert("bucketInfo".into(), json!(p.bucket_info));
-        let status = self.bucket.status.clone().unwrap_or_default();
+        let status = self.object.status.clone().unwrap_or_default();
         if status.bucket_id == bucket_id
             && status.protocols == p.protocols
             && status.bucket_info == p.bucket_info
@@ -291,7 +272,7 @@ impl Worker<'_> {
             .await?;
         tracing::info!(bucket = %self.name(), %bucket_id, "backend bucket deleted");
         let name = self.name();
-        patch::remove_finalizer(&self.api, &self.bucket, PROTECTION_FINALIZER)
+        patch::remove_finalizer(&self.api, &self.object, PROTECTION_FINALIZER)
             .await
             .api("patch", "buckets", &name)?;
         self.ctx.gates.succeeded(&self.key);
@@ -354,7 +335,7 @@ impl Steps for Worker<'_> {
         let stale = self
             .ctx
             .own_writes
-            .is_stale(None, &name, Some(&self.bucket));
+            .is_stale(None, &name, Some(&self.object));
         if stale {
             // The event of our own last write is on its way and will start
             // a reconcile that sees it.
@@ -364,7 +345,7 @@ impl Steps for Worker<'_> {
     }
 
     async fn decide(&mut self, _: &()) -> Result<Step, Failure> {
-        let step = decide(&self.bucket, &self.info);
+        let step = decide(&self.object, &self.info);
         tracing::debug!(bucket = %self.name(), ?step, "bucket step");
         Ok(step)
     }
@@ -373,7 +354,7 @@ impl Steps for Worker<'_> {
         if *step == Step::AwaitClaimDeletion {
             tracing::info!(bucket = %self.name(), "Bucket deletion waits until its BucketClaim is being deleted");
         }
-        Ok(is_settled(step, &self.bucket).then(Action::await_change))
+        Ok(is_settled(step, &self.object).then(Action::await_change))
     }
 
     async fn apply(&mut self, _: &mut (), step: Step) -> Result<Applied, Failure> {
@@ -383,7 +364,7 @@ impl Steps for Worker<'_> {
             }
             Step::AddFinalizer => {
                 let name = self.name();
-                if let Some(b) = patch::add_finalizer(&self.api, &self.bucket, PROTECTION_FINALIZER)
+                if let Some(b) = patch::add_finalizer(&self.api, &self.object, PROTECTION_FINALIZER)
                     .await
                     .api("patch", "buckets", &name)?
                 {
@@ -406,7 +387,7 @@ impl Steps for Worker<'_> {
             Step::Invalid(desired) => {
                 self.write_status(&desired, Map::new()).await?;
                 // Written only when the conditions changed: one Event per refusal.
-                let regarding = self.bucket.object_ref(&());
+                let regarding = self.object.object_ref(&());
                 let note = desired[0].message.clone();
                 self.ctx
                     .warn(
@@ -419,14 +400,14 @@ impl Steps for Worker<'_> {
                 return Ok(Applied::Finished(Action::await_change()));
             }
             Step::MarkReleased => {
-                let released = released_condition(&self.bucket);
+                let released = released_condition(&self.object);
                 self.write_status(&[released], Map::new()).await?;
                 tracing::info!(bucket = %self.name(), "bucket released: its claim was deleted, deletionPolicy Retain keeps it");
                 return Ok(Applied::Finished(Action::await_change()));
             }
             Step::RefreshGeneration => {
                 let desired: Vec<Desired> = self
-                    .bucket
+                    .object
                     .conditions()
                     .iter()
                     .filter_map(|c| {

@@ -15,20 +15,20 @@ use kube::api::{Api, DeleteParams, Preconditions};
 use super::{CleanupDone, CleanupStep, Worker, decide_cleanup, lookup_request, revoke_request};
 use crate::driver::Method;
 use crate::error::{ApiContext, ApiError, Failure};
-use crate::worker::ObjectWorker;
 
 impl Worker<'_> {
     /// KEP "Deleting a BucketAccess" step 3: the steps [`decide_cleanup`]
     /// orders, each idempotent, until the controller is told.
     pub(super) async fn cleanup(&mut self) -> Result<Action, Failure> {
         self.ctx.secret_checks.forget(&self.key);
-        let claims = self.access.spec.bucket_claims.clone();
+        let claims = self.object.spec.bucket_claims.clone();
         let mut secrets = Vec::with_capacity(claims.len());
         for claim in &claims {
             let name = &claim.access_secret_name;
             let skey = self.secret_key(name);
             secrets.push(
-                self.secrets
+                self.extra
+                    .secrets
                     .get_opt(name)
                     .await
                     .api("get", "secrets", &skey)?,
@@ -37,7 +37,7 @@ impl Worker<'_> {
         let mut done = CleanupDone::default();
         // One step per Secret, two revocations and the mark at most.
         for _ in 0..claims.len() + 3 {
-            match decide_cleanup(&self.access, &secrets, done) {
+            match decide_cleanup(&self.object, &secrets, done) {
                 CleanupStep::DeleteSecret(name) => {
                     let slot = claims
                         .iter()
@@ -63,7 +63,7 @@ impl Worker<'_> {
                 CleanupStep::MarkCleanupFinished => {
                     patch::set_annotations(
                         &self.api,
-                        &self.access,
+                        &self.object,
                         &[(annotations::SIDECAR_CLEANUP_FINISHED, Some("true"))],
                     )
                     .await
@@ -81,7 +81,7 @@ impl Worker<'_> {
     /// Secret itself, guarded by its UID. Gone already is done.
     pub(super) async fn delete_secret(&self, name: &str, s: Secret) -> Result<(), Failure> {
         let skey = self.secret_key(name);
-        let s = match patch::remove_finalizer(&self.secrets, &s, PROTECTION_FINALIZER).await {
+        let s = match patch::remove_finalizer(&self.extra.secrets, &s, PROTECTION_FINALIZER).await {
             Ok(updated) => updated.unwrap_or(s),
             Err(e) if patch::is_not_found(&e) => return Ok(()),
             Err(e) => return Err(ApiError::new("patch", "secrets", skey, e).into()),
@@ -93,7 +93,7 @@ impl Worker<'_> {
             }),
             ..Default::default()
         };
-        match self.secrets.delete(name, &dp).await {
+        match self.extra.secrets.delete(name, &dp).await {
             Ok(_) => tracing::info!(access = %self.key, secret = %skey, "access Secret deleted"),
             Err(e) if patch::is_not_found(&e) => {}
             Err(e) => return Err(ApiError::new("delete", "secrets", skey, e).into()),
@@ -109,20 +109,20 @@ impl Worker<'_> {
             Err(Failure::BadReply { .. }) if lookup => Vec::new(),
             Err(e) => return Err(e),
         };
-        let account_id = match self.access.account_id() {
+        let account_id = match self.object.account_id() {
             Some(id) => Some(id.to_owned()),
             None if buckets.is_empty() => None,
             None => {
                 self.ctx
                     .driver
-                    .granted_account_id(lookup_request(&self.access, self.account_name(), &buckets))
+                    .granted_account_id(lookup_request(&self.object, self.account_name(), &buckets))
                     .await?
             }
         };
         if let Some(account_id) = account_id {
             self.ctx
                 .driver
-                .revoke_bucket_access(revoke_request(&self.access, account_id.clone(), buckets))
+                .revoke_bucket_access(revoke_request(&self.object, account_id.clone(), buckets))
                 .await?;
             tracing::info!(access = %self.key, %account_id, "access revoked");
         }
@@ -132,12 +132,7 @@ impl Worker<'_> {
     /// The bucket IDs the access was granted on: as recorded by the
     /// controller, else read from the Buckets.
     pub(super) async fn revoked_buckets(&self) -> Result<Vec<RevokedBucket>, Failure> {
-        let accessed = self
-            .access
-            .status
-            .as_ref()
-            .map(|s| s.accessed_buckets.clone())
-            .unwrap_or_default();
+        let accessed = self.object.accessed_buckets().to_vec();
         let api: Api<Bucket> = Api::all(self.ctx.client.clone());
         let mut out = Vec::new();
         for a in accessed {

@@ -96,11 +96,7 @@ pub struct Target<'a> {
 /// The access's claims paired with their Buckets, in `spec.bucketClaims`
 /// order; an error names a claim with no (or no usable) accessed Bucket.
 pub fn targets(ba: &BucketAccess) -> Result<Vec<Target<'_>>, String> {
-    let accessed = ba
-        .status
-        .as_ref()
-        .map(|s| s.accessed_buckets.as_slice())
-        .unwrap_or_default();
+    let accessed = ba.accessed_buckets();
     ba.spec
         .bucket_claims
         .iter()
@@ -272,11 +268,7 @@ pub fn decide_grant(
                 why: format!("Bucket {} is not provisioned yet", t.bucket_name),
             };
         }
-        let bucket_protocols = bucket
-            .status
-            .as_ref()
-            .map(|s| s.protocols.as_slice())
-            .unwrap_or_default();
+        let bucket_protocols = bucket.protocols();
         if !bucket_protocols.contains(&protocol) {
             let have: Vec<&str> = bucket_protocols.iter().map(|p| p.as_str()).collect();
             return GrantStep::Refuse(refusal(
@@ -420,9 +412,8 @@ pub(crate) fn bucket_ids(observed: &Observed) -> Vec<String> {
 /// The Buckets an access was handed over for (the key of the Bucket →
 /// accesses index; Buckets are cluster-scoped).
 pub(crate) fn buckets_named(ba: &BucketAccess) -> Vec<Key> {
-    ba.status
+    ba.accessed_buckets()
         .iter()
-        .flat_map(|s| &s.accessed_buckets)
         .map(|a| (String::new(), a.bucket_name.clone()))
         .collect()
 }

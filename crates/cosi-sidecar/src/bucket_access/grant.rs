@@ -22,11 +22,10 @@ use crate::driver::Method;
 use crate::error::{ApiError, Failure, SecretWriteError};
 use crate::reply::grant_reply;
 use crate::secret;
-use crate::worker::ObjectWorker;
 
 impl Worker<'_> {
     pub(super) async fn provision(&mut self) -> Result<Action, Failure> {
-        let access = self.access.clone();
+        let access = self.object.clone();
         let targets = match targets(&access) {
             Ok(t) => t,
             Err(message) => {
@@ -64,7 +63,7 @@ impl Worker<'_> {
         targets: &[Target<'_>],
         bucket_ids: &[String],
     ) -> Result<(), Failure> {
-        let p = grant_params(&self.access, targets, bucket_ids);
+        let p = grant_params(&self.object, targets, bucket_ids);
         let account_id = self
             .ctx
             .driver
@@ -84,8 +83,8 @@ impl Worker<'_> {
         buckets: &[&Bucket],
         secrets: &[Option<Secret>],
     ) -> Result<Action, Failure> {
-        let p = grant_params(&self.access, targets, bucket_ids);
-        let account_id = cosi_api::rotation::live_account(&self.access)
+        let p = grant_params(&self.object, targets, bucket_ids);
+        let account_id = cosi_api::rotation::live_account(&self.object)
             .1
             .unwrap_or_default();
         let reply = self
@@ -94,12 +93,12 @@ impl Worker<'_> {
             .grant_bucket_access(&self.account_name(), buckets, p.grant(account_id))
             .await?;
         let auth = self
-            .access
+            .object
             .status
             .as_ref()
             .and_then(|s| s.authentication_type)
             .unwrap_or_default();
-        let protocol = self.access.spec.protocol;
+        let protocol = self.object.spec.protocol;
         let granted = grant_reply(&reply, bucket_ids, protocol, auth).map_err(|message| {
             Failure::BadReply {
                 method: Method::GrantBucketAccess,
@@ -107,7 +106,7 @@ impl Worker<'_> {
             }
         })?;
         drop(reply);
-        let was_provisioned = is_true(self.access.conditions(), condition_types::PROVISIONED);
+        let was_provisioned = is_true(self.object.conditions(), condition_types::PROVISIONED);
         // Every Secret's data is known before the first one is written.
         let mut written = Vec::new();
         let mut recreated = Vec::new();
@@ -122,17 +121,20 @@ impl Worker<'_> {
             let skey = self.secret_key(name);
             let write = match existing {
                 None => {
-                    let s = secret::new_secret(&self.access, claim, name, data);
+                    let s = secret::new_secret(&self.object, claim, name, data);
                     Some((
                         "create",
-                        self.secrets.create(&PostParams::default(), &s).await,
+                        self.extra.secrets.create(&PostParams::default(), &s).await,
                     ))
                 }
-                Some(existing) => match secret::updated_secret(existing, &self.access, claim, data)
+                Some(existing) => match secret::updated_secret(existing, &self.object, claim, data)
                 {
                     Some(s) => Some((
                         "update",
-                        self.secrets.replace(name, &PostParams::default(), &s).await,
+                        self.extra
+                            .secrets
+                            .replace(name, &PostParams::default(), &s)
+                            .await,
                     )),
                     None => None,
                 },
@@ -171,7 +173,7 @@ impl Worker<'_> {
             ),
         ];
         if !is_true(
-            self.access.conditions(),
+            self.object.conditions(),
             condition_types::RESOURCES_VALIDATED,
         ) {
             desired.push(Desired::new(
@@ -232,7 +234,7 @@ impl Steps for Grant<'_, '_, '_> {
         let w = &self.worker;
         let buckets = w.read_buckets(self.targets).await?;
         // Secrets only when they can change the step.
-        let secrets = if needs_secrets(&w.access, &buckets) {
+        let secrets = if needs_secrets(&w.object, &buckets) {
             w.read_secrets(self.targets).await?
         } else {
             vec![None; self.targets.len()]
@@ -246,7 +248,7 @@ impl Steps for Grant<'_, '_, '_> {
 
     async fn decide(&mut self, observed: &Observed) -> Result<GrantStep, Failure> {
         let w = &self.worker;
-        let step = decide_grant(&w.access, &w.info, self.targets, observed);
+        let step = decide_grant(&w.object, &w.info, self.targets, observed);
         tracing::debug!(access = %w.key, ?step, "grant step");
         Ok(step)
     }

@@ -43,10 +43,9 @@ use kube::{Resource, ResourceExt};
 use serde_json::Map;
 
 use crate::context::Context;
-use crate::driver::DriverInfo;
 use crate::error::{ApiContext, ApiError, Failure, SecretWriteError, SecretWriteKind};
 use crate::outcome::api_failure;
-use crate::worker::{ObjectWorker, Parts, StepFailure};
+use crate::worker::{StepFailure, WorkedObject};
 
 pub mod rotation;
 
@@ -72,11 +71,13 @@ pub(crate) async fn reconcile(
     let mut worker = Worker {
         ctx: &ctx,
         api: Api::namespaced(ctx.client.clone(), &ns),
-        secrets: Api::namespaced(ctx.client.clone(), &ns),
         info,
         key,
-        access: cached.as_ref().clone(),
-        trigger: cached.clone(),
+        object: cached.as_ref().clone(),
+        extra: AccessExtra {
+            secrets: Api::namespaced(ctx.client.clone(), &ns),
+            trigger: cached.clone(),
+        },
     };
     let mut rotation_wake = None;
     let result = async {
@@ -115,20 +116,18 @@ pub(crate) async fn reconcile(
     })
 }
 
-struct Worker<'a> {
-    ctx: &'a Context,
-    api: Api<BucketAccess>,
+/// The access's worker.
+type Worker<'a> = crate::worker::Worker<'a, BucketAccess, AccessExtra>;
+
+/// What only the access's worker holds.
+struct AccessExtra {
+    /// The access's namespace's Secrets.
     secrets: Api<Secret>,
-    info: DriverInfo,
-    key: String,
-    /// The latest version of the BucketAccess (after our own writes).
-    access: BucketAccess,
     /// The cached version whose change started the reconcile.
     trigger: Arc<BucketAccess>,
 }
 
-impl ObjectWorker for Worker<'_> {
-    type Object = BucketAccess;
+impl WorkedObject for BucketAccess {
     const STATUS_RESOURCE: &'static str = "bucketaccesses/status";
     const PROVISION_FAILURE: StepFailure = StepFailure {
         event: reasons::FAILED_GRANT_ACCESS,
@@ -141,38 +140,25 @@ impl ObjectWorker for Worker<'_> {
         refusal_hint: "the driver refuses to revoke the access; fix the driver or backend",
     };
 
-    fn parts(&mut self) -> Parts<'_, BucketAccess> {
-        Parts {
-            ctx: self.ctx,
-            api: &self.api,
-            key: &self.key,
-            object: &mut self.access,
-        }
+    fn error_name(&self, key: &str) -> String {
+        key.to_owned()
     }
 
-    fn object(&self) -> &BucketAccess {
-        &self.access
-    }
-
-    fn error_name(&self) -> String {
-        self.key.clone()
-    }
-
-    fn log_failure(&self, failure: &Failure, refused: bool) {
-        tracing::warn!(access = %self.key, error = %failure, refused, "bucket access step failed");
+    fn log_failure(&self, key: &str, failure: &Failure, refused: bool) {
+        tracing::warn!(access = %key, error = %failure, refused, "bucket access step failed");
     }
 }
 
 impl Worker<'_> {
     /// A Warning Event about the access.
     async fn warn(&self, reason: &str, action: &str, message: String) {
-        let regarding = self.access.object_ref(&());
+        let regarding = self.object.object_ref(&());
         self.ctx.warn(&regarding, reason, action, message).await;
     }
 
     /// A Normal Event about the access.
     async fn note(&self, reason: &str, action: &str, message: String) {
-        let regarding = self.access.object_ref(&());
+        let regarding = self.object.object_ref(&());
         self.ctx
             .events
             .publish(&regarding, EventType::Normal, reason, action, message)
@@ -182,7 +168,7 @@ impl Worker<'_> {
     /// Records that the Secrets of the access, as it is now, were just
     /// written or found complete.
     fn secrets_checked(&self) {
-        let version = self.access.resource_version();
+        let version = self.object.resource_version();
         self.ctx
             .secret_checks
             .checked(&self.key, version.as_deref(), Instant::now());
@@ -192,9 +178,9 @@ impl Worker<'_> {
     /// to delete: COSI keeps it while the access exists. Nothing is written
     /// to the Secret or the access.
     async fn report_deletions(&self, targets: &[Target<'_>], secrets: &[Option<Secret>]) {
-        let ns = self.access.namespace().unwrap_or_default();
-        let access = self.access.name_any();
-        for (name, uid) in secrets_marked_for_deletion(&self.access, targets, secrets) {
+        let ns = self.object.namespace().unwrap_or_default();
+        let access = self.object.name_any();
+        for (name, uid) in secrets_marked_for_deletion(&self.object, targets, secrets) {
             if !self.ctx.secret_checks.report_deletion(&self.key, &uid) {
                 continue;
             }
@@ -216,7 +202,7 @@ impl Worker<'_> {
     async fn mark_grant_started(&mut self) -> Result<(), Failure> {
         if let Some(written) = patch::set_annotations(
             &self.api,
-            &self.access,
+            &self.object,
             &[(annotations::SIDECAR_GRANT_STARTED, Some("true"))],
         )
         .await
@@ -230,11 +216,11 @@ impl Worker<'_> {
     /// The live account's name at the driver: `ba-<UID>`, or after a
     /// credential rotation `ba-<UID>-r<n>`.
     fn account_name(&self) -> String {
-        cosi_api::rotation::live_account(&self.access).0
+        cosi_api::rotation::live_account(&self.object).0
     }
 
     fn secret_key(&self, name: &str) -> String {
-        format!("{}/{name}", self.access.namespace().unwrap_or_default())
+        format!("{}/{name}", self.object.namespace().unwrap_or_default())
     }
 
     async fn run(&mut self) -> Result<Action, Failure> {
@@ -246,7 +232,7 @@ impl Worker<'_> {
         let mut out = Vec::with_capacity(targets.len());
         for t in targets {
             let name = &t.claim.access_secret_name;
-            out.push(self.secrets.get_opt(name).await.api(
+            out.push(self.extra.secrets.get_opt(name).await.api(
                 "get",
                 "secrets",
                 &self.secret_key(name),
@@ -289,7 +275,7 @@ impl Worker<'_> {
     /// a repeat grant, so the retry gate keeps it from calling the driver
     /// sooner.
     async fn secret_write_failed(&mut self, e: SecretWriteError) -> Action {
-        let regarding = self.access.object_ref(&());
+        let regarding = self.object.object_ref(&());
         let message = e.to_string();
         let generation = self.generation();
         tracing::warn!(access = %self.key, "{message}");
@@ -305,7 +291,7 @@ impl Worker<'_> {
                 .retry_later(&self.key, generation, Instant::now());
             Action::requeue(delay).as_failure()
         };
-        let desired = secret_write_conditions(&self.access, &message);
+        let desired = secret_write_conditions(&self.object, &message);
         match self.write_status(&desired, Map::new()).await {
             Ok(_) => {
                 if e.kind.is_refusal() {
@@ -344,11 +330,11 @@ impl Steps for Worker<'_> {
     /// Judged on the cached version that started the reconcile: a write of
     /// a rotation step before it also waits for its own event.
     fn is_stale(&self, _: &()) -> bool {
-        let ns = self.trigger.namespace();
+        let ns = self.extra.trigger.namespace();
         let stale = self.ctx.own_writes.is_stale(
             ns.as_deref(),
-            &self.trigger.name_any(),
-            Some(self.trigger.as_ref()),
+            &self.extra.trigger.name_any(),
+            Some(self.extra.trigger.as_ref()),
         );
         if stale {
             // The event of our own last write is on its way and will start
@@ -359,7 +345,7 @@ impl Steps for Worker<'_> {
     }
 
     async fn decide(&mut self, _: &()) -> Result<Step, Failure> {
-        Ok(decide(&self.access, &self.info))
+        Ok(decide(&self.object, &self.info))
     }
 
     async fn done(&mut self, _: &(), step: &Step) -> Result<Option<Action>, Failure> {
@@ -372,7 +358,7 @@ impl Steps for Worker<'_> {
             Step::Cleanup => self.cleanup().await.map(Applied::Finished),
             Step::AddFinalizer => {
                 if let Some(ba) =
-                    patch::add_finalizer(&self.api, &self.access, PROTECTION_FINALIZER)
+                    patch::add_finalizer(&self.api, &self.object, PROTECTION_FINALIZER)
                         .await
                         .api("patch", "bucketaccesses", &self.key)?
                 {

@@ -119,11 +119,7 @@ pub(super) fn claim_problems(access: &BucketAccess, claim: &BucketClaim) -> Vec<
             ),
         ));
     } else if cosi_api::conditions::is_true(claim.conditions(), PROVISIONED) {
-        let supported = claim
-            .status
-            .as_ref()
-            .map(|s| s.protocols.as_slice())
-            .unwrap_or_default();
+        let supported = claim.protocols();
         if !supported.contains(&protocol) {
             problems.push((
                 reasons::UNSUPPORTED_PROTOCOL,

@@ -66,7 +66,6 @@ use crate::error::{ApiContext, Failure};
 use crate::outcome::api_failure;
 use crate::reply::grant_reply;
 use crate::secret;
-use crate::worker::ObjectWorker;
 
 /// Rotation steps one reconcile may take.
 const MAX_STEPS: usize = 5;
@@ -110,7 +109,7 @@ impl Steps for RotationSteps<'_, '_> {
 
     async fn decide(&mut self, _: &()) -> Result<RotationStep, Infallible> {
         let grace = self.worker.ctx.config.rotation_grace;
-        Ok(decide(&self.worker.access, Timestamp::now(), grace))
+        Ok(decide(&self.worker.object, Timestamp::now(), grace))
     }
 
     async fn done(&mut self, _: &(), step: &RotationStep) -> Result<Option<Action>, Infallible> {
@@ -204,7 +203,7 @@ impl Worker<'_> {
     }
 
     fn uid(&self) -> String {
-        self.access.uid().unwrap_or_default()
+        self.object.uid().unwrap_or_default()
     }
 
     /// Takes the rotation steps that are due for a provisioned access.
@@ -227,10 +226,10 @@ impl Worker<'_> {
     }
 
     fn is_stale(&self) -> bool {
-        let ns = self.access.namespace();
+        let ns = self.object.namespace();
         self.ctx
             .own_writes
-            .is_stale(ns.as_deref(), &self.access.name_any(), Some(&self.access))
+            .is_stale(ns.as_deref(), &self.object.name_any(), Some(&self.object))
     }
 
     /// The access's Buckets and Secrets when it is fully granted (the
@@ -258,7 +257,7 @@ impl Worker<'_> {
         if let Some(action) = self.ctx.gates.hold(&self.rotation_key(), None) {
             return Ok(Err(Rotation::Acted(action)));
         }
-        let access = self.access.clone();
+        let access = self.object.clone();
         Ok(match self.observe_ready(&access).await? {
             Some(observed) => Ok((access, observed)),
             None => Err(Rotation::Done(None)),
@@ -344,7 +343,8 @@ impl Worker<'_> {
             if let Some(s) =
                 secret::updated_secret(existing, &access, &t.claim.bucket_claim_name, data)
             {
-                self.secrets
+                self.extra
+                    .secrets
                     .replace(name, &PostParams::default(), &s)
                     .await
                     .api("update", "secrets", &self.secret_key(name))?;
@@ -388,7 +388,7 @@ impl Worker<'_> {
         let Some(id) = state.pending.as_deref() else {
             return;
         };
-        if !safe_to_revoke(&self.access, state, id) {
+        if !safe_to_revoke(&self.object, state, id) {
             return;
         }
         let revoked = async {
@@ -418,7 +418,7 @@ impl Worker<'_> {
         let Some(previous) = state.previous.clone() else {
             return Ok(Some(Rotation::Done(None)));
         };
-        if safe_to_revoke(&self.access, &state, &previous.id) {
+        if safe_to_revoke(&self.object, &state, &previous.id) {
             let buckets = self.revoked_buckets().await?;
             self.revoke_account(&previous.id, buckets).await?;
         }
@@ -446,7 +446,7 @@ impl Worker<'_> {
     ) -> Result<(), Failure> {
         self.ctx
             .driver
-            .revoke_bucket_access(revoke_request(&self.access, account_id.to_owned(), buckets))
+            .revoke_bucket_access(revoke_request(&self.object, account_id.to_owned(), buckets))
             .await
     }
 
@@ -461,7 +461,7 @@ impl Worker<'_> {
         if let Some(at) = rotated_at {
             changes.push((annotations::CREDENTIALS_ROTATED_AT, Some(at)));
         }
-        if let Some(written) = patch::set_annotations(&self.api, &self.access, &changes)
+        if let Some(written) = patch::set_annotations(&self.api, &self.object, &changes)
             .await
             .api("patch", "bucketaccesses", &self.key)?
         {
@@ -474,7 +474,7 @@ impl Worker<'_> {
     /// retry with backoff. `Provisioned` is left as it is: the access
     /// works with the credentials it has.
     async fn rotation_failed(&mut self, phase: Phase, failure: Failure) -> Action {
-        let regarding = self.access.object_ref(&());
+        let regarding = self.object.object_ref(&());
         let failure = match failure {
             Failure::Api(e) => {
                 return api_failure(
@@ -549,7 +549,7 @@ impl Worker<'_> {
     pub(super) async fn revoke_rotated(&mut self) -> Result<(), Failure> {
         // No rotation step runs any more: forget its retry gate.
         self.ctx.gates.succeeded(&self.rotation_key());
-        let state = match RotationState::of(&self.access) {
+        let state = match RotationState::of(&self.object) {
             Ok(Some(state)) => state,
             Ok(None) => return Ok(()),
             Err(message) => {
@@ -557,7 +557,7 @@ impl Worker<'_> {
                 return Ok(());
             }
         };
-        let (mut ids, unrecorded) = revoked_on_deletion(&self.access, &state);
+        let (mut ids, unrecorded) = revoked_on_deletion(&self.object, &state);
         if ids.is_empty() && unrecorded.is_none() {
             return Ok(());
         }
@@ -567,7 +567,7 @@ impl Worker<'_> {
                 .ctx
                 .driver
                 .granted_account_id(lookup_request(
-                    &self.access,
+                    &self.object,
                     rotation::account_name(&self.uid(), serial),
                     &buckets,
                 ))

@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kube_sim::KubeSim;
 use serde::de::DeserializeOwned;
@@ -727,16 +727,9 @@ impl Harness {
     /// Events about `object` (in `namespace`) with `reason`.
     pub async fn events(&self, namespace: &str, object: &str, reason: &str) -> Vec<Event> {
         let api: Api<Event> = Api::namespaced(self.admin.clone(), namespace);
-        api.list(&ListParams::default())
-            .await
-            .expect("list Events")
-            .items
-            .into_iter()
-            .filter(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(object)
-                    && e.reason.as_deref() == Some(reason)
-            })
-            .collect()
+        let mut events = cosi_api::testing::events_regarding(&api, object).await;
+        events.retain(|e| e.reason.as_deref() == Some(reason));
+        events
     }
 
     pub async fn event_seen(&self, namespace: &str, object: &str, reason: &str) -> Event {
