@@ -151,7 +151,7 @@ impl Bucket {
 
     /// The protocols the driver reported for the bucket (empty before the
     /// first status write).
-    pub fn protocols(&self) -> &[Protocol] {
+    pub fn status_protocols(&self) -> &[Protocol] {
         status_list(self.status.as_ref(), |s| s.protocols.as_slice())
     }
 }

@@ -95,7 +95,7 @@ impl BucketClaim {
 
     /// The protocols of the bound Bucket (empty before the first status
     /// write).
-    pub fn protocols(&self) -> &[Protocol] {
+    pub fn status_protocols(&self) -> &[Protocol] {
         status_list(self.status.as_ref(), |s| s.protocols.as_slice())
     }
 }

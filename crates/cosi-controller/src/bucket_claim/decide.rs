@@ -425,7 +425,7 @@ fn bucket_problems(claim: &BucketClaim, bucket: &Bucket) -> Option<String> {
             "Bucket {name:?} reports Provisioned but has no bucket ID"
         ));
     }
-    let supported = bucket.protocols();
+    let supported = bucket.status_protocols();
     let missing: Vec<&str> = claim
         .spec
         .protocols

@@ -268,7 +268,7 @@ pub fn decide_grant(
                 why: format!("Bucket {} is not provisioned yet", t.bucket_name),
             };
         }
-        let bucket_protocols = bucket.protocols();
+        let bucket_protocols = bucket.status_protocols();
         if !bucket_protocols.contains(&protocol) {
             let have: Vec<&str> = bucket_protocols.iter().map(|p| p.as_str()).collect();
             return GrantStep::Refuse(refusal(

@@ -119,7 +119,7 @@ pub(super) fn claim_problems(access: &BucketAccess, claim: &BucketClaim) -> Vec<
             ),
         ));
     } else if cosi_api::conditions::is_true(claim.conditions(), PROVISIONED) {
-        let supported = claim.protocols();
+        let supported = claim.status_protocols();
         if !supported.contains(&protocol) {
             problems.push((
                 reasons::UNSUPPORTED_PROTOCOL,
