@@ -476,6 +476,7 @@ Stop with Ctrl-C.",
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosi_driver::validate::assert_mentions_all;
 
     fn banner_with(leftovers: &[String]) -> String {
         banner(&Banner {
@@ -502,7 +503,7 @@ mod tests {
     fn banner_starts_with_the_ready_line_and_names_every_address() {
         let text = banner_with(&[]);
         assert!(text.starts_with(READY_LINE));
-        assert_mentions(
+        assert_mentions_all(
             &text,
             &[
                 "http://127.0.0.1:1234",
@@ -544,7 +545,7 @@ mod tests {
             flavor: &AZURE,
             ..banner_fields()
         });
-        assert_mentions(
+        assert_mentions_all(
             &text,
             &[
                 "Blob endpoint http://127.0.0.1:10000/devstoreaccount1",
@@ -553,13 +554,6 @@ mod tests {
                 "{.data.AZURE_STORAGE_SAS_TOKEN}",
             ],
         );
-    }
-
-    /// Asserts `text` holds each of `needles`.
-    fn assert_mentions(text: &str, needles: &[&str]) {
-        for needle in needles {
-            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
-        }
     }
 
     fn banner_fields() -> Banner<'static> {

@@ -282,9 +282,25 @@ mod tests {
         }
     }
 
-    /// The lines of loop `name` counting `successes`, `errors` (reconcile
-    /// errors), `retries`, `depth` and `adds`.
-    fn loop_lines(name: &str, [successes, errors, retries, depth, adds]: [u64; 5]) -> Vec<String> {
+    /// What a loop's counters and queue gauge should read.
+    #[derive(Default)]
+    struct Counts {
+        successes: u64,
+        errors: u64,
+        retries: u64,
+        depth: u64,
+        adds: u64,
+    }
+
+    /// The lines every loop `name` renders, reading `counts`.
+    fn loop_lines(name: &str, counts: Counts) -> Vec<String> {
+        let Counts {
+            successes,
+            errors,
+            retries,
+            depth,
+            adds,
+        } = counts;
         vec![
             format!(
                 r#"controller_runtime_reconcile_total{{controller="{name}",result="success"}} {successes}"#
@@ -303,7 +319,7 @@ mod tests {
         let _loop = m.for_loop("bucketclaim");
         m.leader_status("cosi-controller").set(1);
         m.build_info("0.1.0", "abc1234");
-        let mut lines = loop_lines("bucketclaim", [0; 5]);
+        let mut lines = loop_lines("bucketclaim", Counts::default());
         let others = [
             r#"controller_runtime_reconcile_total{controller="bucketclaim",result="requeue_after"} 0"#,
             r#"controller_runtime_reconcile_time_seconds_count{controller="bucketclaim"} 0"#,
@@ -326,7 +342,16 @@ mod tests {
         m.reconciled(ReconcileResult::Error, ms, false);
         m.queue(2, 5);
         m.queue(1, 0);
-        let mut lines = loop_lines("bucket", [1, 2, 1, 1, 5]);
+        let mut lines = loop_lines(
+            "bucket",
+            Counts {
+                successes: 1,
+                errors: 2,
+                retries: 1,
+                depth: 1,
+                adds: 5,
+            },
+        );
         let others = [
             r#"controller_runtime_reconcile_total{controller="bucket",result="error"} 2"#,
             r#"controller_runtime_reconcile_time_seconds_bucket{controller="bucket",le="0.005"} 3"#,

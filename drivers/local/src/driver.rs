@@ -15,9 +15,9 @@ use crate::file_modes;
 use crate::key_locks::KeyLocks;
 use crate::store::{BucketState, Store};
 
-/// The local driver: implements the COSI `Identity` and `Provisioner`
-/// services and backs the embedded S3 endpoint. Cheap to clone; clones
-/// share one state store.
+/// The local driver: implements [`cosi_driver::Driver`] (served as the COSI
+/// `Identity` and `Provisioner` services) and backs the embedded S3
+/// endpoint. Cheap to clone; clones share one state store.
 #[derive(Clone)]
 pub struct LocalDriver {
     pub(crate) inner: Arc<Inner>,

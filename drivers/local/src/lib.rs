@@ -3,10 +3,10 @@
 //! analogue of csi-driver-host-path, for development, CI and single-node
 //! edge use (not production).
 //!
-//! - [`LocalDriver`] implements the COSI `Identity` and `Provisioner`
-//!   services; its state (buckets, accounts, keys, grants, object records)
-//!   lives in one crash-safe redb file under the data directory, object
-//!   contents in blob files beside it.
+//! - [`LocalDriver`] implements [`cosi_driver::Driver`], served as the COSI
+//!   `Identity` and `Provisioner` services; its state (buckets, accounts,
+//!   keys, grants, object records) lives in one crash-safe redb file under
+//!   the data directory, object contents in blob files beside it.
 //! - [`LocalDriver::start_s3`] serves the S3 endpoint (SigV4 with the keys
 //!   the driver issued, per-bucket and per-category authorization).
 //! - [`run`] serves both until shutdown.

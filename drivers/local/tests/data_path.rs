@@ -16,9 +16,16 @@ async fn read_all(s3: &aws_sdk_s3::Client, bucket: &str, key: &str) -> Vec<u8> {
 async fn read_write_credentials_write_and_read_their_bucket() {
     let h = Harness::start().await;
     let (id, s3) = h.bucket_client("d1", &[]).await;
-    let call = s3.put_object().bucket(&id).key("dir/hello.txt");
-    let call = call.content_type("text/plain").metadata("owner", "team-a");
-    let written = call.body(body(b"hello world")).send().await.unwrap();
+    let written = s3
+        .put_object()
+        .bucket(&id)
+        .key("dir/hello.txt")
+        .content_type("text/plain")
+        .metadata("owner", "team-a")
+        .body(body(b"hello world"))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(
         written.e_tag(),
         Some("\"5eb63bbbe01eeed093cb22bb8f5acdc3\"")
@@ -366,11 +373,16 @@ async fn listings_paginate_with_continuation_tokens() {
     assert_eq!(keys, ["k0", "k1", "k2", "k3", "k4"]);
     let objects = keys
         .iter()
-        .map(|k| ObjectIdentifier::builder().key(k).build());
-    let objects = objects.collect::<Result<Vec<_>, _>>().unwrap();
+        .map(|k| ObjectIdentifier::builder().key(k).build().unwrap())
+        .collect();
     let batch = Delete::builder().set_objects(Some(objects)).build();
-    let call = s3.delete_objects().bucket(&id).delete(batch.unwrap());
-    let deleted = s3_result(call.send().await).unwrap();
+    let deleted = s3
+        .delete_objects()
+        .bucket(&id)
+        .delete(batch.unwrap())
+        .send()
+        .await
+        .unwrap();
     assert_eq!(deleted.deleted().len(), 5);
     assert_eq!(h.driver.backend_state().unwrap().buckets[0].objects, 0);
     h.stop().await;

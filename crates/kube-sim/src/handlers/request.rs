@@ -167,6 +167,10 @@ mod tests {
         assert_eq!(q["x"], "");
         assert_eq!(parse_query(Some("p=100%"))["p"], "100%");
         assert_eq!(decode_segment("my%2Dbucket"), "my-bucket");
+        // A path keeps `+` (only a query means a space by it) and a `%`
+        // that starts no escape.
+        assert_eq!(decode_segment("a+b"), "a+b");
+        assert_eq!(decode_segment("100%"), "100%");
     }
 
     #[test]

@@ -13,10 +13,9 @@ use cosi_driver::proto::provisioner_client::ProvisionerClient;
 use cosi_driver::proto::*;
 use cosi_driver::testing::{self, Serve, TestServer};
 pub use cosi_driver::testing::{access_id_request, params as map};
-// Each test binary uses some of these.
 use cosi_driver::{DriverClient, Endpoint};
 use cosi_driver_local::{Config, LocalDriver, S3Server};
-#[allow(unused_imports)]
+#[allow(unused_imports)] // each test binary uses some of these
 pub use cosi_driver_s3_common::testing::{
     delete, list, put, s3_error_code as s3_code, s3_result, start_upload,
 };
