@@ -420,18 +420,7 @@ pub fn expect_code<T>(
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-
-    fn s3_info(name: &str, region: &str, endpoint: &str) -> ProtocolBucketInfo {
-        ProtocolBucketInfo {
-            s3: Some(S3BucketInfo {
-                bucket_name: name.into(),
-                region: region.into(),
-                endpoint: endpoint.into(),
-                addressing_style: S3AddressingStyle::Path as i32,
-            }),
-            ..Default::default()
-        }
-    }
+    use cosi_driver::testing::s3_bucket_info as s3_info;
 
     /// Credentials holding the S3 key pair `id`, `secret`.
     pub(crate) fn s3_creds(id: &str, secret: &str) -> Credentials {
