@@ -18,6 +18,7 @@ use cosi_driver_local::{BackendState, LocalDriver};
 use cosi_runtime::Shutdown;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tracing::Instrument as _;
 
 /// A driver RPC, as the sidecar names it in its metrics; the faulty driver
 /// counts and faults the Provisioner ones (every variant but `GetInfo`).
@@ -161,6 +162,9 @@ pub struct FaultyDriver {
     inner: LocalDriver,
     hooks: Arc<DriverHooks>,
     alive: Arc<AtomicBool>,
+    /// The span of whoever made the driver: its calls log in it, although
+    /// the gRPC server runs them in tasks of its own.
+    span: tracing::Span,
 }
 
 fn dead() -> Status {
@@ -174,6 +178,7 @@ impl FaultyDriver {
             inner,
             hooks,
             alive,
+            span: tracing::Span::current(),
         }
     }
 
@@ -242,7 +247,9 @@ macro_rules! faulty_calls {
                     &self,
                     request: Request<$request>,
                 ) -> Result<Response<$response>, Status> {
-                    self.call(Rpc::$rpc, self.inner.$call(request)).await
+                    self.call(Rpc::$rpc, self.inner.$call(request))
+                        .instrument(self.span.clone())
+                        .await
                 }
             )*
         }
@@ -339,12 +346,13 @@ impl DriverHost {
         let (endpoint, stopped, identity) =
             (self.endpoint.clone(), shutdown.stopped(), driver.clone());
         let api = self.config.api;
-        let task = tokio::spawn(async move {
+        let serve = async move {
             let served = cosi_driver::serve_api(api, &endpoint, identity, faulty, stopped).await;
             if let Err(e) = served {
                 tracing::error!(error = %e, "driver server failed");
             }
-        });
+        };
+        let task = tokio::spawn(serve.in_current_span());
         self.running = Some(Running {
             driver,
             alive,

@@ -24,6 +24,7 @@ use kube::client::ClientBuilder;
 use kube_sim::KubeSim;
 use serde_json::Value;
 use tokio::task::JoinHandle;
+use tracing::Instrument as _;
 
 /// The namespace the components' ServiceAccounts live in.
 pub const SYSTEM_NAMESPACE: &str = "cosi-system";
@@ -113,11 +114,13 @@ impl Component {
     where
         F: Future<Output = Result<(), String>> + Send + 'static,
     {
-        let task = tokio::spawn(async move {
+        let run = async move {
             if let Err(e) = fut.await {
                 tracing::error!(component = name, error = %e, "component stopped with an error");
             }
-        });
+        };
+        // The component logs in the span of whoever started it.
+        let task = tokio::spawn(run.in_current_span());
         Self { shutdown, task }
     }
 

@@ -23,6 +23,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::loop_metrics::{LoopMetrics, ReconcileResult};
 use crate::work_queue::WorkQueue;
@@ -214,15 +215,17 @@ where
             let error_policy = Arc::new(error_policy);
             // Workers run as tasks of their own (on any runtime thread); a
             // loop that is dropped (an aborted component) aborts them.
+            // They log in the loop's span.
             let mut tasks = tokio::task::JoinSet::new();
             for _ in 0..workers {
-                tasks.spawn(worker(
+                let work = worker(
                     store.clone(),
                     shared.clone(),
                     reconcile.clone(),
                     error_policy.clone(),
                     ctx.clone(),
-                ));
+                );
+                tasks.spawn(work.in_current_span());
             }
             while tasks.join_next().await.is_some() {}
         };

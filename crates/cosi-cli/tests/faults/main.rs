@@ -8,13 +8,17 @@
 //! the v1alpha1 API (ten seeds each). `FAULT_RUNS=<n>` sets the number of
 //! runs (default 40: every kind of fault twice on each API), `FAULT_BASE_SEED=<s>` the first seed, `FAULT_JOBS=<j>` how
 //! many run at once (default 4), and `FAULT_SEED=<s>` replays one run.
+//! A failed run's log (every event of its components, kept apart from the
+//! other runs') is written to a file its failure names.
 
 mod rotation;
 
 mod harness;
 
 use futures::StreamExt as _;
+use harness::logs::{self, RunLogs};
 use harness::{RunFailure, RunReport, run_seed};
+use tracing::Instrument as _;
 
 fn env_u64(name: &str) -> Option<u64> {
     let value = std::env::var(name).ok()?;
@@ -24,24 +28,9 @@ fn env_u64(name: &str) -> Option<u64> {
     }
 }
 
-fn init_logging() {
-    if std::env::var_os("RUST_LOG").is_none() {
-        return;
-    }
-    let filter = tracing_subscriber::EnvFilter::from_default_env().add_directive(
-        cosi_driver_local::SECRET_SAFE_LOG_DIRECTIVE
-            .parse()
-            .expect("a valid directive"),
-    );
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_test_writer()
-        .try_init();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn seeded_crashes_and_faults_converge_without_leaks_or_duplicates() {
-    init_logging();
+    let run_logs = logs::install();
     let seeds: Vec<u64> = match env_u64("FAULT_SEED") {
         Some(seed) => vec![seed],
         None => {
@@ -52,12 +41,22 @@ async fn seeded_crashes_and_faults_converge_without_leaks_or_duplicates() {
     };
     let jobs = env_u64("FAULT_JOBS").unwrap_or(4).max(1) as usize;
     let results: Vec<Result<RunReport, RunFailure>> = futures::stream::iter(seeds)
-        .map(run_seed)
+        .map(|seed| run_seed(seed).instrument(logs::run_span(seed)))
         .buffer_unordered(jobs)
         .collect()
         .await;
     let (passed, failed): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
+    let mut unlogged = Vec::new();
     for report in passed.iter().flatten() {
+        // What a failed run would show: every component's events.
+        let lines = run_logs.take(report.seed);
+        let logged = |target: &str| lines.iter().any(|l| l.contains(&format!(" {target}")));
+        if !["cosi_controller", "cosi_sidecar", "cosi_driver_local"]
+            .iter()
+            .all(|target| logged(target))
+        {
+            unlogged.push(report.seed);
+        }
         println!("{report}");
     }
     println!(
@@ -68,7 +67,23 @@ async fn seeded_crashes_and_faults_converge_without_leaks_or_duplicates() {
     let failures: Vec<String> = failed
         .into_iter()
         .filter_map(Result::err)
-        .map(|f| f.to_string())
+        .map(|f| with_log(&f, &run_logs))
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    assert!(
+        unlogged.is_empty(),
+        "runs whose kept log misses a component's events: {unlogged:?}"
+    );
+}
+
+/// A failed run's message, naming the file its log was written to.
+fn with_log(failure: &RunFailure, run_logs: &RunLogs) -> String {
+    let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("fault-run-{}.log", failure.seed));
+    let mut lines = run_logs.take(failure.seed);
+    lines.push(String::new());
+    match std::fs::write(&path, lines.join("\n")) {
+        Ok(()) => format!("{failure}\n  log: {}", path.display()),
+        Err(e) => format!("{failure}\n  log not written to {}: {e}", path.display()),
+    }
 }

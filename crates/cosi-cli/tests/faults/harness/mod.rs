@@ -6,6 +6,7 @@
 
 pub mod crash;
 pub mod invariants;
+pub mod logs;
 pub mod observe;
 pub mod plan;
 pub mod rng;

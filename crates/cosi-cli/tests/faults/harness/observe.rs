@@ -14,6 +14,7 @@ use kube::runtime::{WatchStreamExt as _, watcher};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use tracing::Instrument as _;
 
 use cosi_cli::wait::Tasks;
 
@@ -48,7 +49,7 @@ where
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(writer, watcher::watcher(api, watcher::Config::default()))
         .default_backoff();
-    let task = tokio::spawn(async move {
+    let watch = async move {
         futures::pin_mut!(stream);
         while let Some(event) = stream.next().await {
             if let Err(e) = event {
@@ -56,7 +57,8 @@ where
             }
             changed.notify_waiters();
         }
-    });
+    };
+    let task = tokio::spawn(watch.in_current_span());
     (reader, task)
 }
 

@@ -16,6 +16,7 @@ use cosi_runtime::{Backoff, Readiness, Shutdown};
 use kube_sim::Identity;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
+use tracing::Instrument as _;
 
 use super::crash::{CrashLayer, CrashSwitch, When};
 use cosi_cli::driver_host::{DriverFault, DriverHooks, DriverHost, DriverHostError};
@@ -138,11 +139,12 @@ impl System {
                     self.client(&self.controller_token, cosi_controller::COMPONENT, &switch)?;
                 let config = cosi_controller::Config::new(&prometheus::Registry::new())
                     .map_err(|e| component_err(&e))?;
-                let task = tokio::spawn(async move {
+                let run = async move {
                     if let Err(e) = cosi_controller::run(client, config, Shutdown::new()).await {
                         tracing::warn!(error = %e, "controller stopped with an error");
                     }
-                });
+                };
+                let task = tokio::spawn(run.in_current_span());
                 self.controller = Some(Component { switch, task });
             }
             Which::Sidecar => {
@@ -157,12 +159,13 @@ impl System {
                 // Secrets forced away are noticed within the run.
                 config.secret_check_interval = Duration::from_secs(1);
                 let driver = DriverClient::connect_lazy(self.driver.endpoint());
-                let task = tokio::spawn(async move {
+                let run = async move {
                     if let Err(e) = cosi_sidecar::run(client, driver, config, Shutdown::new()).await
                     {
                         tracing::warn!(error = %e, "sidecar stopped with an error");
                     }
-                });
+                };
+                let task = tokio::spawn(run.in_current_span());
                 self.sidecar = Some(Component { switch, task });
             }
         }
@@ -279,7 +282,7 @@ impl Supervised {
         let sim_faults = system.stack.sim().faults();
         let driver_name = system.stack.driver_name().to_owned();
         let (tx, rx) = mpsc::channel(4);
-        let task = tokio::spawn(supervise(system, rx));
+        let task = tokio::spawn(supervise(system, rx).in_current_span());
         Ok(Self {
             commands: tx,
             task,
