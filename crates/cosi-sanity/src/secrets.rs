@@ -95,7 +95,7 @@ impl SecretSet {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosi_driver::proto::S3BucketInfo;
+    use cosi_driver::testing::s3_bucket_info;
 
     use crate::checks::tests::s3_creds as creds;
 
@@ -132,15 +132,7 @@ mod tests {
     fn bucket_info_is_searched_field_by_field() {
         let mut set = SecretSet::default();
         set.collect(&creds("AKIAEXAMPLE1", "wJalrXUtnFEMI"));
-        let mut info = ProtocolBucketInfo {
-            s3: Some(S3BucketInfo {
-                bucket_name: "b".into(),
-                region: "us-east-1".into(),
-                endpoint: "http://127.0.0.1:9000".into(),
-                addressing_style: 1,
-            }),
-            ..Default::default()
-        };
+        let mut info = s3_bucket_info("b", "us-east-1", "http://127.0.0.1:9000");
         assert!(!set.found_in_info(&info));
         info.s3.as_mut().unwrap().endpoint = "http://AKIAEXAMPLE1:wJalrXUtnFEMI@host".into();
         assert!(set.found_in_info(&info));

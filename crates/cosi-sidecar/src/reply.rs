@@ -384,8 +384,9 @@ mod tests {
     use super::*;
     use cosi_driver::proto::{
         AzureBucketInfo, AzureCredentials, GcsBucketInfo, GcsCredentials, GrantedBucket,
-        S3BucketInfo, S3Credentials,
+        S3Credentials,
     };
+    use cosi_driver::testing::s3_bucket_info;
 
     fn driver() -> DriverInfo {
         DriverInfo {
@@ -396,15 +397,7 @@ mod tests {
     }
 
     fn s3_info(name: &str) -> ProtocolBucketInfo {
-        ProtocolBucketInfo {
-            s3: Some(S3BucketInfo {
-                bucket_name: name.into(),
-                region: "us-east-1".into(),
-                endpoint: "https://s3.example.com".into(),
-                addressing_style: S3AddressingStyle::Path as i32,
-            }),
-            ..Default::default()
-        }
+        s3_bucket_info(name, "us-east-1", "https://s3.example.com")
     }
 
     fn s3_grant(ids: &[&str]) -> DriverGrantBucketAccessResponse {
