@@ -10,6 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use cosi_cli::dev::{AZURE_EXAMPLE_MANIFEST, EXAMPLE_MANIFEST, READY_LINE};
+use cosi_driver::validate::assert_mentions_all;
 
 use crate::common::{cosi, get, put};
 
@@ -274,17 +275,15 @@ async fn dev_stack_serves_kubectl_until_interrupted() {
     k.wait_example_provisioned();
 
     let described = k.ok(&["describe", "bucketclaim", "photos"], None);
-    for needle in [
-        "Bound Bucket Name:",
-        "Type:                  Provisioned",
-        "Events:",
-        "Provisioned",
-    ] {
-        assert!(
-            described.contains(needle),
-            "missing {needle:?} in\n{described}"
-        );
-    }
+    assert_mentions_all(
+        &described,
+        &[
+            "Bound Bucket Name:",
+            "Type:                  Provisioned",
+            "Events:",
+            "Provisioned",
+        ],
+    );
     let bucket = k.ok(
         &[
             "get",

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use cosi_driver::validate::assert_mentions_all;
+
 use crate::common::cosi;
 
 /// Runs `cosi quickstart`, killing it if it has not exited within two minutes.
@@ -70,18 +72,19 @@ fn quickstart_passes_every_step_and_shows_no_credentials() {
     let out = quickstart(&[]);
     let (stdout, stderr) = passed_every_step(&out);
     assert!(!stdout.contains("[FAIL]"));
-    for needle in [
-        "quickstart passed: 15 steps",
-        "Wait for the BucketClaim to be provisioned",
-        "… BucketClaim quickstart: ",
-        "AWS_ENDPOINT_URL         http://127.0.0.1:",
-        "COSI_PROTOCOL            S3",
-        "PUT not-allowed.txt: AccessDenied, as it should be",
-        "the old ReadWrite key now gets InvalidAccessKeyId",
-        "backend holds 0 buckets, 0 accounts, 0 access keys",
-    ] {
-        assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
-    }
+    assert_mentions_all(
+        &stdout,
+        &[
+            "quickstart passed: 15 steps",
+            "Wait for the BucketClaim to be provisioned",
+            "… BucketClaim quickstart: ",
+            "AWS_ENDPOINT_URL         http://127.0.0.1:",
+            "COSI_PROTOCOL            S3",
+            "PUT not-allowed.txt: AccessDenied, as it should be",
+            "the old ReadWrite key now gets InvalidAccessKeyId",
+            "backend holds 0 buckets, 0 accounts, 0 access keys",
+        ],
+    );
     for key in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
         let line = stdout
             .lines()
@@ -108,17 +111,18 @@ fn quickstart_with_the_azure_protocol_passes_every_step_on_azurite_and_shows_no_
     let bin = bin.to_string_lossy().into_owned();
     let out = quickstart(&["--protocol", "azure", "--azurite-bin", &bin]);
     let (stdout, stderr) = passed_every_step(&out);
-    for needle in [
-        "Start Azurite (Azure Storage emulator) and the Azure driver",
-        "class quickstart, protocols [Azure]",
-        "COSI_PROTOCOL            Azure",
-        "AZURE_STORAGE_SAS_TOKEN  <redacted, ",
-        "PUT not-allowed.txt: AuthorizationPermissionMismatch (HTTP 403), as it should be",
-        "the old ReadWrite SAS token is now refused",
-        "Azurite holds 0 containers",
-    ] {
-        assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
-    }
+    assert_mentions_all(
+        &stdout,
+        &[
+            "Start Azurite (Azure Storage emulator) and the Azure driver",
+            "class quickstart, protocols [Azure]",
+            "COSI_PROTOCOL            Azure",
+            "AZURE_STORAGE_SAS_TOKEN  <redacted, ",
+            "PUT not-allowed.txt: AuthorizationPermissionMismatch (HTTP 403), as it should be",
+            "the old ReadWrite SAS token is now refused",
+            "Azurite holds 0 containers",
+        ],
+    );
     assert!(!stdout.contains("sig="), "a token is shown:\n{stdout}");
     assert!(!stderr.contains("ERROR"), "stderr:\n{stderr}");
 }
