@@ -3,11 +3,12 @@
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::CustomResource;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
     WatchEvent, WatchParams,
 };
+use kube::core::NamespaceResourceScope;
+use kube::{CustomResource, Resource};
 use kube_sim::KubeSim;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -148,6 +149,17 @@ pub fn widgets(sim: &KubeSim) -> Api<Widget> {
 /// Widgets in the default namespace as dynamic objects.
 pub fn dynamic_widgets(sim: &KubeSim) -> Api<DynamicObject> {
     Api::namespaced_with(sim.client(), "default", &widget_resource())
+}
+
+/// A started simulator and the API of `K` in its default namespace.
+pub async fn sim_in_default<K>() -> (KubeSim, Api<K>)
+where
+    K: Resource<Scope = NamespaceResourceScope>,
+    <K as Resource>::DynamicType: Default,
+{
+    let sim = KubeSim::start().await.unwrap();
+    let api = Api::namespaced(sim.client(), "default");
+    (sim, api)
 }
 
 /// Creates an object given as JSON, which must succeed.

@@ -41,8 +41,7 @@ fn preconditions(uid: Option<String>, resource_version: Option<String>) -> Delet
 
 #[tokio::test]
 async fn created_objects_get_identity_and_a_monotonic_resource_version() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let a = create_configmap(&api, "a", "k", "v").await.unwrap();
     let b = create_configmap(&api, "b", "k", "v").await.unwrap();
     assert!(a.uid().is_some_and(|u| u.len() == 36));
@@ -62,8 +61,7 @@ async fn created_objects_get_identity_and_a_monotonic_resource_version() {
 
 #[tokio::test]
 async fn a_stale_resource_version_on_update_is_a_conflict() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let first = create_configmap(&api, "c", "k", "1").await.unwrap();
     let mut second = first.clone();
     second.data = Some(BTreeMap::from([("k".into(), "2".into())]));
@@ -87,8 +85,7 @@ async fn a_stale_resource_version_on_update_is_a_conflict() {
 
 #[tokio::test]
 async fn an_update_that_changes_nothing_keeps_the_resource_version() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let first = create_configmap(&api, "same", "k", "1").await.unwrap();
     let again = api
         .replace("same", &PostParams::default(), &first)
@@ -193,8 +190,7 @@ async fn deleting_an_object_with_finalizers_only_marks_it_until_the_last_one_goe
 
 #[tokio::test]
 async fn generate_name_makes_unique_names() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let mut cm = ConfigMap::default();
     cm.metadata.generate_name = Some("gen-".into());
     let a = api.create(&PostParams::default(), &cm).await.unwrap();
@@ -209,8 +205,7 @@ async fn generate_name_makes_unique_names() {
 
 #[tokio::test]
 async fn delete_preconditions_are_checked() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let cm = create_configmap(&api, "p", "k", "v").await.unwrap();
     let wrong_uid = preconditions(Some("nope".into()), None);
     let err = api_error(api.delete("p", &wrong_uid).await.unwrap_err());
@@ -282,8 +277,7 @@ async fn default_namespaces_exist() {
 
 #[tokio::test]
 async fn secrets_fold_string_data_and_default_their_type() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<Secret> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<Secret>().await;
     let s: Secret = serde_json::from_value(
         json!({"metadata": {"name": "s"}, "stringData": {"password": "hunter2"}}),
     )
@@ -296,8 +290,7 @@ async fn secrets_fold_string_data_and_default_their_type() {
 
 #[tokio::test]
 async fn invalid_names_are_rejected_with_422() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let err = api_error(
         create_configmap(&api, "Bad_Name", "k", "v")
             .await

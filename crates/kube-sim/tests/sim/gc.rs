@@ -37,8 +37,7 @@ async fn add_dependent(
 /// A simulator with the ConfigMap `name` in the default namespace, to own
 /// things there; with the Secrets and ConfigMaps of that namespace.
 async fn with_owner(name: &str) -> (KubeSim, ConfigMap, Api<Secret>, Api<ConfigMap>) {
-    let sim = KubeSim::start().await.unwrap();
-    let cms: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (sim, cms) = sim_in_default::<ConfigMap>().await;
     let owner = create_json(&cms, json!({"metadata": {"name": name}})).await;
     let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
     (sim, owner, secrets, cms)
@@ -106,8 +105,7 @@ async fn foreground_deletion_waits_for_blocking_dependents() {
 
 #[tokio::test]
 async fn a_dependent_whose_owner_never_existed_is_collected() {
-    let sim = KubeSim::start().await.unwrap();
-    let secrets: Api<Secret> = Api::namespaced(sim.client(), "default");
+    let (_sim, secrets) = sim_in_default::<Secret>().await;
     let s: Secret = serde_json::from_value(json!({"metadata": {"name": "dangling", "ownerReferences": [
         {"apiVersion": "v1", "kind": "ConfigMap", "name": "ghost", "uid": "00000000-0000-0000-0000-000000000000"}
     ]}})).unwrap();

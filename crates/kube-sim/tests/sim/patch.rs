@@ -12,8 +12,7 @@ use std::time::Duration;
 
 #[tokio::test]
 async fn merge_and_json_patches_apply() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "m"}, "data": {"a": "1", "b": "2"}}))
             .unwrap();
@@ -46,8 +45,7 @@ async fn merge_and_json_patches_apply() {
 
 #[tokio::test]
 async fn a_patch_carrying_a_stale_resource_version_conflicts() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let cm: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "rv"}, "data": {"a": "1"}})).unwrap();
     api.create(&PostParams::default(), &cm).await.unwrap();
@@ -94,8 +92,7 @@ async fn strategic_merge_patch_merges_finalizers_and_is_refused_for_custom_resou
 
 #[tokio::test]
 async fn server_side_apply_tracks_managers_and_reports_conflicts() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let cfg = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "ssa"}, "data": {"owner": "alice", "shared": "x"}});
     let created = api
         .patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(&cfg))

@@ -150,8 +150,7 @@ async fn counters_count_requests_by_verb_resource_and_user() {
 
 #[tokio::test]
 async fn injected_errors_follow_the_rules_and_carry_retry_after() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (sim, api) = sim_in_default::<ConfigMap>().await;
     // kube's client retries 429 itself, honouring Retry-After: the request
     // that got the injected 429 is retried once and then succeeds.
     sim.faults().inject(
@@ -196,8 +195,7 @@ async fn injected_errors_follow_the_rules_and_carry_retry_after() {
 
 #[tokio::test]
 async fn watches_can_be_dropped_now_or_after_n_events() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (sim, api) = sim_in_default::<ConfigMap>().await;
     let mut stream = watch_from_start(&api).await;
     assert!(eventually(5, || async { sim.open_watches() == 1 }).await);
     sim.faults().drop_watches();

@@ -107,8 +107,7 @@ async fn names(api: &Api<ConfigMap>, lp: &ListParams) -> Vec<String> {
 
 #[tokio::test]
 async fn a_write_answers_with_the_object_its_watchers_receive() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let mut events = watch_from_start(&api).await;
     let mut written = vec![add(&api, "a", &[("app", "web")]).await];
     let patch = Patch::Merge(json!({"data": {"k": "v"}}));
@@ -148,8 +147,7 @@ fn patch_of(c: &ConfigMap) -> Patch<serde_json::Value> {
 
 #[tokio::test]
 async fn label_and_field_selectors_filter_lists() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (sim, api) = sim_in_default::<ConfigMap>().await;
     seed(&api).await;
     let cases = [
         ("app=web", vec!["a", "b"]),
@@ -194,8 +192,7 @@ async fn label_and_field_selectors_filter_lists() {
 
 #[tokio::test]
 async fn lists_paginate_with_limit_and_continue() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     for i in 0..7 {
         add(&api, &format!("p{i}"), &[]).await;
     }
@@ -259,8 +256,7 @@ async fn lists_at_an_exact_resource_version_see_the_past_until_it_leaves_the_win
 
 #[tokio::test]
 async fn watches_resume_from_a_resource_version_and_honour_selectors() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let rv = list_version(&api).await;
     add(&api, "w1", &[("app", "web")]).await;
     add(&api, "w2", &[("app", "db")]).await;
@@ -287,8 +283,7 @@ async fn watches_resume_from_a_resource_version_and_honour_selectors() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_events_arrives_whole_filtered_and_in_order() {
     const N: usize = 200;
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let wp = WatchParams::default().labels("app=web").timeout(30);
     let mut stream = api.watch(&wp, "0").await.unwrap().boxed();
     futures::stream::iter(0..N)
@@ -322,8 +317,7 @@ async fn a_burst_of_events_arrives_whole_filtered_and_in_order() {
 
 #[tokio::test]
 async fn watches_end_after_their_timeout() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (_sim, api) = sim_in_default::<ConfigMap>().await;
     let rv = list_version(&api).await;
     let stream = api
         .watch(&WatchParams::default().timeout(1), &rv)
@@ -370,8 +364,7 @@ async fn bookmarks_arrive_periodically_and_mark_the_end_of_initial_events() {
 
 #[tokio::test]
 async fn the_kube_watcher_syncs_with_streaming_lists() {
-    let sim = KubeSim::start().await.unwrap();
-    let api: Api<ConfigMap> = Api::namespaced(sim.client(), "default");
+    let (sim, api) = sim_in_default::<ConfigMap>().await;
     add(&api, "s1", &[]).await;
     let (reader, task) = reflect(&api, watcher::Config::default().streaming_lists(), false);
     assert!(reader.wait_until_ready().await.is_ok());
