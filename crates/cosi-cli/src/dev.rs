@@ -13,7 +13,7 @@ use anyhow::Context as _;
 use cosi_api::{DeletionPolicy, MultiBucketAccess};
 use cosi_runtime::Shutdown;
 
-use crate::stack::{Stack, StackOptions};
+use crate::stack::{Stack, StackOptions, data_dir_or_temp};
 use crate::{logs, manifests, quickstart};
 use cosi_driver_azure::AzureDriver;
 use cosi_driver_azure::testing::{Azurite, find_bin, install_hint};
@@ -144,16 +144,8 @@ pub struct Args {
 pub async fn run(args: Args) -> anyhow::Result<()> {
     logs::init(if args.verbose { "info" } else { "warn" });
     let shutdown = Shutdown::on_signals();
-    let (data_dir, temp) = match &args.data_dir {
-        Some(dir) => (dir.clone(), None),
-        None => {
-            let t = tempfile::Builder::new()
-                .prefix("cosi-dev-")
-                .tempdir()
-                .context("create a temporary data directory")?;
-            (t.path().to_owned(), Some(t))
-        }
-    };
+    let (data_dir, temp) = data_dir_or_temp(args.data_dir.as_deref(), "cosi-dev-")
+        .context("create a temporary data directory")?;
     let kubeconfig = args
         .kubeconfig_out
         .clone()

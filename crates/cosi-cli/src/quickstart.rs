@@ -24,6 +24,7 @@ use cosi_runtime::Shutdown;
 
 use crate::logs;
 use crate::progress::Progress;
+use crate::stack::data_dir_or_temp;
 use run::{AzureRun, Run, Seen};
 
 /// The namespace of the quickstart's claim and accesses.
@@ -104,16 +105,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 /// Runs `cosi quickstart`.
 pub async fn run(args: Args) -> anyhow::Result<()> {
     logs::init(if args.verbose { "info" } else { "warn" });
-    let (data_dir, temp) = match &args.data_dir {
-        Some(dir) => (dir.clone(), None),
-        None => {
-            let t = tempfile::Builder::new()
-                .prefix("cosi-quickstart-")
-                .tempdir()
-                .context("create a temporary data directory")?;
-            (t.path().to_owned(), Some(t))
-        }
-    };
+    let (data_dir, temp) = data_dir_or_temp(args.data_dir.as_deref(), "cosi-quickstart-")
+        .context("create a temporary data directory")?;
     let progress = Progress::new();
     progress.line("cosi quickstart: the whole COSI system on this machine, checked step by step");
     progress.line(&format!(

@@ -83,6 +83,22 @@ impl StackOptions {
     }
 }
 
+/// The data directory a command was given or, without one, a new temporary
+/// directory named `<prefix>...`, returned as well: it is removed when the
+/// caller drops it.
+pub fn data_dir_or_temp(
+    given: Option<&Path>,
+    prefix: &str,
+) -> std::io::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    match given {
+        Some(dir) => Ok((dir.to_owned(), None)),
+        None => {
+            let temp = tempfile::Builder::new().prefix(prefix).tempdir()?;
+            Ok((temp.path().to_owned(), Some(temp)))
+        }
+    }
+}
+
 /// Why the stack could not start or a component failed.
 #[derive(Debug, thiserror::Error)]
 pub enum StackError {
