@@ -144,6 +144,24 @@ where
             conflicts: 0,
         }
     }
+
+    /// The object to decide on: the cached trigger, or when `fresh` the
+    /// version the API holds (`resource` names it in errors); `None` when
+    /// it is gone.
+    pub async fn current(
+        &self,
+        fresh: bool,
+        resource: &'static str,
+    ) -> Result<Option<Arc<K>>, Error>
+    where
+        K: Clone + DeserializeOwned + Debug,
+    {
+        if !fresh {
+            return Ok(Some(self.trigger.clone()));
+        }
+        let current = get(&self.api, resource, &self.trigger.name_any()).await?;
+        Ok(current.map(Arc::new))
+    }
 }
 
 /// GETs an object; `None` when it does not exist.

@@ -23,7 +23,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use serde_json::{Map, Value, json};
 
-use crate::context::{Context, ObjectSteps, describe, get};
+use crate::context::{Context, ObjectSteps, describe};
 use crate::error::Error;
 use crate::watches;
 use decide::{ClaimView, Observed, Step, holds_claims};
@@ -216,15 +216,10 @@ impl Steps for AccessSteps<'_> {
     type Error = Error;
 
     async fn observe(&mut self, fresh: bool) -> Result<Option<Snapshot>, Error> {
-        if !fresh {
-            return observe(self.ctx, self.trigger.clone(), false)
-                .await
-                .map(Some);
+        match self.current(fresh, RESOURCE).await? {
+            Some(access) => observe(self.ctx, access, fresh).await.map(Some),
+            None => Ok(None),
         }
-        let Some(current) = get(&self.api, RESOURCE, &self.trigger.name_any()).await? else {
-            return Ok(None);
-        };
-        observe(self.ctx, Arc::new(current), true).await.map(Some)
     }
 
     fn is_stale(&self, snapshot: &Snapshot) -> bool {

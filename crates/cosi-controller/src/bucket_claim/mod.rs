@@ -25,7 +25,7 @@ use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
 
-use crate::context::{Context, ObjectSteps, describe, get};
+use crate::context::{Context, ObjectSteps, describe};
 use crate::error::Error;
 use crate::notice::Notice;
 use decide::{Observed, Step};
@@ -60,29 +60,23 @@ impl Steps for ClaimSteps<'_> {
     type Step = Step;
     type Error = Error;
 
+    /// A cached claim is decided with its Bucket from the cache; a miss
+    /// there is confirmed later, and only when the step depends on it.
     async fn observe(&mut self, fresh: bool) -> Result<Option<Claimed>, Error> {
-        if !fresh {
-            let claim = self.trigger.clone();
-            let name = decide::bucket_name(&claim);
-            let bucket = name.as_deref().and_then(|n| self.ctx.cached_bucket(n));
-            let unconfirmed_miss = name.is_some() && bucket.is_none();
-            return Ok(Some(Claimed {
-                claim,
-                bucket,
-                unconfirmed_miss,
-            }));
-        }
-        let Some(claim) = get(&self.api, RESOURCE, &self.trigger.name_any()).await? else {
+        let Some(claim) = self.current(fresh, RESOURCE).await? else {
             return Ok(None);
         };
-        let bucket = match decide::bucket_name(&claim) {
-            Some(name) => self.ctx.bucket(&name, true).await?,
+        let name = decide::bucket_name(&claim);
+        let bucket = match name.as_deref() {
+            Some(name) if fresh => self.ctx.bucket(name, true).await?,
+            Some(name) => self.ctx.cached_bucket(name),
             None => None,
         };
+        let unconfirmed_miss = !fresh && name.is_some() && bucket.is_none();
         Ok(Some(Claimed {
-            claim: Arc::new(claim),
+            claim,
             bucket,
-            unconfirmed_miss: false,
+            unconfirmed_miss,
         }))
     }
 
