@@ -115,18 +115,17 @@ async fn placement_and_storage_class_are_applied_and_unknown_ones_refused() {
     d.create_bucket(&bucket, &params).await.unwrap();
 
     let nowhere = format!("bc-{}", uuid::Uuid::new_v4());
-    assert_status(
-        d.create_bucket(&nowhere, &[("placement", "no-such-placement")])
-            .await,
-        Code::InvalidArgument,
-        &["InvalidLocationConstraint"],
-    );
-    assert_status(
-        d.create_bucket(&nowhere, &[("storageClass", "NO_SUCH_CLASS")])
-            .await,
-        Code::InvalidArgument,
-        &[],
-    );
+    let unknown: [(_, &[&str]); 2] = [
+        (
+            ("placement", "no-such-placement"),
+            &["InvalidLocationConstraint"],
+        ),
+        (("storageClass", "NO_SUCH_CLASS"), &[]),
+    ];
+    for (param, needles) in unknown {
+        let result = d.create_bucket(&nowhere, &[param]).await;
+        assert_status(result, Code::InvalidArgument, needles);
+    }
 
     d.delete_bucket(&bucket, &[]).await.unwrap();
     assert_gone(&[], &[&bucket, &nowhere]);
