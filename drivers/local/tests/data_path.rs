@@ -66,10 +66,8 @@ async fn read_write_credentials_write_and_read_their_bucket() {
 #[tokio::test]
 async fn read_only_credentials_cannot_write() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d2", &[]).await;
-    let writer = h.s3_client(&h.grant("ba-d2w", &[(&id, rw())]).await);
-    put(&writer, &id, "k", b"v").await.unwrap();
-    let ro = modes(ReadOnly, Unspecified, Unspecified);
+    let (id, _writer) = h.bucket_holding("d2", "k", b"v").await;
+    let ro = object_data(ReadOnly);
     let reader = h.s3_client(&h.grant("ba-d2r", &[(&id, ro)]).await);
     assert_eq!(read_all(&reader, &id, "k").await, b"v");
     list(&reader, &id).await.unwrap();
@@ -86,9 +84,7 @@ async fn read_only_credentials_cannot_write() {
 #[tokio::test]
 async fn write_only_credentials_cannot_read() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d3", &[]).await;
-    let wo = modes(WriteOnly, Unspecified, Unspecified);
-    let s3 = h.s3_client(&h.grant("ba-d3", &[(&id, wo)]).await);
+    let (id, s3) = h.bucket_client_as("d3", &[], object_data(WriteOnly)).await;
     put(&s3, &id, "k", b"v").await.unwrap();
     assert_eq!(get(&s3, &id, "k").await.unwrap_err(), "AccessDenied");
     assert_eq!(list(&s3, &id).await.unwrap_err(), "AccessDenied");
@@ -99,8 +95,7 @@ async fn write_only_credentials_cannot_read() {
 #[tokio::test]
 async fn other_buckets_are_denied_and_not_listed() {
     let h = Harness::start().await;
-    let mine = h.bucket("bc-d4a", &[]).await;
-    let theirs = h.bucket("bc-d4b", &[]).await;
+    let [mine, theirs] = h.buckets(["bc-d4a", "bc-d4b"]).await;
     let s3 = h.s3_client(&h.grant("ba-d4", &[(&mine, rw())]).await);
     assert_eq!(
         put(&s3, &theirs, "k", b"v").await.unwrap_err(),
@@ -119,9 +114,8 @@ async fn other_buckets_are_denied_and_not_listed() {
 #[tokio::test]
 async fn buckets_cannot_be_created_or_deleted_through_s3() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d5", &[]).await;
     let all = modes(ReadWrite, ReadWrite, ReadWrite);
-    let s3 = h.s3_client(&h.grant("ba-d5", &[(&id, all)]).await);
+    let (id, s3) = h.bucket_client_as("d5", &[], all).await;
     let err = s3_result(s3.create_bucket().bucket("sneaky").send().await).unwrap_err();
     assert_eq!(err, "AccessDenied");
     let err = s3.delete_bucket().bucket(&id).send().await.unwrap_err();
@@ -131,13 +125,7 @@ async fn buckets_cannot_be_created_or_deleted_through_s3() {
     let err = s3.create_bucket().bucket(&id).send().await.unwrap_err();
     assert_eq!(s3_code(&err), "BucketAlreadyOwnedByYou");
     assert_eq!(err.raw_response().map(|r| r.status().as_u16()), Some(409));
-    let read_only = h.s3_client(
-        &h.grant(
-            "ba-d5b",
-            &[(&id, modes(ReadOnly, Unspecified, Unspecified))],
-        )
-        .await,
-    );
+    let read_only = h.s3_client(&h.grant("ba-d5b", &[(&id, object_data(ReadOnly))]).await);
     let err = s3_result(read_only.create_bucket().bucket(&id).send().await).unwrap_err();
     assert_eq!(err, "BucketAlreadyOwnedByYou");
     assert_eq!(h.driver.backend_state().unwrap().buckets.len(), 1);
@@ -147,10 +135,10 @@ async fn buckets_cannot_be_created_or_deleted_through_s3() {
 #[tokio::test]
 async fn one_key_works_on_every_bucket_of_a_multi_bucket_grant() {
     let h = Harness::start().await;
-    let a = h.bucket("bc-d6a", &[]).await;
-    let b = h.bucket("bc-d6b", &[]).await;
-    let ro = modes(ReadOnly, Unspecified, Unspecified);
-    let creds = h.grant("ba-d6", &[(&a, rw()), (&b, ro)]).await;
+    let [a, b] = h.buckets(["bc-d6a", "bc-d6b"]).await;
+    let creds = h
+        .grant("ba-d6", &[(&a, rw()), (&b, object_data(ReadOnly))])
+        .await;
     let s3 = h.s3_client(&creds);
     put(&s3, &a, "k", b"in a").await.unwrap();
     // Copy from a to b is refused (b is read-only); b is still readable.
@@ -217,8 +205,7 @@ async fn anonymous_requests_are_denied() {
 #[tokio::test]
 async fn bucket_metadata_needs_the_bucket_metadata_mode() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d10", &[]).await;
-    let data_only = h.s3_client(&h.grant("ba-d10a", &[(&id, rw())]).await);
+    let (id, data_only) = h.bucket_client("d10", &[]).await;
     let tagging = one_tag("team", "a");
     let err = put_bucket_tags(&data_only, &id, tagging.clone()).await;
     assert_eq!(err.unwrap_err(), "AccessDenied");
@@ -251,9 +238,7 @@ async fn bucket_metadata_needs_the_bucket_metadata_mode() {
 #[tokio::test]
 async fn object_tags_need_the_object_metadata_mode() {
     let h = Harness::start().await;
-    let id = h.bucket("bc-d11", &[]).await;
-    let data_only = h.s3_client(&h.grant("ba-d11a", &[(&id, rw())]).await);
-    put(&data_only, &id, "k", b"v").await.unwrap();
+    let (id, data_only) = h.bucket_holding("d11", "k", b"v").await;
     let tagging = one_tag("class", "gold");
     let err = put_tags(&data_only, &id, "k", tagging.clone()).await;
     assert_eq!(err.unwrap_err(), "AccessDenied");
@@ -277,11 +262,8 @@ async fn object_tags_need_the_object_metadata_mode() {
 #[tokio::test]
 async fn copies_need_read_access_to_the_source_bucket() {
     let h = Harness::start().await;
-    let src = h.bucket("bc-d12a", &[]).await;
-    let dst = h.bucket("bc-d12b", &[]).await;
-    let owner = h.s3_client(&h.grant("ba-d12a", &[(&src, rw())]).await);
-    put(&owner, &src, "secret", b"s").await.unwrap();
-    let other = h.s3_client(&h.grant("ba-d12b", &[(&dst, rw())]).await);
+    let (src, _owner) = h.bucket_holding("d12a", "secret", b"s").await;
+    let (dst, other) = h.bucket_client("d12b", &[]).await;
     let err = copy(&other, &dst, "stolen", &format!("{src}/secret")).await;
     assert_eq!(err.unwrap_err(), "AccessDenied");
     h.stop().await;
@@ -402,8 +384,7 @@ fn has_directory(h: &Harness, id: &str) -> bool {
 #[tokio::test]
 async fn a_bucket_gets_its_directory_with_its_first_object_and_loses_it_when_deleted() {
     let h = Harness::start().await;
-    let put_first = h.bucket("bc-lazy1", &[]).await;
-    let part_first = h.bucket("bc-lazy2", &[]).await;
+    let [put_first, part_first] = h.buckets(["bc-lazy1", "bc-lazy2"]).await;
     let s3 = h.s3_client(
         &h.grant("ba-lazy", &[(&put_first, rw()), (&part_first, rw())])
             .await,

@@ -210,8 +210,7 @@ async fn repeated_grants_return_the_same_credentials_and_one_key() {
 #[tokio::test]
 async fn a_grant_for_other_buckets_on_the_same_account_is_already_exists() {
     let h = Harness::start().await;
-    let a = h.bucket("bc-8881", &[]).await;
-    let b = h.bucket("bc-8882", &[]).await;
+    let [a, b] = h.buckets(["bc-8881", "bc-8882"]).await;
     h.grant("ba-8888", &[(&a, rw())]).await;
     let mut p = h.provisioner();
     assert_status(
@@ -223,11 +222,7 @@ async fn a_grant_for_other_buckets_on_the_same_account_is_already_exists() {
         Code::AlreadyExists,
         &["revoke"],
     );
-    let ro = modes(
-        AccessMode::ReadOnly,
-        AccessMode::Unspecified,
-        AccessMode::Unspecified,
-    );
+    let ro = object_data(AccessMode::ReadOnly);
     assert_status(
         p.driver_generate_bucket_access_id(access_id_request(
             ObjectProtocol::S3,

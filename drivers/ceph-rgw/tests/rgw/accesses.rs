@@ -35,8 +35,7 @@ async fn read_only_keys_read_and_list_but_cannot_put_or_delete() {
 
     d.revoke(&writer, &[&bucket]).await.unwrap();
     d.revoke(&reader, &[&bucket]).await.unwrap();
-    d.purge(&bucket).await;
-    assert_gone(&[&writer, &reader], &[&bucket]);
+    d.purge_all(&[&writer, &reader], &[&bucket]).await;
 }
 
 #[tokio::test]
@@ -55,15 +54,12 @@ async fn write_only_keys_write_but_cannot_read_even_what_they_wrote() {
 
     d.revoke(&writer, &[&bucket]).await.unwrap();
     d.revoke(&reader, &[&bucket]).await.unwrap();
-    d.purge(&bucket).await;
-    assert_gone(&[&writer, &reader], &[&bucket]);
+    d.purge_all(&[&writer, &reader], &[&bucket]).await;
 }
 
 #[tokio::test]
 async fn keys_reach_only_their_buckets() {
-    let d = Served::start().await;
-    let mine = d.new_bucket(&[]).await;
-    let other = d.new_bucket(&[]).await;
+    let (d, [mine, other]) = Served::with_buckets().await;
     let (owner, ok) = d.new_access(&[access(&other, ReadWrite)]).await;
     put(&s3(&ok), &other, "secret.txt", "not yours")
         .await
@@ -78,19 +74,14 @@ async fn keys_reach_only_their_buckets() {
     let buckets = c.list_buckets().send().await.expect("ListBuckets");
     assert!(buckets.buckets().is_empty(), "an access key owns buckets");
 
-    for (a, b) in [(&account, &mine), (&owner, &other)] {
-        d.revoke(a, &[b]).await.unwrap();
-        d.purge(b).await;
-    }
-    assert_gone(&[&account, &owner], &[&mine, &other]);
+    d.revoke(&account, &[&mine]).await.unwrap();
+    d.revoke(&owner, &[&other]).await.unwrap();
+    d.purge_all(&[&account, &owner], &[&mine, &other]).await;
 }
 
 #[tokio::test]
 async fn granted_keys_cannot_create_buckets() {
-    let (d, bucket) = Served::with_bucket().await;
-    let (account, keys) = d
-        .new_access(&[access_all(&bucket, ReadWrite, ReadWrite, ReadWrite)])
-        .await;
+    let (d, bucket, account, keys) = Served::with_access(ReadWrite, ReadWrite, ReadWrite).await;
     let attempt = format!("made-by-{account}");
     let err = create(&s3(&keys), &attempt).await.unwrap_err();
     assert!(
@@ -135,15 +126,12 @@ async fn a_repeated_grant_returns_the_same_key_and_keeps_one_user_with_one_key()
         put(&s3(&first), &bucket, "k2", "v").await.unwrap_err(),
         "InvalidAccessKeyId"
     );
-    d.purge(&bucket).await;
-    assert_gone(&[&account], &[&bucket]);
+    d.purge_all(&[&account], &[&bucket]).await;
 }
 
 #[tokio::test]
 async fn one_key_reaches_several_buckets_each_with_its_own_mode() {
-    let d = Served::start().await;
-    let rw = d.new_bucket(&[]).await;
-    let ro = d.new_bucket(&[]).await;
+    let (d, [rw, ro]) = Served::with_buckets().await;
     let (seeder, sk) = d.new_access(&[access(&ro, ReadWrite)]).await;
     put(&s3(&sk), &ro, "seed.txt", "seed").await.unwrap();
     let (account, keys) = d
@@ -162,18 +150,12 @@ async fn one_key_reaches_several_buckets_each_with_its_own_mode() {
         "InvalidAccessKeyId"
     );
     d.revoke(&seeder, &[&ro]).await.unwrap();
-    for b in [&rw, &ro] {
-        d.purge(b).await;
-    }
-    assert_gone(&[&account, &seeder], &[&rw, &ro]);
+    d.purge_all(&[&account, &seeder], &[&rw, &ro]).await;
 }
 
 #[tokio::test]
 async fn metadata_modes_are_enforced_per_category() {
-    let (d, bucket) = Served::with_bucket().await;
-    let (account, keys) = d
-        .new_access(&[access_all(&bucket, ReadWrite, ReadOnly, Unspecified)])
-        .await;
+    let (d, bucket, account, keys) = Served::with_access(ReadWrite, ReadOnly, Unspecified).await;
     let c = s3(&keys);
     put(&c, &bucket, "t.txt", "t").await.unwrap();
     let call = c.get_object_tagging().bucket(&bucket).key("t.txt");
@@ -228,9 +210,8 @@ async fn ten_concurrent_grants_on_one_bucket_all_hold_and_concurrent_revokes_lea
     }
     let after = bucket_policy(&bucket).await;
     assert!(after.is_err(), "statements left behind: {after:?}");
-    d.purge(&bucket).await;
     let users: Vec<&str> = accounts.iter().map(|(a, _)| a.as_str()).collect();
-    assert_gone(&users, &[&bucket]);
+    d.purge_all(&users, &[&bucket]).await;
 }
 
 #[tokio::test]
@@ -280,10 +261,9 @@ async fn a_bucket_policy_that_would_outgrow_the_limit_is_resource_exhausted() {
     for a in &granted {
         d.revoke(a, &[&bucket]).await.unwrap();
     }
-    d.purge(&bucket).await;
     let mut users: Vec<&str> = granted.iter().map(String::as_str).collect();
     users.push(&refused.0);
-    assert_gone(&users, &[&bucket]);
+    d.purge_all(&users, &[&bucket]).await;
 }
 
 #[tokio::test]

@@ -20,6 +20,13 @@ fn driver_command(dir: &Path) -> Command {
     testing::driver_command(BIN, dir)
 }
 
+/// Runs the binary for a fresh directory with `env` added, asserts that it
+/// failed and returns what it wrote to stderr.
+fn failed_start(env: &[(&str, &str)]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    failed_stderr(driver_command(dir.path()).envs(env.iter().copied()))
+}
+
 #[tokio::test]
 async fn the_binary_serves_with_keys_from_a_mounted_secret_logs_no_key_and_stops_on_sigterm() {
     let rgw = rgw();
@@ -164,8 +171,7 @@ fn the_binary_names_its_version_and_commit() {
 
 #[tokio::test]
 async fn the_binary_without_admin_credentials_says_how_to_give_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let err = failed_stderr(driver_command(dir.path()).env("RGW_ENDPOINT", "http://127.0.0.1:9"));
+    let err = failed_start(&[("RGW_ENDPOINT", "http://127.0.0.1:9")]);
     assert!(
         err.contains("RGW_ADMIN_ACCESS_KEY_ID") && err.contains("--admin-credentials-dir"),
         "{err}"
@@ -174,12 +180,10 @@ async fn the_binary_without_admin_credentials_says_how_to_give_them() {
 
 #[tokio::test]
 async fn the_binary_refuses_an_invalid_configuration_naming_each_flag() {
-    let dir = tempfile::tempdir().unwrap();
-    let err = failed_stderr(
-        driver_command(dir.path())
-            .env("RGW_ENDPOINT", "ftp://nowhere")
-            .env("RGW_REGION", "a b")
-            .env("RGW_ADMIN_PATH", "a/b"),
-    );
+    let err = failed_start(&[
+        ("RGW_ENDPOINT", "ftp://nowhere"),
+        ("RGW_REGION", "a b"),
+        ("RGW_ADMIN_PATH", "a/b"),
+    ]);
     assert_mentions_all(&err, &["--rgw-endpoint", "--region", "--admin-path"]);
 }

@@ -4,7 +4,7 @@
 //! had it enables it (that is how a create interrupted before versioning
 //! completes), so versioning is not among the incompatible settings.
 
-use cosi_driver::proto::AccessMode::ReadWrite;
+use cosi_driver::proto::AccessMode::{ReadWrite, Unspecified};
 use cosi_driver::testing::assert_status;
 use tonic::Code;
 
@@ -115,18 +115,17 @@ async fn placement_and_storage_class_are_applied_and_unknown_ones_refused() {
     d.create_bucket(&bucket, &params).await.unwrap();
 
     let nowhere = format!("bc-{}", uuid::Uuid::new_v4());
-    assert_status(
-        d.create_bucket(&nowhere, &[("placement", "no-such-placement")])
-            .await,
-        Code::InvalidArgument,
-        &["InvalidLocationConstraint"],
-    );
-    assert_status(
-        d.create_bucket(&nowhere, &[("storageClass", "NO_SUCH_CLASS")])
-            .await,
-        Code::InvalidArgument,
-        &[],
-    );
+    let unknown: [(_, &[&str]); 2] = [
+        (
+            ("placement", "no-such-placement"),
+            &["InvalidLocationConstraint"],
+        ),
+        (("storageClass", "NO_SUCH_CLASS"), &[]),
+    ];
+    for (param, needles) in unknown {
+        let result = d.create_bucket(&nowhere, &[param]).await;
+        assert_status(result, Code::InvalidArgument, needles);
+    }
 
     d.delete_bucket(&bucket, &[]).await.unwrap();
     assert_gone(&[], &[&bucket, &nowhere]);
@@ -147,8 +146,7 @@ async fn invalid_parameters_are_refused_before_anything_is_created() {
 
 #[tokio::test]
 async fn a_non_empty_bucket_is_refused_unless_the_class_says_to_empty_it() {
-    let (d, bucket) = Served::with_bucket().await;
-    let (account, keys) = d.new_access(&[access(&bucket, ReadWrite)]).await;
+    let (d, bucket, account, keys) = Served::with_access(ReadWrite, Unspecified, Unspecified).await;
     put(&s3(&keys), &bucket, "keep.txt", "data").await.unwrap();
     d.revoke(&account, &[&bucket]).await.unwrap();
 
@@ -159,8 +157,7 @@ async fn a_non_empty_bucket_is_refused_unless_the_class_says_to_empty_it() {
     );
     assert!(rgw().bucket_names().contains(&bucket));
 
-    d.purge(&bucket).await;
-    assert_gone(&[&account], &[&bucket]);
+    d.purge_all(&[&account], &[&bucket]).await;
 }
 
 #[tokio::test]
@@ -201,8 +198,7 @@ async fn emptying_a_versioned_bucket_leaves_nothing() {
         Code::FailedPrecondition,
         &[],
     );
-    d.purge(&bucket).await;
-    assert_gone(&[&account], &[&bucket]);
+    d.purge_all(&[&account], &[&bucket]).await;
     let stats = rgw().radosgw_admin(&["bucket", "stats", &format!("--bucket={bucket}")]);
     assert!(stats.is_err(), "the bucket still has stats: {stats:?}");
 }
@@ -211,6 +207,5 @@ async fn emptying_a_versioned_bucket_leaves_nothing() {
 async fn deleting_a_bucket_that_never_existed_is_ok() {
     let d = Served::start().await;
     let name = format!("bc-{}", uuid::Uuid::new_v4());
-    d.purge(&name).await;
-    assert_gone(&[], &[&name]);
+    d.purge_all(&[], &[&name]).await;
 }

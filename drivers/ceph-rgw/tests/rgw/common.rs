@@ -48,9 +48,34 @@ impl Served {
     /// Serves a driver for the shared cluster, with a new bucket made
     /// through it.
     pub async fn with_bucket() -> (Served, String) {
-        let d = Served::start().await;
-        let bucket = d.new_bucket(&[]).await;
+        let (d, [bucket]) = Served::with_buckets().await;
         (d, bucket)
+    }
+
+    /// Serves a driver for the shared cluster, with `N` new buckets made
+    /// through it.
+    pub async fn with_buckets<const N: usize>() -> (Served, [String; N]) {
+        let d = Served::start().await;
+        let mut buckets = Vec::with_capacity(N);
+        for _ in 0..N {
+            buckets.push(d.new_bucket(&[]).await);
+        }
+        (d, buckets.try_into().expect("N buckets"))
+    }
+
+    /// Serves a driver for the shared cluster with a new bucket and a fresh
+    /// account granted the modes of object data, object metadata and bucket
+    /// metadata on it; returns the served driver, the bucket, the account
+    /// ID and its keys.
+    pub async fn with_access(
+        data: AccessMode,
+        object_meta: AccessMode,
+        bucket_meta: AccessMode,
+    ) -> (Served, String, String, AdminKeys) {
+        let (d, bucket) = Served::with_bucket().await;
+        let buckets = [access_all(&bucket, data, object_meta, bucket_meta)];
+        let (account, keys) = d.new_access(&buckets).await;
+        (d, bucket, account, keys)
     }
 
     /// Serves a driver with `cfg` and the cluster's admin keys.
@@ -72,12 +97,20 @@ impl Served {
         self.delete_bucket(bucket, &purge).await.unwrap();
     }
 
+    /// Deletes `buckets` with the objects they hold and asserts that RGW
+    /// holds none of them and none of `users` (revoked already).
+    pub async fn purge_all(&self, users: &[&str], buckets: &[&str]) {
+        for bucket in buckets {
+            self.purge(bucket).await;
+        }
+        assert_gone(users, buckets);
+    }
+
     /// Revokes `account` from `bucket`, deletes the bucket with its objects
     /// and asserts that RGW holds neither any more.
     pub async fn remove(&self, account: &str, bucket: &str) {
         self.revoke(account, &[bucket]).await.unwrap();
-        self.purge(bucket).await;
-        assert_gone(&[account], &[bucket]);
+        self.purge_all(&[account], &[bucket]).await;
     }
 
     /// Generates an account ID for a fresh `ba-<uuid>` name and grants it,

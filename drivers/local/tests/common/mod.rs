@@ -125,6 +125,16 @@ impl Harness {
         id
     }
 
+    /// Creates a bucket without parameters for each of `names`; returns
+    /// their IDs in order.
+    pub async fn buckets<const N: usize>(&self, names: [&str; N]) -> [String; N] {
+        let mut ids = Vec::with_capacity(N);
+        for name in names {
+            ids.push(self.bucket(name, &[]).await);
+        }
+        ids.try_into().expect("one ID per name")
+    }
+
     /// DriverGenerateBucketId: the bucket ID.
     pub async fn generate(
         &self,
@@ -203,7 +213,20 @@ impl Harness {
         name: &str,
         params: &[(&str, &str)],
     ) -> (String, aws_sdk_s3::Client) {
-        let (id, creds) = self.granted_bucket(name, params).await;
+        self.bucket_client_as(name, params, rw()).await
+    }
+
+    /// Creates the bucket `bc-<name>` with `params` and grants the account
+    /// `ba-<name>` `modes` access to it; returns the bucket ID and an S3
+    /// client for the credentials.
+    pub async fn bucket_client_as(
+        &self,
+        name: &str,
+        params: &[(&str, &str)],
+        modes: AccessModes,
+    ) -> (String, aws_sdk_s3::Client) {
+        let id = self.bucket(&format!("bc-{name}"), params).await;
+        let creds = self.grant(&format!("ba-{name}"), &[(&id, modes)]).await;
         (id, self.s3_client(&creds))
     }
 
@@ -304,12 +327,14 @@ pub fn modes(
     }
 }
 
+/// Access to object data alone, in `mode`.
+pub fn object_data(mode: AccessMode) -> AccessModes {
+    modes(mode, AccessMode::Unspecified, AccessMode::Unspecified)
+}
+
+/// Read-write access to object data alone.
 pub fn rw() -> AccessModes {
-    modes(
-        AccessMode::ReadWrite,
-        AccessMode::Unspecified,
-        AccessMode::Unspecified,
-    )
+    object_data(AccessMode::ReadWrite)
 }
 
 pub fn accessed(buckets: &[(&str, AccessModes)]) -> Vec<AccessedBucket> {
