@@ -5,171 +5,13 @@
 //! translate.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 use cosi_driver::proto::*;
 use cosi_driver::testing::params as map;
-use cosi_driver::testing::{self, Serve, TestServer};
+use cosi_driver::testing::{self, Call, Recorder, Serve, TestServer};
 use cosi_driver::v1alpha1;
 use cosi_driver::v1alpha1::credential_keys::s3 as s3_secret_keys;
-use cosi_driver::{Code, Driver, DriverApi, DriverClient, Status};
-
-/// What the driver answers; tests change it to exercise the bridge.
-#[derive(Clone)]
-struct Behaviour {
-    /// Every RPC fails with this status when set.
-    fail: Option<(Code, &'static str)>,
-    /// The reply of DriverCreateBucket holds S3 info.
-    create_s3_info: bool,
-    /// The reply of DriverGrantBucketAccess holds S3 credentials.
-    grant_s3_credentials: bool,
-}
-
-impl Default for Behaviour {
-    fn default() -> Self {
-        Self {
-            fail: None,
-            create_s3_info: true,
-            grant_s3_credentials: true,
-        }
-    }
-}
-
-/// Every v1alpha2 request that reached the driver.
-#[derive(Debug, Clone, PartialEq)]
-enum Call {
-    GetInfo,
-    GenerateBucketId(DriverGenerateBucketIdRequest),
-    CreateBucket(DriverCreateBucketRequest),
-    DeleteBucket(DriverDeleteBucketRequest),
-    GenerateBucketAccessId(DriverGenerateBucketAccessIdRequest),
-    GrantBucketAccess(DriverGrantBucketAccessRequest),
-    RevokeBucketAccess(DriverRevokeBucketAccessRequest),
-}
-
-#[derive(Clone, Default)]
-struct Recorder {
-    calls: Arc<Mutex<Vec<Call>>>,
-    behaviour: Arc<Mutex<Behaviour>>,
-}
-
-impl Recorder {
-    fn record(&self, call: Call) -> Result<Behaviour, Status> {
-        self.calls.lock().unwrap().push(call);
-        let b = self.behaviour.lock().unwrap().clone();
-        match b.fail {
-            Some((code, message)) => Err(Status::new(code, message)),
-            None => Ok(b),
-        }
-    }
-
-    /// Records the request `r` as `call` and returns it with the
-    /// behaviour to answer it by.
-    fn receive<T: Clone>(&self, r: T, call: fn(T) -> Call) -> Result<(T, Behaviour), Status> {
-        let b = self.record(call(r.clone()))?;
-        Ok((r, b))
-    }
-
-    fn take(&self) -> Vec<Call> {
-        std::mem::take(&mut *self.calls.lock().unwrap())
-    }
-
-    fn behave(&self, f: impl FnOnce(&mut Behaviour)) {
-        f(&mut self.behaviour.lock().unwrap());
-    }
-}
-
-fn s3_info(bucket: &str) -> ProtocolBucketInfo {
-    testing::s3_bucket_info(bucket, "eu-west-3", "https://s3.example.com")
-}
-
-#[cosi_driver::async_trait]
-impl Driver for Recorder {
-    async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
-        self.record(Call::GetInfo)?;
-        Ok(DriverGetInfoResponse {
-            name: "rec.cosi-rs.dev".into(),
-            supported_protocols: vec![ObjectProtocol::S3 as i32],
-        })
-    }
-
-    async fn generate_bucket_id(
-        &self,
-        r: DriverGenerateBucketIdRequest,
-    ) -> Result<DriverGenerateBucketIdResponse, Status> {
-        let (r, _) = self.receive(r, Call::GenerateBucketId)?;
-        Ok(DriverGenerateBucketIdResponse {
-            bucket_id: format!("id-{}", r.name),
-        })
-    }
-
-    async fn create_bucket(
-        &self,
-        r: DriverCreateBucketRequest,
-    ) -> Result<DriverCreateBucketResponse, Status> {
-        let (r, b) = self.receive(r, Call::CreateBucket)?;
-        Ok(DriverCreateBucketResponse {
-            protocols: b.create_s3_info.then(|| s3_info(&r.bucket_id)),
-        })
-    }
-
-    async fn get_bucket(
-        &self,
-        _: DriverGetBucketRequest,
-    ) -> Result<DriverGetBucketResponse, Status> {
-        panic!("the v1alpha1 bridge has no use for DriverGetBucket");
-    }
-
-    async fn delete_bucket(
-        &self,
-        r: DriverDeleteBucketRequest,
-    ) -> Result<DriverDeleteBucketResponse, Status> {
-        self.receive(r, Call::DeleteBucket)?;
-        Ok(DriverDeleteBucketResponse {})
-    }
-
-    async fn generate_bucket_access_id(
-        &self,
-        r: DriverGenerateBucketAccessIdRequest,
-    ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
-        let (r, _) = self.receive(r, Call::GenerateBucketAccessId)?;
-        Ok(DriverGenerateBucketAccessIdResponse {
-            account_id: format!("acct-{}", r.account_name),
-        })
-    }
-
-    async fn grant_bucket_access(
-        &self,
-        r: DriverGrantBucketAccessRequest,
-    ) -> Result<DriverGrantBucketAccessResponse, Status> {
-        let (r, b) = self.receive(r, Call::GrantBucketAccess)?;
-        Ok(DriverGrantBucketAccessResponse {
-            buckets: r
-                .buckets
-                .iter()
-                .map(|x| GrantedBucket {
-                    bucket_id: x.bucket_id.clone(),
-                    bucket_info: Some(s3_info(&x.bucket_id)),
-                })
-                .collect(),
-            credentials: Some(Credentials {
-                s3: b.grant_s3_credentials.then(|| S3Credentials {
-                    access_key_id: "AKIDBRIDGE".into(),
-                    access_secret_key: "bridge-secret-value".into(),
-                }),
-                ..Default::default()
-            }),
-        })
-    }
-
-    async fn revoke_bucket_access(
-        &self,
-        r: DriverRevokeBucketAccessRequest,
-    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
-        self.receive(r, Call::RevokeBucketAccess)?;
-        Ok(DriverRevokeBucketAccessResponse {})
-    }
-}
+use cosi_driver::{Code, DriverApi, DriverClient};
 
 struct Running {
     client: DriverClient,
@@ -195,7 +37,13 @@ impl Running {
         self.client.v1alpha1.provisioner.clone()
     }
 
+    /// Stops the server; the bridge never called DriverGetBucket.
     async fn stop(self) {
+        let calls = self.driver.take();
+        assert!(
+            !calls.iter().any(|c| matches!(c, Call::GetBucket(_))),
+            "the v1alpha1 bridge has no use for DriverGetBucket: {calls:?}"
+        );
         self.server.stop().await;
     }
 }
@@ -252,7 +100,7 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(info.name, "rec.cosi-rs.dev");
+    assert_eq!(info.name, Recorder::NAME);
     assert_eq!(r.driver.take(), [Call::GetInfo]);
 
     let mut p = r.provisioner();
@@ -269,7 +117,7 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
         created.bucket_info,
         Some(v1alpha1::Protocol {
             r#type: Some(v1alpha1::protocol::Type::S3(v1alpha1::S3 {
-                region: "eu-west-3".into(),
+                region: Recorder::REGION.into(),
                 signature_version: v1alpha1::S3SignatureVersion::S3v4 as i32,
             })),
         })
@@ -300,15 +148,15 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
     assert_eq!(
         granted.credentials[v1alpha1::credential_keys::S3].secrets,
         map(&[
-            (s3_secret_keys::ACCESS_KEY_ID, "AKIDBRIDGE"),
-            (s3_secret_keys::ACCESS_SECRET_KEY, "bridge-secret-value"),
-            (s3_secret_keys::ENDPOINT, "https://s3.example.com"),
-            (s3_secret_keys::REGION, "eu-west-3"),
+            (s3_secret_keys::ACCESS_KEY_ID, Recorder::ACCESS_KEY_ID),
+            (s3_secret_keys::ACCESS_SECRET_KEY, Recorder::SECRET_KEY),
+            (s3_secret_keys::ENDPOINT, Recorder::S3_ENDPOINT),
+            (s3_secret_keys::REGION, Recorder::REGION),
         ])
     );
     let shown = format!("{granted:?}");
-    assert!(!shown.contains("bridge-secret-value"), "{shown}");
-    assert!(!shown.contains("AKIDBRIDGE"), "{shown}");
+    assert!(!shown.contains(Recorder::SECRET_KEY), "{shown}");
+    assert!(!shown.contains(Recorder::ACCESS_KEY_ID), "{shown}");
     assert_eq!(
         r.driver.take(),
         [
