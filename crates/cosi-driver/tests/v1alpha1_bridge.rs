@@ -11,7 +11,7 @@ use cosi_driver::testing::params as map;
 use cosi_driver::testing::{self, Call, Recorder, Serve, TestServer};
 use cosi_driver::v1alpha1;
 use cosi_driver::v1alpha1::credential_keys::s3 as s3_secret_keys;
-use cosi_driver::{Code, DriverApi, DriverClient};
+use cosi_driver::{Code, DriverApi, DriverClient, Status};
 
 struct Running {
     client: DriverClient,
@@ -37,6 +37,18 @@ impl Running {
         self.client.v1alpha1.provisioner.clone()
     }
 
+    /// Sends `request` to the v1alpha1 Provisioner service; the reply is of
+    /// no interest.
+    async fn send(&self, request: V1Request) -> Result<(), Status> {
+        let mut p = self.provisioner();
+        match request {
+            V1Request::Create(r) => p.driver_create_bucket(r).await.map(drop),
+            V1Request::Delete(r) => p.driver_delete_bucket(r).await.map(drop),
+            V1Request::Grant(r) => p.driver_grant_bucket_access(r).await.map(drop),
+            V1Request::Revoke(r) => p.driver_revoke_bucket_access(r).await.map(drop),
+        }
+    }
+
     /// Stops the server; the bridge never called DriverGetBucket.
     async fn stop(self) {
         let calls = self.driver.take();
@@ -46,6 +58,20 @@ impl Running {
         );
         self.server.stop().await;
     }
+}
+
+/// A v1alpha1 Provisioner request, of any of its RPCs.
+enum V1Request {
+    Create(v1alpha1::DriverCreateBucketRequest),
+    Delete(v1alpha1::DriverDeleteBucketRequest),
+    Grant(v1alpha1::DriverGrantBucketAccessRequest),
+    Revoke(v1alpha1::DriverRevokeBucketAccessRequest),
+}
+
+/// `request` with `change` made to it.
+fn changed<T>(mut request: T, change: impl FnOnce(&mut T)) -> T {
+    change(&mut request);
+    request
 }
 
 fn grant_request(auth: v1alpha1::AuthenticationType) -> v1alpha1::DriverGrantBucketAccessRequest {
@@ -171,132 +197,86 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
         ]
     );
 
-    p.driver_revoke_bucket_access(v1alpha1::DriverRevokeBucketAccessRequest {
-        bucket_id: "id-bc-1".into(),
-        account_id: "acct-ba-1".into(),
+    let revoke = v1alpha1::DriverRevokeBucketAccessRequest {
         revoke_access_context: map(&[("reason", "done")]),
-    })
-    .await
-    .unwrap();
-    assert_eq!(
-        r.driver.take(),
-        [Call::RevokeBucketAccess(DriverRevokeBucketAccessRequest {
-            parameters: map(&[("reason", "done")]),
-            ..testing::revoke_request(ObjectProtocol::S3, "acct-ba-1", &["id-bc-1"])
-        })]
-    );
-
-    p.driver_delete_bucket(v1alpha1::DriverDeleteBucketRequest {
-        bucket_id: "id-bc-1".into(),
+        ..revoke_request()
+    };
+    let delete = v1alpha1::DriverDeleteBucketRequest {
         delete_context: map(&[("keep", "no")]),
-    })
-    .await
-    .unwrap();
-    assert_eq!(
-        r.driver.take(),
-        [Call::DeleteBucket(DriverDeleteBucketRequest {
-            bucket_id: "id-bc-1".into(),
-            parameters: map(&[("keep", "no")]),
-        })]
-    );
+        ..delete_request()
+    };
+    for (request, call) in [
+        (
+            V1Request::Revoke(revoke),
+            Call::RevokeBucketAccess(DriverRevokeBucketAccessRequest {
+                parameters: map(&[("reason", "done")]),
+                ..testing::revoke_request(ObjectProtocol::S3, "acct-ba-1", &["id-bc-1"])
+            }),
+        ),
+        (
+            V1Request::Delete(delete),
+            Call::DeleteBucket(DriverDeleteBucketRequest {
+                bucket_id: "id-bc-1".into(),
+                parameters: map(&[("keep", "no")]),
+            }),
+        ),
+    ] {
+        r.send(request).await.unwrap();
+        assert_eq!(r.driver.take(), [call]);
+    }
     r.stop().await;
 }
 
 #[tokio::test]
 async fn invalid_requests_never_reach_the_driver() {
+    use V1Request::{Create, Delete, Grant, Revoke};
     let r = Running::start().await;
-    let mut p = r.provisioner();
-    let refused = [
+    let key = || grant_request(v1alpha1::AuthenticationType::Key);
+    let big = map(&[("k", "v".repeat(5000).as_str())]);
+    let refusals = [
+        (Create(Default::default()), "name is required"),
         (
-            p.driver_create_bucket(v1alpha1::DriverCreateBucketRequest::default())
-                .await,
-            "name is required",
-        ),
-        (
-            p.driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
-                name: "Not_A_Name".into(),
-                parameters: HashMap::new(),
-            })
-            .await,
+            Create(changed(create_request(), |c| c.name = "Not_A_Name".into())),
             "lowercase",
         ),
         (
-            p.driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
-                name: "bc-big".into(),
-                parameters: map(&[("k", "v".repeat(5000).as_str())]),
-            })
-            .await,
+            Create(changed(create_request(), |c| c.parameters = big)),
             "parameters hold",
         ),
-    ]
-    .map(|(res, msg)| (res.map(|_| ()), msg));
-    let grants = [
         (
-            p.driver_grant_bucket_access(grant_request(v1alpha1::AuthenticationType::Iam))
-                .await,
+            Grant(grant_request(v1alpha1::AuthenticationType::Iam)),
             "IAM is not supported",
         ),
         (
-            p.driver_grant_bucket_access(grant_request(
+            Grant(grant_request(
                 v1alpha1::AuthenticationType::UnknownAuthenticationType,
-            ))
-            .await,
+            )),
             "authentication_type is required",
         ),
         (
-            p.driver_grant_bucket_access(v1alpha1::DriverGrantBucketAccessRequest {
-                authentication_type: 7,
-                ..grant_request(v1alpha1::AuthenticationType::Key)
-            })
-            .await,
+            Grant(changed(key(), |g| g.authentication_type = 7)),
             "unknown value 7",
         ),
         (
-            p.driver_grant_bucket_access(v1alpha1::DriverGrantBucketAccessRequest {
-                bucket_id: String::new(),
-                ..grant_request(v1alpha1::AuthenticationType::Key)
-            })
-            .await,
+            Grant(changed(key(), |g| g.bucket_id.clear())),
             "bucket_id is required",
         ),
         (
-            p.driver_grant_bucket_access(v1alpha1::DriverGrantBucketAccessRequest {
-                name: String::new(),
-                ..grant_request(v1alpha1::AuthenticationType::Key)
-            })
-            .await,
+            Grant(changed(key(), |g| g.name.clear())),
             "name is required",
         ),
-    ]
-    .map(|(res, msg)| (res.map(|_| ()), msg));
-    let others = [
+        (Delete(Default::default()), "bucket_id is required"),
         (
-            p.driver_delete_bucket(v1alpha1::DriverDeleteBucketRequest::default())
-                .await
-                .map(|_| ()),
-            "bucket_id is required",
-        ),
-        (
-            p.driver_revoke_bucket_access(v1alpha1::DriverRevokeBucketAccessRequest {
-                bucket_id: "id-bc-1".into(),
-                ..Default::default()
-            })
-            .await
-            .map(|_| ()),
+            Revoke(changed(revoke_request(), |v| v.account_id.clear())),
             "account_id is required",
         ),
         (
-            p.driver_revoke_bucket_access(v1alpha1::DriverRevokeBucketAccessRequest {
-                account_id: "acct-ba-1".into(),
-                ..Default::default()
-            })
-            .await
-            .map(|_| ()),
+            Revoke(changed(revoke_request(), |v| v.bucket_id.clear())),
             "bucket_id is required",
         ),
     ];
-    for (result, message) in refused.into_iter().chain(grants).chain(others) {
-        let err = result.expect_err(message);
+    for (request, message) in refusals {
+        let err = r.send(request).await.expect_err(message);
         assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
         assert!(err.message().contains(message), "{message}: {err:?}");
     }
@@ -307,25 +287,19 @@ async fn invalid_requests_never_reach_the_driver() {
 #[tokio::test]
 async fn the_drivers_status_codes_pass_through_unchanged() {
     let r = Running::start().await;
-    let mut p = r.provisioner();
     for (code, message) in [
         (Code::AlreadyExists, "bucket exists with other parameters"),
         (Code::NotFound, "bucket does not exist"),
         (Code::Unavailable, "backend down"),
     ] {
         r.driver.behave(|b| b.fail = Some((code, message)));
-        let results = [
-            p.driver_create_bucket(create_request()).await.map(|_| ()),
-            p.driver_grant_bucket_access(grant_request(v1alpha1::AuthenticationType::Key))
-                .await
-                .map(|_| ()),
-            p.driver_delete_bucket(delete_request()).await.map(|_| ()),
-            p.driver_revoke_bucket_access(revoke_request())
-                .await
-                .map(|_| ()),
-        ];
-        for result in results {
-            let err = result.unwrap_err();
+        for request in [
+            V1Request::Create(create_request()),
+            V1Request::Grant(grant_request(v1alpha1::AuthenticationType::Key)),
+            V1Request::Delete(delete_request()),
+            V1Request::Revoke(revoke_request()),
+        ] {
+            let err = r.send(request).await.unwrap_err();
             assert_eq!((err.code(), err.message()), (code, message));
         }
     }
