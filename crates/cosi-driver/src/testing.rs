@@ -20,12 +20,12 @@
 //! most: Key authentication, no parameters (set them with struct update);
 //! [`s3_bucket_info`] the bucket info test drivers answer with.
 //!
-//! [`Recorder`] is a driver for tests of what reaches a driver: it records
+//! [`RecordingDriver`] is a driver for tests of what reaches a driver: it records
 //! every request and answers as its [`Behaviour`] says.
 
-mod recorder;
+mod recording;
 
-pub use recorder::{Behaviour, Call, Recorder};
+pub use recording::{Behaviour, Call, RecordingDriver};
 
 use std::collections::HashMap;
 use std::fmt::Debug;

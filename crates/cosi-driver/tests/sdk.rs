@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use cosi_driver::proto::*;
 use cosi_driver::testing::{
-    Call, PROVISIONER_RPCS, Recorder, Serve, TestServer, access_id_request, grant_request,
+    Call, PROVISIONER_RPCS, RecordingDriver, Serve, TestServer, access_id_request, grant_request,
     revoke_request,
 };
 use cosi_driver::{Code, DriverClient, Endpoint};
 
 struct Running {
     client: DriverClient,
-    driver: Recorder,
+    driver: RecordingDriver,
     server: TestServer,
     _dir: tempfile::TempDir,
 }
@@ -24,7 +24,7 @@ async fn start() -> Running {
     let dir = tempfile::tempdir().unwrap();
     // A socket in a directory that does not exist yet: the SDK creates it.
     let endpoint = Endpoint::from_path(dir.path().join("plugins/mem/cosi.sock")).unwrap();
-    let driver = Recorder::default();
+    let driver = RecordingDriver::default();
     let serve = Serve::driver(driver.clone(), driver.clone());
     let (client, server) = TestServer::start_at(&endpoint, serve).await;
     Running {
@@ -52,7 +52,7 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
     let mut p = r.client.provisioner.clone();
 
     let info = r.client.get_info().await.unwrap();
-    assert_eq!(info.name, Recorder::NAME);
+    assert_eq!(info.name, RecordingDriver::NAME);
     cosi_driver::validate::driver_info(&info).unwrap();
 
     let id = p
@@ -112,7 +112,7 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
     assert_eq!(grant.buckets.len(), 1);
     assert_eq!(
         grant.credentials.unwrap().s3.unwrap().access_secret_key,
-        Recorder::SECRET_KEY
+        RecordingDriver::SECRET_KEY
     );
 
     p.driver_revoke_bucket_access(revoke_request(ObjectProtocol::S3, &account, &[&id]))
@@ -210,7 +210,7 @@ async fn the_socket_is_0660_replaced_when_stale_and_removed_on_shutdown() {
     let stale = std::os::unix::net::UnixListener::bind(endpoint.path()).unwrap();
     drop(stale);
     assert!(endpoint.path().exists());
-    let driver = Recorder::default();
+    let driver = RecordingDriver::default();
     let serve = Serve::driver(driver.clone(), driver);
     let (client, server) = TestServer::start_at(&endpoint, serve).await;
     client.get_info().await.unwrap();
@@ -223,7 +223,7 @@ async fn a_regular_file_at_the_socket_path_is_never_deleted() {
     let path = dir.path().join("precious.sock");
     std::fs::write(&path, "data").unwrap();
     let endpoint = Endpoint::from_path(&path).unwrap();
-    let d = Recorder::default();
+    let d = RecordingDriver::default();
     let err = cosi_driver::serve(&endpoint, d.clone(), d, async {})
         .await
         .unwrap_err();
@@ -243,7 +243,7 @@ async fn a_lazy_client_reconnects_after_the_driver_restarts() {
     r.server.stop().await;
     assert!(lazy.get_info().await.is_err(), "driver is down");
 
-    let driver = Recorder::default();
+    let driver = RecordingDriver::default();
     let server = TestServer::spawn_at(&endpoint, Serve::driver(driver.clone(), driver));
     let mut ok = false;
     for _ in 0..200 {

@@ -8,20 +8,20 @@ use std::collections::HashMap;
 
 use cosi_driver::proto::*;
 use cosi_driver::testing::params as map;
-use cosi_driver::testing::{self, Call, Recorder, Serve, TestServer};
+use cosi_driver::testing::{self, Call, RecordingDriver, Serve, TestServer};
 use cosi_driver::v1alpha1;
 use cosi_driver::v1alpha1::credential_keys::s3 as s3_secret_keys;
 use cosi_driver::{Code, DriverApi, DriverClient, Status};
 
 struct Running {
     client: DriverClient,
-    driver: Recorder,
+    driver: RecordingDriver,
     server: TestServer,
 }
 
 impl Running {
     async fn start() -> Self {
-        let driver = Recorder::default();
+        let driver = RecordingDriver::default();
         let serve = Serve::api(DriverApi::V1alpha1, driver.clone(), driver.clone());
         let (client, server) = TestServer::start(serve).await;
         Self {
@@ -126,7 +126,7 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(info.name, Recorder::NAME);
+    assert_eq!(info.name, RecordingDriver::NAME);
     assert_eq!(r.driver.take(), [Call::GetInfo]);
 
     let mut p = r.provisioner();
@@ -143,7 +143,7 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
         created.bucket_info,
         Some(v1alpha1::Protocol {
             r#type: Some(v1alpha1::protocol::Type::S3(v1alpha1::S3 {
-                region: Recorder::REGION.into(),
+                region: RecordingDriver::REGION.into(),
                 signature_version: v1alpha1::S3SignatureVersion::S3v4 as i32,
             })),
         })
@@ -174,15 +174,21 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
     assert_eq!(
         granted.credentials[v1alpha1::credential_keys::S3].secrets,
         map(&[
-            (s3_secret_keys::ACCESS_KEY_ID, Recorder::ACCESS_KEY_ID),
-            (s3_secret_keys::ACCESS_SECRET_KEY, Recorder::SECRET_KEY),
-            (s3_secret_keys::ENDPOINT, Recorder::S3_ENDPOINT),
-            (s3_secret_keys::REGION, Recorder::REGION),
+            (
+                s3_secret_keys::ACCESS_KEY_ID,
+                RecordingDriver::ACCESS_KEY_ID
+            ),
+            (
+                s3_secret_keys::ACCESS_SECRET_KEY,
+                RecordingDriver::SECRET_KEY
+            ),
+            (s3_secret_keys::ENDPOINT, RecordingDriver::S3_ENDPOINT),
+            (s3_secret_keys::REGION, RecordingDriver::REGION),
         ])
     );
     let shown = format!("{granted:?}");
-    assert!(!shown.contains(Recorder::SECRET_KEY), "{shown}");
-    assert!(!shown.contains(Recorder::ACCESS_KEY_ID), "{shown}");
+    assert!(!shown.contains(RecordingDriver::SECRET_KEY), "{shown}");
+    assert!(!shown.contains(RecordingDriver::ACCESS_KEY_ID), "{shown}");
     assert_eq!(
         r.driver.take(),
         [

@@ -1,4 +1,4 @@
-//! [`Recorder`]: an in-memory S3 driver that records every request reaching
+//! [`RecordingDriver`]: an in-memory S3 driver that records every request reaching
 //! it, for tests of what reaches a driver and what its replies become.
 
 use std::collections::HashSet;
@@ -9,7 +9,7 @@ use tonic::{Code, Status};
 use crate::Driver;
 use crate::proto::*;
 
-/// Every v1alpha2 request that reached a [`Recorder`].
+/// Every v1alpha2 request that reached a [`RecordingDriver`].
 #[derive(Debug, Clone, PartialEq)]
 pub enum Call {
     /// DriverGetInfo.
@@ -47,7 +47,7 @@ impl Call {
     }
 }
 
-/// How a [`Recorder`] answers; tests change it with [`Recorder::behave`].
+/// How a [`RecordingDriver`] answers; tests change it with [`RecordingDriver::behave`].
 #[derive(Clone, Debug)]
 pub struct Behaviour {
     /// Every RPC fails with this status when set.
@@ -68,22 +68,22 @@ impl Default for Behaviour {
     }
 }
 
-/// A driver named [`Recorder::NAME`] serving S3 buckets in
-/// [`Recorder::REGION`] at [`Recorder::S3_ENDPOINT`]: the ID of a bucket
+/// A driver named [`RecordingDriver::NAME`] serving S3 buckets in
+/// [`RecordingDriver::REGION`] at [`RecordingDriver::S3_ENDPOINT`]: the ID of a bucket
 /// is `id-<name>`, of an account `acct-<name>`; a grant's credentials are
-/// [`Recorder::ACCESS_KEY_ID`] and [`Recorder::SECRET_KEY`]. It keeps its
+/// [`RecordingDriver::ACCESS_KEY_ID`] and [`RecordingDriver::SECRET_KEY`]. It keeps its
 /// buckets and accounts in memory (DriverGetBucket of an unknown bucket is
 /// NotFound) and records every request that reaches it. Clones share
 /// everything.
 #[derive(Clone, Default)]
-pub struct Recorder {
+pub struct RecordingDriver {
     calls: Arc<Mutex<Vec<Call>>>,
     behaviour: Arc<Mutex<Behaviour>>,
     buckets: Arc<Mutex<HashSet<String>>>,
     accounts: Arc<Mutex<HashSet<String>>>,
 }
 
-impl Recorder {
+impl RecordingDriver {
     /// The driver's name.
     pub const NAME: &str = "rec.cosi-rs.dev";
     /// The region of every bucket.
@@ -137,7 +137,7 @@ impl Recorder {
 }
 
 #[tonic::async_trait]
-impl Driver for Recorder {
+impl Driver for RecordingDriver {
     async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
         self.record(Call::GetInfo)?;
         Ok(DriverGetInfoResponse {
