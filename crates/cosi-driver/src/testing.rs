@@ -19,6 +19,13 @@
 //! [`grant_request`], [`revoke_request`]) spell out the requests tests send
 //! most: Key authentication, no parameters (set them with struct update);
 //! [`s3_bucket_info`] the bucket info test drivers answer with.
+//!
+//! [`RecordingDriver`] is a driver for tests of what reaches a driver: it records
+//! every request and answers as its [`Behaviour`] says.
+
+mod recording;
+
+pub use recording::{Behaviour, Call, RecordingDriver};
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -181,14 +188,19 @@ impl TestServer {
     /// Stops the server gracefully and waits for it; panics when serving
     /// failed.
     pub async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.signal_stop();
         if let Some(task) = self.task.take() {
             let result = task.await.expect("the test server's task");
             if let Err(e) = result {
                 panic!("serving {} failed: {e}", self.endpoint);
             }
+        }
+    }
+
+    /// Tells the server to stop, once.
+    fn signal_stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
         }
     }
 
@@ -214,9 +226,7 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.signal_stop();
     }
 }
 

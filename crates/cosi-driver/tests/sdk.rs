@@ -1,141 +1,21 @@
-//! A small driver served through the SDK on a temporary socket, called
+//! A recording driver served through the SDK on a temporary socket, called
 //! through the client helper: all eight RPCs, request validation, socket
 //! handling and graceful shutdown.
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cosi_driver::proto::*;
 use cosi_driver::testing::{
-    PROVISIONER_RPCS, Serve, TestServer, access_id_request, grant_request, revoke_request,
-    s3_bucket_info,
+    Call, PROVISIONER_RPCS, RecordingDriver, Serve, TestServer, access_id_request, grant_request,
+    revoke_request,
 };
-use cosi_driver::{Code, Driver, DriverClient, Endpoint, Status};
-
-/// A driver keeping buckets and accounts in memory, counting the calls that reach it.
-#[derive(Clone, Default)]
-struct MemDriver {
-    buckets: Arc<Mutex<HashMap<String, ()>>>,
-    accounts: Arc<Mutex<HashMap<String, ()>>>,
-    calls: Arc<Mutex<Vec<&'static str>>>,
-}
-
-impl MemDriver {
-    fn record(&self, name: &'static str) {
-        self.calls.lock().unwrap().push(name);
-    }
-}
-
-fn s3_info(bucket: &str) -> ProtocolBucketInfo {
-    s3_bucket_info(bucket, "us-east-1", "http://127.0.0.1:9000")
-}
-
-#[cosi_driver::async_trait]
-impl Driver for MemDriver {
-    async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
-        self.record("DriverGetInfo");
-        Ok(DriverGetInfoResponse {
-            name: "mem.cosi-rs.dev".into(),
-            supported_protocols: vec![ObjectProtocol::S3 as i32],
-        })
-    }
-
-    async fn generate_bucket_id(
-        &self,
-        r: DriverGenerateBucketIdRequest,
-    ) -> Result<DriverGenerateBucketIdResponse, Status> {
-        self.record("DriverGenerateBucketId");
-        Ok(DriverGenerateBucketIdResponse { bucket_id: r.name })
-    }
-
-    async fn create_bucket(
-        &self,
-        r: DriverCreateBucketRequest,
-    ) -> Result<DriverCreateBucketResponse, Status> {
-        self.record("DriverCreateBucket");
-        let id = r.bucket_id;
-        self.buckets.lock().unwrap().insert(id.clone(), ());
-        Ok(DriverCreateBucketResponse {
-            protocols: Some(s3_info(&id)),
-        })
-    }
-
-    async fn get_bucket(
-        &self,
-        r: DriverGetBucketRequest,
-    ) -> Result<DriverGetBucketResponse, Status> {
-        self.record("DriverGetBucket");
-        let id = r.bucket_id;
-        if !self.buckets.lock().unwrap().contains_key(&id) {
-            return Err(Status::not_found(format!("bucket {id} does not exist")));
-        }
-        Ok(DriverGetBucketResponse {
-            protocols: Some(s3_info(&id)),
-        })
-    }
-
-    async fn delete_bucket(
-        &self,
-        r: DriverDeleteBucketRequest,
-    ) -> Result<DriverDeleteBucketResponse, Status> {
-        self.record("DriverDeleteBucket");
-        self.buckets.lock().unwrap().remove(&r.bucket_id);
-        Ok(DriverDeleteBucketResponse {})
-    }
-
-    async fn generate_bucket_access_id(
-        &self,
-        r: DriverGenerateBucketAccessIdRequest,
-    ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
-        self.record("DriverGenerateBucketAccessId");
-        Ok(DriverGenerateBucketAccessIdResponse {
-            account_id: r.account_name,
-        })
-    }
-
-    async fn grant_bucket_access(
-        &self,
-        r: DriverGrantBucketAccessRequest,
-    ) -> Result<DriverGrantBucketAccessResponse, Status> {
-        self.record("DriverGrantBucketAccess");
-        self.accounts
-            .lock()
-            .unwrap()
-            .insert(r.account_id.clone(), ());
-        Ok(DriverGrantBucketAccessResponse {
-            buckets: r
-                .buckets
-                .iter()
-                .map(|b| GrantedBucket {
-                    bucket_id: b.bucket_id.clone(),
-                    bucket_info: Some(s3_info(&b.bucket_id)),
-                })
-                .collect(),
-            credentials: Some(Credentials {
-                s3: Some(S3Credentials {
-                    access_key_id: format!("AK{}", r.account_id.len()),
-                    access_secret_key: "s3cr3t-value".into(),
-                }),
-                ..Default::default()
-            }),
-        })
-    }
-
-    async fn revoke_bucket_access(
-        &self,
-        r: DriverRevokeBucketAccessRequest,
-    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
-        self.record("DriverRevokeBucketAccess");
-        self.accounts.lock().unwrap().remove(&r.account_id);
-        Ok(DriverRevokeBucketAccessResponse {})
-    }
-}
+use cosi_driver::{Code, DriverClient, Endpoint};
 
 struct Running {
     client: DriverClient,
-    driver: MemDriver,
+    driver: RecordingDriver,
     server: TestServer,
     _dir: tempfile::TempDir,
 }
@@ -144,7 +24,7 @@ async fn start() -> Running {
     let dir = tempfile::tempdir().unwrap();
     // A socket in a directory that does not exist yet: the SDK creates it.
     let endpoint = Endpoint::from_path(dir.path().join("plugins/mem/cosi.sock")).unwrap();
-    let driver = MemDriver::default();
+    let driver = RecordingDriver::default();
     let serve = Serve::driver(driver.clone(), driver.clone());
     let (client, server) = TestServer::start_at(&endpoint, serve).await;
     Running {
@@ -172,7 +52,7 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
     let mut p = r.client.provisioner.clone();
 
     let info = r.client.get_info().await.unwrap();
-    assert_eq!(info.name, "mem.cosi-rs.dev");
+    assert_eq!(info.name, RecordingDriver::NAME);
     cosi_driver::validate::driver_info(&info).unwrap();
 
     let id = p
@@ -185,7 +65,7 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
         .unwrap()
         .into_inner()
         .bucket_id;
-    assert_eq!(id, "bc-1234");
+    assert_eq!(id, "id-bc-1234");
 
     let created = p
         .driver_create_bucket(DriverCreateBucketRequest {
@@ -218,7 +98,7 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
         .unwrap()
         .into_inner()
         .account_id;
-    assert_eq!(account, "ba-5678");
+    assert_eq!(account, "acct-ba-5678");
 
     let grant = p
         .driver_grant_bucket_access(grant_request(
@@ -232,13 +112,13 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
     assert_eq!(grant.buckets.len(), 1);
     assert_eq!(
         grant.credentials.unwrap().s3.unwrap().access_secret_key,
-        "s3cr3t-value"
+        RecordingDriver::SECRET_KEY
     );
 
     p.driver_revoke_bucket_access(revoke_request(ObjectProtocol::S3, &account, &[&id]))
         .await
         .unwrap();
-    assert!(r.driver.accounts.lock().unwrap().is_empty());
+    assert!(r.driver.accounts().is_empty());
 
     p.driver_delete_bucket(DriverDeleteBucketRequest {
         bucket_id: id.clone(),
@@ -255,7 +135,7 @@ async fn all_eight_rpcs_round_trip_through_the_sdk() {
         .unwrap_err();
     assert_eq!(gone.code(), Code::NotFound);
 
-    let calls = r.driver.calls.lock().unwrap().clone();
+    let calls: Vec<_> = r.driver.take().iter().map(Call::rpc).collect();
     for rpc in std::iter::once("DriverGetInfo").chain(PROVISIONER_RPCS) {
         assert!(
             calls.contains(&rpc),
@@ -288,7 +168,7 @@ async fn invalid_requests_are_refused_before_the_driver_sees_them() {
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("service_account is required"));
-    assert!(r.driver.calls.lock().unwrap().is_empty());
+    assert_eq!(r.driver.take(), []);
     r.server.stop().await;
 }
 
@@ -309,7 +189,7 @@ async fn a_request_that_does_not_decode_is_invalid_argument() {
         "{}",
         err.message()
     );
-    assert!(r.driver.calls.lock().unwrap().is_empty());
+    assert_eq!(r.driver.take(), []);
     r.server.stop().await;
 }
 
@@ -330,7 +210,7 @@ async fn the_socket_is_0660_replaced_when_stale_and_removed_on_shutdown() {
     let stale = std::os::unix::net::UnixListener::bind(endpoint.path()).unwrap();
     drop(stale);
     assert!(endpoint.path().exists());
-    let driver = MemDriver::default();
+    let driver = RecordingDriver::default();
     let serve = Serve::driver(driver.clone(), driver);
     let (client, server) = TestServer::start_at(&endpoint, serve).await;
     client.get_info().await.unwrap();
@@ -343,7 +223,7 @@ async fn a_regular_file_at_the_socket_path_is_never_deleted() {
     let path = dir.path().join("precious.sock");
     std::fs::write(&path, "data").unwrap();
     let endpoint = Endpoint::from_path(&path).unwrap();
-    let d = MemDriver::default();
+    let d = RecordingDriver::default();
     let err = cosi_driver::serve(&endpoint, d.clone(), d, async {})
         .await
         .unwrap_err();
@@ -363,7 +243,7 @@ async fn a_lazy_client_reconnects_after_the_driver_restarts() {
     r.server.stop().await;
     assert!(lazy.get_info().await.is_err(), "driver is down");
 
-    let driver = MemDriver::default();
+    let driver = RecordingDriver::default();
     let server = TestServer::spawn_at(&endpoint, Serve::driver(driver.clone(), driver));
     let mut ok = false;
     for _ in 0..200 {

@@ -5,181 +5,23 @@
 //! translate.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 
 use cosi_driver::proto::*;
 use cosi_driver::testing::params as map;
-use cosi_driver::testing::{self, Serve, TestServer};
+use cosi_driver::testing::{self, Call, RecordingDriver, Serve, TestServer};
 use cosi_driver::v1alpha1;
 use cosi_driver::v1alpha1::credential_keys::s3 as s3_secret_keys;
-use cosi_driver::{Code, Driver, DriverApi, DriverClient, Status};
-
-/// What the driver answers; tests change it to exercise the bridge.
-#[derive(Clone)]
-struct Behaviour {
-    /// Every RPC fails with this status when set.
-    fail: Option<(Code, &'static str)>,
-    /// The reply of DriverCreateBucket holds S3 info.
-    create_s3_info: bool,
-    /// The reply of DriverGrantBucketAccess holds S3 credentials.
-    grant_s3_credentials: bool,
-}
-
-impl Default for Behaviour {
-    fn default() -> Self {
-        Self {
-            fail: None,
-            create_s3_info: true,
-            grant_s3_credentials: true,
-        }
-    }
-}
-
-/// Every v1alpha2 request that reached the driver.
-#[derive(Debug, Clone, PartialEq)]
-enum Call {
-    GetInfo,
-    GenerateBucketId(DriverGenerateBucketIdRequest),
-    CreateBucket(DriverCreateBucketRequest),
-    DeleteBucket(DriverDeleteBucketRequest),
-    GenerateBucketAccessId(DriverGenerateBucketAccessIdRequest),
-    GrantBucketAccess(DriverGrantBucketAccessRequest),
-    RevokeBucketAccess(DriverRevokeBucketAccessRequest),
-}
-
-#[derive(Clone, Default)]
-struct Recorder {
-    calls: Arc<Mutex<Vec<Call>>>,
-    behaviour: Arc<Mutex<Behaviour>>,
-}
-
-impl Recorder {
-    fn record(&self, call: Call) -> Result<Behaviour, Status> {
-        self.calls.lock().unwrap().push(call);
-        let b = self.behaviour.lock().unwrap().clone();
-        match b.fail {
-            Some((code, message)) => Err(Status::new(code, message)),
-            None => Ok(b),
-        }
-    }
-
-    /// Records the request `r` as `call` and returns it with the
-    /// behaviour to answer it by.
-    fn receive<T: Clone>(&self, r: T, call: fn(T) -> Call) -> Result<(T, Behaviour), Status> {
-        let b = self.record(call(r.clone()))?;
-        Ok((r, b))
-    }
-
-    fn take(&self) -> Vec<Call> {
-        std::mem::take(&mut *self.calls.lock().unwrap())
-    }
-
-    fn behave(&self, f: impl FnOnce(&mut Behaviour)) {
-        f(&mut self.behaviour.lock().unwrap());
-    }
-}
-
-fn s3_info(bucket: &str) -> ProtocolBucketInfo {
-    testing::s3_bucket_info(bucket, "eu-west-3", "https://s3.example.com")
-}
-
-#[cosi_driver::async_trait]
-impl Driver for Recorder {
-    async fn get_info(&self) -> Result<DriverGetInfoResponse, Status> {
-        self.record(Call::GetInfo)?;
-        Ok(DriverGetInfoResponse {
-            name: "rec.cosi-rs.dev".into(),
-            supported_protocols: vec![ObjectProtocol::S3 as i32],
-        })
-    }
-
-    async fn generate_bucket_id(
-        &self,
-        r: DriverGenerateBucketIdRequest,
-    ) -> Result<DriverGenerateBucketIdResponse, Status> {
-        let (r, _) = self.receive(r, Call::GenerateBucketId)?;
-        Ok(DriverGenerateBucketIdResponse {
-            bucket_id: format!("id-{}", r.name),
-        })
-    }
-
-    async fn create_bucket(
-        &self,
-        r: DriverCreateBucketRequest,
-    ) -> Result<DriverCreateBucketResponse, Status> {
-        let (r, b) = self.receive(r, Call::CreateBucket)?;
-        Ok(DriverCreateBucketResponse {
-            protocols: b.create_s3_info.then(|| s3_info(&r.bucket_id)),
-        })
-    }
-
-    async fn get_bucket(
-        &self,
-        _: DriverGetBucketRequest,
-    ) -> Result<DriverGetBucketResponse, Status> {
-        panic!("the v1alpha1 bridge has no use for DriverGetBucket");
-    }
-
-    async fn delete_bucket(
-        &self,
-        r: DriverDeleteBucketRequest,
-    ) -> Result<DriverDeleteBucketResponse, Status> {
-        self.receive(r, Call::DeleteBucket)?;
-        Ok(DriverDeleteBucketResponse {})
-    }
-
-    async fn generate_bucket_access_id(
-        &self,
-        r: DriverGenerateBucketAccessIdRequest,
-    ) -> Result<DriverGenerateBucketAccessIdResponse, Status> {
-        let (r, _) = self.receive(r, Call::GenerateBucketAccessId)?;
-        Ok(DriverGenerateBucketAccessIdResponse {
-            account_id: format!("acct-{}", r.account_name),
-        })
-    }
-
-    async fn grant_bucket_access(
-        &self,
-        r: DriverGrantBucketAccessRequest,
-    ) -> Result<DriverGrantBucketAccessResponse, Status> {
-        let (r, b) = self.receive(r, Call::GrantBucketAccess)?;
-        Ok(DriverGrantBucketAccessResponse {
-            buckets: r
-                .buckets
-                .iter()
-                .map(|x| GrantedBucket {
-                    bucket_id: x.bucket_id.clone(),
-                    bucket_info: Some(s3_info(&x.bucket_id)),
-                })
-                .collect(),
-            credentials: Some(Credentials {
-                s3: b.grant_s3_credentials.then(|| S3Credentials {
-                    access_key_id: "AKIDBRIDGE".into(),
-                    access_secret_key: "bridge-secret-value".into(),
-                }),
-                ..Default::default()
-            }),
-        })
-    }
-
-    async fn revoke_bucket_access(
-        &self,
-        r: DriverRevokeBucketAccessRequest,
-    ) -> Result<DriverRevokeBucketAccessResponse, Status> {
-        self.receive(r, Call::RevokeBucketAccess)?;
-        Ok(DriverRevokeBucketAccessResponse {})
-    }
-}
+use cosi_driver::{Code, DriverApi, DriverClient, Status};
 
 struct Running {
     client: DriverClient,
-    driver: Recorder,
+    driver: RecordingDriver,
     server: TestServer,
 }
 
 impl Running {
     async fn start() -> Self {
-        let driver = Recorder::default();
+        let driver = RecordingDriver::default();
         let serve = Serve::api(DriverApi::V1alpha1, driver.clone(), driver.clone());
         let (client, server) = TestServer::start(serve).await;
         Self {
@@ -195,9 +37,41 @@ impl Running {
         self.client.v1alpha1.provisioner.clone()
     }
 
+    /// Sends `request` to the v1alpha1 Provisioner service; the reply is of
+    /// no interest.
+    async fn send(&self, request: V1Request) -> Result<(), Status> {
+        let mut p = self.provisioner();
+        match request {
+            V1Request::Create(r) => p.driver_create_bucket(r).await.map(drop),
+            V1Request::Delete(r) => p.driver_delete_bucket(r).await.map(drop),
+            V1Request::Grant(r) => p.driver_grant_bucket_access(r).await.map(drop),
+            V1Request::Revoke(r) => p.driver_revoke_bucket_access(r).await.map(drop),
+        }
+    }
+
+    /// Stops the server; the bridge never called DriverGetBucket.
     async fn stop(self) {
+        let calls = self.driver.take();
+        assert!(
+            !calls.iter().any(|c| matches!(c, Call::GetBucket(_))),
+            "the v1alpha1 bridge has no use for DriverGetBucket: {calls:?}"
+        );
         self.server.stop().await;
     }
+}
+
+/// A v1alpha1 Provisioner request, of any of its RPCs.
+enum V1Request {
+    Create(v1alpha1::DriverCreateBucketRequest),
+    Delete(v1alpha1::DriverDeleteBucketRequest),
+    Grant(v1alpha1::DriverGrantBucketAccessRequest),
+    Revoke(v1alpha1::DriverRevokeBucketAccessRequest),
+}
+
+/// `request` with `change` made to it.
+fn changed<T>(mut request: T, change: impl FnOnce(&mut T)) -> T {
+    change(&mut request);
+    request
 }
 
 fn grant_request(auth: v1alpha1::AuthenticationType) -> v1alpha1::DriverGrantBucketAccessRequest {
@@ -252,7 +126,7 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
         .await
         .unwrap()
         .into_inner();
-    assert_eq!(info.name, "rec.cosi-rs.dev");
+    assert_eq!(info.name, RecordingDriver::NAME);
     assert_eq!(r.driver.take(), [Call::GetInfo]);
 
     let mut p = r.provisioner();
@@ -269,7 +143,7 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
         created.bucket_info,
         Some(v1alpha1::Protocol {
             r#type: Some(v1alpha1::protocol::Type::S3(v1alpha1::S3 {
-                region: "eu-west-3".into(),
+                region: RecordingDriver::REGION.into(),
                 signature_version: v1alpha1::S3SignatureVersion::S3v4 as i32,
             })),
         })
@@ -300,15 +174,21 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
     assert_eq!(
         granted.credentials[v1alpha1::credential_keys::S3].secrets,
         map(&[
-            (s3_secret_keys::ACCESS_KEY_ID, "AKIDBRIDGE"),
-            (s3_secret_keys::ACCESS_SECRET_KEY, "bridge-secret-value"),
-            (s3_secret_keys::ENDPOINT, "https://s3.example.com"),
-            (s3_secret_keys::REGION, "eu-west-3"),
+            (
+                s3_secret_keys::ACCESS_KEY_ID,
+                RecordingDriver::ACCESS_KEY_ID
+            ),
+            (
+                s3_secret_keys::ACCESS_SECRET_KEY,
+                RecordingDriver::SECRET_KEY
+            ),
+            (s3_secret_keys::ENDPOINT, RecordingDriver::S3_ENDPOINT),
+            (s3_secret_keys::REGION, RecordingDriver::REGION),
         ])
     );
     let shown = format!("{granted:?}");
-    assert!(!shown.contains("bridge-secret-value"), "{shown}");
-    assert!(!shown.contains("AKIDBRIDGE"), "{shown}");
+    assert!(!shown.contains(RecordingDriver::SECRET_KEY), "{shown}");
+    assert!(!shown.contains(RecordingDriver::ACCESS_KEY_ID), "{shown}");
     assert_eq!(
         r.driver.take(),
         [
@@ -323,132 +203,86 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
         ]
     );
 
-    p.driver_revoke_bucket_access(v1alpha1::DriverRevokeBucketAccessRequest {
-        bucket_id: "id-bc-1".into(),
-        account_id: "acct-ba-1".into(),
+    let revoke = v1alpha1::DriverRevokeBucketAccessRequest {
         revoke_access_context: map(&[("reason", "done")]),
-    })
-    .await
-    .unwrap();
-    assert_eq!(
-        r.driver.take(),
-        [Call::RevokeBucketAccess(DriverRevokeBucketAccessRequest {
-            parameters: map(&[("reason", "done")]),
-            ..testing::revoke_request(ObjectProtocol::S3, "acct-ba-1", &["id-bc-1"])
-        })]
-    );
-
-    p.driver_delete_bucket(v1alpha1::DriverDeleteBucketRequest {
-        bucket_id: "id-bc-1".into(),
+        ..revoke_request()
+    };
+    let delete = v1alpha1::DriverDeleteBucketRequest {
         delete_context: map(&[("keep", "no")]),
-    })
-    .await
-    .unwrap();
-    assert_eq!(
-        r.driver.take(),
-        [Call::DeleteBucket(DriverDeleteBucketRequest {
-            bucket_id: "id-bc-1".into(),
-            parameters: map(&[("keep", "no")]),
-        })]
-    );
+        ..delete_request()
+    };
+    for (request, call) in [
+        (
+            V1Request::Revoke(revoke),
+            Call::RevokeBucketAccess(DriverRevokeBucketAccessRequest {
+                parameters: map(&[("reason", "done")]),
+                ..testing::revoke_request(ObjectProtocol::S3, "acct-ba-1", &["id-bc-1"])
+            }),
+        ),
+        (
+            V1Request::Delete(delete),
+            Call::DeleteBucket(DriverDeleteBucketRequest {
+                bucket_id: "id-bc-1".into(),
+                parameters: map(&[("keep", "no")]),
+            }),
+        ),
+    ] {
+        r.send(request).await.unwrap();
+        assert_eq!(r.driver.take(), [call]);
+    }
     r.stop().await;
 }
 
 #[tokio::test]
 async fn invalid_requests_never_reach_the_driver() {
+    use V1Request::{Create, Delete, Grant, Revoke};
     let r = Running::start().await;
-    let mut p = r.provisioner();
-    let refused = [
+    let key = || grant_request(v1alpha1::AuthenticationType::Key);
+    let big = map(&[("k", "v".repeat(5000).as_str())]);
+    let refusals = [
+        (Create(Default::default()), "name is required"),
         (
-            p.driver_create_bucket(v1alpha1::DriverCreateBucketRequest::default())
-                .await,
-            "name is required",
-        ),
-        (
-            p.driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
-                name: "Not_A_Name".into(),
-                parameters: HashMap::new(),
-            })
-            .await,
+            Create(changed(create_request(), |c| c.name = "Not_A_Name".into())),
             "lowercase",
         ),
         (
-            p.driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
-                name: "bc-big".into(),
-                parameters: map(&[("k", "v".repeat(5000).as_str())]),
-            })
-            .await,
+            Create(changed(create_request(), |c| c.parameters = big)),
             "parameters hold",
         ),
-    ]
-    .map(|(res, msg)| (res.map(|_| ()), msg));
-    let grants = [
         (
-            p.driver_grant_bucket_access(grant_request(v1alpha1::AuthenticationType::Iam))
-                .await,
+            Grant(grant_request(v1alpha1::AuthenticationType::Iam)),
             "IAM is not supported",
         ),
         (
-            p.driver_grant_bucket_access(grant_request(
+            Grant(grant_request(
                 v1alpha1::AuthenticationType::UnknownAuthenticationType,
-            ))
-            .await,
+            )),
             "authentication_type is required",
         ),
         (
-            p.driver_grant_bucket_access(v1alpha1::DriverGrantBucketAccessRequest {
-                authentication_type: 7,
-                ..grant_request(v1alpha1::AuthenticationType::Key)
-            })
-            .await,
+            Grant(changed(key(), |g| g.authentication_type = 7)),
             "unknown value 7",
         ),
         (
-            p.driver_grant_bucket_access(v1alpha1::DriverGrantBucketAccessRequest {
-                bucket_id: String::new(),
-                ..grant_request(v1alpha1::AuthenticationType::Key)
-            })
-            .await,
+            Grant(changed(key(), |g| g.bucket_id.clear())),
             "bucket_id is required",
         ),
         (
-            p.driver_grant_bucket_access(v1alpha1::DriverGrantBucketAccessRequest {
-                name: String::new(),
-                ..grant_request(v1alpha1::AuthenticationType::Key)
-            })
-            .await,
+            Grant(changed(key(), |g| g.name.clear())),
             "name is required",
         ),
-    ]
-    .map(|(res, msg)| (res.map(|_| ()), msg));
-    let others = [
+        (Delete(Default::default()), "bucket_id is required"),
         (
-            p.driver_delete_bucket(v1alpha1::DriverDeleteBucketRequest::default())
-                .await
-                .map(|_| ()),
-            "bucket_id is required",
-        ),
-        (
-            p.driver_revoke_bucket_access(v1alpha1::DriverRevokeBucketAccessRequest {
-                bucket_id: "id-bc-1".into(),
-                ..Default::default()
-            })
-            .await
-            .map(|_| ()),
+            Revoke(changed(revoke_request(), |v| v.account_id.clear())),
             "account_id is required",
         ),
         (
-            p.driver_revoke_bucket_access(v1alpha1::DriverRevokeBucketAccessRequest {
-                account_id: "acct-ba-1".into(),
-                ..Default::default()
-            })
-            .await
-            .map(|_| ()),
+            Revoke(changed(revoke_request(), |v| v.bucket_id.clear())),
             "bucket_id is required",
         ),
     ];
-    for (result, message) in refused.into_iter().chain(grants).chain(others) {
-        let err = result.expect_err(message);
+    for (request, message) in refusals {
+        let err = r.send(request).await.expect_err(message);
         assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
         assert!(err.message().contains(message), "{message}: {err:?}");
     }
@@ -459,25 +293,19 @@ async fn invalid_requests_never_reach_the_driver() {
 #[tokio::test]
 async fn the_drivers_status_codes_pass_through_unchanged() {
     let r = Running::start().await;
-    let mut p = r.provisioner();
     for (code, message) in [
         (Code::AlreadyExists, "bucket exists with other parameters"),
         (Code::NotFound, "bucket does not exist"),
         (Code::Unavailable, "backend down"),
     ] {
         r.driver.behave(|b| b.fail = Some((code, message)));
-        let results = [
-            p.driver_create_bucket(create_request()).await.map(|_| ()),
-            p.driver_grant_bucket_access(grant_request(v1alpha1::AuthenticationType::Key))
-                .await
-                .map(|_| ()),
-            p.driver_delete_bucket(delete_request()).await.map(|_| ()),
-            p.driver_revoke_bucket_access(revoke_request())
-                .await
-                .map(|_| ()),
-        ];
-        for result in results {
-            let err = result.unwrap_err();
+        for request in [
+            V1Request::Create(create_request()),
+            V1Request::Grant(grant_request(v1alpha1::AuthenticationType::Key)),
+            V1Request::Delete(delete_request()),
+            V1Request::Revoke(revoke_request()),
+        ] {
+            let err = r.send(request).await.unwrap_err();
             assert_eq!((err.code(), err.message()), (code, message));
         }
     }

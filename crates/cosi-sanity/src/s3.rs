@@ -32,6 +32,17 @@ pub enum Access<T> {
     Failed(String),
 }
 
+impl<T> Access<T> {
+    /// The same answer, with `f` applied to what an allowed request gave.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Access<U> {
+        match self {
+            Access::Allowed(value) => Access::Allowed(f(value)),
+            Access::Denied(text) => Access::Denied(text),
+            Access::Failed(text) => Access::Failed(text),
+        }
+    }
+}
+
 /// S3 error codes that mean "these credentials may not do this".
 const DENIAL_CODES: &[&str] = &[
     "AccessDenied",
@@ -147,30 +158,14 @@ impl S3Target {
 
     /// Writes `body` at `key`.
     pub async fn put(&self, key: &str, body: &[u8]) -> Access<()> {
-        let result = self
-            .client
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .body(ByteStream::from(body.to_vec()))
-            .send()
-            .await;
-        match result {
-            Ok(_) => Access::Allowed(()),
-            Err(e) => classify(e),
-        }
+        let put = self.client.put_object().bucket(&self.bucket).key(key);
+        answered(put.body(ByteStream::from(body.to_vec())).send().await).map(drop)
     }
 
     /// Reads the object at `key`.
     pub async fn get(&self, key: &str) -> Access<Vec<u8>> {
-        let result = self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await;
-        match result {
+        let get = self.client.get_object().bucket(&self.bucket).key(key);
+        match get.send().await {
             Ok(out) => match out.body.collect().await {
                 Ok(bytes) => Access::Allowed(bytes.into_bytes().to_vec()),
                 Err(e) => Access::Failed(format!("reading the object body failed: {e}")),
@@ -181,17 +176,19 @@ impl S3Target {
 
     /// Deletes the object at `key`.
     pub async fn delete(&self, key: &str) -> Access<()> {
-        let result = self
-            .client
-            .delete_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await;
-        match result {
-            Ok(_) => Access::Allowed(()),
-            Err(e) => classify(e),
-        }
+        let delete = self.client.delete_object().bucket(&self.bucket).key(key);
+        answered(delete.send().await).map(drop)
+    }
+}
+
+/// What the store answered to a request: its output, or why not.
+fn answered<O, E>(result: Result<O, SdkError<E, HttpResponse>>) -> Access<O>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match result {
+        Ok(output) => Access::Allowed(output),
+        Err(e) => classify(e),
     }
 }
 
