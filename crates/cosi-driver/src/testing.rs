@@ -30,7 +30,9 @@ pub use recording::{Behaviour, Call, RecordingDriver};
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -436,6 +438,39 @@ pub fn assert_status<T: Debug>(
         assert!(status.message().contains(part), "{}", status.message());
     }
     status
+}
+
+/// The backend (an emulator, a throw-away cluster) shared by every test of
+/// the calling test binary: `start` runs on first use, and its result is
+/// kept in `cell`. Panics naming `what` and the cause when it cannot start.
+pub fn shared_backend<T: Send + Sync>(
+    cell: &'static OnceLock<Result<T, String>>,
+    what: &str,
+    start: fn() -> Result<T, String>,
+) -> &'static T {
+    match cell.get_or_init(start) {
+        Ok(backend) => backend,
+        Err(e) => panic!("{what} could not start: {e}"),
+    }
+}
+
+/// Renders the kustomization in `dir` with `kubectl kustomize` (as
+/// `kubectl apply -k` would), asserts that it succeeded and returns the
+/// YAML.
+#[track_caller]
+pub fn kustomize(kubectl: &Path, dir: &Path) -> String {
+    let out = std::process::Command::new(kubectl)
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", kubectl.display()));
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {} failed: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8 YAML")
 }
 
 /// Runs `cmd` (a driver binary) to its end, asserts that it failed and

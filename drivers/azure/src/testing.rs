@@ -112,10 +112,7 @@ impl Azurite {
     /// started on first use. Panics with the cause when it cannot start.
     pub fn shared() -> &'static Azurite {
         static SHARED: OnceLock<Result<Azurite, String>> = OnceLock::new();
-        match SHARED.get_or_init(Azurite::start) {
-            Ok(azurite) => azurite,
-            Err(e) => panic!("Azurite could not start: {e}"),
-        }
+        cosi_driver::testing::shared_backend(&SHARED, "Azurite", Azurite::start)
     }
 
     /// Starts a new emulator and waits until its Blob service answers a

@@ -99,10 +99,11 @@ impl RgwCluster {
     /// started on first use. Panics with the cause when it cannot start.
     pub fn shared() -> &'static RgwCluster {
         static SHARED: OnceLock<Result<RgwCluster, String>> = OnceLock::new();
-        match SHARED.get_or_init(RgwCluster::start) {
-            Ok(cluster) => cluster,
-            Err(e) => panic!("the Ceph RGW test cluster could not start: {e}"),
-        }
+        cosi_driver::testing::shared_backend(
+            &SHARED,
+            "the Ceph RGW test cluster",
+            RgwCluster::start,
+        )
     }
 
     /// Starts a new cluster (installing the Ceph packages first when they

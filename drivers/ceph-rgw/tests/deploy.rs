@@ -3,25 +3,16 @@
 //! runs this driver against the Rook store's RGW Service with the admin
 //! keys Rook writes for the CephObjectStoreUser, in files the driver reads.
 
-use std::path::PathBuf;
-use std::process::Command;
+use std::path::{Path, PathBuf};
+
+use cosi_driver::testing::kustomize;
 
 use cosi_driver_ceph_rgw::config::{ACCESS_KEY_FILES, DEFAULT_DRIVER_NAME, SECRET_KEY_FILES};
 use serde_json::Value;
 
 fn render() -> Vec<Value> {
     let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../deploy/drivers/ceph-rgw");
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(&example)
-        .output()
-        .expect("run kubectl (it must be on PATH)");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = kustomize(Path::new("kubectl"), &example);
     text.split("\n---\n")
         .map(|doc| serde_saphyr::from_str::<Value>(doc).expect("rendered YAML"))
         .collect()

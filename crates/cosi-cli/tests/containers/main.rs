@@ -24,7 +24,6 @@ mod podman;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use aws_sdk_s3::error::ProvideErrorMetadata;
@@ -36,6 +35,7 @@ use cosi_api::{
     Bucket, BucketAccess, BucketAccessMode, BucketClaim, DeletionPolicy, MultiBucketAccess,
 };
 use cosi_cli::{manifests, s3, wait};
+use cosi_driver::testing::kustomize;
 use cosi_driver_local::{Config as DriverConfig, DEFAULT_DRIVER_NAME, LocalDriver};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
@@ -478,17 +478,7 @@ patches:
         ),
     )
     .expect("write the overlay");
-    let out = Command::new(kubectl())
-        .arg("kustomize")
-        .arg(&overlay)
-        .output()
-        .expect("run kubectl kustomize");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let yaml = String::from_utf8(out.stdout).expect("UTF-8 YAML");
+    let yaml = kustomize(&kubectl(), &overlay);
     serde_saphyr::from_multiple::<Value>(&yaml)
         .expect("valid YAML")
         .into_iter()

@@ -13,7 +13,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube_sim::KubeSim;
 
-use crate::cli_dev::kubectl_path;
+use crate::deploy::kustomize;
 
 /// The Kubernetes versions the README says the install supports.
 const KUBERNETES_VERSIONS: [&str; 2] = ["1.30", "1.37"];
@@ -83,10 +83,6 @@ pub(crate) fn render(chart: &Path, sets: &[&str]) -> String {
         cmd.args(["--set", s]);
     }
     run(&mut cmd)
-}
-
-fn kustomize(dir: &Path) -> String {
-    run(Command::new(kubectl_path()).arg("kustomize").arg(dir))
 }
 
 /// Validates `yaml` with scripts/validate-manifests.py for `version`.

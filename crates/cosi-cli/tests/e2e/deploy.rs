@@ -3,7 +3,6 @@
 //! driver image (what the README tells admins to write) works.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::cli_dev::kubectl_path;
 
@@ -14,19 +13,9 @@ pub(crate) fn deploy_dir() -> PathBuf {
         .expect("deploy/ exists")
 }
 
+/// `dir` rendered with kustomize, by the test's kubectl.
 pub(crate) fn kustomize(dir: &Path) -> String {
-    let out = Command::new(kubectl_path())
-        .arg("kustomize")
-        .arg(dir)
-        .output()
-        .expect("run kubectl kustomize");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {} failed: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8 YAML")
+    cosi_driver::testing::kustomize(&kubectl_path(), dir)
 }
 
 /// `(kind, name)` of every rendered object.
