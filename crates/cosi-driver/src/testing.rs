@@ -22,6 +22,10 @@
 //!
 //! [`RecordingDriver`] is a driver for tests of what reaches a driver: it records
 //! every request and answers as its [`Behaviour`] says.
+//!
+//! [`shared_backend`] starts the backend a test binary's tests share (an
+//! emulator, a throw-away cluster) once; [`kustomize`] renders a driver's
+//! deploy manifests as `kubectl apply -k` would.
 
 mod recording;
 
