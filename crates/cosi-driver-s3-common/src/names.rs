@@ -1,7 +1,8 @@
 //! The S3 bucket-name rules every S3 store shares, and the check of a
 //! class's `bucketNamePrefix`. How a driver derives a name from a COSI name
-//! is its own INVARIANT and stays in the driver; [`hashed_name`] is the
-//! shared step of it.
+//! is its own INVARIANT: the steps are shared ([`NewBucketNames`],
+//! [`hashed_name`]), the rule a name must meet and the trim of a hashed
+//! name's head are the driver's.
 
 use cosi_driver::names::is_lowercase_prefix;
 pub use cosi_driver::names::{HASH_DIGITS, hashed_name};

@@ -8,7 +8,7 @@
 //! what it must not (RGW user IDs this driver makes never hold a `.`, see
 //! [`crate::names`]). A grant or revoke edits only those statements and
 //! keeps every other statement, ours or not, in place; the caller
-//! serializes the read-modify-write per bucket ([`crate::locks`]).
+//! serializes the read-modify-write per bucket ([`cosi_driver::locks`]).
 //!
 //! Each of the KEP's three categories (object data, object metadata,
 //! bucket metadata) has a read set and a write set of S3 actions.
