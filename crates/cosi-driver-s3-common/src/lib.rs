@@ -9,9 +9,11 @@
 //!   and key shapes);
 //! - how workloads address a bucket ([`addressing`]);
 //! - emptying a bucket of every object version and upload ([`buckets`]);
-//! - the S3 bucket-name rules and the `bucketNamePrefix` check ([`names`]);
+//! - the S3 bucket-name rules, the steps of deriving and checking a new
+//!   bucket's name, and the `bucketNamePrefix` check ([`names`]);
 //! - what the access policies share: the always-granted action, the
-//!   object write actions and the access-mode rules ([`policy`]);
+//!   object write and bucket metadata read actions, and how an access mode
+//!   selects a category's read and write sets ([`policy`]);
 //! - the S3 drivers' class parameters ([`params`]) and checking what a
 //!   request asks for: S3 only, Key authentication ([`requests`]);
 //! - the binaries' logging, with the AWS SDK's credential-bearing tracing

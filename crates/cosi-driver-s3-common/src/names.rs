@@ -1,7 +1,8 @@
 //! The S3 bucket-name rules every S3 store shares, and the check of a
 //! class's `bucketNamePrefix`. How a driver derives a name from a COSI name
-//! is its own INVARIANT and stays in the driver; [`hashed_name`] is the
-//! shared step of it.
+//! is its own INVARIANT: the steps are shared ([`NewBucketNames`],
+//! [`hashed_name`]), the rule a name must meet and the trim of a hashed
+//! name's head are the driver's.
 
 use cosi_driver::names::is_lowercase_prefix;
 pub use cosi_driver::names::{HASH_DIGITS, hashed_name};
@@ -59,27 +60,52 @@ pub fn sanitize(name: &str) -> String {
         .collect()
 }
 
-/// The bucket name for the Bucket `name` with `prefix` (already checked
-/// with [`check_bucket_prefix`]): `<prefix><name>` when `valid` accepts it
-/// and it holds no `.`, else its [`hashed_name`] (with `trim`) when `valid`
-/// accepts that. `kind` names the bucket name in the error.
-pub fn derive_bucket_name(
-    prefix: &str,
-    name: &str,
+/// How a driver names its new buckets: which names it accepts, how the
+/// readable head of a hashed name is trimmed (an INVARIANT of the driver)
+/// and what such a name is called in messages.
+#[derive(Clone, Copy, Debug)]
+pub struct NewBucketNames {
     valid: fn(&str) -> bool,
     trim: fn(&str) -> &str,
-    kind: &str,
-) -> Result<String, String> {
-    let direct = format!("{prefix}{name}");
-    if valid(&direct) && !direct.contains('.') {
-        return Ok(direct);
+    kind: &'static str,
+}
+
+impl NewBucketNames {
+    /// `valid` accepts a name for a new bucket, `trim` trims a hashed
+    /// name's readable head, `kind` names such a name (e.g. `S3 bucket
+    /// name`).
+    pub const fn new(valid: fn(&str) -> bool, trim: fn(&str) -> &str, kind: &'static str) -> Self {
+        Self { valid, trim, kind }
     }
-    let hashed = hashed_name(prefix, &sanitize(name), name, MAX_BUCKET_NAME, trim);
-    if valid(&hashed) {
-        Ok(hashed)
-    } else {
-        Err(format!(
-            "cannot derive a valid {kind} from Bucket {name:?} with prefix {prefix:?}"
-        ))
+
+    /// The bucket name for the Bucket `name` with `prefix` (already
+    /// checked with [`check_bucket_prefix`]): `<prefix><name>` when it is
+    /// valid and holds no `.`, else its [`hashed_name`] when that is valid.
+    pub fn derive(&self, prefix: &str, name: &str) -> Result<String, String> {
+        let direct = format!("{prefix}{name}");
+        if (self.valid)(&direct) && !direct.contains('.') {
+            return Ok(direct);
+        }
+        let hashed = hashed_name(prefix, &sanitize(name), name, MAX_BUCKET_NAME, self.trim);
+        if (self.valid)(&hashed) {
+            Ok(hashed)
+        } else {
+            Err(format!(
+                "cannot derive a valid {} from Bucket {name:?} with prefix {prefix:?}",
+                self.kind
+            ))
+        }
+    }
+
+    /// Refuses `id` as the ID of a new bucket unless it is a valid name.
+    pub fn check_id(&self, id: &str) -> Result<(), String> {
+        if (self.valid)(id) {
+            Ok(())
+        } else {
+            Err(format!(
+                "bucket_id {id:?} is not a valid {}; use the ID DriverGenerateBucketId returned",
+                self.kind
+            ))
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! What the S3 drivers' access policies share: the action granted with any
 //! access, the write actions both drivers grant for object data and object
-//! metadata, and how a category's access mode selects its read and write
-//! sets.
+//! metadata, the bucket metadata read actions, and how a category's access mode selects its read and write
+//! sets ([`ReadWrite`]).
 
 use cosi_driver::proto::{AccessMode, AccessModes};
 
@@ -30,6 +30,34 @@ pub const OBJECT_METADATA_WRITE: &[&str] = &[
     "s3:PutObjectLegalHold",
 ];
 
+/// Bucket metadata, read, as every S3 store knows it: tags, policy,
+/// versioning, ACL, CORS, lifecycle and Object Lock configuration.
+pub const BUCKET_METADATA_READ: &[&str] = &[
+    "s3:GetBucketTagging",
+    "s3:GetBucketPolicy",
+    "s3:GetBucketVersioning",
+    "s3:GetBucketAcl",
+    "s3:GetBucketCORS",
+    "s3:GetLifecycleConfiguration",
+    "s3:GetBucketObjectLockConfiguration",
+];
+
+/// The actions of `base` followed by `extra`, for a constant that adds a
+/// store's own action to a shared set; `N` is one more than `base` holds.
+pub const fn with_action<const N: usize>(
+    base: &[&'static str],
+    extra: &'static str,
+) -> [&'static str; N] {
+    assert!(base.len() + 1 == N, "N must be one more than base holds");
+    let mut out = [extra; N];
+    let mut i = 0;
+    while i < base.len() {
+        out[i] = base[i];
+        i += 1;
+    }
+    out
+}
+
 /// Whether `mode` allows a category's read set and its write set:
 /// `ReadWrite` both, `ReadOnly` the read set, `WriteOnly` the write set,
 /// unspecified neither.
@@ -39,6 +67,25 @@ pub fn allows(mode: AccessMode) -> (bool, bool) {
         AccessMode::ReadOnly => (true, false),
         AccessMode::WriteOnly => (false, true),
         AccessMode::Unspecified => (false, false),
+    }
+}
+
+/// One category's two sets (of actions, or of what a driver groups them
+/// in): `ReadOnly` allows the read set, `WriteOnly` the write set,
+/// `ReadWrite` both.
+#[derive(Clone, Copy, Debug)]
+pub struct ReadWrite<T> {
+    /// The set `ReadOnly` and `ReadWrite` allow.
+    pub read: T,
+    /// The set `WriteOnly` and `ReadWrite` allow.
+    pub write: T,
+}
+
+impl<T: Copy> ReadWrite<T> {
+    /// The read set and the write set, each with whether `mode` allows it.
+    pub fn by_mode(&self, mode: AccessMode) -> [(bool, T); 2] {
+        let (read, write) = allows(mode);
+        [(read, self.read), (write, self.write)]
     }
 }
 
@@ -63,6 +110,24 @@ mod tests {
         assert_eq!(allows(AccessMode::ReadOnly), (true, false));
         assert_eq!(allows(AccessMode::WriteOnly), (false, true));
         assert_eq!(allows(AccessMode::Unspecified), (false, false));
+    }
+
+    #[test]
+    fn an_action_is_added_after_the_shared_set() {
+        let all: [&str; 3] = with_action(&["s3:A", "s3:B"], "s3:C");
+        assert_eq!(all, ["s3:A", "s3:B", "s3:C"]);
+    }
+
+    #[test]
+    fn a_mode_selects_its_sets() {
+        let sets = ReadWrite {
+            read: "read",
+            write: "write",
+        };
+        assert_eq!(
+            sets.by_mode(AccessMode::WriteOnly),
+            [(false, "read"), (true, "write")]
+        );
     }
 
     #[test]

@@ -41,18 +41,6 @@ pub fn bucket_params<P>(
     parse(parameters)
 }
 
-/// Refuses `id` for a new bucket unless `valid` accepts it; `kind` names
-/// such a name (e.g. `S3 bucket name`).
-pub fn check_new_bucket_id(id: &str, valid: fn(&str) -> bool, kind: &str) -> Result<(), String> {
-    if valid(id) {
-        Ok(())
-    } else {
-        Err(format!(
-            "bucket_id {id:?} is not a valid {kind}; use the ID DriverGenerateBucketId returned"
-        ))
-    }
-}
-
 /// Refuses `id` unless it may name an existing bucket
 /// ([`crate::names::is_plausible_existing_bucket_name`]); `kind` names such
 /// a name (e.g. `S3 bucket name`).

@@ -10,7 +10,7 @@
 //! removes its statements; a retry after a crash in between finds the user
 //! gone and finishes the statements.
 //!
-//! Policy edits hold the bucket's lock ([`crate::locks`]) for the
+//! Policy edits hold the bucket's lock ([`cosi_driver::locks`]) for the
 //! read-modify-write, and read the policy back afterwards: a second driver
 //! process writing the same bucket at the same moment (which a single
 //! active sidecar never causes) is noticed and the edit made again.

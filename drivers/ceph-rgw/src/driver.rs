@@ -93,8 +93,7 @@ fn bucket_params(
 }
 
 fn check_new_bucket_id(id: &str) -> Result<(), Error> {
-    let kind = "bucket name";
-    requests::check_new_bucket_id(id, names::is_valid_new_bucket_name, kind).map_err(invalid)
+    names::NEW_BUCKETS.check_id(id).map_err(invalid)
 }
 
 fn check_bucket_id(id: &str) -> Result<(), Error> {

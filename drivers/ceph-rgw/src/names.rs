@@ -19,21 +19,20 @@ pub use cosi_driver_s3_common::names::{
     MAX_BUCKET_NAME, MAX_PREFIX, check_bucket_prefix, is_plausible_existing_bucket_name,
     is_valid_new_bucket_name,
 };
-use cosi_driver_s3_common::names::{derive_bucket_name, hashed_name, sanitize};
+use cosi_driver_s3_common::names::{NewBucketNames, hashed_name, sanitize};
 
 /// Longest RGW user ID this driver derives.
 pub const MAX_USER_ID: usize = 64;
 
+/// How this driver names new buckets: by the S3 rules
+/// ([`is_valid_new_bucket_name`]), hashing what does not fit.
+pub const NEW_BUCKETS: NewBucketNames =
+    NewBucketNames::new(is_valid_new_bucket_name, trim_head, "bucket name");
+
 /// The bucket name for the Bucket `name` with `prefix` (already checked
 /// with [`check_bucket_prefix`]).
 pub fn bucket_name(prefix: &str, name: &str) -> Result<String, String> {
-    derive_bucket_name(
-        prefix,
-        name,
-        is_valid_new_bucket_name,
-        trim_head,
-        "bucket name",
-    )
+    NEW_BUCKETS.derive(prefix, name)
 }
 
 /// The RGW user ID for `account_name`.

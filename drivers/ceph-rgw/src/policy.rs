@@ -8,7 +8,7 @@
 //! what it must not (RGW user IDs this driver makes never hold a `.`, see
 //! [`crate::names`]). A grant or revoke edits only those statements and
 //! keeps every other statement, ours or not, in place; the caller
-//! serializes the read-modify-write per bucket ([`crate::locks`]).
+//! serializes the read-modify-write per bucket ([`cosi_driver::locks`]).
 //!
 //! Each of the KEP's three categories (object data, object metadata,
 //! bucket metadata) has a read set and a write set of S3 actions.
@@ -26,14 +26,8 @@ use cosi_driver::proto::AccessModes;
 use cosi_driver_s3_common::policy as common;
 use serde_json::{Value, json};
 
-/// One category's actions.
-#[derive(Clone, Copy, Debug)]
-pub struct Actions {
-    /// Allowed by `ReadOnly` and `ReadWrite`; denied by `WriteOnly`.
-    pub read: &'static [&'static str],
-    /// Allowed by `WriteOnly` and `ReadWrite`.
-    pub write: &'static [&'static str],
-}
+/// One category's actions; a set the mode does not allow is denied.
+pub type Actions = common::ReadWrite<&'static [&'static str]>;
 
 pub use cosi_driver_s3_common::policy::ALWAYS;
 
@@ -69,15 +63,7 @@ pub const OBJECT_METADATA: Actions = Actions {
 /// how the driver grants access, and a workload allowed to rewrite it
 /// could drop every other access or open the bucket to anyone.
 pub const BUCKET_METADATA: Actions = Actions {
-    read: &[
-        "s3:GetBucketTagging",
-        "s3:GetBucketPolicy",
-        "s3:GetBucketVersioning",
-        "s3:GetBucketAcl",
-        "s3:GetBucketCORS",
-        "s3:GetLifecycleConfiguration",
-        "s3:GetBucketObjectLockConfiguration",
-    ],
+    read: common::BUCKET_METADATA_READ,
     write: &[
         "s3:PutBucketTagging",
         "s3:PutBucketVersioning",
@@ -109,8 +95,7 @@ impl Grant {
             (bucket_metadata, BUCKET_METADATA),
         ];
         for (m, actions) in categories {
-            let (read, write) = common::allows(m);
-            for (allowed, set) in [(read, actions.read), (write, actions.write)] {
+            for (allowed, set) in actions.by_mode(m) {
                 if allowed {
                     grant.allow.extend(set);
                 } else {

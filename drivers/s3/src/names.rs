@@ -15,21 +15,20 @@ use cosi_driver::names::direct_or_hashed;
 pub use cosi_driver_s3_common::names::{
     MAX_BUCKET_NAME, MAX_PREFIX, check_bucket_prefix, is_plausible_existing_bucket_name,
 };
-use cosi_driver_s3_common::names::{derive_bucket_name, hashed_name};
+use cosi_driver_s3_common::names::{NewBucketNames, hashed_name};
 
 /// Longest IAM user name.
 pub const MAX_USER_NAME: usize = 64;
 
+/// How this driver names new buckets: by the AWS rules
+/// ([`is_valid_new_bucket_name`]), hashing what does not fit.
+pub const NEW_BUCKETS: NewBucketNames =
+    NewBucketNames::new(is_valid_new_bucket_name, trim_head, "S3 bucket name");
+
 /// The S3 bucket name for the Bucket `name` with `prefix` (already checked
 /// with [`check_bucket_prefix`]).
 pub fn bucket_name(prefix: &str, name: &str) -> Result<String, String> {
-    derive_bucket_name(
-        prefix,
-        name,
-        is_valid_new_bucket_name,
-        trim_head,
-        "S3 bucket name",
-    )
+    NEW_BUCKETS.derive(prefix, name)
 }
 
 /// The IAM user name for `account_name` with `prefix` (already checked with

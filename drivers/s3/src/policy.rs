@@ -59,16 +59,10 @@ pub const OBJECT_METADATA_WRITE: Actions = Actions {
 /// Bucket metadata, read: tags, policy, versioning, ACL, CORS, lifecycle,
 /// object lock and encryption configuration.
 pub const BUCKET_METADATA_READ: Actions = Actions {
-    bucket: &[
-        "s3:GetBucketTagging",
-        "s3:GetBucketPolicy",
-        "s3:GetBucketVersioning",
-        "s3:GetBucketAcl",
-        "s3:GetBucketCORS",
-        "s3:GetLifecycleConfiguration",
-        "s3:GetBucketObjectLockConfiguration",
+    bucket: &common::with_action::<8>(
+        common::BUCKET_METADATA_READ,
         "s3:GetEncryptionConfiguration",
-    ],
+    ),
     object: &[],
 };
 /// Bucket metadata, write: the same configurations, set or deleted.
@@ -89,8 +83,8 @@ pub const BUCKET_METADATA_WRITE: Actions = Actions {
 
 /// The action sets a mode grants for a category's read and write sets.
 fn for_mode(mode: AccessMode, read: Actions, write: Actions) -> Vec<Actions> {
-    let (allows_read, allows_write) = common::allows(mode);
-    [(allows_read, read), (allows_write, write)]
+    common::ReadWrite { read, write }
+        .by_mode(mode)
         .into_iter()
         .filter_map(|(allowed, actions)| allowed.then_some(actions))
         .collect()
