@@ -1,7 +1,7 @@
 //! What the S3 drivers' access policies share: the action granted with any
 //! access, the write actions both drivers grant for object data and object
-//! metadata, the bucket metadata read actions, and how a category's access mode selects its read and write
-//! sets ([`ReadWrite`]).
+//! metadata, the bucket metadata read actions, and how a category's access
+//! mode selects its read and write sets ([`ReadWrite`]).
 
 use cosi_driver::proto::{AccessMode, AccessModes};
 
