@@ -14,7 +14,7 @@ use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::steps::Applied;
-use cosi_runtime::{ApiContext, EventReporter, EventType, FailureTracker, Object, OwnWrites};
+use cosi_runtime::{ApiContext, EventReporter, FailureTracker, Object, OwnWrites};
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -24,7 +24,7 @@ use serde::de::DeserializeOwned;
 use crate::cache::Filled;
 use crate::error::Error;
 use crate::metrics::Operations;
-use crate::notice::{Notice, Severity};
+use crate::notice::Notice;
 
 /// Serializes this controller's writes to one BucketClaim. The claim loop
 /// and the access loop both write claims; two writes made on the same
@@ -346,12 +346,14 @@ impl Context {
         }
         let reference = obj.object_ref(&());
         for n in notices {
-            let type_ = match n.severity {
-                Severity::Normal => EventType::Normal,
-                Severity::Warning => EventType::Warning,
-            };
             self.events
-                .publish(&reference, type_, n.reason, n.action, n.message.clone())
+                .publish(
+                    &reference,
+                    n.event_type,
+                    n.reason,
+                    n.action,
+                    n.message.clone(),
+                )
                 .await;
         }
     }

@@ -4,20 +4,13 @@
 
 use std::fmt;
 
-/// Whether an Event reports normal progress or a problem.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Severity {
-    /// Normal progress.
-    Normal,
-    /// Something a user or admin should look at.
-    Warning,
-}
+use cosi_runtime::EventType;
 
 /// An Event to publish about the reconciled object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Notice {
     /// Normal or Warning.
-    pub severity: Severity,
+    pub event_type: EventType,
     /// CamelCase reason, e.g. `FailedCreateBucket`.
     pub reason: &'static str,
     /// What the controller was doing, e.g. `Provision`.
@@ -30,7 +23,7 @@ impl Notice {
     /// A `Normal` Event.
     pub fn normal(reason: &'static str, action: &'static str, message: impl Into<String>) -> Self {
         Self {
-            severity: Severity::Normal,
+            event_type: EventType::Normal,
             reason,
             action,
             message: message.into(),
@@ -40,7 +33,7 @@ impl Notice {
     /// A `Warning` Event.
     pub fn warning(reason: &'static str, action: &'static str, message: impl Into<String>) -> Self {
         Self {
-            severity: Severity::Warning,
+            event_type: EventType::Warning,
             reason,
             action,
             message: message.into(),
@@ -50,6 +43,6 @@ impl Notice {
 
 impl fmt::Display for Notice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?} {}: {}", self.severity, self.reason, self.message)
+        write!(f, "{:?} {}: {}", self.event_type, self.reason, self.message)
     }
 }

@@ -12,7 +12,7 @@ use cosi_api::{
 use super::*;
 use crate::bucket_access::trust::trusts_cache;
 use crate::fixtures::*;
-use crate::notice::Severity;
+use cosi_runtime::EventType;
 
 /// A world of one access class, claims and their Buckets.
 struct World {
@@ -111,7 +111,7 @@ fn refused_with(
         (Status::True, reason.to_owned())
     );
     assert_eq!(update.notices.len(), 1);
-    assert_eq!(update.notices[0].severity, Severity::Warning);
+    assert_eq!(update.notices[0].event_type, EventType::Warning);
     assert_eq!(update.notices[0].reason, reason);
     assert!(
         matches!(world.step(&after), Step::Done(_)),

@@ -9,7 +9,8 @@ use kube::ResourceExt;
 use super::*;
 use crate::bucket_claim::trust::{trusts_cache, trusts_missing_bucket};
 use crate::fixtures::*;
-use crate::notice::{Notice, Severity};
+use crate::notice::Notice;
+use cosi_runtime::EventType;
 
 fn step(claim: &BucketClaim, class: Option<&BucketClass>, bucket: Option<&Bucket>) -> Step {
     decide(&Observed {
@@ -42,10 +43,10 @@ fn written(claim: &BucketClaim, step: Step) -> (BucketClaim, StatusUpdate) {
     (claim, *update)
 }
 
-/// The one notice of `update`, asserting it has `severity`.
-fn only_notice(update: &StatusUpdate, severity: Severity) -> &Notice {
+/// The one notice of `update`, asserting it has `event_type`.
+fn only_notice(update: &StatusUpdate, event_type: EventType) -> &Notice {
     assert_eq!(update.notices.len(), 1);
-    assert_eq!(update.notices[0].severity, severity);
+    assert_eq!(update.notices[0].event_type, event_type);
     &update.notices[0]
 }
 
@@ -101,7 +102,7 @@ fn a_missing_class_waits_with_resources_validated_unknown_and_one_warning() {
         (Status::Unknown, reasons::WAITING_FOR_BUCKET_CLASS.into())
     );
     assert_eq!(cond(&after, PROVISIONED).0, Status::Unknown);
-    let notice = only_notice(&update, Severity::Warning);
+    let notice = only_notice(&update, EventType::Warning);
     assert!(notice.message.contains("\"standard\""));
     assert!(matches!(step(&after, None, None), Step::Done(_)));
 }
@@ -168,7 +169,7 @@ fn a_provisioned_bucket_is_mirrored_once_with_protocols_and_a_success_event() {
     );
     assert_eq!(cond(&after, PROVISION_FAILED).0, Status::False);
     assert_eq!(cond(&after, RESOURCES_VALIDATED).0, Status::True);
-    only_notice(&update, Severity::Normal);
+    only_notice(&update, EventType::Normal);
     // A resync writes nothing and announces nothing.
     assert!(up_to_date(&after, &b));
 }
@@ -338,7 +339,7 @@ fn deletion_waits_while_bucket_accesses_reference_the_claim_and_names_them() {
         p.message
     );
     assert!(p.message.contains("delete them"), "{}", p.message);
-    assert_eq!(only_notice(&update, Severity::Normal).message, p.message);
+    assert_eq!(only_notice(&update, EventType::Normal).message, p.message);
     // Said once; nothing to write until the list changes.
     assert!(matches!(
         step_held(&after, &b, &["reader", "writer"]),
