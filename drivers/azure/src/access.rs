@@ -3,7 +3,7 @@
 //!
 //! The container's policies are one document, replaced whole by Set
 //! Container ACL; so a grant or revoke holds the container's lock
-//! ([`crate::locks`]) for its read-modify-write, and reads the list back
+//! ([`cosi_driver::locks`]) for its read-modify-write, and reads the list back
 //! afterwards: a second driver process writing the same container at the
 //! same moment (which a single active sidecar never causes) is noticed and
 //! the edit made again. Set Container ACL has no ETag condition (only

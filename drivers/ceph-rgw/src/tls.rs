@@ -9,7 +9,6 @@ use aws_sdk_s3::config::SharedHttpClient;
 use aws_smithy_http_client::Connector;
 use aws_smithy_http_client::tls::Provider;
 use aws_smithy_http_client::tls::rustls_provider::CryptoMode;
-pub use cosi_driver::tls::check_ca_pem;
 use cosi_driver::tls::tls_context;
 
 /// How long connecting to RGW may take.

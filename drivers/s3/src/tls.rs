@@ -5,11 +5,10 @@
 use aws_sdk_s3::config::SharedHttpClient;
 use aws_smithy_http_client::tls::Provider;
 use aws_smithy_http_client::tls::rustls_provider::CryptoMode;
-pub use cosi_driver::tls::check_ca_pem;
 use cosi_driver::tls::tls_context;
 
 /// An HTTPS client trusting the system's roots and, when given, the
-/// certificates of `ca_pem` (which [`check_ca_pem`] must accept).
+/// certificates of `ca_pem` (which [`cosi_driver::tls::check_ca_pem`] must accept).
 /// `None` keeps the SDK's default client.
 pub fn https_client(ca_pem: Option<&str>) -> Result<Option<SharedHttpClient>, String> {
     if ca_pem.is_none() {
