@@ -194,8 +194,18 @@ impl Harness {
         name: &str,
         params: &[(&str, &str)],
     ) -> (String, S3Credentials) {
+        self.granted_bucket_as(name, params, rw()).await
+    }
+
+    /// [`Harness::granted_bucket`] with `modes` access.
+    pub async fn granted_bucket_as(
+        &self,
+        name: &str,
+        params: &[(&str, &str)],
+        modes: AccessModes,
+    ) -> (String, S3Credentials) {
         let id = self.bucket(&format!("bc-{name}"), params).await;
-        let creds = self.grant(&format!("ba-{name}"), &[(&id, rw())]).await;
+        let creds = self.grant(&format!("ba-{name}"), &[(&id, modes)]).await;
         (id, creds)
     }
 
@@ -207,7 +217,7 @@ impl Harness {
         assert!(state.stray_directories.is_empty());
     }
 
-    /// [`Harness::granted_bucket`], with an S3 client for the credentials.
+    /// [`Harness::bucket_client_as`] with read-write access.
     pub async fn bucket_client(
         &self,
         name: &str,
@@ -216,17 +226,15 @@ impl Harness {
         self.bucket_client_as(name, params, rw()).await
     }
 
-    /// Creates the bucket `bc-<name>` with `params` and grants the account
-    /// `ba-<name>` `modes` access to it; returns the bucket ID and an S3
-    /// client for the credentials.
+    /// [`Harness::granted_bucket_as`], with an S3 client for the
+    /// credentials.
     pub async fn bucket_client_as(
         &self,
         name: &str,
         params: &[(&str, &str)],
         modes: AccessModes,
     ) -> (String, aws_sdk_s3::Client) {
-        let id = self.bucket(&format!("bc-{name}"), params).await;
-        let creds = self.grant(&format!("ba-{name}"), &[(&id, modes)]).await;
+        let (id, creds) = self.granted_bucket_as(name, params, modes).await;
         (id, self.s3_client(&creds))
     }
 
