@@ -7,16 +7,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_smithy_async::rt::sleep::TokioSleep;
 use aws_smithy_http_client::Connector;
-use aws_smithy_http_client::tls::rustls_provider::CryptoMode;
-use aws_smithy_http_client::tls::{Provider, TlsContext, TrustStore};
-use aws_smithy_runtime_api::client::http::{HttpConnector, HttpConnectorSettings};
+use aws_smithy_runtime_api::client::http::HttpConnector;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::byte_stream::ByteStream;
 use aws_smithy_types::error::display::DisplayErrorContext;
 
-use crate::s3::{Access, check_ca_bundle};
+use crate::s3::Access;
 
 /// The Blob service version the requests ask for.
 pub const API_VERSION: &str = "2021-12-02";
@@ -82,26 +79,9 @@ impl AzureTarget {
         let (container_url, token) = split_sas_url(sas_url).ok_or(
             "the SAS token is not a container URL with a token (https://<host>/<container>?<token>)",
         )?;
-        let mut trust = TrustStore::default();
-        if let Some(ca) = ca.filter(|ca| !ca.is_empty()) {
-            check_ca_bundle(ca)?;
-            trust = trust.with_pem_certificate(ca.as_bytes());
-        }
-        let tls = TlsContext::builder()
-            .with_trust_store(trust)
-            .build()
-            .map_err(|e| format!("certificate_authority cannot be used: {e}"))?;
-        let connector = Connector::builder()
-            .connector_settings(
-                HttpConnectorSettings::builder()
-                    .connect_timeout(Duration::from_secs(5))
-                    .read_timeout(timeout)
-                    .build(),
-            )
-            .sleep_impl(TokioSleep::new())
-            .tls_provider(Provider::Rustls(CryptoMode::AwsLc))
-            .tls_context(tls)
-            .build();
+        let ca = ca.filter(|ca| !ca.is_empty());
+        let connector = cosi_driver::tls::connector(ca, Duration::from_secs(5), timeout)
+            .map_err(|e| format!("certificate_authority: {e}"))?;
         Ok(Self {
             connector: Arc::new(connector),
             container_url: container_url.to_owned(),
