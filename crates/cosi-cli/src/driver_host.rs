@@ -22,7 +22,7 @@ use tracing::Instrument as _;
 
 /// A driver RPC, as the sidecar names it in its metrics; the faulty driver
 /// counts and faults the Provisioner ones (every variant but `GetInfo`).
-pub use cosi_sidecar::driver::Method as Rpc;
+pub use cosi_sidecar::driver::Method;
 
 /// When a fault strikes relative to the real call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -47,7 +47,7 @@ pub enum FaultAction {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DriverFault {
     /// Which RPC; `None` counts every Provisioner call.
-    pub rpc: Option<Rpc>,
+    pub rpc: Option<Method>,
     /// Which matching call (1 = the first).
     pub nth: u64,
     /// Before or after the real call.
@@ -66,7 +66,7 @@ struct Armed {
 /// Call counters and armed faults, shared by every incarnation of the driver.
 #[derive(Debug)]
 pub struct DriverHooks {
-    calls: Mutex<HashMap<Rpc, u64>>,
+    calls: Mutex<HashMap<Method, u64>>,
     total: AtomicU64,
     armed: Mutex<Vec<Armed>>,
     crashes: watch::Sender<u64>,
@@ -106,7 +106,7 @@ impl DriverHooks {
     }
 
     /// Calls of one RPC received so far.
-    pub fn calls(&self, rpc: Rpc) -> u64 {
+    pub fn calls(&self, rpc: Method) -> u64 {
         lock(&self.calls).get(&rpc).copied().unwrap_or(0)
     }
 
@@ -120,14 +120,14 @@ impl DriverHooks {
         self.crashes.subscribe()
     }
 
-    fn record(&self, rpc: Rpc) {
+    fn record(&self, rpc: Method) {
         self.total.fetch_add(1, Ordering::Relaxed);
         *lock(&self.calls).entry(rpc).or_default() += 1;
     }
 
     /// Counts the call against every armed fault and returns the faults
     /// that fire on it, per moment.
-    fn due(&self, rpc: Rpc) -> (Option<FaultAction>, Option<FaultAction>) {
+    fn due(&self, rpc: Method) -> (Option<FaultAction>, Option<FaultAction>) {
         let mut before = None;
         let mut after = None;
         for armed in lock(&self.armed).iter_mut() {
@@ -182,7 +182,7 @@ impl FaultyDriver {
         }
     }
 
-    fn strike(&self, action: FaultAction, rpc: Rpc) -> Status {
+    fn strike(&self, action: FaultAction, rpc: Method) -> Status {
         self.hooks.injected.fetch_add(1, Ordering::Relaxed);
         match action {
             FaultAction::Fail(code) => {
@@ -203,7 +203,7 @@ impl FaultyDriver {
         }
     }
 
-    async fn call<T, F>(&self, rpc: Rpc, f: F) -> Result<Response<T>, Status>
+    async fn call<T, F>(&self, rpc: Method, f: F) -> Result<Response<T>, Status>
     where
         F: Future<Output = Result<Response<T>, Status>>,
     {
@@ -237,7 +237,7 @@ impl FaultyDriver {
 }
 
 /// Implements [`Provisioner`] for [`FaultyDriver`]: each listed call goes
-/// through `FaultyDriver::call` as its [`Rpc`], then to the local driver.
+/// through `FaultyDriver::call` as its [`Method`], then to the local driver.
 macro_rules! faulty_calls {
     ($($rpc:ident: $call:ident($request:ty) -> $response:ty;)*) => {
         #[tonic::async_trait]
@@ -247,7 +247,7 @@ macro_rules! faulty_calls {
                     &self,
                     request: Request<$request>,
                 ) -> Result<Response<$response>, Status> {
-                    self.call(Rpc::$rpc, self.inner.$call(request))
+                    self.call(Method::$rpc, self.inner.$call(request))
                         .instrument(self.span.clone())
                         .await
                 }

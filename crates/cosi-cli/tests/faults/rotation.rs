@@ -17,7 +17,7 @@ use cosi_api::{
     BucketAccess, BucketAccessClass, BucketAccessMode, BucketClass, DeletionPolicy,
     MultiBucketAccess,
 };
-use cosi_cli::driver_host::{DriverFault, FaultAction, Rpc};
+use cosi_cli::driver_host::{DriverFault, FaultAction, Method};
 use cosi_cli::manifests;
 use cosi_driver::DriverApi;
 use futures::StreamExt as _;
@@ -40,7 +40,7 @@ enum Fault {
     /// The sidecar dies at its `n`th write after the rotation is asked for.
     Sidecar(u64, When),
     /// The driver dies on the first call of `rpc` after the rotation is asked for.
-    Driver(Rpc, When),
+    Driver(Method, When),
     /// The controller dies at the write asking for the policy's rotation.
     Controller(When),
 }
@@ -216,9 +216,9 @@ fn cases(api: DriverApi) -> Vec<(DriverApi, Fault)> {
         }
     }
     for rpc in [
-        Rpc::GenerateBucketAccessId,
-        Rpc::GrantBucketAccess,
-        Rpc::RevokeBucketAccess,
+        Method::GenerateBucketAccessId,
+        Method::GrantBucketAccess,
+        Method::RevokeBucketAccess,
     ] {
         for when in [When::Before, When::After] {
             out.push((api, Fault::Driver(rpc, when)));

@@ -9,7 +9,7 @@ use cosi_driver::{Code, DriverApi};
 use cosi_driver_local::CrashPoint;
 
 use super::rng::Rng;
-use cosi_cli::driver_host::{DriverFault, FaultAction, Rpc, When};
+use cosi_cli::driver_host::{DriverFault, FaultAction, Method, When};
 
 /// The main kind of fault a run exercises (runs cycle through them; the
 /// last one mixes all of them).
@@ -144,19 +144,19 @@ pub struct Plan {
     pub drop_watches_midway: bool,
 }
 
-const PROVISIONING_RPCS: [Rpc; 4] = [
-    Rpc::GenerateBucketId,
-    Rpc::CreateBucket,
-    Rpc::GenerateBucketAccessId,
-    Rpc::GrantBucketAccess,
+const PROVISIONING_RPCS: [Method; 4] = [
+    Method::GenerateBucketId,
+    Method::CreateBucket,
+    Method::GenerateBucketAccessId,
+    Method::GrantBucketAccess,
 ];
-const ALL_WRITE_RPCS: [Rpc; 6] = [
-    Rpc::GenerateBucketId,
-    Rpc::CreateBucket,
-    Rpc::DeleteBucket,
-    Rpc::GenerateBucketAccessId,
-    Rpc::GrantBucketAccess,
-    Rpc::RevokeBucketAccess,
+const ALL_WRITE_RPCS: [Method; 6] = [
+    Method::GenerateBucketId,
+    Method::CreateBucket,
+    Method::DeleteBucket,
+    Method::GenerateBucketAccessId,
+    Method::GrantBucketAccess,
+    Method::RevokeBucketAccess,
 ];
 /// Codes the sidecar retries with backoff.
 const RETRYABLE: [Code; 5] = [
@@ -194,7 +194,7 @@ fn crashes(rng: &mut Rng, max: u64, span: u64) -> Vec<(u64, When)> {
         .collect()
 }
 
-fn driver_errors(rng: &mut Rng, codes: &[Code], rpcs: &[Rpc], n: u64) -> Vec<DriverFault> {
+fn driver_errors(rng: &mut Rng, codes: &[Code], rpcs: &[Method], n: u64) -> Vec<DriverFault> {
     (0..n)
         .map(|_| DriverFault {
             rpc: Some(rng.pick(rpcs)),
@@ -285,7 +285,7 @@ impl Plan {
                 .extend(driver_errors(r, &RETRYABLE, &ALL_WRITE_RPCS, n));
         }
         if kind == Kind::DriverRefusal || mixed {
-            let rpcs: &[Rpc] = if r.chance(0.25) {
+            let rpcs: &[Method] = if r.chance(0.25) {
                 &ALL_WRITE_RPCS
             } else {
                 &PROVISIONING_RPCS
@@ -298,7 +298,7 @@ impl Plan {
                 // exists, its ID is never persisted, and deleting the
                 // refused pair must find it by name.
                 plan.driver_faults.push(DriverFault {
-                    rpc: Some(r.pick(&[Rpc::CreateBucket, Rpc::GrantBucketAccess])),
+                    rpc: Some(r.pick(&[Method::CreateBucket, Method::GrantBucketAccess])),
                     nth: r.between(1, 3),
                     when: When::After,
                     action: FaultAction::Fail(Code::InvalidArgument),
@@ -416,7 +416,10 @@ mod tests {
             .find(|p| p.kind == Kind::DriverRefusal)
             .unwrap();
         assert!(refusal.driver_faults.iter().any(|f| f.when == When::After
-            && matches!(f.rpc, Some(Rpc::CreateBucket | Rpc::GrantBucketAccess))
+            && matches!(
+                f.rpc,
+                Some(Method::CreateBucket | Method::GrantBucketAccess)
+            )
             && matches!(f.action, FaultAction::Fail(c) if REFUSALS.contains(&c))));
     }
 
