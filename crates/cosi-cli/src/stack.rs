@@ -24,7 +24,6 @@ use kube::client::ClientBuilder;
 use kube_sim::KubeSim;
 use serde_json::Value;
 use tokio::task::JoinHandle;
-use tracing::Instrument as _;
 
 /// The namespace the components' ServiceAccounts live in.
 pub const SYSTEM_NAMESPACE: &str = "cosi-system";
@@ -135,8 +134,7 @@ impl Component {
                 tracing::error!(component = name, error = %e, "component stopped with an error");
             }
         };
-        // The component logs in the span of whoever started it.
-        let task = tokio::spawn(run.in_current_span());
+        let task = tokio::spawn(run);
         Self { shutdown, task }
     }
 
