@@ -16,7 +16,7 @@ mod rotation;
 mod harness;
 
 use futures::StreamExt as _;
-use harness::logs::{self, RunLogs};
+use harness::logs;
 use harness::{RunFailure, RunReport, run_seed};
 use tracing::Instrument as _;
 
@@ -40,21 +40,27 @@ async fn seeded_crashes_and_faults_converge_without_leaks_or_duplicates() {
         }
     };
     let jobs = env_u64("FAULT_JOBS").unwrap_or(4).max(1) as usize;
-    let results: Vec<Result<RunReport, RunFailure>> = futures::stream::iter(seeds)
-        .map(|seed| run_seed(seed).instrument(logs::run_span(seed)))
+    let results: Vec<Result<(RunReport, bool), String>> = futures::stream::iter(seeds)
+        .map(|seed| {
+            let run_logs = run_logs.clone();
+            async move {
+                let result = run_seed(seed).instrument(logs::run_span(seed)).await;
+                // Each run's lines are taken as soon as it ends: a passed
+                // run's only to check them, a failed run's into a file.
+                let lines = run_logs.take(seed);
+                match result {
+                    Ok(report) => Ok((report, logs_every_component(&lines))),
+                    Err(failure) => Err(with_log(&failure, lines)),
+                }
+            }
+        })
         .buffer_unordered(jobs)
         .collect()
         .await;
     let (passed, failed): (Vec<_>, Vec<_>) = results.into_iter().partition(Result::is_ok);
     let mut unlogged = Vec::new();
-    for report in passed.iter().flatten() {
-        // What a failed run would show: every component's events.
-        let lines = run_logs.take(report.seed);
-        let logged = |target: &str| lines.iter().any(|l| l.contains(&format!(" {target}")));
-        if !["cosi_controller", "cosi_sidecar", "cosi_driver_local"]
-            .iter()
-            .all(|target| logged(target))
-        {
+    for (report, logged_all) in passed.iter().flatten() {
+        if !logged_all {
             unlogged.push(report.seed);
         }
         println!("{report}");
@@ -64,11 +70,7 @@ async fn seeded_crashes_and_faults_converge_without_leaks_or_duplicates() {
         passed.len(),
         failed.len()
     );
-    let failures: Vec<String> = failed
-        .into_iter()
-        .filter_map(Result::err)
-        .map(|f| with_log(&f, &run_logs))
-        .collect();
+    let failures: Vec<String> = failed.into_iter().filter_map(Result::err).collect();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
     assert!(
         unlogged.is_empty(),
@@ -76,11 +78,25 @@ async fn seeded_crashes_and_faults_converge_without_leaks_or_duplicates() {
     );
 }
 
+/// Whether a run's lines (`<level> <target>: …`) hold events of the
+/// controller, the sidecar and the driver: what a failed run would show.
+fn logs_every_component(lines: &[String]) -> bool {
+    let logged = |component: &str| {
+        lines.iter().any(|l| {
+            l.split(' ')
+                .nth(1)
+                .is_some_and(|t| t.starts_with(component))
+        })
+    };
+    ["cosi_controller", "cosi_sidecar", "cosi_driver_local"]
+        .iter()
+        .all(|component| logged(component))
+}
+
 /// A failed run's message, naming the file its log was written to.
-fn with_log(failure: &RunFailure, run_logs: &RunLogs) -> String {
+fn with_log(failure: &RunFailure, mut lines: Vec<String>) -> String {
     let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("fault-run-{}.log", failure.seed));
-    let mut lines = run_logs.take(failure.seed);
     lines.push(String::new());
     match std::fs::write(&path, lines.join("\n")) {
         Ok(()) => format!("{failure}\n  log: {}", path.display()),
