@@ -468,7 +468,7 @@ Stop with Ctrl-C.",
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosi_driver::validate::assert_mentions_all;
+    use cosi_driver::testing::assert_mentions_all;
 
     fn banner_with(leftovers: &[String]) -> String {
         banner(&Banner {

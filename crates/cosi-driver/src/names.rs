@@ -59,24 +59,6 @@ pub fn is_lowercase_prefix(prefix: &str, max: usize) -> bool {
             && prefix.starts_with(|c: char| c.is_ascii_alphanumeric()))
 }
 
-/// Asserts a driver's hashing of IDs that do not fit as they are: `derive`
-/// turns `Team.Access/1` into a valid ID led by `team-access-1-` and
-/// distinct from the ID of `team-access-1`, and a 100-character name into a
-/// valid ID of at most `max` characters.
-#[cfg(feature = "testing")]
-#[track_caller]
-pub fn assert_hashes_ids(
-    derive: fn(&str) -> Result<String, String>,
-    is_valid: fn(&str) -> bool,
-    max: usize,
-) {
-    let id = derive("Team.Access/1").unwrap();
-    assert!(is_valid(&id) && id.starts_with("team-access-1-"), "{id}");
-    assert_ne!(id, derive("team-access-1").unwrap());
-    let long = derive(&"b".repeat(100)).unwrap();
-    assert!(long.len() <= max && is_valid(&long), "{long}");
-}
-
 fn is_lowercase_char(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'
 }

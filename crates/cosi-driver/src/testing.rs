@@ -477,6 +477,32 @@ pub fn kustomize(kubectl: &Path, dir: &Path) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 YAML")
 }
 
+/// Asserts that `text` (an error message, a `--help` text) mentions every
+/// one of `needles`, naming the first one missing.
+#[track_caller]
+pub fn assert_mentions_all(text: &str, needles: &[&str]) {
+    for needle in needles {
+        assert!(text.contains(needle), "{needle:?} missing from {text}");
+    }
+}
+
+/// Asserts a driver's hashing of IDs that do not fit as they are: `derive`
+/// turns `Team.Access/1` into a valid ID led by `team-access-1-` and
+/// distinct from the ID of `team-access-1`, and a 100-character name into a
+/// valid ID of at most `max` characters.
+#[track_caller]
+pub fn assert_hashes_ids(
+    derive: fn(&str) -> Result<String, String>,
+    is_valid: fn(&str) -> bool,
+    max: usize,
+) {
+    let id = derive("Team.Access/1").unwrap();
+    assert!(is_valid(&id) && id.starts_with("team-access-1-"), "{id}");
+    assert_ne!(id, derive("team-access-1").unwrap());
+    let long = derive(&"b".repeat(100)).unwrap();
+    assert!(long.len() <= max && is_valid(&long), "{long}");
+}
+
 /// Runs `cmd` (a driver binary) to its end, asserts that it failed and
 /// returns what it wrote to stderr.
 #[track_caller]

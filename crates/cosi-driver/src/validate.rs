@@ -116,16 +116,6 @@ impl FlagProblems {
     }
 }
 
-/// Asserts that `text` (an error message, a `--help` text) mentions every
-/// one of `needles`, naming the first one missing.
-#[cfg(feature = "testing")]
-#[track_caller]
-pub fn assert_mentions_all(text: &str, needles: &[&str]) {
-    for needle in needles {
-        assert!(text.contains(needle), "{needle:?} missing from {text}");
-    }
-}
-
 /// A request the SDK checks before handing it to a driver.
 pub trait Validate {
     /// `Ok` when every required field is present and well-formed.

@@ -177,8 +177,8 @@ impl AccountKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosi_driver::testing::assert_mentions_all;
     use cosi_driver::testing::env_of as env;
-    use cosi_driver::validate::assert_mentions_all;
 
     const KEY: &str =
         "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";

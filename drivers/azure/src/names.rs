@@ -107,7 +107,7 @@ pub fn is_valid_policy_id(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosi_driver::names::assert_hashes_ids;
+    use cosi_driver::testing::assert_hashes_ids;
     use cosi_driver::testing::{ACCESS_NAME as ACCESS, BUCKET_NAME as CLAIM};
 
     #[test]

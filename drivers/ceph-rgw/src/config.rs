@@ -233,8 +233,8 @@ impl AdminKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosi_driver::testing::assert_mentions_all;
     use cosi_driver::testing::env_of as env;
-    use cosi_driver::validate::assert_mentions_all;
 
     #[test]
     fn a_configuration_with_an_endpoint_is_valid() {

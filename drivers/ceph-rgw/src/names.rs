@@ -59,8 +59,8 @@ pub fn is_valid_user_id(id: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosi_driver::names::assert_hashes_ids;
     use cosi_driver::testing::ACCESS_NAME as ACCESS;
+    use cosi_driver::testing::assert_hashes_ids;
     use cosi_driver_s3_common::testing::assert_s3_bucket_names;
 
     #[test]

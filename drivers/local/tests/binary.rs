@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use cosi_driver::proto::*;
-use cosi_driver::validate::assert_mentions_all;
+use cosi_driver::testing::assert_mentions_all;
 use cosi_driver::{DriverClient, Endpoint};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cosi-driver-local");

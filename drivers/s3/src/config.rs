@@ -148,7 +148,7 @@ fn check_user_path(path: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cosi_driver::validate::assert_mentions_all;
+    use cosi_driver::testing::assert_mentions_all;
 
     #[test]
     fn the_default_configuration_is_valid() {

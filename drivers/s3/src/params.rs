@@ -136,8 +136,8 @@ pub fn parse_tags(text: &str) -> Result<BTreeMap<String, String>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cosi_driver::testing::assert_mentions_all;
     use cosi_driver::testing::{assert_no_parameters_mean_default, params as map};
-    use cosi_driver::validate::assert_mentions_all;
 
     #[test]
     fn no_parameters_mean_defaults() {

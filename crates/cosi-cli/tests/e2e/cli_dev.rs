@@ -10,7 +10,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use cosi_cli::dev::{AZURE_EXAMPLE_MANIFEST, EXAMPLE_MANIFEST, READY_LINE};
-use cosi_driver::validate::assert_mentions_all;
+use cosi_driver::testing::assert_mentions_all;
 
 use crate::common::{cosi, get, put};
 

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use cosi_driver::validate::assert_mentions_all;
+use cosi_driver::testing::assert_mentions_all;
 
 use crate::common::cosi;
 

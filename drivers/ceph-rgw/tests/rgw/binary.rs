@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Command;
 
 use cosi_driver::proto::*;
+use cosi_driver::testing::assert_mentions_all;
 use cosi_driver::testing::failed_stderr;
-use cosi_driver::validate::assert_mentions_all;
 use cosi_driver_ceph_rgw::{AdminKeys, RgwDriver};
 use cosi_driver_s3_common::testing::{self, RunningBinary, assert_json_lines};
 

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::process::Command;
 
 use cosi_driver::proto::AccessMode;
+use cosi_driver::testing::assert_mentions_all;
 use cosi_driver::testing::failed_stderr;
-use cosi_driver::validate::assert_mentions_all;
 use cosi_driver_s3_common::testing::{self, RunningBinary, assert_json_lines};
 
 use crate::common::{Moto, access, assert_managed_by, keys_of};
