@@ -72,6 +72,31 @@ impl Desired {
     }
 }
 
+/// Objects whose status carries conditions: Bucket, BucketClaim and
+/// BucketAccess, for code generic over them.
+pub trait HasConditions {
+    /// The status conditions, empty without a status.
+    fn status_conditions(&self) -> &[Condition];
+}
+
+impl HasConditions for crate::BucketClaim {
+    fn status_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl HasConditions for crate::Bucket {
+    fn status_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
+impl HasConditions for crate::BucketAccess {
+    fn status_conditions(&self) -> &[Condition] {
+        self.conditions()
+    }
+}
+
 /// The condition of this type, if present.
 pub fn find<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)

@@ -13,6 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::Resource;
 use kube::api::ObjectMeta;
 
+pub use crate::conditions::HasConditions;
 use crate::conditions::{Desired, Status, find, set_all};
 use crate::constants::PROTECTION_FINALIZER;
 use crate::constants::annotations::{
@@ -88,30 +89,6 @@ pub fn provisioned_conditions(valid_message: &str) -> [Desired; 3] {
         Desired::new(RESOURCES_VALIDATED, Status::True, "Valid", valid_message),
         Desired::new(PROVISION_FAILED, Status::False, "ProvisionSucceeded", "ok"),
     ]
-}
-
-/// Objects whose status carries conditions.
-pub trait HasConditions {
-    /// The status conditions, empty without a status.
-    fn status_conditions(&self) -> &[Condition];
-}
-
-impl HasConditions for BucketClaim {
-    fn status_conditions(&self) -> &[Condition] {
-        self.conditions()
-    }
-}
-
-impl HasConditions for Bucket {
-    fn status_conditions(&self) -> &[Condition] {
-        self.conditions()
-    }
-}
-
-impl HasConditions for BucketAccess {
-    fn status_conditions(&self) -> &[Condition] {
-        self.conditions()
-    }
 }
 
 /// The status and reason of condition `type_` of `obj`; panics when absent.

@@ -2,9 +2,8 @@
 //! writes nothing when nothing changes, and the report of a failed step
 //! (conditions, a Warning Event and a retry).
 
-use cosi_api::conditions::{Desired, status_of};
+use cosi_api::conditions::{Desired, HasConditions, status_of};
 use cosi_api::constants::condition_types;
-use cosi_api::{Bucket, BucketAccess, Condition};
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
 use kube::api::Api;
@@ -23,24 +22,6 @@ pub(crate) struct StepFailure {
     pub action: &'static str,
     /// What the user should fix when the driver refuses the step.
     pub refusal_hint: &'static str,
-}
-
-/// An object with status conditions.
-pub(crate) trait Conditioned {
-    /// The object's conditions.
-    fn conditions(&self) -> &[Condition];
-}
-
-impl Conditioned for Bucket {
-    fn conditions(&self) -> &[Condition] {
-        Bucket::conditions(self)
-    }
-}
-
-impl Conditioned for BucketAccess {
-    fn conditions(&self) -> &[Condition] {
-        BucketAccess::conditions(self)
-    }
 }
 
 /// A reconciler's worker: one object it keeps the latest version of, and
@@ -62,7 +43,7 @@ pub(crate) struct Worker<'a, K, X = ()> {
 
 /// A kind of object a [`Worker`] reconciles: how its failures are named,
 /// reported and logged.
-pub(crate) trait WorkedObject: cosi_runtime::Object + Conditioned {
+pub(crate) trait WorkedObject: cosi_runtime::Object + HasConditions {
     /// The resource named in the errors of a status write.
     const STATUS_RESOURCE: &'static str;
     /// How a failed provisioning step is reported.
@@ -96,7 +77,8 @@ impl<K: WorkedObject, X> Worker<'_, K, X> {
         desired: &[Desired],
         mut fields: Map<String, Value>,
     ) -> Result<bool, Failure> {
-        let conditions = updated_conditions(self.object.conditions(), desired, self.generation());
+        let conditions =
+            updated_conditions(self.object.status_conditions(), desired, self.generation());
         if conditions.is_none() && fields.is_empty() {
             return Ok(false);
         }
@@ -116,7 +98,7 @@ impl<K: WorkedObject, X> Worker<'_, K, X> {
         let object = &self.object;
         let regarding = object.object_ref(&());
         let deleting = patch::is_deleting(object);
-        let provisioned = status_of(object.conditions(), condition_types::PROVISIONED);
+        let provisioned = status_of(object.status_conditions(), condition_types::PROVISIONED);
         let generation = self.generation();
         let words = if deleting {
             K::DELETE_FAILURE

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use anyhow::bail;
+use cosi_api::conditions::HasConditions;
 use cosi_api::{Bucket, BucketAccess, BucketClaim};
 use kube::api::Api;
 use kube::{Client, Resource, ResourceExt};
@@ -153,11 +154,11 @@ where
         name,
         &format!("{kind} {NAMESPACE}/{name} to be provisioned"),
         timeout,
-        wait::provisioned(K::conditions_of),
+        wait::provisioned(K::status_conditions),
         |o: Option<&K>| {
             step.waiting(match o {
                 None => format!("{kind} {name}: not found"),
-                Some(o) => format!("{kind} {name}: {}", waiting_summary(o.conditions_of())),
+                Some(o) => format!("{kind} {name}: {}", waiting_summary(o.status_conditions())),
             });
             last = o.cloned();
         },
@@ -218,7 +219,7 @@ where
     K: ResourceExt + HasConditions,
 {
     let name = obj.name_any();
-    let mut lines: Vec<String> = condition_lines(obj.conditions_of())
+    let mut lines: Vec<String> = condition_lines(obj.status_conditions())
         .into_iter()
         .map(|l| format!("{kind} {name}: {l}"))
         .collect();
@@ -234,28 +235,5 @@ async fn event_report(client: &Client, kind: &str, name: &str) -> Vec<String> {
             .map(|e| format!("Event on {kind} {name}: {}", event_line(e)))
             .collect(),
         Err(e) => vec![format!("Events on {kind} {name}: cannot list ({e})")],
-    }
-}
-
-/// The COSI kinds with conditions.
-trait HasConditions {
-    fn conditions_of(&self) -> &[cosi_api::Condition];
-}
-
-impl HasConditions for BucketClaim {
-    fn conditions_of(&self) -> &[cosi_api::Condition] {
-        self.conditions()
-    }
-}
-
-impl HasConditions for Bucket {
-    fn conditions_of(&self) -> &[cosi_api::Condition] {
-        self.conditions()
-    }
-}
-
-impl HasConditions for BucketAccess {
-    fn conditions_of(&self) -> &[cosi_api::Condition] {
-        self.conditions()
     }
 }
