@@ -417,12 +417,7 @@ fn decide_before_handoff(obs: &Observed<'_>, finalized: bool) -> Step {
                 class.name_any()
             ),
         ),
-        Desired::new(
-            PROVISION_FAILED,
-            Status::Unknown,
-            reasons::PENDING,
-            "No provisioning result reported yet",
-        ),
+        pending_pf(),
     ];
     Step::WriteStatus(Box::new(StatusUpdate {
         handoff: Some(Handoff {
@@ -451,16 +446,21 @@ fn annotate_step(obs: &Observed<'_>) -> Option<Step> {
     })
 }
 
-/// Waiting on something that does not exist yet (KEP: ResourcesValidated
-/// Unknown while references are not present), with an Event when it starts.
-fn waiting(access: &BucketAccess, reason: &'static str, message: String) -> Step {
-    let mut conditions = waiting_for(reason, &message).to_vec();
-    conditions.push(Desired::new(
+/// ProvisionFailed Unknown: no grant has reported a result yet.
+fn pending_pf() -> Desired {
+    Desired::new(
         PROVISION_FAILED,
         Status::Unknown,
         reasons::PENDING,
         "No provisioning result reported yet",
-    ));
+    )
+}
+
+/// Waiting on something that does not exist yet (KEP: ResourcesValidated
+/// Unknown while references are not present), with an Event when it starts.
+fn waiting(access: &BucketAccess, reason: &'static str, message: String) -> Step {
+    let mut conditions = waiting_for(reason, &message).to_vec();
+    conditions.push(pending_pf());
     let notice = if reason == reasons::WAITING_FOR_BUCKET {
         // The KEP names this Event; waiting is progress, not a failure.
         Notice::normal(reason, actions::GRANT, message)
