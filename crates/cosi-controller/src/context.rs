@@ -14,7 +14,7 @@ use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::steps::Applied;
-use cosi_runtime::{ApiContext, EventReporter, FailureTracker, Object, OwnWrites};
+use cosi_runtime::{ApiError, EventReporter, FailureTracker, Object, OwnWrites};
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -146,30 +146,27 @@ where
     }
 
     /// The object to decide on: the cached trigger, or when `fresh` the
-    /// version the API holds (`resource` names it in errors); `None` when
-    /// it is gone.
-    pub async fn current(
-        &self,
-        fresh: bool,
-        resource: &'static str,
-    ) -> Result<Option<Arc<K>>, Error>
+    /// version the API holds; `None` when it is gone.
+    pub async fn current(&self, fresh: bool) -> Result<Option<Arc<K>>, Error>
     where
         K: Clone + DeserializeOwned + Debug,
     {
         if !fresh {
             return Ok(Some(self.trigger.clone()));
         }
-        let current = get(&self.api, resource, &self.trigger.name_any()).await?;
+        let current = get(&self.api, &self.trigger.name_any()).await?;
         Ok(current.map(Arc::new))
     }
 }
 
 /// GETs an object; `None` when it does not exist.
-pub async fn get<K>(api: &Api<K>, resource: &'static str, name: &str) -> Result<Option<K>, Error>
+pub async fn get<K>(api: &Api<K>, name: &str) -> Result<Option<K>, Error>
 where
-    K: Resource + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
-    Ok(api.get_opt(name).await.api("get", resource, name)?)
+    api.get_opt(name)
+        .await
+        .map_err(|e| ApiError::new("get", K::plural(&()), name, e).into())
 }
 
 /// From the API when `fresh`; else from the cache, with a miss confirmed
@@ -180,14 +177,13 @@ where
 async fn lookup<K: Object>(
     store: &Store<K>,
     api: Api<K>,
-    resource: &'static str,
     key: ObjectRef<K>,
     fresh: bool,
 ) -> Result<Option<Arc<K>>, Error> {
     if !fresh && let Some(obj) = store.get(&key) {
         return Ok(Some(obj));
     }
-    Ok(get(&api, resource, &key.name).await?.map(Arc::new))
+    Ok(get(&api, &key.name).await?.map(Arc::new))
 }
 
 impl Context {
@@ -213,7 +209,7 @@ impl Context {
     pub async fn bucket(&self, name: &str, fresh: bool) -> Result<Option<Arc<Bucket>>, Error> {
         let api = Api::all(self.client.clone());
         let key = ObjectRef::new(name);
-        lookup(&self.caches.buckets, api, "buckets", key, fresh).await
+        lookup(&self.caches.buckets, api, key, fresh).await
     }
 
     /// A Bucket from the cache alone; `None` may mean "not seen yet".
@@ -224,24 +220,17 @@ impl Context {
     /// A BucketClass from the cache (classes are immutable, so a cached
     /// one is never stale).
     pub async fn bucket_class(&self, name: &str) -> Result<Option<Arc<BucketClass>>, Error> {
-        self.class(&self.caches.bucket_classes, "bucketclasses", name)
-            .await
+        self.class(&self.caches.bucket_classes, name).await
     }
 
     /// A BucketAccessClass from the cache (classes are immutable).
     pub async fn access_class(&self, name: &str) -> Result<Option<Arc<BucketAccessClass>>, Error> {
-        self.class(&self.caches.access_classes, "bucketaccessclasses", name)
-            .await
+        self.class(&self.caches.access_classes, name).await
     }
 
     /// A class (cluster-scoped and immutable) from the cache, confirmed by
     /// the API on a miss; `None` for no name.
-    async fn class<K>(
-        &self,
-        store: &Store<K>,
-        resource: &'static str,
-        name: &str,
-    ) -> Result<Option<Arc<K>>, Error>
+    async fn class<K>(&self, store: &Store<K>, name: &str) -> Result<Option<Arc<K>>, Error>
     where
         K: Object,
     {
@@ -249,7 +238,7 @@ impl Context {
             return Ok(None);
         }
         let api = Api::all(self.client.clone());
-        lookup(store, api, resource, ObjectRef::new(name), false).await
+        lookup(store, api, ObjectRef::new(name), false).await
     }
 
     /// A BucketClaim: from the API when `fresh`, else from the cache.
@@ -261,7 +250,7 @@ impl Context {
     ) -> Result<Option<Arc<BucketClaim>>, Error> {
         let api = Api::namespaced(self.client.clone(), namespace);
         let key = ObjectRef::new(name).within(namespace);
-        lookup(&self.caches.claims, api, "bucketclaims", key, fresh).await
+        lookup(&self.caches.claims, api, key, fresh).await
     }
 
     /// What the write of the reconcile of `key` means to the step driver:

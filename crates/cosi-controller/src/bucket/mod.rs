@@ -89,7 +89,7 @@ impl Steps for BucketSteps<'_> {
     type Error = Error;
 
     async fn observe(&mut self, _fresh: bool) -> Result<Option<Named>, Error> {
-        let Some(bucket) = get(self.buckets, KIND, self.name).await? else {
+        let Some(bucket) = get(self.buckets, self.name).await? else {
             return Ok(None);
         };
         if !decide::is_candidate(&bucket) {
@@ -97,7 +97,7 @@ impl Steps for BucketSteps<'_> {
         }
         let reference = &bucket.spec.bucket_claim_ref;
         let claims: Api<BucketClaim> = Api::namespaced(self.client.clone(), &reference.namespace);
-        let claim = get(&claims, "bucketclaims", &reference.name).await?;
+        let claim = get(&claims, &reference.name).await?;
         Ok(Some(Named { bucket, claim }))
     }
 

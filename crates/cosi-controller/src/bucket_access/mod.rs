@@ -30,8 +30,6 @@ use decide::{ClaimView, Observed, Step, holds_claims};
 use trust::trusts_cache;
 
 const KIND: &str = "BucketAccess";
-/// The resource of a BucketAccess, as RBAC names it.
-const RESOURCE: &str = "bucketaccesses";
 /// Writes one reconcile may make before it gives up.
 const MAX_STEPS: usize = 16;
 
@@ -216,7 +214,7 @@ impl Steps for AccessSteps<'_> {
     type Error = Error;
 
     async fn observe(&mut self, fresh: bool) -> Result<Option<Snapshot>, Error> {
-        match self.current(fresh, RESOURCE).await? {
+        match self.current(fresh).await? {
             Some(access) => observe(self.ctx, access, fresh).await.map(Some),
             None => Ok(None),
         }

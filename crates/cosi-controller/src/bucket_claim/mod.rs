@@ -32,8 +32,6 @@ use decide::{Observed, Step};
 use trust::{trusts_cache, trusts_missing_bucket};
 
 const KIND: &str = "BucketClaim";
-/// The resource of a BucketClaim, as RBAC names it.
-const RESOURCE: &str = "bucketclaims";
 /// Writes one reconcile may make before it gives up (a full dynamic
 /// provisioning takes 3; deletion 3).
 const MAX_STEPS: usize = 12;
@@ -63,7 +61,7 @@ impl Steps for ClaimSteps<'_> {
     /// A cached claim is decided with its Bucket from the cache; a miss
     /// there is confirmed later, and only when the step depends on it.
     async fn observe(&mut self, fresh: bool) -> Result<Option<Claimed>, Error> {
-        let Some(claim) = self.current(fresh, RESOURCE).await? else {
+        let Some(claim) = self.current(fresh).await? else {
             return Ok(None);
         };
         let name = decide::bucket_name(&claim);
