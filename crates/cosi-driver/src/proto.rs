@@ -66,6 +66,26 @@ impl AccessMode {
     }
 }
 
+impl AccessModes {
+    /// `mode` for object data, the other categories unspecified.
+    pub fn object_data_only(mode: AccessMode) -> Self {
+        Self {
+            object_data: mode as i32,
+            ..Self::default()
+        }
+    }
+}
+
+impl AccessedBucket {
+    /// The bucket `bucket_id` with `mode` access to its object data alone.
+    pub fn object_data_only(bucket_id: &str, mode: AccessMode) -> Self {
+        Self {
+            bucket_id: bucket_id.to_owned(),
+            access_mode: Some(AccessModes::object_data_only(mode)),
+        }
+    }
+}
+
 impl S3AddressingStyle {
     /// The style as written to `AWS_S3_ADDRESSING_STYLE` (`path`, `virtual`).
     pub fn env_value(self) -> Option<&'static str> {

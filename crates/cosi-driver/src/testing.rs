@@ -328,13 +328,7 @@ pub fn s3_bucket_info(bucket: &str, region: &str, endpoint: &str) -> ProtocolBuc
 /// A bucket with `object_data` access only (the other categories
 /// unspecified).
 pub fn accessed_bucket(bucket_id: &str, object_data: crate::proto::AccessMode) -> AccessedBucket {
-    AccessedBucket {
-        bucket_id: bucket_id.into(),
-        access_mode: Some(crate::proto::AccessModes {
-            object_data: object_data as i32,
-            ..Default::default()
-        }),
-    }
+    AccessedBucket::object_data_only(bucket_id, object_data)
 }
 
 /// Asserts the request checks of a driver serving `served` with Key

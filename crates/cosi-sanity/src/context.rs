@@ -184,22 +184,6 @@ impl GrantSpec {
     }
 }
 
-/// Access modes with only object data set.
-pub fn object_data(mode: AccessMode) -> AccessModes {
-    AccessModes {
-        object_data: mode as i32,
-        ..Default::default()
-    }
-}
-
-/// Object data `mode` access to the bucket `bucket_id`.
-pub fn accessed(bucket_id: &str, mode: AccessMode) -> AccessedBucket {
-    AccessedBucket {
-        bucket_id: bucket_id.to_owned(),
-        access_mode: Some(object_data(mode)),
-    }
-}
-
 /// An access granted by the suite.
 #[derive(Clone, Debug)]
 pub struct Grant {
@@ -327,7 +311,7 @@ mod tests {
     #[test]
     fn a_grant_spec_carries_the_same_fields_through_every_phase() {
         let spec = GrantSpec {
-            buckets: vec![accessed("b1", AccessMode::ReadOnly)],
+            buckets: vec![AccessedBucket::object_data_only("b1", AccessMode::ReadOnly)],
             protocol: ObjectProtocol::S3,
             auth: AuthenticationType::Key,
             service_account: None,

@@ -7,7 +7,7 @@ use cosi_driver::proto::*;
 use crate::checks::{self, expect_code};
 use crate::context::{
     Ctx, Grant, GrantSpec, OrFail, Step, Stop, expect_already_exists, expect_invalid, fail,
-    object_data, proto_map, skip,
+    proto_map, skip,
 };
 use crate::names;
 
@@ -184,8 +184,14 @@ pub(super) async fn grant_access_modes(ctx: &mut Ctx) -> Step {
         bucket_metadata: AccessMode::ReadWrite as i32,
     };
     let variants = [
-        ("object data ReadOnly", object_data(AccessMode::ReadOnly)),
-        ("object data WriteOnly", object_data(AccessMode::WriteOnly)),
+        (
+            "object data ReadOnly",
+            AccessModes::object_data_only(AccessMode::ReadOnly),
+        ),
+        (
+            "object data WriteOnly",
+            AccessModes::object_data_only(AccessMode::WriteOnly),
+        ),
         ("ReadWrite in all three categories", all_categories),
     ];
     let mut problems = Vec::new();

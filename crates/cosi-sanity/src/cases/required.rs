@@ -96,11 +96,13 @@ mod tests {
     use cosi_driver::validate::Validate;
 
     use super::*;
-    use crate::context::accessed;
 
     fn spec() -> GrantSpec {
         GrantSpec {
-            buckets: vec![accessed("bc-1", AccessMode::ReadWrite)],
+            buckets: vec![AccessedBucket::object_data_only(
+                "bc-1",
+                AccessMode::ReadWrite,
+            )],
             protocol: ObjectProtocol::S3,
             auth: AuthenticationType::Key,
             service_account: None,

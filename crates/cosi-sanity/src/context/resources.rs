@@ -11,9 +11,7 @@ use crate::names;
 use crate::s3::S3Target;
 use crate::target::Target;
 
-use super::{
-    Bucket, Ctx, Grant, GrantSpec, OrFail as _, RpcError, Stop, TrackedBucket, accessed, unusable,
-};
+use super::{Bucket, Ctx, Grant, GrantSpec, OrFail as _, RpcError, Stop, TrackedBucket, unusable};
 
 impl Ctx {
     /// A DriverGenerateBucketId request for `name` with the protocol under
@@ -74,7 +72,10 @@ impl Ctx {
     /// for the protocol under test with the configured access parameters.
     pub fn spec(&self, buckets: &[&str], mode: AccessMode) -> Result<GrantSpec, Stop> {
         Ok(GrantSpec {
-            buckets: buckets.iter().map(|id| accessed(id, mode)).collect(),
+            buckets: buckets
+                .iter()
+                .map(|id| AccessedBucket::object_data_only(id, mode))
+                .collect(),
             protocol: self.protocol()?,
             auth: AuthenticationType::Key,
             service_account: None,

@@ -337,7 +337,7 @@ pub fn modes(
 
 /// Access to object data alone, in `mode`.
 pub fn object_data(mode: AccessMode) -> AccessModes {
-    modes(mode, AccessMode::Unspecified, AccessMode::Unspecified)
+    AccessModes::object_data_only(mode)
 }
 
 /// Read-write access to object data alone.
