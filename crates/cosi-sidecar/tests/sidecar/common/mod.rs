@@ -428,11 +428,12 @@ impl Harness {
 /// Asserts that `text` contains `part`, showing `text` when it does not.
 #[track_caller]
 pub fn assert_contains(text: &str, part: &str) {
-    assert!(text.contains(part), "{text}");
+    cosi_driver::testing::assert_mentions_all(text, &[part]);
 }
 
+/// The condition of type `type_`.
 pub fn condition<'a>(conds: &'a [Condition], type_: &str) -> Option<&'a Condition> {
-    conds.iter().find(|c| c.type_ == type_)
+    cosi_api::conditions::find(conds, type_)
 }
 
 pub fn has(conds: &[Condition], type_: &str, status: &str) -> bool {
