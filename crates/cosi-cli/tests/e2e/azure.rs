@@ -317,13 +317,8 @@ async fn a_multi_bucket_azure_access_is_refused_as_out_of_range_on_the_access() 
         .await
         .expect("create BucketAccess");
     let refused = env
-        .wait_until(
-            "both",
-            "to be refused by the driver",
-            provision_failed(BucketAccess::conditions),
-        )
-        .await
-        .expect("the access exists");
+        .wait_failed::<BucketAccess>("both", "to be refused by the driver")
+        .await;
     let messages: Vec<&str> = refused
         .conditions()
         .iter()

@@ -142,12 +142,8 @@ async fn a_grant_interrupted_by_a_driver_crash_and_a_sidecar_kill_converges_to_o
         .unwrap()
         .crash_once_at(CrashPoint::AfterAccountRecorded);
     env.rw_access("fragile-rw", "fragile").await;
-    env.wait_until(
-        "fragile-rw",
-        "to report the crash",
-        provision_failed(BucketAccess::conditions),
-    )
-    .await;
+    env.wait_failed::<BucketAccess>("fragile-rw", "to report the crash")
+        .await;
     env.stack.kill(Part::Sidecar).await;
     env.stack.start_sidecar().unwrap();
     env.wait_provisioned::<BucketAccess>("fragile-rw").await;
