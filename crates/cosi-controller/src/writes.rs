@@ -16,19 +16,22 @@ use serde::Serialize;
 use crate::context::{Context, describe};
 use crate::error::Error;
 
-/// The API error of patching `obj` (its status when `status`) in `step`.
-fn patch_failed<K: Object>(
-    obj: &K,
+/// The API error of patching `obj` (its status when `status`) in `step`;
+/// the names are only built when the patch failed.
+fn patch_failed<'a, K: Object>(
+    obj: &'a K,
     status: bool,
     step: &'static str,
-) -> impl FnOnce(kube::Error) -> Error {
-    let plural = K::plural(&());
-    let resource: Cow<'static, str> = if status {
-        format!("{plural}/status").into()
-    } else {
-        plural.into_owned().into()
-    };
-    Error::patch(step, resource, describe(obj))
+) -> impl FnOnce(kube::Error) -> Error + 'a {
+    move |source| {
+        let plural = K::plural(&());
+        let resource: Cow<'static, str> = if status {
+            format!("{plural}/status").into()
+        } else {
+            plural
+        };
+        Error::patch(step, resource, describe(obj))(source)
+    }
 }
 
 impl Context {
