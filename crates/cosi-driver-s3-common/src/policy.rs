@@ -42,6 +42,22 @@ pub const BUCKET_METADATA_READ: &[&str] = &[
     "s3:GetBucketObjectLockConfiguration",
 ];
 
+/// The actions of `base` followed by `extra`, for a constant that adds a
+/// store's own action to a shared set; `N` is one more than `base` holds.
+pub const fn with_action<const N: usize>(
+    base: &[&'static str],
+    extra: &'static str,
+) -> [&'static str; N] {
+    assert!(base.len() + 1 == N, "N must be one more than base holds");
+    let mut out = [extra; N];
+    let mut i = 0;
+    while i < base.len() {
+        out[i] = base[i];
+        i += 1;
+    }
+    out
+}
+
 /// Whether `mode` allows a category's read set and its write set:
 /// `ReadWrite` both, `ReadOnly` the read set, `WriteOnly` the write set,
 /// unspecified neither.
@@ -94,6 +110,12 @@ mod tests {
         assert_eq!(allows(AccessMode::ReadOnly), (true, false));
         assert_eq!(allows(AccessMode::WriteOnly), (false, true));
         assert_eq!(allows(AccessMode::Unspecified), (false, false));
+    }
+
+    #[test]
+    fn an_action_is_added_after_the_shared_set() {
+        let all: [&str; 3] = with_action(&["s3:A", "s3:B"], "s3:C");
+        assert_eq!(all, ["s3:A", "s3:B", "s3:C"]);
     }
 
     #[test]
