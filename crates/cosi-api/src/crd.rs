@@ -8,6 +8,16 @@ use kube::CustomResourceExt;
 
 use crate::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 
+/// The annotation kube-apiserver requires on a CRD of a group under `k8s.io`.
+pub const API_APPROVED_ANNOTATION: &str = "api-approved.kubernetes.io";
+
+/// Its value on the COSI CRDs: `objectstorage.k8s.io` is the Kubernetes
+/// community's group, and this schema has not passed an upstream API review,
+/// so it says so the way kube-apiserver accepts (a reason starting with
+/// `unapproved`), as upstream COSI's own CRDs do.
+pub const API_APPROVAL: &str =
+    "unapproved, cosi-rs implementation of KEP-1979 v1alpha2, not an API-reviewed upstream schema";
+
 /// Every COSI CRD with the file name it is checked in under, in install order.
 pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
     let mut crds = vec![
@@ -18,6 +28,10 @@ pub fn all() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("bucketaccesses.yaml", BucketAccess::crd()),
     ];
     for (_, crd) in &mut crds {
+        crd.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(API_APPROVED_ANNOTATION.to_owned(), API_APPROVAL.to_owned());
         for version in &mut crd.spec.versions {
             if let Some(schema) = version
                 .schema

@@ -41,6 +41,15 @@ fn five_crds_in_the_objectstorage_group_with_the_kep_scopes() {
     assert_eq!(crds.len(), 5);
     for (_, crd) in &crds {
         assert_eq!(crd.spec.group, "objectstorage.k8s.io");
+        let approval = crd
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("api-approved.kubernetes.io"));
+        assert!(
+            approval.is_some_and(|a| a.starts_with("unapproved")),
+            "a protected group's CRD needs api-approved.kubernetes.io: {approval:?}"
+        );
         assert_eq!(crd.spec.versions.len(), 1);
         let v = &crd.spec.versions[0];
         assert_eq!(v.name, "v1alpha2");

@@ -206,6 +206,7 @@ pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
             }
         }
     }
+    errs.extend(validate_api_approval(crd, old));
     if let Some(old) = old {
         if old["spec"]["group"] != spec["group"] {
             errs.push(FieldError::invalid(
@@ -223,6 +224,79 @@ pub fn validate_crd(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
         }
     }
     errs
+}
+
+/// The annotation a CRD of a protected community group must carry.
+pub const API_APPROVED_ANNOTATION: &str = "api-approved.kubernetes.io";
+
+/// Whether `group` is `k8s.io`, `kubernetes.io` or a subdomain of either,
+/// whose CRDs need [`API_APPROVED_ANNOTATION`].
+pub fn is_protected_community_group(group: &str) -> bool {
+    ["k8s.io", "kubernetes.io"]
+        .iter()
+        .any(|g| group == *g || group.strip_suffix(g).is_some_and(|h| h.ends_with('.')))
+}
+
+/// What a CRD's [`API_APPROVED_ANNOTATION`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Approval {
+    Missing,
+    /// A value starting with `unapproved`.
+    Bypassed,
+    /// A URL with a scheme and a host (the API review).
+    Approved,
+    Invalid,
+}
+
+/// The approval state of `crd` and the reason the API server gives for it.
+fn approval(crd: &Value) -> (Approval, String) {
+    let value = crd["metadata"]["annotations"][API_APPROVED_ANNOTATION]
+        .as_str()
+        .unwrap_or("");
+    let see = "see https://github.com/kubernetes/enhancements/pull/1111";
+    if value.is_empty() {
+        (
+            Approval::Missing,
+            format!(
+                "protected groups must have approval annotation {API_APPROVED_ANNOTATION:?}, {see}"
+            ),
+        )
+    } else if value.starts_with("unapproved") {
+        (Approval::Bypassed, format!("not approved: {value:?}"))
+    } else if url::Url::parse(value).is_ok_and(|u| u.has_host() && !u.scheme().is_empty()) {
+        (Approval::Approved, format!("approved in {value}"))
+    } else {
+        (
+            Approval::Invalid,
+            format!(
+                "protected groups must have approval annotation {API_APPROVED_ANNOTATION:?} with either a URL or a reason starting with \"unapproved\", {see}"
+            ),
+        )
+    }
+}
+
+/// The API-approval rule of protected groups, as kube-apiserver applies it:
+/// a create needs the annotation (a URL or a reason starting with
+/// `unapproved`); an update is refused only when it changes the state.
+fn validate_api_approval(crd: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let group = crd["spec"]["group"].as_str().unwrap_or("");
+    if !is_protected_community_group(group) {
+        return Vec::new();
+    }
+    let (state, reason) = approval(crd);
+    if old.is_some_and(|old| approval(old).0 == state) {
+        return Vec::new();
+    }
+    let field = format!("metadata.annotations[{API_APPROVED_ANNOTATION}]");
+    match state {
+        Approval::Approved | Approval::Bypassed => Vec::new(),
+        Approval::Missing => vec![FieldError::required(&field, reason)],
+        Approval::Invalid => vec![FieldError::invalid(
+            &field,
+            &crd["metadata"]["annotations"][API_APPROVED_ANNOTATION],
+            reason,
+        )],
+    }
 }
 
 /// The served resources of an (already validated) CRD.
@@ -432,6 +506,60 @@ mod tests {
         c["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["x-kubernetes-validations"] =
             json!([{"rule": "self.x =="}]);
         assert!(!validate_crd(&c, None).is_empty());
+    }
+
+    /// `crd()` moved into the protected group `widgets.k8s.io`, annotated
+    /// with `approval` when given.
+    fn protected(approval: Option<&str>) -> Value {
+        let mut c = crd();
+        c["spec"]["group"] = json!("widgets.k8s.io");
+        c["metadata"]["name"] = json!("widgets.widgets.k8s.io");
+        if let Some(a) = approval {
+            c["metadata"]["annotations"] = json!({ API_APPROVED_ANNOTATION: a });
+        }
+        c
+    }
+
+    #[test]
+    fn protected_groups_are_k8s_io_kubernetes_io_and_their_subdomains() {
+        for g in ["k8s.io", "objectstorage.k8s.io", "kubernetes.io", "x.kubernetes.io"] {
+            assert!(is_protected_community_group(g), "{g}");
+        }
+        for g in ["example.com", "notk8s.io", "k8s.io.example.com", "cosi-rs.dev"] {
+            assert!(!is_protected_community_group(g), "{g}");
+        }
+    }
+
+    #[test]
+    fn a_protected_group_crd_needs_the_approval_annotation_on_create() {
+        let errs = validate_crd(&protected(None), None);
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert_eq!(
+            errs[0].to_string(),
+            "metadata.annotations[api-approved.kubernetes.io]: Required value: protected groups must have approval annotation \"api-approved.kubernetes.io\", see https://github.com/kubernetes/enhancements/pull/1111"
+        );
+        let errs = validate_crd(&protected(Some("maybe later")), None);
+        assert_eq!(errs[0].kind, crate::status::FieldErrorKind::Invalid);
+        assert!(errs[0].detail.contains("either a URL or a reason starting with \"unapproved\""));
+        for ok in [
+            "unapproved, experimental",
+            "https://github.com/kubernetes/enhancements/pull/1111",
+        ] {
+            assert!(validate_crd(&protected(Some(ok)), None).is_empty(), "{ok}");
+        }
+        assert!(validate_crd(&crd(), None).is_empty(), "other groups need none");
+    }
+
+    #[test]
+    fn an_update_is_refused_only_when_it_changes_the_approval_state() {
+        let missing = protected(None);
+        assert!(validate_crd(&missing, Some(&missing)).is_empty());
+        let unapproved = protected(Some("unapproved, testing"));
+        let other_reason = protected(Some("unapproved, another reason"));
+        assert!(validate_crd(&other_reason, Some(&unapproved)).is_empty());
+        assert!(validate_crd(&unapproved, Some(&missing)).is_empty());
+        let errs = validate_crd(&missing, Some(&unapproved));
+        assert_eq!(errs[0].kind, crate::status::FieldErrorKind::Required);
     }
 
     #[test]
