@@ -34,6 +34,19 @@ capabilities:
   drop: ["ALL"]
 {{- end -}}
 
+{{/* The liveness probe of a driver that listens only on its socket: the
+sidecar in the Pod calls DriverGetInfo on each probe (port 8081 by number:
+kubelet looks port names up in the probed container only). */}}
+{{- define "cosi.driverLivenessProbe" -}}
+httpGet:
+  path: /healthz/driver
+  port: 8081
+initialDelaySeconds: 10
+periodSeconds: 20
+timeoutSeconds: 10
+failureThreshold: 3
+{{- end -}}
+
 {{/* The sidecar container of a driver Pod. */}}
 {{- define "cosi.sidecar" -}}
 - name: sidecar

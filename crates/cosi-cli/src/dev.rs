@@ -189,6 +189,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
             local,
             registry.clone(),
             readiness.clone(),
+            cosi_runtime::http::Router::new(),
             shutdown.clone(),
         )
         .await
@@ -202,7 +203,7 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     println!(
         "{}",
         banner(&Banner {
-            api_url: &stack.sim().url(),
+            api_url: &stack.api_server().url(),
             kubeconfig: &kubeconfig,
             endpoint: &endpoint,
             flavor,

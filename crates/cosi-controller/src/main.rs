@@ -46,6 +46,7 @@ async fn main() -> anyhow::Result<()> {
         cli.common.health_address,
         registry,
         config.readiness.clone(),
+        http::Router::new(),
         shutdown.clone(),
     )
     .await

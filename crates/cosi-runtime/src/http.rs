@@ -6,7 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
 
-use axum::Router;
+pub use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
@@ -91,19 +91,23 @@ pub fn metrics_router(registry: Registry) -> Router {
         .with_state(registry)
 }
 
-/// Binds and serves the metrics and probe endpoints until `shutdown`.
-/// When both addresses are equal they share one listener.
+/// Binds and serves the metrics and probe endpoints until `shutdown`, with
+/// `probes` (a component's own probe routes, or an empty router) beside
+/// `/healthz` and `/readyz`. When both addresses are equal they share one
+/// listener.
 pub async fn serve(
     metrics: SocketAddr,
     health: SocketAddr,
     registry: Registry,
     readiness: Readiness,
+    probes: Router,
     shutdown: Shutdown,
 ) -> io::Result<(Bound, JoinHandle<()>)> {
+    let health_routes = health_router(readiness).merge(probes);
     if metrics == health && metrics.port() != 0 {
         let listener = TcpListener::bind(metrics).await?;
         let addr = listener.local_addr()?;
-        let router = metrics_router(registry).merge(health_router(readiness));
+        let router = metrics_router(registry).merge(health_routes);
         let task = tokio::spawn(run(listener, router, shutdown));
         return Ok((
             Bound {
@@ -120,7 +124,7 @@ pub async fn serve(
         health: h.local_addr()?,
     };
     let t1 = tokio::spawn(run(m, metrics_router(registry), shutdown.clone()));
-    let t2 = tokio::spawn(run(h, health_router(readiness), shutdown));
+    let t2 = tokio::spawn(run(h, health_routes, shutdown));
     let task = tokio::spawn(async move {
         let _ = tokio::join!(t1, t2);
     });

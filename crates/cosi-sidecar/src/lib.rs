@@ -25,6 +25,7 @@ pub mod driver;
 pub mod error;
 pub mod gate;
 pub mod health;
+pub mod liveness;
 pub mod outcome;
 mod probe;
 pub mod reply;

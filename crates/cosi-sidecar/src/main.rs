@@ -38,6 +38,12 @@ struct Cli {
     #[arg(long, default_value_t = 10, value_name = "SECONDS")]
     driver_probe_interval: u64,
 
+    /// Seconds the driver has to answer the DriverGetInfo call each request
+    /// of /healthz/driver makes (on the health address): the driver
+    /// container's liveness probe, 503 when the driver does not answer.
+    #[arg(long, default_value_t = 5, value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    driver_liveness_timeout: u64,
+
     /// Seconds between checks of each provisioned BucketAccess's Secrets:
     /// one GET per Secret, nothing written when all is well. A Secret a
     /// user asked to delete (COSI's finalizer keeps it while the access
@@ -117,6 +123,7 @@ async fn main() -> anyhow::Result<()> {
     logging::init(cli.common.log_format);
     let endpoint = Endpoint::parse(&cli.driver_endpoint)?;
     let client = client::kube_client(cli.common.kubeconfig.as_deref(), COMPONENT).await?;
+    let driver = DriverClient::connect_lazy(&endpoint);
 
     let registry = prometheus::Registry::new();
     let metrics = SidecarMetrics::register(&registry).context("registering metrics")?;
@@ -127,6 +134,10 @@ async fn main() -> anyhow::Result<()> {
         cli.common.health_address,
         registry,
         readiness.clone(),
+        cosi_sidecar::liveness::router(
+            driver.clone(),
+            Duration::from_secs(cli.driver_liveness_timeout),
+        ),
         shutdown.clone(),
     )
     .await
@@ -150,7 +161,6 @@ async fn main() -> anyhow::Result<()> {
         default_region: cli.v1alpha1_default_region,
     };
 
-    let driver = DriverClient::connect_lazy(&endpoint);
     let Some(info) = cosi_sidecar::wait_for_driver(&driver, &config, &shutdown).await? else {
         let _ = http_task.await;
         return Ok(());
