@@ -30,7 +30,7 @@ use std::time::Duration;
 /// RoleBindings and ClusterRoleBindings (e.g. via --apply), and turn on
 /// enforcement with --rbac.
 #[derive(Debug, Parser)]
-#[command(name = "kube-sim", version, verbatim_doc_comment)]
+#[command(name = "kube-sim", version = env!("COSI_VERSION"), verbatim_doc_comment)]
 struct Args {
     /// TCP port to listen on (127.0.0.1 only); 0 picks a free port.
     #[arg(long, default_value_t = 0, env = "KUBE_SIM_PORT")]

@@ -501,3 +501,17 @@ async fn kubectl_create_commands_and_auth_can_i_work() {
     );
     assert!(bot.delete("settings", &Default::default()).await.is_err());
 }
+
+#[test]
+fn the_binary_names_its_version_and_commit() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kube-sim"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim_end(),
+        format!("kube-sim {}", env!("COSI_VERSION"))
+    );
+    assert!(env!("COSI_VERSION").contains("(commit "));
+}
