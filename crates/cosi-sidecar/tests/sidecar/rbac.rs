@@ -1,5 +1,5 @@
 //! The sidecar under RBAC enforcement with exactly the ClusterRole of
-//! deploy/sidecar/ and the driver template's ServiceAccount, Lease and
+//! deploy/sidecar/ and the driver template's (deploy/examples/driver) ServiceAccount, Lease and
 //! leader-election Role, leading on the Lease the template's Deployment
 //! names.
 
@@ -24,9 +24,9 @@ const SA_USER: &str = "system:serviceaccount:cosi-system:cosi-driver";
 
 const RBAC_FILES: [&str; 2] = [
     include_str!("../../../../deploy/sidecar/clusterrole.yaml"),
-    include_str!("../../../../deploy/sidecar/driver-rbac-template.yaml"),
+    include_str!("../../../../deploy/examples/driver/rbac.yaml"),
 ];
-const TEMPLATE: &str = include_str!("../../../../deploy/sidecar/driver-deployment-template.yaml");
+const TEMPLATE: &str = include_str!("../../../../deploy/examples/driver/deployment.yaml");
 
 /// The template Deployment's ServiceAccount and the Lease its sidecar's
 /// `--leader-election-lease-name` names.
