@@ -337,7 +337,6 @@ impl FieldError {
 
     /// The message without the field prefix (the `StatusCause.message`).
     pub fn body(&self) -> String {
-        let value = self.value.clone().unwrap_or_default();
         let with_detail = |head: String| {
             if self.detail.is_empty() {
                 head
@@ -345,16 +344,22 @@ impl FieldError {
                 format!("{head}: {}", self.detail)
             }
         };
+        // The type, then the value when there is one (the API server omits
+        // the value of an object or a list).
+        let with_value = |head: &str| match &self.value {
+            Some(value) => format!("{head}: {value}"),
+            None => head.to_owned(),
+        };
         match self.kind {
             FieldErrorKind::Required => with_detail("Required value".into()),
             FieldErrorKind::Invalid | FieldErrorKind::TypeInvalid => {
-                with_detail(format!("Invalid value: {value}"))
+                with_detail(with_value("Invalid value"))
             }
-            FieldErrorKind::NotSupported => with_detail(format!("Unsupported value: {value}")),
+            FieldErrorKind::NotSupported => with_detail(with_value("Unsupported value")),
             FieldErrorKind::Forbidden => with_detail("Forbidden".into()),
             FieldErrorKind::TooLong => with_detail("Too long".into()),
-            FieldErrorKind::TooMany => with_detail(format!("Too many: {value}")),
-            FieldErrorKind::Duplicate => format!("Duplicate value: {value}"),
+            FieldErrorKind::TooMany => with_detail(with_value("Too many")),
+            FieldErrorKind::Duplicate => with_value("Duplicate value"),
         }
     }
 }

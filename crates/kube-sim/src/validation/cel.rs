@@ -2,7 +2,9 @@
 //! kube-cel (the engine behind kube's `cel` feature): rules are compiled once
 //! per CRD version, evaluated on every write with `oldSelf` bound on updates
 //! (transition rules), and failures become field errors worded like the API
-//! server's (`spec: Invalid value: "object": <message>`). On updates, errors
+//! server's: `spec: Invalid value: <message>` for a rule on an object or a
+//! list (Kubernetes 1.34 and later leave such a value out), `spec.name:
+//! Invalid value: "x": <message>` for a rule on a scalar. On updates, errors
 //! of rules that do not use `oldSelf` are ratcheted where the value they
 //! judge is unchanged ([`super::ratchet`]).
 //!
@@ -293,14 +295,16 @@ impl CelRules {
                     .as_deref()
                     .and_then(FieldErrorKind::from_reason)
                     .unwrap_or(FieldErrorKind::Invalid);
-                let value = value_at(obj, &e.field_path).map(render_value);
+                let at = value_at(obj, &e.field_path);
                 let detail = match e.kind {
                     ErrorKind::ValidationFailure => e.message,
                     _ => format!("rule evaluation error: {}", e.message),
                 };
-                let value = match kind {
-                    FieldErrorKind::Invalid | FieldErrorKind::Duplicate => {
-                        Some(value.unwrap_or_else(|| "\"null\"".into()))
+                let value = match (kind, at) {
+                    // The API server leaves out an object's or a list's value.
+                    (_, Some(Value::Object(_) | Value::Array(_))) => None,
+                    (FieldErrorKind::Invalid | FieldErrorKind::Duplicate, at) => {
+                        Some(at.map_or_else(|| "\"null\"".into(), render_value))
                     }
                     _ => None,
                 };
@@ -504,10 +508,7 @@ mod tests {
         let rules = CelRules::compile(&schema()).unwrap().unwrap();
         let errs = rules.validate(&json!({"spec": {"size": 9, "driver": "a"}}), None, None);
         assert_eq!(errs.len(), 1);
-        assert_eq!(
-            errs[0].to_string(),
-            "spec: Invalid value: \"object\": size too big"
-        );
+        assert_eq!(errs[0].to_string(), "spec: Invalid value: size too big");
     }
 
     #[test]
@@ -574,7 +575,7 @@ mod tests {
             json!([{"name": "d", "secret": "ok"}, {"name": "c", "secret": "Bad"}]);
         assert_eq!(
             details(&added, &stored),
-            ["spec: Invalid value: \"object\": size too big"],
+            ["spec: Invalid value: size too big"],
             "the spec changed, its own rule judges it anew"
         );
         let mut bad_new = added.clone();

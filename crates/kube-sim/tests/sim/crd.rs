@@ -118,7 +118,7 @@ async fn cel_rules_run_with_old_self_on_updates() {
     assert_eq!(err.code, 422);
     assert_eq!(
         err.message,
-        "Widget.example.com \"c\" is invalid: spec: Invalid value: \"object\": driver is immutable once set"
+        "Widget.example.com \"c\" is invalid: spec: Invalid value: driver is immutable once set"
     );
     assert_eq!(err.details.unwrap().causes[0].field, "spec");
     merge(&api, "c", json!({"spec": {"size": 2}})).await;
