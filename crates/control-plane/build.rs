@@ -1,0 +1,5 @@
+//! Names the git commit this binary is built from (`--version`).
+
+fn main() {
+    cosi_build::emit();
+}
