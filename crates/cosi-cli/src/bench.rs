@@ -57,6 +57,8 @@ pub const NAMESPACE: &str = "cosi-bench";
 const CLASS: &str = "bench";
 /// How long nothing may move for the components to count as idle.
 const QUIET: Duration = Duration::from_secs(1);
+/// Why `Stack::sim` is there: the benchmark starts its stack on kube-sim.
+const STARTED_ON_KUBE_SIM: &str = "the benchmark starts its stack on kube-sim";
 
 /// Flags of `cosi bench`.
 #[derive(clap::Args, Clone, Debug)]
@@ -154,10 +156,12 @@ impl Bench {
         for component in [Component::Controller, Component::Sidecar] {
             let token = stack
                 .sim()
+                .expect(STARTED_ON_KUBE_SIM)
                 .service_account_token(SYSTEM_NAMESPACE, component.service_account());
             let kubeconfig = dir.join(format!("{}.kubeconfig", component.name()));
             stack
                 .sim()
+                .expect(STARTED_ON_KUBE_SIM)
                 .write_kubeconfig(&kubeconfig, Some(&token))
                 .context("writing a kubeconfig")?;
             launch.push(Launch {
@@ -213,7 +217,7 @@ impl Bench {
 
     fn sample(&self) -> Sample {
         Sample {
-            writes: self.component_writes(&self.stack.sim().counters()),
+            writes: self.component_writes(&self.stack.sim().expect(STARTED_ON_KUBE_SIM).counters()),
             driver_calls: self.driver.hooks().total_calls(),
             cpu_ticks: self
                 .procs
@@ -307,7 +311,7 @@ pub async fn measure(opts: &Options) -> anyhow::Result<(Report, Details)> {
 async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, Details)> {
     // The load is a user of the cluster; like the components, it never
     // reads field ownership, so it does not spend the shared CPU parsing it.
-    let sim = bench.stack.sim();
+    let sim = bench.stack.sim().expect(STARTED_ON_KUBE_SIM);
     let client = cosi_runtime::client::builder(sim.client_config(sim.admin_token()))
         .context("building the benchmark's client")?
         .build();
@@ -320,7 +324,11 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     };
 
     // The burst.
-    bench.stack.sim().reset_counters();
+    bench
+        .stack
+        .sim()
+        .expect(STARTED_ON_KUBE_SIM)
+        .reset_counters();
     let calls_before = bench.driver.hooks().total_calls();
     let commits_before = bench.durable_commits();
     let cpu_before = bench.cpu_ms();
@@ -351,7 +359,7 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     bench
         .wait_idle(end.unwrap_or_else(Instant::now), Duration::from_secs(120))
         .await?;
-    let burst = bench.stack.sim().counters();
+    let burst = bench.stack.sim().expect(STARTED_ON_KUBE_SIM).counters();
     let cpu_after = bench.cpu_ms();
     for i in 0..3 {
         details.burst_cpu_ms[i] = cpu_after[i].saturating_sub(cpu_before[i]);
@@ -382,7 +390,7 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     // kube-sim's own ceiling, in the same run.
     let raw_n = (details.total_writes as usize).clamp(2_000, 20_000);
     report.api_raw_writes_per_s = report::round(
-        kube_sim::bench::raw_write_rate(bench.stack.sim(), raw_n).await,
+        kube_sim::bench::raw_write_rate(bench.stack.sim().expect(STARTED_ON_KUBE_SIM), raw_n).await,
         0,
     );
     report.efficiency = report::round(
@@ -421,7 +429,11 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     report.resync.objects = count_objects(&client).await?;
     details.resync_pairs = target_pairs as u64;
     bench.stop_components().await;
-    bench.stack.sim().reset_counters();
+    bench
+        .stack
+        .sim()
+        .expect(STARTED_ON_KUBE_SIM)
+        .reset_counters();
     let calls_before = bench.driver.hooks().total_calls();
     let restarted = Instant::now();
     bench.start_components().await?;
@@ -429,7 +441,7 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     // work that follows (reconciling every object) is caught by sampling.
     let ready_at = Instant::now();
     let idle_at = bench.wait_idle(ready_at, Duration::from_secs(600)).await?;
-    let resync = bench.stack.sim().counters();
+    let resync = bench.stack.sim().expect(STARTED_ON_KUBE_SIM).counters();
     report.resync.writes = bench.component_writes(&resync);
     report.resync.seconds = report::round(idle_at.duration_since(restarted).as_secs_f64(), 2);
     details.resync_reads =

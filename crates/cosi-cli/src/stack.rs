@@ -1,13 +1,15 @@
-//! The whole COSI system in one process: kube-sim (the API server), the
-//! five CRDs, cosi-controller, cosi-sidecar and cosi-driver-local with its
-//! S3 endpoint. Each component can be stopped gracefully, killed (a
+//! The whole COSI system in one process: the API server (kube-sim, or a
+//! real control plane the caller started), the five CRDs, cosi-controller,
+//! cosi-sidecar and cosi-driver-local with its S3 endpoint. Each component can be stopped gracefully, killed (a
 //! simulated crash: its task is aborted at whatever await point it is at)
 //! and started again, which the end-to-end, benchmark and fault suites use.
 //!
 //! The controller and sidecar run with the ServiceAccounts and RBAC of
 //! `deploy/` (the controller's, and the local driver's sidecar's of
-//! `deploy/drivers/local`), under kube-sim's RBAC enforcement, so what works
-//! here works with the permissions a cluster install grants. Their shipped
+//! `deploy/drivers/local`), under the API server's RBAC enforcement, each
+//! with its own ServiceAccount's token (kube-sim's, or one from the real
+//! server's TokenRequest API), so what works here works with the
+//! permissions a cluster install grants. Their shipped
 //! leader-election Leases are installed too; the stack runs one replica of
 //! each component and no leader election.
 
@@ -15,6 +17,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use control_plane::ApiServer;
 use cosi_driver::{DriverClient, Endpoint};
 use cosi_driver_local::{BackendState, LocalDriver, S3Server};
 use cosi_runtime::metrics::SidecarMetrics;
@@ -54,7 +57,7 @@ pub struct StackOptions {
     pub data_dir: PathBuf,
     /// Address of the embedded S3 endpoint (port 0 picks a free one).
     pub s3_address: SocketAddr,
-    /// Port of the API server (0 picks a free one).
+    /// Port of kube-sim (0 picks a free one), when the stack starts it.
     pub api_port: u16,
     /// The local driver's name.
     pub driver_name: String,
@@ -189,7 +192,7 @@ struct DriverComponent {
 
 /// The running system.
 pub struct Stack {
-    sim: KubeSim,
+    server: ApiServer,
     opts: StackOptions,
     endpoint: Endpoint,
     s3_address: SocketAddr,
@@ -209,7 +212,14 @@ impl Stack {
     /// Starts kube-sim, installs the CRDs and RBAC, and starts the driver,
     /// the sidecar and the controller.
     pub async fn start(opts: StackOptions) -> Result<Stack, StackError> {
-        let mut stack = Self::start_api(opts).await?;
+        let server = Self::kube_sim(&opts).await?;
+        Self::start_on(opts, server).await
+    }
+
+    /// Installs the CRDs and RBAC on `server` and starts the driver, the
+    /// sidecar and the controller.
+    pub async fn start_on(opts: StackOptions, server: ApiServer) -> Result<Stack, StackError> {
+        let mut stack = Self::start_api_on(opts, server).await?;
         stack.start_driver().await?;
         stack.start_sidecar()?;
         stack.start_controller()?;
@@ -219,37 +229,50 @@ impl Stack {
     /// Starts kube-sim with the CRDs and RBAC installed, and binds the S3
     /// address, but starts no component.
     pub async fn start_api(opts: StackOptions) -> Result<Stack, StackError> {
-        std::fs::create_dir_all(&opts.data_dir)?;
-        let sim = KubeSim::builder()
+        let server = Self::kube_sim(&opts).await?;
+        Self::start_api_on(opts, server).await
+    }
+
+    /// kube-sim on `opts.api_port`, enforcing RBAC when `opts.rbac`.
+    async fn kube_sim(opts: &StackOptions) -> Result<ApiServer, StackError> {
+        KubeSim::builder()
             .port(opts.api_port)
             .rbac(opts.rbac)
             .start()
             .await
-            .map_err(|e| StackError::Api(e.to_string()))?;
-        for (_, crd) in cosi_api::crd::all() {
-            let json = serde_json::to_string(&crd).map_err(|e| StackError::Api(e.to_string()))?;
-            sim.apply_manifest(&json)
-                .map_err(|e| StackError::Api(e.to_string()))?;
-        }
+            .map(ApiServer::KubeSim)
+            .map_err(|e| StackError::Api(e.to_string()))
+    }
+
+    /// Installs the CRDs and RBAC on `server` and binds the S3 address, but
+    /// starts no component.
+    pub async fn start_api_on(opts: StackOptions, server: ApiServer) -> Result<Stack, StackError> {
+        std::fs::create_dir_all(&opts.data_dir)?;
+        let api = |e: control_plane::Error| StackError::Api(e.to_string());
+        let crds = cosi_api::crd::all_yaml().map_err(|e| StackError::Api(e.to_string()))?;
+        server.apply(&crds).await.map_err(api)?;
         for doc in CONTROLLER_RBAC.iter().chain(SIDECAR_RBAC) {
-            apply_in_namespace(&sim, doc, SYSTEM_NAMESPACE)?;
+            server
+                .apply(&in_namespace(doc, SYSTEM_NAMESPACE)?)
+                .await
+                .map_err(api)?;
         }
-        // Each component has its own ServiceAccount (or the admin identity
-        // without RBAC) and names itself in its User-Agent, as deployed.
-        let client_of = |component: &str, service_account: &str| {
-            let token = if opts.rbac {
-                sim.service_account_token(SYSTEM_NAMESPACE, service_account)
-            } else {
-                sim.admin_token().to_owned()
-            };
-            let mut config = sim.client_config(&token);
-            cosi_runtime::client::identify(&mut config, component);
-            cosi_runtime::client::builder(config)
-                .map(ClientBuilder::build)
-                .map_err(|e| StackError::Api(e.to_string()))
-        };
-        let controller_client = client_of(cosi_controller::COMPONENT, CONTROLLER_SERVICE_ACCOUNT)?;
-        let sidecar_client = client_of(cosi_sidecar::COMPONENT, SIDECAR_SERVICE_ACCOUNT)?;
+        let controller_client = component_client(
+            &server,
+            opts.rbac,
+            cosi_controller::COMPONENT,
+            CONTROLLER_SERVICE_ACCOUNT,
+        )
+        .await?;
+        wait_authorized::<cosi_api::BucketClaim>(&controller_client, "controller").await?;
+        let sidecar_client = component_client(
+            &server,
+            opts.rbac,
+            cosi_sidecar::COMPONENT,
+            SIDECAR_SERVICE_ACCOUNT,
+        )
+        .await?;
+        wait_authorized::<cosi_api::Bucket>(&sidecar_client, "sidecar").await?;
         // Reserve the S3 port now so it stays the same across driver restarts:
         // access Secrets carry the endpoint URL.
         let probe = std::net::TcpListener::bind(opts.s3_address)?;
@@ -258,7 +281,7 @@ impl Stack {
         let endpoint = Endpoint::from_path(opts.data_dir.join("cosi.sock"))?;
         Ok(Stack {
             s3_endpoint_url: format!("http://{s3_address}"),
-            sim,
+            server,
             opts,
             endpoint,
             s3_address,
@@ -275,13 +298,34 @@ impl Stack {
     }
 
     /// The API server.
-    pub fn sim(&self) -> &KubeSim {
-        &self.sim
+    pub fn api_server(&self) -> &ApiServer {
+        &self.server
+    }
+
+    /// The API server, to reset its counters or stop and start its parts.
+    pub fn api_server_mut(&mut self) -> &mut ApiServer {
+        &mut self.server
+    }
+
+    /// The users the controller and the sidecar act as, in that order.
+    pub fn component_users(&self) -> [String; 2] {
+        [CONTROLLER_SERVICE_ACCOUNT, SIDECAR_SERVICE_ACCOUNT].map(|sa| {
+            if self.opts.rbac {
+                format!("system:serviceaccount:{SYSTEM_NAMESPACE}:{sa}")
+            } else {
+                self.server.admin_user().to_owned()
+            }
+        })
+    }
+
+    /// kube-sim, when the stack runs on it.
+    pub fn sim(&self) -> Option<&KubeSim> {
+        self.server.sim()
     }
 
     /// An admin client (a user of the cluster).
     pub fn client(&self) -> Client {
-        self.sim.client()
+        self.server.client()
     }
 
     /// The driver's name.
@@ -466,31 +510,87 @@ impl Stack {
         for part in Part::ALL {
             self.stop(part).await;
         }
-        self.sim.shutdown().await;
+        self.server.shutdown().await;
     }
 
     /// Writes an admin kubeconfig for kubectl to `path`.
     pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
-        self.sim.write_kubeconfig(path, None)
+        self.server.write_kubeconfig(path, None)
     }
 }
 
-/// Applies a manifest, putting namespaced objects that name no namespace
-/// into `namespace` (as kustomize's `namespace:` does for deploy/).
-fn apply_in_namespace(sim: &KubeSim, yaml: &str, namespace: &str) -> Result<(), StackError> {
+/// The admin's token, for components run without RBAC.
+fn admin_token(server: &ApiServer) -> String {
+    match server {
+        ApiServer::KubeSim(sim) => sim.admin_token().to_owned(),
+        ApiServer::Real(plane) => plane.admin_token().to_owned(),
+    }
+}
+
+/// A client of `component` as its ServiceAccount `service_account` (or the
+/// admin, without RBAC), naming itself in its User-Agent, as deployed.
+async fn component_client(
+    server: &ApiServer,
+    rbac: bool,
+    component: &str,
+    service_account: &str,
+) -> Result<Client, StackError> {
+    let token = if rbac {
+        server
+            .service_account_token(SYSTEM_NAMESPACE, service_account)
+            .await
+            .map_err(|e| StackError::Api(e.to_string()))?
+    } else {
+        admin_token(server)
+    };
+    let mut config = server.client_config(&token);
+    cosi_runtime::client::identify(&mut config, component);
+    cosi_runtime::client::builder(config)
+        .map(ClientBuilder::build)
+        .map_err(|e| StackError::Api(e.to_string()))
+}
+
+/// Waits until `client` may list `K`: a real API server's authorizer learns
+/// new RBAC bindings from a watch, a moment after they are written.
+async fn wait_authorized<K>(client: &Client, component: &str) -> Result<(), StackError>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let api: kube::Api<K> = kube::Api::all(client.clone());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        match api
+            .list_metadata(&kube::api::ListParams::default().limit(1))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(e) if tokio::time::Instant::now() > deadline => {
+                return Err(StackError::Api(format!(
+                    "the {component} may not list {} 30 s after its RBAC was applied: {e}",
+                    K::plural(&())
+                )));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// A manifest as JSON documents, namespaced objects that name no namespace
+/// put into `namespace` (as kustomize's `namespace:` does for deploy/).
+fn in_namespace(yaml: &str, namespace: &str) -> Result<String, StackError> {
     let docs: Vec<Value> =
         serde_saphyr::from_multiple(yaml).map_err(|e| StackError::Api(e.to_string()))?;
+    let mut out = Vec::new();
     for mut doc in docs.into_iter().filter(Value::is_object) {
         let kind = doc["kind"].as_str().unwrap_or_default();
         let namespaced = matches!(kind, "ServiceAccount" | "Role" | "RoleBinding" | "Lease");
         if namespaced && doc["metadata"]["namespace"].is_null() {
             doc["metadata"]["namespace"] = Value::from(namespace);
         }
-        let json = serde_json::to_string(&doc).map_err(|e| StackError::Api(e.to_string()))?;
-        sim.apply_manifest(&json)
-            .map_err(|e| StackError::Api(e.to_string()))?;
+        out.push(serde_json::to_string(&doc).map_err(|e| StackError::Api(e.to_string()))?);
     }
-    Ok(())
+    // JSON documents are YAML documents.
+    Ok(out.join("\n---\n"))
 }
 
 async fn bind_reusing(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {

@@ -33,7 +33,7 @@ impl Run {
                         .clone_into(&mut opts.driver_name);
                 }
                 let stack = Stack::start_api(opts).await?;
-                let url = stack.sim().url();
+                let url = stack.api_server().url();
                 *ctx.stack = Some(stack);
                 Ok((
                     (),

@@ -438,13 +438,14 @@ fn wait_ready(podman: &Podman, started: &[String], port: u16) -> Result<(), Stri
     tokio::task::block_in_place(|| wait_ready_inner(podman, started, port))
 }
 
-/// `deploy/` rendered by kustomize through an overlay that makes the driver
-/// Deployment template a local-driver Deployment: the driver image, where
-/// it keeps its data (an emptyDir) and serves S3, and the URL workloads
-/// reach it by.
+/// `deploy/` and the driver template (`deploy/examples/driver`) rendered by
+/// kustomize through an overlay that makes the template a local-driver
+/// Deployment: the driver image, where it keeps its data (an emptyDir) and
+/// serves S3, and the URL workloads reach it by.
 fn render_deploy(podman: &Podman, s3_port: u16) -> Vec<Value> {
     let overlay = podman.scratch("overlay");
     let deploy = workspace().join("deploy");
+    let example = workspace().join("deploy/examples/driver");
     std::fs::write(
         overlay.join("kustomization.yaml"),
         format!(
@@ -452,8 +453,9 @@ fn render_deploy(podman: &Podman, s3_port: u16) -> Vec<Value> {
 kind: Kustomization
 resources:
   - {deploy}
+  - {example}
 images:
-  - {{name: DRIVER_IMAGE, newName: cosi-rs/cosi-driver-local, newTag: latest}}
+  - {{name: registry.example.com/my-cosi-driver, newName: cosi-rs/cosi-driver-local, newTag: latest}}
 patches:
   - target: {{kind: Deployment, name: cosi-driver}}
     patch: |-
@@ -474,7 +476,8 @@ patches:
             volumes:
               - {{name: data, emptyDir: {{}}}}
 ",
-            deploy = host::relative_to(&deploy, &overlay).display()
+            deploy = host::relative_to(&deploy, &overlay).display(),
+            example = host::relative_to(&example, &overlay).display()
         ),
     )
     .expect("write the overlay");

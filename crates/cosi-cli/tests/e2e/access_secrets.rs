@@ -237,10 +237,11 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
         serde_saphyr::from_multiple(include_str!("../../../../deploy/sidecar/clusterrole.yaml"))
             .unwrap();
     let mut role = role.into_iter().find(Value::is_object).unwrap();
-    let apply = |role: &Value| {
+    let apply = async |role: &Value| {
         env.stack
-            .sim()
-            .apply_manifest(&role.to_string())
+            .api_server()
+            .apply(&role.to_string())
+            .await
             .expect("apply the ClusterRole")
     };
     let full = role.clone();
@@ -249,7 +250,7 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
             rule["verbs"] = serde_json::json!(["get", "update", "patch", "delete"]);
         }
     }
-    apply(&role);
+    apply(&role).await;
 
     env.provisioned_claim("photos", DELETE).await;
     env.rw_access("app", "photos").await;
@@ -264,7 +265,7 @@ async fn a_secret_the_sidecar_may_not_write_is_reported_on_the_access() {
     );
 
     // Allowed again, the retry writes the Secret.
-    apply(&full);
+    apply(&full).await;
     env.wait_provisioned::<BucketAccess>("app").await;
     let (s3c, bucket) = env.s3("app").await;
     put(&s3c, &bucket, "k", b"v").await.unwrap();

@@ -2,16 +2,17 @@
 //! the lowest and the highest supported Kubernetes version (and our CRDs)
 //! with default values and with every option on, never drifts from
 //! `deploy/` in RBAC, CRDs or security settings, and today's CRDs apply
-//! over objects made under the released ones.
+//! over objects made under earlier ones (the released 0.1.0 CRDs on
+//! kube-sim, today's loosened back to 0.1.0's field rules on a real server).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use control_plane::ApiServer;
 use cosi_cli::drift::{drift, parse};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use kube_sim::KubeSim;
 
 use crate::deploy::kustomize;
 
@@ -19,7 +20,7 @@ use crate::deploy::kustomize;
 const KUBERNETES_VERSIONS: [&str; 2] = ["1.30", "1.37"];
 
 /// Every option of the chart on.
-const ALL_OPTIONS: &[&str] = &[
+pub(crate) const ALL_OPTIONS: &[&str] = &[
     "drivers.local.enabled=true",
     "drivers.s3.enabled=true",
     "drivers.cephRgw.enabled=true",
@@ -44,7 +45,7 @@ pub fn repo() -> PathBuf {
         .expect("the repository")
 }
 
-fn helm() -> PathBuf {
+pub(crate) fn helm() -> PathBuf {
     let bin = std::env::var_os("HELM").map_or_else(|| PathBuf::from("helm"), PathBuf::from);
     let ok = Command::new(&bin)
         .arg("version")
@@ -98,21 +99,31 @@ fn validate(yaml: &str, version: &str) {
         .arg(&file));
 }
 
-/// `deploy/`, every driver's kustomization and the monitoring one, rendered.
+/// The kustomizations of the install: `deploy/`, every driver's and the
+/// monitoring one (the chart has each of them).
+pub(crate) const INSTALL: [&str; 6] = [
+    "deploy",
+    "deploy/drivers/local",
+    "deploy/drivers/s3",
+    "deploy/drivers/ceph-rgw",
+    "deploy/drivers/azure",
+    "deploy/monitoring",
+];
+
+/// The driver template for vendors, an overlay the chart has no copy of.
+pub(crate) const DRIVER_EXAMPLE: &str = "deploy/examples/driver";
+
+/// The kustomizations `dirs` (relative to the repository), rendered.
+fn rendered(dirs: &[&str]) -> String {
+    dirs.iter()
+        .map(|d| kustomize(&repo().join(d)))
+        .collect::<Vec<_>>()
+        .join("\n---\n")
+}
+
+/// The install and the driver example, rendered.
 pub(crate) fn deploy_all() -> String {
-    let root = repo();
-    [
-        "deploy",
-        "deploy/drivers/local",
-        "deploy/drivers/s3",
-        "deploy/drivers/ceph-rgw",
-        "deploy/drivers/azure",
-        "deploy/monitoring",
-    ]
-    .iter()
-    .map(|d| kustomize(&root.join(d)))
-    .collect::<Vec<_>>()
-    .join("\n---\n")
+    rendered(&[&INSTALL[..], &[DRIVER_EXAMPLE]].concat())
 }
 
 #[test]
@@ -159,10 +170,9 @@ fn a_value_outside_the_schema_is_refused() {
     assert!(err.contains("deletionPolicy"), "{err}");
 }
 
-/// `deploy/` as the chart has it: the same documents, since the driver
-/// template (deploy/examples/driver) is not part of either.
+/// `deploy/` as the chart has it: the install, without the driver example.
 fn deploy_as_in_the_chart() -> Vec<serde_json::Value> {
-    parse(&deploy_all()).unwrap()
+    parse(&rendered(&INSTALL)).unwrap()
 }
 
 #[test]
@@ -200,20 +210,82 @@ pub fn yaml_docs(path: &Path) -> Vec<serde_json::Value> {
     parse(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// kube-sim with the CRDs as released in cosi-rs 0.1.0.
-pub async fn sim_with_released_crds() -> KubeSim {
-    let fixture = repo().join("crates/cosi-cli/tests/fixtures/released-0.1.0");
-    let sim = KubeSim::start().await.expect("kube-sim starts");
-    let crds: Api<CustomResourceDefinition> = Api::all(sim.client());
-    for entry in std::fs::read_dir(fixture.join("crds")).unwrap() {
-        for doc in yaml_docs(&entry.unwrap().path()) {
-            let crd: CustomResourceDefinition = serde_json::from_value(doc).unwrap();
-            crds.create(&PostParams::default(), &crd)
+/// The test's API server with CRDs of an earlier, looser schema, as an
+/// admin upgrading has them. On kube-sim, those released in cosi-rs 0.1.0
+/// (with the `api-approved.kubernetes.io` annotation they lacked). A real
+/// kube-apiserver never accepted those, which is checked here, so on it the
+/// earlier schema is today's with the rules tightened since 0.1.0 taken out
+/// ([`loosened`]).
+pub async fn server_with_earlier_crds() -> ApiServer {
+    let server = crate::common::api_server().await;
+    let released: Vec<serde_json::Value> = [
+        "bucketclasses",
+        "bucketaccessclasses",
+        "buckets",
+        "bucketclaims",
+        "bucketaccesses",
+    ]
+    .iter()
+    .flat_map(|n| {
+        yaml_docs(&repo().join(format!(
+            "crates/cosi-cli/tests/fixtures/released-0.1.0/crds/{n}.yaml"
+        )))
+    })
+    .map(|mut doc| {
+        doc["metadata"]["annotations"]["api-approved.kubernetes.io"] =
+            "unapproved, cosi-rs 0.1.0".into();
+        doc
+    })
+    .collect();
+    if server.sim().is_some() {
+        for crd in released {
+            server
+                .apply(&crd.to_string())
                 .await
                 .expect("install a released CRD");
         }
+        return server;
     }
-    sim
+    let access = released
+        .iter()
+        .find(|c| c["metadata"]["name"] == "bucketaccesses.objectstorage.k8s.io")
+        .expect("0.1.0 had a BucketAccess CRD");
+    let refused = server.apply(&access.to_string()).await.unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("estimated rule cost exceeds budget"),
+        "cosi-rs 0.1.0's BucketAccess CRD was expected to be refused for its CEL rules' cost: {refused}"
+    );
+    for (_, crd) in cosi_api::crd::all() {
+        let crd = loosened(serde_json::to_value(&crd).unwrap());
+        server
+            .apply(&crd.to_string())
+            .await
+            .expect("install a loosened CRD");
+    }
+    server
+}
+
+/// `crd` without the rules tightened since cosi-rs 0.1.0: name and UID
+/// patterns, the IDs' bound of 2048 characters, lists' minimum of one item.
+fn loosened(mut crd: serde_json::Value) -> serde_json::Value {
+    fn walk(node: &mut serde_json::Value) {
+        match node {
+            serde_json::Value::Object(fields) => {
+                fields.remove("pattern");
+                fields.remove("minItems");
+                if fields.get("maxLength") == Some(&2048.into()) {
+                    fields.remove("maxLength");
+                }
+                fields.values_mut().for_each(walk);
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    walk(&mut crd["spec"]["versions"]);
+    crd
 }
 
 /// Applies today's CRDs (`deploy/crds`) over the installed ones, as the
@@ -258,10 +330,10 @@ pub fn api_of(client: &kube::Client, doc: &serde_json::Value) -> Api<DynamicObje
 }
 
 #[tokio::test]
-async fn todays_crds_apply_over_objects_made_under_the_released_ones() {
+async fn todays_crds_apply_over_objects_made_under_earlier_ones() {
     let fixture = repo().join("crates/cosi-cli/tests/fixtures/released-0.1.0");
-    let sim = sim_with_released_crds().await;
-    let client = sim.client();
+    let server = server_with_earlier_crds().await;
+    let client = server.client();
     let pp = PostParams::default();
     let objects = yaml_docs(&fixture.join("objects.yaml"));
     for doc in &objects {

@@ -1,6 +1,9 @@
 //! The fixture every end-to-end test starts from: a whole stack of its own
-//! (kube-sim, controller, sidecar, local driver) in a temporary directory,
-//! classes for the local driver, and helpers that read like the scenario.
+//! (the API server, controller, sidecar, local driver) in a temporary
+//! directory, classes for the local driver, and helpers that read like the
+//! scenario. The API server is kube-sim, or a real control plane of the
+//! test's own when `COSI_TEST_API_SERVER=kube-apiserver` (see
+//! [`control_plane::server`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -8,6 +11,7 @@ use std::time::Duration;
 
 use aws_sdk_s3::error::{DisplayErrorContext, ProvideErrorMetadata};
 use aws_sdk_s3::primitives::ByteStream;
+use control_plane::ApiServer;
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations};
 use cosi_api::testing::HasConditions;
@@ -68,7 +72,9 @@ impl Env {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut opts = StackOptions::new(dir.path());
         tweak(&mut opts);
-        let stack = Stack::start(opts).await.expect("the stack starts");
+        let stack = Stack::start_on(opts, api_server().await)
+            .await
+            .expect("the stack starts");
         Self::with_stack(stack, dir).await
     }
 
@@ -97,7 +103,9 @@ impl Env {
         let dir = tempfile::tempdir().unwrap();
         let mut opts = StackOptions::new(dir.path());
         driver_name.clone_into(&mut opts.driver_name);
-        let mut stack = Stack::start_api(opts).await.expect("the API server starts");
+        let mut stack = Stack::start_api_on(opts, api_server().await)
+            .await
+            .expect("the API server starts");
         let stop = Shutdown::new();
         let (endpoint, stopped) = (stack.driver_endpoint().clone(), stop.stopped());
         let served = tokio::spawn(async move {
@@ -667,6 +675,14 @@ impl Env {
         self.wait_bucket_gone(&bucket.name_any()).await;
         self.stop_empty().await;
     }
+}
+
+/// The API server of a test: kube-sim, or a real control plane of its own
+/// (`COSI_TEST_API_SERVER=kube-apiserver`).
+pub async fn api_server() -> ApiServer {
+    ApiServer::from_env()
+        .await
+        .unwrap_or_else(|e| panic!("the API server starts: {e}"))
 }
 
 /// Where the fixture reaches objects of a scope: namespaced ones in [`NS`].

@@ -4,28 +4,31 @@
 //! and objects stored under the released CRDs that today's refuse stay
 //! writable and deletable after the upgrade (validation ratcheting).
 
+use control_plane::ApiServer;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube_sim::KubeSim;
 use serde_json::{Value, json};
 
-use crate::chart::{api_of, sim_with_released_crds, upgrade_crds};
+use crate::chart::{api_of, server_with_earlier_crds, upgrade_crds};
 use crate::cli_dev::{Kubectl, kubectl_path};
 
-/// kube-sim with today's CRDs, and kubectl configured for it.
-fn kubectl_for(sim: &KubeSim, dir: &tempfile::TempDir) -> Kubectl {
+/// kubectl configured for `server`.
+fn kubectl_for(server: &ApiServer, dir: &tempfile::TempDir) -> Kubectl {
     let kubeconfig = dir.path().join("kubeconfig");
-    sim.write_kubeconfig(&kubeconfig, None).unwrap();
+    server.write_kubeconfig(&kubeconfig, None).unwrap();
     Kubectl {
         bin: kubectl_path(),
         kubeconfig,
     }
 }
 
-async fn sim_with_crds() -> KubeSim {
-    let sim = KubeSim::start().await.expect("kube-sim starts");
-    sim.apply_manifest(&cosi_api::crd::all_yaml().unwrap())
+/// The test's API server with today's CRDs.
+async fn server_with_crds() -> ApiServer {
+    let server = crate::common::api_server().await;
+    server
+        .apply(&cosi_api::crd::all_yaml().unwrap())
+        .await
         .expect("today's CRDs install");
-    sim
+    server
 }
 
 /// What kubectl printed to stderr for `manifest`, which it must fail to apply.
@@ -62,9 +65,9 @@ fn static_bucket(id: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_of_an_object_the_crds_refuse_prints_the_field_and_the_reason() {
-    let sim = sim_with_crds().await;
+    let server = server_with_crds().await;
     let dir = tempfile::tempdir().unwrap();
-    let k = kubectl_for(&sim, &dir);
+    let k = kubectl_for(&server, &dir);
 
     let bad_name = refused(&k, &access(&[("photos", "Bad_Name")]));
     assert!(
@@ -74,7 +77,9 @@ async fn kubectl_apply_of_an_object_the_crds_refuse_prints_the_field_and_the_rea
 
     let shared = refused(&k, &access(&[("photos", "creds"), ("videos", "creds")]));
     assert!(
-        shared.contains("spec: Invalid value: \"object\": each bucketClaims entry must name a different accessSecretName"),
+        shared.contains(
+            "spec: Invalid value: each bucketClaims entry must name a different accessSecretName"
+        ),
         "{shared}"
     );
 
@@ -114,9 +119,9 @@ fn described(k: &Kubectl, field: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_explain_describes_lists_apart_from_their_items_and_names_enum_values() {
-    let sim = sim_with_crds().await;
+    let server = server_with_crds().await;
     let dir = tempfile::tempdir().unwrap();
-    let k = kubectl_for(&sim, &dir);
+    let k = kubectl_for(&server, &dir);
 
     // kubectl prints a list's description, then its items': one sentence
     // about the list, then one about an entry.
@@ -196,9 +201,9 @@ fn refused_today() -> Vec<Value> {
 }
 
 #[tokio::test]
-async fn objects_made_under_the_released_crds_that_todays_refuse_stay_writable_and_deletable() {
-    let sim = sim_with_released_crds().await;
-    let client = sim.client();
+async fn objects_made_under_earlier_crds_that_todays_refuse_stay_writable_and_deletable() {
+    let server = server_with_earlier_crds().await;
+    let client = server.client();
     let objects = refused_today();
     for doc in &objects {
         let obj: DynamicObject = serde_json::from_value(doc.clone()).unwrap();

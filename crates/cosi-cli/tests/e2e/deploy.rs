@@ -1,6 +1,7 @@
 //! `deploy/` renders with kustomize (`kubectl kustomize`, as `kubectl apply
-//! -k` does) into every object of the install, and an overlay that sets the
-//! driver image (what the README tells admins to write) works.
+//! -k` does) into every object of the install and nothing that cannot run,
+//! and the driver template (`deploy/examples/driver`, an overlay that sets
+//! the driver image, as the README tells vendors) renders a runnable driver.
 
 use std::path::{Path, PathBuf};
 
@@ -48,7 +49,7 @@ pub(crate) fn assert_renders(dir: &Path, expected: &[(&str, &str)]) {
 }
 
 #[test]
-fn deploy_renders_the_crds_the_controller_and_the_driver_template() {
+fn deploy_renders_the_crds_the_controller_and_the_sidecar_role_and_nothing_that_cannot_run() {
     assert_renders(
         &deploy_dir(),
         &[
@@ -77,6 +78,25 @@ fn deploy_renders_the_crds_the_controller_and_the_driver_template() {
             ("Lease", "cosi-controller"),
             ("Role", "cosi-controller-leader-election"),
             ("ClusterRole", "cosi-sidecar"),
+        ],
+    );
+    let rendered = kustomize(&deploy_dir());
+    assert!(
+        !rendered.contains("DRIVER_IMAGE"),
+        "deploy/ holds no placeholder image"
+    );
+}
+
+/// The driver template: an overlay of its own, outside deploy/.
+fn driver_example() -> PathBuf {
+    deploy_dir().join("examples/driver")
+}
+
+#[test]
+fn the_driver_example_renders_a_driver_with_its_sidecar_identity_and_a_real_image() {
+    assert_renders(
+        &driver_example(),
+        &[
             ("ServiceAccount", "cosi-driver"),
             ("ClusterRoleBinding", "cosi-driver"),
             ("Lease", "cosi-driver"),
@@ -84,31 +104,11 @@ fn deploy_renders_the_crds_the_controller_and_the_driver_template() {
             ("Deployment", "cosi-driver"),
         ],
     );
-}
-
-#[test]
-fn an_overlay_sets_the_driver_image() {
-    let overlay = tempfile::tempdir().unwrap();
-    std::fs::write(
-        overlay.path().join("kustomization.yaml"),
-        format!(
-            "apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-  - {}
-images:
-  - name: DRIVER_IMAGE
-    newName: registry.example.com/my-driver
-    newTag: v1.0.0
-",
-            crate::host::relative_to(&deploy_dir(), overlay.path()).display()
-        ),
-    )
-    .unwrap();
-    let yaml = kustomize(overlay.path());
+    let yaml = kustomize(&driver_example());
     assert!(
-        yaml.contains("image: registry.example.com/my-driver:v1.0.0"),
+        yaml.contains("image: registry.example.com/my-cosi-driver:v1.0.0"),
         "{yaml}"
     );
     assert!(!yaml.contains("DRIVER_IMAGE"));
+    assert!(yaml.contains("path: /healthz/driver"), "{yaml}");
 }

@@ -1,7 +1,9 @@
 //! Each component, and each driver's sidecar, may touch only its own
 //! leader-election Lease, with the manifests as shipped: `deploy/` (every
 //! kustomization, rendered by kustomize) and the Helm chart (every driver
-//! enabled), loaded into kube-sim with RBAC enforced. No identity may
+//! enabled), loaded into the test's API server (kube-sim with RBAC enforced,
+//! or the real kube-apiserver's RBAC authorizer) with each identity's own
+//! ServiceAccount token. No identity may
 //! create, update, patch or delete another's Lease (so a sidecar cannot
 //! stall the controller or another driver's sidecars, nor the controller a
 //! sidecar), nor create, update or delete its own: the Leases are shipped,
@@ -13,12 +15,12 @@ use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::time::Duration;
 
+use control_plane::ApiServer;
 use cosi_cli::drift::parse;
 use cosi_runtime::Shutdown;
 use cosi_runtime::leader::{LeaderElection, LeaderError, run_as_leader};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use kube_sim::KubeSim;
 use serde_json::{Value, json};
 
 use crate::chart::{deploy_all, render, repo};
@@ -34,8 +36,12 @@ struct Elector {
 }
 
 impl Elector {
-    fn client(&self, sim: &KubeSim) -> kube::Client {
-        sim.client_for_token(&sim.service_account_token(&self.namespace, &self.service_account))
+    async fn client(&self, server: &ApiServer) -> kube::Client {
+        let token = server
+            .service_account_token(&self.namespace, &self.service_account)
+            .await
+            .unwrap_or_else(|e| panic!("a token of {self:?}: {e}"));
+        server.client_for_token(&token)
     }
 
     fn leases(&self, client: &kube::Client) -> Api<Lease> {
@@ -153,26 +159,26 @@ fn assert_one_identity_and_lease_each(docs: &[Value], electors: &[Elector]) {
     );
 }
 
-/// kube-sim with RBAC enforced and the rendering's namespaces, RBAC and
-/// Leases applied as an admin applies the install.
-async fn install(docs: &[Value], electors: &[Elector]) -> KubeSim {
-    let sim = KubeSim::builder()
-        .rbac(true)
-        .start()
-        .await
-        .expect("kube-sim starts");
+/// The test's API server with the rendering's namespaces, RBAC and Leases
+/// applied as an admin applies the install, once every elector may read
+/// its Lease (a real authorizer learns new bindings a moment later).
+async fn install(docs: &[Value], electors: &[Elector]) -> ApiServer {
+    let server = crate::common::api_server().await;
     for ns in electors
         .iter()
         .map(|e| &e.namespace)
         .collect::<BTreeSet<_>>()
     {
-        sim.apply_manifest(
-            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}).to_string(),
-        )
-        .expect("create the namespace");
+        server
+            .apply(
+                &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+                    .to_string(),
+            )
+            .await
+            .expect("create the namespace");
     }
     apply(
-        &sim,
+        &server,
         docs,
         &[
             "ServiceAccount",
@@ -182,16 +188,30 @@ async fn install(docs: &[Value], electors: &[Elector]) -> KubeSim {
             "RoleBinding",
             "Lease",
         ],
-    );
-    sim
+    )
+    .await;
+    for e in electors {
+        let leases = e.leases(&e.client(&server).await);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while leases.get(&e.lease).await.is_err() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{e:?} may not read its Lease 30 s after the install"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    server
 }
 
-fn apply(sim: &KubeSim, docs: &[Value], kinds: &[&str]) {
+async fn apply(server: &ApiServer, docs: &[Value], kinds: &[&str]) {
     for doc in docs
         .iter()
         .filter(|d| kinds.iter().any(|k| d["kind"] == *k))
     {
-        sim.apply_manifest(&doc.to_string())
+        server
+            .apply(&doc.to_string())
+            .await
             .unwrap_or_else(|e| panic!("apply {doc}: {e:?}"));
     }
 }
@@ -264,11 +284,11 @@ async fn try_everything(
 
 /// All that each elector may do to its own Lease is read and patch it;
 /// to another's, nothing.
-async fn assert_each_touches_only_its_own_lease(sim: &KubeSim, electors: &[Elector]) {
-    let admin = sim.client();
+async fn assert_each_touches_only_its_own_lease(server: &ApiServer, electors: &[Elector]) {
+    let admin = server.client();
     let mut wrong = Vec::new();
     for who in electors {
-        let client = who.client(sim);
+        let client = who.client(server).await;
         for owner in electors {
             let own = owner.lease == who.lease;
             for (request, got) in try_everything(&client, &admin, owner).await {
@@ -300,15 +320,18 @@ async fn assert_each_touches_only_its_own_lease(sim: &KubeSim, electors: &[Elect
 
 /// With its Lease deleted, no elector can create it back (neither POST
 /// nor apply), and leading fails naming the Lease to create.
-async fn assert_a_deleted_lease_is_named_and_not_recreated(sim: &KubeSim, electors: &[Elector]) {
+async fn assert_a_deleted_lease_is_named_and_not_recreated(
+    server: &ApiServer,
+    electors: &[Elector],
+) {
     for e in electors {
-        e.leases(&sim.client())
+        e.leases(&server.client())
             .delete(&e.lease, &DeleteParams::default())
             .await
             .expect("an admin deletes the Lease");
     }
     for e in electors {
-        let client = e.client(sim);
+        let client = e.client(server).await;
         let api = e.leases(&client);
         let fresh: Lease = serde_json::from_value(json!({"metadata": {"name": e.lease}})).unwrap();
         assert_eq!(
@@ -354,7 +377,7 @@ async fn assert_a_deleted_lease_is_named_and_not_recreated(sim: &KubeSim, electo
 
 /// Every elector leads on its own Lease at once; re-applying the install
 /// leaves the held Leases alone; stopping releases them.
-async fn assert_every_elector_leads(sim: &KubeSim, docs: &[Value], electors: &[Elector]) {
+async fn assert_every_elector_leads(server: &ApiServer, docs: &[Value], electors: &[Elector]) {
     let shutdown = Shutdown::new();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let mut tasks = Vec::new();
@@ -362,7 +385,7 @@ async fn assert_every_elector_leads(sim: &KubeSim, docs: &[Value], electors: &[E
         let mut election = LeaderElection::new(&e.namespace, &e.lease);
         election.identity = format!("{}-0", e.deployment);
         let (client, stop, tx, name) = (
-            e.client(sim),
+            e.client(server).await,
             shutdown.clone(),
             tx.clone(),
             e.deployment.clone(),
@@ -383,13 +406,13 @@ async fn assert_every_elector_leads(sim: &KubeSim, docs: &[Value], electors: &[E
             .expect("an elector");
         leading.insert(name);
     }
-    let admin = sim.client();
+    let admin = server.client();
     let holder = |l: Lease| l.spec.and_then(|s| s.holder_identity);
     for e in electors {
         let lease = e.leases(&admin).get(&e.lease).await.unwrap();
         assert_eq!(holder(lease), Some(format!("{}-0", e.deployment)));
     }
-    apply(sim, docs, &["Lease"]);
+    apply(server, docs, &["Lease"]).await;
     for e in electors {
         let lease = e.leases(&admin).get(&e.lease).await.unwrap();
         assert_eq!(
@@ -415,13 +438,13 @@ async fn assert_every_elector_leads(sim: &KubeSim, docs: &[Value], electors: &[E
 async fn assert_leases_are_isolated(docs: Vec<Value>) -> Vec<Elector> {
     let electors = electors(&docs);
     assert_one_identity_and_lease_each(&docs, &electors);
-    let sim = install(&docs, &electors).await;
-    assert_each_touches_only_its_own_lease(&sim, &electors).await;
-    assert_every_elector_leads(&sim, &docs, &electors).await;
-    assert_a_deleted_lease_is_named_and_not_recreated(&sim, &electors).await;
-    apply(&sim, &docs, &["Lease"]);
-    assert_every_elector_leads(&sim, &docs, &electors).await;
-    sim.shutdown().await;
+    let server = install(&docs, &electors).await;
+    assert_each_touches_only_its_own_lease(&server, &electors).await;
+    assert_every_elector_leads(&server, &docs, &electors).await;
+    assert_a_deleted_lease_is_named_and_not_recreated(&server, &electors).await;
+    apply(&server, &docs, &["Lease"]).await;
+    assert_every_elector_leads(&server, &docs, &electors).await;
+    server.shutdown().await;
     electors
 }
 

@@ -19,12 +19,15 @@ mod crd_validation;
 mod deletion;
 mod deploy;
 mod dynamic;
+// Shared with the container suite, which alone uses `relative_to`.
+#[allow(dead_code)]
 mod host;
 mod leases;
 mod monitoring;
 mod multi_bucket;
 mod readme_driver;
 mod real_clients;
+mod real_install;
 mod restarts;
 mod rotation;
 mod static_provisioning;

@@ -116,7 +116,7 @@ impl System {
         component: &str,
         switch: &CrashSwitch,
     ) -> Result<kube::Client, SystemError> {
-        let mut config = self.stack.sim().client_config(token);
+        let mut config = on_kube_sim(&self.stack).client_config(token);
         cosi_runtime::client::identify(&mut config, component);
         let builder = cosi_runtime::client::builder(config)
             .map_err(|e| SystemError::Component(e.to_string()))?;
@@ -260,7 +260,7 @@ impl Supervised {
             driver.hooks().arm(*f);
         }
         driver.start().await?;
-        let sim = stack.sim();
+        let sim = on_kube_sim(&stack);
         let mut system = System {
             controller_token: sim
                 .service_account_token(SYSTEM_NAMESPACE, CONTROLLER_SERVICE_ACCOUNT),
@@ -279,7 +279,7 @@ impl Supervised {
         system.start(Which::Controller)?;
         let admin = system.stack.client();
         let hooks = system.driver.hooks().clone();
-        let sim_faults = system.stack.sim().faults();
+        let sim_faults = on_kube_sim(&system.stack).faults();
         let driver_name = system.stack.driver_name().to_owned();
         let (tx, rx) = mpsc::channel(4);
         let task = tokio::spawn(supervise(system, rx).in_current_span());
@@ -435,4 +435,13 @@ async fn supervise(
             }
         }
     }
+}
+
+/// The suite's kube-sim: the seeded runs inject API faults into it, so they
+/// always start their stack on kube-sim (the real server's faults are the
+/// e2e suite's `real_faults`).
+fn on_kube_sim(stack: &Stack) -> &kube_sim::KubeSim {
+    stack
+        .sim()
+        .expect("the fault suite starts its stack on kube-sim")
 }
