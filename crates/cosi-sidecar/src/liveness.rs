@@ -107,6 +107,9 @@ mod tests {
         assert_eq!(reply.status(), 503);
         let body = axum::body::to_bytes(reply.into_body(), 4096).await.unwrap();
         let body = String::from_utf8_lossy(&body);
-        assert!(body.contains("none.sock") && body.contains("DriverGetInfo"), "{body}");
+        assert!(
+            body.contains("none.sock") && body.contains("DriverGetInfo"),
+            "{body}"
+        );
     }
 }

@@ -522,10 +522,20 @@ mod tests {
 
     #[test]
     fn protected_groups_are_k8s_io_kubernetes_io_and_their_subdomains() {
-        for g in ["k8s.io", "objectstorage.k8s.io", "kubernetes.io", "x.kubernetes.io"] {
+        for g in [
+            "k8s.io",
+            "objectstorage.k8s.io",
+            "kubernetes.io",
+            "x.kubernetes.io",
+        ] {
             assert!(is_protected_community_group(g), "{g}");
         }
-        for g in ["example.com", "notk8s.io", "k8s.io.example.com", "cosi-rs.dev"] {
+        for g in [
+            "example.com",
+            "notk8s.io",
+            "k8s.io.example.com",
+            "cosi-rs.dev",
+        ] {
             assert!(!is_protected_community_group(g), "{g}");
         }
     }
@@ -540,14 +550,21 @@ mod tests {
         );
         let errs = validate_crd(&protected(Some("maybe later")), None);
         assert_eq!(errs[0].kind, crate::status::FieldErrorKind::Invalid);
-        assert!(errs[0].detail.contains("either a URL or a reason starting with \"unapproved\""));
+        assert!(
+            errs[0]
+                .detail
+                .contains("either a URL or a reason starting with \"unapproved\"")
+        );
         for ok in [
             "unapproved, experimental",
             "https://github.com/kubernetes/enhancements/pull/1111",
         ] {
             assert!(validate_crd(&protected(Some(ok)), None).is_empty(), "{ok}");
         }
-        assert!(validate_crd(&crd(), None).is_empty(), "other groups need none");
+        assert!(
+            validate_crd(&crd(), None).is_empty(),
+            "other groups need none"
+        );
     }
 
     #[test]
