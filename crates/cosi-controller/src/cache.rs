@@ -118,6 +118,10 @@ where
                     std::mem::take(listed).into_iter().map(Ok).collect()
                 }
                 // Kept from the reconcile loop; the watcher retries.
+                Err(e) if cosi_runtime::api_error::is_expired(&e) => {
+                    tracing::info!(kind = %K::kind(&()), error = %e, "watch expired (410 Gone); listing again");
+                    Vec::new()
+                }
                 Err(e) => {
                     tracing::warn!(kind = %K::kind(&()), error = %e, "watch failed; retrying");
                     Vec::new()

@@ -29,6 +29,21 @@ fn is_forbidden(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 403)
 }
 
+/// Whether a watch failed only because the resourceVersion it resumed from
+/// is gone (`410 Gone`: etcd compacted it, or a restarted API server's watch
+/// cache starts later): routine, the watcher lists everything again by
+/// itself, and nothing is wrong with the component.
+pub fn is_expired(e: &kube::runtime::watcher::Error) -> bool {
+    use kube::runtime::watcher::Error as W;
+    match e {
+        W::WatchError(s) => s.code == 410,
+        W::InitialListFailed(kube::Error::Api(s))
+        | W::WatchStartFailed(kube::Error::Api(s))
+        | W::WatchFailed(kube::Error::Api(s)) => s.code == 410,
+        _ => false,
+    }
+}
+
 impl ApiError {
     /// Wraps `source` with the attempted `verb` on `resource` for `object`.
     pub fn new(
@@ -115,5 +130,17 @@ mod tests {
             "{e}"
         );
         assert!(ApiError::new("get", "buckets", "b", status(404)).is_not_found());
+    }
+
+    #[test]
+    fn a_watch_that_resumed_too_late_is_expired_and_nothing_else_is() {
+        use kube::runtime::watcher::Error as W;
+        let gone = kube::core::Status::failure("too old resource version: 5 (9)", "Expired")
+            .with_code(410);
+        assert!(is_expired(&W::WatchError(Box::new(gone))));
+        assert!(is_expired(&W::WatchStartFailed(status(410))));
+        assert!(!is_expired(&W::WatchFailed(status(500))));
+        assert!(!is_expired(&W::InitialListFailed(status(403))));
+        assert!(!is_expired(&W::NoResourceVersion));
     }
 }

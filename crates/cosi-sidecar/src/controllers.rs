@@ -42,8 +42,13 @@ fn is_forbidden(e: &watcher::Error) -> bool {
 }
 
 /// Shows a failed list/watch of `resource` on readiness (logged once per
-/// change of problem); the watcher retries by itself.
+/// change of problem); the watcher retries by itself. An expired watch
+/// (`410 Gone`) is routine: it is logged, and the watcher lists again.
 fn watch_failed(ctx: &Context, resource: &'static str, e: &watcher::Error) {
+    if cosi_runtime::api_error::is_expired(e) {
+        tracing::info!(resource, error = %e, "watch expired (410 Gone); listing again");
+        return;
+    }
     let message = if is_forbidden(e) {
         format!(
             "permission denied: cannot list/watch {resource} (objectstorage.k8s.io): {e}; the sidecar's ClusterRole must allow get, list and watch on {resource}"
