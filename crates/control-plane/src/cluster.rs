@@ -222,6 +222,14 @@ impl ControlPlane {
         &self.url
     }
 
+    /// kube-apiserver's address on 127.0.0.1.
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.url
+            .trim_start_matches("https://")
+            .parse()
+            .expect("the URL is built from 127.0.0.1 and a port")
+    }
+
     /// The Kubernetes version the binaries were built at.
     pub fn version(&self) -> &str {
         &self.binaries.kubernetes_version

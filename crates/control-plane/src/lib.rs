@@ -25,11 +25,13 @@ pub mod cluster;
 pub mod daemon;
 pub mod etcd;
 pub mod pki;
+pub mod proxy;
 pub mod server;
 
 pub use binaries::Binaries;
 pub use cluster::{ControlPlane, EtcdSource, Options};
 pub use etcd::Etcd;
+pub use proxy::Proxy;
 pub use server::{ApiServer, Kind};
 
 /// Why the control plane could not start or answer.

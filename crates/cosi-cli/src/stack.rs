@@ -68,6 +68,9 @@ pub struct StackOptions {
     /// How often the sidecar checks provisioned accesses' Secrets; `None`
     /// keeps the sidecar's default (`--secret-check-interval`).
     pub secret_check_interval: Option<Duration>,
+    /// Where the controller and the sidecar reach the API server when not
+    /// at its own URL (a proxy a test can cut them off with).
+    pub components_api_url: Option<String>,
 }
 
 impl StackOptions {
@@ -81,6 +84,7 @@ impl StackOptions {
             rbac: true,
             driver_api: cosi_driver::DriverApi::V1alpha2,
             secret_check_interval: None,
+            components_api_url: None,
         }
     }
 }
@@ -259,7 +263,7 @@ impl Stack {
         }
         let controller_client = component_client(
             &server,
-            opts.rbac,
+            &opts,
             cosi_controller::COMPONENT,
             CONTROLLER_SERVICE_ACCOUNT,
         )
@@ -267,7 +271,7 @@ impl Stack {
         wait_authorized::<cosi_api::BucketClaim>(&controller_client, "controller").await?;
         let sidecar_client = component_client(
             &server,
-            opts.rbac,
+            &opts,
             cosi_sidecar::COMPONENT,
             SIDECAR_SERVICE_ACCOUNT,
         )
@@ -528,14 +532,15 @@ fn admin_token(server: &ApiServer) -> String {
 }
 
 /// A client of `component` as its ServiceAccount `service_account` (or the
-/// admin, without RBAC), naming itself in its User-Agent, as deployed.
+/// admin, without RBAC), naming itself in its User-Agent, as deployed, at
+/// the API server's URL or the one `opts` give the components.
 async fn component_client(
     server: &ApiServer,
-    rbac: bool,
+    opts: &StackOptions,
     component: &str,
     service_account: &str,
 ) -> Result<Client, StackError> {
-    let token = if rbac {
+    let token = if opts.rbac {
         server
             .service_account_token(SYSTEM_NAMESPACE, service_account)
             .await
@@ -544,6 +549,11 @@ async fn component_client(
         admin_token(server)
     };
     let mut config = server.client_config(&token);
+    if let Some(url) = &opts.components_api_url {
+        config.cluster_url = url
+            .parse()
+            .map_err(|e| StackError::Api(format!("components' API URL {url}: {e}")))?;
+    }
     cosi_runtime::client::identify(&mut config, component);
     cosi_runtime::client::builder(config)
         .map(ClientBuilder::build)

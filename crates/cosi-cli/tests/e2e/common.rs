@@ -69,10 +69,16 @@ impl Env {
     /// Starts a stack with options changed by `tweak`, and creates the
     /// four classes.
     pub async fn start_with(tweak: impl FnOnce(&mut StackOptions)) -> Env {
+        Self::start_on(api_server().await, tweak).await
+    }
+
+    /// Starts a stack on `server` with options changed by `tweak`, and
+    /// creates the four classes.
+    pub async fn start_on(server: ApiServer, tweak: impl FnOnce(&mut StackOptions)) -> Env {
         let dir = tempfile::tempdir().expect("temporary directory");
         let mut opts = StackOptions::new(dir.path());
         tweak(&mut opts);
-        let stack = Stack::start_on(opts, api_server().await)
+        let stack = Stack::start_on(opts, server)
             .await
             .expect("the stack starts");
         Self::with_stack(stack, dir).await

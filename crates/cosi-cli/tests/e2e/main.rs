@@ -27,6 +27,7 @@ mod monitoring;
 mod multi_bucket;
 mod readme_driver;
 mod real_clients;
+mod real_faults;
 mod real_install;
 mod restarts;
 mod rotation;
