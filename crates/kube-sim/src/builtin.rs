@@ -359,9 +359,50 @@ pub fn normalize(builtin: Builtin, obj: &mut Value) -> Result<Vec<String>, ApiEr
                 obj["status"] = json!({"phase": "Active"});
             }
         }
+        Builtin::CustomResourceDefinition => default_crd(obj),
         _ => {}
     }
+    if matches!(builtin, Builtin::ConfigMap | Builtin::Secret)
+        && let Some(map) = obj.as_object_mut()
+    {
+        // Empty maps are left out, as the API server's types do.
+        for key in ["data", "binaryData", "stringData"] {
+            if map
+                .get(key)
+                .is_some_and(|v| v.as_object().is_some_and(Map::is_empty))
+            {
+                map.remove(key);
+            }
+        }
+    }
     Ok(dropped)
+}
+
+/// The API server's defaults of a CRD: the singular name and the list kind
+/// from the kind, and no conversion (`strategy: None`).
+fn default_crd(obj: &mut Value) {
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    spec.entry("conversion")
+        .or_insert_with(|| json!({"strategy": "None"}));
+    let Some(names) = spec.get_mut("names").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let kind = names
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    if kind.is_empty() {
+        return;
+    }
+    names
+        .entry("singular")
+        .or_insert_with(|| json!(kind.to_lowercase()));
+    names
+        .entry("listKind")
+        .or_insert_with(|| json!(format!("{kind}List")));
 }
 
 fn normalize_secret(obj: &mut Value) {

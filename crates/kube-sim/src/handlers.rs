@@ -228,7 +228,12 @@ async fn handle_inner(listener: Arc<Listener>, req: Request) -> Result<Response,
                         .flatten()
                 })
                 .unwrap_or_default(),
-            namespace: namespace.clone(),
+            // A namespace is authorized within itself, as the API server
+            // does: a Role in namespace X may grant get on namespace X.
+            namespace: match (&info.builtin, &rp.name) {
+                (Some(Builtin::Namespace), Some(name)) => name.clone(),
+                _ => namespace.clone(),
+            },
             path: None,
         };
         let allowed = rbac::allowed(&app.store.lock(), &who, &attrs);
@@ -249,14 +254,15 @@ async fn handle_inner(listener: Arc<Listener>, req: Request) -> Result<Response,
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
-    let opts = write_options(&query, user_agent)?;
-    let body = read_body(body).await?;
     let content_type = parts
         .headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("application/json")
         .to_string();
+    let is_apply = verb == "patch" && content_type.starts_with("application/apply-patch");
+    let opts = write_options(&query, user_agent, is_apply)?;
+    let body = read_body(body).await?;
     let body = if !body.is_empty() && content_type.contains("protobuf") {
         let decoded = crate::protobuf::decode(&body).map_err(|e| {
             ApiError::new(

@@ -55,7 +55,11 @@ impl ApiError {
         .with_details(object_details(gr, name))
     }
 
-    fn with_details(mut self, details: Value) -> Self {
+    fn with_details(mut self, mut details: Value) -> Self {
+        // The API server leaves out empty names, groups and kinds.
+        if let Some(fields) = details.as_object_mut() {
+            fields.retain(|_, v| v.as_str() != Some(""));
+        }
         self.details = Some(details);
         self
     }
@@ -272,6 +276,19 @@ impl FieldErrorKind {
             FieldErrorKind::TooMany => "FieldValueTooMany",
             FieldErrorKind::Duplicate => "FieldValueDuplicate",
         }
+    }
+
+    /// Whether an error of this kind keeps a custom resource's CEL rules
+    /// from running (the object is too broken for them).
+    pub fn blocks_cel(self) -> bool {
+        matches!(
+            self,
+            FieldErrorKind::NotSupported
+                | FieldErrorKind::Required
+                | FieldErrorKind::TooLong
+                | FieldErrorKind::TooMany
+                | FieldErrorKind::TypeInvalid
+        )
     }
 
     /// Parses a `reason` string (as CEL rules may name one).

@@ -73,7 +73,7 @@ fn col(name: &str, ty: &str, description: &str, source: Source) -> Column {
     }
 }
 
-const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated.";
+const NAME_DOC: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
 const AGE_DOC: &str =
     "CreationTimestamp is a timestamp representing the server time when this object was created.";
 

@@ -103,6 +103,9 @@ impl OpCtx<'_> {
         let mut metadata = json!({"resourceVersion": rv});
         if let Some(c) = &result.continue_token {
             metadata["continue"] = json!(c);
+        } else if self.info.is_custom() && self.render != Render::Partial {
+            // A custom resource list (unstructured) says it has no more.
+            metadata["continue"] = json!("");
         }
         if let Some(n) = result.remaining {
             metadata["remainingItemCount"] = json!(n);

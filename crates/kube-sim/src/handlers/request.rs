@@ -124,6 +124,7 @@ pub(super) fn check_field_selector(
 pub(super) fn write_options(
     query: &HashMap<String, String>,
     user_agent: &str,
+    is_apply: bool,
 ) -> Result<WriteOptions, ApiError> {
     let field_validation = match query.get("fieldValidation").map(String::as_str) {
         None | Some("") | Some("Warn") => FieldValidation::Warn,
@@ -140,6 +141,10 @@ pub(super) fn write_options(
         .filter(|m| !m.is_empty())
         .cloned()
         .unwrap_or_else(|| {
+            // An apply names its manager, or is refused (an empty one).
+            if is_apply {
+                return String::new();
+            }
             let prefix = user_agent.split('/').next().unwrap_or("").trim();
             if prefix.is_empty() {
                 "unknown".to_string()

@@ -144,10 +144,17 @@ impl OpCtx<'_> {
         };
         self.app.store.notify_if_pending();
         let r = result?;
-        if r.deleted && !self.info.is_custom() {
+        // Gone at once: a Status, as for every kind kube-sim serves (the API
+        // server returns the object only for a few kinds of resource.k8s.io).
+        if r.deleted {
+            let mut details =
+                json!({"name": self.name(), "kind": self.info.plural, "uid": meta::uid(&r.object)});
+            if !self.info.group.is_empty() {
+                details["group"] = json!(self.info.group);
+            }
             let status = json!({
                 "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
-                "details": {"name": self.name(), "group": self.info.group, "kind": self.info.plural, "uid": meta::uid(&r.object)},
+                "details": details,
             });
             return Ok(value_response(200, &status));
         }
@@ -172,9 +179,14 @@ impl OpCtx<'_> {
             .map(|o| builtin::to_view(&self.info, o))
             .collect();
         let rv = self.app.store.lock().rv.to_string();
+        let mut metadata = json!({"resourceVersion": rv});
+        if self.info.is_custom() {
+            // A custom resource list (unstructured) says it has no more.
+            metadata["continue"] = json!("");
+        }
         Ok(value_response(
             200,
-            &json!({"apiVersion": self.info.api_version(), "kind": self.info.list_kind, "metadata": {"resourceVersion": rv}, "items": items}),
+            &json!({"apiVersion": self.info.api_version(), "kind": self.info.list_kind, "metadata": metadata, "items": items}),
         ))
     }
 

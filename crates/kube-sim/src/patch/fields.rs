@@ -28,6 +28,13 @@ pub enum ListKind {
 pub trait ListTypes {
     /// The kind of the list at `path` (field names only, no indices).
     fn list_kind(&self, path: &[&str]) -> ListKind;
+
+    /// Whether the items of the map-list at `path` are atomic (owned and
+    /// changed whole, none of their fields apart), as `ownerReferences`'
+    /// are (`+structType=atomic`).
+    fn atomic_items(&self, path: &[&str]) -> bool {
+        path == ["metadata", "ownerReferences"]
+    }
 }
 
 /// List kinds of built-in objects: the metadata lists, everything else atomic.
@@ -78,6 +85,23 @@ pub fn key_token(item: &Value, keys: &[String]) -> String {
 /// `status` (the main endpoint of a resource with a status subresource);
 /// `only_status` keeps only `status`.
 pub fn field_set(obj: &Value, lists: &dyn ListTypes, scope: Scope) -> FieldSet {
+    paths_of(obj, lists, scope, Nodes::Leaves)
+}
+
+/// Which paths a walk lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nodes {
+    /// Leaves and map-list items: what a field set holds.
+    Leaves,
+    /// Those and every map and non-atomic list holding some: what an
+    /// update adds or removes (the API server records a map or a list an
+    /// update created as owned by its writer, `.` in `fieldsV1`).
+    All,
+}
+
+/// The paths [`field_set`] lists, and with [`Nodes::All`] the maps and
+/// lists above them too.
+fn paths_of(obj: &Value, lists: &dyn ListTypes, scope: Scope, nodes: Nodes) -> FieldSet {
     let mut out = FieldSet::new();
     let Some(map) = obj.as_object() else {
         return out;
@@ -95,7 +119,7 @@ pub fn field_set(obj: &Value, lists: &dyn ListTypes, scope: Scope) -> FieldSet {
                         if TRACKED_META.contains(&mk.as_str()) {
                             let mut path = vec!["f:metadata".to_string(), format!("f:{mk}")];
                             let mut names = vec!["metadata", mk.as_str()];
-                            walk(mv, &mut path, &mut names, lists, &mut out);
+                            walk(mv, &mut path, &mut names, lists, nodes, &mut out);
                         }
                     }
                 }
@@ -106,7 +130,7 @@ pub fn field_set(obj: &Value, lists: &dyn ListTypes, scope: Scope) -> FieldSet {
                 }
                 let mut path = vec![format!("f:{k}")];
                 let mut names = vec![k.as_str()];
-                walk(v, &mut path, &mut names, lists, &mut out);
+                walk(v, &mut path, &mut names, lists, nodes, &mut out);
             }
         }
     }
@@ -129,34 +153,62 @@ fn walk<'a>(
     path: &mut FieldPath,
     names: &mut Vec<&'a str>,
     lists: &dyn ListTypes,
+    nodes: Nodes,
     out: &mut FieldSet,
 ) {
     match v {
-        Value::Object(map) if !map.is_empty() => walk_fields(map, path, names, lists, out),
+        Value::Object(map) if !map.is_empty() => {
+            if nodes == Nodes::All {
+                out.insert(path.clone());
+            }
+            walk_fields(map, path, names, lists, nodes, out)
+        }
         Value::Array(items) if !items.is_empty() => match lists.list_kind(names) {
             ListKind::Atomic => {
                 out.insert(path.clone());
             }
-            ListKind::Set => {
-                for item in items {
-                    let mut p = path.clone();
-                    p.push(format!("v:{item}"));
-                    out.insert(p);
-                }
-            }
-            ListKind::Map(keys) => {
-                for item in items {
-                    path.push(key_token(item, &keys));
-                    out.insert(path.clone());
-                    if let Some(obj) = item.as_object() {
-                        walk_fields(obj, path, names, lists, out);
-                    }
-                    path.pop();
-                }
-            }
+            kind => walk_items(items, kind, path, names, lists, nodes, out),
         },
         _ => {
             out.insert(path.clone());
+        }
+    }
+}
+
+/// The paths of a set-list's or a map-list's items at `path` (and the list
+/// itself with [`Nodes::All`]).
+fn walk_items<'a>(
+    items: &'a [Value],
+    kind: ListKind,
+    path: &mut FieldPath,
+    names: &mut Vec<&'a str>,
+    lists: &dyn ListTypes,
+    nodes: Nodes,
+    out: &mut FieldSet,
+) {
+    if nodes == Nodes::All {
+        out.insert(path.clone());
+    }
+    match kind {
+        ListKind::Atomic => {}
+        ListKind::Set => {
+            for item in items {
+                let mut p = path.clone();
+                p.push(format!("v:{item}"));
+                out.insert(p);
+            }
+        }
+        ListKind::Map(keys) => {
+            for item in items {
+                path.push(key_token(item, &keys));
+                out.insert(path.clone());
+                if let Some(obj) = item.as_object()
+                    && !lists.atomic_items(names)
+                {
+                    walk_fields(obj, path, names, lists, nodes, out);
+                }
+                path.pop();
+            }
         }
     }
 }
@@ -167,12 +219,13 @@ fn walk_fields<'a>(
     path: &mut FieldPath,
     names: &mut Vec<&'a str>,
     lists: &dyn ListTypes,
+    nodes: Nodes,
     out: &mut FieldSet,
 ) {
     for (k, child) in map {
         path.push(format!("f:{k}"));
         names.push(k.as_str());
-        walk(child, path, names, lists, out);
+        walk(child, path, names, lists, nodes, out);
         path.pop();
         names.pop();
     }
@@ -273,8 +326,8 @@ pub fn changed_paths(old: &Value, new: &Value, lists: &dyn ListTypes, scope: Sco
     let mut out = FieldSet::new();
     let (Some(a), Some(b)) = (old.as_object(), new.as_object()) else {
         diff_sets(
-            &field_set(old, lists, scope),
-            &field_set(new, lists, scope),
+            &paths_of(old, lists, scope, Nodes::All),
+            &paths_of(new, lists, scope, Nodes::All),
             old,
             new,
             &mut out,
@@ -365,6 +418,7 @@ impl<'a> Roots<'a> {
                     &mut path.clone(),
                     &mut names.clone(),
                     self.lists,
+                    Nodes::All,
                     &mut set,
                 );
             }
@@ -408,11 +462,17 @@ impl<'a> Roots<'a> {
         let keys: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
         for key in keys {
             path.push(key.clone());
+            let atomic = self.lists.atomic_items(names);
             match (a.get(key), b.get(key)) {
+                (Some(x), Some(y)) if x != y && atomic => {
+                    out.insert(path.clone());
+                }
                 (Some(x), Some(y)) if x != y => self.diff_fields(x, y, path, names, out),
                 (Some(only), None) | (None, Some(only)) => {
                     out.insert(path.clone());
-                    walk_fields(only, path, names, self.lists, out);
+                    if !atomic {
+                        walk_fields(only, path, names, self.lists, Nodes::All, out);
+                    }
                 }
                 _ => {}
             }
@@ -453,11 +513,19 @@ fn keyed_items<'a>(
 fn diff_sets(a: &FieldSet, b: &FieldSet, old: &Value, new: &Value, out: &mut FieldSet) {
     out.extend(a.symmetric_difference(b).cloned());
     for p in a.intersection(b) {
+        // An item, or a map or list on both sides, is itself unchanged:
+        // what changed is below it.
         let is_item = p.last().is_some_and(|t| t.starts_with("k:"));
-        if !is_item && resolve(old, p) != resolve(new, p) {
+        let (x, y) = (resolve(old, p), resolve(new, p));
+        if !is_item && !(holds_paths(x) && holds_paths(y)) && x != y {
             out.insert(p.clone());
         }
     }
+}
+
+/// Whether a value is a map or a list with something in it.
+fn holds_paths(v: Option<&Value>) -> bool {
+    !is_leaf(v)
 }
 
 /// Converts a path set to the `fieldsV1` tree.
@@ -647,8 +715,8 @@ pub(crate) mod tests {
         lists: &dyn ListTypes,
         scope: Scope,
     ) -> FieldSet {
-        let a = field_set(old, lists, scope);
-        let b = field_set(new, lists, scope);
+        let a = paths_of(old, lists, scope, Nodes::All);
+        let b = paths_of(new, lists, scope, Nodes::All);
         let mut out = FieldSet::new();
         diff_sets(&a, &b, old, new, &mut out);
         out

@@ -80,8 +80,17 @@ pub fn json_patch(target: &Value, body: &[u8]) -> Result<Value, ApiError> {
     let patch: json_patch::Patch = serde_json::from_value(Value::Array(ops))
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;
     let mut doc = target.clone();
-    json_patch::patch(&mut doc, &patch)
-        .map_err(|e| ApiError::new(422, "Invalid", e.to_string()))?;
+    // The API server answers a patch that does not apply (a failed test, a
+    // missing path) with a generic 422 that names nothing.
+    json_patch::patch(&mut doc, &patch).map_err(|_| {
+        let mut e = ApiError::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        );
+        e.details = Some(serde_json::json!({}));
+        e
+    })?;
     Ok(doc)
 }
 

@@ -105,6 +105,10 @@ pub struct State {
     pub rbac_epoch: u64,
     /// Set when controllers (GC, namespace, CRD cleanup) have work.
     pub controllers_pending: bool,
+    /// The resourceVersion since which each custom resource is served:
+    /// like the API server's watch cache, which starts when the resource
+    /// does, no watch resumes from before it.
+    served_since: HashMap<Arc<str>, u64>,
 }
 
 /// The store shared by the server, the controllers and the library API.
@@ -143,6 +147,7 @@ impl Store {
                 owner_index: HashMap::new(),
                 gc_queue: VecDeque::new(),
                 finalizing: BTreeSet::new(),
+                served_since: HashMap::new(),
                 rbac_epoch: 0,
                 controllers_pending: false,
             }),
@@ -454,6 +459,17 @@ impl State {
         self.watchers.retain(|w| w.id != id);
     }
 
+    /// Records that the custom resource stored under `storage` is served
+    /// from now on (kept while it stays served), or no longer.
+    pub(crate) fn set_served(&mut self, storage: &str, served: bool) {
+        if served {
+            let rv = self.rv;
+            self.served_since.entry(Arc::from(storage)).or_insert(rv);
+        } else {
+            self.served_since.remove(storage);
+        }
+    }
+
     /// Number of open watches.
     pub fn watcher_count(&self) -> usize {
         self.watchers.iter().filter(|w| !w.tx.is_closed()).count()
@@ -462,7 +478,8 @@ impl State {
     /// Events after `rv` for a storage key, or `None` when `rv` left the
     /// window.
     pub fn events_since(&self, storage: &str, rv: u64) -> Option<Vec<Arc<Event>>> {
-        if rv < self.window_start {
+        let served_since = self.served_since.get(storage).copied().unwrap_or(0);
+        if rv < self.window_start.max(served_since) {
             return None;
         }
         let start = self.log.partition_point(|e| e.rv <= rv);

@@ -308,6 +308,7 @@ impl State {
             builtin::CRDS => {
                 let served = meta::name(obj).to_string();
                 self.registry.remove_storage(&served);
+                self.set_served(&served, etype != EventType::Deleted);
                 if etype == EventType::Deleted {
                     self.objects.remove(served.as_str());
                 } else {

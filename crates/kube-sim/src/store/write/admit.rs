@@ -10,7 +10,7 @@ use crate::meta;
 use crate::patch::fields::{BuiltinLists, ListTypes, SchemaLists, Scope, changed_paths};
 use crate::patch::managed;
 use crate::resource::ResourceInfo;
-use crate::status::{ApiError, FieldError, GroupResource, comma_list};
+use crate::status::{ApiError, FieldError, FieldErrorKind, GroupResource, comma_list};
 use serde_json::{Value, json};
 
 /// The part of an object a write may change: the status alone through the
@@ -39,6 +39,13 @@ pub(super) fn go_string_slice(items: &[String]) -> String {
 /// Makes `obj` the stored `old` object with `obj`'s status: what a write
 /// to the status subresource stores. Fields equal to the stored ones are
 /// kept as they are instead of being copied again.
+/// Whether objects of `info` carry `metadata.generation`: custom resources
+/// and CRDs do; the built-in kinds kube-sim serves do not (their API server
+/// strategies leave it unset).
+fn tracks_generation(info: &ResourceInfo) -> bool {
+    info.is_custom() || info.builtin == Some(Builtin::CustomResourceDefinition)
+}
+
 pub(super) fn keep_only_status(obj: &mut Value, old: &Value) {
     let (Some(new), Some(stored)) = (obj.as_object_mut(), old.as_object()) else {
         *obj = old.clone();
@@ -238,8 +245,10 @@ impl State {
             match opts.field_validation {
                 FieldValidation::Strict => {
                     return Err(ApiError::bad_request(format!(
-                        "strict decoding error: {}",
-                        comma_list(&dropped, |p| format!("unknown field \"{p}\""))
+                        "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+                        comma_list(&dropped, |p| format!("unknown field \"{p}\"")),
+                        kind = info.kind,
+                        version = info.version,
                     )));
                 }
                 FieldValidation::Warn => {
@@ -286,7 +295,9 @@ impl State {
                     "creationTimestamp",
                     Some(json!(meta::now_rfc3339())),
                 );
-                meta::set_meta(&mut obj, "generation", Some(json!(1)));
+                if tracks_generation(info) {
+                    meta::set_meta(&mut obj, "generation", Some(json!(1)));
+                }
                 meta::set_meta(&mut obj, "deletionTimestamp", None);
                 meta::set_meta(&mut obj, "deletionGracePeriodSeconds", None);
                 meta::set_meta(&mut obj, "resourceVersion", None);
@@ -336,7 +347,7 @@ impl State {
                         }
                     }
                 }
-                if spec_changed(old, &obj, ignore_status) {
+                if tracks_generation(info) && spec_changed(old, &obj, ignore_status) {
                     let generation = old
                         .pointer("/metadata/generation")
                         .and_then(Value::as_i64)
@@ -349,13 +360,6 @@ impl State {
         match (info.builtin, &info.crd) {
             (Some(Builtin::CustomResourceDefinition), _) => {
                 errs.extend(crd::validate_crd(&obj, old));
-                if old.is_none() {
-                    let mut fins = meta::finalizers(&obj);
-                    if !fins.iter().any(|f| f == crd::CLEANUP_FINALIZER) {
-                        fins.push(crd::CLEANUP_FINALIZER.into());
-                        meta::set_meta(&mut obj, "finalizers", Some(json!(fins)));
-                    }
-                }
                 if errs.is_empty() {
                     let status = crd::established_status(&obj, meta::is_deleting(&obj));
                     obj["status"] = status;
@@ -375,10 +379,21 @@ impl State {
                 if let Some(schema) = &c.schema {
                     errs.extend(schema.validate_object(&obj, old));
                 }
-                if errs.is_empty()
-                    && let Some(cel) = &c.cel
-                {
-                    errs.extend(cel.validate(&obj, old, c.schema.as_ref()));
+                // As the API server: CEL rules run unless the object is too
+                // broken for them (a required field missing, a value not
+                // supported, too long or many, of another type), which a
+                // last error says.
+                if let Some(cel) = &c.cel {
+                    if errs.iter().any(|e| e.kind.blocks_cel()) {
+                        errs.push(FieldError::new(
+                            FieldErrorKind::Invalid,
+                            "<nil>",
+                            Some("null".into()),
+                            "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation",
+                        ));
+                    } else {
+                        errs.extend(cel.validate(&obj, old, c.schema.as_ref()));
+                    }
                 }
             }
             (None, None) => {}

@@ -59,6 +59,13 @@ impl State {
             }
             _ => {}
         }
+        // A CRD goes only once its objects are gone: the API server adds
+        // the cleanup finalizer when it is deleted.
+        if info.builtin == Some(Builtin::CustomResourceDefinition)
+            && !fins.iter().any(|f| f == crd::CLEANUP_FINALIZER)
+        {
+            fins.push(crd::CLEANUP_FINALIZER.into());
+        }
         let is_namespace = info.builtin == Some(Builtin::Namespace);
         if is_namespace && matches!(name, "default" | "kube-system" | "kube-public") {
             return Err(ApiError::forbidden(

@@ -116,12 +116,20 @@ impl State {
             subresource: if status_write { "status" } else { "" },
         })
         .map_err(|conflicts| {
+            // "using <apiVersion>" only when the manager wrote in another
+            // version than this apply, as the API server words it.
+            let with = |c: &apply::Conflict| {
+                if c.api_version == api_version {
+                    format!("conflict with \"{}\"", c.manager)
+                } else {
+                    format!("conflict with \"{}\" using {}", c.manager, c.api_version)
+                }
+            };
             let n = conflicts.len();
             let message = if n == 1 {
                 format!(
-                    "Apply failed with 1 conflict: conflict with \"{}\" using {}: {}",
-                    conflicts[0].manager,
-                    conflicts[0].api_version,
+                    "Apply failed with 1 conflict: {}: {}",
+                    with(&conflicts[0]),
                     conflicts[0].field()
                 )
             } else {
@@ -129,17 +137,17 @@ impl State {
                     "Apply failed with {n} conflicts: {}",
                     conflicts
                         .iter()
-                        .map(|c| format!("conflict with \"{}\" using {}: {}", c.manager, c.api_version, c.field()))
+                        .map(|c| format!("{}: {}", with(c), c.field()))
                         .collect::<Vec<_>>()
                         .join("\n")
                 )
             };
             let causes: Vec<Value> = conflicts
                 .iter()
-                .map(|c| json!({"reason": "FieldManagerConflict", "message": format!("conflict with \"{}\" using {}", c.manager, c.api_version), "field": c.field()}))
+                .map(|c| json!({"reason": "FieldManagerConflict", "message": with(c), "field": c.field()}))
                 .collect();
             let mut e = ApiError::new(409, "Conflict", message);
-            e.details = Some(json!({"name": name, "group": info.group, "kind": info.plural, "causes": causes}));
+            e.details = Some(json!({"causes": causes}));
             e
         })?;
         match old {
