@@ -359,24 +359,17 @@ impl ControlPlane {
     pub async fn start_apiserver(&mut self) -> Result<(), Error> {
         self.apiserver.start()?;
         let client = self.admin_client()?;
-        let deadline = tokio::time::Instant::now() + READY_TIMEOUT;
-        loop {
-            let request = http::Request::get("/readyz")
-                .body(Vec::new())
-                .expect("a GET builds");
-            let ready =
-                tokio::time::timeout(Duration::from_secs(5), client.request_text(request)).await;
-            if matches!(ready, Ok(Ok(ref body)) if body.trim() == "ok") {
-                return Ok(());
-            }
-            if !self.apiserver.running() || tokio::time::Instant::now() > deadline {
-                return Err(Error::NotReady {
-                    what: "kube-apiserver".into(),
-                    log: self.apiserver.log_tail(40),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        self.apiserver
+            .wait_ready(READY_TIMEOUT, Duration::from_millis(200), async || {
+                let request = http::Request::get("/readyz")
+                    .body(Vec::new())
+                    .expect("a GET builds");
+                let ready =
+                    tokio::time::timeout(Duration::from_secs(5), client.request_text(request))
+                        .await;
+                matches!(ready, Ok(Ok(ref body)) if body.trim() == "ok")
+            })
+            .await
     }
 
     /// Restarts kube-apiserver: a graceful stop, then a start.

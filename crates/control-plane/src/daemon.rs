@@ -157,6 +157,30 @@ impl Daemon {
         }
     }
 
+    /// Polls `ready` every `every` until it holds; an error naming the
+    /// daemon, with the end of its log, when the daemon exits first or
+    /// `timeout` passes.
+    pub async fn wait_ready(
+        &mut self,
+        timeout: Duration,
+        every: Duration,
+        mut ready: impl AsyncFnMut() -> bool,
+    ) -> Result<(), crate::Error> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if ready().await {
+                return Ok(());
+            }
+            if !self.running() || tokio::time::Instant::now() > deadline {
+                return Err(crate::Error::NotReady {
+                    what: self.name.to_owned(),
+                    log: self.log_tail(40),
+                });
+            }
+            tokio::time::sleep(every).await;
+        }
+    }
+
     /// The last `lines` lines of its log, for error messages.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

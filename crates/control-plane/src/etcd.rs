@@ -76,21 +76,13 @@ impl Etcd {
     /// Starts it again on the same ports and data, and waits until healthy.
     pub async fn start_again(&mut self) -> Result<(), Error> {
         self.daemon.start()?;
-        let deadline = tokio::time::Instant::now() + START_TIMEOUT;
-        loop {
-            if let Ok((200, body)) = call(&self.url, "GET", "/health", None).await
-                && body["health"] == "true"
-            {
-                return Ok(());
-            }
-            if !self.daemon.running() || tokio::time::Instant::now() > deadline {
-                return Err(Error::NotReady {
-                    what: "etcd".into(),
-                    log: self.daemon.log_tail(30),
-                });
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        let url = self.url.clone();
+        self.daemon
+            .wait_ready(START_TIMEOUT, Duration::from_millis(100), async || {
+                matches!(call(&url, "GET", "/health", None).await,
+                    Ok((200, body)) if body["health"] == "true")
+            })
+            .await
     }
 
     /// The current revision of the store.

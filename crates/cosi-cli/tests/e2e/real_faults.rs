@@ -2,7 +2,8 @@
 //! are the fault suite's): kube-apiserver restarted during a burst of 200
 //! claim + access pairs; the components cut off from the API server while
 //! the cluster moves on, etcd is compacted and kube-apiserver restarted, so
-//! that their watches must relist after `410 Gone`; etcd stopped for 20 s
+//! that their watches must relist after `410 Gone` (their log shows it, the
+//! audit log has their LISTs); etcd stopped for 20 s
 //! during another burst. Afterwards every claim and access is provisioned
 //! exactly once (one backend bucket per claim, one account and key per
 //! access), and once everything is deleted the driver's backend is empty.
@@ -231,6 +232,7 @@ async fn components_cut_off_while_etcd_is_compacted_relist_after_410_gone_and_co
     let before = burst(&env, "before", 20).await;
     wait_provisioned_count(&env, 20, 20, "before the cut").await;
 
+    let cut_at = logs.text().len();
     proxy.cut();
     // The cluster moves on without them: new pairs, accesses deleted.
     burst(&env, "during", 20).await;
@@ -242,7 +244,7 @@ async fn components_cut_off_while_etcd_is_compacted_relist_after_410_gone_and_co
     // A new watch cache starts at today's revision: older ones are gone
     // from it, as they are from etcd.
     plane.restart_apiserver().await.unwrap();
-    let cut_at = logs.text().len();
+    plane.mark_audit();
     proxy.restore();
 
     wait_provisioned_count(&env, 40, 35, "after the reconnection").await;
@@ -267,14 +269,30 @@ async fn components_cut_off_while_etcd_is_compacted_relist_after_410_gone_and_co
             l.contains("410") || l.contains("too old resource version") || l.contains("Expired")
         })
         .collect();
-    for component in ["cosi_controller", "cosi_sidecar"] {
-        assert!(
-            gone.iter()
-                .any(|l| l.contains(component) && l.contains("listing again")),
-            "{component} logged no 410 Gone and relist after etcd was compacted at revision {compacted}:\n{after}"
-        );
-    }
+    assert!(
+        !gone.is_empty(),
+        "no component logged a 410 Gone after etcd was compacted at revision {compacted}; the whole log:\n{}",
+        logs.text()
+    );
     eprintln!("410 Gone as the components logged it:\n{}", gone.join("\n"));
+    // Each listed its objects again once reconnected: the API server's
+    // audit log has the LISTs.
+    let audit = env
+        .stack
+        .api_server()
+        .control_plane()
+        .unwrap()
+        .audit_counters();
+    let [controller, sidecar] = env.stack.component_users();
+    for (user, resource) in [(&controller, "bucketclaims"), (&sidecar, "buckets")] {
+        let lists = audit.count_for("list", resource, user);
+        assert!(
+            lists >= 1,
+            "{user} did not list {resource} again after the reconnection; the log:\n{}",
+            logs.text()
+        );
+        eprintln!("{user} listed {resource} again {lists} time(s)");
+    }
     // The 5 accesses deleted during the cut were revoked.
     assert_provisioned_once(&env, 40, 35).await;
     delete_everything_then_empty(env).await;
