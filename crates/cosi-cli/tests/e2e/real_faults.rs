@@ -187,13 +187,17 @@ async fn etcd_stopped_for_20_seconds_during_a_burst_leaves_every_pair_provisione
     delete_everything_then_empty(env).await;
 }
 
-/// A writer for a log subscriber that keeps every line.
+/// The lines the components of this binary's tests logged about an
+/// expired watch, each naming the thread it was logged on.
 #[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
+struct Captured(Arc<Mutex<Vec<String>>>);
 
 impl std::io::Write for Captured {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
+        let line = String::from_utf8_lossy(buf);
+        if line.contains("watch expired") {
+            self.0.lock().unwrap().push(line.trim_end().to_owned());
+        }
         Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
@@ -201,27 +205,37 @@ impl std::io::Write for Captured {
     }
 }
 
-impl Captured {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
+/// The process-wide log capture, installed once: a subscriber of one
+/// thread's own would miss the events of callsites first hit by other
+/// tests' threads (tracing caches a callsite's interest).
+fn captured() -> &'static Captured {
+    static CAPTURED: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    CAPTURED.get_or_init(|| {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        tracing_subscriber::fmt()
+            .with_env_filter(cosi_cli::logs::filter(
+                None,
+                "off,cosi_controller=info,cosi_sidecar=info",
+            ))
+            .with_writer(move || writer.clone())
+            .with_thread_names(true)
+            .with_ansi(false)
+            .try_init()
+            .expect("no other test of this binary installs a global log subscriber");
+        captured
+    })
 }
 
-// One thread: the log subscriber set for this test sees every component.
+// One thread: every event of this test's components is logged on it, so
+// the capture tells them from other tests' by the thread's name.
 #[tokio::test(flavor = "current_thread")]
 async fn components_cut_off_while_etcd_is_compacted_relist_after_410_gone_and_converge() {
-    let logs = Captured::default();
-    let writer = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter(cosi_cli::logs::filter(
-            None,
-            "warn,cosi_controller=info,cosi_sidecar=info",
-        ))
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _logging = tracing::subscriber::set_default(subscriber);
-
+    let logs = captured();
+    let thread = std::thread::current()
+        .name()
+        .expect("libtest names the thread after the test")
+        .to_owned();
     let server = ApiServer::real(Options::default())
         .await
         .unwrap_or_else(|e| panic!("the control plane starts: {e}"));
@@ -232,7 +246,6 @@ async fn components_cut_off_while_etcd_is_compacted_relist_after_410_gone_and_co
     let before = burst(&env, "before", 20).await;
     wait_provisioned_count(&env, 20, 20, "before the cut").await;
 
-    let cut_at = logs.text().len();
     proxy.cut();
     // The cluster moves on without them: new pairs, accesses deleted.
     burst(&env, "during", 20).await;
@@ -262,19 +275,20 @@ async fn components_cut_off_while_etcd_is_compacted_relist_after_410_gone_and_co
         })
     })
     .await;
-    let after = logs.text()[cut_at..].to_owned();
-    let gone: Vec<&str> = after
-        .lines()
-        .filter(|l| {
-            l.contains("410") || l.contains("too old resource version") || l.contains("Expired")
-        })
-        .collect();
+    let all = logs.0.lock().unwrap().clone();
+    let gone: Vec<&String> = all.iter().filter(|l| l.contains(&thread)).collect();
     assert!(
         !gone.is_empty(),
-        "no component logged a 410 Gone after etcd was compacted at revision {compacted}; the whole log:\n{}",
-        logs.text()
+        "no component logged a 410 Gone after etcd was compacted at revision {compacted}; other tests' components logged:\n{}",
+        all.join("\n")
     );
-    eprintln!("410 Gone as the components logged it:\n{}", gone.join("\n"));
+    eprintln!(
+        "410 Gone as the components logged it:\n{}",
+        gone.iter()
+            .map(|l| l.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     // Each listed its objects again once reconnected: the API server's
     // audit log has the LISTs.
     let audit = env
@@ -288,8 +302,7 @@ async fn components_cut_off_while_etcd_is_compacted_relist_after_410_gone_and_co
         let lists = audit.count_for("list", resource, user);
         assert!(
             lists >= 1,
-            "{user} did not list {resource} again after the reconnection; the log:\n{}",
-            logs.text()
+            "{user} did not list {resource} again after the reconnection"
         );
         eprintln!("{user} listed {resource} again {lists} time(s)");
     }

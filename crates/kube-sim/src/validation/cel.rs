@@ -3,8 +3,9 @@
 //! per CRD version, evaluated on every write with `oldSelf` bound on updates
 //! (transition rules), and failures become field errors worded like the API
 //! server's: `spec: Invalid value: <message>` for a rule on an object or a
-//! list (Kubernetes 1.34 and later leave such a value out), `spec.name:
-//! Invalid value: "x": <message>` for a rule on a scalar. On updates, errors
+//! list (Kubernetes 1.35 and later leave such a value out; 1.34 says
+//! `"object"`), `spec.name: Invalid value: "x": <message>` for a rule on a
+//! scalar. On updates, errors
 //! of rules that do not use `oldSelf` are ratcheted where the value they
 //! judge is unchanged ([`super::ratchet`]).
 //!
