@@ -247,7 +247,12 @@ impl Env {
                     .expect("the CRD is replaced");
             }
         };
-        let today = serde_json::to_value(K::crd()).unwrap();
+        // Today's CRD as shipped (with its API-approval annotation).
+        let today = cosi_api::crd::all()
+            .into_iter()
+            .map(|(_, crd)| serde_json::to_value(crd).unwrap())
+            .find(|crd| crd["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("{name} is a COSI CRD"));
         let mut before = today.clone();
         let (parent, key) = keyword.rsplit_once('/').expect("a JSON pointer");
         before

@@ -517,7 +517,8 @@ fn diff_sets(a: &FieldSet, b: &FieldSet, old: &Value, new: &Value, out: &mut Fie
         // what changed is below it.
         let is_item = p.last().is_some_and(|t| t.starts_with("k:"));
         let (x, y) = (resolve(old, p), resolve(new, p));
-        if !is_item && !(holds_paths(x) && holds_paths(y)) && x != y {
+        let unchanged_node = is_item || (holds_paths(x) && holds_paths(y));
+        if !unchanged_node && x != y {
             out.insert(p.clone());
         }
     }
