@@ -144,9 +144,14 @@ impl LocalDriver {
         Ok(driver)
     }
 
-    /// Removes blobs no record refers to (left by a crash mid-write).
+    /// Removes blobs no record refers to (left by a crash mid-write), and
+    /// counts the pending multipart parts of buckets recorded before they
+    /// were counted against quotas.
     fn recover(&self) -> Result<(), Error> {
         for bucket in self.inner.store.buckets()? {
+            if self.inner.store.recount_pending(&bucket.id)? {
+                tracing::info!(bucket = %bucket.id, "counted the bucket's pending multipart parts against its quota");
+            }
             let dir = self.bucket_dir(&bucket.id);
             let referenced: HashSet<String> = self
                 .inner

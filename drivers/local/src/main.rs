@@ -14,9 +14,10 @@ use cosi_driver_local::{
 
 const PARAMETERS_HELP: &str = "\
 BucketClass parameters:
-  maxSizeBytes   Quota on the bytes of object data in a bucket, e.g. 1073741824 or 1Gi
-                 (suffixes k, M, G, T, Ki, Mi, Gi, Ti). Writes past it fail with the S3
-                 error QuotaExceeded (HTTP 403). Default: unlimited.
+  maxSizeBytes   Quota on the bytes a bucket holds, objects and the parts of multipart
+                 uploads in progress, e.g. 1073741824 or 1Gi (suffixes k, M, G, T, Ki,
+                 Mi, Gi, Ti). Writes past it fail with the S3 error QuotaExceeded
+                 (HTTP 403). Default: unlimited.
 BucketAccessClass parameters: none. Unknown keys are refused with InvalidArgument.
 Authentication: Key only (ServiceAccount, or IAM over v1alpha1, is refused with InvalidArgument).
 

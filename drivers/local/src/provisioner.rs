@@ -196,6 +196,7 @@ impl LocalDriver {
                 params,
                 created_ms: now_ms(),
                 used_bytes: 0,
+                pending_bytes: 0,
                 tags: Vec::new(),
             })
             .map_err(internal)?;
@@ -493,6 +494,7 @@ mod tests {
                 params: BucketParams::default(),
                 created_ms: 0,
                 used_bytes: 0,
+                pending_bytes: 0,
                 tags: Vec::new(),
             })
             .unwrap();

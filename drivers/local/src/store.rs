@@ -318,6 +318,7 @@ mod tests {
             },
             created_ms: 0,
             used_bytes: 0,
+            pending_bytes: 0,
             tags: vec![],
         }
     }
@@ -428,38 +429,104 @@ mod tests {
         assert!(!format!("{a:?}").contains("SK"));
     }
 
-    #[test]
-    fn finishing_an_upload_moves_parts_into_one_object() {
-        let (_d, s) = store();
-        s.insert_bucket_if_absent(&bucket("b", Some(5))).unwrap();
-        let up = UploadRecord {
-            key: "k".into(),
+    fn upload(key: &str) -> UploadRecord {
+        UploadRecord {
+            key: key.into(),
             account_id: "ba-1".into(),
             initiated_ms: 0,
             attrs: ObjectAttrs::default(),
-        };
-        s.create_upload("b", "u1", &up).unwrap();
-        let part = |blob: &str| PartRecord {
+        }
+    }
+
+    fn part(blob: &str, size: u64) -> PartRecord {
+        PartRecord {
             blob: blob.into(),
-            size: 3,
+            size,
             md5_hex: "m".into(),
             last_modified_ms: 0,
-        };
-        s.put_part("b", "u1", 1, &part("p1")).unwrap();
-        s.put_part("b", "u1", 2, &part("p2")).unwrap();
+        }
+    }
+
+    fn held(s: &Store, bucket: &str) -> (u64, u64) {
+        let b = s.bucket(bucket).unwrap().unwrap();
+        (b.used_bytes, b.pending_bytes)
+    }
+
+    #[test]
+    fn finishing_an_upload_moves_parts_into_one_object() {
+        let (_d, s) = store();
+        s.insert_bucket_if_absent(&bucket("b", Some(6))).unwrap();
+        s.create_upload("b", "u1", &upload("k")).unwrap();
+        s.put_part("b", "u1", 1, &part("p1", 3)).unwrap();
+        s.put_part("b", "u1", 2, &part("p2", 3)).unwrap();
         assert_eq!(s.parts("u1").unwrap().len(), 2);
         let mut refs = s.referenced_blobs("b").unwrap();
         refs.sort();
         assert_eq!(refs, ["p1", "p2"]);
-        // 6 bytes exceed the 5-byte quota: nothing changes.
+        assert_eq!(held(&s, "b"), (0, 6));
+        // 7 bytes exceed the 6-byte quota: nothing changes.
         let err = s
-            .finish_upload("b", "u1", Some(&object("o", 6)))
+            .finish_upload("b", "u1", Some(&object("o", 7)))
             .unwrap_err();
         assert!(matches!(err, WriteError::Quota { .. }));
         assert!(s.upload("b", "u1").unwrap().is_some());
-        let freed = s.finish_upload("b", "u1", Some(&object("o", 5))).unwrap();
+        assert_eq!(held(&s, "b"), (0, 6));
+        let freed = s.finish_upload("b", "u1", Some(&object("o", 6))).unwrap();
         assert_eq!(freed, ["p1", "p2"]);
         assert!(s.upload("b", "u1").unwrap().is_none());
         assert_eq!(s.referenced_blobs("b").unwrap(), ["o"]);
+        assert_eq!(held(&s, "b"), (6, 0));
+    }
+
+    #[test]
+    fn pending_parts_count_against_the_quota_until_their_upload_ends() {
+        let (_d, s) = store();
+        s.insert_bucket_if_absent(&bucket("b", Some(10))).unwrap();
+        s.create_upload("b", "u1", &upload("k")).unwrap();
+        s.put_part("b", "u1", 1, &part("p1", 6)).unwrap();
+        // 6 pending + 5 > 10, whether a part or an object.
+        let err = s.put_part("b", "u1", 2, &part("p2", 5)).unwrap_err();
+        assert!(matches!(
+            err,
+            WriteError::Quota {
+                max: 10,
+                would_hold: 11
+            }
+        ));
+        assert!(matches!(
+            s.put_object("b", "o", &object("o", 5)).unwrap_err(),
+            WriteError::Quota { .. }
+        ));
+        // Uploading part 1 again replaces its 6 bytes.
+        assert_eq!(
+            s.put_part("b", "u1", 1, &part("p1b", 10)).unwrap(),
+            Some("p1".into())
+        );
+        assert_eq!(held(&s, "b"), (0, 10));
+        // Aborting releases them.
+        assert_eq!(s.finish_upload("b", "u1", None).unwrap(), ["p1b"]);
+        assert_eq!(held(&s, "b"), (0, 0));
+        s.put_object("b", "o", &object("o", 10)).unwrap();
+    }
+
+    #[test]
+    fn pending_parts_recorded_before_they_were_counted_are_recounted() {
+        let (_d, s) = store();
+        s.insert_bucket_if_absent(&bucket("b", None)).unwrap();
+        s.create_upload("b", "u1", &upload("k")).unwrap();
+        s.put_part("b", "u1", 1, &part("p1", 4)).unwrap();
+        assert!(!s.recount_pending("b").unwrap());
+        // A record from before: no pending bytes.
+        let mut b = s.bucket("b").unwrap().unwrap();
+        b.pending_bytes = 0;
+        let tx = s.db.begin_write().unwrap();
+        tx.open_table(BUCKETS)
+            .unwrap()
+            .insert("b", enc(&b).unwrap().as_slice())
+            .unwrap();
+        tx.commit().unwrap();
+        assert!(s.recount_pending("b").unwrap());
+        assert_eq!(held(&s, "b"), (0, 4));
+        assert!(!s.recount_pending("nope").unwrap());
     }
 }

@@ -299,7 +299,7 @@ async fn multipart_uploads_assemble_their_parts() {
 }
 
 #[tokio::test]
-async fn the_size_quota_refuses_puts_and_multipart_completions_over_it() {
+async fn the_size_quota_refuses_puts_and_parts_over_it() {
     let h = Harness::start().await;
     let (id, s3) = h.bucket_client("d14", &[("maxSizeBytes", "6Mi")]).await;
     put(&s3, &id, "small", vec![0u8; 1024 * 1024])
@@ -308,25 +308,80 @@ async fn the_size_quota_refuses_puts_and_multipart_completions_over_it() {
     let err = put(&s3, &id, "too-big", vec![0u8; 6 * 1024 * 1024]).await;
     assert_eq!(err.unwrap_err(), "QuotaExceeded");
 
-    let (upload_id, parts) = upload_parts(
-        &s3,
-        &id,
-        "mp",
-        vec![vec![1u8; 5 * 1024 * 1024], vec![1u8; 512 * 1024]],
-    )
-    .await;
-    // 1 MiB stored + 5.5 MiB assembled > 6 MiB.
-    let err = complete_upload(&s3, &id, "mp", &upload_id, parts.clone())
-        .await
-        .unwrap_err();
-    assert_eq!(s3_code(&err), "QuotaExceeded");
-    // Freeing space lets the same upload complete.
+    // 1 MiB stored + a 5 MiB part: the bucket is full...
+    let (upload_id, mut parts) =
+        upload_parts(&s3, &id, "mp", vec![vec![1u8; 5 * 1024 * 1024]]).await;
+    // ...so a second part does not fit.
+    let err = upload_part(&s3, &id, "mp", &upload_id, 2, vec![1u8; 512 * 1024]).await;
+    assert_eq!(err.unwrap_err(), "QuotaExceeded");
+    // Freeing space lets it in, and the upload completes.
     delete(&s3, &id, "small").await.unwrap();
+    let etag = upload_part(&s3, &id, "mp", &upload_id, 2, vec![1u8; 512 * 1024])
+        .await
+        .unwrap();
+    parts.push(
+        aws_sdk_s3::types::CompletedPart::builder()
+            .part_number(2)
+            .e_tag(etag)
+            .build(),
+    );
     complete_upload(&s3, &id, "mp", &upload_id, parts)
         .await
         .unwrap();
     let state = h.driver.backend_state().unwrap();
     assert_eq!(state.buckets[0].used_bytes, 5 * 1024 * 1024 + 512 * 1024);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn pending_multipart_parts_count_against_the_size_quota() {
+    const KIB: usize = 1024;
+    let h = Harness::start().await;
+    let (id, s3) = h.bucket_client("d14p", &[("maxSizeBytes", "1Mi")]).await;
+
+    // 768 KiB of parts pending leave 256 KiB: no part, of this upload or
+    // another, and no object may take more.
+    let first = start_upload(&s3, &id, "a").await.unwrap();
+    upload_part(&s3, &id, "a", &first, 1, vec![1u8; 768 * KIB])
+        .await
+        .unwrap();
+    let over = upload_part(&s3, &id, "a", &first, 2, vec![2u8; 512 * KIB]).await;
+    assert_eq!(over.unwrap_err(), "QuotaExceeded");
+    let second = start_upload(&s3, &id, "b").await.unwrap();
+    let over = upload_part(&s3, &id, "b", &second, 1, vec![3u8; 512 * KIB]).await;
+    assert_eq!(over.unwrap_err(), "QuotaExceeded");
+    let over = put(&s3, &id, "object", vec![4u8; 512 * KIB]).await;
+    assert_eq!(over.unwrap_err(), "QuotaExceeded");
+    // A part uploaded again replaces the old one: counted once.
+    upload_part(&s3, &id, "a", &first, 1, vec![5u8; 1024 * KIB])
+        .await
+        .unwrap();
+
+    // Aborting releases the parts.
+    for (key, upload) in [("a", &first), ("b", &second)] {
+        let abort = s3.abort_multipart_upload().bucket(&id).key(key);
+        s3_result(abort.upload_id(upload).send().await).unwrap();
+    }
+    put(&s3, &id, "whole", vec![6u8; 1024 * KIB]).await.unwrap();
+    delete(&s3, &id, "whole").await.unwrap();
+
+    // Completing with one of two parts stores that part once and releases
+    // the other.
+    let (upload, parts) = upload_parts(
+        &s3,
+        &id,
+        "c",
+        vec![vec![7u8; 300 * KIB], vec![8u8; 300 * KIB]],
+    )
+    .await;
+    complete_upload(&s3, &id, "c", &upload, parts[1..].to_vec())
+        .await
+        .unwrap();
+    put(&s3, &id, "fill", vec![9u8; 724 * KIB]).await.unwrap();
+    let over = put(&s3, &id, "one-more", b"x").await;
+    assert_eq!(over.unwrap_err(), "QuotaExceeded");
+    let state = h.driver.backend_state().unwrap();
+    assert_eq!(state.buckets[0].used_bytes, 1024 * KIB as u64);
     h.stop().await;
 }
 

@@ -62,7 +62,7 @@ impl Store {
         rec: &ObjectRecord,
     ) -> Result<Option<String>, WriteError> {
         let tx = self.db.begin_write()?;
-        let old = replace_object(&tx, bucket, key, rec)?;
+        let old = replace_object(&tx, bucket, key, rec, 0)?;
         tx.commit()?;
         Ok(old.map(|o| o.blob))
     }
@@ -148,7 +148,9 @@ impl Store {
         scan_rows(&t, bucket, |id, v| Ok((id.to_owned(), dec(v)?)))
     }
 
-    /// Stores part `number` of an upload; returns the replaced part's blob.
+    /// Stores part `number` of an upload if the bucket is ready and its
+    /// quota allows (pending parts count against it); returns the replaced
+    /// part's blob.
     pub fn put_part(
         &self,
         bucket: &str,
@@ -158,17 +160,29 @@ impl Store {
     ) -> Result<Option<String>, WriteError> {
         let tx = self.db.begin_write()?;
         let old = {
-            ready_bucket(&tx.open_table(BUCKETS)?, bucket)?;
+            let mut buckets = tx.open_table(BUCKETS)?;
+            let mut b = ready_bucket(&buckets, bucket)?;
             if tx.open_table(UPLOADS)?.get((bucket, upload_id))?.is_none() {
                 return Err(WriteError::NoSuchUpload);
             }
             let mut parts = tx.open_table(PARTS)?;
-            let old: Option<PartRecord> =
-                dec_opt(parts.insert((upload_id, number), enc(rec)?.as_slice())?)?;
+            let old: Option<PartRecord> = dec_opt(parts.get((upload_id, number))?)?;
+            let old_size = old.as_ref().map_or(0, |p| p.size);
+            check_quota(&b, old_size, rec.size)?;
+            b.pending_bytes = b.pending_bytes.saturating_sub(old_size) + rec.size;
+            parts.insert((upload_id, number), enc(rec)?.as_slice())?;
+            buckets.insert(bucket, enc(&b)?.as_slice())?;
             old
         };
         tx.commit()?;
         Ok(old.map(|p| p.blob))
+    }
+
+    /// Part `number` of an upload, if uploaded.
+    pub fn part(&self, upload_id: &str, number: u32) -> Result<Option<PartRecord>, StoreError> {
+        let tx = self.db.begin_read()?;
+        let t = tx.open_table(PARTS)?;
+        dec_opt(t.get((upload_id, number))?)
     }
 
     /// The parts of an upload, by number.
@@ -177,10 +191,10 @@ impl Store {
         upload_parts(&tx.open_table(PARTS)?, upload_id)
     }
 
-    /// Ends an upload: removes it and its parts and, when `object` is given,
-    /// stores it as the upload's object (quota permitting) in the same
-    /// transaction. Returns the blobs no longer referenced (all parts and
-    /// any replaced object).
+    /// Ends an upload: removes it and its parts (no longer pending) and,
+    /// when `object` is given, stores it as the upload's object (quota
+    /// permitting) in the same transaction. Returns the blobs no longer
+    /// referenced (all parts and any replaced object).
     pub fn finish_upload(
         &self,
         bucket: &str,
@@ -196,17 +210,63 @@ impl Store {
                 None => return Err(WriteError::NoSuchUpload),
             };
             let mut parts = tx.open_table(PARTS)?;
+            let mut released = 0u64;
             for (n, p) in upload_parts(&parts, upload_id)? {
                 parts.remove((upload_id, n))?;
+                released = released.saturating_add(p.size);
                 unreferenced.push(p.blob);
             }
-            if let Some(rec) = object {
-                let old = replace_object(&tx, bucket, &upload.key, rec)?;
-                unreferenced.extend(old.map(|o| o.blob));
+            match object {
+                Some(rec) => {
+                    let old = replace_object(&tx, bucket, &upload.key, rec, released)?;
+                    unreferenced.extend(old.map(|o| o.blob));
+                }
+                None => {
+                    let mut buckets = tx.open_table(BUCKETS)?;
+                    let b: Option<BucketRecord> = dec_opt(buckets.get(bucket)?)?;
+                    if let Some(mut b) = b {
+                        b.pending_bytes = b.pending_bytes.saturating_sub(released);
+                        buckets.insert(bucket, enc(&b)?.as_slice())?;
+                    }
+                }
             }
         }
         tx.commit()?;
         Ok(unreferenced)
+    }
+
+    /// Sets the pending bytes of `bucket` to what its parts hold, when they
+    /// differ (records written before parts were counted); true when they
+    /// did.
+    pub fn recount_pending(&self, bucket: &str) -> Result<bool, StoreError> {
+        let tx = self.db.begin_write()?;
+        let changed = {
+            let mut buckets = tx.open_table(BUCKETS)?;
+            let b: Option<BucketRecord> = dec_opt(buckets.get(bucket)?)?;
+            let Some(mut b) = b else {
+                return Ok(false);
+            };
+            let uploads = tx.open_table(UPLOADS)?;
+            let parts = tx.open_table(PARTS)?;
+            let mut pending = 0u64;
+            for u in collect_keys(&uploads, bucket)? {
+                for (_, p) in upload_parts(&parts, &u)? {
+                    pending = pending.saturating_add(p.size);
+                }
+            }
+            let changed = b.pending_bytes != pending;
+            b.pending_bytes = pending;
+            if changed {
+                buckets.insert(bucket, enc(&b)?.as_slice())?;
+            }
+            changed
+        };
+        if changed {
+            tx.commit()?;
+        } else {
+            tx.abort()?;
+        }
+        Ok(changed)
     }
 
     /// Every blob referenced by the objects and parts of `bucket`.
@@ -236,19 +296,23 @@ fn ready_bucket(
 
 /// Stores `rec` as object `key` of `bucket` within `tx` if the bucket is
 /// ready and its quota allows, updating the bucket's usage; returns the
-/// replaced object.
+/// replaced object. `released` bytes of pending parts (those of the
+/// upload `rec` completes) stop being pending in the same write.
 fn replace_object(
     tx: &WriteTransaction,
     bucket: &str,
     key: &str,
     rec: &ObjectRecord,
+    released: u64,
 ) -> Result<Option<ObjectRecord>, WriteError> {
     let mut buckets = tx.open_table(BUCKETS)?;
     let mut b = ready_bucket(&buckets, bucket)?;
     let mut objects = tx.open_table(OBJECTS)?;
     let old: Option<ObjectRecord> = dec_opt(objects.get((bucket, key))?)?;
     let old_size = old.as_ref().map_or(0, |o| o.size);
-    b.used_bytes = check_quota(&b, old_size, rec.size)?;
+    check_quota(&b, old_size.saturating_add(released), rec.size)?;
+    b.used_bytes = b.used_bytes.saturating_sub(old_size) + rec.size;
+    b.pending_bytes = b.pending_bytes.saturating_sub(released);
     objects.insert((bucket, key), enc(rec)?.as_slice())?;
     buckets.insert(bucket, enc(&b)?.as_slice())?;
     Ok(old)
@@ -267,17 +331,20 @@ fn upload_parts(
     Ok(out)
 }
 
-/// The bucket's new usage after replacing `old_size` bytes by `new_size`,
-/// or `Quota` when that exceeds its quota.
-fn check_quota(b: &BucketRecord, old_size: u64, new_size: u64) -> Result<u64, WriteError> {
+/// Refuses replacing `old_size` bytes the bucket holds by `new_size`
+/// when that takes what it holds, objects and pending parts, over its
+/// quota. A write that does not grow the bucket always passes, so one
+/// over its quota (a quota lowered by hand) can still shrink.
+fn check_quota(b: &BucketRecord, old_size: u64, new_size: u64) -> Result<(), WriteError> {
     let would_hold = b
         .used_bytes
+        .saturating_add(b.pending_bytes)
         .saturating_sub(old_size)
         .saturating_add(new_size);
     match b.params.max_size_bytes {
         Some(max) if would_hold > max && new_size > old_size => {
             Err(WriteError::Quota { max, would_hold })
         }
-        _ => Ok(would_hold),
+        _ => Ok(()),
     }
 }

@@ -34,6 +34,11 @@ pub struct BucketRecord {
     pub created_ms: i64,
     /// Bytes of object data stored.
     pub used_bytes: u64,
+    /// Bytes of multipart parts uploaded and not yet completed or aborted.
+    /// They count against the quota with `used_bytes`. Records written
+    /// before they were counted have none; opening the driver recounts.
+    #[serde(default)]
+    pub pending_bytes: u64,
     /// Bucket tags.
     #[serde(default)]
     pub tags: Vec<(String, String)>,

@@ -451,6 +451,25 @@ pub async fn upload_parts(
     (upload_id, completed)
 }
 
+/// Uploads part `number` of upload `upload_id` of `key`; its ETag, or
+/// the S3 error code.
+pub async fn upload_part(
+    s3: &aws_sdk_s3::Client,
+    bucket: &str,
+    key: &str,
+    upload_id: &str,
+    number: i32,
+    data: Vec<u8>,
+) -> Result<String, String> {
+    let call = s3
+        .upload_part()
+        .bucket(bucket)
+        .key(key)
+        .upload_id(upload_id);
+    let out = s3_result(call.part_number(number).body(data.into()).send().await)?;
+    Ok(out.e_tag().unwrap_or_default().to_owned())
+}
+
 /// Completes multipart upload `upload_id` of `key` with `parts`.
 pub async fn complete_upload(
     s3: &aws_sdk_s3::Client,

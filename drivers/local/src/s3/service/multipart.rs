@@ -51,8 +51,15 @@ impl Operation for UploadPartInput {
             .ready_upload(&input.bucket, &input.key, &input.upload_id)
             .await?;
         let integrity = integrity!(input, request.trailers, None);
+        let replaced = s3.part_size(&input.upload_id, input.part_number).await?;
         let blob = s3
-            .receive(&bucket, 0, input.content_length, input.body, integrity)
+            .receive(
+                &bucket,
+                replaced,
+                input.content_length,
+                input.body,
+                integrity,
+            )
             .await?;
         s3.store_part(&bucket.id, &input.upload_id, input.part_number, &blob)
             .await?;
@@ -76,7 +83,8 @@ impl Operation for UploadPartCopyInput {
             .ready_upload(&input.bucket, &input.key, &input.upload_id)
             .await?;
         let (offset, len) = copy_range(input.copy_source_range.as_deref(), src.size)?;
-        let room = s3.room(&bucket, 0, Some(len))?;
+        let replaced = s3.part_size(&input.upload_id, input.part_number).await?;
+        let room = s3.room(&bucket, replaced, Some(len))?;
         let blob = s3
             .copy_blob(&src_bucket, &src, &bucket, offset, len, room)
             .await?;
@@ -148,11 +156,11 @@ impl Operation for CompleteMultipartUploadInput {
             chosen.push(rec.clone());
         }
         let total: u64 = chosen.iter().map(|p| p.size).sum();
-        s3.room(
-            &bucket,
-            existing.as_ref().map_or(0, |o| o.size),
-            Some(total),
-        )?;
+        // Completing replaces the existing object and every part of the
+        // upload, chosen or not, which stop being pending.
+        let parts: u64 = stored.values().map(|p| p.size).sum();
+        let replaced = existing.as_ref().map_or(0, |o| o.size) + parts;
+        s3.room(&bucket, replaced, Some(total))?;
 
         // Concatenate the parts into a new blob.
         let name = blobs::new_blob_name();

@@ -177,7 +177,8 @@ impl LocalS3 {
     }
 
     /// The most bytes a write to `bucket` replacing `replaced` bytes may
-    /// add, and an early refusal when `declared` is already too many.
+    /// add, and an early refusal when `declared` is already too many. The
+    /// bucket holds its objects and its pending multipart parts.
     pub(super) fn room(
         &self,
         bucket: &BucketRecord,
@@ -187,7 +188,10 @@ impl LocalS3 {
         let Some(max) = bucket.params.max_size_bytes else {
             return Ok(u64::MAX);
         };
-        let base = bucket.used_bytes.saturating_sub(replaced);
+        let base = bucket
+            .used_bytes
+            .saturating_add(bucket.pending_bytes)
+            .saturating_sub(replaced);
         let room = max.saturating_sub(base);
         if let Some(n) = declared
             && n > room
@@ -401,6 +405,19 @@ impl LocalS3 {
             Some(up) if up.key == key => Ok((ready, up)),
             _ => Err(s3_error!(NoSuchUpload)),
         }
+    }
+
+    /// The size of part `part_number` of upload `upload_id`, 0 when none
+    /// was uploaded: what uploading it again replaces.
+    pub(super) async fn part_size(&self, upload_id: &str, part_number: i32) -> S3Result<u64> {
+        let (u, n) = (
+            upload_id.to_owned(),
+            u32::try_from(part_number).unwrap_or(0),
+        );
+        Ok(self
+            .read(move |s| s.part(&u, n))
+            .await?
+            .map_or(0, |p| p.size))
     }
 
     pub(super) async fn store_part(
