@@ -58,6 +58,8 @@ pub enum CrashPoint {
     AfterBucketDataRemoved,
     /// DriverGrantBucketAccess: the account is committed, the reply not yet sent.
     AfterAccountRecorded,
+    /// DriverRevokeBucketAccess: the account is removed, the reply not yet sent.
+    AfterAccountRemoved,
 }
 
 /// A bucket as the backend holds it.

@@ -10,7 +10,11 @@
 //! - DriverDeleteBucket marks the bucket `Deleting`, removes its contents,
 //!   then drops its records;
 //! - DriverGrantBucketAccess writes the account and its only key in one
-//!   transaction and hands the same key pair back on every repeat.
+//!   transaction and hands the same key pair back on every repeat;
+//! - DriverRevokeBucketAccess removes the account and its key in one
+//!   transaction, once it has found the account granted on every bucket
+//!   the request names (`check_revoked_buckets`: the account ID alone
+//!   never revokes); an account already gone is OK.
 
 use std::collections::{BTreeMap, HashMap};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -150,6 +154,47 @@ fn incompatible_account(
         describe_grants(have),
         describe_grants(want)
     ))
+}
+
+/// The message refusing a revoke of `account_id` that names `buckets` the
+/// account was never granted: it names only what the request named, never
+/// the buckets the account does hold. The S3 and Ceph RGW drivers word it
+/// the same (`cosi_driver_s3_common::revoke`).
+fn not_granted_message(account_id: &str, buckets: &[&str]) -> String {
+    let quoted: Vec<String> = buckets.iter().map(|b| format!("{b:?}")).collect();
+    let noun = if buckets.len() == 1 {
+        "bucket"
+    } else {
+        "buckets"
+    };
+    format!(
+        "refusing to revoke account {account_id:?}: it was never granted {noun} {}, which the request names; \
+         a revoke must name the buckets of the account's grant, so nothing was revoked",
+        quoted.join(", ")
+    )
+}
+
+/// Refuses (`FailedPrecondition`) a revoke of the account `account_id`,
+/// holding `grants`, that names a bucket it was never granted: whoever
+/// learns another tenant's account ID must not revoke it by naming buckets
+/// of their own.
+pub(crate) fn check_revoked_buckets(
+    account_id: &str,
+    grants: &BTreeMap<String, Modes>,
+    named: &[RevokedBucket],
+) -> Result<(), Status> {
+    let mut missing: Vec<&str> = Vec::new();
+    for id in named.iter().map(|b| b.bucket_id.as_str()) {
+        if !grants.contains_key(id) && !missing.contains(&id) {
+            missing.push(id);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(Status::failed_precondition(not_granted_message(
+        account_id, &missing,
+    )))
 }
 
 impl LocalDriver {
@@ -301,6 +346,18 @@ impl LocalDriver {
             }),
         })
     }
+
+    fn revoke_blocking(&self, account_id: &str, named: &[RevokedBucket]) -> Result<(), Status> {
+        let store = &self.inner.store;
+        let Some(account) = store.account(account_id).map_err(internal)? else {
+            return Ok(());
+        };
+        check_revoked_buckets(account_id, &account.grants, named)?;
+        if store.remove_account(account_id).map_err(internal)? {
+            tracing::info!(account = %account_id, "access revoked");
+        }
+        self.crash_point(CrashPoint::AfterAccountRemoved)
+    }
 }
 
 #[cosi_driver::async_trait]
@@ -411,13 +468,7 @@ impl Driver for LocalDriver {
         r: DriverRevokeBucketAccessRequest,
     ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         self.provisioning(vec![Key::Account(r.account_id.clone())], move |d| {
-            if d.inner
-                .store
-                .remove_account(&r.account_id)
-                .map_err(internal)?
-            {
-                tracing::info!(account = %r.account_id, "access revoked");
-            }
+            d.revoke_blocking(&r.account_id, &r.buckets)?;
             Ok(DriverRevokeBucketAccessResponse {})
         })
         .await
@@ -479,6 +530,31 @@ mod tests {
                 object_metadata: Mode::None,
                 bucket_metadata: Mode::WriteOnly
             }
+        );
+    }
+
+    #[test]
+    fn a_revoke_is_refused_unless_every_bucket_it_names_was_granted() {
+        let grants = requested_grants(&[
+            AccessedBucket::object_data_only("bc-a", AccessMode::ReadWrite),
+            AccessedBucket::object_data_only("bc-b", AccessMode::ReadOnly),
+        ]);
+        let named = |ids: &[&str]| -> Vec<RevokedBucket> {
+            ids.iter()
+                .map(|id| RevokedBucket {
+                    bucket_id: (*id).into(),
+                })
+                .collect()
+        };
+        check_revoked_buckets("ba-1", &grants, &named(&["bc-a", "bc-b"])).unwrap();
+        check_revoked_buckets("ba-1", &grants, &named(&["bc-b"])).unwrap();
+        let err =
+            check_revoked_buckets("ba-1", &grants, &named(&["bc-a", "bc-x", "bc-x"])).unwrap_err();
+        assert_eq!(err.code(), cosi_driver::Code::FailedPrecondition);
+        assert_eq!(
+            err.message(),
+            "refusing to revoke account \"ba-1\": it was never granted bucket \"bc-x\", which the request \
+             names; a revoke must name the buckets of the account's grant, so nothing was revoked"
         );
     }
 

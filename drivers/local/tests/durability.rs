@@ -201,6 +201,34 @@ async fn a_grant_whose_reply_was_lost_is_answered_again_with_the_same_key() {
 }
 
 #[tokio::test]
+async fn a_revoke_cut_short_after_removing_the_account_is_completed_by_its_retry() {
+    let h = Harness::start().await;
+    let [a, b] = h.buckets(["bc-c6a", "bc-c6b"]).await;
+    let creds = h.grant("ba-c6", &[(&a, rw()), (&b, rw())]).await;
+    h.driver.crash_once_at(CrashPoint::AfterAccountRemoved);
+    let req = cosi_driver::testing::revoke_request(ObjectProtocol::S3, "ba-c6", &[&a, &b]);
+    let mut p = h.provisioner();
+    assert_status(
+        p.driver_revoke_bucket_access(req.clone()).await,
+        Code::Unavailable,
+        &[],
+    );
+    let h = Harness::start_in(h.stop().await).await;
+    h.provisioner()
+        .driver_revoke_bucket_access(req)
+        .await
+        .unwrap();
+    let state = h.driver.backend_state().unwrap();
+    assert!(state.accounts.is_empty());
+    assert_eq!(state.access_keys, 0);
+    assert_eq!(
+        get(&h.s3_client(&creds), &a, "k").await.unwrap_err(),
+        "InvalidAccessKeyId"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn blobs_left_by_an_interrupted_write_are_swept_at_start_up() {
     let h = Harness::start().await;
     let (id, creds) = h.granted_bucket("c5", &[]).await;

@@ -308,6 +308,50 @@ async fn revoke_removes_the_account_and_is_ok_when_absent() {
 }
 
 #[tokio::test]
+async fn a_revoke_naming_a_bucket_the_account_was_never_granted_is_refused_and_the_key_still_works()
+{
+    let h = Harness::start().await;
+    let (victim_bucket, victim) = h.bucket_holding("1515", "k", b"v").await;
+    let (own_bucket, _) = h.granted_bucket("1516", &[]).await;
+    let before = h.driver.backend_state().unwrap();
+    let mut p = h.provisioner();
+    for named in [
+        vec![own_bucket.as_str()],
+        vec![victim_bucket.as_str(), own_bucket.as_str()],
+    ] {
+        let request = cosi_driver::testing::revoke_request(ObjectProtocol::S3, "ba-1515", &named);
+        let err = assert_status(
+            p.driver_revoke_bucket_access(request).await,
+            Code::FailedPrecondition,
+            &["\"ba-1515\"", &own_bucket, "nothing was revoked"],
+        );
+        assert!(
+            !err.message().contains(&format!("{victim_bucket:?}")),
+            "the refusal names a bucket the request did not name as not granted: {}",
+            err.message()
+        );
+    }
+    assert_eq!(h.driver.backend_state().unwrap(), before);
+    assert_eq!(get(&victim, &victim_bucket, "k").await.unwrap(), b"v");
+    put(&victim, &victim_bucket, "k2", b"still writes")
+        .await
+        .unwrap();
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_revoke_of_an_account_already_gone_is_ok_and_touches_no_other_account() {
+    let h = Harness::start().await;
+    let (id, s3) = h.bucket_holding("1717", "k", b"v").await;
+    let before = h.driver.backend_state().unwrap();
+    h.revoke("ba-never-granted", &id).await;
+    h.revoke("ba-never-granted", "bc-no-such-bucket").await;
+    assert_eq!(h.driver.backend_state().unwrap(), before);
+    assert_eq!(get(&s3, &id, "k").await.unwrap(), b"v");
+    h.stop().await;
+}
+
+#[tokio::test]
 async fn a_regranted_account_gets_a_fresh_key() {
     let h = Harness::start().await;
     let (id, first) = h.granted_bucket("1313", &[]).await;
