@@ -60,6 +60,13 @@ pub mod annotations {
     /// driver API grant in one call), so only the Sidecar may finish the
     /// access's deletion, even while `status.accountID` is empty.
     pub const SIDECAR_GRANT_STARTED: &str = "objectstorage.cosi-rs.dev/sidecar-grant-started";
+    /// On a dynamically provisioned Bucket (cosi-rs, not in the KEP): when
+    /// the controller found, by reading the API, that the BucketClaim bound
+    /// to it is gone although COSI never deleted it (its finalizer was
+    /// removed by hand), as RFC 3339. It starts the controller's
+    /// `--orphan-grace`, after which the Bucket's deletion policy is
+    /// applied. Buckets are cluster-scoped, so no tenant can set or reset it.
+    pub const CLAIM_LOST_AT: &str = "objectstorage.cosi-rs.dev/claim-lost-at";
     /// On a BucketAccess Secret: `<namespace>/<name>` of its BucketAccess (informational).
     pub const BUCKETACCESS_REFERENCE: &str = "objectstorage.k8s.io/bucketaccess-reference";
     /// On a BucketAccess Secret: `<namespace>/<name>` of its BucketClaim (informational).

@@ -57,6 +57,12 @@ catalogue! {
     WAITING = "WaitingForResources", do "Create the object the message names.";
     /// A Bucket kept by `deletionPolicy: Retain` after its BucketClaim was deleted: provisioned, bound to no claim.
     RELEASED = "Released", do "Delete the Bucket to delete the backend bucket, or bind it to a new claim with `spec.existingBucketName`.";
+    /// A dynamically provisioned Bucket's BucketClaim is gone although COSI never deleted it (its finalizer was removed by hand); after the controller's `--orphan-grace` the Bucket's deletion policy is applied (Event).
+    CLAIM_LOST = "ClaimLost", do "To keep the bucket and its data, set the Bucket's `deletionPolicy` to `Retain` before the time the Event names. A new claim of the same name gets a new Bucket, never this one.";
+    /// The BucketClaim of a Bucket marked `ClaimLost` exists after all: nothing is deleted (Event).
+    CLAIM_FOUND = "ClaimFound", do "-";
+    /// The grace period after `ClaimLost` has passed: a `Delete` Bucket was deleted with its backend bucket, a `Retain` one released (Event).
+    DELETION_POLICY_APPLIED = "DeletionPolicyApplied", do "-";
     /// The claim's BucketClass does not exist (yet).
     WAITING_FOR_BUCKET_CLASS = "WaitingForBucketClass", do "Create the BucketClass the claim names, or re-create the claim with an existing one.";
     /// The claim's BucketClass is invalid.
@@ -157,6 +163,8 @@ pub mod actions {
     pub const DELETE: &str = "Delete";
     /// The controller validating a BucketAccess and handing it to the sidecar.
     pub const GRANT: &str = "Grant";
+    /// The controller applying the deletion policy of a Bucket whose claim is gone.
+    pub const RECLAIM: &str = "Reclaim";
     /// The sidecar creating (or, for a static Bucket, finding) a backend bucket.
     pub const CREATE_BUCKET: &str = "CreateBucket";
     /// The sidecar deleting a backend bucket.
