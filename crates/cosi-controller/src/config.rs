@@ -1,5 +1,6 @@
-//! How the controller is run: where it reports metrics and readiness, and
-//! how many objects it reconciles at once.
+//! How the controller is run: where it reports metrics and readiness, how
+//! many objects it reconciles at once, and how long a lost claim's Bucket
+//! is kept.
 
 use std::time::Duration;
 
@@ -30,7 +31,14 @@ pub struct Config {
     pub debounce: Duration,
     /// Name shown as the reporting controller of Events.
     pub component: String,
+    /// How long a dynamically provisioned Bucket whose claim was lost (its
+    /// finalizer removed by hand, then deleted) is kept before its deletion
+    /// policy is applied; zero leaves such Buckets alone.
+    pub orphan_grace: Duration,
 }
+
+/// The default of [`Config::orphan_grace`] (`--orphan-grace`).
+pub const DEFAULT_ORPHAN_GRACE: Duration = Duration::from_secs(5 * 60);
 
 impl Config {
     /// A configuration whose metrics are registered into `registry`
@@ -46,6 +54,7 @@ impl Config {
             concurrency: 32,
             debounce: Duration::from_millis(50),
             component: COMPONENT.to_owned(),
+            orphan_grace: DEFAULT_ORPHAN_GRACE,
         })
     }
 }

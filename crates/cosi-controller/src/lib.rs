@@ -43,7 +43,7 @@ pub use error::Error;
 use context::{Caches, Context};
 use metrics::Operations;
 
-/// Runs the BucketClaim and BucketAccess reconcilers until `shutdown`.
+/// Runs the BucketClaim, BucketAccess and Bucket reconcilers until `shutdown`.
 ///
 /// Readiness (in `config`) turns ready once every watch cache is filled,
 /// and not ready again when stopping.
@@ -54,8 +54,12 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
 
     // Each kind is watched once; claims and Buckets trigger several loops,
     // each only once the one cache holds the change.
-    let (claims, claims_filled, watch_claims, [claim_triggers, access_claim_triggers]) =
-        cache::shared(Api::<BucketClaim>::all(client.clone()), None);
+    let (
+        claims,
+        claims_filled,
+        watch_claims,
+        [claim_triggers, access_claim_triggers, bucket_claim_triggers],
+    ) = cache::shared(Api::<BucketClaim>::all(client.clone()), None);
     let claim_accesses = RefIndex::new(watches::claims_named);
     let secret_names = RefIndex::new(watches::secrets_named);
     let access_observer: cache::Observer<BucketAccess> = {
@@ -90,7 +94,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         [
             claim_bucket_triggers,
             access_bucket_triggers,
-            deleted_buckets,
+            bucket_triggers,
         ],
     ) = cache::shared(Api::<Bucket>::all(client.clone()), Some(on_delete));
     let (bucket_classes, bucket_classes_filled, class_triggers) =
@@ -113,7 +117,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         })
     };
     let caches = Caches {
-        buckets,
+        buckets: buckets.clone(),
         bucket_classes,
         access_classes,
         claims: claims.clone(),
@@ -131,6 +135,10 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
     let runtime = config.metrics.runtime();
     count_objects(runtime.objects(), &caches);
     let claim_ctx = context(caches.clone());
+    let bucket_ctx = Arc::new(bucket::Context {
+        shared: context(caches.clone()),
+        orphan_grace: config.orphan_grace,
+    });
     let access_ctx = context(caches);
 
     let claim_run = Reconciler::new(claims.clone(), claim_triggers)
@@ -201,7 +209,22 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         }
     };
 
-    let bucket_run = bucket::run(client.clone(), deleted_buckets, shutdown.clone());
+    // Every Bucket change, and every claim that leaves the cache (its
+    // Bucket may have lost its claim).
+    let bucket_run = Reconciler::new(buckets.clone(), bucket_triggers)
+        .watches(bucket_claim_triggers, {
+            let claims = claims.clone();
+            move |claim| bucket::lost_claim_to_bucket(&claim, &claims)
+        })
+        .workers(config.concurrency.into())
+        .debounce(config.debounce)
+        .metrics(runtime.for_loop(BUCKET_LOOP))
+        .run(
+            bucket::reconcile,
+            bucket::error_policy,
+            bucket_ctx,
+            shutdown.stopped(),
+        );
     tracing::info!("controller starting");
     // The shared watches run until the loops they feed have ended.
     tokio::select! {
@@ -221,6 +244,8 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
 pub const BUCKET_CLAIM_LOOP: &str = "bucketclaim";
 /// The `controller` label of the BucketAccess loop's metrics.
 pub const BUCKET_ACCESS_LOOP: &str = "bucketaccess";
+/// The `controller` label of the Bucket loop's metrics.
+pub const BUCKET_LOOP: &str = "bucket";
 
 /// The kinds the controller counts in `cosi_objects` (every object of each).
 const OBJECT_KINDS: [&str; 3] = ["BucketClaim", "Bucket", "BucketAccess"];

@@ -1,6 +1,8 @@
 //! `cosi-controller`: flags → client → HTTP endpoints → leader election →
 //! [`cosi_controller::run`].
 
+use std::time::Duration;
+
 use anyhow::Context as _;
 use clap::Parser;
 use cosi_controller::{COMPONENT, Config};
@@ -26,6 +28,14 @@ struct Cli {
     /// are served oldest first.
     #[arg(long, default_value_t = 32, value_name = "N")]
     concurrency: u16,
+
+    /// How long a dynamically provisioned Bucket whose BucketClaim was lost
+    /// (its finalizer removed by hand, then deleted) is kept before its
+    /// deletionPolicy is applied: Delete deletes the Bucket and its backend
+    /// bucket, Retain releases it. A Warning Event ClaimLost on the Bucket
+    /// names the time first. E.g. 5m, 1h, 90s; 0 leaves such Buckets alone.
+    #[arg(long, env = "COSI_ORPHAN_GRACE", default_value = "5m", value_name = "DURATION", value_parser = cosi_api::rotation::parse_duration)]
+    orphan_grace: Duration,
 }
 
 #[tokio::main]
@@ -40,6 +50,7 @@ async fn main() -> anyhow::Result<()> {
     let registry = Registry::new();
     let mut config = Config::new(&registry)?;
     config.concurrency = cli.concurrency.max(1);
+    config.orphan_grace = cli.orphan_grace;
 
     let (bound, endpoints) = http::serve(
         cli.common.metrics_address,

@@ -1,80 +1,113 @@
 //! The Bucket reconciler: releases a Bucket an admin deleted when no claim
-//! is bound to it (see [`decide`]). It keeps no cache of its own: it is
-//! handed every changed Bucket by the controller's Bucket watch, acts only
-//! on deleting Buckets not yet marked, and reads the claim they name from
-//! the API, so it costs nothing for the Buckets it ignores.
+//! is bound to it, and applies the deletion policy of a dynamically
+//! provisioned Bucket whose claim was lost, after a grace period (see
+//! [`decide`]).
+//!
+//! It runs on the controller's Bucket cache, triggered by every Bucket
+//! change and by every claim that leaves the claim cache. The caches only
+//! pick the Buckets worth a look ([`trust`]); those are decided on the
+//! Bucket and its claim read from the API, so a Bucket whose claim is
+//! merely missing from a lagging cache is never taken for lost, and a
+//! provisioned claim's Bucket costs neither a read nor a write.
 
 pub mod decide;
+pub mod trust;
 
+use std::sync::Arc;
 use std::time::Duration;
 
-use cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED;
+use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, CLAIM_LOST_AT};
+use cosi_api::constants::names;
+use cosi_api::reasons::actions;
 use cosi_api::{Bucket, BucketClaim};
-use cosi_runtime::reconcile_loop::errors_handled;
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::steps::{self, Applied, Steps};
-use cosi_runtime::{Shutdown, patch};
-use futures::{Stream, StreamExt};
-use kube::api::Api;
-use kube::runtime::watcher;
+use cosi_runtime::{ApiError, patch};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, Preconditions};
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
 use crate::context::get;
 use crate::error::Error;
-use decide::Step;
+use crate::notice::Notice;
+use decide::{Observed, Step};
+use trust::Look;
 
 const KIND: &str = "Bucket";
-/// Attempts per Bucket event (conflicts and API errors), with doubling delays.
-const ATTEMPTS: u32 = 5;
+/// Decisions one reconcile may take: a lost claim's `Delete` Bucket is
+/// deleted, then released to the sidecar.
+const MAX_STEPS: usize = 4;
 
-/// Takes changed Buckets from `changes` until `shutdown`, releasing deleted
-/// Buckets no claim holds.
-pub async fn run(
-    client: Client,
-    changes: impl Stream<Item = Result<Bucket, watcher::Error>>,
-    shutdown: Shutdown,
-) {
-    let buckets: Api<Bucket> = Api::all(client.clone());
-    let events = errors_handled(changes, |e| {
-        tracing::warn!(kind = KIND, error = %e, "watch failed; retrying");
-    })
-    .filter_map(|b| async move { b.ok().filter(decide::is_candidate) });
-    let mut events = std::pin::pin!(events.take_until(shutdown.wait()));
-    while let Some(bucket) = events.next().await {
-        let name = bucket.name_any();
-        let mut delay = Duration::from_millis(200);
-        for attempt in 1..=ATTEMPTS {
-            match reconcile(&client, &buckets, &name).await {
-                Ok(()) => break,
-                Err(e) if attempt == ATTEMPTS => {
-                    tracing::warn!(bucket = %name, error = %e, "cannot release deleted Bucket; retried on its next change");
-                }
-                Err(e) => {
-                    tracing::debug!(bucket = %name, error = %e, "retrying Bucket release");
-                    tokio::time::sleep(delay).await;
-                    delay *= 2;
-                }
-            }
-        }
+/// What the Bucket reconciler shares across reconciles.
+pub struct Context {
+    /// What every reconciler of the controller shares.
+    pub shared: Arc<crate::context::Context>,
+    /// How long a lost claim's Bucket is kept before its deletion policy is
+    /// applied; zero leaves such Buckets alone.
+    pub orphan_grace: Duration,
+}
+
+/// Reconciles one Bucket, as cached.
+pub async fn reconcile(bucket: Arc<Bucket>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let shared = &ctx.shared;
+    shared.wait_ready().await?;
+    let r = &bucket.spec.bucket_claim_ref;
+    let cached_claim = shared
+        .caches
+        .claims
+        .get(&ObjectRef::new(&r.name).within(&r.namespace));
+    let reclaiming = !ctx.orphan_grace.is_zero();
+    match trust::look(&bucket, cached_claim.as_deref(), reclaiming) {
+        Look::Skip => return Ok(Action::await_change()),
+        Look::Later => return Ok(Action::requeue(trust::RESYNC)),
+        Look::Read => {}
     }
-}
-
-/// Reads the Bucket and the claim it names, decides, and marks the Bucket.
-async fn reconcile(client: &Client, buckets: &Api<Bucket>, name: &str) -> Result<(), Error> {
+    let name = bucket.name_any();
     let mut steps = BucketSteps {
-        client,
-        buckets,
-        name,
+        ctx: &ctx,
+        buckets: Api::all(shared.client.clone()),
+        name: &name,
+        conflicts: 0,
     };
-    steps::drive(&mut steps, 1).await.map(|_| ())
+    let action = steps::drive(&mut steps, MAX_STEPS).await?;
+    shared.failures.succeeded(&name);
+    Ok(action)
 }
 
-/// One reconcile of a deleted Bucket, as the step driver runs it: always
-/// on objects read from the API.
+/// Backoff after a failed reconcile.
+pub fn error_policy(bucket: Arc<Bucket>, err: &Error, ctx: Arc<Context>) -> Action {
+    ctx.shared.retry_after(bucket.as_ref(), err)
+}
+
+/// The Bucket to look at when `claim` changed: the one provisioned for it,
+/// once the claim has left `claims` (deleted; the cache holds every change
+/// before it is handed on). A claim still cached names none, so the claims
+/// of a normal provisioning trigger nothing here.
+pub fn lost_claim_to_bucket(
+    claim: &BucketClaim,
+    claims: &Store<BucketClaim>,
+) -> Option<ObjectRef<Bucket>> {
+    let uid = claim.uid()?;
+    if claim.is_static() {
+        return None;
+    }
+    let cached = claims.get(&ObjectRef::from_obj(claim));
+    if cached.is_some_and(|c| c.uid().as_deref() == Some(uid.as_str())) {
+        return None;
+    }
+    // Invariant: a dynamic Bucket is named bc-<claim UID>, never anything else.
+    Some(ObjectRef::new(&names::bucket_name(&uid)))
+}
+
+/// One reconcile of a Bucket, as the step driver runs it: always on the
+/// Bucket and claim read from the API.
 struct BucketSteps<'a> {
-    client: &'a Client,
-    buckets: &'a Api<Bucket>,
+    ctx: &'a Context,
+    buckets: Api<Bucket>,
     name: &'a str,
+    /// Write conflicts met so far.
+    conflicts: u32,
 }
 
 /// What the decision looks at: the Bucket and the claim it names.
@@ -83,20 +116,43 @@ struct Named {
     claim: Option<BucketClaim>,
 }
 
+impl BucketSteps<'_> {
+    fn client(&self) -> &Client {
+        &self.ctx.shared.client
+    }
+
+    /// Sets (`Some`) or removes (`None`) annotation `key` on `bucket` at
+    /// the version read, in `step`.
+    async fn annotate(
+        &self,
+        bucket: &Bucket,
+        key: &str,
+        value: Option<&str>,
+        step: &'static str,
+    ) -> Result<(), Error> {
+        patch::set_annotations(&self.buckets, bucket, &[(key, value)])
+            .await
+            .map_err(Error::patch(step, "buckets", self.name.to_owned()))?;
+        Ok(())
+    }
+
+    async fn publish(&self, bucket: &Bucket, notices: &[Notice]) {
+        self.ctx.shared.publish(bucket, notices).await;
+    }
+}
+
 impl Steps for BucketSteps<'_> {
     type Observed = Named;
     type Step = Step;
     type Error = Error;
 
+    /// Both from the API: the claim's absence is never taken from a cache.
     async fn observe(&mut self, _fresh: bool) -> Result<Option<Named>, Error> {
-        let Some(bucket) = get(self.buckets, self.name).await? else {
+        let Some(bucket) = get(&self.buckets, self.name).await? else {
             return Ok(None);
         };
-        if !decide::is_candidate(&bucket) {
-            return Ok(None);
-        }
         let reference = &bucket.spec.bucket_claim_ref;
-        let claims: Api<BucketClaim> = Api::namespaced(self.client.clone(), &reference.namespace);
+        let claims: Api<BucketClaim> = Api::namespaced(self.client().clone(), &reference.namespace);
         let claim = get(&claims, &reference.name).await?;
         Ok(Some(Named { bucket, claim }))
     }
@@ -106,35 +162,124 @@ impl Steps for BucketSteps<'_> {
     }
 
     async fn decide(&mut self, o: &Named) -> Result<Step, Error> {
-        Ok(decide::decide(&o.bucket, o.claim.as_ref()))
+        Ok(decide::decide(&Observed {
+            bucket: &o.bucket,
+            claim: o.claim.as_ref(),
+            now: Timestamp::now(),
+            grace: self.ctx.orphan_grace,
+        }))
     }
 
     async fn done(&mut self, _: &Named, step: &Step) -> Result<Option<Action>, Error> {
-        Ok(matches!(step, Step::Done | Step::WaitForClaim).then(Action::await_change))
+        Ok(match step {
+            Step::Done | Step::WaitForClaim => Some(Action::await_change()),
+            Step::AwaitGrace(left) => Some(Action::requeue(*left)),
+            _ => None,
+        })
     }
 
     async fn apply(&mut self, o: &mut Named, step: Step) -> Result<Applied, Error> {
-        if step != Step::Release {
-            return Ok(Applied::Finished(Action::await_change()));
+        let bucket = &o.bucket;
+        let r = &bucket.spec.bucket_claim_ref;
+        let claim = format!("{}/{}", r.namespace, r.name);
+        match step {
+            Step::Release { notices } => {
+                tracing::info!(bucket = %self.name, %claim, "Bucket is bound to no claim; releasing it to the sidecar");
+                self.annotate(
+                    bucket,
+                    BUCKETCLAIM_BEING_DELETED,
+                    Some("true"),
+                    "mark bucketclaim-being-deleted",
+                )
+                .await?;
+                self.publish(bucket, &notices).await;
+                Ok(Applied::Finished(Action::await_change()))
+            }
+            Step::MarkClaimLost { at, notice } => {
+                tracing::warn!(bucket = %self.name, %claim, grace = ?self.ctx.orphan_grace, "the claim of this Bucket is gone; its deletion policy applies after the grace period");
+                // The Event first: no mark without its announcement.
+                self.publish(bucket, &[notice]).await;
+                self.annotate(bucket, CLAIM_LOST_AT, Some(&at), "mark claim lost")
+                    .await?;
+                Ok(Applied::Finished(Action::requeue(self.ctx.orphan_grace)))
+            }
+            Step::ClearClaimLost { notice } => {
+                tracing::info!(bucket = %self.name, %claim, "the claim of this Bucket exists; reclaim cancelled");
+                self.annotate(bucket, CLAIM_LOST_AT, None, "clear claim lost")
+                    .await?;
+                self.publish(bucket, &[notice]).await;
+                Ok(Applied::Finished(Action::await_change()))
+            }
+            Step::DeleteOrphan { uid, notice } => {
+                let params = DeleteParams {
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid),
+                        resource_version: bucket.resource_version(),
+                    }),
+                    ..DeleteParams::default()
+                };
+                match self.buckets.delete(self.name, &params).await {
+                    Ok(_) => {
+                        tracing::info!(bucket = %self.name, %claim, "claim lost: deleted Bucket (policy Delete)");
+                        self.publish(bucket, &[notice]).await;
+                        // Released to the sidecar next, as any deleted Bucket.
+                        Ok(Applied::Reread)
+                    }
+                    Err(e) if patch::is_not_found(&e) => {
+                        Ok(Applied::Finished(Action::await_change()))
+                    }
+                    Err(source) => {
+                        Err(ApiError::new("delete", "buckets", self.name.to_owned(), source).into())
+                    }
+                }
+            }
+            Step::Done | Step::WaitForClaim | Step::AwaitGrace(_) => {
+                Ok(Applied::Finished(Action::await_change()))
+            }
         }
-        let reference = &o.bucket.spec.bucket_claim_ref;
-        tracing::info!(bucket = %self.name, claim = %format!("{}/{}", reference.namespace, reference.name), "deleted Bucket is bound to no claim; releasing it to the sidecar");
-        patch::set_annotations(
-            self.buckets,
-            &o.bucket,
-            &[(BUCKETCLAIM_BEING_DELETED, Some("true"))],
-        )
-        .await
-        .map_err(Error::patch(
-            "mark bucketclaim-being-deleted",
-            "buckets",
-            self.name.to_owned(),
-        ))?;
-        Ok(Applied::Finished(Action::await_change()))
     }
 
-    /// One step is all a deleted Bucket needs.
-    fn unsettled(&self, _steps: usize) -> Result<Action, Error> {
-        Ok(Action::await_change())
+    async fn failed(&mut self, o: &Named, e: Error) -> Result<(), Error> {
+        let conflicts = &mut self.conflicts;
+        self.ctx
+            .shared
+            .conflicted(&o.bucket, KIND, actions::RECLAIM, conflicts, e)
+            .await
+    }
+
+    fn unsettled(&self, steps: usize) -> Result<Action, Error> {
+        Error::unsettled(KIND, self.name, steps)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::runtime::reflector;
+    use kube::runtime::watcher::Event;
+
+    use super::*;
+    use crate::fixtures::*;
+
+    #[test]
+    fn only_a_claim_gone_from_the_cache_names_its_bucket() {
+        let (store, mut writer) = reflector::store();
+        let photos = claim("photos");
+        writer.apply_watcher_event(&Event::Apply(photos.clone()));
+        assert_eq!(lost_claim_to_bucket(&photos, &store), None);
+
+        writer.apply_watcher_event(&Event::Delete(photos.clone()));
+        let lost = lost_claim_to_bucket(&photos, &store).map(|r| r.name);
+        assert_eq!(lost.as_deref(), Some("bc-uid-photos"));
+
+        // Created again under the same name: the old claim's deletion still
+        // names the old Bucket, the new claim none.
+        let mut again = photos.clone();
+        again.metadata.uid = Some("uid-photos-again".into());
+        writer.apply_watcher_event(&Event::Apply(again.clone()));
+        assert!(lost_claim_to_bucket(&photos, &store).is_some());
+        assert_eq!(lost_claim_to_bucket(&again, &store), None);
+
+        let imported = claim("imported").existing("legacy");
+        assert_eq!(lost_claim_to_bucket(&imported, &store), None);
     }
 }
