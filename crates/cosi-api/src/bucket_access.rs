@@ -13,6 +13,7 @@ use crate::constants::limits::{
     DNS1123_SUBDOMAIN, DRIVER_NAME, MAX_BUCKET_CLAIMS, MAX_ID_LENGTH, MAX_LABEL_LENGTH,
     MAX_NAME_LENGTH, MAX_PARAMETERS,
 };
+use crate::rotation::RotationState;
 
 /// Desired state of a BucketAccess: the claims to access, how, and with which class and protocol.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -30,7 +31,7 @@ use crate::constants::limits::{
     printcolumn = r#"{"name":"Class","type":"string","jsonPath":".spec.bucketAccessClassName"}"#,
     printcolumn = r#"{"name":"Protocol","type":"string","jsonPath":".spec.protocol"}"#,
     printcolumn = r#"{"name":"Account","type":"string","priority":1,"jsonPath":".status.accountID"}"#,
-    printcolumn = r#"{"name":"Rotated","type":"date","priority":1,"jsonPath":".metadata.annotations.cosi-rs\\.dev/credentials-rotated-at"}"#,
+    printcolumn = r#"{"name":"Rotated","type":"date","priority":1,"jsonPath":".status.credentialsRotatedAt"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -142,6 +143,35 @@ pub struct BucketAccessStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(extend("maxProperties" = MAX_PARAMETERS))]
     pub parameters: BTreeMap<String, String>,
+
+    /// GrantStarted (cosi-rs) is set by the sidecar before a grant that
+    /// has no account ID to record first (a v1alpha1 driver grants in one
+    /// call): only the sidecar's cleanup may then finish a deletion.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub grant_started: bool,
+
+    /// Revoked (cosi-rs) is set by the sidecar once a deleted access's
+    /// Secrets are deleted and every account it granted is revoked; the
+    /// controller releases the access only then.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub revoked: bool,
+
+    /// Rotation (cosi-rs) is the sidecar's record of credential rotations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<RotationState>,
+
+    /// CredentialsRotatedAt (cosi-rs) is when the Secrets last switched to
+    /// a new account (RFC 3339), written by the sidecar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
+    pub credentials_rotated_at: Option<String>,
+
+    /// RotationGraceLimit (cosi-rs) is the longest grace period this
+    /// access may ask for (`cosi-rs.dev/max-rotation-grace` of its class),
+    /// copied by the controller; the default limit when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub rotation_grace_limit: Option<String>,
 }
 
 /// A Bucket a BucketAccess grants access to.
@@ -180,6 +210,16 @@ impl BucketAccess {
                 && s.authentication_type.is_some()
                 && s.accessed_buckets.len() == self.spec.bucket_claims.len()
         })
+    }
+
+    /// `status.grantStarted`: a grant with no recorded ID may have begun.
+    pub fn grant_started(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| s.grant_started)
+    }
+
+    /// `status.revoked`: the sidecar finished cleaning up this access.
+    pub fn revoked(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| s.revoked)
     }
 
     /// `status.accountID`, when set.

@@ -1,22 +1,30 @@
 //! Credential rotation (cosi-rs, not in the KEP): the annotations a user,
-//! an admin, the controller and the sidecar exchange, the state the sidecar
-//! keeps in one annotation, and the account names rotation asks drivers for.
+//! an admin and the controller use to ask for rotations, the state the
+//! sidecar records in the access's status, and the account names rotation
+//! asks drivers for.
 //!
 //! Rotation changes nothing in the KEP's schemas and nothing in the driver
 //! API: a rotation is a new backend account granted under a new name
 //! ([`account_name`]), the access's Secrets switched to it in place, and the
 //! old account revoked after a grace period. `status.accountID` keeps the
 //! first account (the KEP's "set once" rule); the live account is recorded in
-//! [`annotations::ROTATION_STATE`].
+//! `status.rotation` ([`RotationState`]).
+//!
+//! Everything a security decision rests on (which accounts exist, when the
+//! credentials last rotated, how long a grace may be) lives in the status
+//! subresource, which only COSI writes. What a tenant writes
+//! ([`annotations::ROTATE_CREDENTIALS`], [`annotations::ROTATION_GRACE`]) is
+//! a request, checked and bounded before it is answered.
 
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
-use kube::ResourceExt;
+use kube::{KubeSchema, ResourceExt};
 use serde::{Deserialize, Serialize};
 
-use crate::BucketAccess;
+use crate::constants::limits::MAX_ID_LENGTH;
 use crate::constants::names;
+use crate::{BucketAccess, BucketAccessClass};
 
 /// Annotation keys.
 pub mod annotations {
@@ -30,15 +38,30 @@ pub mod annotations {
     /// On a BucketAccessClass: rotate the credentials of each of its
     /// accesses once they are this old (a duration such as `720h`).
     pub const ROTATE_EVERY: &str = "cosi-rs.dev/rotate-every";
-    /// On a BucketAccess, written by the sidecar only: [`RotationState`] as
-    /// JSON, written in one guarded write per step.
-    ///
-    /// [`RotationState`]: super::RotationState
-    pub const ROTATION_STATE: &str = "cosi-rs.dev/rotation-state";
-    /// On a BucketAccess, written by the sidecar: when the Secrets last
-    /// switched to a new account (RFC 3339, seconds).
-    pub const CREDENTIALS_ROTATED_AT: &str = "cosi-rs.dev/credentials-rotated-at";
+    /// On a BucketAccessClass: the longest grace period its accesses may
+    /// ask for (a duration); [`DEFAULT_MAX_GRACE`] when absent. A longer
+    /// [`ROTATION_GRACE`] is cut to it.
+    pub const MAX_ROTATION_GRACE: &str = "cosi-rs.dev/max-rotation-grace";
+    /// Where earlier versions kept the rotation state, on the access
+    /// itself: never read (a tenant may write it), refused by the shipped
+    /// admission policy.
+    pub const LEGACY_ROTATION_STATE: &str = "cosi-rs.dev/rotation-state";
+    /// Where earlier versions kept the rotation time: never read, refused
+    /// by the shipped admission policy.
+    pub const LEGACY_CREDENTIALS_ROTATED_AT: &str = "cosi-rs.dev/credentials-rotated-at";
 }
+
+/// The longest grace period an access may ask for when its class sets no
+/// [`annotations::MAX_ROTATION_GRACE`].
+pub const DEFAULT_MAX_GRACE: Duration = Duration::from_secs(24 * 3600);
+
+/// The longest [`annotations::ROTATE_CREDENTIALS`] value answered (it is
+/// recorded in `status.rotation.request`).
+pub const MAX_REQUEST_LENGTH: usize = 253;
+
+/// The highest account number: rotations stop there (each is a new
+/// backend account name, and the number is part of it).
+pub const MAX_SERIAL: u32 = 1_000_000;
 
 /// The condition type reporting rotation on a BucketAccess: `True` after a
 /// rotation, `False` when one failed or a rotation setting is invalid;
@@ -64,61 +87,77 @@ pub fn account_name(access_uid: &str, serial: u32) -> String {
 }
 
 /// A backend account of an access: its number (see [`account_name`]) and ID.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Eq)]
 pub struct Account {
-    /// 1 for the first account, then one more per rotation.
+    /// Serial is 1 for the first account, then one more per rotation.
+    #[schemars(range(min = 1, max = MAX_SERIAL))]
     pub serial: u32,
-    /// The account ID the driver returned.
+    /// ID is the account ID the driver returned for this account's name.
+    #[schemars(length(min = 1, max = MAX_ID_LENGTH))]
     pub id: String,
 }
 
 /// What the sidecar records about an access's rotations
-/// ([`annotations::ROTATION_STATE`]). Each step is one guarded write of the
-/// whole state, made before the next driver call, so a crash between any
-/// two steps leaves enough to finish (or revoke) without leaking.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+/// (`status.rotation`). Each step is one guarded status write of the whole
+/// state, made before the next driver call, so a crash between any two
+/// steps leaves enough to finish (or revoke) without leaking.
+#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct RotationState {
-    /// The [`annotations::ROTATE_CREDENTIALS`] value answered last, or
-    /// being answered.
+    /// Request is the `cosi-rs.dev/rotate-credentials` value answered last,
+    /// or being answered.
     #[serde(default)]
+    #[schemars(length(max = MAX_REQUEST_LENGTH))]
     pub request: String,
-    /// The number of the newest account asked for. Greater than the live
-    /// account's while a rotation is under way.
+    /// Serial is the number of the newest account asked for: greater than
+    /// the live account's while a rotation is under way.
+    #[schemars(range(min = 1, max = MAX_SERIAL))]
     pub serial: u32,
-    /// The live account (the one in the Secrets), when not the first.
+    /// Current is the live account (the one in the Secrets), when not the
+    /// first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current: Option<Account>,
-    /// The ID of account [`serial`](Self::serial), once the driver named
-    /// it, until the Secrets switch to it.
+    /// Pending is the ID of account `serial`, once the driver named it,
+    /// until the Secrets switch to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = MAX_ID_LENGTH))]
     pub pending: Option<String>,
-    /// The account the last rotation replaced, valid until `revoke_after`.
+    /// Previous is the account the last rotation replaced, valid until
+    /// `revokeAfter`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous: Option<Account>,
-    /// When `previous` is revoked (RFC 3339).
+    /// RevokeAfter is when `previous` is revoked (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     pub revoke_after: Option<String>,
 }
 
 impl RotationState {
-    /// The state recorded on `access`: `Ok(None)` when it never rotated, an
-    /// error (naming the annotation) when the annotation does not parse.
-    pub fn of(access: &BucketAccess) -> Result<Option<Self>, String> {
-        let Some(text) = access.annotations().get(annotations::ROTATION_STATE) else {
-            return Ok(None);
-        };
-        serde_json::from_str(text).map(Some).map_err(|e| {
-            format!(
-                "annotation {} does not hold a rotation state ({e}); it is written by the sidecar only: restore it, or delete and re-create the BucketAccess",
-                annotations::ROTATION_STATE
-            )
-        })
+    /// The state recorded in the status of `access`; `None` when it never
+    /// rotated.
+    pub fn of(access: &BucketAccess) -> Option<Self> {
+        access.status.as_ref()?.rotation.clone()
     }
 
-    /// The state as the annotation's value.
-    pub fn to_annotation(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+    /// The state as a JSON merge patch of `status.rotation`: every field
+    /// written, an absent one as `null` so that the patch removes it.
+    pub fn to_merge_patch(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if let Some(fields) = value.as_object_mut() {
+            for key in ["current", "pending", "previous", "revokeAfter"] {
+                fields.entry(key).or_insert(serde_json::Value::Null);
+            }
+        }
+        value
+    }
+
+    /// The number of the account after `serial`; `None` once
+    /// [`MAX_SERIAL`] is reached.
+    pub fn next_serial(&self) -> Option<u32> {
+        self.serial
+            .max(self.live_serial())
+            .checked_add(1)
+            .filter(|n| *n <= MAX_SERIAL)
     }
 
     /// The live account's number.
@@ -147,11 +186,7 @@ impl RotationState {
 /// driver and its ID; the first account's ID is `status.accountID`.
 pub fn live_account(access: &BucketAccess) -> (String, Option<String>) {
     let uid = access.uid().unwrap_or_default();
-    match RotationState::of(access)
-        .ok()
-        .flatten()
-        .and_then(|s| s.current)
-    {
+    match RotationState::of(access).and_then(|s| s.current) {
         Some(a) => (account_name(&uid, a.serial), Some(a.id)),
         None => (
             account_name(&uid, 1),
@@ -160,41 +195,54 @@ pub fn live_account(access: &BucketAccess) -> (String, Option<String>) {
     }
 }
 
-/// The rotation asked for on `access` and not answered yet, if any.
+/// The rotation asked for on `access` and not answered yet, if any (a
+/// value too long to record is no request: see [`request_problem`]).
 pub fn unanswered_request(access: &BucketAccess) -> Option<&str> {
     let wanted = access
         .annotations()
         .get(annotations::ROTATE_CREDENTIALS)
         .map(String::as_str)
-        .filter(|v| !v.is_empty())?;
+        .filter(|v| !v.is_empty() && v.len() <= MAX_REQUEST_LENGTH)?;
     let answered = RotationState::of(access)
-        .ok()
-        .flatten()
         .map(|s| s.request)
         .unwrap_or_default();
     (wanted != answered).then_some(wanted)
+}
+
+/// What is wrong with the rotation request on `access`, if anything: a
+/// [`annotations::ROTATE_CREDENTIALS`] value too long to record.
+pub fn request_problem(access: &BucketAccess) -> Option<String> {
+    let value = access.annotations().get(annotations::ROTATE_CREDENTIALS)?;
+    (value.len() > MAX_REQUEST_LENGTH).then(|| {
+        format!(
+            "annotation {} is {} characters long, more than the {MAX_REQUEST_LENGTH} a request may have: write a short value, such as the date",
+            annotations::ROTATE_CREDENTIALS,
+            value.len()
+        )
+    })
 }
 
 /// True while `access` has a rotation asked for, under way, or an old
 /// account waiting for its revocation.
 pub fn is_busy(access: &BucketAccess) -> bool {
     unanswered_request(access).is_some()
-        || RotationState::of(access)
-            .ok()
-            .flatten()
-            .is_some_and(|s| s.in_progress() || s.previous.is_some())
+        || RotationState::of(access).is_some_and(|s| s.in_progress() || s.previous.is_some())
 }
 
-/// When the credentials of `access` were last rotated, if ever.
+/// When the credentials of `access` were last rotated, if ever
+/// (`status.credentialsRotatedAt`).
 pub fn rotated_at(access: &BucketAccess) -> Option<Timestamp> {
     access
-        .annotations()
-        .get(annotations::CREDENTIALS_ROTATED_AT)
-        .and_then(|t| t.parse().ok())
+        .status
+        .as_ref()?
+        .credentials_rotated_at
+        .as_deref()?
+        .parse()
+        .ok()
 }
 
-/// `at` as written in [`annotations::CREDENTIALS_ROTATED_AT`]: RFC 3339 in
-/// whole seconds, as Kubernetes writes times.
+/// `at` as written in `status.credentialsRotatedAt`: RFC 3339 in whole
+/// seconds, as Kubernetes writes times.
 pub fn format_time(at: Timestamp) -> String {
     Timestamp::from_second(at.as_second())
         .unwrap_or(at)
@@ -264,20 +312,96 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
+/// The grace period a rotation of an access gets, and why it is not the
+/// one the access asked for, when it is not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grace {
+    /// How long the replaced account stays valid.
+    pub duration: Duration,
+    /// What the user should know: the asked grace was unreadable or
+    /// longer than the class allows.
+    pub note: Option<String>,
+}
+
+/// The longest grace period the accesses of `class` may ask for: its
+/// [`annotations::MAX_ROTATION_GRACE`], or [`DEFAULT_MAX_GRACE`]; an error
+/// message (for the admin) when the annotation does not parse.
+pub fn class_grace_limit(class: &BucketAccessClass) -> Result<Duration, String> {
+    match class.annotations().get(annotations::MAX_ROTATION_GRACE) {
+        None => Ok(DEFAULT_MAX_GRACE),
+        Some(v) => parse_duration(v).map_err(|e| {
+            format!(
+                "annotation {} of BucketAccessClass {:?}: {e}",
+                annotations::MAX_ROTATION_GRACE,
+                class.name_any()
+            )
+        }),
+    }
+}
+
+/// The longest grace period `access` may ask for: the limit the controller
+/// copied from its class into `status.rotationGraceLimit`, or
+/// [`DEFAULT_MAX_GRACE`].
+pub fn grace_limit(access: &BucketAccess) -> Duration {
+    access
+        .status
+        .as_ref()
+        .and_then(|s| s.rotation_grace_limit.as_deref())
+        .and_then(|v| parse_duration(v).ok())
+        .unwrap_or(DEFAULT_MAX_GRACE)
+}
+
 /// The grace period of `access`: its [`annotations::ROTATION_GRACE`], or
-/// `default`; an error message when the annotation does not parse.
-pub fn grace(access: &BucketAccess, default: Duration) -> Result<Duration, String> {
-    match access.annotations().get(annotations::ROTATION_GRACE) {
-        None => Ok(default),
-        Some(v) => parse_duration(v)
-            .map_err(|e| format!("annotation {}: {e}", annotations::ROTATION_GRACE)),
+/// `default` (the sidecar's `--rotation-grace`), cut to [`grace_limit`].
+/// An unreadable value stands for `default`; neither stops a rotation (a
+/// tenant cannot postpone the class's policy), and the note says why the
+/// grace is not the one asked for.
+pub fn grace(access: &BucketAccess, default: Duration) -> Grace {
+    let (asked, mut note) = match access.annotations().get(annotations::ROTATION_GRACE) {
+        None => (default, None),
+        Some(v) => match parse_duration(v) {
+            Ok(d) => (d, None),
+            Err(e) => (
+                default,
+                Some(format!(
+                    "annotation {}: {e}; the default grace period of {} was used",
+                    annotations::ROTATION_GRACE,
+                    format_duration(default)
+                )),
+            ),
+        },
+    };
+    let limit = grace_limit(access);
+    if asked <= limit {
+        return Grace {
+            duration: asked,
+            note,
+        };
+    }
+    if access
+        .annotations()
+        .contains_key(annotations::ROTATION_GRACE)
+        && note.is_none()
+    {
+        note = Some(format!(
+            "annotation {} asks for {}, longer than the {} its class allows ({} of the BucketAccessClass); {} was used",
+            annotations::ROTATION_GRACE,
+            format_duration(asked),
+            format_duration(limit),
+            annotations::MAX_ROTATION_GRACE,
+            format_duration(limit)
+        ));
+    }
+    Grace {
+        duration: limit,
+        note,
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::rotation_access as access;
+    use crate::testing::{rotation_access as access, with_rotation};
 
     #[test]
     fn go_durations_parse() {
@@ -319,7 +443,7 @@ mod tests {
             pending: Some("second".into()),
             ..Default::default()
         };
-        let a = access(&[(annotations::ROTATION_STATE, &under_way.to_annotation())]);
+        let a = with_rotation(access(&[]), &under_way);
         assert_eq!(live_account(&a), ("ba-u1".into(), Some("first".into())));
         let done = RotationState {
             request: "1".into(),
@@ -330,7 +454,7 @@ mod tests {
             }),
             ..Default::default()
         };
-        let a = access(&[(annotations::ROTATION_STATE, &done.to_annotation())]);
+        let a = with_rotation(access(&[]), &done);
         assert_eq!(live_account(&a), ("ba-u1-r2".into(), Some("second".into())));
     }
 
@@ -349,29 +473,96 @@ mod tests {
             }),
             ..Default::default()
         };
-        let a = access(&[
-            (annotations::ROTATE_CREDENTIALS, "x"),
-            (annotations::ROTATION_STATE, &answered.to_annotation()),
-        ]);
+        let a = with_rotation(access(&[(annotations::ROTATE_CREDENTIALS, "x")]), &answered);
         assert_eq!(unanswered_request(&a), None);
         assert!(!is_busy(&a));
     }
 
     #[test]
-    fn a_damaged_state_is_named() {
-        let a = access(&[(annotations::ROTATION_STATE, "{not json")]);
-        let e = RotationState::of(&a).unwrap_err();
-        assert!(e.contains(annotations::ROTATION_STATE), "{e}");
+    fn annotations_named_like_the_state_are_never_read() {
+        let forged = r#"{"request":"","serial":1,"previous":{"serial":1,"id":"victim"},"revokeAfter":"2000-01-01T00:00:00Z"}"#;
+        let a = access(&[
+            (annotations::LEGACY_ROTATION_STATE, forged),
+            (
+                annotations::LEGACY_CREDENTIALS_ROTATED_AT,
+                "2999-01-01T00:00:00Z",
+            ),
+        ]);
+        assert_eq!(RotationState::of(&a), None);
+        assert_eq!(rotated_at(&a), None);
+        assert!(!is_busy(&a));
     }
 
     #[test]
-    fn the_grace_comes_from_the_access_or_the_default() {
+    fn an_oversize_request_is_no_request_and_is_named() {
+        let long = "x".repeat(MAX_REQUEST_LENGTH + 1);
+        let a = access(&[(annotations::ROTATE_CREDENTIALS, &long)]);
+        assert_eq!(unanswered_request(&a), None);
+        assert!(!is_busy(&a));
+        let problem = request_problem(&a).expect("reported");
+        assert!(problem.contains("254 characters"), "{problem}");
+        let fits = "x".repeat(MAX_REQUEST_LENGTH);
+        let a = access(&[(annotations::ROTATE_CREDENTIALS, &fits)]);
+        assert_eq!(request_problem(&a), None);
+        assert!(unanswered_request(&a).is_some());
+    }
+
+    #[test]
+    fn serials_stop_at_the_maximum_instead_of_wrapping() {
+        let state = |serial| RotationState {
+            serial,
+            ..Default::default()
+        };
+        assert_eq!(state(1).next_serial(), Some(2));
+        assert_eq!(state(MAX_SERIAL - 1).next_serial(), Some(MAX_SERIAL));
+        assert_eq!(state(MAX_SERIAL).next_serial(), None);
+        assert_eq!(state(u32::MAX).next_serial(), None);
+    }
+
+    #[test]
+    fn a_merge_patch_of_the_state_removes_what_it_no_longer_holds() {
+        let p = RotationState {
+            request: "1".into(),
+            serial: 2,
+            ..Default::default()
+        }
+        .to_merge_patch();
+        assert_eq!(p["pending"], serde_json::Value::Null);
+        assert!(p.as_object().unwrap().contains_key("previous"));
+        assert_eq!(p["serial"], 2);
+    }
+
+    #[test]
+    fn the_grace_comes_from_the_access_or_the_default_within_the_limit() {
         let d = Duration::from_secs(7);
-        assert_eq!(grace(&access(&[]), d), Ok(d));
+        let exact = |duration| Grace {
+            duration,
+            note: None,
+        };
+        assert_eq!(grace(&access(&[]), d), exact(d));
         let a = access(&[(annotations::ROTATION_GRACE, "2s")]);
-        assert_eq!(grace(&a, d), Ok(Duration::from_secs(2)));
-        let a = access(&[(annotations::ROTATION_GRACE, "soon")]);
-        assert!(grace(&a, d).unwrap_err().contains("rotation-grace"));
+        assert_eq!(grace(&a, d), exact(Duration::from_secs(2)));
+        let g = grace(&access(&[(annotations::ROTATION_GRACE, "soon")]), d);
+        assert_eq!(g.duration, d);
+        assert!(g.note.unwrap().contains("rotation-grace"));
+        // Longer than the class allows: cut to the limit, and said so.
+        let g = grace(&access(&[(annotations::ROTATION_GRACE, "87600h")]), d);
+        assert_eq!(g.duration, DEFAULT_MAX_GRACE);
+        assert!(g.note.unwrap().contains("max-rotation-grace"));
+        let mut a = access(&[(annotations::ROTATION_GRACE, "3h")]);
+        a.status.as_mut().unwrap().rotation_grace_limit = Some("2h".into());
+        assert_eq!(grace(&a, d).duration, Duration::from_secs(7200));
+        // The sidecar's default is cut too, silently.
+        assert_eq!(
+            grace(&a_without_grace(&a), Duration::from_secs(10800)),
+            exact(Duration::from_secs(7200))
+        );
+    }
+
+    fn a_without_grace(a: &BucketAccess) -> BucketAccess {
+        let mut a = a.clone();
+        a.annotations_mut().remove(annotations::ROTATION_GRACE);
+        a
     }
 
     #[test]

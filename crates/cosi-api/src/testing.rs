@@ -213,6 +213,12 @@ pub fn rotation_access(annotations: &[(&str, &str)]) -> BucketAccess {
     a
 }
 
+/// `a` with `state` recorded in its `status.rotation`.
+pub fn with_rotation(mut a: BucketAccess, state: &crate::rotation::RotationState) -> BucketAccess {
+    a.status.get_or_insert_with(Default::default).rotation = Some(state.clone());
+    a
+}
+
 /// Metadata as the API server stores a fresh object.
 pub trait Stored: Sized {
     /// The object with only the metadata the API server gives a fresh object
@@ -373,8 +379,14 @@ impl AccessClassExt for BucketAccessClass {
 
 /// Scenario builders on accesses.
 pub trait AccessExt: Sized {
-    /// Carries the sidecar-cleanup-finished annotation.
+    /// Cleaned up by the sidecar: `status.revoked` and the
+    /// sidecar-cleanup-finished annotation.
     fn cleaned_up(self) -> Self;
+    /// Carries the sidecar-cleanup-finished annotation only, as anyone
+    /// able to edit the access could write it.
+    fn annotated_cleaned_up(self) -> Self;
+    /// Its status records a grant that had no account ID to record first.
+    fn grant_started(self) -> Self;
     /// Its status names account `id`.
     fn account(self, id: &str) -> Self;
     /// Is of access class `class`.
@@ -385,7 +397,14 @@ pub trait AccessExt: Sized {
 
 impl AccessExt for BucketAccess {
     fn cleaned_up(self) -> Self {
+        self.annotated_cleaned_up()
+            .edit(|o| o.status.get_or_insert_with(Default::default).revoked = true)
+    }
+    fn annotated_cleaned_up(self) -> Self {
         self.edit_meta(|m| annotate(m, SIDECAR_CLEANUP_FINISHED))
+    }
+    fn grant_started(self) -> Self {
+        self.edit(|o| o.status.get_or_insert_with(Default::default).grant_started = true)
     }
     fn account(self, id: &str) -> Self {
         self.edit(|o| o.status.get_or_insert_with(Default::default).account_id = id.to_owned())

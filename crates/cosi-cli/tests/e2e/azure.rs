@@ -219,6 +219,9 @@ async fn tokens_renewed_by_rotation_are_never_expired_or_refused() {
     class
         .annotations_mut()
         .insert(annotations::ROTATE_EVERY.into(), ROTATE_EVERY.into());
+    class
+        .annotations_mut()
+        .insert(annotations::MAX_ROTATION_GRACE.into(), "2s".into());
     kube::Api::<BucketAccessClass>::all(env.client.clone())
         .create(&PostParams::default(), &class)
         .await

@@ -46,9 +46,7 @@ async fn request_rotation(env: &Env, access: &str, grace: &str, request: &str) {
 }
 
 fn state(a: &BucketAccess) -> RotationState {
-    RotationState::of(a)
-        .expect("the rotation state parses")
-        .expect("a rotation state is recorded")
+    RotationState::of(a).expect("a rotation state is recorded")
 }
 
 /// Waits until the access's rotation state satisfies `pred`.
@@ -59,8 +57,7 @@ async fn wait_state(
     pred: impl Fn(&RotationState) -> bool + Send + 'static,
 ) -> BucketAccess {
     env.wait_until(access, what, move |a: Option<&BucketAccess>| {
-        a.and_then(|a| RotationState::of(a).ok().flatten())
-            .is_some_and(|s| pred(&s))
+        a.and_then(RotationState::of).is_some_and(|s| pred(&s))
     })
     .await
     .expect("access exists")
@@ -109,8 +106,10 @@ fn rotations(env: &Env, result: &str) -> u64 {
 }
 
 /// Creates a single-bucket BucketAccessClass `name` whose policy rotates
-/// credentials `every` (the annotation's value, valid or not).
-async fn create_rotating_class(env: &Env, name: &str, every: &str) {
+/// credentials `every` (the annotation's value, valid or not), and whose
+/// accesses may ask for a grace of at most `max_grace` (the default when
+/// `None`).
+async fn create_rotating_class(env: &Env, name: &str, every: &str, max_grace: Option<&str>) {
     let mut class = cosi_cli::manifests::access_class(
         name,
         env.stack.driver_name(),
@@ -119,6 +118,11 @@ async fn create_rotating_class(env: &Env, name: &str, every: &str) {
     class
         .annotations_mut()
         .insert(annotations::ROTATE_EVERY.into(), every.into());
+    if let Some(max) = max_grace {
+        class
+            .annotations_mut()
+            .insert(annotations::MAX_ROTATION_GRACE.into(), max.into());
+    }
     let classes: kube::Api<BucketAccessClass> = kube::Api::all(env.client.clone());
     classes
         .create(&PostParams::default(), &class)
@@ -168,7 +172,7 @@ async fn rotation_switches_keys_and_revokes_the_old_one_after_the_grace(api: Dri
     let second_account = s1.current.clone().unwrap().id;
     assert_ne!(second_account, first_account);
     assert_eq!(s1.previous.as_ref().unwrap().id, first_account);
-    assert!(annotation(&rotated, annotations::CREDENTIALS_ROTATED_AT).is_some());
+    assert!(rotation::rotated_at(&rotated).is_some());
     assert_eq!(
         rotated.account_id(),
         Some(first_account.as_str()),
@@ -271,7 +275,7 @@ async fn a_rotation_works_the_same_on_a_v1alpha1_driver() {
 #[tokio::test]
 async fn a_class_policy_rotates_accesses_once_their_credentials_reach_its_age() {
     let env = Env::start().await;
-    create_rotating_class(&env, "rotating", "4s").await;
+    create_rotating_class(&env, "rotating", "4s", Some("2s")).await;
     env.provisioned_claim("logs", DELETE).await;
     let mut access = cosi_cli::manifests::access(
         NS,
@@ -325,14 +329,14 @@ async fn a_class_policy_rotates_accesses_once_their_credentials_reach_its_age() 
 #[tokio::test]
 async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing() {
     let env = Env::start().await;
-    // Not longer than the default grace period of 1h.
-    create_rotating_class(&env, "too-often", "30m").await;
+    // Not longer than the longest grace its accesses may ask (24h by default).
+    create_rotating_class(&env, "too-often", "30m", None).await;
     env.provisioned_claim("data", DELETE).await;
     env.provisioned_access("data-rw", "too-often", "data", BucketAccessMode::ReadWrite)
         .await;
     let (reported, c) = rotation_condition(&env, "data-rw", reasons::INVALID_ROTATION_POLICY).await;
     assert_eq!(c.status, "False");
-    assert!(c.message.contains("grace period of 1h"), "{}", c.message);
+    assert!(c.message.contains("default 24h"), "{}", c.message);
     assert!(
         provisioned(reported.conditions()),
         "the access works as it is"
@@ -341,15 +345,32 @@ async fn an_invalid_class_policy_is_reported_on_the_access_and_rotates_nothing()
     tokio::time::sleep(SETTLE).await;
     let a = env.accesses().get("data-rw").await.unwrap();
     assert!(annotation(&a, annotations::ROTATE_CREDENTIALS).is_none());
-    assert!(annotation(&a, annotations::ROTATION_STATE).is_none());
+    assert!(RotationState::of(&a).is_none());
     assert_eq!(
         events(&env, "data-rw", reasons::ROTATION_FAILED).await,
         1,
         "once"
     );
 
-    // A grace period shorter than the policy's makes it valid: the report goes.
+    // What the tenant writes on the access changes nothing: the class's
+    // limit decides.
     annotate(&env, "data-rw", &[(annotations::ROTATION_GRACE, "10m")]).await;
+    tokio::time::sleep(SETTLE).await;
+    let a = env.accesses().get("data-rw").await.unwrap();
+    assert!(cosi_api::conditions::find(a.conditions(), rotation::CONDITION).is_some());
+
+    // A limit shorter than the policy's period makes it valid: the report goes.
+    let classes: kube::Api<BucketAccessClass> = kube::Api::all(env.client.clone());
+    classes
+        .patch(
+            "too-often",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(
+                json!({"metadata": {"annotations": {annotations::MAX_ROTATION_GRACE: "10m"}}}),
+            ),
+        )
+        .await
+        .expect("patch BucketAccessClass");
     env.wait_until(
         "data-rw",
         "to drop the report",

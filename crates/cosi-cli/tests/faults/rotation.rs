@@ -78,6 +78,9 @@ async fn setup(admin: &Client, driver: &str, policy: bool) -> Result<(), String>
         class
             .annotations_mut()
             .insert(annotations::ROTATE_EVERY.into(), "4s".into());
+        class
+            .annotations_mut()
+            .insert(annotations::MAX_ROTATION_GRACE.into(), "2s".into());
     }
     Api::<BucketAccessClass>::all(admin.clone())
         .create(&pp, &class)
@@ -167,7 +170,7 @@ async fn run(api: DriverApi, fault: Fault, dir: &Path) -> Result<(), String> {
     }
     let done = until("the rotation to finish", || async {
         let a = accesses.get_opt(NAME).await.ok().flatten()?;
-        let s = RotationState::of(&a).ok().flatten()?;
+        let s = RotationState::of(&a)?;
         (s.current.is_some() && s.previous.is_none() && !s.in_progress()).then_some(s)
     })
     .await?;

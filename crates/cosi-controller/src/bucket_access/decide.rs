@@ -44,9 +44,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use cosi_api::conditions::{Desired, Status, find, set_all};
 use cosi_api::constants::PROTECTION_FINALIZER;
-use cosi_api::constants::annotations::{
-    HAS_BUCKETACCESS_REFERENCES, SIDECAR_CLEANUP_FINISHED, SIDECAR_GRANT_STARTED,
-};
+use cosi_api::constants::annotations::{HAS_BUCKETACCESS_REFERENCES, SIDECAR_CLEANUP_FINISHED};
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
 use cosi_api::reasons::{self, actions};
 use cosi_api::{
@@ -181,12 +179,12 @@ pub fn holds_claims(access: &BucketAccess) -> bool {
 }
 
 /// True when nothing of the access remains in the backend: the sidecar said
-/// so, or it never recorded an account nor started a grant (see the module
-/// docs).
+/// so (the KEP's `sidecar-cleanup-finished`, backed by its own record
+/// `status.revoked`: the annotation alone may be anyone's), or it never
+/// recorded an account nor started a grant (see the module docs).
 pub fn cleanup_done(access: &BucketAccess) -> bool {
-    let annotations = access.annotations();
-    annotations.contains_key(SIDECAR_CLEANUP_FINISHED)
-        || (access.account_id().is_none() && !annotations.contains_key(SIDECAR_GRANT_STARTED))
+    let annotated = access.annotations().contains_key(SIDECAR_CLEANUP_FINISHED);
+    (annotated && access.revoked()) || (access.account_id().is_none() && !access.grant_started())
 }
 
 /// Decides the next step for an access.

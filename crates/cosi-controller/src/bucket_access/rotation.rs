@@ -12,11 +12,19 @@
 //! replaced account still in its grace period; the sidecar's write that
 //! ends each of those wakes the controller again.
 //!
-//! An invalid policy (not a duration, or not longer than the access's grace
-//! period, which would keep two accounts alive all the time) rotates
-//! nothing; it is reported once per access, as a `CredentialsRotated=False`
-//! condition with reason `InvalidRotationPolicy` and a Warning Event, and
-//! the condition is removed once the policy is fixed or removed.
+//! The class also bounds the grace period its accesses may ask for
+//! (`cosi-rs.dev/max-rotation-grace`, 24h by default). The controller copies
+//! that bound into each access's `status.rotationGraceLimit`, which only
+//! COSI writes, and the sidecar cuts a longer grace to it: nothing a tenant
+//! writes on the access can postpone the class's policy. The bound costs a
+//! write only on accesses of a class that sets it.
+//!
+//! An invalid policy (not a duration, or not longer than the longest grace
+//! period the class allows, which would let two accounts live all the time)
+//! rotates nothing; it is reported once per access, as a
+//! `CredentialsRotated=False` condition with reason `InvalidRotationPolicy`
+//! and a Warning Event, and the condition is removed once the policy is
+//! fixed or removed.
 
 use std::time::Duration;
 
@@ -24,7 +32,9 @@ use cosi_api::BucketAccessClass;
 use cosi_api::conditions::{Desired, Status, find, is_true, set_all};
 use cosi_api::constants::condition_types::PROVISIONED;
 use cosi_api::reasons::{self, actions};
-use cosi_api::rotation::{self, CONDITION, DEFAULT_GRACE, annotations, format_duration, is_busy};
+use cosi_api::rotation::{
+    self, CONDITION, DEFAULT_MAX_GRACE, annotations, format_duration, is_busy,
+};
 use cosi_api::{BucketAccess, Condition};
 use cosi_runtime::reconciler::Action;
 use k8s_openapi::jiff::Timestamp;
@@ -60,8 +70,8 @@ pub enum Report {
 }
 
 /// The rotation policy of `class`, if it has one: `rotate-every`, or why
-/// it is invalid for `access` (whose grace period it must exceed).
-fn period(access: &BucketAccess, class: &BucketAccessClass) -> Option<Result<Duration, String>> {
+/// it is invalid (it must exceed the longest grace the class allows).
+fn period(class: &BucketAccessClass) -> Option<Result<Duration, String>> {
     let text = class.annotations().get(annotations::ROTATE_EVERY)?;
     let class_name = class.name_any();
     let every = match rotation::parse_duration(text) {
@@ -79,16 +89,19 @@ fn period(access: &BucketAccess, class: &BucketAccessClass) -> Option<Result<Dur
             )));
         }
     };
-    // A bad grace annotation is the sidecar's to report; the default
-    // stands in for it here.
-    let grace = rotation::grace(access, DEFAULT_GRACE).unwrap_or(DEFAULT_GRACE);
-    if every <= grace {
+    let limit = match rotation::class_grace_limit(class) {
+        Ok(limit) => limit,
+        Err(e) => return Some(Err(e)),
+    };
+    if every <= limit {
         return Some(Err(format!(
-            "annotation {} of BucketAccessClass {class_name:?} is {}, not longer than this access's grace period of {} ({}, default 1h): the replaced account would never be revoked before the next rotation. An admin must lengthen the period, or the grace period be shortened",
+            "annotation {} of BucketAccessClass {class_name:?} is {}, not longer than the longest grace period its accesses may ask for ({}, annotation {}, default {}): a replaced account could outlive the next rotation. An admin must lengthen the period or set a shorter {}",
             annotations::ROTATE_EVERY,
             format_duration(every),
-            format_duration(grace),
-            annotations::ROTATION_GRACE,
+            format_duration(limit),
+            annotations::MAX_ROTATION_GRACE,
+            format_duration(DEFAULT_MAX_GRACE),
+            annotations::MAX_ROTATION_GRACE,
         )));
     }
     Some(Ok(every))
@@ -106,7 +119,7 @@ pub fn decide(
     now: Timestamp,
 ) -> (Policy, Report) {
     let period = class
-        .and_then(|c| period(access, c))
+        .and_then(period)
         .map(|p| p.map_err(|m| format!("{m}; the policy rotates nothing until it is fixed")));
     // A failure the sidecar reports stands: overwriting it would make the
     // two components take turns rewriting the condition.
@@ -141,10 +154,32 @@ pub fn decide(
     (policy, report)
 }
 
+/// The `status.rotationGraceLimit` to write on `access` for `class`, when
+/// it differs from the recorded one: the class's readable
+/// `max-rotation-grace`, or `None` (remove it: the default applies).
+pub fn grace_limit_update(
+    access: &BucketAccess,
+    class: Option<&BucketAccessClass>,
+) -> Option<Option<String>> {
+    let wanted = class
+        .and_then(|c| c.annotations().get(annotations::MAX_ROTATION_GRACE))
+        .filter(|v| rotation::parse_duration(v).is_ok())
+        .cloned();
+    let recorded = access
+        .status
+        .as_ref()
+        .and_then(|s| s.rotation_grace_limit.clone());
+    (wanted != recorded).then_some(wanted)
+}
+
 /// True when a change of `class` may change what its policy asks of the
 /// handed-off `access` (so the class's watch must wake it).
 pub fn follows_class(class: &BucketAccessClass, access: &BucketAccess) -> bool {
-    class.annotations().contains_key(annotations::ROTATE_EVERY) || reported(access).is_some()
+    let a = class.annotations();
+    a.contains_key(annotations::ROTATE_EVERY)
+        || a.contains_key(annotations::MAX_ROTATION_GRACE)
+        || reported(access).is_some()
+        || grace_limit_update(access, Some(class)).is_some()
 }
 
 /// Applies the class policy to a handed-off access the reconciler found
@@ -162,6 +197,16 @@ pub async fn follow_policy(
         .caches
         .access_classes
         .get(&ObjectRef::new(&access.spec.bucket_access_class_name));
+    if let Some(limit) = grace_limit_update(access, class.as_deref()) {
+        ctx.write_status(
+            api,
+            access,
+            &json!({ "rotationGraceLimit": limit }),
+            "record the class's longest rotation grace",
+        )
+        .await?;
+        return Ok(Action::await_change());
+    }
     let (policy, report) = decide(access, class.as_deref(), Timestamp::now());
     let key = describe(access);
     match report {
@@ -266,10 +311,14 @@ mod tests {
         s.parse().unwrap()
     }
 
+    /// A class rotating every `every`, whose accesses may ask for a grace
+    /// of at most 1h.
     fn class_every(every: &str) -> BucketAccessClass {
         let mut c = access_class();
         c.annotations_mut()
             .insert(annotations::ROTATE_EVERY.into(), every.into());
+        c.annotations_mut()
+            .insert(annotations::MAX_ROTATION_GRACE.into(), "1h".into());
         c
     }
 
@@ -335,14 +384,21 @@ mod tests {
         let now = t("2025-01-01T02:00:00Z");
         let (policy, _) = decide(&a, Some(&class_every("2h")), now);
         assert_eq!(policy, Policy::Request(now.to_string()));
-        // The age counts from the last rotation.
-        let a = annotated(
-            a,
-            annotations::CREDENTIALS_ROTATED_AT,
-            "2025-01-01T01:30:00Z",
-        );
-        let (policy, _) = decide(&a, Some(&class_every("2h")), now);
+        // The age counts from the last rotation, as the sidecar recorded it.
+        let mut rotated = a.clone();
+        rotated.status.as_mut().unwrap().credentials_rotated_at =
+            Some("2025-01-01T01:30:00Z".into());
+        let (policy, _) = decide(&rotated, Some(&class_every("2h")), now);
         assert_eq!(policy, Policy::RecheckIn(Duration::from_secs(90 * 60)));
+        // An annotation of that name (where earlier versions kept it) is
+        // anyone's, and never postpones the policy.
+        let forged = annotated(
+            a,
+            annotations::LEGACY_CREDENTIALS_ROTATED_AT,
+            "2999-01-01T00:00:00Z",
+        );
+        let (policy, _) = decide(&forged, Some(&class_every("2h")), now);
+        assert_eq!(policy, Policy::Request(now.to_string()));
     }
 
     #[test]
@@ -373,12 +429,31 @@ mod tests {
         let Report::Invalid(message) = decide(&a, Some(&class_every("30m")), now).1 else {
             unreachable!()
         };
-        assert!(message.contains("grace period of 1h"), "{message}");
-        // A shorter grace on the access makes the same period valid.
-        let short = annotated(a.clone(), annotations::ROTATION_GRACE, "10m");
+        assert!(message.contains("(1h, annotation"), "{message}");
+        // A shorter limit on the class makes the same period valid.
+        let mut short = class_every("30m");
+        short
+            .annotations_mut()
+            .insert(annotations::MAX_ROTATION_GRACE.into(), "10m".into());
         assert!(matches!(
-            decide(&short, Some(&class_every("30m")), now).0,
+            decide(&a, Some(&short), now).0,
             Policy::Request(_)
+        ));
+        // What a tenant asks on the access changes nothing: the limit
+        // bounds it.
+        let long = annotated(a.clone(), annotations::ROTATION_GRACE, "87600h");
+        assert!(matches!(
+            decide(&long, Some(&class_every("2h")), now).0,
+            Policy::Request(_)
+        ));
+        // Without a limit, the default (24h) must be shorter than the period.
+        let mut unbounded = class_every("2h");
+        unbounded
+            .annotations_mut()
+            .remove(annotations::MAX_ROTATION_GRACE);
+        assert!(matches!(
+            decide(&a, Some(&unbounded), now).1,
+            Report::Invalid(m) if m.contains("default 24h")
         ));
 
         let reported = rotation_false(&a, reasons::INVALID_ROTATION_POLICY, &message, now);
@@ -399,6 +474,29 @@ mod tests {
             decide(&failing, Some(&class_every("30m")), now).1,
             Report::Keep
         );
+    }
+
+    #[test]
+    fn the_class_limit_is_copied_once_and_removed_with_the_annotation() {
+        let a = provisioned();
+        let class = class_every("2h");
+        assert_eq!(
+            grace_limit_update(&a, Some(&class)),
+            Some(Some("1h".into()))
+        );
+        let mut recorded = a.clone();
+        recorded.status.as_mut().unwrap().rotation_grace_limit = Some("1h".into());
+        assert_eq!(grace_limit_update(&recorded, Some(&class)), None);
+        assert_eq!(
+            grace_limit_update(&recorded, Some(&access_class())),
+            Some(None)
+        );
+        assert_eq!(grace_limit_update(&a, Some(&access_class())), None);
+        assert_eq!(grace_limit_update(&a, None), None);
+        let mut bad = access_class();
+        bad.annotations_mut()
+            .insert(annotations::MAX_ROTATION_GRACE.into(), "soon".into());
+        assert_eq!(grace_limit_update(&a, Some(&bad)), None);
     }
 
     #[test]

@@ -457,6 +457,14 @@ impl Env {
     /// Plays the sidecar finishing its cleanup of a deleted access.
     pub async fn finish_sidecar_cleanup(&self, name: &str) {
         let annotation = cosi_api::constants::annotations::SIDECAR_CLEANUP_FINISHED;
+        let revoked = json!({"revoked": true});
+        write_status(
+            &self.accesses(),
+            &self.accesses().get(name).await.unwrap(),
+            revoked,
+            "sidecar records its cleanup",
+        )
+        .await;
         let body = json!({"metadata": {"annotations": {annotation: "true"}}});
         merge(
             &self.accesses(),

@@ -35,8 +35,8 @@ impl Worker<'_> {
             );
         }
         let mut done = CleanupDone::default();
-        // One step per Secret, two revocations and the mark at most.
-        for _ in 0..claims.len() + 3 {
+        // One step per Secret, two revocations, the record and the mark at most.
+        for _ in 0..claims.len() + 4 {
             match decide_cleanup(&self.object, &secrets, done) {
                 CleanupStep::DeleteSecret(name) => {
                     let slot = claims
@@ -59,6 +59,12 @@ impl Worker<'_> {
                 CleanupStep::RevokeRotated => {
                     self.revoke_rotated().await?;
                     done.rotated_revoked = true;
+                }
+                CleanupStep::RecordRevoked => {
+                    let mut fields = serde_json::Map::new();
+                    fields.insert("revoked".into(), true.into());
+                    self.write_status(&[], fields).await?;
+                    tracing::info!(access = %self.key, "access cleaned up: Secrets deleted, accounts revoked");
                 }
                 CleanupStep::MarkCleanupFinished => {
                     patch::set_annotations(

@@ -51,9 +51,12 @@ pub fn decide(ba: &BucketAccess, driver: &DriverInfo) -> Step {
         return Step::Done;
     }
     if patch::is_deleting(ba) {
-        let done = ba
-            .annotations()
-            .contains_key(annotations::SIDECAR_CLEANUP_FINISHED);
+        // The sidecar's own record comes first: the annotation alone may
+        // be anyone's.
+        let done = ba.revoked()
+            && ba
+                .annotations()
+                .contains_key(annotations::SIDECAR_CLEANUP_FINISHED);
         return if !done && (ba.is_handed_to_sidecar() || ba.account_id().is_some()) {
             Step::Cleanup
         } else {
@@ -452,6 +455,9 @@ pub enum CleanupStep {
     },
     /// Revoke the accounts earlier credential rotations replaced.
     RevokeRotated,
+    /// Record `status.revoked`: everything above is done. The controller
+    /// releases the access only with this record.
+    RecordRevoked,
     /// Annotate `sidecar-cleanup-finished`: the controller may finish.
     MarkCleanupFinished,
 }
@@ -469,11 +475,16 @@ pub struct CleanupDone {
 /// Decides the next cleanup step of a deleted access from its Secrets as
 /// read (one per `spec.bucketClaims`, `None`: not found) and what this
 /// cleanup has done. A Secret the access does not own is never touched.
+/// Only the sidecar's own records in the status count (`status.revoked`,
+/// `status.grantStarted`), never an annotation.
 pub fn decide_cleanup(
     ba: &BucketAccess,
     secrets: &[Option<Secret>],
     done: CleanupDone,
 ) -> CleanupStep {
+    if ba.revoked() {
+        return CleanupStep::MarkCleanupFinished;
+    }
     let uid = ba.uid().unwrap_or_default();
     let owned = ba
         .spec
@@ -488,10 +499,7 @@ pub fn decide_cleanup(
         let persisted = ba.account_id().is_some();
         // An access deleted before its account ID was persisted may hold
         // an account when the driver's phase 1 grants.
-        let unpersisted = !persisted
-            && ba
-                .annotations()
-                .contains_key(annotations::SIDECAR_GRANT_STARTED);
+        let unpersisted = !persisted && ba.grant_started();
         if persisted || unpersisted {
             return CleanupStep::Revoke {
                 lookup: unpersisted,
@@ -501,7 +509,7 @@ pub fn decide_cleanup(
     if !done.rotated_revoked {
         return CleanupStep::RevokeRotated;
     }
-    CleanupStep::MarkCleanupFinished
+    CleanupStep::RecordRevoked
 }
 
 #[cfg(test)]

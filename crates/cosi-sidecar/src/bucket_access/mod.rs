@@ -31,7 +31,7 @@ use requests::{grant_params, lookup_request, revoke_request};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cosi_api::constants::{PROTECTION_FINALIZER, annotations};
+use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::reasons::{self, actions};
 use cosi_api::{Bucket, BucketAccess};
 use cosi_runtime::reconciler::Action;
@@ -198,17 +198,13 @@ impl Worker<'_> {
 
     /// Tells the controller, before a driver call that grants with no ID to
     /// record first, that only this sidecar may finish the access's
-    /// deletion (guarded by the resourceVersion, like every write).
+    /// deletion: `status.grantStarted`, which only COSI writes (guarded by
+    /// the resourceVersion, like every write).
     async fn mark_grant_started(&mut self) -> Result<(), Failure> {
-        if let Some(written) = patch::set_annotations(
-            &self.api,
-            &self.object,
-            &[(annotations::SIDECAR_GRANT_STARTED, Some("true"))],
-        )
-        .await
-        .api("patch", "bucketaccesses", &self.key)?
-        {
-            self.wrote(written);
+        if !self.object.grant_started() {
+            let mut fields = Map::new();
+            fields.insert("grantStarted".into(), true.into());
+            self.write_status(&[], fields).await?;
         }
         Ok(())
     }

@@ -9,7 +9,6 @@ use cosi_api::{AuthenticationType, BucketAccessMode, BucketAccessModes, Conditio
 use cosi_driver::testing::TestServer;
 use cosi_sidecar::v1alpha1::Options;
 use cosi_sidecar::{DriverApi, Error};
-use kube::ResourceExt;
 
 use crate::common::replay::*;
 use crate::common::*;
@@ -126,11 +125,7 @@ async fn ceph_and_linode_replies_become_s3_secrets() {
             v.driver.lock().accounts.values().next().unwrap().0
         );
         assert!(
-            v.h.access("ba-one")
-                .await
-                .unwrap()
-                .annotations()
-                .contains_key(cosi_api::constants::annotations::SIDECAR_GRANT_STARTED),
+            v.h.access("ba-one").await.unwrap().grant_started(),
             "marked before the grant"
         );
         // One call per object: the phase-1 replies served phase 2.
@@ -349,10 +344,8 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
         v.h.handed_off_access("ba-lost", "claim-bc-kept", "lost", "bc-kept")
             .await;
     // The sidecar marked the grant as started before the call.
-    let started = serde_json::json!({"metadata": {"annotations": {
-        cosi_api::constants::annotations::SIDECAR_GRANT_STARTED: "true"
-    }}});
-    v.h.merge::<BucketAccess>("ba-lost", started).await;
+    let started = serde_json::json!({"status": {"grantStarted": true}});
+    v.h.merge_status::<BucketAccess>("ba-lost", started).await;
     let account = format!("ba-{}", uid(&a));
     let bucket_id = v.driver.bucket_id("bc-kept");
     v.driver

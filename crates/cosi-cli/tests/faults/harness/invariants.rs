@@ -171,15 +171,14 @@ pub fn rotated(s: &ApiSnapshot, ns: &str, names: &[String]) -> Result<(), String
             ));
         }
         match cosi_api::rotation::RotationState::of(a) {
-            Err(e) => return Err(format!("access {name}: {e}")),
-            Ok(None) => return Err(format!("access {name} has no rotation state")),
-            Ok(Some(state)) if state.in_progress() => {
+            None => return Err(format!("access {name} has no rotation state")),
+            Some(state) if state.in_progress() => {
                 return Err(format!("access {name} is still rotating: {state:?}"));
             }
-            Ok(Some(state)) if state.previous.is_some() => {
+            Some(state) if state.previous.is_some() => {
                 return Err(format!("access {name} has not revoked its old account yet"));
             }
-            Ok(Some(_)) => {}
+            Some(_) => {}
         }
     }
     Ok(())

@@ -413,11 +413,11 @@ fn deletion_of_an_access_never_provisioned_finishes_without_the_sidecar() {
 #[test]
 fn an_access_whose_grant_started_waits_for_the_sidecar_without_an_account_id() {
     let world = World::new().bound("photos");
-    let mut a = handed_off(&world, access("app", &["photos"]).finalized()).deleting();
-    a.metadata.annotations.get_or_insert_default().insert(
-        cosi_api::constants::annotations::SIDECAR_GRANT_STARTED.into(),
-        "true".into(),
-    );
+    let a = handed_off(
+        &world,
+        access("app", &["photos"]).finalized().grant_started(),
+    )
+    .deleting();
     assert!(holds_claims(&a));
     assert!(matches!(
         world.step(&a),
@@ -583,4 +583,26 @@ fn accesses_with_different_secret_names_are_no_rivals() {
     world.rivals = vec![other];
     let a = created_at(access("app", &["photos"]), 20);
     assert_eq!(world.step(&a), Step::AddFinalizer);
+}
+
+#[test]
+fn the_cleanup_annotation_alone_releases_nothing() {
+    // Anyone who may edit the access can write the KEP's annotation; the
+    // access is released only once the sidecar recorded its cleanup.
+    let world = World::new().bound("photos");
+    let a = handed_off(
+        &world,
+        access("app", &["photos"]).finalized().account("acct"),
+    )
+    .deleting()
+    .annotated_cleaned_up();
+    assert!(holds_claims(&a));
+    assert!(!cleanup_done(&a));
+    assert!(matches!(
+        world.step(&a),
+        Step::Done(Idle::WaitingForSidecar)
+    ));
+    let a = a.cleaned_up();
+    assert!(cleanup_done(&a));
+    assert!(matches!(world.step(&a), Step::UnannotateClaim { .. }));
 }

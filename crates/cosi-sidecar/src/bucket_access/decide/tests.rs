@@ -1,5 +1,6 @@
 use super::*;
 use crate::bucket_access::requests::service_account;
+use cosi_api::testing::AccessExt;
 use cosi_api::{
     AccessedBucket, BucketAccessMode, BucketAccessStatus, BucketStatus, Condition, Protocol,
 };
@@ -93,13 +94,25 @@ fn accesses_are_ignored_until_handed_off_to_this_driver() {
 fn deletion_is_cleaned_up_once() {
     let a = A::new().handed_off().finalized().account().deleting();
     assert_eq!(decide(&a.0, &driver()), Step::Cleanup);
-    let mut done = a;
-    done.0
-        .metadata
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(annotations::SIDECAR_CLEANUP_FINISHED.into(), "true".into());
-    assert_eq!(decide(&done.0, &driver()), Step::Done);
+    // The KEP's annotation alone, as anyone who may edit the access can
+    // write it, skips nothing.
+    let annotated = a.0.clone().annotated_cleaned_up();
+    assert_eq!(decide(&annotated, &driver()), Step::Cleanup);
+    assert_eq!(
+        decide_cleanup(&annotated, &[], CleanupDone::default()),
+        CleanupStep::Revoke { lookup: false }
+    );
+    // The sidecar's record and the annotation: done.
+    let done = a.0.clone().cleaned_up();
+    assert_eq!(decide(&done, &driver()), Step::Done);
+    // Recorded but not yet annotated (cut short in between): only the mark.
+    let mut recorded = a.0.clone();
+    recorded.status.as_mut().unwrap().revoked = true;
+    assert_eq!(decide(&recorded, &driver()), Step::Cleanup);
+    assert_eq!(
+        decide_cleanup(&recorded, &[], CleanupDone::default()),
+        CleanupStep::MarkCleanupFinished
+    );
     assert_eq!(decide(&A::new().deleting().0, &driver()), Step::Done);
 }
 
@@ -404,21 +417,20 @@ fn cleanup_revokes_the_live_account_then_the_rotated_ones_then_tells_the_control
     done.revoked = true;
     assert_eq!(cleanup_step(&a, None, done), CleanupStep::RevokeRotated);
     done.rotated_revoked = true;
-    assert_eq!(
-        cleanup_step(&a, None, done),
-        CleanupStep::MarkCleanupFinished
-    );
+    assert_eq!(cleanup_step(&a, None, done), CleanupStep::RecordRevoked);
 }
 
 #[test]
 fn cleanup_looks_up_an_account_whose_grant_started_before_its_id_was_persisted() {
-    let mut a = A::new().handed_off().finalized().deleting().0;
+    let a = A::new().handed_off().finalized().deleting().0;
     assert_eq!(
         cleanup_step(&a, None, CleanupDone::default()),
         CleanupStep::RevokeRotated,
         "no account ID and no grant started: nothing to revoke"
     );
-    a.metadata.annotations = Some(
+    // The annotation earlier versions wrote is anyone's: not read.
+    let mut annotated = a.clone();
+    annotated.metadata.annotations = Some(
         [(
             annotations::SIDECAR_GRANT_STARTED.to_owned(),
             "true".to_owned(),
@@ -426,6 +438,11 @@ fn cleanup_looks_up_an_account_whose_grant_started_before_its_id_was_persisted()
         .into_iter()
         .collect(),
     );
+    assert_eq!(
+        cleanup_step(&annotated, None, CleanupDone::default()),
+        CleanupStep::RevokeRotated
+    );
+    let a = a.grant_started();
     assert_eq!(
         cleanup_step(&a, None, CleanupDone::default()),
         CleanupStep::Revoke { lookup: true }

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use cosi_api::BucketAccess;
-use cosi_api::rotation::{self, Account, RotationState, unanswered_request};
+use cosi_api::rotation::{self, Account, Grace, RotationState, unanswered_request};
 use cosi_runtime::reconciler::Action;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -16,8 +16,7 @@ pub enum RotationStep {
     /// Nothing to do; `Some(d)`: the replaced account is due for
     /// revocation in `d`.
     Done(Option<Duration>),
-    /// A rotation setting is invalid, or the state does not parse: report
-    /// it, rotate nothing.
+    /// The rotation request cannot be answered: report why, rotate nothing.
     Invalid(String),
     /// Record this state: the request answered, the new account's number.
     Start(RotationState),
@@ -29,31 +28,27 @@ pub enum RotationStep {
         /// The state, with `pending` set.
         state: RotationState,
         /// The grace period of the replaced account.
-        grace: Duration,
+        grace: Grace,
     },
     /// Revoke `state.previous`, its grace period over.
     Revoke(RotationState),
 }
 
 /// Decides the next rotation step of `access` at `now`; `default_grace` is
-/// the sidecar's `--rotation-grace`. A request waits while a rotation is
-/// under way or its replaced account is still valid.
+/// the sidecar's `--rotation-grace`. The state comes from the status, which
+/// only COSI writes. A request waits while a rotation is under way or its
+/// replaced account is still valid, so an access never has more than one
+/// pending and one replaced account.
 pub fn decide(access: &BucketAccess, now: Timestamp, default_grace: Duration) -> RotationStep {
-    let state = match RotationState::of(access) {
-        Ok(state) => state,
-        Err(message) => return RotationStep::Invalid(message),
-    };
+    let state = RotationState::of(access);
     if let Some(state) = &state {
         if state.in_progress() {
             if state.pending.is_none() {
                 return RotationStep::Generate(state.clone());
             }
-            return match rotation::grace(access, default_grace) {
-                Ok(grace) => RotationStep::Grant {
-                    state: state.clone(),
-                    grace,
-                },
-                Err(message) => RotationStep::Invalid(message),
+            return RotationStep::Grant {
+                state: state.clone(),
+                grace: rotation::grace(access, default_grace),
             };
         }
         if let Some(at) = state.revoke_at() {
@@ -63,18 +58,26 @@ pub fn decide(access: &BucketAccess, now: Timestamp, default_grace: Duration) ->
             };
         }
     }
+    if let Some(problem) = rotation::request_problem(access) {
+        return RotationStep::Invalid(problem);
+    }
     let Some(request) = unanswered_request(access) else {
         return RotationStep::Done(None);
     };
-    if let Err(message) = rotation::grace(access, default_grace) {
-        return RotationStep::Invalid(message);
-    }
-    let current = state.as_ref().and_then(|s| s.current.clone());
-    let serial = state.as_ref().map_or(1, |s| s.serial.max(s.live_serial()));
+    let state = state.unwrap_or(RotationState {
+        serial: 1,
+        ..Default::default()
+    });
+    let Some(serial) = state.next_serial() else {
+        return RotationStep::Invalid(format!(
+            "this BucketAccess has had the most rotations one access may have ({}): delete it and create a new one for new credentials",
+            rotation::MAX_SERIAL - 1
+        ));
+    };
     RotationStep::Start(RotationState {
         request: request.to_owned(),
-        serial: serial + 1,
-        current,
+        serial,
+        current: state.current,
         ..Default::default()
     })
 }

@@ -3,8 +3,11 @@
 //!
 //! A rotation is a new backend account under a new name, never a key
 //! changed in place, so it needs nothing new from drivers and works on
-//! either driver API. Each step ends with one write of the state
-//! annotation, guarded by the resourceVersion, before the next driver call:
+//! either driver API. Each step ends with one write of `status.rotation`,
+//! guarded by the resourceVersion, before the next driver call. The state
+//! is read from the status alone, which only COSI writes: every account ID
+//! in it came from the driver's answer for this access's own account names,
+//! so nothing a tenant writes can make the sidecar revoke another account:
 //!
 //! 1. **Start**: record the request being answered and the new account's
 //!    number `n`. From here on, deletion knows that `ba-<uid>-r<n>` may
@@ -44,12 +47,9 @@ use std::time::{Duration, Instant};
 
 use cosi_api::conditions::{Desired, Status};
 use cosi_api::reasons::{self, actions};
-use cosi_api::rotation::{
-    self, CONDITION, RotationState, annotations, format_duration, format_time,
-};
+use cosi_api::rotation::{self, CONDITION, Grace, RotationState, format_duration, format_time};
 use cosi_api::{Bucket, BucketAccess};
 use cosi_driver::proto::RevokedBucket;
-use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::steps::{self, Applied, Steps};
 use k8s_openapi::jiff::Timestamp;
@@ -134,7 +134,7 @@ impl Steps for RotationSteps<'_, '_> {
             }
             RotationStep::Start(state) => (
                 Phase::Record,
-                w.write_rotation(&state, None).await.map(|()| None),
+                w.write_rotation(&state, None, None).await.map(|()| None),
             ),
             RotationStep::Generate(state) => (Phase::Generate, w.generate(state).await),
             RotationStep::Grant { state, grace } => (Phase::Grant, w.grant_new(state, grace).await),
@@ -283,7 +283,7 @@ impl Worker<'_> {
             message,
         })?;
         tracing::info!(access = %self.key, account_id = %id, serial = state.serial, "rotation: new account ID generated");
-        self.write_rotation(&with_pending(&state, &id), None)
+        self.write_rotation(&with_pending(&state, &id), None, None)
             .await?;
         Ok(None)
     }
@@ -292,7 +292,7 @@ impl Worker<'_> {
     async fn grant_new(
         &mut self,
         state: RotationState,
-        grace: Duration,
+        grace: Grace,
     ) -> Result<Option<Rotation>, Failure> {
         let (access, observed) = match self.step_start().await? {
             Ok(ready) => ready,
@@ -353,24 +353,27 @@ impl Worker<'_> {
         drop(granted);
         let now = Timestamp::now();
         let first = access.account_id().unwrap_or_default();
-        let next = switched(&state, first, now, grace);
-        self.write_rotation(&next, Some(&format_time(now))).await?;
+        let next = switched(&state, first, now, grace.duration);
+        let replaced = next.previous.as_ref().map_or("", |a| a.id.as_str());
+        let revoke_at = next.revoke_after.clone().unwrap_or_default();
+        let mut message = format!(
+            "Secret(s) {} now hold the credentials of a new account ({account_id}); the replaced account ({replaced}) stays valid for {} (until {revoke_at}), then it is revoked: Pods that read the Secret at start must restart by then",
+            written.join(", "),
+            format_duration(grace.duration)
+        );
+        if let Some(note) = &grace.note {
+            message = format!("{message} ({note})");
+        }
+        let condition = Desired::new(CONDITION, Status::True, reasons::ROTATED, message.clone());
+        self.write_rotation(&next, Some(&format_time(now)), Some(condition))
+            .await?;
         self.secrets_checked();
         self.ctx.gates.succeeded(&self.rotation_key());
         self.ctx
             .config
             .metrics
             .rotation(&self.info.name, "Succeeded");
-        let replaced = next.previous.as_ref().map_or("", |a| a.id.as_str());
-        let revoke_at = next.revoke_after.clone().unwrap_or_default();
-        let message = format!(
-            "Secret(s) {} now hold the credentials of a new account ({account_id}); the replaced account ({replaced}) stays valid for {} (until {revoke_at}), then it is revoked: Pods that read the Secret at start must restart by then",
-            written.join(", "),
-            format_duration(grace)
-        );
         tracing::info!(access = %self.key, %account_id, %replaced, "credentials rotated");
-        self.set_condition(Status::True, reasons::ROTATED, &message)
-            .await;
         self.note(
             reasons::CREDENTIALS_ROTATED,
             actions::ROTATE_CREDENTIALS,
@@ -397,7 +400,7 @@ impl Worker<'_> {
         }
         .await;
         let result = match revoked {
-            Ok(()) => self.write_rotation(&abandoned(state), None).await,
+            Ok(()) => self.write_rotation(&abandoned(state), None, None).await,
             Err(e) => Err(e),
         };
         match result {
@@ -422,7 +425,7 @@ impl Worker<'_> {
             let buckets = self.revoked_buckets().await?;
             self.revoke_account(&previous.id, buckets).await?;
         }
-        self.write_rotation(&revoked(&state), None).await?;
+        self.write_rotation(&revoked(&state), None, None).await?;
         self.ctx.gates.succeeded(&self.rotation_key());
         tracing::info!(access = %self.key, account_id = %previous.id, "rotation: replaced account revoked");
         let message = format!(
@@ -450,23 +453,21 @@ impl Worker<'_> {
             .await
     }
 
-    /// Records `state` (and the rotation time) in one guarded write.
+    /// Records `state` (with the rotation time and a condition, when
+    /// given) in one guarded status write.
     async fn write_rotation(
         &mut self,
         state: &RotationState,
         rotated_at: Option<&str>,
+        condition: Option<Desired>,
     ) -> Result<(), Failure> {
-        let value = state.to_annotation();
-        let mut changes = vec![(annotations::ROTATION_STATE, Some(value.as_str()))];
+        let mut fields = Map::new();
+        fields.insert("rotation".into(), state.to_merge_patch());
         if let Some(at) = rotated_at {
-            changes.push((annotations::CREDENTIALS_ROTATED_AT, Some(at)));
+            fields.insert("credentialsRotatedAt".into(), at.into());
         }
-        if let Some(written) = patch::set_annotations(&self.api, &self.object, &changes)
-            .await
-            .api("patch", "bucketaccesses", &self.key)?
-        {
-            self.wrote(written);
-        }
+        let desired: Vec<Desired> = condition.into_iter().collect();
+        self.write_status(&desired, fields).await?;
         Ok(())
     }
 
@@ -532,8 +533,8 @@ impl Worker<'_> {
     }
 
     /// Sets the `CredentialsRotated` condition, best effort: the rotation's
-    /// state lives in annotations, the condition only reports it. Returns
-    /// whether the condition changed.
+    /// state is recorded apart from it, the condition only reports it.
+    /// Returns whether the condition changed.
     async fn set_condition(&mut self, status: Status, reason: &str, message: &str) -> bool {
         let desired = [Desired::new(CONDITION, status, reason, message.to_owned())];
         self.write_status(&desired, Map::new())
@@ -549,13 +550,8 @@ impl Worker<'_> {
     pub(super) async fn revoke_rotated(&mut self) -> Result<(), Failure> {
         // No rotation step runs any more: forget its retry gate.
         self.ctx.gates.succeeded(&self.rotation_key());
-        let state = match RotationState::of(&self.object) {
-            Ok(Some(state)) => state,
-            Ok(None) => return Ok(()),
-            Err(message) => {
-                tracing::warn!(access = %self.key, "{message}; only the first account is revoked");
-                return Ok(());
-            }
+        let Some(state) = RotationState::of(&self.object) else {
+            return Ok(());
         };
         let (mut ids, unrecorded) = revoked_on_deletion(&self.object, &state);
         if ids.is_empty() && unrecorded.is_none() {

@@ -344,6 +344,14 @@ impl Harness {
             .unwrap_or_else(|e| panic!("merge into {} {name}: {e}", K::KIND))
     }
 
+    /// Merges `patch` into the status of the object `name`.
+    pub async fn merge_status<K: Handled>(&self, name: &str, patch: serde_json::Value) -> K {
+        K::api(self)
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+            .unwrap_or_else(|e| panic!("merge into the status of {} {name}: {e}", K::KIND))
+    }
+
     /// Deletes the object `name`.
     pub async fn delete<K: Handled>(&self, name: &str) {
         K::api(self)
@@ -570,8 +578,9 @@ impl Harness {
     /// BucketAccess `name`.
     pub async fn access_cleaned_up(&self, name: &str) -> BucketAccess {
         self.when::<BucketAccess>(name, "cleanup finished", |a| {
-            a.annotations()
-                .contains_key(annotations::SIDECAR_CLEANUP_FINISHED)
+            a.revoked()
+                && a.annotations()
+                    .contains_key(annotations::SIDECAR_CLEANUP_FINISHED)
         })
         .await
     }
@@ -629,6 +638,7 @@ impl Harness {
             driver_name: DRIVER.into(),
             authentication_type: Some(auth),
             parameters: [("role".to_owned(), "app".to_owned())].into(),
+            ..Default::default()
         };
         api.patch_status(
             name,

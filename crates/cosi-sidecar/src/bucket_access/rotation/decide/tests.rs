@@ -1,6 +1,6 @@
 use super::*;
 use cosi_api::rotation::annotations;
-use cosi_api::testing::rotation_access as access;
+use cosi_api::testing::{rotation_access as access, with_rotation};
 
 const GRACE: Duration = Duration::from_secs(60);
 
@@ -9,10 +9,14 @@ fn t(s: &str) -> Timestamp {
 }
 
 fn with_state(request: &str, state: &RotationState) -> BucketAccess {
-    access(&[
-        (annotations::ROTATE_CREDENTIALS, request),
-        (annotations::ROTATION_STATE, &state.to_annotation()),
-    ])
+    with_rotation(access(&[(annotations::ROTATE_CREDENTIALS, request)]), state)
+}
+
+fn exactly(duration: Duration) -> Grace {
+    Grace {
+        duration,
+        note: None,
+    }
 }
 
 fn now() -> Timestamp {
@@ -66,7 +70,7 @@ fn each_step_of_a_rotation_follows_from_the_recorded_state() {
         decide(&a, now(), GRACE),
         RotationStep::Grant {
             state: pending.clone(),
-            grace: GRACE
+            grace: exactly(GRACE)
         }
     );
     let live = switched(&pending, "first", now(), GRACE);
@@ -119,34 +123,83 @@ fn a_request_during_a_rotation_waits_for_it() {
 }
 
 #[test]
-fn invalid_settings_rotate_nothing() {
+fn what_a_tenant_writes_cannot_stop_or_unbound_a_rotation() {
+    // An unreadable grace stands for the default, and says so.
+    let pending = with_pending(&first_request(), "second");
+    let a = with_rotation(
+        access(&[(annotations::ROTATION_GRACE, "one hour")]),
+        &pending,
+    );
+    let RotationStep::Grant { grace, .. } = decide(&a, now(), GRACE) else {
+        panic!("expected a grant");
+    };
+    assert_eq!(grace.duration, GRACE);
+    assert!(grace.note.unwrap().contains(annotations::ROTATION_GRACE));
+    // A request with an unreadable grace still starts.
     let a = access(&[
         (annotations::ROTATE_CREDENTIALS, "1"),
         (annotations::ROTATION_GRACE, "one hour"),
     ]);
+    assert!(matches!(decide(&a, now(), GRACE), RotationStep::Start(_)));
+    // A forged state in the annotation earlier versions used is not read.
+    let forged = RotationState {
+        serial: 9,
+        previous: Some(acct(1, "victim")),
+        revoke_after: Some("2000-01-01T00:00:00Z".into()),
+        ..Default::default()
+    };
+    let a = access(&[(
+        annotations::LEGACY_ROTATION_STATE,
+        &serde_json::to_string(&forged).unwrap(),
+    )]);
+    assert_eq!(decide(&a, now(), GRACE), RotationStep::Done(None));
+}
+
+#[test]
+fn an_oversize_request_is_reported_and_rotates_nothing() {
+    let long = "x".repeat(200_000);
+    let a = access(&[(annotations::ROTATE_CREDENTIALS, &long)]);
     let RotationStep::Invalid(m) = decide(&a, now(), GRACE) else {
         panic!("expected invalid");
     };
-    assert!(m.contains(annotations::ROTATION_GRACE), "{m}");
-    let a = access(&[(annotations::ROTATION_STATE, "[]")]);
-    assert!(matches!(decide(&a, now(), GRACE), RotationStep::Invalid(_)));
-    // Without a request, a bad grace is not looked at.
-    let a = access(&[(annotations::ROTATION_GRACE, "one hour")]);
-    assert_eq!(decide(&a, now(), GRACE), RotationStep::Done(None));
+    assert!(m.contains("200000 characters"), "{m}");
+}
+
+#[test]
+fn the_last_serial_is_reported_instead_of_wrapping() {
+    let full = RotationState {
+        request: "old".into(),
+        serial: rotation::MAX_SERIAL,
+        current: Some(acct(rotation::MAX_SERIAL, "last")),
+        ..Default::default()
+    };
+    let a = with_state("new", &full);
+    let RotationStep::Invalid(m) = decide(&a, now(), GRACE) else {
+        panic!("expected invalid");
+    };
+    assert!(m.contains("delete it and create a new one"), "{m}");
+    let overflowing = RotationState {
+        serial: u32::MAX,
+        ..full
+    };
+    // u32::MAX is refused by the CRD's schema; decided anyway, it is
+    // still in progress and never wraps to the first account's name.
+    let a = with_state("new", &overflowing);
+    assert!(matches!(
+        decide(&a, now(), GRACE),
+        RotationStep::Generate(s) if s.serial == u32::MAX
+    ));
 }
 
 #[test]
 fn the_access_grace_overrides_the_sidecar_default() {
     let pending = with_pending(&first_request(), "second");
-    let a = access(&[
-        (annotations::ROTATION_STATE, &pending.to_annotation()),
-        (annotations::ROTATION_GRACE, "5s"),
-    ]);
+    let a = with_rotation(access(&[(annotations::ROTATION_GRACE, "5s")]), &pending);
     assert_eq!(
         decide(&a, now(), GRACE),
         RotationStep::Grant {
             state: pending,
-            grace: Duration::from_secs(5)
+            grace: exactly(Duration::from_secs(5))
         }
     );
 }
