@@ -123,6 +123,10 @@ fn check_bucket_ids(buckets: &[AccessedBucket]) -> Result<(), Error> {
         .try_for_each(|b| check_bucket_id(&b.bucket_id))
 }
 
+fn bucket_ids(buckets: &[AccessedBucket]) -> impl Iterator<Item = &str> {
+    buckets.iter().map(|b| b.bucket_id.as_str())
+}
+
 fn check_user(account_id: &str) -> Result<(), Error> {
     if names::is_valid_user_name(account_id) {
         Ok(())
@@ -206,6 +210,7 @@ impl Driver for S3Driver {
         check_bucket_ids(&r.buckets)?;
         let account_id = account_id_for(&r.account_name, &r.parameters)?;
         access_policy(&self.cfg, &r.buckets)?;
+        accounts::grant_record(bucket_ids(&r.buckets))?;
         Ok(DriverGenerateBucketAccessIdResponse { account_id })
     }
 
@@ -218,6 +223,7 @@ impl Driver for S3Driver {
         check_user(&r.account_id)?;
         check_bucket_ids(&r.buckets)?;
         let doc = access_policy(&self.cfg, &r.buckets)?;
+        let record = accounts::grant_record(bucket_ids(&r.buckets))?;
         let mut granted = Vec::with_capacity(r.buckets.len());
         for b in &r.buckets {
             let located =
@@ -228,7 +234,8 @@ impl Driver for S3Driver {
                 bucket_info: Some(self.bucket_info(&located)),
             });
         }
-        let key = accounts::grant(&self.backend.iam, &self.cfg, &r.account_id, &doc).await?;
+        let key =
+            accounts::grant(&self.backend.iam, &self.cfg, &r.account_id, &doc, &record).await?;
         Ok(DriverGrantBucketAccessResponse {
             buckets: granted,
             credentials: Some(requests::s3_credentials(
@@ -244,7 +251,7 @@ impl Driver for S3Driver {
         r: DriverRevokeBucketAccessRequest,
     ) -> Result<DriverRevokeBucketAccessResponse, Status> {
         check_user(&r.account_id)?;
-        accounts::revoke(&self.backend.iam, &self.cfg, &r.account_id).await?;
+        accounts::revoke(&self.backend.iam, &self.cfg, &r.account_id, &r.buckets).await?;
         Ok(DriverRevokeBucketAccessResponse {})
     }
 }

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use cosi_driver::proto::{AccessMode, AccessModes};
 use cosi_driver_s3_common::policy as common;
 use serde::Serialize;
+use serde_json::Value;
 
 /// Actions of one mode of one category.
 #[derive(Clone, Copy, Debug)]
@@ -164,6 +165,39 @@ pub fn document(partition: &str, grants: &[(String, AccessModes)]) -> Option<Str
     Some(serde_json::to_string(&doc).expect("a policy document always serializes"))
 }
 
+/// The buckets a policy [`document`] grants something on, read back as
+/// IAM GetUserPolicy returns it (URL-encoded, or plain as some stores
+/// send it); `None` when it is no policy document.
+pub fn buckets(doc: &str) -> Option<BTreeSet<String>> {
+    let plain = if doc.trim_start().starts_with('{') {
+        doc.to_owned()
+    } else {
+        percent_encoding::percent_decode_str(doc)
+            .decode_utf8()
+            .ok()?
+            .into_owned()
+    };
+    let parsed: Value = serde_json::from_str(&plain).ok()?;
+    let statements = match parsed.get("Statement")? {
+        Value::Array(list) => list.clone(),
+        one @ Value::Object(_) => vec![one.clone()],
+        _ => return None,
+    };
+    let resources = statements.iter().flat_map(|s| match s.get("Resource") {
+        Some(Value::Array(list)) => list.clone(),
+        Some(one @ Value::String(_)) => vec![one.clone()],
+        _ => Vec::new(),
+    });
+    Some(
+        resources
+            .filter_map(|r| {
+                let (_, path) = r.as_str()?.split_once(":s3:::")?;
+                path.split('/').next().map(str::to_owned)
+            })
+            .collect(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,6 +277,26 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&doc).unwrap();
         assert_eq!(v["Statement"].as_array().unwrap().len(), 3, "{doc}");
         assert!(doc.contains("arn:aws-cn:s3:::bkt-b/*"));
+    }
+
+    #[test]
+    fn the_buckets_of_a_policy_are_read_back_plain_or_url_encoded() {
+        let doc = document(
+            "aws",
+            &[
+                ("bkt-a".into(), modes(AccessMode::ReadWrite, U, U)),
+                ("bkt-b".into(), modes(AccessMode::ReadOnly, U, U)),
+            ],
+        )
+        .unwrap();
+        let both = BTreeSet::from(["bkt-a".to_owned(), "bkt-b".to_owned()]);
+        assert_eq!(buckets(&doc), Some(both.clone()));
+        let encoded: String =
+            percent_encoding::utf8_percent_encode(&doc, percent_encoding::NON_ALPHANUMERIC)
+                .collect();
+        assert_eq!(buckets(&encoded), Some(both));
+        assert_eq!(buckets("not a policy"), None);
+        assert_eq!(buckets("{\"Statement\": 1}"), None);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use cosi_driver::Code;
 use cosi_driver::proto::*;
 use cosi_driver::testing::assert_status;
-use cosi_driver_s3::accounts::POLICY_NAME;
+use cosi_driver_s3::accounts::{GRANTED_TAG_PREFIX, POLICY_NAME};
 
 use crate::common::{
     Served, access, assert_denied, assert_managed_by, delete, get, keys_of, keys_of_user, list,
@@ -103,6 +103,139 @@ async fn revoked_key_fails_on_next_request() {
         "the user must be deleted"
     );
     d.revoke(&account, &[&bucket]).await.unwrap();
+    d.stop().await;
+}
+
+/// The buckets whose grant IAM user `user`'s tags record.
+async fn recorded_buckets(iam: &aws_sdk_iam::Client, user: &str) -> Vec<String> {
+    let out = iam.list_user_tags().user_name(user).send().await.unwrap();
+    out.tags()
+        .iter()
+        .filter_map(|t| t.key().strip_prefix(GRANTED_TAG_PREFIX))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_revoke_naming_a_bucket_the_account_was_never_granted_is_refused_and_the_key_still_works()
+{
+    let (moto, d, path) = Served::on_shared_path().await;
+    let victim_bucket = d.new_bucket(&[]).await;
+    let own_bucket = d.new_bucket(&[]).await;
+    let (victim, s3) = d
+        .new_client(moto, &victim_bucket, AccessMode::ReadWrite)
+        .await;
+    let (own, _) = d.new_client(moto, &own_bucket, AccessMode::ReadWrite).await;
+    put(&s3, &victim_bucket, "k", "v").await.unwrap();
+    let iam = moto.iam();
+    assert_eq!(
+        recorded_buckets(&iam, &victim).await,
+        [victim_bucket.as_str()]
+    );
+
+    for named in [vec![own_bucket.as_str()], vec![&victim_bucket, &own_bucket]] {
+        let err = assert_status(
+            d.revoke(&victim, &named).await,
+            Code::FailedPrecondition,
+            &[&victim, &own_bucket, "nothing was revoked"],
+        );
+        assert!(
+            !err.message().contains(&format!("{victim_bucket:?}")),
+            "{}",
+            err.message()
+        );
+    }
+    assert_eq!(get(&s3, &victim_bucket, "k").await.unwrap(), "v");
+    put(&s3, &victim_bucket, "k2", "still writes")
+        .await
+        .unwrap();
+    assert_eq!(keys_of_user(&iam, &victim).await.len(), 1);
+
+    d.revoke(&victim, &[&victim_bucket]).await.unwrap();
+    d.revoke(&own, &[&own_bucket]).await.unwrap();
+    assert!(users_under(&iam, &path).await.is_empty());
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_revoke_of_an_account_already_gone_is_ok_and_touches_no_other_user() {
+    let (moto, d, path) = Served::on_shared_path().await;
+    let bucket = d.new_bucket(&[]).await;
+    let (account, s3) = d.new_client(moto, &bucket, AccessMode::ReadWrite).await;
+    let never_granted = d
+        .new_access_id(&[access(&bucket, AccessMode::ReadWrite)])
+        .await;
+    d.revoke(&never_granted, &[&bucket]).await.unwrap();
+    d.revoke(&never_granted, &["bc-no-such-bucket"])
+        .await
+        .unwrap();
+    assert_eq!(users_under(&moto.iam(), &path).await, [account.as_str()]);
+    put(&s3, &bucket, "k", "v").await.unwrap();
+    d.revoke(&account, &[&bucket]).await.unwrap();
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_revoke_cut_short_after_removing_the_keys_and_policy_is_completed_by_its_retry() {
+    let (moto, d, path) = Served::on_shared_path().await;
+    let a = d.new_bucket(&[]).await;
+    let b = d.new_bucket(&[]).await;
+    let other = d.new_bucket(&[]).await;
+    let buckets = [
+        access(&a, AccessMode::ReadWrite),
+        access(&b, AccessMode::ReadOnly),
+    ];
+    let (account, keys) = d.new_access(&buckets).await;
+    let iam = moto.iam();
+    // The revoke's first steps, as a crash would leave them: keys and
+    // policy gone, the user (with its record of the grant) still there.
+    for key in keys_of_user(&iam, &account).await {
+        let request = iam.delete_access_key().user_name(&account);
+        request.access_key_id(key).send().await.unwrap();
+    }
+    let request = iam.delete_user_policy().user_name(&account);
+    request.policy_name(POLICY_NAME).send().await.unwrap();
+
+    assert_status(
+        d.revoke(&account, &[&other]).await,
+        Code::FailedPrecondition,
+        &[&other],
+    );
+    assert_eq!(users_under(&iam, &path).await, [account.as_str()]);
+    d.revoke(&account, &[&a, &b]).await.unwrap();
+    assert!(users_under(&iam, &path).await.is_empty());
+    assert_eq!(
+        put(&moto.s3(&keys), &a, "k", "v").await.unwrap_err(),
+        "InvalidAccessKeyId"
+    );
+    d.revoke(&account, &[&a, &b]).await.unwrap();
+    d.stop().await;
+}
+
+#[tokio::test]
+async fn a_user_granted_before_buckets_were_recorded_is_checked_against_its_policy() {
+    let (moto, d, path) = Served::on_shared_path().await;
+    let bucket = d.new_bucket(&[]).await;
+    let other = d.new_bucket(&[]).await;
+    let (account, _) = d.new_client(moto, &bucket, AccessMode::ReadWrite).await;
+    let iam = moto.iam();
+    let record = format!("{GRANTED_TAG_PREFIX}{bucket}");
+    iam.untag_user()
+        .user_name(&account)
+        .tag_keys(record)
+        .send()
+        .await
+        .unwrap();
+    assert!(recorded_buckets(&iam, &account).await.is_empty());
+
+    assert_status(
+        d.revoke(&account, &[&other]).await,
+        Code::FailedPrecondition,
+        &[&other],
+    );
+    assert_eq!(users_under(&iam, &path).await, [account.as_str()]);
+    d.revoke(&account, &[&bucket]).await.unwrap();
+    assert!(users_under(&iam, &path).await.is_empty());
     d.stop().await;
 }
 
