@@ -1,6 +1,7 @@
 //! The built-in kinds kube-sim serves (Namespace, Secret, ConfigMap,
 //! ServiceAccount, Event in core/v1 and events.k8s.io/v1, Lease,
-//! CustomResourceDefinition, RBAC kinds, access reviews) and what the real
+//! CustomResourceDefinition, RBAC kinds, access reviews,
+//! ValidatingAdmissionPolicy and its binding) and what the real
 //! API server does to them on write: decode through the typed Kubernetes
 //! structs (which drops unknown fields and rejects wrong types), kind-specific
 //! defaults (Secret `stringData`, Namespace phase), light validation, and the
@@ -54,6 +55,10 @@ pub enum Builtin {
     SelfSubjectAccessReview,
     /// authorization.k8s.io/v1 SubjectAccessReview (create only).
     SubjectAccessReview,
+    /// admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy.
+    ValidatingAdmissionPolicy,
+    /// admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding.
+    ValidatingAdmissionPolicyBinding,
 }
 
 struct Def {
@@ -212,6 +217,29 @@ const DEFS: &[Def] = &[
         false,
         "subjectaccessreviews.authorization.k8s.io",
     ),
+    Def {
+        categories: &["api-extensions"],
+        status: true,
+        ..def(
+            Builtin::ValidatingAdmissionPolicy,
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicy",
+            "validatingadmissionpolicies",
+            false,
+            POLICIES,
+        )
+    },
+    Def {
+        categories: &["api-extensions"],
+        ..def(
+            Builtin::ValidatingAdmissionPolicyBinding,
+            "admissionregistration.k8s.io",
+            "ValidatingAdmissionPolicyBinding",
+            "validatingadmissionpolicybindings",
+            false,
+            POLICY_BINDINGS,
+        )
+    },
 ];
 
 /// Storage key of namespaces.
@@ -220,6 +248,10 @@ pub const NAMESPACES: &str = "namespaces";
 pub const CRDS: &str = "customresourcedefinitions.apiextensions.k8s.io";
 /// Storage key of service accounts.
 pub const SERVICE_ACCOUNTS: &str = "serviceaccounts";
+/// Storage key of ValidatingAdmissionPolicies.
+pub const POLICIES: &str = "validatingadmissionpolicies.admissionregistration.k8s.io";
+/// Storage key of ValidatingAdmissionPolicyBindings.
+pub const POLICY_BINDINGS: &str = "validatingadmissionpolicybindings.admissionregistration.k8s.io";
 
 /// The resource descriptions of every built-in kind.
 pub fn builtin_resources() -> Vec<ResourceInfo> {
@@ -316,7 +348,7 @@ pub fn dropped_paths(input: &Value, output: &Value, prefix: &str, out: &mut Vec<
 /// Applies the typed decode and kind defaults to a built-in object in its
 /// storage form. Returns the unknown fields that were dropped.
 pub fn normalize(builtin: Builtin, obj: &mut Value) -> Result<Vec<String>, ApiError> {
-    use k8s_openapi::api::{coordination, core, rbac};
+    use k8s_openapi::api::{admissionregistration, coordination, core, rbac};
     let normalized = match builtin {
         Builtin::Namespace => round_trip::<core::v1::Namespace>("Namespace", obj)?,
         Builtin::Secret => round_trip::<core::v1::Secret>("Secret", obj)?,
@@ -339,6 +371,14 @@ pub fn normalize(builtin: Builtin, obj: &mut Value) -> Result<Vec<String>, ApiEr
             )?;
             obj.clone()
         }
+        Builtin::ValidatingAdmissionPolicy => round_trip::<
+            admissionregistration::v1::ValidatingAdmissionPolicy,
+        >("ValidatingAdmissionPolicy", obj)?,
+        Builtin::ValidatingAdmissionPolicyBinding => round_trip::<
+            admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+        >(
+            "ValidatingAdmissionPolicyBinding", obj
+        )?,
         Builtin::SelfSubjectAccessReview | Builtin::SubjectAccessReview => obj.clone(),
     };
     let mut dropped = Vec::new();

@@ -261,7 +261,8 @@ async fn handle_inner(listener: Arc<Listener>, req: Request) -> Result<Response,
         .unwrap_or("application/json")
         .to_string();
     let is_apply = verb == "patch" && content_type.starts_with("application/apply-patch");
-    let opts = write_options(&query, user_agent, is_apply)?;
+    let mut opts = write_options(&query, user_agent, is_apply)?;
+    opts.user = Some(who.clone());
     let body = read_body(body).await?;
     let body = if !body.is_empty() && content_type.contains("protobuf") {
         let decoded = crate::protobuf::decode(&body).map_err(|e| {

@@ -24,6 +24,7 @@
 //! # }
 //! ```
 
+pub mod admission;
 pub mod auth;
 pub mod bench;
 pub mod builtin;
@@ -416,6 +417,7 @@ impl KubeSim {
             manager: "kube-sim".into(),
             field_validation: store::write::FieldValidation::Strict,
             force: true,
+            user: None,
         };
         for obj in &objects {
             let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");

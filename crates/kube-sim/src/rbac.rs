@@ -1,10 +1,13 @@
 //! RBAC authorization over the stored Role, ClusterRole, RoleBinding and
 //! ClusterRoleBinding objects: verbs (with `*`), API groups, resources with
 //! subresources (`buckets/status`, `*`, `*/status`), resourceNames and
-//! non-resource URLs, with the forbidden messages the real authorizer gives.
+//! non-resource URLs, ClusterRoles aggregated by label (`aggregationRule`,
+//! as the built-in view, edit and admin are), with the forbidden messages
+//! the real authorizer gives.
 
 use crate::auth::Identity;
-use crate::selector::FieldSelector;
+use crate::meta;
+use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use crate::store::State;
 use serde_json::{Value, json};
@@ -101,17 +104,57 @@ pub fn listed_name(fields: &FieldSelector) -> Option<&str> {
         .filter(|n| !matches!(*n, "." | "..") && !n.contains(['/', '%']))
 }
 
+const CLUSTER_ROLES: &str = "clusterroles.rbac.authorization.k8s.io";
+
 /// Whether a rule of the role a binding names allows the request.
 fn role_allows(st: &State, kind: &str, name: &str, binding_ns: &str, attrs: &Attributes) -> bool {
     let role = match kind {
-        "ClusterRole" => st.get_obj("clusterroles.rbac.authorization.k8s.io", "", name),
+        "ClusterRole" => st.get_obj(CLUSTER_ROLES, "", name),
         "Role" => st.get_obj("roles.rbac.authorization.k8s.io", binding_ns, name),
         _ => None,
     };
-    role.as_deref()
-        .and_then(|r| r.get("rules"))
-        .and_then(Value::as_array)
-        .is_some_and(|rules| rules.iter().any(|r| rule_allows(r, attrs)))
+    let Some(role) = role else {
+        return false;
+    };
+    let own = |r: &Value| array(r.get("rules")).iter().any(|r| rule_allows(r, attrs));
+    match role.pointer("/aggregationRule/clusterRoleSelectors") {
+        None => own(&role),
+        // The rules the clusterrole-aggregation controller would copy in:
+        // those of every other ClusterRole a selector picks.
+        Some(selectors) => st.objects_of(CLUSTER_ROLES, None).iter().any(|picked| {
+            meta::name(picked) != meta::name(&role)
+                && selects_any(selectors, meta::labels(picked))
+                && own(picked)
+        }),
+    }
+}
+
+/// The items of an optional JSON array (none when it is not one).
+fn array(v: Option<&Value>) -> &[Value] {
+    v.and_then(Value::as_array).map_or(&[], Vec::as_slice)
+}
+
+/// Whether one of the LabelSelectors `selectors` matches `labels`.
+fn selects_any(selectors: &Value, labels: Option<&serde_json::Map<String, Value>>) -> bool {
+    array(Some(selectors)).iter().any(|s| {
+        let mut terms: Vec<String> = s["matchLabels"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+            .collect();
+        for e in array(s.get("matchExpressions")) {
+            let key = e["key"].as_str().unwrap_or_default();
+            let values = strs(e.get("values")).join(",");
+            terms.push(match e["operator"].as_str().unwrap_or_default() {
+                "In" => format!("{key} in ({values})"),
+                "NotIn" => format!("{key} notin ({values})"),
+                "DoesNotExist" => format!("!{key}"),
+                _ => key.to_owned(),
+            });
+        }
+        LabelSelector::parse(&terms.join(",")).is_ok_and(|sel| sel.matches(labels))
+    })
 }
 
 /// Whether RBAC grants the request.

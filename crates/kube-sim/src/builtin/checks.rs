@@ -142,6 +142,7 @@ pub fn validate(builtin: Builtin, obj: &Value, old: Option<&Value>) -> Vec<Field
                 ));
             }
         }
+        Builtin::ValidatingAdmissionPolicy => errs.extend(crate::admission::policy_errors(obj)),
         _ => {}
     }
     errs

@@ -157,6 +157,7 @@ pub(super) fn write_options(
         manager,
         field_validation,
         force: query.get("force").is_some_and(|v| v == "true"),
+        user: None,
     })
 }
 

@@ -205,6 +205,18 @@ impl Store {
                 });
                 let _ = st.create(&crb_info, "", binding, &write::WriteOptions::internal());
             }
+            // The user-facing roles, made of what is labelled for them
+            // (kube-sim adds nothing of the built-in kinds' rules).
+            for name in ["admin", "edit", "view"] {
+                let role = json!({
+                    "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+                    "aggregationRule": {"clusterRoleSelectors": [
+                        {"matchLabels": {format!("rbac.authorization.k8s.io/aggregate-to-{name}"): "true"}}
+                    ]}
+                });
+                let _ = st.create(&cr_info, "", role, &write::WriteOptions::internal());
+            }
         }
         store
     }

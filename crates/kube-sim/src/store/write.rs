@@ -2,6 +2,7 @@
 //! built-ins; prune and default for custom resources), the create/update
 //! strategy (identity metadata, status subresource, generation), admission
 //! (NamespaceLifecycle), validation (metadata, kind rules, schema, CEL),
+//! validating admission policies ([`crate::admission`]),
 //! field ownership, optimistic concurrency, finalizers and
 //! deletionTimestamp, propagation policies, and the patch flavours.
 //!
@@ -14,6 +15,7 @@ mod delete;
 mod patch;
 
 use super::{Event, EventType, State};
+use crate::auth::Identity;
 use crate::builtin::{self, Builtin};
 use crate::crd;
 use crate::meta;
@@ -45,6 +47,9 @@ pub struct WriteOptions {
     pub field_validation: FieldValidation,
     /// `force` (apply only).
     pub force: bool,
+    /// Who writes, for the admission policies; `None` for writes kube-sim
+    /// makes itself, which no policy checks.
+    pub user: Option<Identity>,
 }
 
 impl WriteOptions {
@@ -55,6 +60,7 @@ impl WriteOptions {
             manager: "kube-sim".into(),
             field_validation: FieldValidation::Ignore,
             force: false,
+            user: None,
         }
     }
 }

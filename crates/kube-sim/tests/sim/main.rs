@@ -1,6 +1,7 @@
 //! Integration tests driving kube-sim with kube-rs, one module per area.
 #![recursion_limit = "256"]
 
+mod admission;
 mod common;
 mod crd;
 mod crud;

@@ -1,9 +1,10 @@
 //! Admission of a create or update: type meta and metadata checks, the
-//! decode and strategy steps, NamespaceLifecycle, validation and the
-//! managedFields update.
+//! decode and strategy steps, NamespaceLifecycle, validation, the
+//! validating admission policies and the managedFields update.
 
 use super::super::State;
 use super::{FieldValidation, Managed, WriteOptions, spec_changed};
+use crate::admission;
 use crate::builtin::{self, Builtin};
 use crate::crd;
 use crate::meta;
@@ -401,6 +402,19 @@ impl State {
         if !errs.is_empty() {
             let name = meta::name(&obj).to_string();
             return Err(ApiError::invalid(&info.kind, &info.group, &name, &errs));
+        }
+        if let Some(user) = &opts.user {
+            admission::admit(
+                self,
+                &admission::Write {
+                    info,
+                    subresource: if status_write { "status" } else { "" },
+                    object: &obj,
+                    old,
+                    user,
+                    dry_run: opts.dry_run,
+                },
+            )?;
         }
         if let Managed::Update = managed_op {
             let scope = scope_for(info, status_write);
