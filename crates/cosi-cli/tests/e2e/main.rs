@@ -23,6 +23,7 @@ mod dynamic;
 #[allow(dead_code)]
 mod host;
 mod leases;
+mod lost_claims;
 mod monitoring;
 mod multi_bucket;
 mod readme_driver;
@@ -32,5 +33,6 @@ mod real_install;
 mod restarts;
 mod rotation;
 mod static_provisioning;
+mod tenant_isolation;
 mod v1alpha1;
 mod version;
