@@ -71,6 +71,10 @@ pub struct StackOptions {
     /// Where the controller and the sidecar reach the API server when not
     /// at its own URL (a proxy a test can cut them off with).
     pub components_api_url: Option<String>,
+    /// How long the controller keeps a lost claim's Bucket before applying
+    /// its deletion policy; `None` keeps the controller's default
+    /// (`--orphan-grace`).
+    pub orphan_grace: Option<Duration>,
 }
 
 impl StackOptions {
@@ -85,6 +89,7 @@ impl StackOptions {
             driver_api: cosi_driver::DriverApi::V1alpha2,
             secret_check_interval: None,
             components_api_url: None,
+            orphan_grace: None,
         }
     }
 }
@@ -373,8 +378,11 @@ impl Stack {
             return Ok(());
         }
         self.controller_registry = prometheus::Registry::new();
-        let config = cosi_controller::Config::new(&self.controller_registry)
+        let mut config = cosi_controller::Config::new(&self.controller_registry)
             .map_err(|e| StackError::Metrics(e.to_string()))?;
+        if let Some(grace) = self.opts.orphan_grace {
+            config.orphan_grace = grace;
+        }
         self.controller_readiness = config.readiness.clone();
         // One controller and no leader election: it leads, as a deployed
         // controller run with --leader-election=false reports.
