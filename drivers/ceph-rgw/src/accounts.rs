@@ -1,26 +1,36 @@
 //! Per-access RGW users and their statements in bucket policies.
 //!
-//! A grant creates the access's user through Admin Ops, with one S3 key and
-//! bucket creation disabled (negative `max-buckets`), or finds the one an
-//! earlier grant created and returns its existing key, so a repeated or
-//! interrupted grant never issues a second key. Then it writes the
-//! access's statements into each bucket's policy ([`crate::policy`]).
+//! A grant first writes the access's statements into each bucket's policy
+//! ([`crate::policy`]), then creates the access's user through Admin Ops,
+//! with one S3 key and bucket creation disabled (negative `max-buckets`),
+//! or finds the one an earlier grant created and returns its existing key,
+//! so a repeated or interrupted grant never issues a second key. That order
+//! is what revokes rely on: a user of the driver's exists only once every
+//! bucket of its grant names it.
 //!
-//! A revoke deletes the user first, so its key stops working at once, then
-//! removes its statements; a retry after a crash in between finds the user
-//! gone and finishes the statements.
+//! A revoke ([`revoke`]) goes ahead only when every bucket it names grants
+//! the user: one that does not was never granted, and the revoke is
+//! refused before anything changes, so an account ID alone (which one
+//! tenant may learn of another's) never revokes an account. It deletes the
+//! user first, so its key stops working at once, then removes its
+//! statements; a retry after a crash in between finds the user gone and
+//! finishes the statements, as does a revoke of a grant cut short before it
+//! made the user.
 //!
 //! Policy edits hold the bucket's lock ([`cosi_driver::locks`]) for the
 //! read-modify-write, and read the policy back afterwards: a second driver
 //! process writing the same bucket at the same moment (which a single
 //! active sidecar never causes) is noticed and the edit made again.
 
+use std::collections::BTreeSet;
+
+use cosi_driver::proto::RevokedBucket;
 use serde_json::Value;
 
 use crate::admin::S3Key;
 use crate::backend::Backend;
 use crate::config::Config;
-use crate::decide::{self, UserPlan};
+use crate::decide::{self, RevokePlan, UserPlan};
 use crate::errors::{BackendError, Error};
 use crate::policy::{self, Change};
 use cosi_driver::locks::KeyLocks;
@@ -39,6 +49,13 @@ fn no_key(uid: &str) -> Error {
     Error::FailedPrecondition(format!(
         "RGW user {uid:?} has no S3 key after creating one; the grant is retried"
     ))
+}
+
+/// Refuses (`AlreadyExists`) a user of the ID `uid` that this driver did
+/// not create, before any bucket policy names it.
+pub async fn check_user(backend: &Backend, driver_name: &str, uid: &str) -> Result<(), Error> {
+    let existing = backend.admin.user(uid).await?;
+    decide::plan_user(uid, existing.as_ref(), driver_name).map(drop)
 }
 
 /// Creates the access's user, or reuses the one this driver created, and
@@ -93,29 +110,70 @@ pub async fn ensure_user(backend: &Backend, driver_name: &str, uid: &str) -> Res
     pick_key(&keys).ok_or_else(|| no_key(uid))
 }
 
-/// Deletes the access's user if this driver created it. `false` when it
-/// was already gone or is not ours (left untouched).
-pub async fn delete_user(backend: &Backend, driver_name: &str, uid: &str) -> Result<bool, Error> {
-    match backend.admin.user(uid).await? {
-        None => {
-            tracing::info!(user = uid, "RGW user already absent");
-            Ok(false)
-        }
-        Some(user) if !decide::is_ours(uid, &user, driver_name) => {
-            tracing::warn!(
-                user = uid,
-                "RGW user was not created by this driver; leaving it untouched"
-            );
-            Ok(false)
-        }
-        Some(_) => {
-            let deleted = backend.admin.delete_user(uid).await?;
-            if deleted {
+/// Revokes `uid`'s access to the `named` buckets as
+/// [`decide::plan_revoke`] says: refused when a named bucket does not grant
+/// it; otherwise the user is deleted if this driver created it (a user of
+/// another is left untouched), then its statements are removed.
+pub async fn revoke(
+    backend: &Backend,
+    locks: &KeyLocks,
+    cfg: &Config,
+    admin_uid: &str,
+    uid: &str,
+    named: &[RevokedBucket],
+) -> Result<(), Error> {
+    let user = backend.admin.user(uid).await?;
+    let ours = user
+        .as_ref()
+        .is_some_and(|u| decide::is_ours(uid, u, &cfg.driver_name));
+    let granted = if ours {
+        granting_buckets(backend, admin_uid, uid, named).await?
+    } else {
+        BTreeSet::new()
+    };
+    match decide::plan_revoke(uid, user.as_ref(), &cfg.driver_name, named, &granted)? {
+        RevokePlan::Revoke => {
+            if backend.admin.delete_user(uid).await? {
                 tracing::info!(user = uid, "RGW user deleted");
             }
-            Ok(deleted)
+        }
+        RevokePlan::Finish if user.is_some() => tracing::warn!(
+            user = uid,
+            "RGW user was not created by this driver; leaving it untouched"
+        ),
+        RevokePlan::Finish => tracing::info!(user = uid, "RGW user already absent"),
+    }
+    for b in named {
+        remove_statements(backend, locks, cfg, admin_uid, &b.bucket_id, uid).await?;
+    }
+    Ok(())
+}
+
+/// The buckets of `named` whose policy grants `uid`: a bucket that is gone,
+/// or that the admin user does not own (the driver cannot have written its
+/// policy), grants nothing.
+async fn granting_buckets(
+    backend: &Backend,
+    admin_uid: &str,
+    uid: &str,
+    named: &[RevokedBucket],
+) -> Result<BTreeSet<String>, Error> {
+    let mut out = BTreeSet::new();
+    let distinct: BTreeSet<&str> = named.iter().map(|b| b.bucket_id.as_str()).collect();
+    for bucket in distinct {
+        let info = backend.admin.bucket(bucket).await?;
+        if info.is_none_or(|info| info.owner != admin_uid) {
+            continue;
+        }
+        let policy = match read_policy(backend, bucket).await {
+            Err(Error::NotFound(_)) => None,
+            other => other?,
+        };
+        if policy.is_some_and(|p| policy::accounts(&p).iter().any(|a| a == uid)) {
+            out.insert(bucket.to_owned());
         }
     }
+    Ok(out)
 }
 
 fn target(bucket: &str) -> String {

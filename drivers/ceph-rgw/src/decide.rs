@@ -10,6 +10,11 @@
 //! quota, versioning never enabled) is applied rather than refused, while
 //! a setting that is set to something else is `AlreadyExists`.
 
+use std::collections::BTreeSet;
+
+use cosi_driver::proto::RevokedBucket;
+use cosi_driver_s3_common::revoke::check_named_buckets;
+
 use crate::admin::{BucketInfo, UserInfo};
 use crate::errors::Error;
 use crate::params::{BucketParams, PURGE_ON_DELETE, RELINK_FOREIGN_BUCKETS};
@@ -274,6 +279,43 @@ pub fn is_ours(uid: &str, user: &UserInfo, driver_name: &str) -> bool {
     user.display_name == user_display_name(driver_name, uid)
 }
 
+/// What DriverRevokeBucketAccess must do about the access's RGW user.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RevokePlan {
+    /// Delete the user, then remove its statements from the named buckets.
+    Revoke,
+    /// The user is gone, or is not the driver's: only remove what
+    /// statements of it are left in the named buckets.
+    Finish,
+}
+
+/// Plans a revoke of `uid` that names the buckets `named`, from its user
+/// as RGW reports it and the named buckets whose policies grant it
+/// (`granted`). A grant writes its statements into every bucket before it
+/// makes the user, and a revoke deletes the user first, so a user of the
+/// driver's exists only while every bucket of its grant grants it: a named
+/// bucket that does not was never granted, and the revoke is refused
+/// (`FailedPrecondition`) before anything changes. With the user gone (a
+/// revoke cut short after deleting it, or a grant cut short before making
+/// it, or never granted at all) the revoke finishes: it removes that
+/// account's statements and nothing else.
+pub fn plan_revoke(
+    uid: &str,
+    user: Option<&UserInfo>,
+    driver_name: &str,
+    named: &[RevokedBucket],
+    granted: &BTreeSet<String>,
+) -> Result<RevokePlan, Error> {
+    match user {
+        Some(user) if is_ours(uid, user, driver_name) => {
+            check_named_buckets(uid, named, |b| granted.contains(b))
+                .map_err(Error::FailedPrecondition)?;
+            Ok(RevokePlan::Revoke)
+        }
+        _ => Ok(RevokePlan::Finish),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,6 +571,57 @@ mod tests {
                 disable_buckets: true,
                 create_key: true
             }
+        );
+    }
+
+    fn named(ids: &[&str]) -> Vec<RevokedBucket> {
+        ids.iter()
+            .map(|id| RevokedBucket {
+                bucket_id: (*id).into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_revoke_deletes_the_user_only_when_every_named_bucket_grants_it() {
+        let ours = user(&user_display_name("d", "ba-1"), -1, 1);
+        let granted: BTreeSet<String> = ["bc-a".to_owned(), "bc-b".to_owned()].into();
+        assert_eq!(
+            plan_revoke(
+                "ba-1",
+                Some(&ours),
+                "d",
+                &named(&["bc-a", "bc-b"]),
+                &granted
+            )
+            .unwrap(),
+            RevokePlan::Revoke
+        );
+        let e = plan_revoke(
+            "ba-1",
+            Some(&ours),
+            "d",
+            &named(&["bc-a", "bc-own"]),
+            &granted,
+        )
+        .unwrap_err();
+        assert_eq!(e.code(), Code::FailedPrecondition);
+        assert!(e.to_string().contains("\"bc-own\""), "{e}");
+        assert!(!e.to_string().contains("bc-b"), "{e}");
+    }
+
+    #[test]
+    fn a_revoke_of_a_user_gone_or_not_ours_only_finishes_its_statements() {
+        let none = BTreeSet::new();
+        let bc = named(&["bc-a"]);
+        assert_eq!(
+            plan_revoke("ba-1", None, "d", &bc, &none).unwrap(),
+            RevokePlan::Finish
+        );
+        let jane = user("Jane", -1, 1);
+        assert_eq!(
+            plan_revoke("ba-1", Some(&jane), "d", &bc, &none).unwrap(),
+            RevokePlan::Finish
         );
     }
 

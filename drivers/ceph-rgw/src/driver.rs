@@ -228,8 +228,9 @@ impl Driver for RgwDriver {
             accounts::check_fits(&self.backend, &self.cfg, bucket, &r.account_id, statements)
                 .await?;
         }
-        let key =
-            accounts::ensure_user(&self.backend, &self.cfg.driver_name, &r.account_id).await?;
+        accounts::check_user(&self.backend, &self.cfg.driver_name, &r.account_id).await?;
+        // The statements before the user: a revoke takes a user of the
+        // driver's as proof that every bucket of its grant names it.
         for (bucket, grant) in &grants {
             let statements = policy::statements(bucket, &r.account_id, grant);
             accounts::set_statements(
@@ -242,6 +243,27 @@ impl Driver for RgwDriver {
             )
             .await?;
         }
+        let key = match accounts::ensure_user(&self.backend, &self.cfg.driver_name, &r.account_id)
+            .await
+        {
+            // Someone else made a user of that ID since check_user: the
+            // statements just written must not grant it anything.
+            Err(e @ Error::AlreadyExists(_)) => {
+                for bucket in grants.keys() {
+                    accounts::remove_statements(
+                        &self.backend,
+                        &self.locks,
+                        &self.cfg,
+                        &self.admin_uid,
+                        bucket,
+                        &r.account_id,
+                    )
+                    .await?;
+                }
+                return Err(e.into());
+            }
+            other => other?,
+        };
         let granted = r
             .buckets
             .iter()
@@ -268,18 +290,15 @@ impl Driver for RgwDriver {
         for b in &r.buckets {
             check_bucket_id(&b.bucket_id)?;
         }
-        accounts::delete_user(&self.backend, &self.cfg.driver_name, &r.account_id).await?;
-        for b in &r.buckets {
-            accounts::remove_statements(
-                &self.backend,
-                &self.locks,
-                &self.cfg,
-                &self.admin_uid,
-                &b.bucket_id,
-                &r.account_id,
-            )
-            .await?;
-        }
+        accounts::revoke(
+            &self.backend,
+            &self.locks,
+            &self.cfg,
+            &self.admin_uid,
+            &r.account_id,
+            &r.buckets,
+        )
+        .await?;
         Ok(DriverRevokeBucketAccessResponse {})
     }
 }

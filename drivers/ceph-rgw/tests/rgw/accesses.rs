@@ -1,11 +1,13 @@
 //! Accesses: RGW itself refuses what the access modes forbid, keys reach
 //! only their buckets, repeated grants return the same key, concurrent
-//! grants on one bucket all hold, and revocation leaves nothing.
+//! grants on one bucket all hold, revocation leaves nothing, and a revoke
+//! naming buckets its account was never granted changes nothing.
 
 use aws_sdk_s3::types::{Tag, Tagging};
+use cosi_driver::locks::KeyLocks;
 use cosi_driver::proto::AccessMode::{ReadOnly, ReadWrite, Unspecified, WriteOnly};
 use cosi_driver::testing::assert_status;
-use cosi_driver_ceph_rgw::policy;
+use cosi_driver_ceph_rgw::{accounts, policy};
 use tonic::Code;
 
 use crate::common::*;
@@ -300,4 +302,104 @@ async fn grants_wait_for_missing_buckets() {
         &[],
     );
     assert_gone(&[&id], &[&missing]);
+}
+
+#[tokio::test]
+async fn a_revoke_naming_a_bucket_the_account_was_never_granted_is_refused_and_the_key_still_works()
+{
+    let (d, [victim_bucket, own_bucket]) = Served::with_buckets().await;
+    let (victim, keys) = d.new_access(&[access(&victim_bucket, ReadWrite)]).await;
+    let (own, _) = d.new_access(&[access(&own_bucket, ReadWrite)]).await;
+    put(&s3(&keys), &victim_bucket, "k", "v").await.unwrap();
+
+    for named in [
+        vec![own_bucket.as_str()],
+        vec![victim_bucket.as_str(), own_bucket.as_str()],
+    ] {
+        let err = assert_status(
+            d.revoke(&victim, &named).await,
+            Code::FailedPrecondition,
+            &[&victim, &own_bucket, "nothing was revoked"],
+        );
+        assert!(
+            !err.message().contains(&format!("{victim_bucket:?}")),
+            "{}",
+            err.message()
+        );
+    }
+    assert!(rgw().user_ids().contains(&victim));
+    let statements = policy::accounts(&bucket_policy(&victim_bucket).await.unwrap());
+    assert_eq!(statements, [victim.as_str()]);
+    assert_eq!(get(&s3(&keys), &victim_bucket, "k").await.unwrap(), "v");
+    put(&s3(&keys), &victim_bucket, "k2", "still writes")
+        .await
+        .unwrap();
+
+    d.revoke(&victim, &[&victim_bucket]).await.unwrap();
+    d.revoke(&own, &[&own_bucket]).await.unwrap();
+    d.purge_all(&[&victim, &own], &[&victim_bucket, &own_bucket])
+        .await;
+}
+
+#[tokio::test]
+async fn a_revoke_of_an_account_already_gone_is_ok_and_touches_no_other_account() {
+    let (d, bucket) = Served::with_bucket().await;
+    let (account, keys) = d.new_access(&[access(&bucket, ReadWrite)]).await;
+    let never_granted = d.new_access_id(&[access(&bucket, ReadWrite)]).await;
+    d.revoke(&never_granted, &[&bucket]).await.unwrap();
+    let statements = policy::accounts(&bucket_policy(&bucket).await.unwrap());
+    assert_eq!(statements, [account.as_str()]);
+    put(&s3(&keys), &bucket, "k", "v").await.unwrap();
+    d.remove(&account, &bucket).await;
+}
+
+#[tokio::test]
+async fn a_revoke_cut_short_after_deleting_the_user_is_completed_by_its_retry() {
+    let (d, [a, b]) = Served::with_buckets().await;
+    let (account, keys) = d
+        .new_access(&[access(&a, ReadWrite), access(&b, ReadOnly)])
+        .await;
+    // The revoke's first step, as a crash would leave it: the user gone,
+    // its statements still in both policies.
+    rgw()
+        .radosgw_admin(&["user", "rm", &format!("--uid={account}")])
+        .unwrap();
+    assert!(bucket_policy(&a).await.is_ok() && bucket_policy(&b).await.is_ok());
+
+    d.revoke(&account, &[&a, &b]).await.unwrap();
+    for bucket in [&a, &b] {
+        let left = bucket_policy(bucket).await;
+        assert!(left.is_err(), "statements left behind: {left:?}");
+    }
+    assert_eq!(
+        put(&s3(&keys), &a, "k", "v").await.unwrap_err(),
+        "InvalidAccessKeyId"
+    );
+    d.purge_all(&[&account], &[&a, &b]).await;
+}
+
+#[tokio::test]
+async fn a_grant_cut_short_before_making_its_user_is_revoked_without_a_trace() {
+    let (d, bucket) = Served::with_bucket().await;
+    let buckets = [access(&bucket, ReadWrite)];
+    let account = d.new_access_id(&buckets).await;
+    // The grant's first step, as a crash would leave it: the statements
+    // written, no user yet.
+    let grant = policy::Grant::for_modes(&buckets[0].access_mode.unwrap());
+    accounts::set_statements(
+        d.driver.backend(),
+        &KeyLocks::default(),
+        d.driver.config(),
+        &bucket,
+        &account,
+        policy::statements(&bucket, &account, &grant),
+    )
+    .await
+    .unwrap();
+    assert!(!rgw().user_ids().contains(&account));
+
+    d.revoke(&account, &[&bucket]).await.unwrap();
+    let left = bucket_policy(&bucket).await;
+    assert!(left.is_err(), "statements left behind: {left:?}");
+    d.purge_all(&[&account], &[&bucket]).await;
 }
