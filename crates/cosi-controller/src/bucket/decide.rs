@@ -91,7 +91,7 @@ pub enum Step {
     /// Its claim is lost: publish `notice`, then annotate
     /// `claim-lost-at: <at>`, starting the grace period.
     MarkClaimLost {
-        /// The annotation's value: now, as RFC 3339.
+        /// The annotation's value: now (rounded up to the second), as RFC 3339.
         at: String,
         /// The Warning naming what will happen, and when.
         notice: Notice,
@@ -190,9 +190,10 @@ fn decide_claim_lost(obs: &Observed<'_>, uid: &str) -> Step {
         return Step::Done;
     }
     let Some(since) = claim_lost_at(bucket) else {
+        let since = whole_second_up(obs.now);
         return Step::MarkClaimLost {
-            at: format_time(obs.now),
-            notice: lost.announce(obs.now, obs.grace),
+            at: format_time(since),
+            notice: lost.announce(since, obs.grace),
         };
     };
     let due = since.checked_add(obs.grace).unwrap_or(Timestamp::MAX);
@@ -212,6 +213,14 @@ fn decide_claim_lost(obs: &Observed<'_>, uid: &str) -> Step {
     }
 }
 
+/// `at`, rounded up to the whole second the mark is written in (as
+/// Kubernetes writes times): rounded down, the grace period would be cut
+/// by up to a second.
+fn whole_second_up(at: Timestamp) -> Timestamp {
+    let up = i64::from(at.subsec_nanosecond() > 0);
+    Timestamp::from_second(at.as_second() + up).unwrap_or(at)
+}
+
 /// A lost claim's Bucket, as its Events tell it.
 struct Lost {
     /// `BucketClaim <namespace>/<name> (UID <uid>)`.
@@ -228,9 +237,9 @@ impl Lost {
         }
     }
 
-    /// The Warning published when the claim is first found lost at `now`.
-    fn announce(&self, now: Timestamp, grace: Duration) -> Notice {
-        let due = now.checked_add(grace).unwrap_or(Timestamp::MAX);
+    /// The Warning published when the claim is found lost, marked `since`.
+    fn announce(&self, since: Timestamp, grace: Duration) -> Notice {
+        let due = since.checked_add(grace).unwrap_or(Timestamp::MAX);
         let what = match self.policy {
             DeletionPolicy::Delete => {
                 "this Bucket and its backend bucket, with all its data, will be deleted; \

@@ -162,6 +162,23 @@ fn the_grace_period_runs_from_the_mark_without_a_second_announcement() {
 }
 
 #[test]
+fn the_mark_is_rounded_up_to_the_second_so_the_grace_is_never_cut() {
+    let (_, bucket) = photos();
+    let now = clock().checked_add(Duration::from_millis(300)).unwrap();
+    let Step::MarkClaimLost { at, .. } = step_at(&bucket, None, now) else {
+        panic!("the loss is marked first");
+    };
+    let next_second = after(Duration::from_secs(1));
+    assert_eq!(at, format_time(next_second));
+    let marked = lost_with(bucket, &at);
+    let just_before = next_second.checked_add(GRACE).unwrap() - Duration::from_millis(1);
+    assert_eq!(
+        step_at(&marked, None, just_before),
+        Step::AwaitGrace(Duration::from_millis(1))
+    );
+}
+
+#[test]
 fn after_the_grace_a_delete_bucket_is_deleted() {
     let (_, bucket) = photos();
     let bucket = lost_at(bucket, clock());
