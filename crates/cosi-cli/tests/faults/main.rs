@@ -11,6 +11,7 @@
 //! A failed run's log (every event of its components, kept apart from the
 //! other runs') is written to a file its failure names.
 
+mod lost_claims;
 mod rotation;
 
 mod harness;

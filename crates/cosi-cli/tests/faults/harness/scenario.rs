@@ -112,6 +112,7 @@ pub async fn run_seed(seed: u64) -> Result<RunReport, RunFailure> {
         driver_faults: plan.driver_faults.clone(),
         driver_crash_points: plan.driver_crash_points.clone(),
         driver_api: plan.api,
+        orphan_grace: None,
     };
     let system = Supervised::start(dir.path(), faults)
         .await

@@ -87,6 +87,9 @@ pub struct Faults {
     pub driver_crash_points: Vec<CrashPoint>,
     /// The driver API the driver serves (the sidecar detects it).
     pub driver_api: cosi_driver::DriverApi,
+    /// The controller's grace period for a lost claim's Bucket; `None`
+    /// keeps its default (`--orphan-grace`).
+    pub orphan_grace: Option<Duration>,
 }
 
 struct System {
@@ -137,8 +140,11 @@ impl System {
                 let switch = Self::switch(&mut self.controller_crashes);
                 let client =
                     self.client(&self.controller_token, cosi_controller::COMPONENT, &switch)?;
-                let config = cosi_controller::Config::new(&prometheus::Registry::new())
+                let mut config = cosi_controller::Config::new(&prometheus::Registry::new())
                     .map_err(|e| component_err(&e))?;
+                if let Some(grace) = self.stack.options().orphan_grace {
+                    config.orphan_grace = grace;
+                }
                 let run = async move {
                     if let Err(e) = cosi_controller::run(client, config, Shutdown::new()).await {
                         tracing::warn!(error = %e, "controller stopped with an error");
@@ -250,7 +256,9 @@ impl Supervised {
     /// Starts the system under `dir` with `faults` armed and a supervisor
     /// that restarts every crashed component.
     pub async fn start(dir: &Path, faults: Faults) -> Result<Self, SystemError> {
-        let stack = Stack::start_api(StackOptions::new(dir)).await?;
+        let mut opts = StackOptions::new(dir);
+        opts.orphan_grace = faults.orphan_grace;
+        let stack = Stack::start_api(opts).await?;
         let mut config = cosi_driver_local::Config::new(&stack.options().data_dir);
         config.driver_name = stack.driver_name().to_owned();
         config.s3_endpoint_url = Some(stack.s3_endpoint_url().to_owned());
