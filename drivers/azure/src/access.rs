@@ -123,6 +123,16 @@ pub async fn grant(
     })
 }
 
+/// True when `container` holds the policy `id` (a container that is gone
+/// holds none).
+pub async fn holds(api: &BlobApi, container: &str, id: &str) -> Result<bool, Error> {
+    match read(api, container).await {
+        Ok(state) => Ok(state.acl.get(id).is_some()),
+        Err(Error::NotFound(_)) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Deletes the policy `id` from `container`, which refuses every token
 /// issued under it. A container or policy already gone needs nothing.
 pub async fn revoke(

@@ -9,9 +9,10 @@
 //! call carries the driver's mark and is accepted, and an access policy
 //! written by an interrupted grant is found and reused, never doubled.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
-use cosi_driver::proto::{AccessMode, AccessModes};
+use cosi_driver::proto::{AccessMode, AccessModes, RevokedBucket};
 
 use crate::acl::{Acl, MAX_POLICIES, Policy};
 use crate::errors::Error;
@@ -250,6 +251,43 @@ pub fn plan_revoke(acl: &Acl, id: &str) -> Option<Acl> {
     })
 }
 
+/// The containers a revoke of the account `id` deletes its policy from,
+/// given the named containers that hold one (`holding`). An account is one
+/// policy on the one container of its grant. When no named container holds
+/// it, the account is gone (a repeat, or a revoke whose reply was lost) or
+/// lives on a container the request does not name, which the revoke must
+/// not touch: nothing to do either way, and telling the two apart would
+/// take reading every container of the storage account. When some hold it
+/// and others do not, the request names containers the account was never
+/// granted: `FailedPrecondition`, and nothing changes.
+pub fn revoke_targets(
+    id: &str,
+    named: &[RevokedBucket],
+    holding: &BTreeSet<String>,
+) -> Result<Vec<String>, Error> {
+    let mut missing: Vec<&str> = Vec::new();
+    for c in named.iter().map(|b| b.bucket_id.as_str()) {
+        if !holding.contains(c) && !missing.contains(&c) {
+            missing.push(c);
+        }
+    }
+    if holding.is_empty() || missing.is_empty() {
+        return Ok(holding.iter().cloned().collect());
+    }
+    let quoted: Vec<String> = missing.iter().map(|c| format!("{c:?}")).collect();
+    let noun = if missing.len() == 1 {
+        "bucket"
+    } else {
+        "buckets"
+    };
+    // Worded as the other drivers word it (cosi_driver_s3_common::revoke).
+    Err(Error::FailedPrecondition(format!(
+        "refusing to revoke account {id:?}: it was never granted {noun} {}, which the request names; a revoke \
+         must name the buckets of the account's grant, so nothing was revoked",
+        quoted.join(", ")
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,5 +490,41 @@ mod tests {
         let next = plan_revoke(&acl, "ba-1").unwrap();
         assert_eq!(next.policies, [policy("ba-2", 5)]);
         assert_eq!(plan_revoke(&next, "ba-1"), None);
+    }
+
+    fn named(ids: &[&str]) -> Vec<RevokedBucket> {
+        ids.iter()
+            .map(|id| RevokedBucket {
+                bucket_id: (*id).into(),
+            })
+            .collect()
+    }
+
+    fn set(ids: &[&str]) -> BTreeSet<String> {
+        ids.iter().map(|id| (*id).to_owned()).collect()
+    }
+
+    #[test]
+    fn a_revoke_deletes_the_policy_where_it_is_and_nothing_where_it_is_not() {
+        assert_eq!(
+            revoke_targets("ba-1", &named(&[C]), &set(&[C])).unwrap(),
+            [C]
+        );
+        assert!(
+            revoke_targets("ba-1", &named(&[C]), &set(&[]))
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_revoke_naming_containers_beside_the_one_the_account_holds_is_refused() {
+        let e = revoke_targets("ba-1", &named(&[C, "bc-own", "bc-own"]), &set(&[C])).unwrap_err();
+        assert_eq!(e.code(), Code::FailedPrecondition);
+        assert_eq!(
+            e.to_string(),
+            "refusing to revoke account \"ba-1\": it was never granted bucket \"bc-own\", which the request \
+             names; a revoke must name the buckets of the account's grant, so nothing was revoked"
+        );
     }
 }

@@ -2,7 +2,7 @@
 //! checking the request (pure functions below), then calling
 //! [`crate::containers`] and [`crate::access`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use cosi_driver::proto::*;
@@ -279,8 +279,14 @@ impl Driver for AzureDriver {
         for b in &r.buckets {
             check_container_id(&b.bucket_id)?;
         }
+        let mut holding = BTreeSet::new();
         for b in &r.buckets {
-            access::revoke(&self.api, &self.locks, &b.bucket_id, &r.account_id).await?;
+            if access::holds(&self.api, &b.bucket_id, &r.account_id).await? {
+                holding.insert(b.bucket_id.clone());
+            }
+        }
+        for container in decide::revoke_targets(&r.account_id, &r.buckets, &holding)? {
+            access::revoke(&self.api, &self.locks, &container, &r.account_id).await?;
         }
         Ok(DriverRevokeBucketAccessResponse {})
     }

@@ -143,14 +143,20 @@ impl Served {
     }
 
     async fn revoke(&self, container: &str, account_id: &str) {
+        self.revoke_from(&[container], account_id)
+            .await
+            .expect("revoke");
+    }
+
+    /// DriverRevokeBucketAccess of `account_id` naming `containers`.
+    async fn revoke_from(
+        &self,
+        containers: &[&str],
+        account_id: &str,
+    ) -> Result<(), tonic::Status> {
         let mut p = self.client.provisioner.clone();
-        p.driver_revoke_bucket_access(testing::revoke_request(
-            ObjectProtocol::Azure,
-            account_id,
-            &[container],
-        ))
-        .await
-        .expect("revoke");
+        let request = testing::revoke_request(ObjectProtocol::Azure, account_id, containers);
+        p.driver_revoke_bucket_access(request).await.map(drop)
     }
 }
 
@@ -235,6 +241,77 @@ async fn a_revoke_refuses_its_token_at_once_and_leaves_the_others_working() {
     );
     assert_eq!(tb.delete("x").await, Access::Allowed(()));
     s.revoke(&c, &b).await;
+    s.revoke(&c, &b).await;
+    s.delete_container(&c, &[]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoke_naming_a_container_the_account_was_never_granted_leaves_its_token_working() {
+    let s = serve().await;
+    let (victim_c, own_c) = (s.new_container(&[]).await, s.new_container(&[]).await);
+    let (victim, creds) = s
+        .grant(&victim_c, AccessMode::ReadWrite, &[])
+        .await
+        .unwrap();
+    let (own, _) = s.grant(&own_c, AccessMode::ReadWrite, &[]).await.unwrap();
+    let token = target(&creds);
+    assert_eq!(token.put("x", b"1").await, Access::Allowed(()));
+
+    // The account holds no policy on the container named: nothing there to
+    // revoke, and the one it holds elsewhere is left alone.
+    s.revoke_from(&[&own_c], &victim).await.unwrap();
+    // Named beside the container it holds: refused, nothing changes.
+    let err = assert_status(
+        s.revoke_from(&[&victim_c, &own_c], &victim).await,
+        Code::FailedPrecondition,
+        &[&victim, &own_c, "nothing was revoked"],
+    );
+    assert!(
+        !err.message().contains(&format!("{victim_c:?}")),
+        "{}",
+        err.message()
+    );
+    assert_eq!(policy_ids(&victim_c).await, [victim.as_str()]);
+    assert_eq!(policy_ids(&own_c).await, [own.as_str()]);
+    assert_eq!(token.get("x").await, Access::Allowed(b"1".to_vec()));
+    assert_eq!(token.delete("x").await, Access::Allowed(()));
+
+    s.revoke(&victim_c, &victim).await;
+    s.revoke(&own_c, &own).await;
+    s.delete_container(&victim_c, &[]).await.unwrap();
+    s.delete_container(&own_c, &[]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoke_of_an_account_already_gone_is_ok_and_touches_no_other_policy() {
+    let (s, c) = serve_with_container().await;
+    let (a, creds) = s.grant(&c, AccessMode::ReadWrite, &[]).await.unwrap();
+    s.revoke(&c, &format!("ba-{}", uid())).await;
+    s.revoke("no-such-container", &a).await;
+    assert_eq!(policy_ids(&c).await, [a.as_str()]);
+    assert_eq!(target(&creds).put("x", b"1").await, Access::Allowed(()));
+    assert_eq!(target(&creds).delete("x").await, Access::Allowed(()));
+    s.revoke(&c, &a).await;
+    s.delete_container(&c, &[]).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoke_cut_short_after_deleting_the_policy_is_completed_by_its_retry() {
+    let (s, c) = serve_with_container().await;
+    let (a, creds) = s.grant(&c, AccessMode::ReadWrite, &[]).await.unwrap();
+    let (b, _) = s.grant(&c, AccessMode::ReadOnly, &[]).await.unwrap();
+    // The revoke's one write, as a crash before its answer leaves it.
+    let api = azurite().api();
+    let mut state = api.get_acl(&c).await.unwrap();
+    state.acl.policies.retain(|p| p.id != a);
+    api.set_acl(&c, &state).await.unwrap();
+
+    s.revoke(&c, &a).await;
+    assert_eq!(policy_ids(&c).await, [b.as_str()]);
+    assert!(
+        matches!(target(&creds).get("x").await, Access::Denied(_)),
+        "the revoked token still reads"
+    );
     s.revoke(&c, &b).await;
     s.delete_container(&c, &[]).await.unwrap();
 }
