@@ -29,9 +29,9 @@ use serde_json::json;
 const NS: &str = "default";
 const NAME: &str = "rotated";
 /// Writes the sidecar makes for one rotation: start, new account's ID,
-/// the Secret, the switch, the condition, the Event; after the grace
-/// period the revocation record and its Event.
-const SIDECAR_WRITES: u64 = 8;
+/// the Secret, the switch with its condition (one status write), the
+/// Event; after the grace period the revocation record and its Event.
+const SIDECAR_WRITES: u64 = 7;
 const TIMEOUT: Duration = Duration::from_secs(90);
 
 /// The fault of one run.
