@@ -20,6 +20,11 @@ pub const STATE_FILE: &str = "state.redb";
 pub const DEFAULT_S3_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default bound on connections the S3 endpoint serves at once.
 pub const DEFAULT_S3_MAX_CONNECTIONS: usize = 1024;
+/// The default longest wait for the next bytes of a request body (also the
+/// grace before the minimum body rate applies).
+pub const DEFAULT_S3_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default least average rate of a request body, in bytes per second.
+pub const DEFAULT_S3_MIN_BODY_RATE: u64 = 1024;
 
 /// How to run the driver.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,6 +51,14 @@ pub struct Config {
     /// The most connections the S3 endpoint serves at once; more wait to
     /// be accepted until one closes.
     pub s3_max_connections: usize,
+    /// The longest the S3 endpoint waits for the next bytes of a request
+    /// body before answering `RequestTimeout` and closing the connection;
+    /// also how long a body may take before `s3_min_body_rate` applies.
+    pub s3_body_read_timeout: Duration,
+    /// The least average rate, in bytes per second, at which a request body
+    /// must arrive once it has taken longer than `s3_body_read_timeout`
+    /// (only time spent waiting for the client counts); 0 for none.
+    pub s3_min_body_rate: u64,
 }
 
 impl Config {
@@ -60,6 +73,8 @@ impl Config {
             api: DriverApi::V1alpha2,
             s3_header_read_timeout: DEFAULT_S3_HEADER_READ_TIMEOUT,
             s3_max_connections: DEFAULT_S3_MAX_CONNECTIONS,
+            s3_body_read_timeout: DEFAULT_S3_BODY_READ_TIMEOUT,
+            s3_min_body_rate: DEFAULT_S3_MIN_BODY_RATE,
         }
     }
 
@@ -74,6 +89,9 @@ impl Config {
         }
         if self.s3_max_connections == 0 {
             return Err("the S3 endpoint must serve at least one connection".into());
+        }
+        if self.s3_body_read_timeout.is_zero() {
+            return Err("the S3 body read timeout must be more than zero".into());
         }
         if let Some(url) = &self.s3_endpoint_url {
             let ok = url.starts_with("http://") || url.starts_with("https://");
@@ -130,5 +148,11 @@ mod tests {
                 .unwrap_err()
                 .contains("at least one connection")
         );
+        let mut c = Config::new("/tmp/x");
+        c.s3_body_read_timeout = Duration::ZERO;
+        assert!(c.validate().unwrap_err().contains("body read timeout"));
+        let mut c = Config::new("/tmp/x");
+        c.s3_min_body_rate = 0;
+        c.validate().unwrap();
     }
 }

@@ -123,10 +123,7 @@ impl LocalDriver {
                 data_dir,
                 region: config.region.clone(),
                 s3_address: config.s3_address,
-                s3_limits: crate::server::Limits {
-                    header_read_timeout: config.s3_header_read_timeout,
-                    max_connections: config.s3_max_connections,
-                },
+                s3_limits: crate::server::Limits::of(config),
                 configured_url: config.s3_endpoint_url.clone(),
                 endpoint_url: RwLock::new(config::endpoint_url(
                     config.s3_endpoint_url.as_deref(),

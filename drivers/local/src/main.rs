@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
 use cosi_driver_local::{
-    Config, DEFAULT_DRIVER_NAME, DEFAULT_REGION, DEFAULT_S3_HEADER_READ_TIMEOUT,
-    DEFAULT_S3_MAX_CONNECTIONS,
+    Config, DEFAULT_DRIVER_NAME, DEFAULT_REGION, DEFAULT_S3_BODY_READ_TIMEOUT,
+    DEFAULT_S3_HEADER_READ_TIMEOUT, DEFAULT_S3_MAX_CONNECTIONS, DEFAULT_S3_MIN_BODY_RATE,
 };
 
 const PARAMETERS_HELP: &str = "\
@@ -98,6 +98,29 @@ struct Args {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     s3_max_connections: u64,
+    /// Seconds the S3 endpoint waits for the next bytes of a request body
+    /// (also before the signature is checked), and how long a body may take
+    /// before --s3-min-body-rate applies; then the request is answered 400
+    /// RequestTimeout and its connection closed.
+    #[arg(
+        long,
+        env = "S3_BODY_READ_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = DEFAULT_S3_BODY_READ_TIMEOUT.as_secs(),
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    s3_body_read_timeout: u64,
+    /// Least average rate, in bytes per second, of a request body that has
+    /// taken longer than --s3-body-read-timeout (counting only the time
+    /// spent waiting for the client); slower bodies are answered 400
+    /// RequestTimeout and their connections closed. 0 turns it off.
+    #[arg(
+        long,
+        env = "S3_MIN_BODY_RATE",
+        value_name = "BYTES_PER_SECOND",
+        default_value_t = DEFAULT_S3_MIN_BODY_RATE
+    )]
+    s3_min_body_rate: u64,
 }
 
 fn init_logs(format: LogFormat) {
@@ -129,6 +152,8 @@ async fn main() -> anyhow::Result<()> {
         api: args.api.into(),
         s3_header_read_timeout: std::time::Duration::from_secs(args.s3_header_read_timeout),
         s3_max_connections: usize::try_from(args.s3_max_connections).unwrap_or(usize::MAX),
+        s3_body_read_timeout: std::time::Duration::from_secs(args.s3_body_read_timeout),
+        s3_min_body_rate: args.s3_min_body_rate,
     };
     cosi_driver_local::run(config, &endpoint, cosi_driver::shutdown_signal())
         .await

@@ -4,9 +4,10 @@
 //! The endpoint speaks HTTP/1.1, as S3 does: every byte it reads before a
 //! request is then under one deadline, the header read timeout, so a
 //! client that opens connections and sends nothing, or a request head a
-//! byte at a time (slow loris), is cut off. At most `max_connections` are
-//! served at once: beyond them, connections wait in the listen backlog
-//! until an earlier one closes, and those being served are not slowed.
+//! byte at a time (slow loris), is cut off; request bodies are paced (see
+//! `s3::body_pace`). At most `max_connections` are served at once: beyond
+//! them, connections wait in the listen backlog until an earlier one
+//! closes, and those being served are not slowed.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -22,6 +23,7 @@ use tokio::task::JoinHandle;
 use crate::config::Config;
 use crate::driver::LocalDriver;
 use crate::error::Error;
+use crate::s3::body_pace::BodyPace;
 
 /// How long in-flight S3 requests may take to finish at shutdown.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
@@ -31,8 +33,24 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) struct Limits {
     /// Time to send a request head.
     pub(crate) header_read_timeout: Duration,
+    /// How slowly a request body may arrive.
+    pub(crate) body_pace: BodyPace,
     /// Connections served at once.
     pub(crate) max_connections: usize,
+}
+
+impl Limits {
+    /// The limits `config` sets.
+    pub(crate) fn of(config: &Config) -> Self {
+        Self {
+            header_read_timeout: config.s3_header_read_timeout,
+            body_pace: BodyPace {
+                read_timeout: config.s3_body_read_timeout,
+                min_rate: config.s3_min_body_rate,
+            },
+            max_connections: config.s3_max_connections,
+        }
+    }
 }
 
 /// A running S3 endpoint. Dropping it stops the endpoint in the background;
@@ -102,8 +120,9 @@ impl LocalDriver {
             );
         }
         let (stop, stopped) = oneshot::channel();
-        let service = crate::s3::s3_service(self);
-        let task = tokio::spawn(serve_http(listener, service, self.inner.s3_limits, stopped));
+        let limits = self.inner.s3_limits;
+        let service = crate::s3::s3_service(self, &limits);
+        let task = tokio::spawn(serve_http(listener, service, limits, stopped));
         tracing::info!(address = %addr, endpoint = %url, "S3 endpoint listening");
         Ok(S3Server {
             addr,

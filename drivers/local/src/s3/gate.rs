@@ -1,5 +1,6 @@
 //! Checks every S3 request passes before its signature is even looked at,
-//! as an AWS region opened since 2014 checks them:
+//! as an AWS region opened since 2014 checks them, and the bounds on what
+//! one client may hold of the endpoint:
 //!
 //! - Only Signature Version 4 (`AWS4-HMAC-SHA256`) is accepted. A SigV2
 //!   signature covers a `Date` (or, presigned, an `Expires`) that nothing
@@ -9,16 +10,28 @@
 //!   AWS's answer, 400 `InvalidRequest`.
 //! - A presigned URL may live at most a week (`X-Amz-Expires` ≤ 604800),
 //!   else 400 `AuthorizationQueryParametersError`.
+//! - Browser-form uploads (POST Object, `multipart/form-data`) are not
+//!   served: they are refused (501 `NotImplemented`) before anything of
+//!   their body is read, since the S3 protocol library would read the
+//!   form, and buffer its file, before checking any signature or grant.
+//! - Every request body is paced (`body_pace`) from its first byte, before
+//!   the signature is checked: a body that stalls or trickles is answered
+//!   400 `RequestTimeout`, and its connection closed.
 //!
 //! The checks are pure ([`check`]); [`Gated`] applies them in front of the
 //! S3 service, so a refused request costs no key lookup.
 
-use http::HeaderMap;
+use http::{HeaderMap, Method};
 use s3s::service::S3Service;
 use s3s::{HttpError, HttpRequest, HttpResponse, S3Error, S3ErrorCode};
 
+use super::body_pace::{BodyPace, PacedBody, Stall};
+
 /// The longest lifetime of a presigned URL, in seconds (a week, as S3).
 pub const MAX_PRESIGNED_EXPIRES_SECS: u64 = 604_800;
+
+/// AWS's message to a request whose body did not arrive in time.
+pub const REQUEST_TIMEOUT: &str = "Your socket connection to the server was not read from or written to within the timeout period.";
 
 /// AWS's message to SigV2 requests in SigV4-only regions.
 const SIGV4_ONLY: &str =
@@ -31,10 +44,17 @@ fn query_error(message: &str) -> S3Error {
     )
 }
 
-/// Refuses requests signed other than with SigV4 and presigned URLs that
-/// would outlive a week. Query parameter names are decoded as the S3
-/// service decodes them, so an encoded name cannot slip past.
-pub fn check(headers: &HeaderMap, query: Option<&str>) -> Result<(), S3Error> {
+/// Refuses requests signed other than with SigV4, presigned URLs that
+/// would outlive a week, and browser-form uploads. Query parameter names
+/// are decoded as the S3 service decodes them, so an encoded name cannot
+/// slip past.
+pub fn check(method: &Method, headers: &HeaderMap, query: Option<&str>) -> Result<(), S3Error> {
+    if is_form_upload(method, headers) {
+        return Err(S3Error::with_message(
+            S3ErrorCode::NotImplemented,
+            "browser-form uploads (POST Object) are not served; use PutObject",
+        ));
+    }
     let sigv2 = || S3Error::with_message(S3ErrorCode::InvalidRequest, SIGV4_ONLY);
     for value in headers.get_all(http::header::AUTHORIZATION) {
         if !value.as_bytes().starts_with(b"AWS4-HMAC-SHA256 ") {
@@ -52,6 +72,23 @@ pub fn check(headers: &HeaderMap, query: Option<&str>) -> Result<(), S3Error> {
         }
     }
     Ok(())
+}
+
+/// True for a POST whose body is a form (`multipart/form-data`), which the
+/// S3 protocol library would take for POST Object, however the media type
+/// is spelt.
+fn is_form_upload(method: &Method, headers: &HeaderMap) -> bool {
+    *method == Method::POST
+        && headers.get_all(http::header::CONTENT_TYPE).iter().any(|v| {
+            let media_type = v
+                .as_bytes()
+                .split(|b| *b == b';')
+                .next()
+                .unwrap_or_default();
+            media_type
+                .trim_ascii()
+                .eq_ignore_ascii_case(b"multipart/form-data")
+        })
 }
 
 /// Checks an `X-Amz-Expires` value: whole seconds, at most a week.
@@ -75,9 +112,34 @@ fn check_expires(value: &str) -> Result<(), S3Error> {
     Ok(())
 }
 
-/// The S3 service behind [`check`].
+/// The S3 service behind [`check`], its request bodies paced.
 #[derive(Clone)]
-pub(crate) struct Gated(pub(crate) S3Service);
+pub(crate) struct Gated {
+    service: S3Service,
+    pace: BodyPace,
+}
+
+impl Gated {
+    /// `service` behind the gate, its bodies paced by `pace`.
+    pub(crate) fn new(service: S3Service, pace: BodyPace) -> Self {
+        Self { service, pace }
+    }
+}
+
+/// `response` with `Connection: close`, so the connection ends with it.
+fn closing(mut response: HttpResponse) -> HttpResponse {
+    response.headers_mut().insert(
+        http::header::CONNECTION,
+        http::HeaderValue::from_static("close"),
+    );
+    response
+}
+
+fn error_response(error: S3Error) -> Result<HttpResponse, HttpError> {
+    error
+        .to_http_response()
+        .map_err(|e| HttpError::new(Box::new(e)))
+}
 
 impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Gated {
     type Response = HttpResponse;
@@ -85,17 +147,24 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Gated {
     type Future = futures::future::BoxFuture<'static, Result<HttpResponse, HttpError>>;
 
     fn call(&self, req: http::Request<hyper::body::Incoming>) -> Self::Future {
-        if let Err(refusal) = check(req.headers(), req.uri().query()) {
+        if let Err(refusal) = check(req.method(), req.headers(), req.uri().query()) {
             tracing::debug!(code = %refusal.code().as_str(), "S3 request refused before authentication");
-            return Box::pin(std::future::ready(
-                refusal
-                    .to_http_response()
-                    .map_err(|e| HttpError::new(Box::new(e))),
-            ));
+            return Box::pin(std::future::ready(error_response(refusal)));
         }
-        let service = self.0.clone();
-        let req: HttpRequest = req.map(s3s::Body::from);
-        Box::pin(async move { service.call(req).await })
+        let stall = Stall::default();
+        let pace = self.pace;
+        let req: HttpRequest =
+            req.map(|body| s3s::Body::http_body(PacedBody::new(body, pace, stall.clone())));
+        let service = self.service.clone();
+        Box::pin(async move {
+            let answered = service.call(req).await;
+            if stall.happened() {
+                tracing::debug!("S3 request body arrived too slowly: cut off");
+                let timeout = S3Error::with_message(S3ErrorCode::RequestTimeout, REQUEST_TIMEOUT);
+                return error_response(timeout).map(closing);
+            }
+            answered
+        })
     }
 }
 
@@ -119,11 +188,43 @@ mod tests {
 
     #[test]
     fn sigv4_and_anonymous_requests_pass() {
-        assert_eq!(code(check(&headers(&[V4]), None)), None);
+        assert_eq!(code(check(&Method::GET, &headers(&[V4]), None)), None);
         assert_eq!(
-            code(check(&headers(&[]), Some("list-type=2&prefix=a"))),
+            code(check(
+                &Method::GET,
+                &headers(&[]),
+                Some("list-type=2&prefix=a")
+            )),
             None
         );
+    }
+
+    #[test]
+    fn browser_form_uploads_are_not_served() {
+        let typed = |content_type: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(http::header::CONTENT_TYPE, content_type.parse().unwrap());
+            h
+        };
+        for form in [
+            "multipart/form-data; boundary=x",
+            "Multipart/Form-Data;boundary=x",
+            "multipart/form-data",
+        ] {
+            let e = check(&Method::POST, &typed(form), None).unwrap_err();
+            assert_eq!(*e.code(), S3ErrorCode::NotImplemented, "{form}");
+        }
+        // DeleteObjects posts XML; a GET's content type means nothing.
+        assert_eq!(
+            code(check(
+                &Method::POST,
+                &typed("application/xml"),
+                Some("delete")
+            )),
+            None
+        );
+        let form = typed("multipart/form-data; boundary=x");
+        assert_eq!(code(check(&Method::GET, &form, None)), None);
     }
 
     #[test]
@@ -133,14 +234,14 @@ mod tests {
             "AWS4-HMAC-SHA1 Credential=x",
             "Bearer x",
         ] {
-            let e = check(&headers(&[auth]), None).unwrap_err();
+            let e = check(&Method::GET, &headers(&[auth]), None).unwrap_err();
             assert_eq!(*e.code(), S3ErrorCode::InvalidRequest, "{auth}");
             assert_eq!(e.message(), Some(SIGV4_ONLY));
             assert_eq!(e.status_code(), Some(http::StatusCode::BAD_REQUEST));
         }
         // A second, SigV2 Authorization header does not hide behind a SigV4 one.
         assert_eq!(
-            code(check(&headers(&[V4, "AWS AK:sig"]), None)).as_deref(),
+            code(check(&Method::GET, &headers(&[V4, "AWS AK:sig"]), None)).as_deref(),
             Some("InvalidRequest")
         );
     }
@@ -155,7 +256,7 @@ mod tests {
             "x=1&AWSAccess%4BeyId=AK",
         ] {
             assert_eq!(
-                code(check(&headers(&[]), Some(q))).as_deref(),
+                code(check(&Method::GET, &headers(&[]), Some(q))).as_deref(),
                 Some("InvalidRequest"),
                 "{q}"
             );
@@ -168,7 +269,11 @@ mod tests {
             format!("X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Expires={expires}&X-Amz-Signature=ab")
         };
         for ok in ["1", "3600", "604800"] {
-            assert_eq!(code(check(&headers(&[]), Some(&q(ok)))), None, "{ok}");
+            assert_eq!(
+                code(check(&Method::GET, &headers(&[]), Some(&q(ok)))),
+                None,
+                "{ok}"
+            );
         }
         for (bad, message) in [
             ("604801", "less than a week"),
@@ -179,7 +284,7 @@ mod tests {
             ("", "a number"),
             ("%2B5", "a number"),
         ] {
-            let e = check(&headers(&[]), Some(&q(bad))).unwrap_err();
+            let e = check(&Method::GET, &headers(&[]), Some(&q(bad))).unwrap_err();
             assert_eq!(
                 *e.code(),
                 S3ErrorCode::AuthorizationQueryParametersError,

@@ -3,6 +3,7 @@
 //! bucket and access category.
 
 mod access;
+pub(crate) mod body_pace;
 mod encoding;
 pub(crate) mod gate;
 mod service;
@@ -10,14 +11,15 @@ mod service;
 use s3s::service::S3ServiceBuilder;
 
 use crate::driver::LocalDriver;
+use crate::server::Limits;
 
-/// The S3 service of `driver`, behind the checks of [`gate`], ready to be
-/// served over HTTP.
-pub(crate) fn s3_service(driver: &LocalDriver) -> gate::Gated {
+/// The S3 service of `driver`, behind the checks of [`gate`] within
+/// `limits`, ready to be served over HTTP.
+pub(crate) fn s3_service(driver: &LocalDriver, limits: &Limits) -> gate::Gated {
     let mut builder = S3ServiceBuilder::new(service::LocalS3 {
         driver: driver.clone(),
     });
     builder.set_auth(access::KeyLookup(driver.clone()));
     builder.set_access(access::GrantCheck(driver.clone()));
-    gate::Gated(builder.build())
+    gate::Gated::new(builder.build(), limits.body_pace)
 }

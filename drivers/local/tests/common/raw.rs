@@ -77,7 +77,23 @@ pub async fn send(addr: SocketAddr, raw: &[u8]) -> Response {
     .expect("the server answered in time")
 }
 
-fn parse(all: &[u8]) -> Response {
+/// Reads what the server sends on `socket` until it closes it (or resets
+/// it: what arrived before counts), and parses it as one response.
+pub async fn read_until_closed(socket: &mut TcpStream) -> Response {
+    tokio::time::timeout(LIMIT, async {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = socket.read(&mut buf).await {
+            all.extend_from_slice(&buf[..n]);
+        }
+        parse(&all)
+    })
+    .await
+    .expect("the server answered and closed the connection in time")
+}
+
+/// Parses `all` as one response.
+pub fn parse(all: &[u8]) -> Response {
     let split = all
         .windows(4)
         .position(|w| w == b"\r\n\r\n")
