@@ -144,14 +144,12 @@ fn describe_grants(g: &BTreeMap<String, Modes>) -> String {
     parts.join(", ")
 }
 
-fn incompatible_account(
-    id: &str,
-    have: &BTreeMap<String, Modes>,
-    want: &BTreeMap<String, Modes>,
-) -> Status {
+/// Refuses a grant to an account that holds another grant. The message
+/// names only what the request asked: the account's own grant may be on
+/// buckets the caller has no business knowing of.
+fn incompatible_account(id: &str, want: &BTreeMap<String, Modes>) -> Status {
     Status::already_exists(format!(
-        "account {id} already exists with access to {}; the request asks for {}. Grants are never changed in place: revoke the access first",
-        describe_grants(have),
+        "account {id} already exists with a grant other than the one the request asks for ({}). Grants are never changed in place: revoke the access first",
         describe_grants(want)
     ))
 }
@@ -327,7 +325,7 @@ impl LocalDriver {
             }
         };
         if account.grants != grants {
-            return Err(incompatible_account(account_id, &account.grants, &grants));
+            return Err(incompatible_account(account_id, &grants));
         }
         Ok(DriverGrantBucketAccessResponse {
             buckets: grants
@@ -440,7 +438,7 @@ impl Driver for LocalDriver {
             if let Some(existing) = d.inner.store.account(&id).map_err(internal)?
                 && existing.grants != grants
             {
-                return Err(incompatible_account(&id, &existing.grants, &grants));
+                return Err(incompatible_account(&id, &grants));
             }
             Ok(DriverGenerateBucketAccessIdResponse { account_id: id })
         })
@@ -556,6 +554,20 @@ mod tests {
             "refusing to revoke account \"ba-1\": it was never granted bucket \"bc-x\", which the request \
              names; a revoke must name the buckets of the account's grant, so nothing was revoked"
         );
+    }
+
+    #[test]
+    fn a_refused_grant_names_only_what_the_request_asked() {
+        let want = requested_grants(&[AccessedBucket::object_data_only(
+            "bc-mine",
+            AccessMode::ReadWrite,
+        )]);
+        let err = incompatible_account("ba-1", &want);
+        assert_eq!(err.code(), cosi_driver::Code::AlreadyExists);
+        assert!(err.message().contains("bc-mine"), "{}", err.message());
+        // The account's own grant (another tenant's bucket, say) is not
+        // among the arguments, so it cannot be quoted.
+        assert!(!err.message().contains("ReadOnly"), "{}", err.message());
     }
 
     #[test]

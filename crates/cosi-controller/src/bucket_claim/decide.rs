@@ -279,11 +279,17 @@ fn decide_with_bucket(obs: &Observed<'_>, bucket: &Bucket) -> Step {
                      an admin must create a new Bucket for this claim",
                     r.namespace, r.name, r.uid
                 )
-            } else {
+            } else if Some(r.namespace.as_str()) == claim.namespace().as_deref() {
                 format!(
                     "Bucket {name:?} is reserved for BucketClaim {}/{}; ask an admin for a Bucket \
                      whose spec.bucketClaimRef names this claim",
                     r.namespace, r.name
+                )
+            } else {
+                // Another namespace's claim is not this reader's to know of.
+                format!(
+                    "Bucket {name:?} is reserved for a BucketClaim of another namespace; ask an admin \
+                     for a Bucket whose spec.bucketClaimRef names this claim"
                 )
             };
             refused(claim, reasons::BUCKET_BOUND_TO_ANOTHER_CLAIM, message)

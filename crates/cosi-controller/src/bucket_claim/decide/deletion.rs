@@ -31,17 +31,25 @@ pub(super) fn decide_deletion(obs: &Observed<'_>) -> Step {
             notices: vec![Notice::warning(
                 reasons::BUCKET_NOT_BOUND,
                 actions::DELETE,
-                format!(
-                    "Bucket {:?} is not bound to this claim (it names {}/{}{}); it was left untouched",
-                    bucket.name_any(),
-                    r.namespace,
-                    r.name,
-                    if r.uid.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" with UID {}", r.uid)
-                    }
-                ),
+                if Some(r.namespace.as_str()) == claim.namespace().as_deref() {
+                    format!(
+                        "Bucket {:?} is not bound to this claim (it names {}/{}{}); it was left untouched",
+                        bucket.name_any(),
+                        r.namespace,
+                        r.name,
+                        if r.uid.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" with UID {}", r.uid)
+                        }
+                    )
+                } else {
+                    // Another namespace's claim is not this reader's to know of.
+                    format!(
+                        "Bucket {:?} is not bound to this claim (it names a claim of another namespace); it was left untouched",
+                        bucket.name_any()
+                    )
+                },
             )],
         };
     }

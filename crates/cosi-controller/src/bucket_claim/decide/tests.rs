@@ -301,6 +301,24 @@ fn a_static_bucket_reserved_for_another_claim_is_refused_without_retry() {
 }
 
 #[test]
+fn a_bucket_of_another_namespace_is_refused_without_naming_its_claim() {
+    let c = claim("legacy").existing("brownfield").finalized();
+    let b = static_bucket("brownfield", "other-tenant", "their-claim")
+        .bound_uid("uid-of-theirs")
+        .provisioned(&[Protocol::S3]);
+    let (after, update) = written(&c, step(&c, None, Some(&b)));
+    assert_eq!(
+        cond(&after, RESOURCES_VALIDATED),
+        (Status::False, reasons::BUCKET_BOUND_TO_ANOTHER_CLAIM.into())
+    );
+    let message = &update.notices[0].message;
+    assert!(message.contains("another namespace"), "{message}");
+    for theirs in ["other-tenant", "their-claim", "uid-of-theirs"] {
+        assert!(!message.contains(theirs), "{message}");
+    }
+}
+
+#[test]
 fn a_static_bucket_bound_to_an_earlier_claim_of_the_same_name_is_refused() {
     let c = claim("legacy").existing("brownfield").finalized();
     let b = static_bucket("brownfield", NS, "legacy").bound_uid("uid-of-old-claim");
