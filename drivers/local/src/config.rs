@@ -20,6 +20,9 @@ pub const STATE_FILE: &str = "state.redb";
 pub const DEFAULT_S3_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default bound on connections the S3 endpoint serves at once.
 pub const DEFAULT_S3_MAX_CONNECTIONS: usize = 1024;
+/// The default bound on connections one access key may hold of the S3
+/// endpoint: an eighth of the default total.
+pub const DEFAULT_S3_MAX_CONNECTIONS_PER_KEY: usize = 128;
 /// The default longest wait for the next bytes of a request body (also the
 /// grace before the minimum body rate applies).
 pub const DEFAULT_S3_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -51,6 +54,11 @@ pub struct Config {
     /// The most connections the S3 endpoint serves at once; more wait to
     /// be accepted until one closes.
     pub s3_max_connections: usize,
+    /// The most connections one access key may hold: a connection belongs
+    /// to the key of its latest signed request, and requests without a
+    /// valid signature share one such allowance. A request beyond it is
+    /// answered `SlowDown` and its connection closed.
+    pub s3_max_connections_per_key: usize,
     /// The longest the S3 endpoint waits for the next bytes of a request
     /// body before answering `RequestTimeout` and closing the connection;
     /// also how long a body may take before `s3_min_body_rate` applies.
@@ -73,6 +81,7 @@ impl Config {
             api: DriverApi::V1alpha2,
             s3_header_read_timeout: DEFAULT_S3_HEADER_READ_TIMEOUT,
             s3_max_connections: DEFAULT_S3_MAX_CONNECTIONS,
+            s3_max_connections_per_key: DEFAULT_S3_MAX_CONNECTIONS_PER_KEY,
             s3_body_read_timeout: DEFAULT_S3_BODY_READ_TIMEOUT,
             s3_min_body_rate: DEFAULT_S3_MIN_BODY_RATE,
         }
@@ -89,6 +98,11 @@ impl Config {
         }
         if self.s3_max_connections == 0 {
             return Err("the S3 endpoint must serve at least one connection".into());
+        }
+        if self.s3_max_connections_per_key == 0 {
+            return Err(
+                "the S3 endpoint must serve each access key at least one connection".into(),
+            );
         }
         if self.s3_body_read_timeout.is_zero() {
             return Err("the S3 body read timeout must be more than zero".into());
@@ -148,6 +162,9 @@ mod tests {
                 .unwrap_err()
                 .contains("at least one connection")
         );
+        let mut c = Config::new("/tmp/x");
+        c.s3_max_connections_per_key = 0;
+        assert!(c.validate().unwrap_err().contains("each access key"));
         let mut c = Config::new("/tmp/x");
         c.s3_body_read_timeout = Duration::ZERO;
         assert!(c.validate().unwrap_err().contains("body read timeout"));

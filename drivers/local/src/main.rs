@@ -9,7 +9,8 @@ use anyhow::Context as _;
 use clap::{Parser, ValueEnum};
 use cosi_driver_local::{
     Config, DEFAULT_DRIVER_NAME, DEFAULT_REGION, DEFAULT_S3_BODY_READ_TIMEOUT,
-    DEFAULT_S3_HEADER_READ_TIMEOUT, DEFAULT_S3_MAX_CONNECTIONS, DEFAULT_S3_MIN_BODY_RATE,
+    DEFAULT_S3_HEADER_READ_TIMEOUT, DEFAULT_S3_MAX_CONNECTIONS, DEFAULT_S3_MAX_CONNECTIONS_PER_KEY,
+    DEFAULT_S3_MIN_BODY_RATE,
 };
 
 const PARAMETERS_HELP: &str = "\
@@ -98,6 +99,19 @@ struct Args {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     s3_max_connections: u64,
+    /// Most S3 connections one access key may hold, so that no tenant can
+    /// take them all. A connection belongs to the key of its latest signed
+    /// request; requests without a valid signature share one such
+    /// allowance. A request beyond it is answered 503 SlowDown and its
+    /// connection closed.
+    #[arg(
+        long,
+        env = "S3_MAX_CONNECTIONS_PER_KEY",
+        value_name = "N",
+        default_value_t = DEFAULT_S3_MAX_CONNECTIONS_PER_KEY as u64,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    s3_max_connections_per_key: u64,
     /// Seconds the S3 endpoint waits for the next bytes of a request body
     /// (also before the signature is checked), and how long a body may take
     /// before --s3-min-body-rate applies; then the request is answered 400
@@ -152,6 +166,8 @@ async fn main() -> anyhow::Result<()> {
         api: args.api.into(),
         s3_header_read_timeout: std::time::Duration::from_secs(args.s3_header_read_timeout),
         s3_max_connections: usize::try_from(args.s3_max_connections).unwrap_or(usize::MAX),
+        s3_max_connections_per_key: usize::try_from(args.s3_max_connections_per_key)
+            .unwrap_or(usize::MAX),
         s3_body_read_timeout: std::time::Duration::from_secs(args.s3_body_read_timeout),
         s3_min_body_rate: args.s3_min_body_rate,
     };

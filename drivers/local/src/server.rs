@@ -7,7 +7,10 @@
 //! byte at a time (slow loris), is cut off; request bodies are paced (see
 //! `s3::body_pace`). At most `max_connections` are served at once: beyond
 //! them, connections wait in the listen backlog until an earlier one
-//! closes, and those being served are not slowed.
+//! closes, and those being served are not slowed. Each connection is
+//! served by its own [`Gated`](crate::s3::gate::Gated), which counts it
+//! against the key of its latest signed request (see `s3::key_shares`), so
+//! that one key cannot hold them all.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -37,6 +40,8 @@ pub(crate) struct Limits {
     pub(crate) body_pace: BodyPace,
     /// Connections served at once.
     pub(crate) max_connections: usize,
+    /// Connections one access key may hold.
+    pub(crate) max_connections_per_key: usize,
 }
 
 impl Limits {
@@ -49,6 +54,7 @@ impl Limits {
                 min_rate: config.s3_min_body_rate,
             },
             max_connections: config.s3_max_connections,
+            max_connections_per_key: config.s3_max_connections_per_key,
         }
     }
 }
@@ -184,7 +190,7 @@ async fn serve_http(
             },
             _ = stopped.as_mut() => break,
         };
-        let conn = http.serve_connection(TokioIo::new(socket), service.clone());
+        let conn = http.serve_connection(TokioIo::new(socket), service.for_connection());
         let conn = graceful.watch(conn.into_owned());
         tokio::spawn(async move {
             let _ = conn.await;

@@ -38,6 +38,8 @@ fn help_documents_flags_and_parameters() {
             "[env: S3_HEADER_READ_TIMEOUT=]",
             "--s3-max-connections",
             "[env: S3_MAX_CONNECTIONS=]",
+            "--s3-max-connections-per-key",
+            "[env: S3_MAX_CONNECTIONS_PER_KEY=]",
             "--s3-body-read-timeout",
             "[env: S3_BODY_READ_TIMEOUT=]",
             "--s3-min-body-rate",

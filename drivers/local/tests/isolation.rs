@@ -1,18 +1,22 @@
 //! One tenant cannot hold the S3 endpoint against the others: request
-//! bodies that never come or trickle in are cut off, signed or not,
-//! before or after their signature is checked. Each test stalls a bounded
-//! number of connections of its own, with short limits; time bounds only
-//! tell a hang.
+//! bodies that never come or trickle in are cut off (signed or not, before
+//! or after their signature is checked), and each access key holds at most
+//! its allowance of connections, a request beyond it answered at once.
+//! Each test stalls a bounded number of connections of its own, with short
+//! limits; time bounds only tell a hang.
 
 mod common;
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::raw;
 use common::*;
 use cosi_driver::proto::S3Credentials;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
+
+/// Far longer than anything here should take: only to tell a hang.
+const HANG: Duration = Duration::from_secs(30);
 
 /// A body the stalled uploads declare and never send.
 const TEN_MB: usize = 10 * 1024 * 1024;
@@ -85,6 +89,13 @@ async fn signed_list(h: &Harness, creds: &S3Credentials, bucket: &str) -> raw::R
     h.send("GET", &target, &headers, b"").await
 }
 
+/// Asserts `got` is the refusal of a key over its allowance.
+fn assert_slow_down(got: &raw::Response) {
+    assert_eq!(got.status, 503, "{}", got.text());
+    assert_eq!(got.code().as_deref(), Some("SlowDown"));
+    assert!(got.head.to_ascii_lowercase().contains("connection: close"));
+}
+
 /// Asserts `got` is the answer to a body that did not come in time.
 fn assert_request_timeout(got: &raw::Response) {
     assert_eq!(got.status, 400, "{}", got.text());
@@ -94,6 +105,80 @@ fn assert_request_timeout(got: &raw::Response) {
         Some(REQUEST_TIMEOUT)
     );
     assert!(got.head.to_ascii_lowercase().contains("connection: close"));
+}
+
+/// Retries `request` (a request of a key that has just let go of a
+/// connection, which the endpoint notices a moment later) until it is not
+/// told to slow down.
+async fn once_released<F: Future<Output = raw::Response>>(
+    mut request: impl FnMut() -> F,
+) -> raw::Response {
+    for _ in 0..100 {
+        let got = request().await;
+        if got.status != 503 {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the connection was never released");
+}
+
+#[tokio::test]
+async fn stalled_bodies_of_one_key_cannot_keep_another_keys_listing_from_an_answer() {
+    let h = Harness::start_with(|c| {
+        c.s3_max_connections = 8;
+        c.s3_max_connections_per_key = 3;
+        c.s3_body_read_timeout = Duration::from_secs(10);
+    })
+    .await;
+    let (a_bucket, a) = h.granted_bucket("stall-a", &[]).await;
+    let (b_bucket, b) = h.granted_bucket("stall-b", &[]).await;
+
+    // More PUTs declaring 10 MB and sending nothing than there are
+    // connections: each answered when it is refused or cut off.
+    let mut stalled = Vec::new();
+    for i in 0..10 {
+        let mut socket = stalled_put(&h, &a, &a_bucket, &format!("k{i}"), TEN_MB).await;
+        stalled.push(tokio::spawn(async move {
+            let got = raw::read_until_closed(&mut socket).await;
+            (got, Instant::now())
+        }));
+    }
+
+    // The other key's client has no connection yet: it needs a new one.
+    let listed = tokio::time::timeout(HANG, list(&h.s3_client(&b), &b_bucket))
+        .await
+        .expect("the other key's listing was answered while the stalls held");
+    let listed_at = Instant::now();
+    assert_eq!(listed.unwrap(), Vec::<String>::new());
+
+    let (mut refused, mut cut) = (0, 0);
+    for task in stalled {
+        let (got, at) = task.await.unwrap();
+        match got.status {
+            503 => {
+                assert_slow_down(&got);
+                refused += 1;
+            }
+            _ => {
+                assert_request_timeout(&got);
+                assert!(at > listed_at, "cut off before the listing was answered");
+                cut += 1;
+            }
+        }
+    }
+    assert_eq!(
+        (cut, refused),
+        (3, 7),
+        "the key's 3 connections held, cut off"
+    );
+    let state = h.driver.backend_state().unwrap();
+    let a_state = state.buckets.iter().find(|b| b.id == a_bucket).unwrap();
+    assert_eq!(a_state.objects, 0);
+    // The key's connections are its own again.
+    let got = once_released(|| signed_list(&h, &a, &a_bucket)).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+    h.stop().await;
 }
 
 #[tokio::test]
@@ -212,4 +297,71 @@ async fn unsigned_bodies_that_stall_are_cut_off_or_never_read() {
     // The key named in the forged request is not held back by it.
     assert_eq!(signed_list(&h, &creds, &id).await.status, 200);
     h.stop().await;
+}
+
+#[tokio::test]
+async fn a_key_over_its_connection_allowance_is_told_to_slow_down_at_once() {
+    let h = Harness::start_with(|c| {
+        c.s3_max_connections_per_key = 2;
+        c.s3_body_read_timeout = Duration::from_secs(120);
+    })
+    .await;
+    let (a_bucket, a) = h.granted_bucket("share-a", &[]).await;
+    let (b_bucket, b) = h.granted_bucket("share-b", &[]).await;
+
+    // Two stalled uploads hold the key's two connections...
+    let first = stalled_put(&h, &a, &a_bucket, "one", TEN_MB).await;
+    let _second = stalled_put(&h, &a, &a_bucket, "two", TEN_MB).await;
+    // ...so its next request, even one without a body, is refused at once
+    // (the time bound only tells a hang: the stalls hold for 120 s)...
+    let started = Instant::now();
+    let got = once_claimed(|| signed_list(&h, &a, &a_bucket)).await;
+    assert_slow_down(&got);
+    assert!(started.elapsed() < HANG);
+    // ...while another key is served.
+    assert_eq!(signed_list(&h, &b, &b_bucket).await.status, 200);
+
+    // Letting one go frees its place.
+    drop(first);
+    let got = once_released(|| signed_list(&h, &a, &a_bucket)).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+
+    // A connection kept alive between requests counts too.
+    let (target, headers) = signed(&h, &a, "GET", &format!("/{a_bucket}?list-type=2"), &[]);
+    let mut idle = open(&h, &head("GET", &target, &headers, true)).await;
+    assert_eq!(raw::read_response(&mut idle).await.status, 200);
+    assert_slow_down(&signed_list(&h, &a, &a_bucket).await);
+    drop(idle);
+    let got = once_released(|| signed_list(&h, &a, &a_bucket)).await;
+    assert_eq!(got.status, 200, "{}", got.text());
+
+    // Requests without a signature share one allowance: beyond it, their
+    // connections are closed once answered.
+    let anonymous = b"GET / HTTP/1.1\r\nhost: s3\r\n\r\n";
+    let mut kept = Vec::new();
+    for _ in 0..2 {
+        let mut socket = open(&h, anonymous).await;
+        assert_eq!(raw::read_response(&mut socket).await.status, 403);
+        kept.push(socket);
+    }
+    let mut third = open(&h, anonymous).await;
+    assert_eq!(raw::read_response(&mut third).await.status, 403);
+    assert!(raw::closed_within(&mut third, HANG).await);
+    assert!(!raw::closed_within(&mut kept[0], Duration::from_millis(300)).await);
+    h.stop().await;
+}
+
+/// Retries `request` until it is refused as over the key's allowance:
+/// connections a test just opened are claimed once their heads are read.
+async fn once_claimed<F: Future<Output = raw::Response>>(
+    mut request: impl FnMut() -> F,
+) -> raw::Response {
+    for _ in 0..100 {
+        let got = request().await;
+        if got.status == 503 {
+            return got;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("the key was never over its allowance");
 }

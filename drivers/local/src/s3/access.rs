@@ -4,6 +4,8 @@
 //! requests are always denied. The authenticated account rides along in the
 //! request extensions for the operations that need it.
 
+use std::sync::Arc;
+
 use s3s::access::{S3Access, S3AccessContext};
 use s3s::auth::{S3Auth, SecretKey};
 use s3s::dto::{
@@ -12,6 +14,7 @@ use s3s::dto::{
 };
 use s3s::{S3Request, S3Result, s3_error};
 
+use super::key_shares::{Connection, Owner};
 use crate::driver::LocalDriver;
 use crate::policy::{self, Category, Decision, Direction};
 use crate::store::AccountRecord;
@@ -127,6 +130,18 @@ impl S3Access for GrantCheck {
                 "the access key has been revoked"
             ));
         };
+        // The signature holds: the connection now counts against its key,
+        // before any of the body is read.
+        if let Some(connection) = cx.extensions_mut().get::<Arc<Connection>>()
+            && let Err(refused) = connection.claim(Owner::Account(account.id.clone()))
+        {
+            tracing::debug!(account = %account.id, limit = refused.limit, "S3 connection refused: the key holds as many as it may");
+            return Err(s3_error!(
+                SlowDown,
+                "Please reduce your request rate: this access key holds as many connections as it may ({}); close some, or retry later.",
+                refused.limit
+            ));
+        }
         let op = cx.s3_op().name().to_owned();
         let bucket = cx.s3_path().get_bucket_name().map(str::to_owned);
         let grant = bucket

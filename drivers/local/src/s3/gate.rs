@@ -17,15 +17,24 @@
 //! - Every request body is paced (`body_pace`) from its first byte, before
 //!   the signature is checked: a body that stalls or trickles is answered
 //!   400 `RequestTimeout`, and its connection closed.
+//! - Each connection counts against the key of its latest signed request
+//!   (`key_shares`, claimed by the grant check once the signature holds);
+//!   a key over its allowance is answered 503 `SlowDown` and its connection
+//!   closed. A connection whose requests carry no valid signature counts
+//!   against the allowance those share once answered; beyond it, it is
+//!   closed.
 //!
 //! The checks are pure ([`check`]); [`Gated`] applies them in front of the
 //! S3 service, so a refused request costs no key lookup.
+
+use std::sync::Arc;
 
 use http::{HeaderMap, Method};
 use s3s::service::S3Service;
 use s3s::{HttpError, HttpRequest, HttpResponse, S3Error, S3ErrorCode};
 
 use super::body_pace::{BodyPace, PacedBody, Stall};
+use super::key_shares::{Connection, KeyShares, Owner};
 
 /// The longest lifetime of a presigned URL, in seconds (a week, as S3).
 pub const MAX_PRESIGNED_EXPIRES_SECS: u64 = 604_800;
@@ -112,17 +121,36 @@ fn check_expires(value: &str) -> Result<(), S3Error> {
     Ok(())
 }
 
-/// The S3 service behind [`check`], its request bodies paced.
+/// The S3 service behind [`check`], as served on one connection: request
+/// bodies paced, the connection counted against its owner's allowance.
 #[derive(Clone)]
 pub(crate) struct Gated {
     service: S3Service,
     pace: BodyPace,
+    shares: Arc<KeyShares>,
+    connection: Arc<Connection>,
 }
 
 impl Gated {
-    /// `service` behind the gate, its bodies paced by `pace`.
-    pub(crate) fn new(service: S3Service, pace: BodyPace) -> Self {
-        Self { service, pace }
+    /// `service` behind the gate, its bodies paced by `pace`, each owner
+    /// holding at most `max_connections_per_key` connections.
+    pub(crate) fn new(service: S3Service, pace: BodyPace, max_connections_per_key: usize) -> Self {
+        let shares = KeyShares::new(max_connections_per_key);
+        let connection = Arc::new(Connection::new(Arc::clone(&shares)));
+        Self {
+            service,
+            pace,
+            shares,
+            connection,
+        }
+    }
+
+    /// The same service for a new connection, owned by nobody yet.
+    pub(crate) fn for_connection(&self) -> Self {
+        Self {
+            connection: Arc::new(Connection::new(Arc::clone(&self.shares))),
+            ..self.clone()
+        }
     }
 }
 
@@ -153,9 +181,12 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Gated {
         }
         let stall = Stall::default();
         let pace = self.pace;
-        let req: HttpRequest =
+        let mut req: HttpRequest =
             req.map(|body| s3s::Body::http_body(PacedBody::new(body, pace, stall.clone())));
+        // The grant check claims the connection for the verified key.
+        req.extensions_mut().insert(Arc::clone(&self.connection));
         let service = self.service.clone();
+        let connection = Arc::clone(&self.connection);
         Box::pin(async move {
             let answered = service.call(req).await;
             if stall.happened() {
@@ -163,7 +194,18 @@ impl hyper::service::Service<http::Request<hyper::body::Incoming>> for Gated {
                 let timeout = S3Error::with_message(S3ErrorCode::RequestTimeout, REQUEST_TIMEOUT);
                 return error_response(timeout).map(closing);
             }
-            answered
+            let response = answered?;
+            // SlowDown: the key holds as many connections as it may.
+            if response.status() == http::StatusCode::SERVICE_UNAVAILABLE {
+                return Ok(closing(response));
+            }
+            if !connection.is_owned() && connection.claim(Owner::Unauthenticated).is_err() {
+                tracing::debug!(
+                    "connections without a valid signature hold their allowance: closing one"
+                );
+                return Ok(closing(response));
+            }
+            Ok(response)
         })
     }
 }
