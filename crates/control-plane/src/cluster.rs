@@ -3,8 +3,9 @@
 //! authorization, optionally an audit log) on an etcd of its own or a
 //! shared one under a prefix of its own, and kube-controller-manager with
 //! the controllers a COSI install meets: garbage collection through owner
-//! references, namespace deletion, ServiceAccounts, and the removal of the
-//! protection finalizer of unused PersistentVolumeClaims.
+//! references, namespace deletion, ServiceAccounts, the removal of the
+//! protection finalizer of unused PersistentVolumeClaims, and the
+//! aggregation of ClusterRoles into view, edit and admin.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -185,7 +186,7 @@ impl ControlPlane {
                     path_flag("--kubeconfig=", &kubeconfig),
                     path_flag("--authentication-kubeconfig=", &kubeconfig),
                     path_flag("--authorization-kubeconfig=", &kubeconfig),
-                    "--controllers=garbagecollector,namespace,serviceaccount,pvc-protection".into(),
+                    "--controllers=garbagecollector,namespace,serviceaccount,pvc-protection,clusterrole-aggregation".into(),
                     "--leader-elect=false".into(),
                     "--bind-address=127.0.0.1".into(),
                     format!("--secure-port={}", free_port()?).into(),
