@@ -282,6 +282,10 @@ pub fn error_policy(access: Arc<BucketAccess>, err: &Error, ctx: Arc<Context>) -
 type Wrote = crate::context::Wrote<Written>;
 
 /// An object an access's write left behind, as written.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one short-lived value per write, moved straight into an Arc"
+)]
 enum Written {
     /// The access.
     Access(BucketAccess),
