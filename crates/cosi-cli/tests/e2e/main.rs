@@ -33,6 +33,7 @@ mod real_install;
 mod restarts;
 mod rotation;
 mod static_provisioning;
+mod tenant_admission;
 mod tenant_isolation;
 mod v1alpha1;
 mod version;
