@@ -14,8 +14,8 @@ use std::time::Duration;
 use control_plane::ApiServer;
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::constants::annotations::{
-    BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCESS_REFERENCES, SIDECAR_CLEANUP_FINISHED,
-    SIDECAR_GRANT_STARTED,
+    BUCKETCLAIM_BEING_DELETED, CLAIM_LOST_AT, HAS_BUCKETACCESS_REFERENCES,
+    SIDECAR_CLEANUP_FINISHED, SIDECAR_GRANT_STARTED,
 };
 use cosi_api::rotation::{self, annotations as rotation_annotations};
 use cosi_api::testing::HasConditions;
@@ -42,12 +42,13 @@ const TENANT: &str = "tenant";
 const BUCKETCLAIM_BEING_DELETED_UPSTREAM: &str = "objectstorage.k8.io/bucketclaim-being-deleted";
 
 /// Every annotation only COSI writes.
-const COSI_ANNOTATIONS: [&str; 7] = [
+const COSI_ANNOTATIONS: [&str; 8] = [
     HAS_BUCKETACCESS_REFERENCES,
     SIDECAR_CLEANUP_FINISHED,
     BUCKETCLAIM_BEING_DELETED,
     BUCKETCLAIM_BEING_DELETED_UPSTREAM,
     SIDECAR_GRANT_STARTED,
+    CLAIM_LOST_AT,
     rotation_annotations::LEGACY_ROTATION_STATE,
     rotation_annotations::LEGACY_CREDENTIALS_ROTATED_AT,
 ];
@@ -549,6 +550,7 @@ async fn a_tenant_granted_everything_is_still_refused_status_by_the_policy() {
     for key in [
         BUCKETCLAIM_BEING_DELETED,
         BUCKETCLAIM_BEING_DELETED_UPSTREAM,
+        CLAIM_LOST_AT,
     ] {
         refused_by_policy(
             buckets
