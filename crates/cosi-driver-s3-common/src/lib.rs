@@ -16,8 +16,6 @@
 //!   selects a category's read and write sets ([`policy`]);
 //! - the S3 drivers' class parameters ([`params`]) and checking what a
 //!   request asks for: S3 only, Key authentication ([`requests`]);
-//! - refusing a revoke that names buckets its account was never granted
-//!   ([`revoke`]);
 //! - the binaries' logging, with the AWS SDK's credential-bearing tracing
 //!   capped ([`logging`]);
 //! - with the `testing` feature, the harness of a driver's tests: the
@@ -40,6 +38,5 @@ pub mod names;
 pub mod params;
 pub mod policy;
 pub mod requests;
-pub mod revoke;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -44,6 +44,7 @@ pub mod params;
 pub mod proto;
 mod redact;
 pub mod requests;
+pub mod revoke;
 pub mod server;
 #[cfg(feature = "testing")]
 pub mod testing;

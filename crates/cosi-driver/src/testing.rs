@@ -524,6 +524,15 @@ pub fn assert_no_parameters_mean_default<T, E>(
     assert_eq!(parse(&HashMap::new()).unwrap(), T::default());
 }
 
+/// The buckets of a revoke request, by ID.
+pub fn revoked_buckets(ids: &[&str]) -> Vec<crate::proto::RevokedBucket> {
+    ids.iter()
+        .map(|id| crate::proto::RevokedBucket {
+            bucket_id: (*id).into(),
+        })
+        .collect()
+}
+
 /// The access modes of the three categories: object data, object metadata
 /// and bucket metadata.
 pub fn access_modes(

@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
 use cosi_driver::proto::{AccessMode, AccessModes, RevokedBucket};
+use cosi_driver::revoke;
 
 use crate::acl::{Acl, MAX_POLICIES, Policy};
 use crate::errors::Error;
@@ -265,27 +266,12 @@ pub fn revoke_targets(
     named: &[RevokedBucket],
     holding: &BTreeSet<String>,
 ) -> Result<Vec<String>, Error> {
-    let mut missing: Vec<&str> = Vec::new();
-    for c in named.iter().map(|b| b.bucket_id.as_str()) {
-        if !holding.contains(c) && !missing.contains(&c) {
-            missing.push(c);
-        }
+    if holding.is_empty() {
+        return Ok(Vec::new());
     }
-    if holding.is_empty() || missing.is_empty() {
-        return Ok(holding.iter().cloned().collect());
-    }
-    let quoted: Vec<String> = missing.iter().map(|c| format!("{c:?}")).collect();
-    let noun = if missing.len() == 1 {
-        "bucket"
-    } else {
-        "buckets"
-    };
-    // Worded as the other drivers word it (cosi_driver_s3_common::revoke).
-    Err(Error::FailedPrecondition(format!(
-        "refusing to revoke account {id:?}: it was never granted {noun} {}, which the request names; a revoke \
-         must name the buckets of the account's grant, so nothing was revoked",
-        quoted.join(", ")
-    )))
+    revoke::check_named_buckets(id, named, |c| holding.contains(c))
+        .map_err(Error::FailedPrecondition)?;
+    Ok(holding.iter().cloned().collect())
 }
 
 #[cfg(test)]
@@ -492,13 +478,7 @@ mod tests {
         assert_eq!(plan_revoke(&next, "ba-1"), None);
     }
 
-    fn named(ids: &[&str]) -> Vec<RevokedBucket> {
-        ids.iter()
-            .map(|id| RevokedBucket {
-                bucket_id: (*id).into(),
-            })
-            .collect()
-    }
+    use cosi_driver::testing::revoked_buckets as named;
 
     fn set(ids: &[&str]) -> BTreeSet<String> {
         ids.iter().map(|id| (*id).to_owned()).collect()

@@ -13,7 +13,7 @@
 use std::collections::BTreeSet;
 
 use cosi_driver::proto::RevokedBucket;
-use cosi_driver_s3_common::revoke::check_named_buckets;
+use cosi_driver::revoke::check_named_buckets;
 
 use crate::admin::{BucketInfo, UserInfo};
 use crate::errors::Error;
@@ -574,13 +574,7 @@ mod tests {
         );
     }
 
-    fn named(ids: &[&str]) -> Vec<RevokedBucket> {
-        ids.iter()
-            .map(|id| RevokedBucket {
-                bucket_id: (*id).into(),
-            })
-            .collect()
-    }
+    use cosi_driver::testing::revoked_buckets as named;
 
     #[test]
     fn a_revoke_deletes_the_user_only_when_every_named_bucket_grants_it() {

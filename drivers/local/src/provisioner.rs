@@ -154,24 +154,6 @@ fn incompatible_account(id: &str, want: &BTreeMap<String, Modes>) -> Status {
     ))
 }
 
-/// The message refusing a revoke of `account_id` that names `buckets` the
-/// account was never granted: it names only what the request named, never
-/// the buckets the account does hold. The S3 and Ceph RGW drivers word it
-/// the same (`cosi_driver_s3_common::revoke`).
-fn not_granted_message(account_id: &str, buckets: &[&str]) -> String {
-    let quoted: Vec<String> = buckets.iter().map(|b| format!("{b:?}")).collect();
-    let noun = if buckets.len() == 1 {
-        "bucket"
-    } else {
-        "buckets"
-    };
-    format!(
-        "refusing to revoke account {account_id:?}: it was never granted {noun} {}, which the request names; \
-         a revoke must name the buckets of the account's grant, so nothing was revoked",
-        quoted.join(", ")
-    )
-}
-
 /// Refuses (`FailedPrecondition`) a revoke of the account `account_id`,
 /// holding `grants`, that names a bucket it was never granted: whoever
 /// learns another tenant's account ID must not revoke it by naming buckets
@@ -181,18 +163,8 @@ pub(crate) fn check_revoked_buckets(
     grants: &BTreeMap<String, Modes>,
     named: &[RevokedBucket],
 ) -> Result<(), Status> {
-    let mut missing: Vec<&str> = Vec::new();
-    for id in named.iter().map(|b| b.bucket_id.as_str()) {
-        if !grants.contains_key(id) && !missing.contains(&id) {
-            missing.push(id);
-        }
-    }
-    if missing.is_empty() {
-        return Ok(());
-    }
-    Err(Status::failed_precondition(not_granted_message(
-        account_id, &missing,
-    )))
+    cosi_driver::revoke::check_named_buckets(account_id, named, |b| grants.contains_key(b))
+        .map_err(Status::failed_precondition)
 }
 
 impl LocalDriver {
@@ -537,13 +509,7 @@ mod tests {
             AccessedBucket::object_data_only("bc-a", AccessMode::ReadWrite),
             AccessedBucket::object_data_only("bc-b", AccessMode::ReadOnly),
         ]);
-        let named = |ids: &[&str]| -> Vec<RevokedBucket> {
-            ids.iter()
-                .map(|id| RevokedBucket {
-                    bucket_id: (*id).into(),
-                })
-                .collect()
-        };
+        use cosi_driver::testing::revoked_buckets as named;
         check_revoked_buckets("ba-1", &grants, &named(&["bc-a", "bc-b"])).unwrap();
         check_revoked_buckets("ba-1", &grants, &named(&["bc-b"])).unwrap();
         let err =

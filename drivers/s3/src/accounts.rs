@@ -28,8 +28,8 @@ use cosi_driver::proto::RevokedBucket;
 use crate::config::Config;
 use crate::errors::{BackendError, Error};
 use crate::policy;
+use cosi_driver::revoke::check_named_buckets;
 use cosi_driver_s3_common::errors::FromSdk;
-use cosi_driver_s3_common::revoke::check_named_buckets;
 
 /// The tag key marking users this driver created; its value is the driver
 /// name. INVARIANT: users created by earlier versions carry it, so it never
@@ -491,13 +491,7 @@ mod tests {
         pairs.iter().map(|(k, v)| tag(k, v).unwrap()).collect()
     }
 
-    fn named(ids: &[&str]) -> Vec<RevokedBucket> {
-        ids.iter()
-            .map(|id| RevokedBucket {
-                bucket_id: (*id).into(),
-            })
-            .collect()
-    }
+    use cosi_driver::testing::revoked_buckets as named;
 
     fn set(ids: &[&str]) -> BTreeSet<String> {
         ids.iter().map(|id| (*id).to_owned()).collect()

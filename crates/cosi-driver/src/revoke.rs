@@ -3,13 +3,14 @@
 //! account ID alone would let anyone who can send a revoke and knows
 //! another tenant's account ID revoke that account, naming buckets of
 //! their own. So a driver revokes an account only when it holds a grant
-//! on every named bucket, as the backend records it (the S3 driver: its
-//! IAM user's tags; the RGW driver: the bucket policies naming its user),
-//! and refuses the revoke otherwise, changing nothing. An account that is
-//! already gone needs no check: the revoke answers OK, as the KEP's
-//! idempotency asks.
+//! on every named bucket, as the backend records it (the local driver: its
+//! account records; the S3 driver: its IAM user's tags; the RGW driver:
+//! the bucket policies naming its user; the Azure driver: the container
+//! holding its policy), and refuses the revoke otherwise with
+//! `FailedPrecondition`, changing nothing. An account that is already gone
+//! needs no check: the revoke answers OK, as the KEP's idempotency asks.
 
-use cosi_driver::proto::RevokedBucket;
+use crate::proto::RevokedBucket;
 
 /// The named buckets for which `granted` is false, each once, in the
 /// order the request names them.
@@ -59,13 +60,7 @@ pub fn check_named_buckets(
 mod tests {
     use super::*;
 
-    fn named(ids: &[&str]) -> Vec<RevokedBucket> {
-        ids.iter()
-            .map(|id| RevokedBucket {
-                bucket_id: (*id).into(),
-            })
-            .collect()
-    }
+    use crate::testing::revoked_buckets as named;
 
     #[test]
     fn a_revoke_naming_only_granted_buckets_passes() {
