@@ -82,9 +82,32 @@ pub fn name_enum_values(schema: &mut JSONSchemaProps) {
     }
 }
 
+/// `crd` as JSON, its whole-number bounds (`minimum: 1`, held as `f64` by
+/// the schema type) written as integers, as kubectl and helm both read
+/// them back.
+fn rendered(crd: &CustomResourceDefinition) -> serde_json::Value {
+    fn integral(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Number(n) => {
+                if let Some(f) = n.as_f64().filter(|f| f.fract() == 0.0 && n.is_f64())
+                    && f.abs() < 9.0e15
+                {
+                    *v = serde_json::Value::from(f as i64);
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(integral),
+            serde_json::Value::Object(fields) => fields.values_mut().for_each(integral),
+            _ => {}
+        }
+    }
+    let mut value = serde_json::to_value(crd).unwrap_or_default();
+    integral(&mut value);
+    value
+}
+
 /// Renders a CRD as the YAML document checked in under `deploy/crds/`.
 pub fn to_yaml(crd: &CustomResourceDefinition) -> Result<String, serde_saphyr::ser::Error> {
-    let body = serde_saphyr::to_string(crd)?;
+    let body = serde_saphyr::to_string(&rendered(crd))?;
     Ok(format!(
         "# Generated from the types in crates/cosi-api; do not edit.\n# Regenerate with: UPDATE_CRDS=1 cargo test -p cosi-api --test crds\n{body}"
     ))
@@ -95,7 +118,7 @@ pub fn all_yaml() -> Result<String, serde_saphyr::ser::Error> {
     let mut out = String::new();
     for (_, crd) in all() {
         out.push_str("---\n");
-        out.push_str(&serde_saphyr::to_string(&crd)?);
+        out.push_str(&serde_saphyr::to_string(&rendered(&crd))?);
     }
     Ok(out)
 }

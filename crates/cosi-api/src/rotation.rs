@@ -90,7 +90,7 @@ pub fn account_name(access_uid: &str, serial: u32) -> String {
 #[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Eq)]
 pub struct Account {
     /// Serial is 1 for the first account, then one more per rotation.
-    #[schemars(range(min = 1, max = MAX_SERIAL))]
+    #[schemars(extend("minimum" = 1, "maximum" = MAX_SERIAL))]
     pub serial: u32,
     /// ID is the account ID the driver returned for this account's name.
     #[schemars(length(min = 1, max = MAX_ID_LENGTH))]
@@ -111,7 +111,7 @@ pub struct RotationState {
     pub request: String,
     /// Serial is the number of the newest account asked for: greater than
     /// the live account's while a rotation is under way.
-    #[schemars(range(min = 1, max = MAX_SERIAL))]
+    #[schemars(extend("minimum" = 1, "maximum" = MAX_SERIAL))]
     pub serial: u32,
     /// Current is the live account (the one in the Secrets), when not the
     /// first.
