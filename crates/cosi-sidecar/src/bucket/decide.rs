@@ -34,7 +34,10 @@ pub enum Step {
     DeleteUnpersisted,
     /// Retained after its claim's deletion with no ID persisted, on a
     /// driver whose phase 1 creates the bucket (v1alpha1): learn the ID by
-    /// name and record it, so the retained Bucket names its backend bucket.
+    /// name and record it with the Released condition, in one write, so
+    /// the retained Bucket names its backend bucket and shows that the
+    /// sidecar is done with it. Once: a lookup by name is a create by name,
+    /// never to be repeated for a released Bucket.
     RecordUnpersisted,
     /// Report an invalid spec (no driver call).
     Invalid(Vec<Desired>),
@@ -92,6 +95,23 @@ pub(crate) fn released_condition(b: &Bucket) -> Desired {
         format!(
             "released: BucketClaim {}/{} was deleted and deletionPolicy Retain keeps this Bucket and its backend bucket; \
              no claim can bind it again. Delete the Bucket to remove it from COSI (the backend bucket stays)",
+            claim.namespace, claim.name
+        ),
+    )
+}
+
+/// The Provisioned condition of a Bucket kept after its claim's deletion
+/// whose backend bucket the driver, asked by name, says it never created
+/// (it refused the call twice).
+pub(crate) fn released_without_backend_condition(b: &Bucket) -> Desired {
+    let claim = &b.spec.bucket_claim_ref;
+    Desired::new(
+        condition_types::PROVISIONED,
+        Status::False,
+        reasons::RELEASED,
+        format!(
+            "released: BucketClaim {}/{} was deleted and deletionPolicy Retain keeps this Bucket, but the driver holds \
+             no bucket under its name (it refused to create one). Delete the Bucket to remove it from COSI",
             claim.namespace, claim.name
         ),
     )
@@ -188,6 +208,7 @@ pub fn decide(b: &Bucket, driver: &DriverInfo) -> Step {
     if claim_deleting
         && b.spec.deletion_policy == DeletionPolicy::Retain
         && persisted_id(b).is_none()
+        && !is_released(b)
         && driver.api.phase_one_creates()
         && !b.is_static()
         && spec_problems(b, driver).is_none()

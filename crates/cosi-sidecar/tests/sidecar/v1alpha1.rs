@@ -364,6 +364,60 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
     assert_contains(&revoke.1, "4321");
 }
 
+/// A retained Bucket whose create succeeded but whose ID never reached the
+/// status (the driver's reply was lost, then it refused the repeat): once
+/// its claim is deleted, the ID the driver gives by name is recorded with
+/// the Released condition in one write, so whoever sees the Bucket
+/// released sees the backend bucket it keeps, and the lookup (a create by
+/// name) is not repeated.
+#[tokio::test]
+async fn a_retained_bucket_whose_id_was_never_persisted_is_released_with_its_id_at_once() {
+    let v = V1::new(Shape::Linode).await;
+    let mut b = dynamic_bucket("bc-kept-lost");
+    b.spec.deletion_policy = cosi_api::DeletionPolicy::Retain;
+    v.h.create_bucket(&b).await;
+    v.driver
+        .lock()
+        .buckets
+        .insert("bc-kept-lost".into(), v.driver.bucket_id("bc-kept-lost"));
+    v.h.claim_deleted("bc-kept-lost", false).await;
+
+    let _sidecar = v.start(options(Protocol::S3, false));
+    let released: Bucket =
+        v.h.with_reason(
+            "bc-kept-lost",
+            condition_types::PROVISIONED,
+            reasons::RELEASED,
+        )
+        .await;
+    let status = released.status.clone().unwrap_or_default();
+    assert_eq!(
+        status.bucket_id,
+        v.driver.bucket_id("bc-kept-lost"),
+        "released without the ID of the backend bucket it keeps"
+    );
+    let c = condition(released.conditions(), condition_types::PROVISIONED).unwrap();
+    assert_eq!(c.status, "True");
+    assert_contains(&c.message, "deletionPolicy Retain keeps this Bucket");
+
+    // A later change looks nothing up again.
+    v.h.merge::<Bucket>(
+        "bc-kept-lost",
+        serde_json::json!({"metadata": {"labels": {"touched": "yes"}}}),
+    )
+    .await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let b = v.driver.lock();
+    let creates = b
+        .calls
+        .iter()
+        .filter(|(m, _)| *m == "DriverCreateBucket")
+        .count();
+    assert_eq!(creates, 1, "{:?}", b.calls);
+    assert_eq!(b.buckets_made, Vec::<String>::new(), "nothing created");
+    assert!(b.buckets.contains_key("bc-kept-lost"), "the bucket is kept");
+}
+
 #[tokio::test]
 async fn a_driver_of_another_package_is_named_at_start() {
     let mut h = Harness::new().await;

@@ -272,3 +272,42 @@ fn retained_or_never_identified_buckets_are_released_without_the_driver() {
 fn a_claim_being_deleted_stops_provisioning_from_starting() {
     assert_eq!(B::dynamic().finalized().claim_deleting().step(), Step::Done);
 }
+
+#[test]
+fn a_retained_v1alpha1_bucket_with_no_id_is_looked_up_once_and_then_released() {
+    let v1alpha1 = DriverInfo {
+        api: crate::driver::DriverApi::V1alpha1,
+        ..driver()
+    };
+    let retained = |status: &str, reason: &str| {
+        B::dynamic()
+            .finalized()
+            .condition(condition_types::PROVISIONED, status, reason, 1)
+            .retain()
+            .claim_deleting()
+    };
+    let refused = retained("False", reasons::PROVISION_REFUSED);
+    assert_eq!(
+        decide(&refused.0, &v1alpha1),
+        Step::RecordUnpersisted,
+        "its backend bucket may exist: looked up by name"
+    );
+    assert_eq!(decide(&refused.0, &driver()), Step::Done, "v1alpha2");
+    // The lookup found the bucket: its ID and Released, written together.
+    let recorded = retained("True", reasons::RELEASED).with_id("id-1");
+    assert_eq!(decide(&recorded.0, &v1alpha1), Step::Done);
+    // The driver refused the lookup: released all the same, and never
+    // asked again (a lookup by name is a create by name).
+    let empty = retained("False", reasons::RELEASED);
+    assert_eq!(decide(&empty.0, &v1alpha1), Step::Done);
+    let c = released_without_backend_condition(&empty.0);
+    assert_eq!(
+        (c.status, c.reason.as_str()),
+        (Status::False, reasons::RELEASED)
+    );
+    assert!(
+        c.message.contains("holds no bucket under its name"),
+        "{}",
+        c.message
+    );
+}
