@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use cosi_api::conditions;
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED};
 use cosi_api::constants::{PROTECTION_FINALIZER, annotations, secret_keys};
+use cosi_api::reasons;
 use cosi_api::{Bucket, BucketAccess, BucketClaim, Condition};
+use cosi_driver::DriverApi;
 use cosi_driver_local::{BackendState, BucketState};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt as _;
@@ -224,6 +226,42 @@ pub fn converged(
                 }
                 _ => {}
             }
+        }
+    }
+    Ok(())
+}
+
+/// Ok when the sidecar has recorded what each deleted `Retain` pair's
+/// Bucket keeps. On a driver API whose phase 1 creates the bucket
+/// (v1alpha1), a Bucket refused before its ID was persisted may still have
+/// a backend bucket: once its claim is gone the sidecar looks it up by name
+/// and records its ID with the Released condition, in one write. Until a
+/// Bucket with no ID shows Released, that lookup may be in flight, and the
+/// backend bucket it is about to record would look leaked.
+pub fn retained_recorded(
+    s: &ApiSnapshot,
+    deleted: &[DeletedPair],
+    api: DriverApi,
+) -> Result<(), String> {
+    if !api.phase_one_creates() {
+        return Ok(());
+    }
+    for d in deleted.iter().filter(|d| d.policy == Policy::Retain) {
+        let Some(name) = &d.bucket else { continue };
+        let Some(bucket) = s.buckets.iter().find(|b| &b.name_any() == name) else {
+            continue;
+        };
+        let has_id = bucket
+            .status
+            .as_ref()
+            .is_some_and(|st| !st.bucket_id.is_empty());
+        let released = conditions::find(bucket.conditions(), PROVISIONED)
+            .is_some_and(|c| c.reason == reasons::RELEASED);
+        if !has_id && !released {
+            return Err(format!(
+                "retained Bucket {name} of deleted claim {} has no bucket ID and is not released yet",
+                d.name
+            ));
         }
     }
     Ok(())
@@ -671,6 +709,43 @@ mod tests {
         assert_eq!(converged(&s, NS, &[], std::slice::from_ref(&gone)), Ok(()));
         let v = violations(&s, NS, &b, &[gone]);
         assert!(v.iter().any(|x| x.contains("Delete policy")), "{v:?}");
+    }
+
+    #[test]
+    fn a_retained_bucket_without_an_id_converges_once_released_on_v1alpha1() {
+        let (mut s, _) = ready();
+        s.claims.clear();
+        s.accesses.clear();
+        s.secrets.clear();
+        let bucket = &mut s.buckets[0];
+        bucket.spec.deletion_policy = cosi_api::DeletionPolicy::Retain;
+        bucket.status = Some(BucketStatus {
+            conditions: vec![cond(PROVISIONED, "False")],
+            ..Default::default()
+        });
+        let gone = DeletedPair {
+            name: "p0".into(),
+            policy: Policy::Retain,
+            bucket: Some("bc-u0".into()),
+            bucket_id: None,
+        };
+        let deleted = std::slice::from_ref(&gone);
+        assert_eq!(converged(&s, NS, &[], deleted), Ok(()));
+        assert!(
+            retained_recorded(&s, deleted, DriverApi::V1alpha1)
+                .unwrap_err()
+                .contains("not released yet")
+        );
+        assert_eq!(retained_recorded(&s, deleted, DriverApi::V1alpha2), Ok(()));
+        let mut released = cond(PROVISIONED, "False");
+        released.reason = reasons::RELEASED.into();
+        s.buckets[0].status.as_mut().unwrap().conditions = vec![released];
+        assert_eq!(retained_recorded(&s, deleted, DriverApi::V1alpha1), Ok(()));
+        s.buckets[0].status = Some(BucketStatus {
+            bucket_id: "id0".into(),
+            ..Default::default()
+        });
+        assert_eq!(retained_recorded(&s, deleted, DriverApi::V1alpha1), Ok(()));
     }
 
     #[test]

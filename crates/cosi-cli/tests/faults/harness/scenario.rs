@@ -452,6 +452,7 @@ async fn scenario(plan: &Plan, system: &Supervised) -> Result<(Outcome, ApiSnaps
                 .cloned()
                 .collect();
             invariants::converged(s, NAMESPACE, live, deleted)
+                .and_then(|()| invariants::retained_recorded(s, deleted, plan.api))
                 .and_then(|()| invariants::rotated(s, NAMESPACE, &rotated))
         };
         create_pairs(&admin, &late).await?;
