@@ -11,7 +11,9 @@
 //!   shipped before v1alpha2 speak (clients use it to talk to them);
 //! - [`serve`] / [`serve_from_env`]: serve a driver on `COSI_ENDPOINT`
 //!   (`unix:///path/name.sock`), validating every request before it reaches
-//!   the driver, until SIGTERM/SIGINT;
+//!   the driver, until SIGTERM/SIGINT, answering every mainstream gRPC
+//!   client with its default settings ([`authority`]: the socket path some
+//!   send as `:authority`, which h2 alone refuses);
 //! - [`V1alpha1Bridge`] / [`serve_v1alpha1`]: serve the same driver over the
 //!   v1alpha1 API instead, for sidecars that speak it ([`serve_api`] picks
 //!   the API by [`DriverApi`]);
@@ -30,6 +32,7 @@
 //!
 //! Drivers never link Kubernetes crates: this crate knows only the gRPC API.
 
+pub mod authority;
 pub mod client;
 pub mod codec;
 pub mod driver;

@@ -2,6 +2,9 @@
 //! parent directory created, the socket made `0660`, every Provisioner
 //! request validated before the driver sees it, and the server stopped
 //! gracefully on SIGTERM/SIGINT (in-flight calls finish, the socket is removed).
+//! Each connection is read through [`NormalizedAuthority`], so clients that
+//! send the socket path as `:authority` (gRPC's C core, grpc-java) are
+//! answered too.
 //!
 //! A process serves one driver API: [`serve`] the v1alpha2 API, or
 //! [`serve_v1alpha1`] the same driver over the v1alpha1 API through
@@ -14,10 +17,12 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::Path;
 
 use tokio::net::UnixListener;
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 use tonic::transport::server::Router;
 use tonic::{Request, Response, Status};
 
+use crate::authority::NormalizedAuthority;
 use crate::driver::provisioner_calls;
 use crate::endpoint::{Endpoint, EndpointError};
 use crate::proto::identity_server::{Identity, IdentityServer};
@@ -217,8 +222,10 @@ where
 {
     let listener = bind(endpoint.path())?;
     tracing::info!(%endpoint, api = api.as_str(), "serving COSI driver");
+    // Every client's :authority, made acceptable to h2 (crate::authority).
+    let incoming = UnixListenerStream::new(listener).map(|c| c.map(NormalizedAuthority::new));
     let result = router
-        .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown)
+        .serve_with_incoming_shutdown(incoming, shutdown)
         .await;
     let _ = std::fs::remove_file(endpoint.path());
     tracing::info!(%endpoint, "COSI driver stopped");
