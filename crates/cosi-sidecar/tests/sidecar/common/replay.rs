@@ -6,7 +6,7 @@
 //! leaked or was created twice. Also: a server of another package of the
 //! same RPCs, and a way to serve any gRPC router on a UNIX socket.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
 
@@ -54,6 +54,12 @@ pub struct Backend {
     pub azure_info: bool,
     /// Answer creates of new buckets with this ID, whatever the shape's.
     pub bucket_id: Option<String>,
+    /// Crash this many deletes part-way: the bucket is marked as being
+    /// deleted and the reply is lost.
+    pub crash_deletes: u32,
+    /// Names of buckets a crashed delete left being deleted: a create by
+    /// name is refused until DriverDeleteBucket is retried.
+    pub deleting: BTreeSet<String>,
     next_key: u32,
 }
 
@@ -229,6 +235,13 @@ impl Provisioner for ReplayDriver {
         if req.name.is_empty() {
             return Err(Status::invalid_argument("name is required"));
         }
+        if b.deleting.contains(&req.name) {
+            // The local driver's answer for a bucket it is deleting.
+            return Err(Status::failed_precondition(format!(
+                "bucket {} is being deleted; retry DriverDeleteBucket first",
+                req.name
+            )));
+        }
         if let Some(id) = b.buckets.get(&req.name).cloned() {
             return match self.shape {
                 Shape::Ceph => Err(Status::already_exists("bucket already owned by you")),
@@ -260,7 +273,21 @@ impl Provisioner for ReplayDriver {
         request: Request<DriverDeleteBucketRequest>,
     ) -> Result<Response<DriverDeleteBucketResponse>, Status> {
         let (req, mut b) = self.record("DriverDeleteBucket", request);
-        b.buckets.retain(|_, id| *id != req.bucket_id);
+        let names: Vec<String> = (b.buckets.iter())
+            .filter(|(_, id)| **id == req.bucket_id)
+            .map(|(name, _)| name.clone())
+            .collect();
+        if b.crash_deletes > 0 {
+            b.crash_deletes -= 1;
+            b.deleting.extend(names);
+            return Err(Status::unavailable(
+                "driver crashed while deleting the bucket",
+            ));
+        }
+        for name in names {
+            b.buckets.remove(&name);
+            b.deleting.remove(&name);
+        }
         Ok(Response::new(DriverDeleteBucketResponse {}))
     }
 
