@@ -29,8 +29,10 @@ pub enum Step {
         bucket_id: String,
     },
     /// Deleted before its ID was persisted, on a driver whose phase 1
-    /// creates the bucket (v1alpha1): learn the ID by name, delete the
-    /// bucket, then remove the finalizer.
+    /// creates the bucket (v1alpha1): learn the ID by name, persist it,
+    /// delete the bucket, then remove the finalizer. Persisted first, so a
+    /// delete that does not finish is retried as [`Step::DeleteBackend`]:
+    /// a driver part-way through deleting a bucket may refuse it by name.
     DeleteUnpersisted,
     /// Retained after its claim's deletion with no ID persisted, on a
     /// driver whose phase 1 creates the bucket (v1alpha1): learn the ID by

@@ -279,6 +279,13 @@ impl Worker<'_> {
         Ok(Action::await_change())
     }
 
+    /// The ID found by name is persisted before DriverDeleteBucket: a
+    /// delete the driver starts but does not finish (it crashes, the reply
+    /// is lost) may leave a bucket the driver will no longer create by
+    /// name ("being deleted; retry DriverDeleteBucket first"), so the retry
+    /// must find the ID in the status and take the [`Step::DeleteBackend`]
+    /// path. The write is guarded by resourceVersion like every status
+    /// write; if it fails, nothing was deleted and the lookup is repeated.
     async fn delete_unpersisted(&mut self) -> Result<Action, Failure> {
         if let Some(action) = self.ctx.gates.hold(&self.key, self.generation()) {
             return Ok(action);
@@ -291,6 +298,9 @@ impl Worker<'_> {
         match found {
             Some(bucket_id) => {
                 tracing::info!(bucket = %self.name(), %bucket_id, "found the backend bucket of a Bucket deleted before its ID was persisted");
+                let mut fields = Map::new();
+                fields.insert("bucketID".into(), json!(bucket_id));
+                self.write_status(&[], fields).await?;
                 self.delete_backend(bucket_id).await
             }
             None => {

@@ -364,6 +364,41 @@ async fn objects_deleted_before_their_ids_were_persisted_are_found_by_name() {
     assert_contains(&revoke.1, "4321");
 }
 
+/// A Bucket deleted before its ID was persisted, whose driver crashes
+/// part-way through deleting the bucket found by name: the ID is persisted
+/// before DriverDeleteBucket, so the retry deletes by that ID. Asked by
+/// name again, the driver would only answer that the bucket is being
+/// deleted and DriverDeleteBucket must be retried first.
+#[tokio::test]
+async fn a_bucket_found_by_name_for_deletion_has_its_id_persisted_before_the_delete() {
+    let v = V1::new(Shape::Linode).await;
+    v.h.create_bucket(&dynamic_bucket("bc-half-deleted")).await;
+    let bucket_id = v.driver.bucket_id("bc-half-deleted");
+    {
+        let mut b = v.driver.lock();
+        b.buckets
+            .insert("bc-half-deleted".into(), bucket_id.clone());
+        b.crash_deletes = 1;
+    }
+    v.h.claim_deleted("bc-half-deleted", true).await;
+
+    let _sidecar = v.start(options(Protocol::S3, false));
+    v.h.bucket_gone("bc-half-deleted").await;
+    let b = v.driver.lock();
+    assert!(b.buckets.is_empty(), "the bucket leaked: {:?}", b.buckets);
+    let calls: Vec<&str> = b.calls.iter().map(|(m, _)| *m).collect();
+    assert_eq!(
+        calls,
+        [
+            "DriverCreateBucket",
+            "DriverDeleteBucket",
+            "DriverDeleteBucket"
+        ],
+        "looked up by name once, then deleted by its persisted ID"
+    );
+    assert!(b.calls[2].1.contains(&bucket_id), "{:?}", b.calls[2]);
+}
+
 /// A retained Bucket whose create succeeded but whose ID never reached the
 /// status (the driver's reply was lost, then it refused the repeat): once
 /// its claim is deleted, the ID the driver gives by name is recorded with
