@@ -17,10 +17,10 @@
 //! sends. A byte-level substitution cannot work: HPACK may Huffman-code the
 //! value, take it from the static or the dynamic table, or add it to the
 //! dynamic table for later requests to name by index. So the wrapper
-//! decodes every header block (HEADERS and its CONTINUATIONs) with a
-//! decoder that keeps the dynamic table in step with the client's encoder,
-//! and writes each block again as literals that are neither indexed nor
-//! Huffman-coded: h2's decoder then never has a dynamic table, so the two
+//! decodes every header block (HEADERS and its CONTINUATIONs) with
+//! `loona-hpack`'s decoder, which keeps the dynamic table in step with the
+//! client's encoder, and writes each block again as literals that are
+//! neither indexed nor Huffman-coded: h2's decoder then never has a dynamic table, so the two
 //! tables never need to agree. Every other frame, and everything the server
 //! writes, passes through untouched. Dropping `:authority` (it is optional
 //! in HTTP/2) would need the same decoding and lose the value; a patched h2
@@ -29,10 +29,11 @@
 //! Bytes that do not start with the HTTP/2 preface pass through as they
 //! are, for h2 to refuse. A header block that does not decode, or a frame
 //! between a HEADERS and its CONTINUATION, is an error h2 would have made a
-//! connection error too: the read fails and the connection closes.
+//! connection error too: the read fails and the connection closes. So does
+//! a block past bounds no gRPC client comes near: 1 MiB as sent, 16 MiB
+//! decoded, a dynamic table of more than 64 KiB.
 
 mod hpack;
-mod huffman;
 
 use std::io;
 use std::pin::Pin;
