@@ -30,8 +30,11 @@
 //! are, for h2 to refuse. A header block that does not decode, or a frame
 //! between a HEADERS and its CONTINUATION, is an error h2 would have made a
 //! connection error too: the read fails and the connection closes. So does
-//! a block past bounds no gRPC client comes near: 1 MiB as sent, 16 MiB
-//! decoded, a dynamic table of more than 64 KiB.
+//! a block past bounds no gRPC client comes near: 64 KiB as sent, 16 MiB
+//! decoded, a dynamic table of more than 64 KiB. The first bound also
+//! bounds the time one block can take to decode (the HPACK crate's Huffman
+//! decoding is slow on a block built of many tiny strings: well under a
+//! second at 64 KiB).
 
 mod hpack;
 
@@ -65,9 +68,9 @@ const PRIORITY: u8 = 0x20;
 const MAX_FRAME: usize = 16_384;
 
 /// The largest header block (compressed, across its frames) held while it
-/// is incomplete. gRPC clients send a few hundred bytes; h2's own limit on
-/// the decoded list is 16 MiB.
-const MAX_BLOCK: usize = 1 << 20;
+/// is incomplete. gRPC clients send a few hundred bytes; hyper's servers
+/// accept a decoded header list of 16 KiB by default.
+const MAX_BLOCK: usize = 64 << 10;
 
 /// Why a client's bytes could not be rewritten.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -234,7 +237,7 @@ impl Rewriter {
             .as_ref()
             .expect("a block was just started or continued");
         if block.fragment.len() > MAX_BLOCK {
-            return Err(RewriteError::Frame("header block larger than 1 MiB"));
+            return Err(RewriteError::Frame("header block larger than 64 KiB"));
         }
         if flags & END_HEADERS != 0 {
             let block = self.block.take().expect("checked above");
