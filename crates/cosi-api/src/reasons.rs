@@ -55,7 +55,7 @@ catalogue! {
     INVALID = "Invalid", do "Read the message, fix the named field (delete and re-create the object where the spec is immutable).";
     /// A referenced object does not exist yet.
     WAITING = "WaitingForResources", do "Create the object the message names.";
-    /// A Bucket kept by `deletionPolicy: Retain` after its BucketClaim was deleted: provisioned, bound to no claim.
+    /// A Bucket kept by `deletionPolicy: Retain` after its BucketClaim was deleted: provisioned, bound to no claim. With `Provisioned=False`: a v1alpha1 driver's Bucket refused before its ID was recorded, whose driver, asked by name once the claim was gone, holds no bucket under its name.
     RELEASED = "Released", do "Delete the Bucket to delete the backend bucket, or bind it to a new claim with `spec.existingBucketName`.";
     /// A dynamically provisioned Bucket's BucketClaim is gone although COSI never deleted it (its finalizer was removed by hand); after the controller's `--orphan-grace` the Bucket's deletion policy is applied (Event).
     CLAIM_LOST = "ClaimLost", do "To keep the bucket and its data, set the Bucket's `deletionPolicy` to `Retain` before the time the Event names. A new claim of the same name gets a new Bucket, never this one.";
