@@ -50,7 +50,7 @@ fn state(a: &BucketAccess) -> RotationState {
 }
 
 /// Waits until the access's rotation state satisfies `pred`.
-async fn wait_state(
+pub(crate) async fn wait_state(
     env: &Env,
     access: &str,
     what: &str,
@@ -109,7 +109,12 @@ fn rotations(env: &Env, result: &str) -> u64 {
 /// credentials `every` (the annotation's value, valid or not), and whose
 /// accesses may ask for a grace of at most `max_grace` (the default when
 /// `None`).
-async fn create_rotating_class(env: &Env, name: &str, every: &str, max_grace: Option<&str>) {
+pub(crate) async fn create_rotating_class(
+    env: &Env,
+    name: &str,
+    every: &str,
+    max_grace: Option<&str>,
+) {
     let mut class = cosi_cli::manifests::access_class(
         name,
         env.stack.driver_name(),
@@ -132,7 +137,11 @@ async fn create_rotating_class(env: &Env, name: &str, every: &str, max_grace: Op
 
 /// Waits until BucketAccess `name`'s rotation condition has `reason`;
 /// returns the access and the condition.
-async fn rotation_condition(env: &Env, name: &str, reason: &str) -> (BucketAccess, Condition) {
+pub(crate) async fn rotation_condition(
+    env: &Env,
+    name: &str,
+    reason: &str,
+) -> (BucketAccess, Condition) {
     let access = env
         .wait_for_object(
             name,

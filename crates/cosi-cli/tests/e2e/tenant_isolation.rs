@@ -15,6 +15,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::common::*;
+use crate::rotation::{create_rotating_class, rotation_condition, wait_state};
 
 /// Writes `pairs` (`None`: remove) into the annotations of access `name`,
 /// as its owner may.
@@ -83,12 +84,10 @@ async fn a_forged_rotation_state_cannot_revoke_another_access_account() {
         ],
     )
     .await;
-    env.wait_until("mine-rw", "to rotate", |a: Option<&BucketAccess>| {
-        a.and_then(RotationState::of)
-            .is_some_and(|s| s.current.is_some() && s.previous.is_none())
+    let mine = wait_state(&env, "mine-rw", "to rotate", |s| {
+        s.current.is_some() && s.previous.is_none()
     })
     .await;
-    let mine = env.accesses().get("mine-rw").await.unwrap();
     let state = RotationState::of(&mine).unwrap();
     assert_ne!(state.current.unwrap().id, victim_account);
     assert_key_works(&victim_s3, &victim_bucket, "after the attacker's rotation").await;
@@ -124,11 +123,7 @@ async fn forged_serials_and_removed_rotation_annotations_leave_no_account_after_
         ],
     )
     .await;
-    env.wait_until("data-rw", "to rotate", |a: Option<&BucketAccess>| {
-        a.and_then(RotationState::of)
-            .is_some_and(|s| s.current.is_some())
-    })
-    .await;
+    wait_state(&env, "data-rw", "to rotate", |s| s.current.is_some()).await;
     let (second_key, _) = env.s3("data-rw").await;
     // Serial after serial written where earlier versions read it, each
     // with a new request; then every rotation annotation removed.
@@ -202,21 +197,7 @@ async fn a_forged_cleanup_annotation_skips_no_revocation() {
 #[tokio::test]
 async fn what_a_tenant_writes_cannot_postpone_the_class_rotation() {
     let env = Env::start().await;
-    let mut class = cosi_cli::manifests::access_class(
-        "rotating",
-        env.stack.driver_name(),
-        MultiBucketAccess::SingleBucket,
-    );
-    class
-        .annotations_mut()
-        .insert(annotations::ROTATE_EVERY.into(), "4s".into());
-    class
-        .annotations_mut()
-        .insert(annotations::MAX_ROTATION_GRACE.into(), "1s".into());
-    kube::Api::<BucketAccessClass>::all(env.client.clone())
-        .create(&PostParams::default(), &class)
-        .await
-        .expect("create BucketAccessClass");
+    create_rotating_class(&env, "rotating", "4s", Some("1s")).await;
     env.provisioned_claim("logs", DELETE).await;
     let mut access = cosi_cli::manifests::access(
         NS,
@@ -242,17 +223,10 @@ async fn what_a_tenant_writes_cannot_postpone_the_class_rotation() {
         .expect("create BucketAccess");
     env.wait_provisioned::<BucketAccess>("logs-rw").await;
     let (old, bucket) = env.s3("logs-rw").await;
-    let rotated = env
-        .wait_until(
-            "logs-rw",
-            "to rotate by the class policy",
-            |a: Option<&BucketAccess>| {
-                a.and_then(RotationState::of)
-                    .is_some_and(|s| s.current.is_some())
-            },
-        )
-        .await
-        .unwrap();
+    let rotated = wait_state(&env, "logs-rw", "to rotate by the class policy", |s| {
+        s.current.is_some()
+    })
+    .await;
     let state = RotationState::of(&rotated).unwrap();
     let at = rotation::rotated_at(&rotated).unwrap();
     let revoke_at: k8s_openapi::jiff::Timestamp = state.revoke_after.unwrap().parse().unwrap();
@@ -263,14 +237,9 @@ async fn what_a_tenant_writes_cannot_postpone_the_class_rotation() {
     );
     let c = cosi_api::conditions::find(rotated.conditions(), rotation::CONDITION).unwrap();
     assert!(c.message.contains("max-rotation-grace"), "{}", c.message);
-    env.wait_until(
-        "logs-rw",
-        "to revoke the replaced account",
-        |a: Option<&BucketAccess>| {
-            a.and_then(RotationState::of)
-                .is_some_and(|s| s.previous.is_none())
-        },
-    )
+    wait_state(&env, "logs-rw", "to revoke the replaced account", |s| {
+        s.previous.is_none()
+    })
     .await;
     assert_eq!(
         get(&old, &bucket, "a").await.unwrap_err(),
@@ -297,18 +266,8 @@ async fn an_oversize_rotation_request_is_reported_on_the_access() {
         )
         .await
         .expect("the API server stores the annotation");
-    let reported = env
-        .wait_until(
-            "data-rw",
-            "to report the request",
-            |a: Option<&BucketAccess>| {
-                a.and_then(|a| cosi_api::conditions::find(a.conditions(), rotation::CONDITION))
-                    .is_some_and(|c| c.reason == reasons::INVALID_ROTATION_SETTING)
-            },
-        )
-        .await
-        .unwrap();
-    let c = cosi_api::conditions::find(reported.conditions(), rotation::CONDITION).unwrap();
+    let (reported, c) =
+        rotation_condition(&env, "data-rw", reasons::INVALID_ROTATION_SETTING).await;
     assert!(c.message.contains("200000 characters"), "{}", c.message);
     assert!(
         provisioned(reported.conditions()),
