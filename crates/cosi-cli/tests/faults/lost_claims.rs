@@ -36,22 +36,12 @@ fn writes(policy: DeletionPolicy) -> u64 {
     }
 }
 
-/// Polls `f` every 50 ms until it returns `Some`.
-async fn until<T, F, Fut>(what: &str, mut f: F) -> Result<T, String>
+/// Polls `f` until it returns `Some`, for at most [`TIMEOUT`].
+async fn until<T, Fut>(what: &str, f: impl FnMut() -> Fut) -> Result<T, String>
 where
-    F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some(v) = f().await {
-            return Ok(v);
-        }
-        if Instant::now() > deadline {
-            return Err(format!("timed out waiting for {what}"));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::harness::until(what, TIMEOUT, f).await
 }
 
 /// A class of `policy` and a claim of it, provisioned; its Bucket's name.

@@ -8,7 +8,7 @@
 //! backend account for the access, the one its Secret's key belongs to.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::harness::crash::When;
 use crate::harness::system::{Faults, Supervised};
@@ -45,22 +45,12 @@ enum Fault {
     Controller(When),
 }
 
-/// Polls `f` until it returns `Some`.
-async fn until<T, F, Fut>(what: &str, mut f: F) -> Result<T, String>
+/// Polls `f` until it returns `Some`, for at most [`TIMEOUT`].
+async fn until<T, Fut>(what: &str, f: impl FnMut() -> Fut) -> Result<T, String>
 where
-    F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Some(v) = f().await {
-            return Ok(v);
-        }
-        if Instant::now() > deadline {
-            return Err(format!("timed out waiting for {what}"));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::harness::until(what, TIMEOUT, f).await
 }
 
 async fn setup(admin: &Client, driver: &str, policy: bool) -> Result<(), String> {
