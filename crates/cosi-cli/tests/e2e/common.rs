@@ -330,6 +330,18 @@ impl Env {
         .await
     }
 
+    /// Waits until the Bucket `name` shows it is released: `Provisioned=True`
+    /// with reason `Released`, as the sidecar reports a kept Bucket.
+    pub async fn wait_bucket_shown_released(&self, name: &str) -> Bucket {
+        self.wait_for_object(name, "to be released", |b: Option<&Bucket>| {
+            b.is_some_and(|b| {
+                conditions::find(b.conditions(), PROVISIONED)
+                    .is_some_and(|c| c.status == "True" && c.reason == cosi_api::reasons::RELEASED)
+            })
+        })
+        .await
+    }
+
     /// Waits until the BucketClaim `name` is gone.
     pub async fn wait_claim_gone(&self, name: &str) {
         self.wait_gone(&self.claims(), "BucketClaim", name).await;

@@ -4,7 +4,6 @@
 use cosi_api::conditions::find;
 use cosi_api::constants::annotations;
 use cosi_api::constants::condition_types::PROVISIONED;
-use cosi_api::reasons;
 use cosi_api::*;
 use kube::{Resource as _, ResourceExt};
 
@@ -44,18 +43,7 @@ async fn retain_policy_keeps_the_bucket_object_and_the_backend_data() {
     env.remove_access_and_claim("archiver", "archive").await;
 
     // The Bucket stays, shown as released, never deleted.
-    let bucket = env
-        .wait_for_object(
-            &bucket.name_any(),
-            "to be released",
-            |b: Option<&Bucket>| {
-                b.is_some_and(|b| {
-                    find(b.conditions(), PROVISIONED)
-                        .is_some_and(|c| c.status == "True" && c.reason == reasons::RELEASED)
-                })
-            },
-        )
-        .await;
+    let bucket = env.wait_bucket_shown_released(&bucket.name_any()).await;
     assert!(annotation(&bucket, annotations::BUCKETCLAIM_BEING_DELETED).is_some());
     assert!(bucket.meta().deletion_timestamp.is_none());
     let message = &find(bucket.conditions(), PROVISIONED).unwrap().message;

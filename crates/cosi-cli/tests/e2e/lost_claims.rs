@@ -7,9 +7,7 @@
 
 use std::time::Duration;
 
-use cosi_api::conditions::find;
 use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, CLAIM_LOST_AT};
-use cosi_api::constants::condition_types::PROVISIONED;
 use cosi_api::reasons;
 use cosi_api::*;
 use cosi_cli::Part;
@@ -126,18 +124,7 @@ async fn a_lost_claims_retain_bucket_is_released_and_its_backend_bucket_kept() {
     assert!(note.contains("deletionPolicy Retain"), "{note}");
 
     // Released as a claim's deletion releases a Retain Bucket.
-    let released = env
-        .wait_for_object(
-            &bucket.name_any(),
-            "to be released",
-            |b: Option<&Bucket>| {
-                b.is_some_and(|b| {
-                    find(b.conditions(), PROVISIONED)
-                        .is_some_and(|c| c.status == "True" && c.reason == reasons::RELEASED)
-                })
-            },
-        )
-        .await;
+    let released = env.wait_bucket_shown_released(&bucket.name_any()).await;
     assert!(annotation(&released, BUCKETCLAIM_BEING_DELETED).is_some());
     let applied = env
         .event(
