@@ -1,5 +1,6 @@
-//! Generates the gRPC code of both driver APIs without protoc (protox):
-//! `proto/cosi.proto` (v1alpha2) and `proto/v1alpha1/cosi.proto`. For every
+//! Generates the gRPC code of every driver API without protoc (protox):
+//! `proto/cosi.proto` (v1alpha2), `proto/v1alpha1/cosi.proto` and upstream's
+//! v1alpha2, `proto/upstream/v1alpha2/cosi.proto`. For every
 //! message with a `cosi_secret` field it writes a `Debug` impl that prints
 //! such fields redacted (strings and maps alike). The secret fields are read
 //! from the protos themselves, so marking a new field
@@ -12,9 +13,10 @@ use prost_reflect::Value;
 
 /// The proto files and their packages; each package gets its own file of
 /// redacting `Debug` impls, `<package>.redacted.rs`.
-const PROTOS: [(&str, &str); 2] = [
+const PROTOS: [(&str, &str); 3] = [
     ("cosi.proto", "cosi.v1alpha2"),
     ("v1alpha1/cosi.proto", "cosi.v1alpha1"),
+    ("upstream/v1alpha2/cosi.proto", "sigs.k8s.io.cosi.v1alpha2"),
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

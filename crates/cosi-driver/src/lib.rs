@@ -14,6 +14,8 @@
 //!   the driver, until SIGTERM/SIGINT, answering every mainstream gRPC
 //!   client with its default settings ([`authority`]: the socket path some
 //!   send as `:authority`, which h2 alone refuses);
+//! - [`upstream`]: the same for the v1alpha2 API of the upstream Go
+//!   implementation (package `sigs.k8s.io.cosi.v1alpha2`), at a pinned commit;
 //! - [`V1alpha1Bridge`] / [`serve_v1alpha1`]: serve the same driver over the
 //!   v1alpha1 API instead, for sidecars that speak it ([`serve_api`] picks
 //!   the API by [`DriverApi`]);
@@ -53,6 +55,7 @@ pub mod server;
 pub mod testing;
 #[cfg(feature = "tls")]
 pub mod tls;
+pub mod upstream;
 pub mod v1alpha1;
 pub mod v1alpha1_bridge;
 pub mod validate;
