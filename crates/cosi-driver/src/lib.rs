@@ -18,7 +18,8 @@
 //!   implementation (package `sigs.k8s.io.cosi.v1alpha2`), at a pinned commit;
 //! - [`V1alpha1Bridge`] / [`serve_v1alpha1`]: serve the same driver over the
 //!   v1alpha1 API instead, for sidecars that speak it ([`serve_api`] picks
-//!   the API by [`DriverApi`]);
+//!   the API by [`DriverApi`]); [`UpstreamBridge`] / [`serve_upstream`]:
+//!   the same over upstream's v1alpha2 API;
 //! - [`DriverClient`]: connect to a driver's endpoint;
 //! - [`validate`]: request and reply checks (required fields, names, size limits);
 //! - secret redaction: every message's `Debug` hides `cosi_secret` fields;
@@ -56,6 +57,7 @@ pub mod testing;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod upstream;
+pub mod upstream_bridge;
 pub mod v1alpha1;
 pub mod v1alpha1_bridge;
 pub mod validate;
@@ -66,11 +68,12 @@ pub use endpoint::{ENDPOINT_ENV, Endpoint};
 pub use proto::identity_server::Identity;
 pub use proto::provisioner_server::Provisioner;
 pub use server::{
-    DriverApi, ServeError, UnknownDriverApi, serve, serve_api, serve_from_env, serve_v1alpha1,
-    shutdown_signal,
+    DriverApi, ServeError, UnknownDriverApi, serve, serve_api, serve_from_env, serve_upstream,
+    serve_v1alpha1, shutdown_signal,
 };
 /// The attribute every `impl Driver for …` block carries (the trait's
 /// methods are async).
 pub use tonic::async_trait;
 pub use tonic::{Code, Request, Response, Status};
+pub use upstream_bridge::UpstreamBridge;
 pub use v1alpha1_bridge::V1alpha1Bridge;

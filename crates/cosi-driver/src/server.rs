@@ -6,9 +6,10 @@
 //! send the socket path as `:authority` (gRPC's C core, grpc-java) are
 //! answered too.
 //!
-//! A process serves one driver API: [`serve`] the v1alpha2 API, or
+//! A process serves one driver API: [`serve`] the v1alpha2 API,
 //! [`serve_v1alpha1`] the same driver over the v1alpha1 API through
-//! [`V1alpha1Bridge`]; [`serve_api`] picks one by [`DriverApi`].
+//! [`V1alpha1Bridge`], or [`serve_upstream`] over upstream's v1alpha2 API
+//! through [`UpstreamBridge`]; [`serve_api`] picks one by [`DriverApi`].
 
 use std::fmt;
 use std::future::Future;
@@ -28,6 +29,8 @@ use crate::endpoint::{Endpoint, EndpointError};
 use crate::proto::identity_server::{Identity, IdentityServer};
 use crate::proto::provisioner_server::{Provisioner, ProvisionerServer};
 use crate::proto::*;
+use crate::upstream;
+use crate::upstream_bridge::UpstreamBridge;
 use crate::v1alpha1;
 use crate::v1alpha1_bridge::V1alpha1Bridge;
 use crate::validate::Validate;
@@ -75,31 +78,45 @@ pub enum DriverApi {
     /// `cosi.v1alpha1` (`proto/v1alpha1/cosi.proto`), the API of COSI
     /// drivers shipped before v1alpha2, served through [`V1alpha1Bridge`].
     V1alpha1,
+    /// `sigs.k8s.io.cosi.v1alpha2` (`proto/upstream/v1alpha2/cosi.proto`),
+    /// the v1alpha2 of the upstream Go implementation at the commit
+    /// [`crate::upstream::PINNED_COMMIT`].
+    Upstream,
 }
 
 impl DriverApi {
-    /// The API's version name: `v1alpha2` or `v1alpha1`.
+    /// Every API, in the order a client that knows none asks them.
+    pub const ALL: [DriverApi; 3] = [
+        DriverApi::V1alpha2,
+        DriverApi::Upstream,
+        DriverApi::V1alpha1,
+    ];
+
+    /// The API's name as `--api` takes it: `v1alpha2`, `v1alpha1` or
+    /// `upstream-v1alpha2`.
     pub fn as_str(self) -> &'static str {
         match self {
             DriverApi::V1alpha2 => "v1alpha2",
             DriverApi::V1alpha1 => "v1alpha1",
+            DriverApi::Upstream => "upstream-v1alpha2",
         }
     }
 
-    /// The API's gRPC package: `cosi.v1alpha2` or `cosi.v1alpha1`.
+    /// The API's gRPC package: `cosi.v1alpha2`, `cosi.v1alpha1` or
+    /// `sigs.k8s.io.cosi.v1alpha2`.
     pub fn package(self) -> &'static str {
         match self {
             DriverApi::V1alpha2 => "cosi.v1alpha2",
             DriverApi::V1alpha1 => v1alpha1::PACKAGE,
+            DriverApi::Upstream => upstream::PACKAGE,
         }
     }
 
-    /// The other API.
-    pub fn other(self) -> Self {
-        match self {
-            DriverApi::V1alpha2 => DriverApi::V1alpha1,
-            DriverApi::V1alpha1 => DriverApi::V1alpha2,
-        }
+    /// Every API, `first` first, then the others in [`DriverApi::ALL`]'s order.
+    pub fn starting_with(first: DriverApi) -> Vec<DriverApi> {
+        std::iter::once(first)
+            .chain(DriverApi::ALL.into_iter().filter(|api| *api != first))
+            .collect()
     }
 
     /// The gRPC path of its DriverGetInfo RPC.
@@ -107,20 +124,23 @@ impl DriverApi {
         match self {
             DriverApi::V1alpha2 => "/cosi.v1alpha2.Identity/DriverGetInfo",
             DriverApi::V1alpha1 => "/cosi.v1alpha1.Identity/DriverGetInfo",
+            DriverApi::Upstream => "/sigs.k8s.io.cosi.v1alpha2.Identity/DriverGetInfo",
         }
     }
 
     /// True when the API can check that an existing bucket exists
-    /// (DriverGetBucket); v1alpha1 has no such call.
+    /// (DriverGetBucket, upstream's DriverGetExistingBucket); v1alpha1 has
+    /// no such call.
     pub fn checks_existing_buckets(self) -> bool {
-        self == DriverApi::V1alpha2
+        self != DriverApi::V1alpha1
     }
 
     /// True when provisioning is one call per object, idempotent by name
-    /// (v1alpha1): a caller that asks for the ID has created the bucket or
-    /// account, so an object deleted before its ID was persisted may hold one.
+    /// (v1alpha1 and upstream's v1alpha2): a caller that asks for the ID
+    /// has created the bucket or account, so an object deleted before its
+    /// ID was persisted may hold one.
     pub fn phase_one_creates(self) -> bool {
-        self == DriverApi::V1alpha1
+        self != DriverApi::V1alpha2
     }
 }
 
@@ -130,9 +150,9 @@ impl fmt::Display for DriverApi {
     }
 }
 
-/// A driver API name that is neither `v1alpha2` nor `v1alpha1`.
+/// A driver API name that is none of `v1alpha2`, `v1alpha1`, `upstream-v1alpha2`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown driver API {0:?}: use v1alpha2 or v1alpha1")]
+#[error("unknown driver API {0:?}: use v1alpha2, v1alpha1 or upstream-v1alpha2")]
 pub struct UnknownDriverApi(pub String);
 
 impl std::str::FromStr for DriverApi {
@@ -142,6 +162,7 @@ impl std::str::FromStr for DriverApi {
         match s {
             "v1alpha2" => Ok(DriverApi::V1alpha2),
             "v1alpha1" => Ok(DriverApi::V1alpha1),
+            "upstream-v1alpha2" => Ok(DriverApi::Upstream),
             other => Err(UnknownDriverApi(other.to_owned())),
         }
     }
@@ -190,7 +211,34 @@ where
     serve_router(endpoint, DriverApi::V1alpha1, router, shutdown).await
 }
 
-/// Serves the driver over `api`: [`serve`] or [`serve_v1alpha1`].
+/// Serves the driver `identity` and `provisioner` over upstream's v1alpha2
+/// driver API (`sigs.k8s.io.cosi.v1alpha2`, and only that API) on
+/// `endpoint` until `shutdown` completes, for upstream's sidecar. See
+/// [`UpstreamBridge`] for the mapping.
+pub async fn serve_upstream<I, P, F>(
+    endpoint: &Endpoint,
+    identity: I,
+    provisioner: P,
+    shutdown: F,
+) -> Result<(), ServeError>
+where
+    I: Identity,
+    P: Provisioner,
+    F: Future<Output = ()> + Send,
+{
+    let bridge = std::sync::Arc::new(UpstreamBridge::new(identity, provisioner));
+    let router = tonic::transport::Server::builder()
+        .add_service(upstream::identity_server::IdentityServer::from_arc(
+            bridge.clone(),
+        ))
+        .add_service(upstream::provisioner_server::ProvisionerServer::from_arc(
+            bridge,
+        ));
+    serve_router(endpoint, DriverApi::Upstream, router, shutdown).await
+}
+
+/// Serves the driver over `api`: [`serve`], [`serve_v1alpha1`] or
+/// [`serve_upstream`].
 pub async fn serve_api<I, P, F>(
     api: DriverApi,
     endpoint: &Endpoint,
@@ -206,6 +254,7 @@ where
     match api {
         DriverApi::V1alpha2 => serve(endpoint, identity, provisioner, shutdown).await,
         DriverApi::V1alpha1 => serve_v1alpha1(endpoint, identity, provisioner, shutdown).await,
+        DriverApi::Upstream => serve_upstream(endpoint, identity, provisioner, shutdown).await,
     }
 }
 

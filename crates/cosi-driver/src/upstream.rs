@@ -14,7 +14,10 @@
 )]
 
 tonic::include_proto!("sigs.k8s.io.cosi.v1alpha2");
-include!(concat!(env!("OUT_DIR"), "/sigs.k8s.io.cosi.v1alpha2.redacted.rs"));
+include!(concat!(
+    env!("OUT_DIR"),
+    "/sigs.k8s.io.cosi.v1alpha2.redacted.rs"
+));
 
 /// The gRPC package of this API.
 pub const PACKAGE: &str = "sigs.k8s.io.cosi.v1alpha2";
