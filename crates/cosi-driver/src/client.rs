@@ -11,9 +11,10 @@ use crate::endpoint::Endpoint;
 use crate::proto::identity_client::IdentityClient;
 use crate::proto::provisioner_client::ProvisionerClient;
 use crate::proto::{DriverGetInfoRequest, DriverGetInfoResponse};
+use crate::upstream;
 use crate::v1alpha1;
 
-/// A client of both driver services, of both driver APIs, over one channel.
+/// A client of both driver services, of every driver API, over one channel.
 #[derive(Clone, Debug)]
 pub struct DriverClient {
     /// The Identity service.
@@ -22,6 +23,8 @@ pub struct DriverClient {
     pub provisioner: ProvisionerClient<Channel>,
     /// The services of the v1alpha1 driver API.
     pub v1alpha1: V1alpha1Client,
+    /// The services of upstream's v1alpha2 driver API.
+    pub upstream: UpstreamClient,
     channel: Channel,
     endpoint: Endpoint,
 }
@@ -33,6 +36,16 @@ pub struct V1alpha1Client {
     pub identity: v1alpha1::identity_client::IdentityClient<Channel>,
     /// `cosi.v1alpha1.Provisioner`.
     pub provisioner: v1alpha1::provisioner_client::ProvisionerClient<Channel>,
+}
+
+/// The two services of upstream's v1alpha2 driver API
+/// (`sigs.k8s.io.cosi.v1alpha2`).
+#[derive(Clone, Debug)]
+pub struct UpstreamClient {
+    /// `sigs.k8s.io.cosi.v1alpha2.Identity`.
+    pub identity: upstream::identity_client::IdentityClient<Channel>,
+    /// `sigs.k8s.io.cosi.v1alpha2.Provisioner`.
+    pub provisioner: upstream::provisioner_client::ProvisionerClient<Channel>,
 }
 
 impl DriverClient {
@@ -48,6 +61,11 @@ impl DriverClient {
     pub fn connect_lazy(endpoint: &Endpoint) -> Self {
         let channel = Self::builder().connect_with_connector_lazy(connector(endpoint));
         Self::from_channel(endpoint, channel)
+    }
+
+    /// The channel to the driver, for clients of other services or codecs.
+    pub fn channel(&self) -> Channel {
+        self.channel.clone()
     }
 
     /// The endpoint this client talks to.
@@ -114,6 +132,10 @@ impl DriverClient {
             v1alpha1: V1alpha1Client {
                 identity: v1alpha1::identity_client::IdentityClient::new(channel.clone()),
                 provisioner: v1alpha1::provisioner_client::ProvisionerClient::new(channel.clone()),
+            },
+            upstream: UpstreamClient {
+                identity: upstream::identity_client::IdentityClient::new(channel.clone()),
+                provisioner: upstream::provisioner_client::ProvisionerClient::new(channel.clone()),
             },
             channel,
             endpoint: endpoint.clone(),

@@ -603,3 +603,258 @@ impl<I: Identity, P: Provisioner> up::provisioner_server::Provisioner for Upstre
         Ok(Response::new(up::DriverRevokeBucketAccessResponse {}))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message as _;
+
+    fn up_protocol(t: UpProtocol) -> up::ObjectProtocol {
+        up::ObjectProtocol { r#type: t as i32 }
+    }
+
+    fn message(r: Result<impl fmt::Debug, Status>) -> String {
+        let err = r.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+        err.message().to_owned()
+    }
+
+    #[test]
+    fn protocols_are_mapped_by_name_both_ways() {
+        for (up_type, rs_type) in [
+            (UpProtocol::S3, rs::ObjectProtocol::S3),
+            (UpProtocol::Azure, rs::ObjectProtocol::Azure),
+            (UpProtocol::Gcs, rs::ObjectProtocol::Gcs),
+        ] {
+            let p = up_protocol(up_type);
+            assert_eq!(protocol_to_driver("protocol", Some(&p)).unwrap(), rs_type);
+            assert_eq!(protocol_to_upstream(rs_type), Some(p));
+        }
+        assert_eq!(protocol_to_upstream(rs::ObjectProtocol::Unspecified), None);
+        assert!(message(protocol_to_driver("protocol", None)).contains("protocol is required"));
+        let unknown = up_protocol(UpProtocol::Unknown);
+        assert!(
+            message(protocol_to_driver("protocol", Some(&unknown)))
+                .contains("protocol.type is UNKNOWN")
+        );
+        let nine = up::ObjectProtocol { r#type: 9 };
+        assert!(
+            message(protocols_to_driver(
+                "protocols",
+                &[up_protocol(UpProtocol::Gcs), nine]
+            ))
+            .contains("protocols[1].type has unknown value 9")
+        );
+        assert_eq!(
+            protocols_to_driver(
+                "protocols",
+                &[up_protocol(UpProtocol::Azure), up_protocol(UpProtocol::S3)]
+            )
+            .unwrap(),
+            [
+                rs::ObjectProtocol::Azure as i32,
+                rs::ObjectProtocol::S3 as i32
+            ]
+        );
+    }
+
+    #[test]
+    fn one_mode_becomes_the_same_mode_in_every_category() {
+        for (up_mode, rs_mode) in [
+            (UpMode::ReadWrite, rs::AccessMode::ReadWrite),
+            (UpMode::ReadOnly, rs::AccessMode::ReadOnly),
+            (UpMode::WriteOnly, rs::AccessMode::WriteOnly),
+        ] {
+            let modes = access_modes(
+                "buckets[0].access_mode",
+                Some(&up::AccessMode {
+                    mode: up_mode as i32,
+                }),
+            )
+            .unwrap();
+            let m = rs_mode as i32;
+            assert_eq!(
+                modes,
+                rs::AccessModes {
+                    object_data: m,
+                    object_metadata: m,
+                    bucket_metadata: m,
+                }
+            );
+        }
+        let field = "buckets[2].access_mode";
+        assert!(message(access_modes(field, None)).contains("buckets[2].access_mode is required"));
+        let unknown = up::AccessMode {
+            mode: UpMode::Unknown as i32,
+        };
+        assert!(message(access_modes(field, Some(&unknown))).contains("mode is UNKNOWN"));
+        let seven = up::AccessMode { mode: 7 };
+        assert!(message(access_modes(field, Some(&seven))).contains("unknown value 7"));
+    }
+
+    #[test]
+    fn key_is_the_only_authentication_served() {
+        let auth = |t: UpAuth| up::AuthenticationType { r#type: t as i32 };
+        assert_eq!(
+            authentication_to_driver(Some(&auth(UpAuth::Key)), "").unwrap(),
+            rs::AuthenticationType::Key
+        );
+        assert!(
+            message(authentication_to_driver(Some(&auth(UpAuth::Key)), "sa-1"))
+                .contains("service_account_name must be empty")
+        );
+        let refused = message(authentication_to_driver(
+            Some(&auth(UpAuth::ServiceAccount)),
+            "sa-1",
+        ));
+        assert_eq!(refused, SERVICE_ACCOUNT_REFUSED);
+        assert!(refused.contains("namespace"), "{refused}");
+        assert!(
+            message(authentication_to_driver(Some(&auth(UpAuth::Unknown)), ""))
+                .contains("authentication_type.type is UNKNOWN")
+        );
+        assert!(
+            message(authentication_to_driver(None, "")).contains("authentication_type is required")
+        );
+        let five = up::AuthenticationType { r#type: 5 };
+        assert!(message(authentication_to_driver(Some(&five), "")).contains("unknown value 5"));
+    }
+
+    /// S3 bucket info on the wire: upstream's numbers (bucket_id 1,
+    /// endpoint 2, region 3, addressing style 4 with the style as its 1).
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct S3Wire {
+        #[prost(string, tag = "1")]
+        bucket_id: String,
+        #[prost(string, tag = "2")]
+        endpoint: String,
+        #[prost(string, tag = "3")]
+        region: String,
+        #[prost(message, optional, tag = "4")]
+        style: Option<StyleWire>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct StyleWire {
+        #[prost(int32, tag = "1")]
+        style: i32,
+    }
+
+    #[test]
+    fn s3_info_keeps_meaning_across_the_swapped_numbers() {
+        for (style, wire_style) in [
+            (rs::S3AddressingStyle::Path, Some(1)),
+            (rs::S3AddressingStyle::Virtual, Some(2)),
+            (rs::S3AddressingStyle::Unspecified, None),
+        ] {
+            let info = bucket_info(rs::ProtocolBucketInfo {
+                s3: Some(rs::S3BucketInfo {
+                    bucket_name: "bkt".into(),
+                    region: "eu-west-3".into(),
+                    endpoint: "https://s3.example.com".into(),
+                    addressing_style: style as i32,
+                }),
+                ..Default::default()
+            });
+            let bytes = info.s3.unwrap().encode_to_vec();
+            let wire = S3Wire::decode(bytes.as_slice()).unwrap();
+            assert_eq!(wire.bucket_id, "bkt");
+            assert_eq!(wire.endpoint, "https://s3.example.com");
+            assert_eq!(wire.region, "eu-west-3");
+            assert_eq!(wire.style.map(|s| s.style), wire_style);
+        }
+    }
+
+    #[test]
+    fn azure_and_gcs_bucket_info_are_copied() {
+        let info = bucket_info(rs::ProtocolBucketInfo {
+            azure: Some(rs::AzureBucketInfo {
+                storage_account: "acct".into(),
+            }),
+            gcs: Some(rs::GcsBucketInfo {
+                project_id: "proj".into(),
+                bucket_name: "gbkt".into(),
+            }),
+            ..Default::default()
+        });
+        assert_eq!(info.s3, None);
+        assert_eq!(info.azure.unwrap().storage_account, "acct");
+        let gcs = info.gcs.unwrap();
+        assert_eq!(
+            (gcs.project_id.as_str(), gcs.bucket_name.as_str()),
+            ("proj", "gbkt")
+        );
+    }
+
+    #[test]
+    fn credentials_translate_and_drop_what_upstream_cannot_carry() {
+        let creds = credentials(rs::Credentials {
+            s3: Some(rs::S3Credentials {
+                access_key_id: "AKID".into(),
+                access_secret_key: "s3-secret".into(),
+            }),
+            azure: Some(rs::AzureCredentials {
+                access_token: "sas-token".into(),
+                expiry_timestamp: Some(prost_types::Timestamp {
+                    seconds: 1_767_225_600,
+                    nanos: 0,
+                }),
+            }),
+            gcs: Some(rs::GcsCredentials {
+                service_account_name: "sa@proj.iam.gserviceaccount.com".into(),
+                client_email: "sa@proj.iam.gserviceaccount.com".into(),
+                client_id: "1234".into(),
+                private_key_id: "key-1".into(),
+                private_key: "-----BEGIN PRIVATE KEY-----".into(),
+                hmac_access_id: "GOOG1HMAC".into(),
+                hmac_secret: "hmac-secret".into(),
+            }),
+            certificate_authority: "-----BEGIN CERTIFICATE-----".into(),
+        })
+        .unwrap();
+        let s3 = creds.s3.clone().unwrap();
+        assert_eq!(
+            (s3.access_key_id.as_str(), s3.access_secret_key.as_str()),
+            ("AKID", "s3-secret")
+        );
+        let azure = creds.azure.clone().unwrap();
+        assert_eq!(azure.access_token, "sas-token");
+        assert_eq!(azure.expiry_timestamp, "2026-01-01T00:00:00Z");
+        let gcs = creds.gcs.clone().unwrap();
+        assert_eq!(gcs.access_id, "GOOG1HMAC");
+        assert_eq!(gcs.access_secret, "hmac-secret");
+        assert_eq!(gcs.private_key_name, "key-1");
+        assert_eq!(gcs.service_account, "sa@proj.iam.gserviceaccount.com");
+        let bytes = creds.encode_to_vec();
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(!text.contains("PRIVATE KEY"), "the private key is dropped");
+        assert!(!text.contains("CERTIFICATE"), "no field holds the CA");
+        let shown = format!("{creds:?}");
+        for secret in ["AKID", "s3-secret", "sas-token", "GOOG1HMAC", "hmac-secret"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+
+        let no_expiry = credentials(rs::Credentials {
+            azure: Some(rs::AzureCredentials {
+                access_token: "t".into(),
+                expiry_timestamp: None,
+            }),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(no_expiry.azure.unwrap().expiry_timestamp, "");
+
+        let private_key_only = credentials(rs::Credentials {
+            gcs: Some(rs::GcsCredentials {
+                private_key_id: "key-1".into(),
+                private_key: "pk".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            private_key_only.unwrap_err(),
+            UntranslatableCredentials::GcsWithoutHmac
+        );
+    }
+}

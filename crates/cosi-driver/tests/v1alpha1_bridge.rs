@@ -357,5 +357,8 @@ fn driver_api_names_round_trip() {
     }
     assert_eq!(DriverApi::default(), DriverApi::V1alpha2);
     let err = "v1".parse::<DriverApi>().unwrap_err();
-    assert!(err.to_string().contains("v1alpha2 or v1alpha1"), "{err}");
+    assert!(
+        err.to_string().contains("v1alpha1 or upstream-v1alpha2"),
+        "{err}"
+    );
 }
