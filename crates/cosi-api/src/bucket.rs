@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::common::{DeletionPolicy, Protocol, status_list};
+use crate::common::{DeletionPolicy, Protocol, TimestampedError, status_list};
 use crate::constants::limits::{
     DNS1123_LABEL, DNS1123_SUBDOMAIN, DRIVER_NAME, MAX_ID_LENGTH, MAX_LABEL_LENGTH,
     MAX_NAME_LENGTH, MAX_PARAMETERS, MAX_PROTOCOLS, UID,
@@ -107,6 +107,16 @@ pub struct BucketStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
+
+    /// ReadyToUse (upstream COSI) is true when workloads can use the
+    /// object; derived from the conditions in the same write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_to_use: Option<bool>,
+
+    /// Error (upstream COSI) is the latest failure a condition reports,
+    /// absent when none does; derived from the conditions in the same write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<TimestampedError>,
 
     /// BucketID is the unique ID of the bucket in the OSP (at most 2048
     /// characters), set once it is known.

@@ -7,7 +7,8 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    AuthenticationType, BucketAccessMode, BucketAccessModes, Protocol, status_list,
+    AuthenticationType, BucketAccessMode, BucketAccessModes, Protocol, TimestampedError,
+    status_list,
 };
 use crate::constants::limits::{
     DNS1123_SUBDOMAIN, DRIVER_NAME, MAX_BUCKET_CLAIMS, MAX_ID_LENGTH, MAX_LABEL_LENGTH,
@@ -111,6 +112,16 @@ pub struct BucketAccessStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
+
+    /// ReadyToUse (upstream COSI) is true when workloads can use the
+    /// object; derived from the conditions in the same write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_to_use: Option<bool>,
+
+    /// Error (upstream COSI) is the latest failure a condition reports,
+    /// absent when none does; derived from the conditions in the same write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<TimestampedError>,
 
     /// AccountID is the ID of the account in the OSP (at most 2048
     /// characters), set once known.

@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use crate::common::{Protocol, status_list};
+use crate::common::{Protocol, TimestampedError, status_list};
 use crate::constants::limits::{DNS1123_SUBDOMAIN, MAX_NAME_LENGTH, MAX_PROTOCOLS};
 
 /// Desired state of a BucketClaim: a BucketClass to provision from, or an existing Bucket to bind to.
@@ -60,6 +60,16 @@ pub struct BucketClaimStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
     pub conditions: Vec<Condition>,
+
+    /// ReadyToUse (upstream COSI) is true when workloads can use the
+    /// object; derived from the conditions in the same write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_to_use: Option<bool>,
+
+    /// Error (upstream COSI) is the latest failure a condition reports,
+    /// absent when none does; derived from the conditions in the same write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<TimestampedError>,
 
     /// BoundBucketName is the name of the Bucket bound to this claim. Set by
     /// the controller before the bucket is provisioned.

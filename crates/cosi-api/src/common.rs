@@ -58,6 +58,23 @@ macro_rules! api_name {
     };
 }
 
+/// The longest `status.error.message`, in bytes (upstream's bound: 1.5 MiB).
+pub const MAX_ERROR_MESSAGE_LENGTH: usize = 1_572_864;
+
+/// `status.error` of Bucket, BucketClaim and BucketAccess, as upstream COSI
+/// writes it: the latest failure's message and when it was seen. cosi-rs
+/// derives it from the conditions (see [`crate::readiness`]).
+#[derive(Serialize, Deserialize, JsonSchema, Clone, Debug, Default, PartialEq)]
+pub struct TimestampedError {
+    /// When the failure was seen (the failing condition's lastTransitionTime).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// What failed. Never holds credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = MAX_ERROR_MESSAGE_LENGTH))]
+    pub message: Option<String>,
+}
+
 api_enum! {
     /// An object storage protocol a bucket can be accessed with.
     #[derive(PartialOrd, Ord)]

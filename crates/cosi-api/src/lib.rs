@@ -14,6 +14,7 @@ pub mod common;
 pub mod conditions;
 pub mod constants;
 pub mod crd;
+pub mod readiness;
 pub mod reasons;
 pub mod rotation;
 #[cfg(any(test, feature = "testing"))]
@@ -30,7 +31,7 @@ pub use bucket_claim::{BucketClaim, BucketClaimSpec, BucketClaimStatus};
 pub use bucket_class::{BucketClass, BucketClassSpec};
 pub use common::{
     AuthenticationType, BucketAccessMode, BucketAccessModes, DeletionPolicy, MultiBucketAccess,
-    Protocol,
+    Protocol, TimestampedError,
 };
 pub use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
