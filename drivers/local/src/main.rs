@@ -34,6 +34,16 @@ enum Api {
     /// The v1alpha1 driver API, spoken by sidecars of COSI releases before v1alpha2.
     #[value(name = "v1alpha1")]
     V1alpha1,
+    /// Upstream's v1alpha2 driver API (sigs.k8s.io.cosi.v1alpha2), spoken
+    /// by the sidecar of the upstream Go implementation.
+    #[value(
+        name = "upstream-v1alpha2",
+        help = format!(
+            "Upstream's v1alpha2 driver API (sigs.k8s.io.cosi.v1alpha2), spoken by the sidecar of kubernetes-sigs/container-object-storage-interface, as of its commit {}",
+            cosi_driver::upstream::PINNED_COMMIT
+        )
+    )]
+    Upstream,
 }
 
 impl From<Api> for cosi_driver::DriverApi {
@@ -41,6 +51,7 @@ impl From<Api> for cosi_driver::DriverApi {
         match api {
             Api::V1alpha2 => cosi_driver::DriverApi::V1alpha2,
             Api::V1alpha1 => cosi_driver::DriverApi::V1alpha1,
+            Api::Upstream => cosi_driver::DriverApi::Upstream,
         }
     }
 }
@@ -75,7 +86,9 @@ struct Args {
     log_format: LogFormat,
     /// Driver API served on COSI_ENDPOINT. v1alpha1 serves the same buckets
     /// and keys over the driver API of COSI drivers shipped before v1alpha2,
-    /// for sidecars that speak it; one process serves one API.
+    /// upstream-v1alpha2 over the v1alpha2 driver API of upstream's Go
+    /// implementation, each for sidecars that speak it; one process serves
+    /// one API.
     #[arg(long, env = "DRIVER_API", value_enum, default_value = "v1alpha2")]
     api: Api,
     /// Seconds an S3 client has to send a request's head (request line and
