@@ -4,6 +4,7 @@
 
 use cosi_api::conditions::{Desired, HasConditions, status_of};
 use cosi_api::constants::condition_types;
+use cosi_api::readiness;
 use cosi_runtime::patch;
 use cosi_runtime::reconciler::Action;
 use kube::api::Api;
@@ -83,6 +84,9 @@ impl<K: WorkedObject, X> Worker<'_, K, X> {
             return Ok(false);
         }
         if let Some(c) = conditions {
+            // Upstream's readyToUse and error go with the conditions they
+            // are derived from, in this same write.
+            fields.extend(readiness::status_fields(&c));
             fields.insert("conditions".into(), json!(c));
         }
         let name = self.object.error_name(&self.key);

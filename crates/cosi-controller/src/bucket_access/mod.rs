@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use cosi_api::constants::annotations::HAS_BUCKETACCESS_REFERENCES;
+use cosi_api::readiness;
 use cosi_api::reasons::actions;
 use cosi_api::{Bucket, BucketAccess, BucketClaim};
 use cosi_runtime::ApiContext;
@@ -322,6 +323,7 @@ async fn apply(
             // Only the controller's fields: the sidecar's stay as they are.
             let mut body = Map::new();
             body.insert("conditions".into(), json!(status.conditions));
+            body.extend(readiness::status_fields(&status.conditions));
             let handed_off = update.handoff.is_some();
             if let Some(h) = update.handoff {
                 body.insert("accessedBuckets".into(), json!(h.accessed_buckets));

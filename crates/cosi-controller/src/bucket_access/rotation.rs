@@ -31,6 +31,7 @@ use std::time::Duration;
 use cosi_api::BucketAccessClass;
 use cosi_api::conditions::{Desired, Status, find, is_true, set_all};
 use cosi_api::constants::condition_types::PROVISIONED;
+use cosi_api::readiness;
 use cosi_api::reasons::{self, actions};
 use cosi_api::rotation::{
     self, CONDITION, DEFAULT_MAX_GRACE, annotations, format_duration, is_busy,
@@ -41,7 +42,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::context::{Context, describe};
 use crate::error::Error;
@@ -292,10 +293,12 @@ async fn write_conditions(
     access: &BucketAccess,
     conditions: Vec<Condition>,
 ) -> Result<BucketAccess, Error> {
+    let mut body = readiness::status_fields(&conditions);
+    body.insert("conditions".into(), json!(conditions));
     ctx.write_status(
         api,
         access,
-        &json!({ "conditions": conditions }),
+        &Value::Object(body),
         "report the rotation policy",
     )
     .await

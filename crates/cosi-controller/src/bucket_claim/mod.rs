@@ -15,6 +15,7 @@ pub mod trust;
 use std::sync::Arc;
 
 use cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED;
+use cosi_api::readiness;
 use cosi_api::reasons::{self, actions};
 use cosi_api::{Bucket, BucketClaim, BucketClaimStatus};
 use cosi_runtime::reconciler::Action;
@@ -370,9 +371,13 @@ async fn bucket_write_failed(
 /// The fields of a claim status the controller writes. Every field is
 /// sent (empty ones as explicit values) so the merge patch states them all.
 fn status_patch(status: &BucketClaimStatus) -> serde_json::Value {
-    json!({
+    let mut patch = json!({
         "conditions": status.conditions,
         "boundBucketName": if status.bound_bucket_name.is_empty() { serde_json::Value::Null } else { json!(status.bound_bucket_name) },
         "protocols": if status.protocols.is_empty() { serde_json::Value::Null } else { json!(status.protocols) },
-    })
+    });
+    if let Some(fields) = patch.as_object_mut() {
+        fields.extend(readiness::status_fields(&status.conditions));
+    }
+    patch
 }

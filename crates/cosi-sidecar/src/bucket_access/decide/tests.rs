@@ -56,7 +56,7 @@ fn bucket(provisioned: bool) -> Bucket {
             conditions: vec![cond(condition_types::PROVISIONED, "True", "Provisioned", 1)],
             bucket_id: "id-1".into(),
             protocols: vec![Protocol::S3],
-            bucket_info: Default::default(),
+            ..Default::default()
         });
     }
     b
