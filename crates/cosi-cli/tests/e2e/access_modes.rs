@@ -134,6 +134,14 @@ async fn a_class_forbidding_a_mode_refuses_accesses_asking_for_it() {
     let refused = env.wait_refused::<BucketAccess>("wants-write").await;
     let (_, reason) = condition(refused.conditions(), "ResourcesValidated").unwrap();
     assert_eq!(reason, "AccessModeNotAllowed");
+    let status = refused.status.clone().unwrap();
+    assert_eq!(status.ready_to_use, Some(false));
+    let refusal = cosi_api::conditions::find(refused.conditions(), "ResourcesValidated").unwrap();
+    assert_eq!(
+        status.error.and_then(|e| e.message),
+        Some(refusal.message.clone()),
+        "the access's error is its refusal"
+    );
     assert!(env.backend().accounts.is_empty());
     assert!(!env.secret_exists("wants-write").await);
 

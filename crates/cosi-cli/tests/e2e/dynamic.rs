@@ -25,9 +25,18 @@ async fn a_claim_and_an_access_become_a_working_bucket_and_secret() {
     let bucket_id = bucket.bucket_id().expect("bucket ID recorded").to_owned();
     let claim_status = claim.status.clone().unwrap();
     assert_eq!(claim_status.protocols, vec![Protocol::S3]);
+    // Upstream's summary of the conditions, for tools written against it.
+    assert_eq!(claim_status.ready_to_use, Some(true));
+    assert_eq!(claim_status.error, None);
+    let bucket_status = bucket.status.clone().unwrap();
+    assert_eq!(bucket_status.ready_to_use, Some(true));
+    assert_eq!(bucket_status.error, None);
     assert!(is_protected(&claim));
 
     let access = env.provisioned_rw_access("photos-rw", "photos").await;
+    let access_status = access.status.clone().unwrap();
+    assert_eq!(access_status.ready_to_use, Some(true));
+    assert_eq!(access_status.error, None);
     assert_eq!(
         access.account_id(),
         Some(names::account_name(&access.uid().unwrap()).as_str())

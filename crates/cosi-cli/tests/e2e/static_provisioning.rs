@@ -103,12 +103,24 @@ async fn a_retained_bucket_is_imported_by_an_admin_and_a_new_claim_reads_its_dat
 #[tokio::test]
 async fn a_static_bucket_whose_backend_bucket_is_missing_becomes_ready_once_it_exists() {
     let (env, id) = with_static_bucket("late-arrival", "waiting", false).await;
-    env.wait_failed::<Bucket>("late-arrival", "to report the failed check")
+    let failed = env
+        .wait_failed::<Bucket>("late-arrival", "to report the failed check")
         .await;
+    // Upstream's summary, written with the conditions: not ready, and the
+    // failure's message as the error.
+    let status = failed.status.clone().unwrap();
+    assert_eq!(status.ready_to_use, Some(false));
+    let failure = cosi_api::conditions::find(failed.conditions(), "ProvisionFailed").unwrap();
+    let error = status.error.expect("status.error while the check fails");
+    assert_eq!(error.message.as_deref(), Some(failure.message.as_str()));
+    assert_eq!(error.time.as_ref(), Some(&failure.last_transition_time));
 
     // The sidecar retries with backoff: the bucket appearing is enough.
     create_backend_bucket(&env, &id).await;
-    env.wait_provisioned::<Bucket>("late-arrival").await;
+    let ready = env.wait_provisioned::<Bucket>("late-arrival").await;
+    let status = ready.status.unwrap();
+    assert_eq!(status.ready_to_use, Some(true));
+    assert_eq!(status.error, None, "the error is cleared once provisioned");
     env.provisioned_static_claim("waiting", "late-arrival")
         .await;
     env.remove_claim("waiting").await;
@@ -123,6 +135,14 @@ async fn a_claim_cannot_take_a_static_bucket_reserved_for_another_claim() {
     env.static_claim("intruder", "reserved").await;
     let intruder = env.wait_refused::<BucketClaim>("intruder").await;
     assert!(not_provisioned(intruder.conditions()));
+    let status = intruder.status.clone().unwrap();
+    assert_eq!(status.ready_to_use, Some(false));
+    let refusal = cosi_api::conditions::find(intruder.conditions(), "ResourcesValidated").unwrap();
+    assert_eq!(
+        status.error.and_then(|e| e.message),
+        Some(refusal.message.clone()),
+        "the claim's error is its refusal"
+    );
     let bucket = env.buckets().get("reserved").await.unwrap();
     assert!(
         bucket.spec.bucket_claim_ref.uid.is_empty(),
