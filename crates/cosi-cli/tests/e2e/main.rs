@@ -35,5 +35,6 @@ mod rotation;
 mod static_provisioning;
 mod tenant_admission;
 mod tenant_isolation;
+mod upstream_interop;
 mod v1alpha1;
 mod version;
