@@ -47,8 +47,10 @@ impl GrantParams {
 }
 
 /// On deletion, the request that asks a driver for the ID of the account
-/// `account_name` when it was never persisted (a v1alpha1 driver's grant
-/// is its phase 1, so the account may exist).
+/// `account_name` when it was never persisted (a one-call driver's grant
+/// is its phase 1, so the account may exist). Each bucket carries its
+/// claim's access modes, as phase 1 did: a repeat by name must be the
+/// same request.
 pub(crate) fn lookup_request(
     ba: &BucketAccess,
     account_name: String,
@@ -59,9 +61,10 @@ pub(crate) fn lookup_request(
         account_name,
         buckets: buckets
             .iter()
-            .map(|b| proto::AccessedBucket {
+            .enumerate()
+            .map(|(i, b)| proto::AccessedBucket {
                 bucket_id: b.bucket_id.clone(),
-                access_mode: None,
+                access_mode: claim_modes(ba, i, &b.bucket_id).map(access_modes_to_proto),
             })
             .collect(),
         protocol: protocol_to_proto(ba.spec.protocol) as i32,
@@ -86,6 +89,28 @@ pub(crate) fn revoke_request(
         service_account: service_account(ba),
         parameters: status.parameters.into_iter().collect(),
     }
+}
+
+/// The access modes of the claim whose bucket is `bucket_id`, the `i`th
+/// bucket looked up: found by ID in `status.accessedBuckets`, else by
+/// position, else the only claim's.
+fn claim_modes<'a>(
+    ba: &'a BucketAccess,
+    i: usize,
+    bucket_id: &str,
+) -> Option<&'a cosi_api::BucketAccessModes> {
+    let accessed = ba.accessed_buckets();
+    let claim = accessed
+        .iter()
+        .find(|a| a.bucket_id == bucket_id)
+        .or_else(|| accessed.get(i))
+        .map(|a| a.bucket_claim_name.as_str());
+    let claims = &ba.spec.bucket_claims;
+    claims
+        .iter()
+        .find(|c| Some(c.bucket_claim_name.as_str()) == claim)
+        .or_else(|| claims.first().filter(|_| claims.len() == 1))
+        .map(|c| &c.access_modes)
 }
 
 pub(crate) fn service_account(ba: &BucketAccess) -> Option<proto::ServiceAccount> {
