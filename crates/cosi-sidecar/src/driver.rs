@@ -1,10 +1,13 @@
 //! The driver as the sidecar sees it: discovery (DriverGetInfo, validated,
-//! on the v1alpha2 or the v1alpha1 driver API), and every RPC timed and
+//! on cosi-rs's v1alpha2, upstream's v1alpha2 or the v1alpha1 driver API),
+//! and every RPC timed and
 //! counted in the KEP's metrics (`cosi_sidecar_operation_duration_seconds`,
 //! `cosi_sidecar_operation_errors_total`), with a per-call deadline.
 //!
-//! The reconcilers speak v1alpha2 only: for a v1alpha1 driver each call is
-//! carried out by [`crate::v1alpha1`], the one module that knows that API.
+//! The reconcilers speak cosi-rs's v1alpha2 only: for a v1alpha1 driver
+//! each call is carried out by [`crate::v1alpha1`], for a driver of
+//! upstream's v1alpha2 by [`crate::upstream`], the one module that knows
+//! that API.
 
 use std::fmt;
 use std::future::Future;
@@ -21,18 +24,9 @@ use crate::context::Config;
 use crate::convert::protocol_from_proto;
 use crate::error::Failure;
 use crate::retry::code_name;
-use crate::v1alpha1;
+use crate::{upstream, v1alpha1};
 
 pub use cosi_driver::DriverApi;
-
-/// Packages of the same RPCs that cosi-rs does not speak, probed only to
-/// name them when a driver answers neither API: (DriverGetInfo path,
-/// package, what it is).
-const OTHER_APIS: &[(&str, &str, &str)] = &[(
-    "/sigs.k8s.io.cosi.v1alpha2.Identity/DriverGetInfo",
-    "sigs.k8s.io.cosi.v1alpha2",
-    "the work-in-progress v1alpha2 API of the upstream Go implementation",
-)];
 
 /// A driver RPC, named as in the proto (the `method_name` metric label).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -147,6 +141,7 @@ impl DriverInfo {
         match self.api {
             DriverApi::V1alpha2 => None,
             DriverApi::V1alpha1 => v1alpha1::access_refusal(access),
+            DriverApi::Upstream => upstream::access_refusal(access),
         }
     }
 }
@@ -181,6 +176,7 @@ pub struct Driver {
     /// `--v1alpha1-protocols`.
     v1alpha1_protocols: Vec<Protocol>,
     v1alpha1: Arc<v1alpha1::Adapter>,
+    upstream: Arc<upstream::Adapter>,
 }
 
 impl fmt::Debug for Driver {
@@ -206,6 +202,7 @@ impl Driver {
             api: Arc::new(RwLock::new(config.driver_api.unwrap_or_default())),
             v1alpha1_protocols: config.v1alpha1.protocols.clone(),
             v1alpha1: Arc::new(v1alpha1::Adapter::new(config.v1alpha1.clone())),
+            upstream: Arc::new(upstream::Adapter::default()),
         }
     }
 
@@ -252,13 +249,13 @@ impl Driver {
     }
 
     /// Calls DriverGetInfo and validates the answer: on the pinned API, or
-    /// on the API used so far and then the other one. The name becomes the
+    /// on the API used so far and then the others. The name becomes the
     /// `driver_name` label of every later observation; the API is used for
     /// every later call.
     pub async fn discover(&self) -> Result<DriverInfo, DiscoveryError> {
         let order = match self.pinned {
             Some(api) => vec![api],
-            None => vec![self.api(), self.api().other()],
+            None => DriverApi::starting_with(self.api()),
         };
         let mut unimplemented = Vec::new();
         for api in order {
@@ -270,6 +267,7 @@ impl Driver {
                     );
                     if previous != api {
                         self.v1alpha1.forget();
+                        self.upstream.forget();
                     }
                     *self.label.write().unwrap_or_else(|e| e.into_inner()) = info.name.clone();
                     self.metrics.driver_info(
@@ -307,6 +305,10 @@ impl Driver {
                 v1alpha1::driver_info(&name, &self.v1alpha1_protocols)
                     .map_err(DiscoveryError::Invalid)
             }
+            DriverApi::Upstream => {
+                let reply = upstream::get_info(self).await?;
+                upstream::driver_info(&reply).map_err(DiscoveryError::Invalid)
+            }
         }
     }
 
@@ -323,19 +325,11 @@ impl Driver {
             self.client.endpoint(),
             tried_list.join(" nor on ")
         );
-        for api in [DriverApi::V1alpha2, DriverApi::V1alpha1] {
+        for api in DriverApi::ALL {
             if !tried.contains(&api) && self.serves(api.get_info_path()).await {
                 message.push_str(&format!(
                     "; it serves {}: start the sidecar with --driver-api auto or --driver-api {api}",
                     api.package()
-                ));
-                return message;
-            }
-        }
-        for (path, package, what) in OTHER_APIS {
-            if self.serves(path).await {
-                message.push_str(&format!(
-                    "; it serves {package} ({what}), which cosi-rs does not support: run a driver built for cosi.v1alpha2 or cosi.v1alpha1"
                 ));
                 return message;
             }
@@ -353,20 +347,24 @@ impl Driver {
     }
 
     /// Phase 1 of dynamic provisioning: the bucket ID for the Bucket named
-    /// in `req`, checked before it is persisted. On v1alpha1 this creates
-    /// the bucket (DriverCreateBucket by name).
+    /// in `req`, checked before it is persisted. On the one-call APIs
+    /// (v1alpha1, upstream's v1alpha2) this creates the bucket
+    /// (DriverCreateBucket by name).
     pub async fn generate_bucket_id(
         &self,
         req: DriverGenerateBucketIdRequest,
     ) -> Result<String, Failure> {
-        if self.api() == DriverApi::V1alpha1 {
-            return self.v1alpha1.generate_bucket_id(self, req).await;
+        match self.api() {
+            DriverApi::V1alpha1 => self.v1alpha1.generate_bucket_id(self, req).await,
+            DriverApi::Upstream => self.upstream.generate_bucket_id(self, req).await,
+            DriverApi::V1alpha2 => {
+                let mut p = self.client.provisioner.clone();
+                let reply = self
+                    .call(Method::GenerateBucketId, p.driver_generate_bucket_id(req))
+                    .await?;
+                checked_id(Method::GenerateBucketId, "bucket_id", reply.bucket_id)
+            }
         }
-        let mut p = self.client.provisioner.clone();
-        let reply = self
-            .call(Method::GenerateBucketId, p.driver_generate_bucket_id(req))
-            .await?;
-        checked_id(Method::GenerateBucketId, "bucket_id", reply.bucket_id)
     }
 
     /// Phase 2 of dynamic provisioning, for the Bucket `name` whose ID is
@@ -376,79 +374,93 @@ impl Driver {
         name: &str,
         req: DriverCreateBucketRequest,
     ) -> Result<DriverCreateBucketResponse, Failure> {
-        if self.api() == DriverApi::V1alpha1 {
-            return self.v1alpha1.create_bucket(self, name, req).await;
+        match self.api() {
+            DriverApi::V1alpha1 => self.v1alpha1.create_bucket(self, name, req).await,
+            DriverApi::Upstream => self.upstream.create_bucket(self, name, req).await,
+            DriverApi::V1alpha2 => {
+                let mut p = self.client.provisioner.clone();
+                Ok(self
+                    .call(Method::CreateBucket, p.driver_create_bucket(req))
+                    .await?)
+            }
         }
-        let mut p = self.client.provisioner.clone();
-        Ok(self
-            .call(Method::CreateBucket, p.driver_create_bucket(req))
-            .await?)
     }
 
-    /// Static provisioning: DriverGetBucket. On v1alpha1, which cannot
-    /// check, the bucket info is built from the request (no RPC; see
+    /// Static provisioning: DriverGetBucket (upstream's
+    /// DriverGetExistingBucket). On v1alpha1, which cannot check, the
+    /// bucket info is built from the request (no RPC; see
     /// [`DriverApi::checks_existing_buckets`]).
     pub async fn get_bucket(
         &self,
         req: DriverGetBucketRequest,
     ) -> Result<DriverGetBucketResponse, Failure> {
-        if self.api() == DriverApi::V1alpha1 {
-            return Ok(v1alpha1::existing_bucket(&req));
+        match self.api() {
+            DriverApi::V1alpha1 => Ok(v1alpha1::existing_bucket(&req)),
+            DriverApi::Upstream => upstream::get_existing_bucket(self, req).await,
+            DriverApi::V1alpha2 => {
+                let mut p = self.client.provisioner.clone();
+                Ok(self
+                    .call(Method::GetBucket, p.driver_get_bucket(req))
+                    .await?)
+            }
         }
-        let mut p = self.client.provisioner.clone();
-        Ok(self
-            .call(Method::GetBucket, p.driver_get_bucket(req))
-            .await?)
     }
 
     /// DriverDeleteBucket.
     pub async fn delete_bucket(&self, req: DriverDeleteBucketRequest) -> Result<(), Failure> {
-        if self.api() == DriverApi::V1alpha1 {
-            return self.v1alpha1.delete_bucket(self, req).await;
+        match self.api() {
+            DriverApi::V1alpha1 => self.v1alpha1.delete_bucket(self, req).await,
+            DriverApi::Upstream => self.upstream.delete_bucket(self, req).await,
+            DriverApi::V1alpha2 => {
+                let mut p = self.client.provisioner.clone();
+                self.call(Method::DeleteBucket, p.driver_delete_bucket(req))
+                    .await?;
+                Ok(())
+            }
         }
-        let mut p = self.client.provisioner.clone();
-        self.call(Method::DeleteBucket, p.driver_delete_bucket(req))
-            .await?;
-        Ok(())
     }
 
     /// For a Bucket being deleted before its ID was persisted: the ID of a
     /// backend bucket that phase 1 may have created. `None` on v1alpha2,
-    /// whose phase 1 creates nothing; on v1alpha1 the create is repeated by
-    /// name to learn the ID (`None` when the driver refuses it: then it
-    /// created nothing before either).
+    /// whose phase 1 creates nothing; on the one-call APIs the create is
+    /// repeated by name to learn the ID (`None` when the driver refuses
+    /// it: then it created nothing before either).
     pub async fn created_bucket_id(
         &self,
         req: DriverGenerateBucketIdRequest,
     ) -> Result<Option<String>, Failure> {
-        if self.api() == DriverApi::V1alpha1 {
-            return self.v1alpha1.created_bucket_id(self, req).await;
+        match self.api() {
+            DriverApi::V1alpha1 => self.v1alpha1.created_bucket_id(self, req).await,
+            DriverApi::Upstream => self.upstream.created_bucket_id(self, req).await,
+            DriverApi::V1alpha2 => Ok(None),
         }
-        Ok(None)
     }
 
     /// Phase 1 of access provisioning: the account ID for the access named
-    /// in `req`, checked before it is persisted. On v1alpha1 this grants
-    /// the access (DriverGrantBucketAccess by name).
+    /// in `req`, checked before it is persisted. On the one-call APIs this
+    /// grants the access (DriverGrantBucketAccess by name).
     pub async fn generate_bucket_access_id(
         &self,
         req: DriverGenerateBucketAccessIdRequest,
     ) -> Result<String, Failure> {
-        if self.api() == DriverApi::V1alpha1 {
-            return self.v1alpha1.generate_bucket_access_id(self, req).await;
+        match self.api() {
+            DriverApi::V1alpha1 => self.v1alpha1.generate_bucket_access_id(self, req).await,
+            DriverApi::Upstream => self.upstream.generate_bucket_access_id(self, req).await,
+            DriverApi::V1alpha2 => {
+                let mut p = self.client.provisioner.clone();
+                let reply = self
+                    .call(
+                        Method::GenerateBucketAccessId,
+                        p.driver_generate_bucket_access_id(req),
+                    )
+                    .await?;
+                checked_id(
+                    Method::GenerateBucketAccessId,
+                    "account_id",
+                    reply.account_id,
+                )
+            }
         }
-        let mut p = self.client.provisioner.clone();
-        let reply = self
-            .call(
-                Method::GenerateBucketAccessId,
-                p.driver_generate_bucket_access_id(req),
-            )
-            .await?;
-        checked_id(
-            Method::GenerateBucketAccessId,
-            "account_id",
-            reply.account_id,
-        )
     }
 
     /// Phase 2 of access provisioning for the access whose account is
@@ -460,16 +472,24 @@ impl Driver {
         buckets: &[&Bucket],
         req: DriverGrantBucketAccessRequest,
     ) -> Result<DriverGrantBucketAccessResponse, Failure> {
-        if self.api() == DriverApi::V1alpha1 {
-            return self
-                .v1alpha1
-                .grant_bucket_access(self, account_name, buckets, req)
-                .await;
+        match self.api() {
+            DriverApi::V1alpha1 => {
+                self.v1alpha1
+                    .grant_bucket_access(self, account_name, buckets, req)
+                    .await
+            }
+            DriverApi::Upstream => {
+                self.upstream
+                    .grant_bucket_access(self, account_name, buckets, req)
+                    .await
+            }
+            DriverApi::V1alpha2 => {
+                let mut p = self.client.provisioner.clone();
+                Ok(self
+                    .call(Method::GrantBucketAccess, p.driver_grant_bucket_access(req))
+                    .await?)
+            }
         }
-        let mut p = self.client.provisioner.clone();
-        Ok(self
-            .call(Method::GrantBucketAccess, p.driver_grant_bucket_access(req))
-            .await?)
     }
 
     /// For an access being deleted before its account ID was persisted:
@@ -479,10 +499,11 @@ impl Driver {
         &self,
         req: DriverGenerateBucketAccessIdRequest,
     ) -> Result<Option<String>, Failure> {
-        if self.api() == DriverApi::V1alpha1 {
-            return self.v1alpha1.granted_account_id(self, req).await;
+        match self.api() {
+            DriverApi::V1alpha1 => self.v1alpha1.granted_account_id(self, req).await,
+            DriverApi::Upstream => self.upstream.granted_account_id(self, req).await,
+            DriverApi::V1alpha2 => Ok(None),
         }
-        Ok(None)
     }
 
     /// DriverRevokeBucketAccess.
@@ -490,16 +511,19 @@ impl Driver {
         &self,
         req: DriverRevokeBucketAccessRequest,
     ) -> Result<(), Failure> {
-        if self.api() == DriverApi::V1alpha1 {
-            return self.v1alpha1.revoke_bucket_access(self, req).await;
+        match self.api() {
+            DriverApi::V1alpha1 => self.v1alpha1.revoke_bucket_access(self, req).await,
+            DriverApi::Upstream => self.upstream.revoke_bucket_access(self, req).await,
+            DriverApi::V1alpha2 => {
+                let mut p = self.client.provisioner.clone();
+                self.call(
+                    Method::RevokeBucketAccess,
+                    p.driver_revoke_bucket_access(req),
+                )
+                .await?;
+                Ok(())
+            }
         }
-        let mut p = self.client.provisioner.clone();
-        self.call(
-            Method::RevokeBucketAccess,
-            p.driver_revoke_bucket_access(req),
-        )
-        .await?;
-        Ok(())
     }
 }
 

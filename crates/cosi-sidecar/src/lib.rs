@@ -6,7 +6,9 @@
 //! - [`bucket`]: two-phase dynamic provisioning, static import, deletion;
 //! - [`bucket_access`]: two-phase grants, one Secret per claim, revocation;
 //! - [`driver`]: discovery and instrumented driver calls (the KEP's metrics);
-//! - [`v1alpha1`]: the same flows on drivers of the v1alpha1 driver API;
+//! - [`v1alpha1`] and [`upstream`]: the same flows on drivers of the
+//!   v1alpha1 driver API and of upstream's v1alpha2 driver API, both
+//!   provisioning in one call by name ([`one_call`]);
 //! - [`reply`] and [`secret`]: pure validation of driver replies and the
 //!   Secrets built from them; [`retry`]: gRPC code → retry policy.
 //!
@@ -26,6 +28,7 @@ pub mod error;
 pub mod gate;
 pub mod health;
 pub mod liveness;
+pub mod one_call;
 pub mod outcome;
 mod probe;
 pub mod reply;
@@ -34,6 +37,7 @@ pub mod secret;
 mod secret_checks;
 #[cfg(test)]
 mod test_support;
+pub mod upstream;
 pub mod v1alpha1;
 mod worker;
 

@@ -246,30 +246,6 @@ fn static_buckets_are_named_by_their_existing_id() {
 }
 
 #[test]
-fn kept_replies_serve_only_the_same_name_and_bucket_and_are_bounded() {
-    let mut r: Replies<u32> = Replies::default();
-    let kept = |name: &str, reply| Kept {
-        name: name.into(),
-        bucket_id: "b".into(),
-        reply,
-    };
-    r.put("id".into(), kept("ba-1", 1));
-    assert_eq!(r.take("id", "ba-2", "b"), None);
-    assert_eq!(r.take("id", "ba-1", "b"), None, "a mismatch consumed it");
-    r.put("id".into(), kept("ba-1", 2));
-    assert_eq!(r.take("id", "ba-1", "b"), Some(2));
-    for i in 0..(KEPT_REPLIES as u32 + 10) {
-        r.put(format!("id-{i}"), kept("n", i));
-    }
-    assert_eq!(r.0.len(), KEPT_REPLIES);
-    assert_eq!(r.take("id-0", "n", "b"), None);
-    assert!(
-        r.take(&format!("id-{}", KEPT_REPLIES + 9), "n", "b")
-            .is_some()
-    );
-}
-
-#[test]
 fn go_and_rfc3339_expiries_parse() {
     for (expiry, parses) in [
         ("2030-01-02T03:04:05Z", true),
