@@ -10,4 +10,5 @@ mod faults;
 mod operations;
 mod rbac;
 mod rotation;
+mod upstream;
 mod v1alpha1;

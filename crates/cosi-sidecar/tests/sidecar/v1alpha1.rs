@@ -1,7 +1,7 @@
 //! Drivers of the v1alpha1 driver API: detection, the reply shapes of real
 //! v1alpha1 drivers mapped to Secrets, refusals before any RPC, recovery
 //! of IDs that were never persisted, and the start-up message for a driver
-//! of another package.
+//! pinned to the API it lacks.
 
 use cosi_api::constants::{condition_types, secret_keys};
 use cosi_api::reasons;
@@ -451,21 +451,6 @@ async fn a_retained_bucket_whose_id_was_never_persisted_is_released_with_its_id_
     assert_eq!(creates, 1, "{:?}", b.calls);
     assert_eq!(b.buckets_made, Vec::<String>::new(), "nothing created");
     assert!(b.buckets.contains_key("bc-kept-lost"), "the bucket is kept");
-}
-
-#[tokio::test]
-async fn a_driver_of_another_package_is_named_at_start() {
-    let mut h = Harness::new().await;
-    h.stop_driver().await;
-    let _served = serve_other_package(&h.endpoint);
-    let sidecar = h.start_sidecar();
-    let reason = unready(&sidecar.readiness, "sigs.k8s.io.cosi.v1alpha2").await;
-    assert!(reason.contains("cosi-rs does not support"), "{reason}");
-    assert!(
-        reason.contains("cosi.v1alpha2.Identity nor on cosi.v1alpha1.Identity"),
-        "{reason}"
-    );
-    assert!(logs::captured().contains("sigs.k8s.io.cosi.v1alpha2"));
 }
 
 #[tokio::test]

@@ -361,8 +361,8 @@ impl ReplayDriver {
 }
 
 /// A server of `sigs.k8s.io.cosi.v1alpha2.Identity`, the package of
-/// upstream's work-in-progress v1alpha2 driver API: every call answers
-/// INVALID_ARGUMENT (it is there, but not ours).
+/// upstream's v1alpha2 driver API, that answers every call
+/// INVALID_ARGUMENT.
 #[derive(Clone)]
 pub struct OtherPackage;
 
