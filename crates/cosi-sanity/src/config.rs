@@ -36,6 +36,9 @@ pub enum Api {
     V1alpha2,
     /// The v1alpha1 driver API (`cosi.v1alpha1`) of drivers shipped before v1alpha2.
     V1alpha1,
+    /// Upstream's v1alpha2 driver API (`sigs.k8s.io.cosi.v1alpha2`, the Go
+    /// implementation's at [`cosi_driver::upstream::PINNED_COMMIT`]).
+    Upstream,
 }
 
 /// An opaque parameter map, as copied from a BucketClass or BucketAccessClass.

@@ -1,5 +1,6 @@
 //! A conformance suite any COSI v1alpha2 driver can be run against (and,
-//! with [`Api::V1alpha1`], any v1alpha1 driver): the COSI analogue of
+//! with [`Api::V1alpha1`], any v1alpha1 driver, and with [`Api::Upstream`]
+//! any driver of upstream's v1alpha2 API): the COSI analogue of
 //! csi-sanity. It calls the driver's gRPC API on its UNIX
 //! socket and checks every MUST and SHOULD of the KEP's "COSI Driver"
 //! section and of the driver specification (idempotency, error codes,
@@ -34,6 +35,7 @@ pub mod s3;
 mod secrets;
 mod suite;
 mod target;
+pub mod upstream;
 pub mod v1alpha1;
 
 pub use config::{Api, Config, ConfigError, ParameterFile, Parameters, ParseError, parse_protocol};

@@ -46,8 +46,9 @@ struct Args {
     #[arg(long)]
     list: bool,
     /// The driver API to check: `auto` uses the one the driver answers
-    /// DriverGetInfo on (v1alpha2 first), `v1alpha2`, or `v1alpha1` (the
-    /// API of COSI drivers shipped before v1alpha2, S3 only).
+    /// DriverGetInfo on (v1alpha2 first), `v1alpha2`, `v1alpha1` (the
+    /// API of COSI drivers shipped before v1alpha2, S3 only), or
+    /// `upstream-v1alpha2` (upstream's v1alpha2, S3 only).
     #[arg(long, value_enum, default_value = "auto")]
     api: ApiArg,
     /// Fail, rather than warn about, deviations that common gRPC stacks
@@ -66,6 +67,15 @@ enum ApiArg {
     V1alpha2,
     /// The v1alpha1 driver API.
     V1alpha1,
+    /// Upstream's v1alpha2 driver API (sigs.k8s.io.cosi.v1alpha2).
+    #[value(
+        name = "upstream-v1alpha2",
+        help = format!(
+            "Upstream's v1alpha2 driver API (sigs.k8s.io.cosi.v1alpha2) as of kubernetes-sigs/container-object-storage-interface commit {}",
+            cosi_driver::upstream::PINNED_COMMIT
+        )
+    )]
+    Upstream,
 }
 
 impl From<ApiArg> for Api {
@@ -74,6 +84,7 @@ impl From<ApiArg> for Api {
             ApiArg::Auto => Api::Auto,
             ApiArg::V1alpha2 => Api::V1alpha2,
             ApiArg::V1alpha1 => Api::V1alpha1,
+            ApiArg::Upstream => Api::Upstream,
         }
     }
 }

@@ -34,6 +34,7 @@ pub fn selected_names_for(
     let names: Vec<&'static str> = match api {
         Api::V1alpha2 => case_names(),
         Api::V1alpha1 => v1alpha1().collect(),
+        Api::Upstream => crate::upstream::all().into_iter().map(|c| c.name).collect(),
         Api::Auto => case_names().into_iter().chain(v1alpha1()).collect(),
     };
     Ok(names
@@ -44,7 +45,8 @@ pub fn selected_names_for(
 
 /// Runs every selected case against the driver at `config.endpoint`, on
 /// the driver API `config.api` names or, for [`Api::Auto`], the one the
-/// driver answers DriverGetInfo on (v1alpha2 first).
+/// driver answers DriverGetInfo on (v1alpha2, then upstream's v1alpha2,
+/// else v1alpha1).
 /// Driver misbehaviour never panics or aborts the run: it becomes a failed
 /// case. Everything a case creates is removed after it, whatever the outcome.
 pub async fn run(config: &Config) -> Report {
@@ -64,12 +66,23 @@ pub async fn run(config: &Config) -> Report {
         }
     };
     let v1alpha1 = match config.api {
+        Api::Upstream => return run_upstream(client, config, filter.as_ref()).await,
         Api::V1alpha1 => true,
         Api::V1alpha2 => false,
-        Api::Auto => matches!(
-            tokio::time::timeout(config.rpc_timeout, client.get_info()).await,
-            Ok(Err(s)) if s.code() == Code::Unimplemented
-        ),
+        Api::Auto => {
+            let unimplemented = |r: Result<Result<(), Status>, _>| matches!(r, Ok(Err(s)) if s.code() == Code::Unimplemented);
+            let v2 = tokio::time::timeout(config.rpc_timeout, client.get_info()).await;
+            if !unimplemented(v2.map(|r| r.map(drop))) {
+                false
+            } else {
+                let path = cosi_driver::DriverApi::Upstream.get_info_path();
+                let up = tokio::time::timeout(config.rpc_timeout, client.call_empty(path)).await;
+                if up.as_ref().is_ok_and(|r| r.is_ok()) {
+                    return run_upstream(client, config, filter.as_ref()).await;
+                }
+                true
+            }
+        }
     };
     if v1alpha1 {
         return run_v1alpha1(client, config, filter.as_ref()).await;
@@ -147,6 +160,39 @@ async fn run_v1alpha1(client: DriverClient, config: &Config, filter: Option<&Reg
         Err(reason) => return setup_failure(&names, reason),
     };
     crate::v1alpha1::run(client, config, name, &selected).await
+}
+
+async fn run_upstream(client: DriverClient, config: &Config, filter: Option<&Regex>) -> Report {
+    let all = crate::upstream::all();
+    let selected: Vec<&crate::upstream::Case> = select(&all, filter, |c| c.name);
+    let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
+    if selected.is_empty() {
+        return setup_failure(
+            &[],
+            "the filter selects no upstream case (list them with --api upstream-v1alpha2 --list)"
+                .into(),
+        );
+    }
+    if let Some(p) = config.protocol
+        && p != cosi_driver::proto::ObjectProtocol::S3
+    {
+        return setup_failure(
+            &names,
+            "the upstream cases exercise S3 only; drop --protocol or use --protocol S3".into(),
+        );
+    }
+    let mut identity = client.upstream.identity.clone();
+    let request = cosi_driver::upstream::DriverGetInfoRequest {};
+    let reply = setup_call(
+        config,
+        "upstream DriverGetInfo",
+        identity.driver_get_info(request),
+    );
+    let name = match reply.await {
+        Ok(reply) => reply.into_inner().name,
+        Err(reason) => return setup_failure(&names, reason),
+    };
+    crate::upstream::run(client, config, name, &selected).await
 }
 
 /// The cases of `all` whose names `filter` matches (all without a filter).

@@ -1,9 +1,9 @@
-//! The driver requests of both APIs, each knowing its RPC's name and the
+//! The driver requests of every API, each knowing its RPC's name and the
 //! client that sends it, so that one [`CallWatch::send`] serves every call.
 
 use std::future::Future;
 
-use cosi_driver::{DriverClient, Response, Status, proto as v2, v1alpha1 as v1};
+use cosi_driver::{DriverClient, Response, Status, proto as v2, upstream as up, v1alpha1 as v1};
 use tonic::transport::Channel;
 
 use super::CallWatch;
@@ -27,13 +27,16 @@ pub trait Rpc: Send + 'static {
     ) -> impl Future<Output = Result<Response<Self::Reply>, Status>> + Send;
 }
 
-/// The clients of the API module `v2` or `v1` in a [`DriverClient`].
+/// The clients of the API module `v2`, `v1` or `up` in a [`DriverClient`].
 macro_rules! clients_of {
     (v2, $clients:expr) => {
         $clients
     };
     (v1, $clients:expr) => {
         $clients.v1alpha1
+    };
+    (up, $clients:expr) => {
+        $clients.upstream
     };
 }
 
@@ -63,16 +66,17 @@ macro_rules! rpcs {
 
 rpcs! {
     identity_client::IdentityClient in identity {
-        DriverGetInfoRequest => driver_get_info -> DriverGetInfoResponse, "DriverGetInfo" in [v2, v1];
+        DriverGetInfoRequest => driver_get_info -> DriverGetInfoResponse, "DriverGetInfo" in [v2, v1, up];
     }
     provisioner_client::ProvisionerClient in provisioner {
         DriverGenerateBucketIdRequest => driver_generate_bucket_id -> DriverGenerateBucketIdResponse, "DriverGenerateBucketId" in [v2];
-        DriverCreateBucketRequest => driver_create_bucket -> DriverCreateBucketResponse, "DriverCreateBucket" in [v2, v1];
+        DriverCreateBucketRequest => driver_create_bucket -> DriverCreateBucketResponse, "DriverCreateBucket" in [v2, v1, up];
         DriverGetBucketRequest => driver_get_bucket -> DriverGetBucketResponse, "DriverGetBucket" in [v2];
-        DriverDeleteBucketRequest => driver_delete_bucket -> DriverDeleteBucketResponse, "DriverDeleteBucket" in [v2, v1];
+        DriverGetExistingBucketRequest => driver_get_existing_bucket -> DriverGetExistingBucketResponse, "DriverGetExistingBucket" in [up];
+        DriverDeleteBucketRequest => driver_delete_bucket -> DriverDeleteBucketResponse, "DriverDeleteBucket" in [v2, v1, up];
         DriverGenerateBucketAccessIdRequest => driver_generate_bucket_access_id -> DriverGenerateBucketAccessIdResponse, "DriverGenerateBucketAccessId" in [v2];
-        DriverGrantBucketAccessRequest => driver_grant_bucket_access -> DriverGrantBucketAccessResponse, "DriverGrantBucketAccess" in [v2, v1];
-        DriverRevokeBucketAccessRequest => driver_revoke_bucket_access -> DriverRevokeBucketAccessResponse, "DriverRevokeBucketAccess" in [v2, v1];
+        DriverGrantBucketAccessRequest => driver_grant_bucket_access -> DriverGrantBucketAccessResponse, "DriverGrantBucketAccess" in [v2, v1, up];
+        DriverRevokeBucketAccessRequest => driver_revoke_bucket_access -> DriverRevokeBucketAccessResponse, "DriverRevokeBucketAccess" in [v2, v1, up];
     }
 }
 
