@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::{Parser, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, ValueEnum};
 use cosi_api::Protocol;
 use cosi_driver::{DriverClient, Endpoint};
 use cosi_runtime::leader::{LeaderElection, run_as_leader};
@@ -66,15 +66,18 @@ struct Cli {
     workers: u16,
 
     /// The driver API to speak: `auto` calls DriverGetInfo on
-    /// cosi.v1alpha2, then on cosi.v1alpha1 (drivers shipped before
-    /// v1alpha2), and detects it again when the driver restarts; `v1alpha2`
-    /// or `v1alpha1` use only that API.
+    /// cosi.v1alpha2, then on sigs.k8s.io.cosi.v1alpha2 (upstream's
+    /// v1alpha2), then on cosi.v1alpha1 (drivers shipped before v1alpha2),
+    /// the API used last asked first, and detects it again when the driver
+    /// restarts; `v1alpha2`, `upstream-v1alpha2` or `v1alpha1` use only
+    /// that API.
     #[arg(long, value_enum, default_value = "auto")]
     driver_api: DriverApiArg,
 
     /// The protocols a v1alpha1 driver serves, comma-separated (its
     /// DriverGetInfo names none): claims for others are refused before any
-    /// driver call. Ignored for v1alpha2 drivers.
+    /// driver call. Ignored for the other APIs, whose DriverGetInfo names
+    /// the protocols.
     #[arg(long, value_delimiter = ',', default_value = "S3", value_parser = parse_protocol)]
     v1alpha1_protocols: Vec<Protocol>,
 
@@ -82,12 +85,15 @@ struct Cli {
     /// sidecar sends (true of ceph-cosi, Scality's and SeaweedFS's
     /// drivers), and it answers a repeated create or grant with
     /// ALREADY_EXISTS: the sidecar then takes the name as the ID, and
-    /// recovers lost credentials by revoking and granting again.
+    /// recovers lost credentials by revoking and granting again. v1alpha1
+    /// only: upstream's v1alpha2 drivers answer a repeat OK, and its
+    /// ALREADY_EXISTS means incompatible parameters.
     #[arg(long)]
     v1alpha1_ids_are_names: bool,
 
     /// The region written to Secrets when a v1alpha1 driver returns none
-    /// (ceph-cosi returns an empty region).
+    /// (ceph-cosi returns an empty region). v1alpha1 only: the other APIs
+    /// must return the region.
     #[arg(long, default_value = "us-east-1", value_name = "REGION")]
     v1alpha1_default_region: String,
 
@@ -106,8 +112,27 @@ enum DriverApiArg {
     Auto,
     /// The v1alpha2 driver API only.
     V1alpha2,
+    /// Upstream's v1alpha2 driver API (sigs.k8s.io.cosi.v1alpha2) only.
+    #[value(name = "upstream-v1alpha2")]
+    Upstream,
     /// The v1alpha1 driver API only.
     V1alpha1,
+}
+
+/// The end of `--help`: the driver APIs spoken, upstream's at its pinned commit.
+fn driver_apis_help() -> String {
+    format!(
+        "Driver APIs: cosi.v1alpha2 (cosi-rs), sigs.k8s.io.cosi.v1alpha2 (upstream's v1alpha2, \
+         kubernetes-sigs/container-object-storage-interface at commit {} of {}) and \
+         cosi.v1alpha1; see --driver-api.",
+        cosi_driver::upstream::PINNED_COMMIT,
+        cosi_driver::upstream::PINNED_COMMIT_DATE,
+    )
+}
+
+/// The command line, `--help` ending with [`driver_apis_help`].
+fn command() -> clap::Command {
+    Cli::command().after_help(driver_apis_help())
 }
 
 fn parse_protocol(text: &str) -> Result<Protocol, String> {
@@ -119,7 +144,7 @@ fn parse_protocol(text: &str) -> Result<Protocol, String> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     logging::init(cli.common.log_format);
     let endpoint = Endpoint::parse(&cli.driver_endpoint)?;
     let client = client::kube_client(cli.common.kubeconfig.as_deref(), COMPONENT).await?;
@@ -152,6 +177,7 @@ async fn main() -> anyhow::Result<()> {
     config.driver_api = match cli.driver_api {
         DriverApiArg::Auto => None,
         DriverApiArg::V1alpha2 => Some(DriverApi::V1alpha2),
+        DriverApiArg::Upstream => Some(DriverApi::Upstream),
         DriverApiArg::V1alpha1 => Some(DriverApi::V1alpha1),
     };
     config.rotation_grace = cli.rotation_grace;
@@ -206,7 +232,6 @@ async fn main() -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::CommandFactory;
 
     fn parse(extra: &[&str]) -> Result<Cli, clap::Error> {
         let mut args = vec!["cosi-sidecar", "--driver-endpoint", "unix:///x.sock"];
@@ -233,5 +258,21 @@ mod tests {
             arg.get_help()
                 .is_some_and(|h| h.to_string().contains("GET per Secret"))
         );
+    }
+
+    #[test]
+    fn help_names_the_driver_apis_and_upstreams_pinned_commit() {
+        let help = command().render_long_help().to_string();
+        for part in [
+            "cosi.v1alpha2",
+            "sigs.k8s.io.cosi.v1alpha2",
+            "cosi.v1alpha1",
+            cosi_driver::upstream::PINNED_COMMIT,
+            "upstream-v1alpha2",
+        ] {
+            assert!(help.contains(part), "{part}: {help}");
+        }
+        let cli = parse(&["--driver-api", "upstream-v1alpha2"]).unwrap();
+        assert!(matches!(cli.driver_api, DriverApiArg::Upstream));
     }
 }
