@@ -4,12 +4,14 @@
 //! drops watches. Every run must converge with no leaked or duplicated
 //! backend bucket or account and no orphaned Secret.
 //!
-//! Runs alternate between a driver of the v1alpha2 driver API and one of
-//! the v1alpha1 API (ten seeds each). `FAULT_RUNS=<n>` sets the number of
-//! runs (default 40: every kind of fault twice on each API), `FAULT_BASE_SEED=<s>` the first seed, `FAULT_JOBS=<j>` how
-//! many run at once (default 4), `FAULT_API=<v1alpha1|v1alpha2>` keeps
-//! only the seeds of one driver API (`FAULT_RUNS` of them from the first
-//! seed on), and `FAULT_SEED=<s>` replays one run.
+//! Runs cycle through a driver of the v1alpha2 driver API, one of the
+//! v1alpha1 API and one of upstream's v1alpha2 API (ten seeds each).
+//! `FAULT_RUNS=<n>` sets the number of runs (default 60: every kind of
+//! fault twice on each API), `FAULT_BASE_SEED=<s>` the first seed,
+//! `FAULT_JOBS=<j>` how many run at once (default 4),
+//! `FAULT_API=<v1alpha2|v1alpha1|upstream-v1alpha2>` keeps only the seeds
+//! of one driver API (`FAULT_RUNS` of them from the first seed on), and
+//! `FAULT_SEED=<s>` replays one run.
 //! A failed run's log (every event of its components, kept apart from the
 //! other runs') is written to a file its failure names.
 
@@ -37,7 +39,7 @@ async fn seeded_crashes_and_faults_converge_without_leaks_or_duplicates() {
     let seeds: Vec<u64> = match env_u64("FAULT_SEED") {
         Some(seed) => vec![seed],
         None => {
-            let runs = env_u64("FAULT_RUNS").unwrap_or(40);
+            let runs = env_u64("FAULT_RUNS").unwrap_or(60);
             let base = env_u64("FAULT_BASE_SEED").unwrap_or(0);
             match driver_api() {
                 Some(api) => (base..)
@@ -87,13 +89,13 @@ async fn seeded_crashes_and_faults_converge_without_leaks_or_duplicates() {
     );
 }
 
-/// `FAULT_API=<v1alpha1|v1alpha2>`: only the seeds whose runs serve that
-/// driver API.
+/// `FAULT_API=<v1alpha2|v1alpha1|upstream-v1alpha2>`: only the seeds
+/// whose runs serve that driver API.
 fn driver_api() -> Option<cosi_driver::DriverApi> {
     let value = std::env::var("FAULT_API").ok()?;
     match value.trim().parse() {
         Ok(api) => Some(api),
-        Err(_) => panic!("FAULT_API={value:?} is not a driver API (v1alpha1 or v1alpha2)"),
+        Err(e) => panic!("FAULT_API: {e}"),
     }
 }
 

@@ -252,6 +252,11 @@ async fn a_rotation_on_a_v1alpha1_driver_converges_whatever_step_the_sidecar_or_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_rotation_on_an_upstream_driver_converges_whatever_step_the_sidecar_or_driver_dies_at() {
+    run_all(cases(DriverApi::Upstream)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_policy_rotation_converges_when_the_controller_dies_at_its_request() {
     run_all(vec![
         (DriverApi::V1alpha2, Fault::Controller(When::Before)),

@@ -218,14 +218,19 @@ fn api_fault(rng: &mut Rng, status: u16) -> ApiFault {
     }
 }
 
+/// The driver APIs runs cycle through, in order.
+pub const APIS: [DriverApi; 3] = [
+    DriverApi::V1alpha2,
+    DriverApi::V1alpha1,
+    DriverApi::Upstream,
+];
+
 /// The driver API of the run with `seed`: runs cycle through every kind
-/// of fault on the v1alpha2 API, then on the v1alpha1 API, and so on.
+/// of fault on the v1alpha2 API, then on the v1alpha1 API, then on
+/// upstream's v1alpha2 API (served through the SDK's bridge), and so on.
 pub fn api_of_seed(seed: u64) -> DriverApi {
-    if (seed / Kind::ALL.len() as u64).is_multiple_of(2) {
-        DriverApi::V1alpha2
-    } else {
-        DriverApi::V1alpha1
-    }
+    let block = seed / Kind::ALL.len() as u64;
+    APIS[(block % APIS.len() as u64) as usize]
 }
 
 impl Plan {
@@ -406,21 +411,30 @@ mod tests {
     }
 
     #[test]
-    fn every_kind_runs_on_both_driver_apis() {
-        let apis: Vec<DriverApi> = [0, 9, 10, 19, 20].map(|s| Plan::from_seed(s).api).to_vec();
-        use DriverApi::{V1alpha1, V1alpha2};
-        assert_eq!(apis, [V1alpha2, V1alpha2, V1alpha1, V1alpha1, V1alpha2]);
-        // A v1alpha1 refusal run refuses after the backend acted.
-        let refusal = (10..20)
-            .map(Plan::from_seed)
-            .find(|p| p.kind == Kind::DriverRefusal)
-            .unwrap();
-        assert!(refusal.driver_faults.iter().any(|f| f.when == When::After
-            && matches!(
-                f.rpc,
-                Some(Method::CreateBucket | Method::GrantBucketAccess)
-            )
-            && matches!(f.action, FaultAction::Fail(c) if REFUSALS.contains(&c))));
+    fn every_kind_runs_on_every_driver_api() {
+        let apis: Vec<DriverApi> = [0, 9, 10, 19, 20, 29, 30]
+            .map(|s| Plan::from_seed(s).api)
+            .to_vec();
+        use DriverApi::{Upstream, V1alpha1, V1alpha2};
+        assert_eq!(
+            apis,
+            [
+                V1alpha2, V1alpha2, V1alpha1, V1alpha1, Upstream, Upstream, V1alpha2
+            ]
+        );
+        // The refusal runs of the one-call APIs refuse after the backend acted.
+        for seeds in [10..20, 20..30] {
+            let refusal = seeds
+                .map(Plan::from_seed)
+                .find(|p| p.kind == Kind::DriverRefusal)
+                .unwrap();
+            assert!(refusal.driver_faults.iter().any(|f| f.when == When::After
+                && matches!(
+                    f.rpc,
+                    Some(Method::CreateBucket | Method::GrantBucketAccess)
+                )
+                && matches!(f.action, FaultAction::Fail(c) if REFUSALS.contains(&c))));
+        }
     }
 
     #[test]
