@@ -1,8 +1,11 @@
 //! Well-known names from the KEP: the finalizer, the five annotations, the
 //! condition types, and the keys of BucketAccess Secrets and Bucket info.
 //!
-//! The spelling is always `objectstorage.k8s.io/...`; the KEP's control-flow
-//! text has a typo (`objectstorage.k8.io`) that is deliberately not followed.
+//! The spelling COSI writes is always `objectstorage.k8s.io/...`. The KEP's
+//! control-flow text has a typo (`objectstorage.k8.io`) in the
+//! bucketclaim-being-deleted annotation, which upstream COSI's definitions
+//! keep; cosi-rs reads that spelling too
+//! ([`annotations::marks_bucketclaim_being_deleted`]) and never writes it.
 
 /// Finalizer on BucketClaims, Buckets, BucketAccesses and BucketAccess Secrets
 /// that holds deletion until COSI has cleaned up what lies beneath.
@@ -50,6 +53,23 @@ pub mod limits {
 pub mod annotations {
     /// On a Bucket: its bound BucketClaim is being deleted, so the Sidecar may deprovision.
     pub const BUCKETCLAIM_BEING_DELETED: &str = "objectstorage.k8s.io/bucketclaim-being-deleted";
+    /// Upstream COSI's spelling of [`BUCKETCLAIM_BEING_DELETED`], after the
+    /// KEP's typo: read as the same mark, never written.
+    pub const BUCKETCLAIM_BEING_DELETED_UPSTREAM: &str =
+        "objectstorage.k8.io/bucketclaim-being-deleted";
+
+    /// True when `annotations` (a Bucket's) mark its BucketClaim as being
+    /// deleted, in either spelling.
+    pub fn marks_bucketclaim_being_deleted(
+        annotations: &std::collections::BTreeMap<String, String>,
+    ) -> bool {
+        [
+            BUCKETCLAIM_BEING_DELETED,
+            BUCKETCLAIM_BEING_DELETED_UPSTREAM,
+        ]
+        .iter()
+        .any(|key| annotations.contains_key(*key))
+    }
     /// On a BucketClaim: one or more BucketAccesses reference it, which blocks its deletion.
     pub const HAS_BUCKETACCESS_REFERENCES: &str =
         "objectstorage.k8s.io/has-bucketaccess-references";
@@ -227,6 +247,22 @@ pub mod bucket_info_keys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn either_spelling_marks_a_claim_being_deleted() {
+        use annotations::*;
+        let with = |key: &str| [(key.to_owned(), String::new())].into();
+        assert!(marks_bucketclaim_being_deleted(&with(
+            BUCKETCLAIM_BEING_DELETED
+        )));
+        assert!(marks_bucketclaim_being_deleted(&with(
+            "objectstorage.k8.io/bucketclaim-being-deleted"
+        )));
+        assert!(!marks_bucketclaim_being_deleted(&with(
+            "objectstorage.k8s.io/bucketclaim-deleted"
+        )));
+        assert!(!marks_bucketclaim_being_deleted(&Default::default()));
+    }
 
     #[test]
     fn keys_are_their_own_names() {

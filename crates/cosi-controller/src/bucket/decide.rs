@@ -49,7 +49,7 @@
 
 use std::time::Duration;
 
-use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, CLAIM_LOST_AT};
+use cosi_api::constants::annotations::{CLAIM_LOST_AT, marks_bucketclaim_being_deleted};
 use cosi_api::constants::names;
 use cosi_api::reasons::{self, actions};
 use cosi_api::rotation::{format_duration, format_time};
@@ -136,7 +136,7 @@ pub fn provisioned_for(bucket: &Bucket) -> Option<&str> {
 
 /// True once the Bucket is handed to the sidecar for deprovisioning.
 pub fn is_released(bucket: &Bucket) -> bool {
-    bucket.annotations().contains_key(BUCKETCLAIM_BEING_DELETED)
+    marks_bucketclaim_being_deleted(bucket.annotations())
 }
 
 /// When the controller found the Bucket's claim lost, if it did (an

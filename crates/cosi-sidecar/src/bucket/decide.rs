@@ -167,9 +167,7 @@ pub fn decide(b: &Bucket, driver: &DriverInfo) -> Step {
         return Step::Done;
     }
     let finalized = patch::has_finalizer(b, PROTECTION_FINALIZER);
-    let claim_deleting = b
-        .annotations()
-        .contains_key(annotations::BUCKETCLAIM_BEING_DELETED);
+    let claim_deleting = annotations::marks_bucketclaim_being_deleted(b.annotations());
     if patch::is_deleting(b) {
         if !finalized {
             return Step::Done;

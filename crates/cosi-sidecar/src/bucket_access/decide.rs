@@ -240,9 +240,7 @@ pub fn decide_grant(
             };
         };
         if patch::is_deleting(bucket)
-            || bucket
-                .annotations()
-                .contains_key(annotations::BUCKETCLAIM_BEING_DELETED)
+            || annotations::marks_bucketclaim_being_deleted(bucket.annotations())
         {
             return GrantStep::Refuse(refusal(
                 ba,

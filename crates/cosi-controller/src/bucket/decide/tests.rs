@@ -113,6 +113,17 @@ fn a_claim_of_the_same_name_bound_elsewhere_does_not_hold_the_bucket() {
 #[test]
 fn an_already_released_bucket_needs_nothing() {
     assert_eq!(step(&legacy().deleting().marked(), None), Step::Done);
+    let mut upstream = legacy().deleting();
+    upstream
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED_UPSTREAM.into(),
+            String::new(),
+        );
+    assert!(is_released(&upstream), "upstream's spelling releases too");
+    assert_eq!(step(&upstream, None), Step::Done);
 }
 
 // A claim lost: its finalizer stripped by hand, then deleted.

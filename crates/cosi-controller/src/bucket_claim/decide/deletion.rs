@@ -2,7 +2,9 @@
 //! and the wait for the BucketAccesses that still hold it.
 
 use cosi_api::conditions::{Desired, Status, find};
-use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, HAS_BUCKETACCESS_REFERENCES};
+use cosi_api::constants::annotations::{
+    HAS_BUCKETACCESS_REFERENCES, marks_bucketclaim_being_deleted,
+};
 use cosi_api::constants::condition_types::PROVISIONED;
 use cosi_api::reasons::{self, actions};
 use cosi_api::{BucketClaim, DeletionPolicy};
@@ -53,7 +55,7 @@ pub(super) fn decide_deletion(obs: &Observed<'_>) -> Step {
             )],
         };
     }
-    if !bucket.annotations().contains_key(BUCKETCLAIM_BEING_DELETED) {
+    if !marks_bucketclaim_being_deleted(bucket.annotations()) {
         return Step::MarkBucketClaimDeleting {
             bucket: bucket.name_any(),
         };

@@ -46,12 +46,15 @@ impl B {
         self.0.metadata.deletion_timestamp = Some(Time(Timestamp::UNIX_EPOCH));
         self
     }
-    fn claim_deleting(mut self) -> Self {
+    fn claim_deleting(self) -> Self {
+        self.annotated(annotations::BUCKETCLAIM_BEING_DELETED)
+    }
+    fn annotated(mut self, key: &str) -> Self {
         self.0
             .metadata
             .annotations
             .get_or_insert_with(Default::default)
-            .insert(annotations::BUCKETCLAIM_BEING_DELETED.into(), String::new());
+            .insert(key.into(), String::new());
         self
     }
     fn retain(mut self) -> Self {
@@ -310,4 +313,17 @@ fn a_retained_v1alpha1_bucket_with_no_id_is_looked_up_once_and_then_released() {
         "{}",
         c.message
     );
+}
+
+#[test]
+fn upstreams_spelling_of_the_claim_deletion_mark_is_honoured() {
+    let upstream = annotations::BUCKETCLAIM_BEING_DELETED_UPSTREAM;
+    let retained = B::dynamic()
+        .finalized()
+        .provisioned()
+        .retain()
+        .annotated(upstream);
+    assert_eq!(retained.step(), Step::MarkReleased);
+    let b = B::dynamic().finalized().provisioned().retain();
+    assert_eq!(b.step(), Step::Done, "without either mark, nothing to do");
 }

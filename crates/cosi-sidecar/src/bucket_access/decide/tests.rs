@@ -151,18 +151,23 @@ fn grants_wait_for_provisioned_buckets() {
 
 #[test]
 fn a_bucket_being_deleted_is_refused() {
-    let a = A::new().handed_off().finalized();
-    let mut b = bucket(true);
-    b.metadata
-        .annotations
-        .get_or_insert_with(Default::default)
-        .insert(annotations::BUCKETCLAIM_BEING_DELETED.into(), String::new());
-    let GrantStep::Refuse(d) = grant_step(&a.0, &observed(Some(b), None)) else {
-        panic!("expected a refusal");
-    };
-    assert_eq!(d[0].reason, reasons::BUCKET_BEING_DELETED);
-    assert_eq!(d[1].type_, condition_types::PROVISIONED);
-    assert_eq!(d[1].status, Status::False);
+    for key in [
+        annotations::BUCKETCLAIM_BEING_DELETED,
+        annotations::BUCKETCLAIM_BEING_DELETED_UPSTREAM,
+    ] {
+        let a = A::new().handed_off().finalized();
+        let mut b = bucket(true);
+        b.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(key.into(), String::new());
+        let GrantStep::Refuse(d) = grant_step(&a.0, &observed(Some(b), None)) else {
+            panic!("expected a refusal with {key}");
+        };
+        assert_eq!(d[0].reason, reasons::BUCKET_BEING_DELETED);
+        assert_eq!(d[1].type_, condition_types::PROVISIONED);
+        assert_eq!(d[1].status, Status::False);
+    }
 }
 
 #[test]
