@@ -176,8 +176,13 @@ pub mod secret_keys {
             /// Credential info: the secret access key.
             AWS_SECRET_ACCESS_KEY,
         }
-        /// Every S3 key that holds a credential.
-        pub const CREDENTIALS: [&str; 2] = [AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY];
+        /// Every S3 key that holds a credential, upstream's included.
+        pub const CREDENTIALS: [&str; 4] = [
+            AWS_ACCESS_KEY_ID,
+            AWS_SECRET_ACCESS_KEY,
+            super::upstream::S3_ACCESS_KEY_ID,
+            super::upstream::S3_ACCESS_SECRET_KEY,
+        ];
     }
 
     /// Azure keys.
@@ -190,8 +195,9 @@ pub mod secret_keys {
             /// Credential info: the token's expiry as ISO 8601, empty when it does not expire.
             AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP,
         }
-        /// Every Azure key that holds a credential.
-        pub const CREDENTIALS: [&str; 1] = [AZURE_STORAGE_SAS_TOKEN];
+        /// Every Azure key that holds a credential, upstream's included.
+        pub const CREDENTIALS: [&str; 2] =
+            [AZURE_STORAGE_SAS_TOKEN, super::upstream::AZURE_ACCESS_TOKEN];
     }
 
     /// Google Cloud Storage keys.
@@ -216,9 +222,57 @@ pub mod secret_keys {
             /// Credential info: the HMAC secret.
             HMAC_SECRET,
         }
-        /// Every GCS key that holds a credential.
-        pub const CREDENTIALS: [&str; 4] =
-            [PRIVATE_KEY_ID, PRIVATE_KEY, HMAC_ACCESS_ID, HMAC_SECRET];
+        /// Every GCS key that holds a credential, upstream's included.
+        pub const CREDENTIALS: [&str; 7] = [
+            PRIVATE_KEY_ID,
+            PRIVATE_KEY,
+            HMAC_ACCESS_ID,
+            HMAC_SECRET,
+            super::upstream::GCS_ACCESS_ID,
+            super::upstream::GCS_ACCESS_SECRET,
+            super::upstream::GCS_PRIVATE_KEY_NAME,
+        ];
+    }
+
+    /// The keys upstream COSI's sidecar writes into the same Secret
+    /// (`COSI_<PROTOCOL>_<KEY>`, its v1alpha2 at the pinned commit). cosi-rs
+    /// writes them beside its own, with the same values, so an application
+    /// written for either finds its keys; no name is shared with the keys
+    /// above.
+    pub mod upstream {
+        keys! {
+            prefix "COSI_";
+            /// Bucket info: the client-facing S3 bucket name.
+            S3_BUCKET_ID,
+            /// Bucket info: the S3 endpoint URL.
+            S3_ENDPOINT,
+            /// Bucket info: the S3 region.
+            S3_REGION,
+            /// Bucket info: `path` or `virtual`.
+            S3_ADDRESSING_STYLE,
+            /// Credential info: the S3 access key ID.
+            S3_ACCESS_KEY_ID,
+            /// Credential info: the S3 secret access key.
+            S3_ACCESS_SECRET_KEY,
+            /// Bucket info: the Azure storage account.
+            AZURE_STORAGE_ACCOUNT,
+            /// Credential info: the Azure SAS token (resource URI and token).
+            AZURE_ACCESS_TOKEN,
+            /// Credential info: the token's expiry as ISO 8601, empty when it does not expire.
+            AZURE_EXPIRY_TIMESTAMP,
+            /// Bucket info: the GCS project ID.
+            GCS_PROJECT_ID,
+            /// Bucket info: the client-facing GCS bucket name.
+            GCS_BUCKET_NAME,
+            /// Credential info: the GCS HMAC access ID.
+            GCS_ACCESS_ID,
+            /// Credential info: the GCS HMAC secret.
+            GCS_ACCESS_SECRET,
+            /// Credential info: the GCS private key's ID.
+            GCS_PRIVATE_KEY_NAME,
+            /// Credential info: the GCS service account name.
+            GCS_SERVICE_ACCOUNT,
+        }
     }
 }
 
@@ -265,10 +319,66 @@ mod tests {
     }
 
     #[test]
+    fn upstreams_secret_keys_collide_with_none_of_ours() {
+        use secret_keys::{azure, gcs, s3, upstream};
+        let ours = [
+            secret_keys::COSI_PROTOCOL,
+            secret_keys::COSI_CERTIFICATE_AUTHORITY,
+            s3::AWS_ENDPOINT_URL,
+            s3::BUCKET_NAME,
+            s3::AWS_DEFAULT_REGION,
+            s3::AWS_REGION,
+            s3::AWS_S3_ADDRESSING_STYLE,
+            s3::AWS_ACCESS_KEY_ID,
+            s3::AWS_SECRET_ACCESS_KEY,
+            azure::AZURE_STORAGE_ACCOUNT,
+            azure::AZURE_STORAGE_SAS_TOKEN,
+            azure::AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP,
+            gcs::PROJECT_ID,
+            gcs::BUCKET_NAME,
+            gcs::SERVICE_ACCOUNT_NAME,
+            gcs::CLIENT_EMAIL,
+            gcs::CLIENT_ID,
+            gcs::PRIVATE_KEY_ID,
+            gcs::PRIVATE_KEY,
+            gcs::HMAC_ACCESS_ID,
+            gcs::HMAC_SECRET,
+        ];
+        let theirs = [
+            upstream::S3_BUCKET_ID,
+            upstream::S3_ENDPOINT,
+            upstream::S3_REGION,
+            upstream::S3_ADDRESSING_STYLE,
+            upstream::S3_ACCESS_KEY_ID,
+            upstream::S3_ACCESS_SECRET_KEY,
+            upstream::AZURE_STORAGE_ACCOUNT,
+            upstream::AZURE_ACCESS_TOKEN,
+            upstream::AZURE_EXPIRY_TIMESTAMP,
+            upstream::GCS_PROJECT_ID,
+            upstream::GCS_BUCKET_NAME,
+            upstream::GCS_ACCESS_ID,
+            upstream::GCS_ACCESS_SECRET,
+            upstream::GCS_PRIVATE_KEY_NAME,
+            upstream::GCS_SERVICE_ACCOUNT,
+        ];
+        // (S3's and GCS's BUCKET_NAME share a name but never a Secret.)
+        let theirs_set: std::collections::BTreeSet<&str> = theirs.iter().copied().collect();
+        assert_eq!(theirs_set.len(), theirs.len());
+        let shared: Vec<&&str> = ours.iter().filter(|k| theirs_set.contains(*k)).collect();
+        assert!(shared.is_empty(), "shared key names: {shared:?}");
+        assert!(theirs.iter().all(|k| k.starts_with("COSI_")));
+    }
+
+    #[test]
     fn keys_are_their_own_names() {
         assert_eq!(secret_keys::COSI_PROTOCOL, "COSI_PROTOCOL");
         assert_eq!(secret_keys::s3::AWS_REGION, "AWS_REGION");
         assert_eq!(secret_keys::gcs::HMAC_SECRET, "HMAC_SECRET");
+        assert_eq!(secret_keys::upstream::S3_BUCKET_ID, "COSI_S3_BUCKET_ID");
+        assert_eq!(
+            secret_keys::upstream::GCS_SERVICE_ACCOUNT,
+            "COSI_GCS_SERVICE_ACCOUNT"
+        );
         assert_eq!(bucket_info_keys::S3_ENDPOINT, "COSI_S3_ENDPOINT");
         assert_eq!(bucket_info_keys::GCS_BUCKET_NAME, "COSI_GCS_BUCKET_NAME");
     }

@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+use cosi_api::constants::secret_keys::upstream;
 use cosi_api::constants::{bucket_info_keys, secret_keys};
 use cosi_api::{AuthenticationType, Protocol};
 use cosi_driver::proto::{
@@ -198,8 +199,12 @@ fn bucket_secret_info(
             data.put(secret_keys::s3::BUCKET_NAME, &s3.bucket_name);
             data.put(secret_keys::s3::AWS_DEFAULT_REGION, &s3.region);
             data.put(secret_keys::s3::AWS_REGION, &s3.region);
+            data.put(upstream::S3_ENDPOINT, &s3.endpoint);
+            data.put(upstream::S3_BUCKET_ID, &s3.bucket_name);
+            data.put(upstream::S3_REGION, &s3.region);
             if let Some(style) = addressing_style(s3.addressing_style) {
                 data.put(secret_keys::s3::AWS_S3_ADDRESSING_STYLE, style);
+                data.put(upstream::S3_ADDRESSING_STYLE, style);
             }
         }
         Protocol::Azure => {
@@ -210,6 +215,7 @@ fn bucket_secret_info(
                 secret_keys::azure::AZURE_STORAGE_ACCOUNT,
                 &az.storage_account,
             );
+            data.put(upstream::AZURE_STORAGE_ACCOUNT, &az.storage_account);
         }
         Protocol::Gcs => {
             let gcs = required_part(info.gcs.as_ref(), &what, protocol, |gcs| {
@@ -220,6 +226,8 @@ fn bucket_secret_info(
             })?;
             data.put(secret_keys::gcs::PROJECT_ID, &gcs.project_id);
             data.put(secret_keys::gcs::BUCKET_NAME, &gcs.bucket_name);
+            data.put(upstream::GCS_PROJECT_ID, &gcs.project_id);
+            data.put(upstream::GCS_BUCKET_NAME, &gcs.bucket_name);
         }
     }
     Ok(data)
@@ -279,6 +287,8 @@ fn credentials(
                     secret_keys::s3::AWS_SECRET_ACCESS_KEY,
                     &s3.access_secret_key,
                 );
+                data.put_nonempty(upstream::S3_ACCESS_KEY_ID, &s3.access_key_id);
+                data.put_nonempty(upstream::S3_ACCESS_SECRET_KEY, &s3.access_secret_key);
             }
         }
         Protocol::Azure => {
@@ -302,6 +312,8 @@ fn credentials(
                         secret_keys::azure::AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP,
                         &expiry,
                     );
+                    data.put(upstream::AZURE_ACCESS_TOKEN, &az.access_token);
+                    data.put(upstream::AZURE_EXPIRY_TIMESTAMP, &expiry);
                 }
             }
         }
@@ -320,6 +332,10 @@ fn credentials(
                 data.put_nonempty(gcs::PRIVATE_KEY, &g.private_key);
                 data.put_nonempty(gcs::HMAC_ACCESS_ID, &g.hmac_access_id);
                 data.put_nonempty(gcs::HMAC_SECRET, &g.hmac_secret);
+                data.put_nonempty(upstream::GCS_ACCESS_ID, &g.hmac_access_id);
+                data.put_nonempty(upstream::GCS_ACCESS_SECRET, &g.hmac_secret);
+                data.put_nonempty(upstream::GCS_PRIVATE_KEY_NAME, &g.private_key_id);
+                data.put_nonempty(upstream::GCS_SERVICE_ACCOUNT, &g.service_account_name);
             }
         }
     }
@@ -501,6 +517,22 @@ mod tests {
         assert_eq!(g.buckets["b2"].0["AWS_DEFAULT_REGION"], "us-east-1");
         assert_eq!(g.buckets["b2"].0["AWS_REGION"], "us-east-1");
         assert_eq!(g.credentials.0["AWS_ACCESS_KEY_ID"], "AKIDSECRETVALUE");
+        // Upstream COSI's keys beside them, with the same values.
+        let b2 = &g.buckets["b2"].0;
+        for (ours, theirs) in [
+            ("BUCKET_NAME", "COSI_S3_BUCKET_ID"),
+            ("AWS_ENDPOINT_URL", "COSI_S3_ENDPOINT"),
+            ("AWS_DEFAULT_REGION", "COSI_S3_REGION"),
+            ("AWS_S3_ADDRESSING_STYLE", "COSI_S3_ADDRESSING_STYLE"),
+        ] {
+            assert_eq!(b2[ours], b2[theirs], "{theirs}");
+        }
+        let creds = &g.credentials.0;
+        assert_eq!(creds["COSI_S3_ACCESS_KEY_ID"], creds["AWS_ACCESS_KEY_ID"]);
+        assert_eq!(
+            creds["COSI_S3_ACCESS_SECRET_KEY"],
+            creds["AWS_SECRET_ACCESS_KEY"]
+        );
     }
 
     #[test]
@@ -607,6 +639,12 @@ mod tests {
         );
         assert!(g.credentials.0.contains_key("COSI_CERTIFICATE_AUTHORITY"));
         assert_eq!(g.buckets["b1"].0["AZURE_STORAGE_ACCOUNT"], "acct");
+        assert_eq!(g.buckets["b1"].0["COSI_AZURE_STORAGE_ACCOUNT"], "acct");
+        assert_eq!(g.credentials.0["COSI_AZURE_ACCESS_TOKEN"], "sv=token");
+        assert_eq!(
+            g.credentials.0["COSI_AZURE_EXPIRY_TIMESTAMP"],
+            "2026-01-01T00:00:00Z"
+        );
     }
 
     #[test]
@@ -634,6 +672,11 @@ mod tests {
         let g = grant(&reply, &["b1"], Protocol::Gcs, AuthenticationType::Key).unwrap();
         assert_eq!(g.credentials.0["HMAC_SECRET"], "s");
         assert_eq!(g.buckets["b1"].0["PROJECT_ID"], "p");
+        assert_eq!(g.credentials.0["COSI_GCS_ACCESS_ID"], "id");
+        assert_eq!(g.credentials.0["COSI_GCS_ACCESS_SECRET"], "s");
+        assert_eq!(g.buckets["b1"].0["COSI_GCS_PROJECT_ID"], "p");
+        assert_eq!(g.buckets["b1"].0["COSI_GCS_BUCKET_NAME"], "b");
+        assert!(!g.credentials.0.contains_key("COSI_GCS_PRIVATE_KEY_NAME"));
     }
 
     #[test]

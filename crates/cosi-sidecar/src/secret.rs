@@ -81,6 +81,7 @@ pub fn secret_data(
 /// The keys every Secret of this protocol and authentication type holds;
 /// a Secret lacking one is rewritten by a new grant.
 pub fn required_keys(protocol: Protocol, auth: AuthenticationType) -> Vec<&'static str> {
+    use secret_keys::upstream;
     let key = auth == AuthenticationType::Key;
     let mut keys = vec![secret_keys::COSI_PROTOCOL];
     match protocol {
@@ -91,6 +92,9 @@ pub fn required_keys(protocol: Protocol, auth: AuthenticationType) -> Vec<&'stat
                 s3::BUCKET_NAME,
                 s3::AWS_DEFAULT_REGION,
                 s3::AWS_REGION,
+                upstream::S3_ENDPOINT,
+                upstream::S3_BUCKET_ID,
+                upstream::S3_REGION,
             ]);
             if key {
                 keys.extend(s3::CREDENTIALS);
@@ -98,17 +102,27 @@ pub fn required_keys(protocol: Protocol, auth: AuthenticationType) -> Vec<&'stat
         }
         Protocol::Azure => {
             use secret_keys::azure;
-            keys.push(azure::AZURE_STORAGE_ACCOUNT);
+            keys.extend([
+                azure::AZURE_STORAGE_ACCOUNT,
+                upstream::AZURE_STORAGE_ACCOUNT,
+            ]);
             if key {
                 keys.extend([
                     azure::AZURE_STORAGE_SAS_TOKEN,
                     azure::AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP,
+                    upstream::AZURE_ACCESS_TOKEN,
+                    upstream::AZURE_EXPIRY_TIMESTAMP,
                 ]);
             }
         }
         Protocol::Gcs => {
             use secret_keys::gcs;
-            keys.extend([gcs::PROJECT_ID, gcs::BUCKET_NAME]);
+            keys.extend([
+                gcs::PROJECT_ID,
+                gcs::BUCKET_NAME,
+                upstream::GCS_PROJECT_ID,
+                upstream::GCS_BUCKET_NAME,
+            ]);
         }
     }
     keys
@@ -244,7 +258,8 @@ pub fn is_complete(
             .all(|k| data.contains_key(*k))
 }
 
-/// Test data: the Secret of an S3 access, every key the KEP names.
+/// Test data: the Secret of an S3 access, every key the KEP and upstream
+/// name.
 #[cfg(test)]
 pub(crate) fn test_s3_data() -> BTreeMap<String, ByteString> {
     let bucket = SecretData(
@@ -253,6 +268,9 @@ pub(crate) fn test_s3_data() -> BTreeMap<String, ByteString> {
             ("BUCKET_NAME", "b"),
             ("AWS_DEFAULT_REGION", "r"),
             ("AWS_REGION", "r"),
+            ("COSI_S3_ENDPOINT", "https://s3"),
+            ("COSI_S3_BUCKET_ID", "b"),
+            ("COSI_S3_REGION", "r"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -262,6 +280,8 @@ pub(crate) fn test_s3_data() -> BTreeMap<String, ByteString> {
         [
             ("AWS_ACCESS_KEY_ID", "id"),
             ("AWS_SECRET_ACCESS_KEY", "key"),
+            ("COSI_S3_ACCESS_KEY_ID", "id"),
+            ("COSI_S3_ACCESS_SECRET_KEY", "key"),
         ]
         .into_iter()
         .map(|(k, v)| (k.to_owned(), v.to_owned()))
@@ -377,7 +397,7 @@ mod tests {
     }
 
     #[test]
-    fn required_keys_follow_the_kep() {
+    fn required_keys_follow_the_kep_and_upstream() {
         assert_eq!(
             required_keys(Protocol::S3, AuthenticationType::Key),
             vec![
@@ -386,13 +406,33 @@ mod tests {
                 "BUCKET_NAME",
                 "AWS_DEFAULT_REGION",
                 "AWS_REGION",
+                "COSI_S3_ENDPOINT",
+                "COSI_S3_BUCKET_ID",
+                "COSI_S3_REGION",
                 "AWS_ACCESS_KEY_ID",
-                "AWS_SECRET_ACCESS_KEY"
+                "AWS_SECRET_ACCESS_KEY",
+                "COSI_S3_ACCESS_KEY_ID",
+                "COSI_S3_ACCESS_SECRET_KEY"
             ]
         );
         assert_eq!(
             required_keys(Protocol::Gcs, AuthenticationType::ServiceAccount),
-            vec!["COSI_PROTOCOL", "PROJECT_ID", "BUCKET_NAME"]
+            vec![
+                "COSI_PROTOCOL",
+                "PROJECT_ID",
+                "BUCKET_NAME",
+                "COSI_GCS_PROJECT_ID",
+                "COSI_GCS_BUCKET_NAME"
+            ]
+        );
+        assert_eq!(
+            required_keys(Protocol::Azure, AuthenticationType::Key)[3..],
+            [
+                "AZURE_STORAGE_SAS_TOKEN",
+                "AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP",
+                "COSI_AZURE_ACCESS_TOKEN",
+                "COSI_AZURE_EXPIRY_TIMESTAMP"
+            ]
         );
     }
 }

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
 
-use cosi_api::constants::secret_keys::azure;
+use cosi_api::constants::secret_keys::{azure, upstream};
 use cosi_api::rotation::annotations;
 use cosi_api::*;
 use cosi_driver_azure::AzureDriver;
@@ -150,8 +150,15 @@ async fn an_azure_claim_and_access_work_with_the_python_sdk_and_leave_nothing_be
             azure::AZURE_STORAGE_ACCOUNT,
             azure::AZURE_STORAGE_SAS_TOKEN,
             azure::AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP,
+            upstream::AZURE_STORAGE_ACCOUNT,
+            upstream::AZURE_ACCESS_TOKEN,
+            upstream::AZURE_EXPIRY_TIMESTAMP,
         ]),
-        "only the KEP's keys"
+        "only the KEP's keys and upstream's"
+    );
+    assert_eq!(
+        secret[upstream::AZURE_ACCESS_TOKEN],
+        secret[azure::AZURE_STORAGE_SAS_TOKEN]
     );
     assert_eq!(secret[azure::AZURE_STORAGE_ACCOUNT], "devstoreaccount1");
     assert!(

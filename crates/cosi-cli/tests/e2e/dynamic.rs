@@ -3,7 +3,7 @@
 //! end: a claim and an access become a bucket and a Secret whose
 //! credentials work; deleting them leaves nothing behind.
 
-use cosi_api::constants::secret_keys::{COSI_PROTOCOL, s3};
+use cosi_api::constants::secret_keys::{COSI_PROTOCOL, s3, upstream};
 use cosi_api::constants::{annotations, names};
 use cosi_api::*;
 use kube::ResourceExt;
@@ -68,6 +68,17 @@ async fn a_claim_and_an_access_become_a_working_bucket_and_secret() {
     assert!(!data[s3::AWS_DEFAULT_REGION].is_empty());
     assert_eq!(data[s3::AWS_REGION], data[s3::AWS_DEFAULT_REGION]);
     assert!(!data[s3::AWS_ACCESS_KEY_ID].is_empty() && !data[s3::AWS_SECRET_ACCESS_KEY].is_empty());
+    // Upstream COSI's keys too, with the same values.
+    for (ours, theirs) in [
+        (s3::BUCKET_NAME, upstream::S3_BUCKET_ID),
+        (s3::AWS_ENDPOINT_URL, upstream::S3_ENDPOINT),
+        (s3::AWS_DEFAULT_REGION, upstream::S3_REGION),
+        (s3::AWS_S3_ADDRESSING_STYLE, upstream::S3_ADDRESSING_STYLE),
+        (s3::AWS_ACCESS_KEY_ID, upstream::S3_ACCESS_KEY_ID),
+        (s3::AWS_SECRET_ACCESS_KEY, upstream::S3_ACCESS_SECRET_KEY),
+    ] {
+        assert_eq!(data[ours], data[theirs], "{theirs}");
+    }
 
     // The credentials work on the data path.
     let (s3c, bucket_name) = env.s3("photos-rw").await;

@@ -51,11 +51,19 @@ async fn access_is_granted_with_one_secret_per_claim_holding_shared_credentials(
             "AWS_S3_ADDRESSING_STYLE",
             "AWS_ACCESS_KEY_ID",
             "AWS_SECRET_ACCESS_KEY",
+            // Upstream COSI's keys, with the same values.
+            "COSI_S3_BUCKET_ID",
+            "COSI_S3_ENDPOINT",
+            "COSI_S3_REGION",
+            "COSI_S3_ADDRESSING_STYLE",
+            "COSI_S3_ACCESS_KEY_ID",
+            "COSI_S3_ACCESS_SECRET_KEY",
         ]
         .into_iter()
         .map(String::from)
         .collect();
         assert_eq!(keys, want);
+        assert_eq!(secret_string(&s, "COSI_S3_BUCKET_ID").unwrap(), bucket_id);
         assert_eq!(secret_string(&s, "COSI_PROTOCOL").unwrap(), "S3");
         assert_eq!(secret_string(&s, "BUCKET_NAME").unwrap(), bucket_id);
         assert_eq!(
