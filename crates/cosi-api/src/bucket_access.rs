@@ -66,8 +66,10 @@ pub struct BucketAccessSpec {
 
 /// Each entry names a BucketClaim, the Secret COSI writes for it and the
 /// access modes wanted.
-#[derive(Serialize, Deserialize, KubeSchema, Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Serialize, KubeSchema, Clone, Debug, PartialEq, Eq, Default)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = accept_upstream_access_mode)]
+#[x_kube(validation = Rule::new("has(self.accessModes) != has(self.accessMode)").message("set exactly one of accessModes (per category: objectData, objectMetadata, bucketMetadata) or accessMode (upstream COSI's one mode for objects' data and metadata)"))]
 pub struct BucketAccessClaim {
     /// BucketClaimName is the name of a BucketClaim in the BucketAccess's
     /// namespace (a DNS-1123 subdomain).
@@ -82,8 +84,58 @@ pub struct BucketAccessClaim {
     pub access_secret_name: String,
 
     /// AccessModes are the read/write modes requested, per category. At least
-    /// one category must be requested.
+    /// one category must be requested. Required unless accessMode is set.
+    #[serde(default)]
     pub access_modes: BucketAccessModes,
+}
+
+/// The wire form of a [`BucketAccessClaim`], with upstream COSI's
+/// `accessMode` beside the KEP's `accessModes`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ClaimEntry {
+    bucket_claim_name: String,
+    access_secret_name: String,
+    #[serde(default)]
+    access_modes: Option<BucketAccessModes>,
+    #[serde(default)]
+    access_mode: Option<BucketAccessMode>,
+}
+
+/// Reads the KEP's `accessModes`, or upstream COSI's single `accessMode` as
+/// that mode for objects' data and metadata ([`BucketAccessModes::objects`]).
+impl<'de> Deserialize<'de> for BucketAccessClaim {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let entry = ClaimEntry::deserialize(d)?;
+        let modes = entry
+            .access_modes
+            .or_else(|| entry.access_mode.map(BucketAccessModes::objects))
+            .unwrap_or_default();
+        Ok(Self {
+            bucket_claim_name: entry.bucket_claim_name,
+            access_secret_name: entry.access_secret_name,
+            access_modes: modes,
+        })
+    }
+}
+
+/// Adds upstream COSI's `accessMode` (one of the three modes) to the schema
+/// of a claim entry, and leaves `accessModes` without a default, so that
+/// the entry's rule sees which of the two the user set.
+fn accept_upstream_access_mode(schema: &mut schemars::Schema) {
+    if let Some(props) = schema.get_mut("properties").and_then(|p| p.as_object_mut()) {
+        if let Some(modes) = props.get_mut("accessModes").and_then(|m| m.as_object_mut()) {
+            modes.remove("default");
+        }
+        props.insert(
+            "accessMode".into(),
+            serde_json::json!({
+                "type": "string",
+                "enum": ["ReadWrite", "ReadOnly", "WriteOnly"],
+                "description": "AccessMode (upstream COSI) is one read/write mode for objects' data and metadata, the same as accessModes with objectData and objectMetadata set to it. Set it or accessModes.",
+            }),
+        );
+    }
 }
 
 impl BucketAccessClaim {

@@ -292,3 +292,53 @@ fn access_class_authentication_type_defaults_to_key() {
     let auth = &schema["properties"]["spec"]["properties"]["authenticationType"];
     assert_eq!(auth["default"], "Key");
 }
+
+#[test]
+fn an_access_claim_takes_upstreams_access_mode_or_the_keps_access_modes() {
+    use kube::core::cel::validate_cel_schema;
+    use serde_json::json;
+    let entry = |extra: serde_json::Value| {
+        let mut e = json!({"bucketClaimName": "a", "accessSecretName": "s"});
+        e.as_object_mut()
+            .unwrap()
+            .extend(extra.as_object().unwrap().clone());
+        e
+    };
+    let upstream = entry(json!({"accessMode": "ReadOnly"}));
+    validate_cel_schema::<BucketAccessClaim>(&upstream, None).unwrap();
+    let kep = entry(json!({"accessModes": {"objectData": "ReadOnly"}}));
+    validate_cel_schema::<BucketAccessClaim>(&kep, None).unwrap();
+    for wrong in [
+        entry(json!({"accessMode": "ReadOnly", "accessModes": {"objectData": "ReadOnly"}})),
+        entry(json!({})),
+    ] {
+        let why = refusal(validate_cel_schema::<BucketAccessClaim>(&wrong, None));
+        assert!(
+            why.contains("set exactly one of accessModes") && why.contains("accessMode (upstream"),
+            "{why}"
+        );
+    }
+
+    // Upstream's one mode is the same mode for objects' data and metadata.
+    let read: BucketAccessClaim = serde_json::from_value(upstream).unwrap();
+    assert_eq!(
+        read.access_modes,
+        BucketAccessModes::objects(BucketAccessMode::ReadOnly)
+    );
+    let read: BucketAccessClaim = serde_json::from_value(kep).unwrap();
+    assert_eq!(
+        read.access_modes.object_data,
+        Some(BucketAccessMode::ReadOnly)
+    );
+    assert_eq!(read.access_modes.object_metadata, None);
+
+    let schema = crd_schema::<BucketAccess>();
+    let item = &schema["properties"]["spec"]["properties"]["bucketClaims"]["items"];
+    assert_eq!(
+        item["properties"]["accessMode"]["enum"],
+        json!(["ReadWrite", "ReadOnly", "WriteOnly"])
+    );
+    let required = item["required"].as_array().unwrap();
+    assert!(!required.contains(&json!("accessModes")), "{required:?}");
+    assert!(required.contains(&json!("bucketClaimName")));
+}

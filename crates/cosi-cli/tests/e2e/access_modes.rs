@@ -154,3 +154,43 @@ async fn a_class_forbidding_a_mode_refuses_accesses_asking_for_it() {
     .await;
     clean_up(env, &["wants-write", "reads"], &["data"]).await;
 }
+
+#[tokio::test]
+async fn an_access_in_upstreams_single_access_mode_form_reads_but_cannot_write() {
+    let env = Env::start().await;
+    let bucket = seeded(&env).await;
+    // Upstream COSI's form: `accessMode` instead of the KEP's `accessModes`.
+    let mut manifest = serde_json::to_value(cosi_cli::manifests::access(
+        NS,
+        "upstream-ro",
+        SINGLE,
+        &[("data", "upstream-ro")],
+        BucketAccessMode::ReadOnly,
+    ))
+    .unwrap();
+    let entry = &mut manifest["spec"]["bucketClaims"][0];
+    entry.as_object_mut().unwrap().remove("accessModes");
+    entry["accessMode"] = "ReadOnly".into();
+    env.accesses()
+        .patch(
+            "upstream-ro",
+            &kube::api::PatchParams::apply("e2e"),
+            &kube::api::Patch::Apply(&manifest),
+        )
+        .await
+        .expect("the CRD accepts upstream's accessMode");
+    let access = env.wait_provisioned::<BucketAccess>("upstream-ro").await;
+    assert_eq!(
+        access.spec.bucket_claims[0].access_modes,
+        BucketAccessModes::objects(BucketAccessMode::ReadOnly),
+        "read as the KEP's modes for objects' data and metadata"
+    );
+    let (s3c, named) = env.s3("upstream-ro").await;
+    assert_eq!(named, bucket);
+    assert_eq!(get(&s3c, &bucket, "seed").await.unwrap(), b"seed");
+    assert_eq!(
+        put(&s3c, &bucket, "new", b"x").await.unwrap_err(),
+        "AccessDenied"
+    );
+    clean_up(env, &["seeder", "upstream-ro"], &["data"]).await;
+}
