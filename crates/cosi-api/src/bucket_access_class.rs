@@ -51,7 +51,9 @@ pub struct BucketAccessClassSpec {
     pub multi_bucket_access: Option<MultiBucketAccess>,
 
     /// DisallowedBucketAccessModes lists, per category, access modes that a
-    /// BucketAccess of this class may not request.
+    /// BucketAccess of this class may not request. Upstream COSI's list
+    /// form, e.g. [ReadWrite, WriteOnly], is written here as
+    /// {objectData: [ReadWrite, WriteOnly], objectMetadata: [ReadWrite, WriteOnly]}.
     #[serde(default, skip_serializing_if = "DisallowedBucketAccessModes::is_empty")]
     pub disallowed_bucket_access_modes: DisallowedBucketAccessModes,
 }

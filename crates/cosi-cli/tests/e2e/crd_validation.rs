@@ -306,3 +306,63 @@ async fn objects_made_under_earlier_crds_that_todays_refuse_stay_writable_and_de
         assert!(api.get_opt(name).await.unwrap().is_none(), "{name} is gone");
     }
 }
+
+/// Manifests written for upstream COSI's v1alpha2 CRDs apply, except the
+/// differences the KEP makes (README "Differences from upstream's CRDs"),
+/// whose refusals say what to write instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn upstreams_manifests_apply_except_where_the_kep_differs() {
+    let server = server_with_crds().await;
+    let dir = tempfile::tempdir().unwrap();
+    let k = kubectl_for(&server, &dir);
+    let head = "apiVersion: objectstorage.k8s.io/v1alpha2\n";
+
+    // Upstream's single accessMode per claim.
+    let applied = k.ok(
+        &["apply", "-f", "-"],
+        Some(&format!(
+            "{head}kind: BucketAccess\nmetadata: {{name: upstream, namespace: default}}\nspec:\n  bucketAccessClassName: standard\n  protocol: S3\n  bucketClaims:\n  - {{bucketClaimName: photos, accessSecretName: photos-creds, accessMode: ReadOnly}}\n"
+        )),
+    );
+    assert!(
+        applied.contains("bucketaccess.objectstorage.k8s.io/upstream created"),
+        "{applied}"
+    );
+    let both = refused(
+        &k,
+        &format!(
+            "{head}kind: BucketAccess\nmetadata: {{name: both, namespace: default}}\nspec:\n  bucketAccessClassName: standard\n  protocol: S3\n  bucketClaims:\n  - {{bucketClaimName: photos, accessSecretName: both, accessMode: ReadOnly, accessModes: {{objectData: ReadOnly}}}}\n"
+        ),
+    );
+    assert!(both.contains("set exactly one of accessModes"), "{both}");
+
+    // Upstream's class: authenticationType required there, defaulted here.
+    let class = |modes: &str| {
+        format!(
+            "{head}kind: BucketAccessClass\nmetadata: {{name: read-only}}\nspec:\n  driverName: local.cosi-rs.dev\n  disallowedBucketAccessModes: {modes}\n"
+        )
+    };
+    // Upstream's list of modes: the KEP's shape is per category.
+    let listed = refused(&k, &class("[ReadWrite, WriteOnly]"));
+    assert!(
+        listed.contains("spec.disallowedBucketAccessModes") && listed.contains("object"),
+        "{listed}"
+    );
+    let applied = k.ok(
+        &["apply", "-f", "-"],
+        Some(&class(
+            "{objectData: [ReadWrite, WriteOnly], objectMetadata: [ReadWrite, WriteOnly]}",
+        )),
+    );
+    assert!(applied.contains("created"), "{applied}");
+
+    // A static Bucket that COSI would delete: the KEP forbids it.
+    let delete = refused(
+        &k,
+        &static_bucket("legacy-photos").replace("deletionPolicy: Retain", "deletionPolicy: Delete"),
+    );
+    assert!(
+        delete.contains("deletionPolicy must be Retain when existingBucketID is set"),
+        "{delete}"
+    );
+}
