@@ -405,10 +405,13 @@ fn deletion_with_policy_delete_marks_then_deletes_the_bucket_then_releases_the_c
 fn a_bucket_marked_in_upstreams_spelling_is_not_marked_again() {
     let c = claim("photos").finalized();
     let mut b = bucket_for(&c);
-    b.metadata.annotations.get_or_insert_with(Default::default).insert(
-        cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED_UPSTREAM.into(),
-        String::new(),
-    );
+    b.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(
+            cosi_api::constants::annotations::BUCKETCLAIM_BEING_DELETED_UPSTREAM.into(),
+            String::new(),
+        );
     let c = c.bound_to(&b).deleting();
     assert!(matches!(
         step(&c, None, Some(&b)),
