@@ -79,9 +79,12 @@ pub fn secret_data(
 }
 
 /// The keys every Secret of this protocol and authentication type holds;
-/// a Secret lacking one is rewritten by a new grant.
+/// a Secret lacking one is rewritten by a new grant. These are the KEP's
+/// keys only: upstream COSI's `COSI_<PROTOCOL>_<KEY>` copies are written
+/// with them but not required, so that Secrets written before those copies
+/// existed are not re-granted (a driver call per access, and new keys from
+/// some drivers) on an upgrade; they gain the copies at their next write.
 pub fn required_keys(protocol: Protocol, auth: AuthenticationType) -> Vec<&'static str> {
-    use secret_keys::upstream;
     let key = auth == AuthenticationType::Key;
     let mut keys = vec![secret_keys::COSI_PROTOCOL];
     match protocol {
@@ -92,37 +95,24 @@ pub fn required_keys(protocol: Protocol, auth: AuthenticationType) -> Vec<&'stat
                 s3::BUCKET_NAME,
                 s3::AWS_DEFAULT_REGION,
                 s3::AWS_REGION,
-                upstream::S3_ENDPOINT,
-                upstream::S3_BUCKET_ID,
-                upstream::S3_REGION,
             ]);
             if key {
-                keys.extend(s3::CREDENTIALS);
+                keys.extend([s3::AWS_ACCESS_KEY_ID, s3::AWS_SECRET_ACCESS_KEY]);
             }
         }
         Protocol::Azure => {
             use secret_keys::azure;
-            keys.extend([
-                azure::AZURE_STORAGE_ACCOUNT,
-                upstream::AZURE_STORAGE_ACCOUNT,
-            ]);
+            keys.push(azure::AZURE_STORAGE_ACCOUNT);
             if key {
                 keys.extend([
                     azure::AZURE_STORAGE_SAS_TOKEN,
                     azure::AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP,
-                    upstream::AZURE_ACCESS_TOKEN,
-                    upstream::AZURE_EXPIRY_TIMESTAMP,
                 ]);
             }
         }
         Protocol::Gcs => {
             use secret_keys::gcs;
-            keys.extend([
-                gcs::PROJECT_ID,
-                gcs::BUCKET_NAME,
-                upstream::GCS_PROJECT_ID,
-                upstream::GCS_BUCKET_NAME,
-            ]);
+            keys.extend([gcs::PROJECT_ID, gcs::BUCKET_NAME]);
         }
     }
     keys
@@ -397,7 +387,7 @@ mod tests {
     }
 
     #[test]
-    fn required_keys_follow_the_kep_and_upstream() {
+    fn required_keys_are_the_keps_only() {
         assert_eq!(
             required_keys(Protocol::S3, AuthenticationType::Key),
             vec![
@@ -406,33 +396,30 @@ mod tests {
                 "BUCKET_NAME",
                 "AWS_DEFAULT_REGION",
                 "AWS_REGION",
-                "COSI_S3_ENDPOINT",
-                "COSI_S3_BUCKET_ID",
-                "COSI_S3_REGION",
                 "AWS_ACCESS_KEY_ID",
-                "AWS_SECRET_ACCESS_KEY",
-                "COSI_S3_ACCESS_KEY_ID",
-                "COSI_S3_ACCESS_SECRET_KEY"
+                "AWS_SECRET_ACCESS_KEY"
             ]
         );
         assert_eq!(
             required_keys(Protocol::Gcs, AuthenticationType::ServiceAccount),
-            vec![
-                "COSI_PROTOCOL",
-                "PROJECT_ID",
-                "BUCKET_NAME",
-                "COSI_GCS_PROJECT_ID",
-                "COSI_GCS_BUCKET_NAME"
-            ]
+            vec!["COSI_PROTOCOL", "PROJECT_ID", "BUCKET_NAME"]
         );
         assert_eq!(
-            required_keys(Protocol::Azure, AuthenticationType::Key)[3..],
+            required_keys(Protocol::Azure, AuthenticationType::Key),
             [
+                "COSI_PROTOCOL",
+                "AZURE_STORAGE_ACCOUNT",
                 "AZURE_STORAGE_SAS_TOKEN",
-                "AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP",
-                "COSI_AZURE_ACCESS_TOKEN",
-                "COSI_AZURE_EXPIRY_TIMESTAMP"
+                "AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP"
             ]
         );
+    }
+
+    #[test]
+    fn a_secret_without_upstreams_copies_is_complete() {
+        let mut data = test_s3_data();
+        data.retain(|k, _| !k.starts_with("COSI_S3_"));
+        let s = new_secret(&access(), "claim1", "creds", data);
+        assert!(complete(&s, Protocol::S3, AuthenticationType::Key));
     }
 }
