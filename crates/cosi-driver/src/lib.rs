@@ -36,6 +36,7 @@
 //! Drivers never link Kubernetes crates: this crate knows only the gRPC API.
 
 pub mod authority;
+mod bridge;
 pub mod client;
 pub mod codec;
 pub mod driver;

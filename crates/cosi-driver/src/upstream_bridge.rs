@@ -60,13 +60,11 @@
 //! bridge cannot translate is `INTERNAL`; no message holds a credential.
 
 use std::fmt;
-use std::sync::Arc;
 
-use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
+use crate::bridge::bridge_type;
 use crate::proto as rs;
-use crate::server::Validated;
 use crate::upstream as up;
 use crate::validate;
 use crate::{Identity, Provisioner};
@@ -76,38 +74,11 @@ use up::authentication_type::Type as UpAuth;
 use up::object_protocol::Type as UpProtocol;
 use up::s3_addressing_style::Style as UpStyle;
 
-/// A cosi-rs driver served over upstream's v1alpha2 driver API: implements
-/// `sigs.k8s.io.cosi.v1alpha2` Identity and Provisioner by calling the
-/// wrapped services (see the [module](self) documentation for the mapping).
-pub struct UpstreamBridge<I, P> {
-    identity: Arc<I>,
-    provisioner: Arc<Validated<P>>,
-}
-
-impl<I, P> UpstreamBridge<I, P> {
-    /// Wraps a driver's `identity` and `provisioner` (a
-    /// [`Driver`](crate::Driver) is both).
-    pub fn new(identity: I, provisioner: P) -> Self {
-        Self {
-            identity: Arc::new(identity),
-            provisioner: Arc::new(Validated(provisioner)),
-        }
-    }
-}
-
-impl<I, P> Clone for UpstreamBridge<I, P> {
-    fn clone(&self) -> Self {
-        Self {
-            identity: self.identity.clone(),
-            provisioner: self.provisioner.clone(),
-        }
-    }
-}
-
-impl<I, P> fmt::Debug for UpstreamBridge<I, P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("UpstreamBridge").finish_non_exhaustive()
-    }
+bridge_type! {
+    /// A cosi-rs driver served over upstream's v1alpha2 driver API: implements
+    /// `sigs.k8s.io.cosi.v1alpha2` Identity and Provisioner by calling the
+    /// wrapped services (see the [module](self) documentation for the mapping).
+    UpstreamBridge, bad_reply
 }
 
 /// The message refusing ServiceAccount authentication.
@@ -117,36 +88,11 @@ fn invalid(message: String) -> Status {
     Status::invalid_argument(message)
 }
 
-/// A cosi-rs request carrying the metadata (deadline, tracing headers) of
-/// the upstream request it was built from.
-fn driver_request<T>(metadata: &MetadataMap, message: T) -> Request<T> {
-    Request::from_parts(metadata.clone(), Default::default(), message)
-}
-
-/// Calls the driver with `message`, carrying `metadata`, and returns the
-/// reply's message.
-async fn forward<Req, Resp, Fut>(
-    metadata: &MetadataMap,
-    message: Req,
-    call: impl FnOnce(Request<Req>) -> Fut,
-) -> Result<Resp, Status>
-where
-    Fut: Future<Output = Result<Response<Resp>, Status>>,
-{
-    Ok(call(driver_request(metadata, message)).await?.into_inner())
-}
-
 /// A reply of the driver the bridge cannot translate.
 fn bad_reply(rpc: &str, what: &str) -> Status {
     Status::internal(format!(
         "the driver's {rpc} reply {what}; it cannot be served over the upstream v1alpha2 API"
     ))
-}
-
-/// An ID the driver returned, checked before it is used or handed on.
-fn returned_id(rpc: &str, field: &str, value: &str) -> Result<(), Status> {
-    validate::identifier(field, value)
-        .map_err(|e| bad_reply(rpc, &format!("is unusable: {}", e.message())))
 }
 
 /// An upstream protocol as cosi-rs's; `field` names it in the error.
@@ -352,10 +298,7 @@ impl<I: Identity, P: Provisioner> up::identity_server::Identity for UpstreamBrid
         &self,
         request: Request<up::DriverGetInfoRequest>,
     ) -> Result<Response<up::DriverGetInfoResponse>, Status> {
-        let info = forward(request.metadata(), rs::DriverGetInfoRequest {}, |r| {
-            self.identity.driver_get_info(r)
-        })
-        .await?;
+        let info = self.driver.get_info(request.metadata()).await?;
         let mut supported_protocols = Vec::new();
         for value in info.supported_protocols {
             let protocol = rs::ObjectProtocol::try_from(value)
@@ -387,29 +330,12 @@ impl<I: Identity, P: Provisioner> up::provisioner_server::Provisioner for Upstre
         let protocols = protocols_to_driver("protocols", &r.protocols)?;
         validate::parameters("parameters", &r.parameters)?;
 
-        let bucket_id = forward(
-            &metadata,
-            rs::DriverGenerateBucketIdRequest {
-                name: r.name,
-                protocols: protocols.clone(),
-                parameters: r.parameters.clone(),
-            },
-            |r| self.provisioner.driver_generate_bucket_id(r),
-        )
-        .await?
-        .bucket_id;
-        returned_id("DriverGenerateBucketId", "bucket_id", &bucket_id)?;
-
-        let created = forward(
-            &metadata,
-            rs::DriverCreateBucketRequest {
-                bucket_id: bucket_id.clone(),
-                protocols,
-                parameters: r.parameters,
-            },
-            |r| self.provisioner.driver_create_bucket(r),
-        )
-        .await?;
+        let generate = rs::DriverGenerateBucketIdRequest {
+            name: r.name,
+            protocols,
+            parameters: r.parameters,
+        };
+        let (bucket_id, created) = self.driver.create_bucket(&metadata, generate).await?;
         let info = created
             .protocols
             .ok_or_else(|| bad_reply("DriverCreateBucket", "holds no bucket info"))?;
@@ -428,16 +354,12 @@ impl<I: Identity, P: Provisioner> up::provisioner_server::Provisioner for Upstre
         let protocols = protocols_to_driver("protocols", &r.protocols)?;
         validate::parameters("parameters", &r.parameters)?;
 
-        let found = forward(
-            &metadata,
-            rs::DriverGetBucketRequest {
-                bucket_id: r.existing_bucket_id.clone(),
-                protocols,
-                parameters: r.parameters,
-            },
-            |r| self.provisioner.driver_get_bucket(r),
-        )
-        .await?;
+        let get = rs::DriverGetBucketRequest {
+            bucket_id: r.existing_bucket_id.clone(),
+            protocols,
+            parameters: r.parameters,
+        };
+        let found = self.driver.get_bucket(&metadata, get).await?;
         let info = found
             .protocols
             .ok_or_else(|| bad_reply("DriverGetBucket", "holds no bucket info"))?;
@@ -454,15 +376,11 @@ impl<I: Identity, P: Provisioner> up::provisioner_server::Provisioner for Upstre
         let (metadata, _, r) = request.into_parts();
         validate::identifier("bucket_id", &r.bucket_id)?;
         validate::parameters("parameters", &r.parameters)?;
-        forward(
-            &metadata,
-            rs::DriverDeleteBucketRequest {
-                bucket_id: r.bucket_id,
-                parameters: r.parameters,
-            },
-            |r| self.provisioner.driver_delete_bucket(r),
-        )
-        .await?;
+        let delete = rs::DriverDeleteBucketRequest {
+            bucket_id: r.bucket_id,
+            parameters: r.parameters,
+        };
+        self.driver.delete_bucket(&metadata, delete).await?;
         Ok(Response::new(up::DriverDeleteBucketResponse {}))
     }
 
@@ -486,27 +404,7 @@ impl<I: Identity, P: Provisioner> up::provisioner_server::Provisioner for Upstre
             service_account: None,
             parameters: r.parameters,
         };
-        let account_id = forward(&metadata, generate.clone(), |r| {
-            self.provisioner.driver_generate_bucket_access_id(r)
-        })
-        .await?
-        .account_id;
-        returned_id("DriverGenerateBucketAccessId", "account_id", &account_id)?;
-
-        // The same buckets, protocol, type and parameters as the first call.
-        let granted = forward(
-            &metadata,
-            rs::DriverGrantBucketAccessRequest {
-                account_id: account_id.clone(),
-                buckets: generate.buckets.clone(),
-                protocol: generate.protocol,
-                authentication_type: generate.authentication_type,
-                service_account: None,
-                parameters: generate.parameters.clone(),
-            },
-            |r| self.provisioner.driver_grant_bucket_access(r),
-        )
-        .await?;
+        let (account_id, granted) = self.driver.grant_access(&metadata, &generate).await?;
         let rs::DriverGrantBucketAccessResponse {
             buckets: granted_buckets,
             credentials: granted_credentials,
@@ -543,11 +441,7 @@ impl<I: Identity, P: Provisioner> up::provisioner_server::Provisioner for Upstre
                     service_account: None,
                     parameters: generate.parameters,
                 };
-                if let Err(e) = forward(&metadata, revoke, |r| {
-                    self.provisioner.driver_revoke_bucket_access(r)
-                })
-                .await
-                {
+                if let Err(e) = self.driver.revoke_access(&metadata, revoke).await {
                     tracing::warn!(account_id, code = ?e.code(), "revoking an unusable grant failed");
                 }
                 return Err(Status::failed_precondition(why.to_string()));
@@ -587,19 +481,15 @@ impl<I: Identity, P: Provisioner> up::provisioner_server::Provisioner for Upstre
                 bucket_id: b.bucket_id,
             });
         }
-        forward(
-            &metadata,
-            rs::DriverRevokeBucketAccessRequest {
-                account_id: r.account_id,
-                buckets,
-                protocol: protocol as i32,
-                authentication_type: auth as i32,
-                service_account: None,
-                parameters: r.parameters,
-            },
-            |r| self.provisioner.driver_revoke_bucket_access(r),
-        )
-        .await?;
+        let revoke = rs::DriverRevokeBucketAccessRequest {
+            account_id: r.account_id,
+            buckets,
+            protocol: protocol as i32,
+            authentication_type: auth as i32,
+            service_account: None,
+            parameters: r.parameters,
+        };
+        self.driver.revoke_access(&metadata, revoke).await?;
         Ok(Response::new(up::DriverRevokeBucketAccessResponse {}))
     }
 }
@@ -718,51 +608,6 @@ mod tests {
         );
         let five = up::AuthenticationType { r#type: 5 };
         assert!(message(authentication_to_driver(Some(&five), "")).contains("unknown value 5"));
-    }
-
-    /// S3 bucket info on the wire: upstream's numbers (bucket_id 1,
-    /// endpoint 2, region 3, addressing style 4 with the style as its 1).
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct S3Wire {
-        #[prost(string, tag = "1")]
-        bucket_id: String,
-        #[prost(string, tag = "2")]
-        endpoint: String,
-        #[prost(string, tag = "3")]
-        region: String,
-        #[prost(message, optional, tag = "4")]
-        style: Option<StyleWire>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    struct StyleWire {
-        #[prost(int32, tag = "1")]
-        style: i32,
-    }
-
-    #[test]
-    fn s3_info_keeps_meaning_across_the_swapped_numbers() {
-        for (style, wire_style) in [
-            (rs::S3AddressingStyle::Path, Some(1)),
-            (rs::S3AddressingStyle::Virtual, Some(2)),
-            (rs::S3AddressingStyle::Unspecified, None),
-        ] {
-            let info = bucket_info(rs::ProtocolBucketInfo {
-                s3: Some(rs::S3BucketInfo {
-                    bucket_name: "bkt".into(),
-                    region: "eu-west-3".into(),
-                    endpoint: "https://s3.example.com".into(),
-                    addressing_style: style as i32,
-                }),
-                ..Default::default()
-            });
-            let bytes = info.s3.unwrap().encode_to_vec();
-            let wire = S3Wire::decode(bytes.as_slice()).unwrap();
-            assert_eq!(wire.bucket_id, "bkt");
-            assert_eq!(wire.endpoint, "https://s3.example.com");
-            assert_eq!(wire.region, "eu-west-3");
-            assert_eq!(wire.style.map(|s| s.style), wire_style);
-        }
     }
 
     #[test]

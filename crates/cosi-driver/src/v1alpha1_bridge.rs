@@ -30,86 +30,31 @@
 //! `INTERNAL`; no message ever holds a credential.
 
 use std::collections::HashMap;
-use std::fmt;
-use std::sync::Arc;
 
-use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
+use crate::bridge::bridge_type;
 use crate::proto as v2;
-use crate::server::Validated;
 use crate::v1alpha1 as v1;
 use crate::v1alpha1::credential_keys::{self, s3 as s3_secret_keys};
 use crate::validate;
 use crate::{Identity, Provisioner};
 
-/// A v1alpha2 driver served over the v1alpha1 driver API: implements
-/// `cosi.v1alpha1` Identity and Provisioner by calling the wrapped v1alpha2
-/// services (see the [module](self) documentation for the mapping).
-pub struct V1alpha1Bridge<I, P> {
-    identity: Arc<I>,
-    provisioner: Arc<Validated<P>>,
-}
-
-impl<I, P> V1alpha1Bridge<I, P> {
-    /// Wraps a v1alpha2 driver's `identity` and `provisioner` (a
-    /// [`Driver`](crate::Driver) is both).
-    pub fn new(identity: I, provisioner: P) -> Self {
-        Self {
-            identity: Arc::new(identity),
-            provisioner: Arc::new(Validated(provisioner)),
-        }
-    }
-}
-
-impl<I, P> Clone for V1alpha1Bridge<I, P> {
-    fn clone(&self) -> Self {
-        Self {
-            identity: self.identity.clone(),
-            provisioner: self.provisioner.clone(),
-        }
-    }
-}
-
-impl<I, P> fmt::Debug for V1alpha1Bridge<I, P> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("V1alpha1Bridge").finish_non_exhaustive()
-    }
+bridge_type! {
+    /// A v1alpha2 driver served over the v1alpha1 driver API: implements
+    /// `cosi.v1alpha1` Identity and Provisioner by calling the wrapped v1alpha2
+    /// services (see the [module](self) documentation for the mapping).
+    V1alpha1Bridge, bad_reply
 }
 
 /// The message refusing a v1alpha1 grant for IAM authentication.
 pub const KEY_AUTHENTICATION_ONLY: &str = "authentication_type IAM is not supported: over the v1alpha1 API this driver grants Key authentication only; use a BucketAccessClass with authenticationType: Key";
-
-/// A v1alpha2 request carrying the metadata (deadline, tracing headers) of
-/// the v1alpha1 request it was built from.
-fn v2_request<T>(metadata: &MetadataMap, message: T) -> Request<T> {
-    Request::from_parts(metadata.clone(), Default::default(), message)
-}
-
-/// Calls the driver with the v2 request `message`, carrying `metadata`,
-/// and returns the reply's message.
-async fn forward<Req, Resp, Fut>(
-    metadata: &MetadataMap,
-    message: Req,
-    call: impl FnOnce(Request<Req>) -> Fut,
-) -> Result<Resp, Status>
-where
-    Fut: Future<Output = Result<Response<Resp>, Status>>,
-{
-    Ok(call(v2_request(metadata, message)).await?.into_inner())
-}
 
 /// A reply of the driver the bridge cannot translate.
 fn bad_reply(rpc: &str, what: &str) -> Status {
     Status::internal(format!(
         "the driver's v1alpha2 {rpc} reply {what}; it cannot be served over v1alpha1"
     ))
-}
-
-/// An ID the driver returned, checked before it is used or handed on.
-fn returned_id(rpc: &str, field: &str, value: &str) -> Result<(), Status> {
-    validate::identifier(field, value)
-        .map_err(|e| bad_reply(rpc, &format!("is unusable: {}", e.message())))
 }
 
 /// Checks a v1alpha1 grant's authentication type: Key only.
@@ -170,10 +115,7 @@ impl<I: Identity, P: Provisioner> v1::identity_server::Identity for V1alpha1Brid
         &self,
         request: Request<v1::DriverGetInfoRequest>,
     ) -> Result<Response<v1::DriverGetInfoResponse>, Status> {
-        let info = forward(request.metadata(), v2::DriverGetInfoRequest {}, |r| {
-            self.identity.driver_get_info(r)
-        })
-        .await?;
+        let info = self.driver.get_info(request.metadata()).await?;
         Ok(Response::new(v1::DriverGetInfoResponse { name: info.name }))
     }
 }
@@ -188,29 +130,12 @@ impl<I: Identity, P: Provisioner> v1::provisioner_server::Provisioner for V1alph
         validate::object_name("name", &r.name)?;
         validate::parameters("parameters", &r.parameters)?;
 
-        let bucket_id = forward(
-            &metadata,
-            v2::DriverGenerateBucketIdRequest {
-                name: r.name,
-                protocols: s3_protocol(),
-                parameters: r.parameters.clone(),
-            },
-            |r| self.provisioner.driver_generate_bucket_id(r),
-        )
-        .await?
-        .bucket_id;
-        returned_id("DriverGenerateBucketId", "bucket_id", &bucket_id)?;
-
-        let created = forward(
-            &metadata,
-            v2::DriverCreateBucketRequest {
-                bucket_id: bucket_id.clone(),
-                protocols: s3_protocol(),
-                parameters: r.parameters,
-            },
-            |r| self.provisioner.driver_create_bucket(r),
-        )
-        .await?;
+        let generate = v2::DriverGenerateBucketIdRequest {
+            name: r.name,
+            protocols: s3_protocol(),
+            parameters: r.parameters,
+        };
+        let (bucket_id, created) = self.driver.create_bucket(&metadata, generate).await?;
         let s3 = created
             .protocols
             .and_then(|p| p.s3)
@@ -233,15 +158,11 @@ impl<I: Identity, P: Provisioner> v1::provisioner_server::Provisioner for V1alph
         let (metadata, _, r) = request.into_parts();
         validate::identifier("bucket_id", &r.bucket_id)?;
         validate::parameters("delete_context", &r.delete_context)?;
-        forward(
-            &metadata,
-            v2::DriverDeleteBucketRequest {
-                bucket_id: r.bucket_id,
-                parameters: r.delete_context,
-            },
-            |r| self.provisioner.driver_delete_bucket(r),
-        )
-        .await?;
+        let delete = v2::DriverDeleteBucketRequest {
+            bucket_id: r.bucket_id,
+            parameters: r.delete_context,
+        };
+        self.driver.delete_bucket(&metadata, delete).await?;
         Ok(Response::new(v1::DriverDeleteBucketResponse {}))
     }
 
@@ -263,27 +184,7 @@ impl<I: Identity, P: Provisioner> v1::provisioner_server::Provisioner for V1alph
             service_account: None,
             parameters: r.parameters,
         };
-        let account_id = forward(&metadata, generate.clone(), |r| {
-            self.provisioner.driver_generate_bucket_access_id(r)
-        })
-        .await?
-        .account_id;
-        returned_id("DriverGenerateBucketAccessId", "account_id", &account_id)?;
-
-        // The same buckets, protocol, type and parameters as phase 1.
-        let granted = forward(
-            &metadata,
-            v2::DriverGrantBucketAccessRequest {
-                account_id: account_id.clone(),
-                buckets: generate.buckets,
-                protocol: generate.protocol,
-                authentication_type: generate.authentication_type,
-                service_account: generate.service_account,
-                parameters: generate.parameters,
-            },
-            |r| self.provisioner.driver_grant_bucket_access(r),
-        )
-        .await?;
+        let (account_id, granted) = self.driver.grant_access(&metadata, &generate).await?;
         let info = granted
             .buckets
             .into_iter()
@@ -315,21 +216,17 @@ impl<I: Identity, P: Provisioner> v1::provisioner_server::Provisioner for V1alph
         validate::identifier("bucket_id", &r.bucket_id)?;
         validate::identifier("account_id", &r.account_id)?;
         validate::parameters("revoke_access_context", &r.revoke_access_context)?;
-        forward(
-            &metadata,
-            v2::DriverRevokeBucketAccessRequest {
-                account_id: r.account_id,
-                buckets: vec![v2::RevokedBucket {
-                    bucket_id: r.bucket_id,
-                }],
-                protocol: v2::ObjectProtocol::S3 as i32,
-                authentication_type: v2::AuthenticationType::Key as i32,
-                service_account: None,
-                parameters: r.revoke_access_context,
-            },
-            |r| self.provisioner.driver_revoke_bucket_access(r),
-        )
-        .await?;
+        let revoke = v2::DriverRevokeBucketAccessRequest {
+            account_id: r.account_id,
+            buckets: vec![v2::RevokedBucket {
+                bucket_id: r.bucket_id,
+            }],
+            protocol: v2::ObjectProtocol::S3 as i32,
+            authentication_type: v2::AuthenticationType::Key as i32,
+            service_account: None,
+            parameters: r.revoke_access_context,
+        };
+        self.driver.revoke_access(&metadata, revoke).await?;
         Ok(Response::new(v1::DriverRevokeBucketAccessResponse {}))
     }
 }

@@ -5,58 +5,32 @@
 //! before the driver is called, the driver's status codes passed through,
 //! and replies the bridge cannot translate.
 
+mod common;
+
 use std::collections::HashMap;
 
+use common::{ProvisionerRequest, Running, changed};
 use cosi_driver::proto::*;
 use cosi_driver::testing::params as map;
-use cosi_driver::testing::{self, Call, RecordingDriver, Serve, TestServer};
+use cosi_driver::testing::{Call, RecordingDriver};
 use cosi_driver::upstream as up;
 use cosi_driver::upstream::driver_grant_bucket_access_request::AccessedBucket as UpAccessedBucket;
 use cosi_driver::upstream::driver_revoke_bucket_access_request::AccessedBucket as UpRevokedBucket;
+use cosi_driver::upstream_bridge::bucket_info;
 use cosi_driver::{Code, Driver, DriverApi, DriverClient, Status, UpstreamBridge};
 
 use up::access_mode::Mode;
 use up::authentication_type::Type as Auth;
 use up::object_protocol::Type as Protocol;
 
-struct Running {
-    client: DriverClient,
-    driver: RecordingDriver,
-    server: TestServer,
+async fn start() -> Running {
+    Running::start(DriverApi::Upstream).await
 }
 
-impl Running {
-    async fn start() -> Self {
-        let driver = RecordingDriver::default();
-        Self::serving(driver.clone(), driver).await
-    }
-
-    async fn serving<D: Driver + Clone>(driver: D, recording: RecordingDriver) -> Self {
-        let serve = Serve::api(DriverApi::Upstream, driver.clone(), driver);
-        let (client, server) = TestServer::start(serve).await;
-        Self {
-            client,
-            driver: recording,
-            server,
-        }
-    }
-
-    fn provisioner(&self) -> up::provisioner_client::ProvisionerClient<tonic::transport::Channel> {
-        self.client.upstream.provisioner.clone()
-    }
-
-    /// Sends `request` to the upstream Provisioner service; the reply is of
-    /// no interest.
-    async fn send(&self, request: UpRequest) -> Result<(), Status> {
-        let mut p = self.provisioner();
-        match request {
-            UpRequest::Create(r) => p.driver_create_bucket(r).await.map(drop),
-            UpRequest::GetExisting(r) => p.driver_get_existing_bucket(r).await.map(drop),
-            UpRequest::Delete(r) => p.driver_delete_bucket(r).await.map(drop),
-            UpRequest::Grant(r) => p.driver_grant_bucket_access(r).await.map(drop),
-            UpRequest::Revoke(r) => p.driver_revoke_bucket_access(r).await.map(drop),
-        }
-    }
+fn provisioner(
+    r: &Running,
+) -> up::provisioner_client::ProvisionerClient<tonic::transport::Channel> {
+    r.client.upstream.provisioner.clone()
 }
 
 /// An upstream Provisioner request, of any of its RPCs.
@@ -68,10 +42,17 @@ enum UpRequest {
     Revoke(up::DriverRevokeBucketAccessRequest),
 }
 
-/// `request` with `change` made to it.
-fn changed<T>(mut request: T, change: impl FnOnce(&mut T)) -> T {
-    change(&mut request);
-    request
+impl ProvisionerRequest for UpRequest {
+    async fn send(self, client: &DriverClient) -> Result<(), Status> {
+        let mut p = client.upstream.provisioner.clone();
+        match self {
+            UpRequest::Create(r) => p.driver_create_bucket(r).await.map(drop),
+            UpRequest::GetExisting(r) => p.driver_get_existing_bucket(r).await.map(drop),
+            UpRequest::Delete(r) => p.driver_delete_bucket(r).await.map(drop),
+            UpRequest::Grant(r) => p.driver_grant_bucket_access(r).await.map(drop),
+            UpRequest::Revoke(r) => p.driver_revoke_bucket_access(r).await.map(drop),
+        }
+    }
 }
 
 fn protocol(t: Protocol) -> up::ObjectProtocol {
@@ -163,7 +144,7 @@ fn upstream_s3_info(bucket: &str) -> up::ObjectProtocolAndBucketInfo {
 
 #[tokio::test]
 async fn each_upstream_rpc_becomes_the_driver_calls_of_the_mapping() {
-    let r = Running::start().await;
+    let r = start().await;
     let mut identity = r.client.upstream.identity.clone();
     let info = identity
         .driver_get_info(up::DriverGetInfoRequest {})
@@ -174,7 +155,7 @@ async fn each_upstream_rpc_becomes_the_driver_calls_of_the_mapping() {
     assert_eq!(info.supported_protocols, [protocol(Protocol::S3)]);
     assert_eq!(r.driver.take(), [Call::GetInfo]);
 
-    let mut p = r.provisioner();
+    let mut p = provisioner(&r);
     let create = up::DriverCreateBucketRequest {
         parameters: map(&[("maxSizeBytes", "1Gi")]),
         ..create_request()
@@ -186,18 +167,7 @@ async fn each_upstream_rpc_becomes_the_driver_calls_of_the_mapping() {
         .into_inner();
     assert_eq!(created.bucket_id, "id-bc-1");
     assert_eq!(created.protocols, Some(upstream_s3_info("id-bc-1")));
-    let phases = [
-        Call::GenerateBucketId(DriverGenerateBucketIdRequest {
-            name: "bc-1".into(),
-            protocols: vec![ObjectProtocol::S3 as i32],
-            parameters: map(&[("maxSizeBytes", "1Gi")]),
-        }),
-        Call::CreateBucket(DriverCreateBucketRequest {
-            bucket_id: "id-bc-1".into(),
-            protocols: vec![ObjectProtocol::S3 as i32],
-            parameters: map(&[("maxSizeBytes", "1Gi")]),
-        }),
-    ];
+    let phases = common::create_calls();
     assert_eq!(r.driver.take(), phases);
     // Idempotent by name: the same request, the same ID.
     let again = p.driver_create_bucket(create).await.unwrap().into_inner();
@@ -242,19 +212,9 @@ async fn each_upstream_rpc_becomes_the_driver_calls_of_the_mapping() {
     let shown = format!("{granted:?}");
     assert!(!shown.contains(RecordingDriver::SECRET_KEY), "{shown}");
     assert!(!shown.contains(RecordingDriver::ACCESS_KEY_ID), "{shown}");
-    let rw = modes(AccessMode::ReadWrite);
     assert_eq!(
         r.driver.take(),
-        [
-            Call::GenerateBucketAccessId(DriverGenerateBucketAccessIdRequest {
-                parameters: map(&[("tier", "gold")]),
-                ..testing::access_id_request(ObjectProtocol::S3, "ba-1", rw.clone())
-            }),
-            Call::GrantBucketAccess(DriverGrantBucketAccessRequest {
-                parameters: map(&[("tier", "gold")]),
-                ..testing::grant_request(ObjectProtocol::S3, "acct-ba-1", rw)
-            }),
-        ]
+        common::grant_calls(modes(AccessMode::ReadWrite))
     );
 
     let revoke = up::DriverRevokeBucketAccessRequest {
@@ -265,31 +225,14 @@ async fn each_upstream_rpc_becomes_the_driver_calls_of_the_mapping() {
         parameters: map(&[("keep", "no")]),
         ..delete_request()
     };
-    for (request, call) in [
-        (
-            UpRequest::Revoke(revoke),
-            Call::RevokeBucketAccess(DriverRevokeBucketAccessRequest {
-                parameters: map(&[("reason", "done")]),
-                ..testing::revoke_request(ObjectProtocol::S3, "acct-ba-1", &["id-bc-1"])
-            }),
-        ),
-        (
-            UpRequest::Delete(delete),
-            Call::DeleteBucket(DriverDeleteBucketRequest {
-                bucket_id: "id-bc-1".into(),
-                parameters: map(&[("keep", "no")]),
-            }),
-        ),
-    ] {
-        r.send(request).await.unwrap();
-        assert_eq!(r.driver.take(), [call]);
-    }
+    r.assert_revoke_and_delete(UpRequest::Revoke(revoke), UpRequest::Delete(delete))
+        .await;
     r.server.stop().await;
 }
 
 #[tokio::test]
 async fn each_access_mode_reaches_the_driver_by_name() {
-    let r = Running::start().await;
+    let r = start().await;
     for (mode, expected) in [
         (Mode::ReadOnly, AccessMode::ReadOnly),
         (Mode::WriteOnly, AccessMode::WriteOnly),
@@ -319,6 +262,15 @@ struct S3InfoWire {
     endpoint: String,
     #[prost(string, tag = "3")]
     region: String,
+    #[prost(message, optional, tag = "4")]
+    style: Option<StyleWire>,
+}
+
+/// S3AddressingStyle: style 1 (PATH 1, VIRTUAL 2).
+#[derive(Clone, PartialEq, prost::Message)]
+struct StyleWire {
+    #[prost(int32, tag = "1")]
+    style: i32,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -374,7 +326,7 @@ where
 
 #[tokio::test]
 async fn s3_endpoint_is_field_2_and_region_field_3_on_the_wire() {
-    let r = Running::start().await;
+    let r = start().await;
     let created: CreateReplyWire = call_wire(
         &r.client,
         "/sigs.k8s.io.cosi.v1alpha2.Provisioner/DriverCreateBucket",
@@ -386,6 +338,7 @@ async fn s3_endpoint_is_field_2_and_region_field_3_on_the_wire() {
         bucket_id: "id-bc-1".into(),
         endpoint: RecordingDriver::S3_ENDPOINT.into(),
         region: RecordingDriver::REGION.into(),
+        style: Some(StyleWire { style: 1 }),
     };
     assert_eq!(created.protocols.unwrap().s3, Some(expected.clone()));
 
@@ -405,10 +358,36 @@ async fn s3_endpoint_is_field_2_and_region_field_3_on_the_wire() {
     r.server.stop().await;
 }
 
+#[test]
+fn s3_info_keeps_meaning_across_the_swapped_numbers() {
+    use prost::Message as _;
+    for (style, wire_style) in [
+        (S3AddressingStyle::Path, Some(1)),
+        (S3AddressingStyle::Virtual, Some(2)),
+        (S3AddressingStyle::Unspecified, None),
+    ] {
+        let info = bucket_info(ProtocolBucketInfo {
+            s3: Some(S3BucketInfo {
+                bucket_name: "bkt".into(),
+                region: "eu-west-3".into(),
+                endpoint: "https://s3.example.com".into(),
+                addressing_style: style as i32,
+            }),
+            ..Default::default()
+        });
+        let bytes = info.s3.unwrap().encode_to_vec();
+        let wire = S3InfoWire::decode(bytes.as_slice()).unwrap();
+        assert_eq!(wire.bucket_id, "bkt");
+        assert_eq!(wire.endpoint, "https://s3.example.com");
+        assert_eq!(wire.region, "eu-west-3");
+        assert_eq!(wire.style.map(|s| s.style), wire_style);
+    }
+}
+
 #[tokio::test]
 async fn invalid_requests_never_reach_the_driver() {
     use UpRequest::{Create, Delete, GetExisting, Grant, Revoke};
-    let r = Running::start().await;
+    let r = start().await;
     let grant = || grant_request(Mode::ReadWrite);
     let big = map(&[("k", "v".repeat(5000).as_str())]);
     let sa = Some(up::AuthenticationType {
@@ -530,41 +509,29 @@ async fn invalid_requests_never_reach_the_driver() {
             "without its namespace",
         ),
     ];
-    for (request, message) in refusals {
-        let err = r.send(request).await.expect_err(message);
-        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
-        assert!(err.message().contains(message), "{message}: {err:?}");
-    }
-    assert_eq!(r.driver.take(), []);
+    r.assert_refused(refusals).await;
     r.server.stop().await;
 }
 
 #[tokio::test]
 async fn the_drivers_status_codes_pass_through_unchanged() {
-    let r = Running::start().await;
-    for (code, message) in [
-        (Code::AlreadyExists, "bucket exists with other parameters"),
-        (Code::NotFound, "bucket does not exist"),
-        (Code::Unavailable, "backend down"),
-    ] {
-        r.driver.behave(|b| b.fail = Some((code, message)));
-        for request in [
+    let r = start().await;
+    r.assert_failures_pass_through(|| {
+        vec![
             UpRequest::Create(create_request()),
             UpRequest::GetExisting(get_existing_request()),
             UpRequest::Grant(grant_request(Mode::ReadWrite)),
             UpRequest::Delete(delete_request()),
             UpRequest::Revoke(revoke_request()),
-        ] {
-            let err = r.send(request).await.unwrap_err();
-            assert_eq!((err.code(), err.message()), (code, message));
-        }
-    }
+        ]
+    })
+    .await;
     r.server.stop().await;
 }
 
 #[tokio::test]
 async fn replies_without_bucket_info_or_credentials_are_internal_errors() {
-    let r = Running::start().await;
+    let r = start().await;
     r.driver.behave(|b| b.create_s3_info = false);
     let err = r
         .send(UpRequest::Create(create_request()))
@@ -641,7 +608,12 @@ impl Driver for PrivateKeyOnly {
 #[tokio::test]
 async fn an_unusable_grant_is_revoked_and_refused() {
     let recording = RecordingDriver::default();
-    let r = Running::serving(PrivateKeyOnly(recording.clone()), recording).await;
+    let r = Running::serving(
+        DriverApi::Upstream,
+        PrivateKeyOnly(recording.clone()),
+        recording,
+    )
+    .await;
     let err = r
         .send(UpRequest::Grant(grant_request(Mode::ReadWrite)))
         .await
@@ -664,7 +636,7 @@ async fn an_unusable_grant_is_revoked_and_refused() {
 
 #[tokio::test]
 async fn an_upstream_process_serves_upstream_only() {
-    let r = Running::start().await;
+    let r = start().await;
     let err = r.client.get_info().await.unwrap_err();
     assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
     for api in [DriverApi::V1alpha2, DriverApi::V1alpha1] {

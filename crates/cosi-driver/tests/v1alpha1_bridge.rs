@@ -4,60 +4,36 @@
 //! the driver's status codes passed through, and replies the bridge cannot
 //! translate.
 
+mod common;
+
 use std::collections::HashMap;
 
+use common::{ProvisionerRequest, Running, changed};
 use cosi_driver::proto::*;
 use cosi_driver::testing::params as map;
-use cosi_driver::testing::{self, Call, RecordingDriver, Serve, TestServer};
+use cosi_driver::testing::{Call, RecordingDriver};
 use cosi_driver::v1alpha1;
 use cosi_driver::v1alpha1::credential_keys::s3 as s3_secret_keys;
 use cosi_driver::{Code, DriverApi, DriverClient, Status};
 
-struct Running {
-    client: DriverClient,
-    driver: RecordingDriver,
-    server: TestServer,
+async fn start() -> Running {
+    Running::start(DriverApi::V1alpha1).await
 }
 
-impl Running {
-    async fn start() -> Self {
-        let driver = RecordingDriver::default();
-        let serve = Serve::api(DriverApi::V1alpha1, driver.clone(), driver.clone());
-        let (client, server) = TestServer::start(serve).await;
-        Self {
-            client,
-            driver,
-            server,
-        }
-    }
+fn provisioner(
+    r: &Running,
+) -> v1alpha1::provisioner_client::ProvisionerClient<tonic::transport::Channel> {
+    r.client.v1alpha1.provisioner.clone()
+}
 
-    fn provisioner(
-        &self,
-    ) -> v1alpha1::provisioner_client::ProvisionerClient<tonic::transport::Channel> {
-        self.client.v1alpha1.provisioner.clone()
-    }
-
-    /// Sends `request` to the v1alpha1 Provisioner service; the reply is of
-    /// no interest.
-    async fn send(&self, request: V1Request) -> Result<(), Status> {
-        let mut p = self.provisioner();
-        match request {
-            V1Request::Create(r) => p.driver_create_bucket(r).await.map(drop),
-            V1Request::Delete(r) => p.driver_delete_bucket(r).await.map(drop),
-            V1Request::Grant(r) => p.driver_grant_bucket_access(r).await.map(drop),
-            V1Request::Revoke(r) => p.driver_revoke_bucket_access(r).await.map(drop),
-        }
-    }
-
-    /// Stops the server; the bridge never called DriverGetBucket.
-    async fn stop(self) {
-        let calls = self.driver.take();
-        assert!(
-            !calls.iter().any(|c| matches!(c, Call::GetBucket(_))),
-            "the v1alpha1 bridge has no use for DriverGetBucket: {calls:?}"
-        );
-        self.server.stop().await;
-    }
+/// Stops the server; the bridge never called DriverGetBucket.
+async fn stop(r: Running) {
+    let calls = r.driver.take();
+    assert!(
+        !calls.iter().any(|c| matches!(c, Call::GetBucket(_))),
+        "the v1alpha1 bridge has no use for DriverGetBucket: {calls:?}"
+    );
+    r.server.stop().await;
 }
 
 /// A v1alpha1 Provisioner request, of any of its RPCs.
@@ -68,10 +44,16 @@ enum V1Request {
     Revoke(v1alpha1::DriverRevokeBucketAccessRequest),
 }
 
-/// `request` with `change` made to it.
-fn changed<T>(mut request: T, change: impl FnOnce(&mut T)) -> T {
-    change(&mut request);
-    request
+impl ProvisionerRequest for V1Request {
+    async fn send(self, client: &DriverClient) -> Result<(), Status> {
+        let mut p = client.v1alpha1.provisioner.clone();
+        match self {
+            V1Request::Create(r) => p.driver_create_bucket(r).await.map(drop),
+            V1Request::Delete(r) => p.driver_delete_bucket(r).await.map(drop),
+            V1Request::Grant(r) => p.driver_grant_bucket_access(r).await.map(drop),
+            V1Request::Revoke(r) => p.driver_revoke_bucket_access(r).await.map(drop),
+        }
+    }
 }
 
 fn grant_request(auth: v1alpha1::AuthenticationType) -> v1alpha1::DriverGrantBucketAccessRequest {
@@ -119,7 +101,7 @@ fn all_read_write(bucket_id: &str) -> Vec<AccessedBucket> {
 
 #[tokio::test]
 async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
-    let r = Running::start().await;
+    let r = start().await;
     let mut identity = r.client.v1alpha1.identity.clone();
     let info = identity
         .driver_get_info(v1alpha1::DriverGetInfoRequest {})
@@ -129,7 +111,7 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
     assert_eq!(info.name, RecordingDriver::NAME);
     assert_eq!(r.driver.take(), [Call::GetInfo]);
 
-    let mut p = r.provisioner();
+    let mut p = provisioner(&r);
     let created = p
         .driver_create_bucket(v1alpha1::DriverCreateBucketRequest {
             name: "bc-1".into(),
@@ -148,21 +130,7 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
             })),
         })
     );
-    assert_eq!(
-        r.driver.take(),
-        [
-            Call::GenerateBucketId(DriverGenerateBucketIdRequest {
-                name: "bc-1".into(),
-                protocols: vec![ObjectProtocol::S3 as i32],
-                parameters: map(&[("maxSizeBytes", "1Gi")]),
-            }),
-            Call::CreateBucket(DriverCreateBucketRequest {
-                bucket_id: "id-bc-1".into(),
-                protocols: vec![ObjectProtocol::S3 as i32],
-                parameters: map(&[("maxSizeBytes", "1Gi")]),
-            }),
-        ]
-    );
+    assert_eq!(r.driver.take(), common::create_calls());
 
     let granted = p
         .driver_grant_bucket_access(grant_request(v1alpha1::AuthenticationType::Key))
@@ -191,16 +159,7 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
     assert!(!shown.contains(RecordingDriver::ACCESS_KEY_ID), "{shown}");
     assert_eq!(
         r.driver.take(),
-        [
-            Call::GenerateBucketAccessId(DriverGenerateBucketAccessIdRequest {
-                parameters: map(&[("tier", "gold")]),
-                ..testing::access_id_request(ObjectProtocol::S3, "ba-1", all_read_write("id-bc-1"))
-            }),
-            Call::GrantBucketAccess(DriverGrantBucketAccessRequest {
-                parameters: map(&[("tier", "gold")]),
-                ..testing::grant_request(ObjectProtocol::S3, "acct-ba-1", all_read_write("id-bc-1"))
-            }),
-        ]
+        common::grant_calls(all_read_write("id-bc-1"))
     );
 
     let revoke = v1alpha1::DriverRevokeBucketAccessRequest {
@@ -211,32 +170,15 @@ async fn each_v1alpha1_rpc_becomes_the_v1alpha2_calls_of_the_mapping() {
         delete_context: map(&[("keep", "no")]),
         ..delete_request()
     };
-    for (request, call) in [
-        (
-            V1Request::Revoke(revoke),
-            Call::RevokeBucketAccess(DriverRevokeBucketAccessRequest {
-                parameters: map(&[("reason", "done")]),
-                ..testing::revoke_request(ObjectProtocol::S3, "acct-ba-1", &["id-bc-1"])
-            }),
-        ),
-        (
-            V1Request::Delete(delete),
-            Call::DeleteBucket(DriverDeleteBucketRequest {
-                bucket_id: "id-bc-1".into(),
-                parameters: map(&[("keep", "no")]),
-            }),
-        ),
-    ] {
-        r.send(request).await.unwrap();
-        assert_eq!(r.driver.take(), [call]);
-    }
-    r.stop().await;
+    r.assert_revoke_and_delete(V1Request::Revoke(revoke), V1Request::Delete(delete))
+        .await;
+    stop(r).await;
 }
 
 #[tokio::test]
 async fn invalid_requests_never_reach_the_driver() {
     use V1Request::{Create, Delete, Grant, Revoke};
-    let r = Running::start().await;
+    let r = start().await;
     let key = || grant_request(v1alpha1::AuthenticationType::Key);
     let big = map(&[("k", "v".repeat(5000).as_str())]);
     let refusals = [
@@ -281,41 +223,29 @@ async fn invalid_requests_never_reach_the_driver() {
             "bucket_id is required",
         ),
     ];
-    for (request, message) in refusals {
-        let err = r.send(request).await.expect_err(message);
-        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
-        assert!(err.message().contains(message), "{message}: {err:?}");
-    }
-    assert_eq!(r.driver.take(), []);
-    r.stop().await;
+    r.assert_refused(refusals).await;
+    stop(r).await;
 }
 
 #[tokio::test]
 async fn the_drivers_status_codes_pass_through_unchanged() {
-    let r = Running::start().await;
-    for (code, message) in [
-        (Code::AlreadyExists, "bucket exists with other parameters"),
-        (Code::NotFound, "bucket does not exist"),
-        (Code::Unavailable, "backend down"),
-    ] {
-        r.driver.behave(|b| b.fail = Some((code, message)));
-        for request in [
+    let r = start().await;
+    r.assert_failures_pass_through(|| {
+        vec![
             V1Request::Create(create_request()),
             V1Request::Grant(grant_request(v1alpha1::AuthenticationType::Key)),
             V1Request::Delete(delete_request()),
             V1Request::Revoke(revoke_request()),
-        ] {
-            let err = r.send(request).await.unwrap_err();
-            assert_eq!((err.code(), err.message()), (code, message));
-        }
-    }
-    r.stop().await;
+        ]
+    })
+    .await;
+    stop(r).await;
 }
 
 #[tokio::test]
 async fn replies_without_s3_info_or_keys_are_internal_errors() {
-    let r = Running::start().await;
-    let mut p = r.provisioner();
+    let r = start().await;
+    let mut p = provisioner(&r);
     r.driver.behave(|b| b.create_s3_info = false);
     let err = p.driver_create_bucket(create_request()).await.unwrap_err();
     assert_eq!(err.code(), Code::Internal, "{err:?}");
@@ -328,12 +258,12 @@ async fn replies_without_s3_info_or_keys_are_internal_errors() {
         .unwrap_err();
     assert_eq!(err.code(), Code::Internal, "{err:?}");
     assert!(err.message().contains("no S3 access key"), "{err:?}");
-    r.stop().await;
+    stop(r).await;
 }
 
 #[tokio::test]
 async fn a_v1alpha1_process_does_not_serve_v1alpha2() {
-    let r = Running::start().await;
+    let r = start().await;
     let err = r.client.get_info().await.unwrap_err();
     assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
     let err = r
@@ -346,7 +276,7 @@ async fn a_v1alpha1_process_does_not_serve_v1alpha2() {
         .call_empty("/cosi.v1alpha1.Identity/DriverGetInfo")
         .await
         .unwrap();
-    r.stop().await;
+    stop(r).await;
 }
 
 #[test]

@@ -220,8 +220,8 @@ pub trait Dialect: Send + Sync + 'static {
     /// What ALREADY_EXISTS means on this API.
     fn already_exists(&self) -> AlreadyExists;
 
-    /// DriverCreateBucket by `req.name`: the checked bucket ID and what
-    /// phase 2 needs.
+    /// DriverCreateBucket by `req.name`: the bucket ID (which [`OneCall`]
+    /// checks) and what phase 2 needs.
     fn create(
         &self,
         driver: &Driver,
@@ -244,8 +244,8 @@ pub trait Dialect: Send + Sync + 'static {
         req: DriverDeleteBucketRequest,
     ) -> impl Future<Output = Result<(), Failure>> + Send;
 
-    /// DriverGrantBucketAccess by `req.account_name`: the checked account
-    /// ID and what phase 2 needs. Fails before any call for a request the
+    /// DriverGrantBucketAccess by `req.account_name`: the account ID (which
+    /// [`OneCall`] checks) and what phase 2 needs. Fails before any call for a request the
     /// API cannot carry.
     fn grant(
         &self,
@@ -307,7 +307,14 @@ impl<D: Dialect> OneCall<D> {
         req: &DriverGenerateBucketIdRequest,
         known: Option<&str>,
     ) -> Result<Answer<D::Created>, Failure> {
-        let result = self.dialect.create(driver, req).await;
+        let result = self
+            .dialect
+            .create(driver, req)
+            .await
+            .and_then(|(id, created)| {
+                checked_id(Method::CreateBucket, "bucket_id", &id)?;
+                Ok((id, created))
+            });
         by_name(self.dialect.already_exists(), result, known, &req.name)
     }
 
@@ -316,7 +323,14 @@ impl<D: Dialect> OneCall<D> {
         driver: &Driver,
         req: &DriverGenerateBucketAccessIdRequest,
     ) -> Result<Answer<D::Granted>, Failure> {
-        let result = self.dialect.grant(driver, req).await;
+        let result = self
+            .dialect
+            .grant(driver, req)
+            .await
+            .and_then(|(id, granted)| {
+                checked_id(Method::GrantBucketAccess, "account_id", &id)?;
+                Ok((id, granted))
+            });
         by_name(
             self.dialect.already_exists(),
             result,

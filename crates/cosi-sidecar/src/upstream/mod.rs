@@ -28,7 +28,7 @@ use tonic::{Code, Status};
 
 use crate::driver::{Driver, DriverError, Method};
 use crate::error::Failure;
-use crate::one_call::{AlreadyExists, Dialect, OneCall, bad_reply, checked_id};
+use crate::one_call::{AlreadyExists, Dialect, OneCall, bad_reply};
 
 /// Carries out v1alpha2 steps on a driver of upstream's v1alpha2 API.
 pub type Adapter = OneCall<Upstream>;
@@ -128,7 +128,6 @@ impl Dialect for Upstream {
         };
         let mut p = driver.client().upstream.provisioner.clone();
         let reply = driver.call(method, p.driver_create_bucket(request)).await?;
-        checked_id(method, "bucket_id", &reply.bucket_id)?;
         Ok((reply.bucket_id, reply.protocols))
     }
 
@@ -172,7 +171,6 @@ impl Dialect for Upstream {
             .call(method, p.driver_grant_bucket_access(request))
             .await
             .map_err(|e| several_buckets(e, several))?;
-        checked_id(method, "account_id", &reply.account_id)?;
         let id = std::mem::take(&mut reply.account_id);
         Ok((id, reply))
     }

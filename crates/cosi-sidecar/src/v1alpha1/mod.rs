@@ -31,7 +31,7 @@ use tonic::Status;
 
 use crate::driver::{Driver, DriverError, Method};
 use crate::error::Failure;
-use crate::one_call::{AlreadyExists, Dialect, OneCall, bad_reply, checked_id};
+use crate::one_call::{AlreadyExists, Dialect, OneCall, bad_reply};
 
 pub use crate::one_call::MAX_ID_BYTES;
 
@@ -119,7 +119,6 @@ impl Dialect for V1alpha1 {
         let reply = driver
             .call(Method::CreateBucket, p.driver_create_bucket(request))
             .await?;
-        checked_id(Method::CreateBucket, "bucket_id", &reply.bucket_id)?;
         Ok((reply.bucket_id, reply.bucket_info))
     }
 
@@ -166,7 +165,6 @@ impl Dialect for V1alpha1 {
                 p.driver_grant_bucket_access(request),
             )
             .await?;
-        checked_id(Method::GrantBucketAccess, "account_id", &reply.account_id)?;
         Ok((reply.account_id, reply.credentials))
     }
 
