@@ -8,6 +8,7 @@ mod resources;
 mod rpc;
 mod watch;
 
+pub use rpc::Rpc;
 pub use watch::{CallWatch, CaseBody, CaseContext, DriverPart};
 
 use std::collections::HashMap;

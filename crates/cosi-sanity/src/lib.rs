@@ -30,6 +30,7 @@ pub mod config;
 mod context;
 mod driver_test;
 mod names;
+mod one_call;
 pub mod report;
 pub mod s3;
 mod secrets;

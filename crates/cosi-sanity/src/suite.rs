@@ -7,7 +7,8 @@ use regex::Regex;
 use crate::cases::{self, Case};
 use crate::checks::{self, describe};
 use crate::config::{Api, Config};
-use crate::context::{CaseBody, CaseContext, Ctx, DriverPart, Step, Stop, V1alpha2};
+use crate::context::{CaseBody, CaseContext, Ctx, DriverPart, Rpc, Step, Stop, V1alpha2};
+use crate::one_call::{Driver, OneCallApi, OneCallCtx};
 use crate::report::{CaseResult, Outcome, Report};
 
 /// The name of the entry reported when the suite cannot start.
@@ -66,7 +67,7 @@ pub async fn run(config: &Config) -> Report {
         }
     };
     let v1alpha1 = match config.api {
-        Api::Upstream => return run_upstream(client, config, filter.as_ref()).await,
+        Api::Upstream => return crate::upstream::run(client, config, filter.as_ref()).await,
         Api::V1alpha1 => true,
         Api::V1alpha2 => false,
         Api::Auto => {
@@ -78,14 +79,14 @@ pub async fn run(config: &Config) -> Report {
                 let path = cosi_driver::DriverApi::Upstream.get_info_path();
                 let up = tokio::time::timeout(config.rpc_timeout, client.call_empty(path)).await;
                 if up.as_ref().is_ok_and(|r| r.is_ok()) {
-                    return run_upstream(client, config, filter.as_ref()).await;
+                    return crate::upstream::run(client, config, filter.as_ref()).await;
                 }
                 true
             }
         }
     };
     if v1alpha1 {
-        return run_v1alpha1(client, config, filter.as_ref()).await;
+        return crate::v1alpha1::run(client, config, filter.as_ref()).await;
     }
     let all = cases::all();
     let selected: Vec<&Case> = select(&all, filter.as_ref(), |c| c.name);
@@ -130,14 +131,28 @@ pub(crate) async fn run_cases<D: DriverPart>(
     report
 }
 
-async fn run_v1alpha1(client: DriverClient, config: &Config, filter: Option<&Regex>) -> Report {
-    let all = crate::v1alpha1::all();
-    let selected: Vec<&crate::v1alpha1::Case> = select(&all, filter, |c| c.name);
-    let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
+/// Runs the cases of the one-call API `A` that `filter` selects from
+/// `cases`, against the driver `client` connects to, after the setup call
+/// of DriverGetInfo.
+pub(crate) async fn run_one_call<A: OneCallApi>(
+    client: DriverClient,
+    config: &Config,
+    filter: Option<&Regex>,
+    cases: Vec<(&'static str, CaseBody<OneCallCtx<A>>)>,
+) -> Report {
+    let selected: Vec<_> = select(&cases, filter, |c| c.0)
+        .into_iter()
+        .copied()
+        .collect();
+    let names: Vec<&str> = selected.iter().map(|c| c.0).collect();
     if selected.is_empty() {
         return setup_failure(
             &[],
-            "the filter selects no v1alpha1 case (list them with --api v1alpha1 --list)".into(),
+            format!(
+                "the filter selects no {} case (list them with --api {} --list)",
+                A::NAME,
+                A::API_ARG
+            ),
         );
     }
     if let Some(p) = config.protocol
@@ -145,54 +160,21 @@ async fn run_v1alpha1(client: DriverClient, config: &Config, filter: Option<&Reg
     {
         return setup_failure(
             &names,
-            "the v1alpha1 cases exercise S3 only; drop --protocol or use --protocol S3".into(),
+            format!(
+                "the {} cases exercise S3 only; drop --protocol or use --protocol S3",
+                A::NAME
+            ),
         );
     }
-    let mut identity = client.v1alpha1.identity.clone();
-    let request = cosi_driver::v1alpha1::DriverGetInfoRequest {};
-    let reply = setup_call(
-        config,
-        "v1alpha1 DriverGetInfo",
-        identity.driver_get_info(request),
-    );
+    let rpc = format!("{} DriverGetInfo", A::NAME);
+    let identity = A::GetInfo::client(&client).clone();
+    let reply = setup_call(config, &rpc, A::GetInfo::default().send(identity));
     let name = match reply.await {
-        Ok(reply) => reply.into_inner().name,
+        Ok(reply) => A::driver_name(&reply.into_inner()).to_owned(),
         Err(reason) => return setup_failure(&names, reason),
     };
-    crate::v1alpha1::run(client, config, name, &selected).await
-}
-
-async fn run_upstream(client: DriverClient, config: &Config, filter: Option<&Regex>) -> Report {
-    let all = crate::upstream::all();
-    let selected: Vec<&crate::upstream::Case> = select(&all, filter, |c| c.name);
-    let names: Vec<&str> = selected.iter().map(|c| c.name).collect();
-    if selected.is_empty() {
-        return setup_failure(
-            &[],
-            "the filter selects no upstream case (list them with --api upstream-v1alpha2 --list)"
-                .into(),
-        );
-    }
-    if let Some(p) = config.protocol
-        && p != cosi_driver::proto::ObjectProtocol::S3
-    {
-        return setup_failure(
-            &names,
-            "the upstream cases exercise S3 only; drop --protocol or use --protocol S3".into(),
-        );
-    }
-    let mut identity = client.upstream.identity.clone();
-    let request = cosi_driver::upstream::DriverGetInfoRequest {};
-    let reply = setup_call(
-        config,
-        "upstream DriverGetInfo",
-        identity.driver_get_info(request),
-    );
-    let name = match reply.await {
-        Ok(reply) => reply.into_inner().name,
-        Err(reason) => return setup_failure(&names, reason),
-    };
-    crate::upstream::run(client, config, name, &selected).await
+    let mut ctx = OneCallCtx::<A>::new(config.clone(), client, Driver::new(name));
+    run_cases(&mut ctx, selected, config.strict).await
 }
 
 /// The cases of `all` whose names `filter` matches (all without a filter).

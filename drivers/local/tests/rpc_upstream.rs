@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::process::Command;
 
 use common::*;
-use cosi_driver::testing::{Serve, TestServer, assert_mentions_all, assert_status};
+use cosi_driver::testing::{TestServer, assert_mentions_all, assert_status};
 use cosi_driver::upstream::driver_grant_bucket_access_request::AccessedBucket;
 use cosi_driver::upstream::driver_revoke_bucket_access_request::AccessedBucket as RevokedBucket;
 use cosi_driver::upstream::provisioner_client::ProvisionerClient;
@@ -42,13 +42,7 @@ fn key() -> AuthenticationType {
 
 impl UpstreamDriver {
     async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = config(&dir);
-        config.api = DriverApi::Upstream;
-        let serve = Serve::with(|endpoint, shutdown| async move {
-            cosi_driver_local::run(config, &endpoint, shutdown).await
-        });
-        let (client, server) = TestServer::start(serve).await;
+        let (client, server, dir) = serve_run(DriverApi::Upstream).await;
         Self {
             client,
             server,

@@ -8,7 +8,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::*;
-use cosi_driver::testing::{Serve, TestServer, assert_status};
+use cosi_driver::testing::{TestServer, assert_status};
 use cosi_driver::v1alpha1::credential_keys::s3 as keys;
 use cosi_driver::v1alpha1::provisioner_client::ProvisionerClient;
 use cosi_driver::v1alpha1::*;
@@ -26,13 +26,7 @@ struct V1alpha1Driver {
 
 impl V1alpha1Driver {
     async fn start() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let mut config = config(&dir);
-        config.api = DriverApi::V1alpha1;
-        let serve = Serve::with(|endpoint, shutdown| async move {
-            cosi_driver_local::run(config, &endpoint, shutdown).await
-        });
-        let (client, server) = TestServer::start(serve).await;
+        let (client, server, dir) = serve_run(DriverApi::V1alpha1).await;
         Self {
             client,
             server,

@@ -13,7 +13,7 @@ pub trait Rpc: Send + 'static {
     /// The client of the service that serves the RPC.
     type Client: Clone + Send + 'static;
     /// The reply.
-    type Reply;
+    type Reply: Send;
     /// The RPC's name, as messages and reports spell it.
     const NAME: &'static str;
 

@@ -5,12 +5,14 @@
 //! counterpart (two-phase IDs) are reported as skipped, with the reason.
 
 use cosi_driver::DriverClient;
+use regex::Regex;
 
 use crate::cases::case;
 use crate::config::Config;
 use crate::context::CaseBody;
+use crate::one_call::cases as shared;
 use crate::report::Report;
-use crate::suite::run_cases;
+use crate::suite::run_one_call;
 
 mod cases;
 mod context;
@@ -32,11 +34,11 @@ pub fn all() -> Vec<Case> {
     vec![
         case!(
             "upstream DriverGetInfo: the name is in domain-name notation, at most 63 characters",
-            cases::name_is_a_domain_name
+            shared::name_is_a_domain_name
         ),
         case!(
             "upstream DriverGetInfo: answers the same on every call",
-            cases::answers_the_same
+            shared::answers_the_same
         ),
         case!(
             "upstream DriverGetInfo: supported_protocols lists S3",
@@ -52,7 +54,7 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "upstream DriverCreateBucket: different names give different bucket_ids",
-            cases::created_ids_are_unique
+            shared::created_ids_are_unique
         ),
         case!(
             "upstream DriverCreateBucket: returns a well-formed bucket_id and the S3 bucket info asked for",
@@ -60,15 +62,15 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "upstream DriverCreateBucket: a repeat with other parameters is AlreadyExists",
-            cases::create_refuses_incompatible_repeat
+            shared::create_refuses_incompatible_repeat
         ),
         case!(
             "upstream DriverCreateBucket: invalid parameters are InvalidArgument",
-            cases::create_refuses_invalid_parameters
+            shared::create_refuses_invalid_parameters
         ),
         case!(
             "upstream DriverCreateBucket: a missing name is InvalidArgument",
-            cases::create_requires_a_name
+            shared::create_requires_a_name
         ),
         case!(
             "upstream DriverGetExistingBucket: finds a bucket by its bucket_id",
@@ -84,15 +86,15 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "upstream DriverDeleteBucket: deletes a bucket, and a repeat is OK",
-            cases::delete_deletes
+            shared::delete_deletes
         ),
         case!(
             "upstream DriverDeleteBucket: deleting an absent bucket is OK",
-            cases::delete_absent_is_ok
+            shared::delete_absent_is_ok
         ),
         case!(
             "upstream DriverDeleteBucket: a missing bucket_id is InvalidArgument",
-            cases::delete_requires_a_bucket_id
+            shared::delete_requires_a_bucket_id
         ),
         case!(
             "upstream DriverGrantBucketAccess: returns a well-formed account_id, the bucket's S3 info and S3 keys",
@@ -104,11 +106,11 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "upstream DriverGrantBucketAccess: different account_names give different account_ids",
-            cases::granted_ids_are_unique
+            shared::granted_ids_are_unique
         ),
         case!(
             "upstream DriverGrantBucketAccess: a repeat with other parameters is AlreadyExists",
-            cases::grant_refuses_incompatible_repeat
+            shared::grant_refuses_incompatible_repeat
         ),
         case!(
             "upstream DriverGrantBucketAccess: missing or unknown required fields are InvalidArgument",
@@ -116,11 +118,11 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "upstream DriverRevokeBucketAccess: revokes a granted access, and a repeat is OK",
-            cases::revoke_revokes
+            shared::revoke_revokes
         ),
         case!(
             "upstream DriverRevokeBucketAccess: revoking an absent account is OK",
-            cases::revoke_absent_is_ok
+            shared::revoke_absent_is_ok
         ),
         case!(
             "upstream DriverRevokeBucketAccess: missing required fields are InvalidArgument",
@@ -128,46 +130,34 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "upstream Errors: messages never contain a credential",
-            cases::no_credential_in_errors
+            shared::no_credential_in_errors
         ),
         case!(
             "upstream Data plane: granted credentials write and read the bucket the reply names",
-            cases::data_plane_read_write
+            shared::data_plane_read_write
         ),
         case!(
             "upstream Data plane: revoked credentials stop working",
-            cases::data_plane_revoked_fail
+            shared::data_plane_revoked_fail
         ),
     ]
 }
 
-/// Runs `selected` cases against an upstream-API driver named `name`.
-pub(crate) async fn run(
-    client: DriverClient,
-    config: &Config,
-    name: String,
-    selected: &[&Case],
-) -> Report {
-    let mut ctx = CtxUp::new(config.clone(), client, Upstream::new(name));
-    let cases = selected.iter().map(|c| (c.name, c.run)).collect();
-    run_cases(&mut ctx, cases, config.strict).await
+/// Runs the upstream cases `filter` selects (all without one) against the
+/// driver `client` connects to.
+pub(crate) async fn run(client: DriverClient, config: &Config, filter: Option<&Regex>) -> Report {
+    let cases = all().into_iter().map(|c| (c.name, c.run)).collect();
+    run_one_call::<Upstream>(client, config, filter, cases).await
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
     use super::*;
+    use crate::one_call::assert_case_names;
 
     #[test]
     fn case_names_are_unique_and_distinct_from_the_other_apis() {
-        let names: BTreeSet<_> = all().iter().map(|c| c.name).collect();
-        assert_eq!(names.len(), all().len());
-        for name in &names {
-            assert!(name.starts_with("upstream "), "{name}");
-            assert!(name.split_once(": ").is_some(), "{name}");
-        }
-        assert!(crate::case_names().iter().all(|n| !names.contains(n)));
+        let names = assert_case_names::<Upstream>(all().iter().map(|c| c.name).collect());
         let v1: Vec<_> = crate::v1alpha1::all().iter().map(|c| c.name).collect();
         assert!(v1.iter().all(|n| !names.contains(n)));
     }

@@ -1,169 +1,119 @@
-//! What a v1alpha1 case works with: the v1alpha1 calls (every call
-//! bounded by a timeout and watched for credential leaks), the driver's
-//! name, and the tracker of everything the case created.
+//! How the v1alpha1 cases build their requests and read the replies, as
+//! the v1alpha1 sidecars do; the calls themselves (bounded by a timeout and
+//! watched for credential leaks, what they created tracked for cleanup) are
+//! those of every one-call API.
 
-use cosi_driver::Status;
+use std::collections::HashMap;
+use std::time::Duration;
+
 use cosi_driver::proto::{S3BucketInfo, S3Credentials};
 use cosi_driver::v1alpha1::credential_keys;
 use cosi_driver::v1alpha1::*;
 
-use crate::checks::describe;
-use crate::context::{CaseContext, DriverPart, Stop, unusable};
-use crate::names;
+use crate::context::{Step, Stop, unusable};
+use crate::one_call::{Created, OneCallApi, OneCallCtx};
 use crate::s3::{DEFAULT_REGION, S3Target};
 use crate::target::Target;
 
-/// A bucket the suite created: the name sent and the ID returned.
-#[derive(Clone, Debug)]
-pub struct Created {
-    /// The name sent to DriverCreateBucket.
-    pub name: String,
-    /// The bucket_id returned.
-    pub id: String,
-}
-
 /// The state shared by the v1alpha1 cases of one run.
-pub type Ctx1 = CaseContext<V1alpha1>;
+pub type Ctx1 = OneCallCtx<V1alpha1>;
 
-/// What the v1alpha1 cases work with: the driver's name and
-/// what the case created.
-pub struct V1alpha1 {
-    /// What DriverGetInfo answered when the run started.
-    pub name: String,
-    buckets: Vec<String>,
-    accounts: Vec<(String, String)>,
-}
+/// The v1alpha1 driver API.
+pub struct V1alpha1;
 
-impl V1alpha1 {
-    /// The part of a context for a v1alpha1 driver named `name`.
-    pub fn new(name: String) -> Self {
-        Self {
-            name,
-            buckets: Vec::new(),
-            accounts: Vec::new(),
-        }
-    }
-}
+impl OneCallApi for V1alpha1 {
+    const NAME: &'static str = "v1alpha1";
+    const API_ARG: &'static str = "v1alpha1";
 
-impl DriverPart for V1alpha1 {
-    fn clean_up(ctx: &mut Ctx1) -> impl Future<Output = Vec<String>> + Send {
-        ctx.cleanup()
-    }
-}
+    type GetInfo = DriverGetInfoRequest;
+    type Create = DriverCreateBucketRequest;
+    type Delete = DriverDeleteBucketRequest;
+    type Grant = DriverGrantBucketAccessRequest;
+    type Revoke = DriverRevokeBucketAccessRequest;
 
-impl Ctx1 {
-    /// Calls DriverCreateBucket; a returned bucket is deleted at cleanup.
-    pub async fn create(
-        &mut self,
-        req: DriverCreateBucketRequest,
-    ) -> Result<DriverCreateBucketResponse, Status> {
-        let resp = self.send(req).await?;
-        if !resp.bucket_id.is_empty() && !self.driver.buckets.contains(&resp.bucket_id) {
-            self.driver.buckets.push(resp.bucket_id.clone());
-        }
-        Ok(resp)
+    fn driver_name(info: &DriverGetInfoResponse) -> &str {
+        &info.name
     }
 
-    /// A create request for `name` with the configured parameters.
-    pub fn create_request(&self, name: &str) -> DriverCreateBucketRequest {
+    fn create_request(
+        name: &str,
+        parameters: HashMap<String, String>,
+    ) -> DriverCreateBucketRequest {
         DriverCreateBucketRequest {
             name: name.to_owned(),
-            parameters: self.bucket_parameters(),
+            parameters,
         }
     }
 
-    /// Creates a bucket under a fresh name (a setup step).
-    pub async fn new_bucket(&mut self) -> Result<Created, Stop> {
-        let name = names::bucket_name();
-        let resp = self
-            .create(self.create_request(&name))
-            .await
-            .map_err(|s| setup("DriverCreateBucket", &s))?;
-        if resp.bucket_id.is_empty() {
-            return Err(Stop::Fail(
-                "setup: DriverCreateBucket returned an empty bucket_id".into(),
-            ));
-        }
-        Ok(Created {
-            name,
-            id: resp.bucket_id,
-        })
+    fn bucket_id(created: &DriverCreateBucketResponse) -> &str {
+        &created.bucket_id
     }
 
-    /// Calls DriverDeleteBucket.
-    pub async fn delete(&mut self, bucket_id: &str) -> Result<(), Status> {
-        let req = DriverDeleteBucketRequest {
+    fn delete_request(
+        bucket_id: &str,
+        parameters: HashMap<String, String>,
+    ) -> DriverDeleteBucketRequest {
+        DriverDeleteBucketRequest {
             bucket_id: bucket_id.to_owned(),
-            delete_context: self.bucket_parameters(),
-        };
-        self.send(req).await?;
-        self.driver.buckets.retain(|b| b != bucket_id);
-        Ok(())
+            delete_context: parameters,
+        }
     }
 
-    /// A Key grant request for `name` on `bucket_id`.
-    pub fn grant_request(&self, bucket_id: &str, name: &str) -> DriverGrantBucketAccessRequest {
+    fn grant_request(
+        bucket_id: &str,
+        name: &str,
+        parameters: HashMap<String, String>,
+    ) -> DriverGrantBucketAccessRequest {
         DriverGrantBucketAccessRequest {
             bucket_id: bucket_id.to_owned(),
             name: name.to_owned(),
             authentication_type: AuthenticationType::Key as i32,
-            parameters: self.access_parameters(),
+            parameters,
         }
     }
 
-    /// Calls DriverGrantBucketAccess; the credentials are remembered (to
-    /// find leaks) and a returned account is revoked at cleanup.
-    pub async fn grant(
-        &mut self,
-        req: DriverGrantBucketAccessRequest,
-    ) -> Result<DriverGrantBucketAccessResponse, Status> {
-        let bucket_id = req.bucket_id.clone();
-        let resp = self.send(req).await?;
-        for details in resp.credentials.values() {
-            for value in details.secrets.values() {
-                self.watch.secrets.add(value);
-            }
-        }
-        let account = (bucket_id, resp.account_id.clone());
-        if !resp.account_id.is_empty() && !self.driver.accounts.contains(&account) {
-            self.driver.accounts.push(account);
-        }
-        Ok(resp)
+    fn granted_bucket(request: &DriverGrantBucketAccessRequest) -> String {
+        request.bucket_id.clone()
     }
 
-    /// Grants access to `bucket_id` under a fresh name (a setup step).
-    pub async fn new_grant(
-        &mut self,
+    fn account_id(granted: &DriverGrantBucketAccessResponse) -> &str {
+        &granted.account_id
+    }
+
+    fn secrets(granted: &DriverGrantBucketAccessResponse) -> Vec<&str> {
+        granted
+            .credentials
+            .values()
+            .flat_map(|details| details.secrets.values())
+            .map(String::as_str)
+            .collect()
+    }
+
+    fn revoke_request(
         bucket_id: &str,
-    ) -> Result<DriverGrantBucketAccessResponse, Stop> {
-        self.grant(self.grant_request(bucket_id, &names::account_name()))
-            .await
-            .map_err(|s| setup("DriverGrantBucketAccess", &s))
-    }
-
-    /// Calls DriverRevokeBucketAccess.
-    pub async fn revoke(&mut self, bucket_id: &str, account_id: &str) -> Result<(), Status> {
-        let req = DriverRevokeBucketAccessRequest {
+        account_id: &str,
+        parameters: HashMap<String, String>,
+    ) -> DriverRevokeBucketAccessRequest {
+        DriverRevokeBucketAccessRequest {
             bucket_id: bucket_id.to_owned(),
             account_id: account_id.to_owned(),
-            revoke_access_context: self.access_parameters(),
-        };
-        self.send(req).await?;
-        self.driver
-            .accounts
-            .retain(|(b, a)| !(b == bucket_id && a == account_id));
-        Ok(())
+            revoke_access_context: parameters,
+        }
     }
 
-    /// An S3 client for bucket `name` with the S3 credentials of a grant,
-    /// read as the v1alpha1 sidecar reads them.
-    pub fn s3_target(
-        &self,
-        name: &str,
-        resp: &DriverGrantBucketAccessResponse,
+    /// The S3 credentials under the keys the v1alpha1 sidecar reads.
+    fn check_data_plane_grant(granted: &DriverGrantBucketAccessResponse) -> Step {
+        super::cases::s3_credentials(granted)
+    }
+
+    /// Bucket `b` by the name sent, with the S3 credentials of a grant.
+    fn s3_target(
+        b: &Created,
+        granted: &DriverGrantBucketAccessResponse,
+        timeout: Duration,
     ) -> Result<Target, Stop> {
         use credential_keys::s3;
-        let secrets = resp
+        let secrets = granted
             .credentials
             .get(credential_keys::S3)
             .map(|c| &c.secrets)
@@ -179,7 +129,7 @@ impl Ctx1 {
             .filter(|r| !r.is_empty())
             .unwrap_or_else(|| DEFAULT_REGION.to_owned());
         let info = S3BucketInfo {
-            bucket_name: name.to_owned(),
+            bucket_name: b.name.clone(),
             region,
             endpoint: get(s3::ENDPOINT),
             addressing_style: 0,
@@ -188,35 +138,19 @@ impl Ctx1 {
             access_key_id: get(s3::ACCESS_KEY_ID),
             access_secret_key: get(s3::ACCESS_SECRET_KEY),
         };
-        S3Target::new(&info, &creds, None, self.config.rpc_timeout)
+        S3Target::new(&info, &creds, None, timeout)
             .map(Target::S3)
             .map_err(unusable)
     }
 
-    /// Removes everything the case created: objects, accounts, buckets.
-    pub async fn cleanup(&mut self) -> Vec<String> {
-        let mut problems = self.remove_objects().await;
-        for (bucket_id, account_id) in std::mem::take(&mut self.driver.accounts) {
-            if let Err(s) = self.revoke(&bucket_id, &account_id).await {
-                problems.push(format!(
-                    "DriverRevokeBucketAccess of account {account_id:?} answered {}",
-                    describe(&s)
-                ));
-            }
-        }
-        for id in std::mem::take(&mut self.driver.buckets) {
-            if let Err(s) = self.delete(&id).await {
-                problems.push(format!(
-                    "DriverDeleteBucket of bucket {id:?} answered {}",
-                    describe(&s)
-                ));
-            }
-        }
-        problems
+    fn data_bucket(b: &Created) -> &str {
+        &b.name
     }
-}
 
-/// A failed setup call.
-pub fn setup(rpc: &str, status: &Status) -> Stop {
-    Stop::Fail(format!("setup: {rpc} answered {}", describe(status)))
+    fn unwritable(b: &Created) -> String {
+        format!(
+            "the granted credentials could not write to bucket {:?} (the name sent)",
+            b.name
+        )
+    }
 }

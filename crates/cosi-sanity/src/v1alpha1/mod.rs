@@ -4,12 +4,14 @@
 //! sidecar needs from the replies.
 
 use cosi_driver::DriverClient;
+use regex::Regex;
 
 use crate::cases::case;
 use crate::config::Config;
 use crate::context::CaseBody;
+use crate::one_call::cases as shared;
 use crate::report::Report;
-use crate::suite::run_cases;
+use crate::suite::run_one_call;
 
 mod cases;
 mod context;
@@ -32,11 +34,11 @@ pub fn all() -> Vec<Case> {
     vec![
         case!(
             "v1alpha1 DriverGetInfo: the name is in domain-name notation, at most 63 characters",
-            cases::name_is_a_domain_name
+            shared::name_is_a_domain_name
         ),
         case!(
             "v1alpha1 DriverGetInfo: answers the same on every call",
-            cases::answers_the_same
+            shared::answers_the_same
         ),
         case!(
             "v1alpha1 DriverCreateBucket: is idempotent by name: a repeat returns OK and the same bucket_id, or AlreadyExists",
@@ -44,7 +46,7 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "v1alpha1 DriverCreateBucket: different names give different bucket_ids",
-            cases::created_ids_are_unique
+            shared::created_ids_are_unique
         ),
         case!(
             "v1alpha1 DriverCreateBucket: the bucket_id is printable, without whitespace, at most 128 bytes",
@@ -52,27 +54,27 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "v1alpha1 DriverCreateBucket: a repeat with other parameters is AlreadyExists",
-            cases::create_refuses_incompatible_repeat
+            shared::create_refuses_incompatible_repeat
         ),
         case!(
             "v1alpha1 DriverCreateBucket: invalid parameters are InvalidArgument",
-            cases::create_refuses_invalid_parameters
+            shared::create_refuses_invalid_parameters
         ),
         case!(
             "v1alpha1 DriverCreateBucket: a missing name is InvalidArgument",
-            cases::create_requires_a_name
+            shared::create_requires_a_name
         ),
         case!(
             "v1alpha1 DriverDeleteBucket: deletes a bucket, and a repeat is OK",
-            cases::delete_deletes
+            shared::delete_deletes
         ),
         case!(
             "v1alpha1 DriverDeleteBucket: deleting an absent bucket is OK",
-            cases::delete_absent_is_ok
+            shared::delete_absent_is_ok
         ),
         case!(
             "v1alpha1 DriverDeleteBucket: a missing bucket_id is InvalidArgument",
-            cases::delete_requires_a_bucket_id
+            shared::delete_requires_a_bucket_id
         ),
         case!(
             "v1alpha1 DriverGrantBucketAccess: returns a well-formed account_id and S3 credentials under the keys sidecars read",
@@ -84,11 +86,11 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "v1alpha1 DriverGrantBucketAccess: different names give different account_ids",
-            cases::granted_ids_are_unique
+            shared::granted_ids_are_unique
         ),
         case!(
             "v1alpha1 DriverGrantBucketAccess: a repeat with other parameters is AlreadyExists",
-            cases::grant_refuses_incompatible_repeat
+            shared::grant_refuses_incompatible_repeat
         ),
         case!(
             "v1alpha1 DriverGrantBucketAccess: missing required fields are InvalidArgument",
@@ -96,11 +98,11 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "v1alpha1 DriverRevokeBucketAccess: revokes a granted access, and a repeat is OK",
-            cases::revoke_revokes
+            shared::revoke_revokes
         ),
         case!(
             "v1alpha1 DriverRevokeBucketAccess: revoking an absent account is OK",
-            cases::revoke_absent_is_ok
+            shared::revoke_absent_is_ok
         ),
         case!(
             "v1alpha1 DriverRevokeBucketAccess: missing required fields are InvalidArgument",
@@ -108,45 +110,33 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "v1alpha1 Errors: messages never contain a credential",
-            cases::no_credential_in_errors
+            shared::no_credential_in_errors
         ),
         case!(
             "v1alpha1 Data plane: granted credentials write and read the bucket named as sent",
-            cases::data_plane_read_write
+            shared::data_plane_read_write
         ),
         case!(
             "v1alpha1 Data plane: revoked credentials stop working",
-            cases::data_plane_revoked_fail
+            shared::data_plane_revoked_fail
         ),
     ]
 }
 
-/// Runs `selected` cases against a v1alpha1 driver named `name`.
-pub(crate) async fn run(
-    client: DriverClient,
-    config: &Config,
-    name: String,
-    selected: &[&Case],
-) -> Report {
-    let mut ctx = Ctx1::new(config.clone(), client, V1alpha1::new(name));
-    let cases = selected.iter().map(|c| (c.name, c.run)).collect();
-    run_cases(&mut ctx, cases, config.strict).await
+/// Runs the v1alpha1 cases `filter` selects (all without one) against the
+/// driver `client` connects to.
+pub(crate) async fn run(client: DriverClient, config: &Config, filter: Option<&Regex>) -> Report {
+    let cases = all().into_iter().map(|c| (c.name, c.run)).collect();
+    run_one_call::<V1alpha1>(client, config, filter, cases).await
 }
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
     use super::*;
+    use crate::one_call::assert_case_names;
 
     #[test]
     fn case_names_are_unique_and_distinct_from_the_v1alpha2_cases() {
-        let names: BTreeSet<_> = all().iter().map(|c| c.name).collect();
-        assert_eq!(names.len(), all().len());
-        for name in &names {
-            assert!(name.starts_with("v1alpha1 "), "{name}");
-            assert!(name.split_once(": ").is_some(), "{name}");
-        }
-        assert!(crate::case_names().iter().all(|n| !names.contains(n)));
+        assert_case_names::<V1alpha1>(all().iter().map(|c| c.name).collect());
     }
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod raw;
+pub mod sanity;
 
 use std::time::Duration;
 
@@ -34,6 +35,20 @@ pub fn config(dir: &TempDir) -> Config {
     let mut c = Config::new(dir.path().join("data"));
     c.s3_address = "127.0.0.1:0".parse().unwrap();
     c
+}
+
+/// `cosi_driver_local::run` serving `api` on a temporary socket, its S3
+/// endpoint on 127.0.0.1:0: the client, the server, and the data
+/// directory, to keep while the driver serves.
+pub async fn serve_run(api: cosi_driver::DriverApi) -> (DriverClient, TestServer, TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config(&dir);
+    config.api = api;
+    let serve = Serve::with(|endpoint, shutdown| async move {
+        cosi_driver_local::run(config, &endpoint, shutdown).await
+    });
+    let (client, server) = TestServer::start(serve).await;
+    (client, server, dir)
 }
 
 impl Harness {
