@@ -111,6 +111,32 @@ fn is_refusal<T>(result: &Result<T, Failure>) -> bool {
     matches!(result, Err(Failure::Driver(e)) if refused(e))
 }
 
+/// How many times in a row a call by name must be refused before the
+/// refusal is taken as the driver's stable answer, that nothing exists
+/// under the name. One repeat is not enough: a driver whose refusals come
+/// and go (a backend check that fails now and then) can refuse two calls
+/// in a row after an earlier call with the name created the bucket or
+/// account, and concluding from those would release the object and leak
+/// what was created.
+pub(crate) const REFUSALS_TO_CONFIRM: usize = 3;
+
+/// Calls `call` until it answers anything but a refusal, at most
+/// [`REFUSALS_TO_CONFIRM`] times, and returns the last answer.
+async fn confirmed<T, F, Fut>(mut call: F) -> Result<T, Failure>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Failure>>,
+{
+    let mut result = call().await;
+    for _ in 1..REFUSALS_TO_CONFIRM {
+        if !is_refusal(&result) {
+            break;
+        }
+        result = call().await;
+    }
+    result
+}
+
 /// `None` when the driver refused the repeated call: it created nothing
 /// the first time either (the request is the same). ALREADY_EXISTS is no
 /// such refusal: something exists under the name.
@@ -401,18 +427,14 @@ impl<D: Dialect> OneCall<D> {
     }
 
     /// The ID of the bucket phase 1 may have created: DriverCreateBucket
-    /// by name again (`None` if refused twice; ALREADY_EXISTS is no refusal).
+    /// by name again (`None` if refused [`REFUSALS_TO_CONFIRM`] times in a
+    /// row; ALREADY_EXISTS is no refusal).
     pub async fn created_bucket_id(
         &self,
         driver: &Driver,
         req: DriverGenerateBucketIdRequest,
     ) -> Result<Option<String>, Failure> {
-        let mut result = self.create(driver, &req, None).await;
-        if is_refusal(&result) {
-            // Confirmed before it releases the object: a refusal is the
-            // driver's stable answer to the request.
-            result = self.create(driver, &req, None).await;
-        }
+        let result = confirmed(|| self.create(driver, &req, None)).await;
         Ok(unless_refused(result)?.map(|(id, _)| id))
     }
 
@@ -486,18 +508,14 @@ impl<D: Dialect> OneCall<D> {
     }
 
     /// The ID of the account phase 1 may have created:
-    /// DriverGrantBucketAccess by name again (`None` if refused twice;
-    /// ALREADY_EXISTS is no refusal).
+    /// DriverGrantBucketAccess by name again (`None` if refused
+    /// [`REFUSALS_TO_CONFIRM`] times in a row; ALREADY_EXISTS is no refusal).
     pub async fn granted_account_id(
         &self,
         driver: &Driver,
         req: DriverGenerateBucketAccessIdRequest,
     ) -> Result<Option<String>, Failure> {
-        let mut result = self.grant(driver, &req).await;
-        if is_refusal(&result) {
-            // Confirmed, as in `created_bucket_id`.
-            result = self.grant(driver, &req).await;
-        }
+        let result = confirmed(|| self.grant(driver, &req)).await;
         Ok(unless_refused(result)?.map(|(id, _)| id))
     }
 
@@ -595,6 +613,47 @@ mod tests {
         }
         let ok = by_name(AlreadyExists::Incompatible, Ok(("id".into(), 7)), None, "n").unwrap();
         assert_eq!(ok, ("id".to_owned(), Some(7)));
+    }
+
+    #[tokio::test]
+    async fn a_refusal_is_taken_only_when_repeated_and_any_other_answer_ends_the_calls() {
+        use std::cell::Cell;
+        // Refused twice, then the ID: the two refusals conclude nothing.
+        let answers = Cell::new(0);
+        let result = confirmed(|| {
+            let n = answers.get();
+            answers.set(n + 1);
+            async move {
+                if n < REFUSALS_TO_CONFIRM - 1 {
+                    Err(driver_error(Code::InvalidArgument))
+                } else {
+                    Ok(n)
+                }
+            }
+        })
+        .await;
+        assert_eq!(
+            unless_refused(result).unwrap(),
+            Some(REFUSALS_TO_CONFIRM - 1)
+        );
+        // Refused every time: asked exactly REFUSALS_TO_CONFIRM times.
+        let asked = Cell::new(0);
+        let result: Result<u8, Failure> = confirmed(|| {
+            asked.set(asked.get() + 1);
+            async { Err(driver_error(Code::PermissionDenied)) }
+        })
+        .await;
+        assert_eq!(unless_refused(result).unwrap(), None);
+        assert_eq!(asked.get(), REFUSALS_TO_CONFIRM);
+        // A retryable error or a success is not asked again.
+        let asked = Cell::new(0);
+        let result: Result<u8, Failure> = confirmed(|| {
+            asked.set(asked.get() + 1);
+            async { Err(driver_error(Code::Unavailable)) }
+        })
+        .await;
+        assert!(unless_refused(result).is_err());
+        assert_eq!(asked.get(), 1);
     }
 
     #[test]
