@@ -273,6 +273,48 @@ pub mod secret_keys {
             /// Credential info: the GCS service account name.
             GCS_SERVICE_ACCOUNT,
         }
+
+        /// Each upstream key of an S3 Secret and the key of cosi-rs's whose
+        /// value it repeats: a Secret holds the upstream key exactly when
+        /// it holds that one.
+        pub const S3_COPIES: [(&str, &str); 6] = [
+            (S3_BUCKET_ID, super::s3::BUCKET_NAME),
+            (S3_ENDPOINT, super::s3::AWS_ENDPOINT_URL),
+            (S3_REGION, super::s3::AWS_DEFAULT_REGION),
+            (S3_ADDRESSING_STYLE, super::s3::AWS_S3_ADDRESSING_STYLE),
+            (S3_ACCESS_KEY_ID, super::s3::AWS_ACCESS_KEY_ID),
+            (S3_ACCESS_SECRET_KEY, super::s3::AWS_SECRET_ACCESS_KEY),
+        ];
+
+        /// The same for an Azure Secret.
+        pub const AZURE_COPIES: [(&str, &str); 3] = [
+            (AZURE_STORAGE_ACCOUNT, super::azure::AZURE_STORAGE_ACCOUNT),
+            (AZURE_ACCESS_TOKEN, super::azure::AZURE_STORAGE_SAS_TOKEN),
+            (
+                AZURE_EXPIRY_TIMESTAMP,
+                super::azure::AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP,
+            ),
+        ];
+
+        /// The same for a GCS Secret.
+        pub const GCS_COPIES: [(&str, &str); 6] = [
+            (GCS_PROJECT_ID, super::gcs::PROJECT_ID),
+            (GCS_BUCKET_NAME, super::gcs::BUCKET_NAME),
+            (GCS_ACCESS_ID, super::gcs::HMAC_ACCESS_ID),
+            (GCS_ACCESS_SECRET, super::gcs::HMAC_SECRET),
+            (GCS_PRIVATE_KEY_NAME, super::gcs::PRIVATE_KEY_ID),
+            (GCS_SERVICE_ACCOUNT, super::gcs::SERVICE_ACCOUNT_NAME),
+        ];
+
+        /// The (upstream key, cosi-rs key) pairs of a Secret of `protocol`
+        /// (S3 and GCS both have a `BUCKET_NAME`, so the protocol decides).
+        pub fn copies(protocol: crate::Protocol) -> &'static [(&'static str, &'static str)] {
+            match protocol {
+                crate::Protocol::S3 => &S3_COPIES,
+                crate::Protocol::Azure => &AZURE_COPIES,
+                crate::Protocol::Gcs => &GCS_COPIES,
+            }
+        }
     }
 }
 

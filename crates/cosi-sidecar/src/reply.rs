@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use cosi_api::constants::secret_keys::upstream;
 use cosi_api::constants::{bucket_info_keys, secret_keys};
 use cosi_api::{AuthenticationType, Protocol};
 use cosi_driver::proto::{
@@ -128,6 +127,19 @@ impl SecretData {
             self.put(key, value);
         }
     }
+
+    /// Adds upstream COSI's copy of every key of a `protocol` Secret it
+    /// holds that upstream's sidecar also writes
+    /// ([`secret_keys::upstream::copies`]).
+    fn with_upstream_copies(mut self, protocol: Protocol) -> Self {
+        for &(theirs, ours) in secret_keys::upstream::copies(protocol) {
+            if let Some(value) = self.0.get(ours) {
+                let value = value.clone();
+                self.put(theirs, &value);
+            }
+        }
+        self
+    }
 }
 
 /// A valid DriverGrantBucketAccess reply, split into per-bucket info and
@@ -199,12 +211,8 @@ fn bucket_secret_info(
             data.put(secret_keys::s3::BUCKET_NAME, &s3.bucket_name);
             data.put(secret_keys::s3::AWS_DEFAULT_REGION, &s3.region);
             data.put(secret_keys::s3::AWS_REGION, &s3.region);
-            data.put(upstream::S3_ENDPOINT, &s3.endpoint);
-            data.put(upstream::S3_BUCKET_ID, &s3.bucket_name);
-            data.put(upstream::S3_REGION, &s3.region);
             if let Some(style) = addressing_style(s3.addressing_style) {
                 data.put(secret_keys::s3::AWS_S3_ADDRESSING_STYLE, style);
-                data.put(upstream::S3_ADDRESSING_STYLE, style);
             }
         }
         Protocol::Azure => {
@@ -215,7 +223,6 @@ fn bucket_secret_info(
                 secret_keys::azure::AZURE_STORAGE_ACCOUNT,
                 &az.storage_account,
             );
-            data.put(upstream::AZURE_STORAGE_ACCOUNT, &az.storage_account);
         }
         Protocol::Gcs => {
             let gcs = required_part(info.gcs.as_ref(), &what, protocol, |gcs| {
@@ -226,11 +233,9 @@ fn bucket_secret_info(
             })?;
             data.put(secret_keys::gcs::PROJECT_ID, &gcs.project_id);
             data.put(secret_keys::gcs::BUCKET_NAME, &gcs.bucket_name);
-            data.put(upstream::GCS_PROJECT_ID, &gcs.project_id);
-            data.put(upstream::GCS_BUCKET_NAME, &gcs.bucket_name);
         }
     }
-    Ok(data)
+    Ok(data.with_upstream_copies(protocol))
 }
 
 fn credential_protocols(c: &Credentials) -> Vec<Protocol> {
@@ -287,8 +292,6 @@ fn credentials(
                     secret_keys::s3::AWS_SECRET_ACCESS_KEY,
                     &s3.access_secret_key,
                 );
-                data.put_nonempty(upstream::S3_ACCESS_KEY_ID, &s3.access_key_id);
-                data.put_nonempty(upstream::S3_ACCESS_SECRET_KEY, &s3.access_secret_key);
             }
         }
         Protocol::Azure => {
@@ -312,8 +315,6 @@ fn credentials(
                         secret_keys::azure::AZURE_STORAGE_SAS_TOKEN_EXPIRY_TIMESTAMP,
                         &expiry,
                     );
-                    data.put(upstream::AZURE_ACCESS_TOKEN, &az.access_token);
-                    data.put(upstream::AZURE_EXPIRY_TIMESTAMP, &expiry);
                 }
             }
         }
@@ -332,10 +333,6 @@ fn credentials(
                 data.put_nonempty(gcs::PRIVATE_KEY, &g.private_key);
                 data.put_nonempty(gcs::HMAC_ACCESS_ID, &g.hmac_access_id);
                 data.put_nonempty(gcs::HMAC_SECRET, &g.hmac_secret);
-                data.put_nonempty(upstream::GCS_ACCESS_ID, &g.hmac_access_id);
-                data.put_nonempty(upstream::GCS_ACCESS_SECRET, &g.hmac_secret);
-                data.put_nonempty(upstream::GCS_PRIVATE_KEY_NAME, &g.private_key_id);
-                data.put_nonempty(upstream::GCS_SERVICE_ACCOUNT, &g.service_account_name);
             }
         }
     }
@@ -343,7 +340,7 @@ fn credentials(
         secret_keys::COSI_CERTIFICATE_AUTHORITY,
         &c.certificate_authority,
     );
-    Ok(data)
+    Ok(data.with_upstream_copies(protocol))
 }
 
 /// Checks a DriverGrantBucketAccess reply against the request: exactly one
