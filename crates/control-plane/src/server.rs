@@ -160,6 +160,15 @@ impl ApiServer {
         }
     }
 
+    /// A client configuration as the admin (`system:masters`), for a
+    /// client with layers of its own.
+    pub fn admin_config(&self) -> kube::Config {
+        match self {
+            ApiServer::KubeSim(sim) => sim.client_config(sim.admin_token()),
+            ApiServer::Real(plane) => plane.admin_config(),
+        }
+    }
+
     /// The admin's user name.
     pub fn admin_user(&self) -> &'static str {
         match self {

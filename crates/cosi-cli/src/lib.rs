@@ -10,6 +10,7 @@ pub mod drift;
 pub mod driver_host;
 pub mod logs;
 pub mod manifests;
+pub mod migrate;
 pub mod progress;
 pub mod quickstart;
 pub mod s3;

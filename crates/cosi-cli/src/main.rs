@@ -29,6 +29,9 @@ enum Command {
     Dev(cosi_cli::dev::Args),
     /// Measure provisioning throughput, latency, API writes, resync cost and memory.
     Bench(cosi_cli::bench::Args),
+    /// Bring Rook ObjectBucketClaims, COSI v1alpha1 objects or an upstream
+    /// v1alpha2 install over to cosi-rs: plan, apply, finish.
+    Migrate(cosi_cli::migrate::Args),
     /// Run one component in this process (the benchmark starts these).
     #[command(name = "__run", hide = true)]
     Run(cosi_cli::bench::child::Args),
@@ -40,15 +43,17 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
-    match cli.command {
+    let done = match cli.command {
+        Command::Migrate(args) => return runtime()?.block_on(cosi_cli::migrate::run(args)),
         Command::Crds { write } => crds(write),
         Command::Quickstart(args) => runtime()?.block_on(cosi_cli::quickstart::run(args)),
         Command::Dev(args) => runtime()?.block_on(cosi_cli::dev::run(args)),
         Command::Bench(args) => runtime()?.block_on(cosi_cli::bench::run(args)),
         Command::Run(args) => runtime()?.block_on(cosi_cli::bench::child::run(args)),
-    }
+    };
+    done.map(|()| std::process::ExitCode::SUCCESS)
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
