@@ -24,6 +24,7 @@ pub mod obc;
 pub mod pods;
 pub mod record;
 pub mod report;
+pub mod upstream;
 mod writes;
 
 use std::collections::BTreeMap;
@@ -41,6 +42,9 @@ pub use writes::{Progress, wait_provisioned};
 pub enum Source {
     /// Rook's ObjectBucketClaims (`objectbucket.io/v1alpha1`).
     Obc,
+    /// An install of upstream COSI's v1alpha2 (same CRD names, another schema).
+    #[value(name = "upstream-v1alpha2")]
+    UpstreamV1alpha2,
 }
 
 impl Source {
@@ -48,6 +52,7 @@ impl Source {
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Obc => "obc",
+            Source::UpstreamV1alpha2 => "upstream-v1alpha2",
         }
     }
 }
@@ -230,6 +235,7 @@ pub async fn run_with(
 ) -> Result<Outcome, MigrateError> {
     match args.source {
         Source::Obc => obc::run(client, args, progress).await,
+        Source::UpstreamV1alpha2 => upstream::run(client, args, progress).await,
     }
 }
 
