@@ -91,7 +91,7 @@ where
     };
     let events = reflector::reflector(
         writer,
-        watcher(api, watcher::Config::default())
+        watcher(api, cosi_runtime::reconcile_loop::watch_config())
             .default_backoff()
             // Field ownership is never read here; dropping it keeps the
             // cache a fraction of the size.

@@ -76,7 +76,7 @@ where
     K: Object,
 {
     let (store, writer) = reflector::store();
-    let events = watcher(api, watcher::Config::default())
+    let events = watcher(api, cosi_runtime::reconcile_loop::watch_config())
         .default_backoff()
         // Field ownership is never read here; dropping it keeps the cache a
         // fraction of the size.
