@@ -168,7 +168,7 @@ impl RotationSteps<'_, '_> {
             self.handed_back = Some(wake);
             return Action::await_change();
         }
-        Action::requeue(wake.unwrap_or(self.worker.ctx.config.secret_check_interval))
+        Action::requeue(wake.unwrap_or_else(|| self.worker.next_secret_check()))
     }
 }
 
@@ -244,7 +244,7 @@ impl Worker<'_> {
         let observed = Observed { buckets, secrets };
         if decide_grant(access, &self.info, &targets, &observed) != GrantStep::Ready {
             // Due for a check now, so the grant path looks at them.
-            self.ctx.secret_checks.forget(&self.key);
+            self.ctx.secret_checks.recheck(&self.key);
             return Ok(None);
         }
         Ok(Some(observed))
