@@ -18,9 +18,10 @@
 //! - raw write rate: kube-sim's own ceiling, ConfigMap creates by 16
 //!   concurrent clients, measured in the same run after the burst;
 //! - resync: both components are stopped with everything ready and started
-//!   again; the writes they issue until both are idle (no write, no driver
-//!   call and no CPU use for a second), and the seconds that took. Objects
-//!   counted: BucketClaims + Buckets + BucketAccesses;
+//!   again; the writes and reads (per component, verb and resource) they
+//!   issue until both are idle (no write, no driver call and no CPU use for
+//!   a second), and the seconds that took. Objects counted: BucketClaims +
+//!   Buckets + BucketAccesses;
 //! - RSS: peak resident memory (VmHWM) of each component process, the
 //!   larger of its two runs (burst, resync).
 
@@ -49,7 +50,7 @@ use child::Component;
 use idle::Sample;
 use load::ReadyWatch;
 use process::{ComponentProcess, Launch};
-pub use report::{Details, Report};
+pub use report::{Details, Report, Requests};
 
 /// The namespace the benchmark's claims and accesses live in.
 pub const NAMESPACE: &str = "cosi-bench";
@@ -115,10 +116,13 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     }
     if opts.args.json {
         println!("{json}");
-        for t in report::targets(&report).iter().filter(|t| !t.met) {
+        for t in report::targets(&report).iter().filter(|t| t.missed()) {
             eprintln!(
-                "target missed: {} {} (measured {})",
-                t.name, t.bound, t.measured
+                "target missed: {} {} at {} (measured {})",
+                t.name,
+                t.bound,
+                t.scale.label(),
+                t.measured
             );
         }
     } else {
@@ -213,6 +217,24 @@ impl Bench {
 
     fn component_writes(&self, c: &Counters) -> u64 {
         self.users.iter().map(|u| c.writes_by_user(u)).sum()
+    }
+
+    /// The components' writes (or reads: get, list, watch) in `c`, per
+    /// component, verb and resource.
+    fn requests(&self, c: &Counters, writes: bool) -> Vec<Requests> {
+        let components = [Component::Controller, Component::Sidecar];
+        c.entries()
+            .filter(|(verb, ..)| kube_sim::counters::WRITE_VERBS.contains(verb) == writes)
+            .filter_map(|(verb, resource, user, count)| {
+                let i = self.users.iter().position(|u| u == user)?;
+                Some(Requests {
+                    component: components[i].name().to_owned(),
+                    verb: verb.to_owned(),
+                    resource: resource.to_owned(),
+                    count,
+                })
+            })
+            .collect()
     }
 
     fn sample(&self) -> Sample {
@@ -369,21 +391,8 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     details.bench_writes = details.total_writes - component_writes;
     details.driver_calls = bench.driver.hooks().total_calls() - calls_before;
     details.driver_durable_commits = bench.durable_commits() - commits_before;
-    let by_kind = |writes: bool| {
-        burst
-            .entries()
-            .filter(|(v, _, u, _)| {
-                kube_sim::counters::WRITE_VERBS.contains(v) == writes
-                    && bench.users.iter().any(|x| x == u)
-            })
-            .map(|(v, r, u, n)| {
-                let who = u.rsplit(':').next().unwrap_or(u).to_owned();
-                (v.to_owned(), r.to_owned(), who, n)
-            })
-            .collect::<Vec<_>>()
-    };
-    details.writes_by_kind = by_kind(true);
-    details.reads_by_kind = by_kind(false);
+    details.writes_by_kind = bench.requests(&burst, true);
+    details.reads_by_kind = bench.requests(&burst, false);
     report.api_writes_per_pair =
         report::round(report::rate(component_writes, args.pairs.max(1) as f64), 2);
 
@@ -444,8 +453,8 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     let resync = bench.stack.sim().expect(STARTED_ON_KUBE_SIM).counters();
     report.resync.writes = bench.component_writes(&resync);
     report.resync.seconds = report::round(idle_at.duration_since(restarted).as_secs_f64(), 2);
-    details.resync_reads =
-        bench.users.iter().map(|u| resync.by_user(u)).sum::<u64>() - report.resync.writes;
+    report.resync.reads_by_kind = bench.requests(&resync, false);
+    report.resync.reads = report.resync.reads_by_kind.iter().map(|r| r.count).sum();
     details.resync_driver_calls = bench.driver.hooks().total_calls() - calls_before;
     bench.record_rss();
     report.rss_mb.controller = report::mib(bench.peak_rss[0]);
