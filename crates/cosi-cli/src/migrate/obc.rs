@@ -16,13 +16,14 @@
 //! - a **BucketAccess** of the same name whose Secret (`<obc><suffix>`)
 //!   holds new credentials for the bucket.
 //!
-//! `apply` first sets every ObjectBucket's `spec.reclaimPolicy` to Retain
-//! (recording the original), so the provisioner never deletes a bucket.
-//! `finish` removes the OBCs once nothing uses their Secrets and
-//! ConfigMaps: through Rook (which then removes each OBC's user: the old
-//! credentials stop) with `--revoke-old-credentials`, else with the
-//! provisioner's finalizers removed first so it has nothing to act on; it
-//! then gives each Bucket the deletion policy its ObjectBucket had.
+//! `apply` first points every ObjectBucket at `spec.reclaimPolicy: Retain`
+//! and a stand-in StorageClass of existing buckets ([`stand_in_class`],
+//! recording the originals), so the provisioner neither deletes a bucket
+//! nor, when its operator restarts, takes a bucket back. `finish` removes
+//! the OBCs once nothing uses their Secrets and ConfigMaps: through Rook
+//! (which then revokes each OBC user's access: the old credentials stop)
+//! with `--revoke-old-credentials`, else with the provisioner's finalizers
+//! removed first so it has nothing to act on.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -75,6 +76,8 @@ pub struct ObcSpec {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct ObSpec {
+    /// The StorageClass the provisioner reads when the OBC goes.
+    pub storage_class_name: String,
     /// `Delete` or `Retain`: what the provisioner does with the bucket when
     /// the OBC goes.
     pub reclaim_policy: String,
@@ -244,6 +247,8 @@ pub struct Migration {
     pub object_bucket: String,
     /// The ObjectBucket's reclaim policy as it is now.
     pub reclaim_policy: String,
+    /// The ObjectBucket's StorageClass as it is now.
+    pub storage_class: String,
     /// The static Bucket.
     pub bucket: Bucket,
     /// The BucketClaim.
@@ -271,6 +276,54 @@ impl Migration {
 
 fn record_key(object_bucket: &str) -> String {
     format!("objectbucket.{object_bucket}.reclaimPolicy")
+}
+
+fn class_record_key(object_bucket: &str) -> String {
+    format!("objectbucket.{object_bucket}.storageClassName")
+}
+
+/// The prefix of the StorageClasses [`stand_in_class`] makes.
+pub const STAND_IN_PREFIX: &str = "cosi-migrate-";
+
+/// The name of the stand-in of StorageClass `original` (itself when it is one).
+pub fn stand_in_name(original: &str) -> String {
+    if original.starts_with(STAND_IN_PREFIX) {
+        original.to_owned()
+    } else {
+        let name = format!("{STAND_IN_PREFIX}{original}");
+        name.chars().take(253).collect()
+    }
+}
+
+/// A StorageClass of the same provisioner and parameters as `original`
+/// that names an existing bucket (`bucketName`) and retains it. An
+/// ObjectBucket pointed at it is safe from the provisioner: Rook removes an
+/// OBC of such a class by revoking its user's access only, never by
+/// deleting the bucket, and when its operator restarts it refuses to
+/// provision again an OBC whose ObjectBucket names another class than the
+/// OBC (which would give the bucket back to the OBC's user, drop its
+/// policy and restore the class's reclaim policy).
+pub fn stand_in_class(original: &StorageClass) -> StorageClass {
+    let mut parameters = original.parameters.clone().unwrap_or_default();
+    parameters.insert("bucketName".into(), "cosi-migrate-retained".into());
+    StorageClass {
+        metadata: kube::api::ObjectMeta {
+            name: Some(stand_in_name(&original.name_any())),
+            labels: Some([(MIGRATED_FROM.to_owned(), "obc".to_owned())].into()),
+            annotations: Some(
+                [(
+                    SOURCE_ANNOTATION.to_owned(),
+                    format!("StorageClass {}", original.name_any()),
+                )]
+                .into(),
+            ),
+            ..Default::default()
+        },
+        provisioner: original.provisioner.clone(),
+        parameters: Some(parameters),
+        reclaim_policy: Some("Retain".into()),
+        ..Default::default()
+    }
 }
 
 fn annotated<K: kube::Resource>(mut o: K, source: &str) -> K {
@@ -322,6 +375,13 @@ pub fn migration_of(
             "its ObjectBucket {} is bound to another claim ({})",
             ob.name_any(),
             claimed_by.map_or("none".into(), |r| format!("{}/{}", r.namespace, r.name))
+        )));
+    }
+    let ob_class = &ob_spec.storage_class_name;
+    if !ob_class.starts_with(STAND_IN_PREFIX) && !cluster.storage_classes.contains_key(ob_class) {
+        problems.push(problem(format!(
+            "the StorageClass {ob_class:?} of its ObjectBucket does not exist: the provisioner \
+             needs it to remove the OBC; recreate it"
         )));
     }
     let sc = &obc_spec.storage_class_name;
@@ -421,6 +481,7 @@ pub fn migration_of(
         name: name.clone(),
         object_bucket: ob.name_any(),
         reclaim_policy: ob_spec.reclaim_policy.clone(),
+        storage_class: ob_spec.storage_class_name.clone(),
         bucket,
         claim,
         access,
@@ -534,9 +595,11 @@ pub fn plan(cluster: &Cluster, args: &Args) -> (Plan, Vec<Migration>) {
             && noted.insert(sc.clone())
         {
             plan.notes.push(format!(
-                "StorageClass {sc} has reclaimPolicy Delete (immutable): apply sets each of its \
-                 ObjectBuckets' spec.reclaimPolicy to Retain before anything else, so the \
-                 provisioner never deletes their buckets; finish gives each new Bucket the original policy"
+                "StorageClass {sc} has reclaimPolicy Delete (immutable): apply first points each of its \
+                 ObjectBuckets at a Retain stand-in class ({}), so the provisioner never deletes \
+                 their buckets; the new static Buckets are Retain (COSI never deletes a bucket it \
+                 did not create)",
+                stand_in_name(&sc)
             ));
         }
     }
@@ -573,13 +636,15 @@ fn item(m: &Migration, cluster: &Cluster) -> Item {
     let provisioned = |c: &[cosi_api::Condition]| conditions::is_true(c, PROVISIONED);
     let mut becomes = vec![
         format!(
-            "ObjectBucket {}: reclaimPolicy {} -> Retain while migrating, backend bucket {}",
+            "ObjectBucket {}: reclaimPolicy {} -> Retain, StorageClass {} -> {}, backend bucket {}",
             m.object_bucket,
             if m.reclaim_policy.is_empty() {
                 "unset"
             } else {
                 &m.reclaim_policy
             },
+            m.storage_class,
+            stand_in_name(&m.storage_class),
             m.bucket.spec.existing_bucket_id
         ),
         format!(
@@ -701,29 +766,65 @@ async fn apply(
         path.display()
     ));
 
-    // 2. Every bucket safe: the original policy recorded, then Retain.
+    // 2. Every bucket safe: the original policy and class recorded, then
+    // the ObjectBucket set to Retain and to a StorageClass that names an
+    // existing bucket (see [`stand_in_class`]).
     let mut record = Record::read(client, &args.cosi_namespace, Source::Obc).await?;
     record
         .remember(
             migrations
                 .iter()
-                .map(|m| (m.record_key(), m.reclaim_policy.clone()))
+                .flat_map(|m| {
+                    [
+                        (m.record_key(), m.reclaim_policy.clone()),
+                        (class_record_key(&m.object_bucket), m.storage_class.clone()),
+                    ]
+                })
                 .collect(),
         )
         .await?;
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    let originals: BTreeSet<&str> = migrations
+        .iter()
+        .map(|m| m.storage_class.as_str())
+        .filter(|c| !c.starts_with(STAND_IN_PREFIX))
+        .collect();
+    for original in originals {
+        let Some(class) = cluster.storage_classes.get(original) else {
+            continue;
+        };
+        let stand_in = stand_in_class(class);
+        ensure_created(
+            &classes,
+            &stand_in,
+            &format!("StorageClass {}", stand_in.name_any()),
+            |live| {
+                (live.provisioner == stand_in.provisioner)
+                    .then_some(())
+                    .ok_or_else(|| format!("its provisioner is {}", live.provisioner))
+            },
+        )
+        .await?;
+    }
     let obs: Api<DynamicObject> = Api::all_with(client.clone(), &resource("ObjectBucket"));
     let mut made_safe = 0;
-    for m in migrations.iter().filter(|m| m.reclaim_policy != "Retain") {
+    for m in &migrations {
+        let class = stand_in_name(&m.storage_class);
+        if m.reclaim_policy == "Retain" && m.storage_class == class {
+            continue;
+        }
         obs.patch(
             &m.object_bucket,
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"reclaimPolicy": "Retain"}})),
+            &Patch::Merge(serde_json::json!({
+                "spec": {"reclaimPolicy": "Retain", "storageClassName": class}
+            })),
         )
         .await?;
         made_safe += 1;
     }
     progress.line(format!(
-        "{made_safe} ObjectBucket(s) set to reclaimPolicy Retain"
+        "{made_safe} ObjectBucket(s) set to reclaimPolicy Retain and a StorageClass of existing buckets"
     ));
 
     // 3. The static Buckets, Provisioned before any claim binds.
@@ -878,7 +979,6 @@ async fn finish(
     // Rook revokes an OBC's credentials when it removes the OBC; without
     // --revoke-old-credentials the provisioner's finalizers go first, so
     // it has nothing to act on.
-    let obcs: Api<DynamicObject> = Api::all_with(client.clone(), &resource("ObjectBucketClaim"));
     let obs: Api<DynamicObject> = Api::all_with(client.clone(), &resource("ObjectBucket"));
     for c in &carried {
         let obc_api: Api<DynamicObject> =
@@ -895,31 +995,46 @@ async fn finish(
         }
         summary.migrated += 1;
     }
-    let _ = obcs;
     // Wait until the OBCs are gone (with Rook, after it revoked).
     wait_gone(client, &carried, args, progress).await?;
-    // Each Bucket gets the policy its ObjectBucket had.
-    let buckets: Api<Bucket> = Api::all(client.clone());
+    // The stand-in StorageClasses no ObjectBucket uses any more go.
+    let left = list_or_empty(obs.clone()).await?;
+    let classes: Api<StorageClass> = Api::all(client.clone());
+    for class in cluster
+        .storage_classes
+        .values()
+        .filter(|c| c.labels().get(MIGRATED_FROM).map(String::as_str) == Some("obc"))
+    {
+        let used = left
+            .iter()
+            .any(|ob| spec::<ObSpec>(ob).storage_class_name == class.name_any());
+        if !used {
+            match classes
+                .delete(&class.name_any(), &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
     for b in cluster
         .buckets
         .values()
         .filter(|b| b.labels().get(MIGRATED_FROM).map(String::as_str) == Some("obc"))
+        .filter(|b| conditions::is_true(b.conditions(), PROVISIONED))
     {
-        let gone = !cluster.obs.contains_key(&b.name_any())
-            || carried.iter().any(|c| c.object_bucket == b.name_any());
-        let original = record.get(&record_key(&b.name_any()));
-        if gone && original == Some("Delete") && b.spec.deletion_policy != DeletionPolicy::Delete {
-            buckets
-                .patch(
-                    &b.name_any(),
-                    &PatchParams::default(),
-                    &Patch::Merge(serde_json::json!({"spec": {"deletionPolicy": "Delete"}})),
-                )
-                .await?;
+        if record.get(&record_key(&b.name_any())) == Some("Delete") {
+            summary.skipped.push((
+                format!("Bucket {}", b.name_any()),
+                "its ObjectBucket's reclaimPolicy was Delete; as a static Bucket it is Retain \
+                 (COSI never deletes a bucket it did not create): delete the bucket by hand \
+                 once its claim is gone if it must go"
+                    .into(),
+            ));
         }
-        if gone && conditions::is_true(b.conditions(), PROVISIONED) {
-            summary.buckets_confirmed += 1;
-        }
+        summary.buckets_confirmed += 1;
     }
     print!("{}", summary.text("removed"));
     Ok(Outcome::Done)
