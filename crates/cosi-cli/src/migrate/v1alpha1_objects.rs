@@ -71,7 +71,8 @@ pub mod finalizers {
     /// On a Bucket, by its sidecar once the backend bucket exists.
     pub const BUCKET: &str = "cosi.objectstorage.k8s.io/bucket-protection";
     /// On a Bucket, by the sidecar once an access to it is granted.
-    pub const BUCKET_ACCESS_BUCKET: &str = "cosi.objectstorage.k8s.io/bucketaccess-bucket-protection";
+    pub const BUCKET_ACCESS_BUCKET: &str =
+        "cosi.objectstorage.k8s.io/bucketaccess-bucket-protection";
     /// On a BucketAccess, by the sidecar once it is granted.
     pub const BUCKET_ACCESS: &str = "cosi.objectstorage.k8s.io/bucketaccess-protection";
     /// On an access Secret, from its creation.
@@ -281,7 +282,11 @@ pub struct BucketSpec {
     #[serde(default)]
     pub deletion_policy: String,
     /// The backend ID of a bucket made outside COSI.
-    #[serde(rename = "existingBucketID", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "existingBucketID",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub existing_bucket_id: String,
 }
 
@@ -372,7 +377,11 @@ pub struct BucketAccessSpec {
 #[serde(rename_all = "camelCase")]
 pub struct BucketAccessStatus {
     /// The backend account, which `DriverRevokeBucketAccess` needs.
-    #[serde(rename = "accountID", default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        rename = "accountID",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
     pub account_id: String,
     /// Whether the driver granted it.
     #[serde(default)]
@@ -551,16 +560,31 @@ macro_rules! resource {
     };
 }
 
-resource!(BucketClass, "BucketClass", "bucketclasses", ClusterResourceScope);
+resource!(
+    BucketClass,
+    "BucketClass",
+    "bucketclasses",
+    ClusterResourceScope
+);
 resource!(
     BucketAccessClass,
     "BucketAccessClass",
     "bucketaccessclasses",
     ClusterResourceScope
 );
-resource!(BucketClaim, "BucketClaim", "bucketclaims", NamespaceResourceScope);
+resource!(
+    BucketClaim,
+    "BucketClaim",
+    "bucketclaims",
+    NamespaceResourceScope
+);
 resource!(Bucket, "Bucket", "buckets", ClusterResourceScope);
-resource!(BucketAccess, "BucketAccess", "bucketaccesses", NamespaceResourceScope);
+resource!(
+    BucketAccess,
+    "BucketAccess",
+    "bucketaccesses",
+    NamespaceResourceScope
+);
 
 #[cfg(test)]
 mod tests {
@@ -765,14 +789,20 @@ mod tests {
         .unwrap();
         let azure = info.spec.secret_azure.unwrap();
         assert_eq!(azure.access_token, "sv=2024&sig=x");
-        assert_eq!(azure.expiry_time_stamp.as_deref(), Some("2030-01-02T03:04:05Z"));
+        assert_eq!(
+            azure.expiry_time_stamp.as_deref(),
+            Some("2030-01-02T03:04:05Z")
+        );
         assert_eq!(info.spec.protocols, [""]);
 
         let unparsed_expiry = BucketInfo::from_json(
             br#"{"metadata":{"name":"bc-1"},"spec":{"bucketName":"b","authenticationType":"Key","secretS3":null,"secretAzure":{"accessToken":"t","expiryTimeStamp":null},"protocols":["Azure"]}}"#,
         )
         .unwrap();
-        assert_eq!(unparsed_expiry.spec.secret_azure.unwrap().expiry_time_stamp, None);
+        assert_eq!(
+            unparsed_expiry.spec.secret_azure.unwrap().expiry_time_stamp,
+            None
+        );
     }
 
     #[test]
