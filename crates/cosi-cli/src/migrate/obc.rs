@@ -457,7 +457,8 @@ pub fn migration_of(
         BucketClaim::new(
             &name,
             BucketClaimSpec {
-                bucket_class_name: class.name_any(),
+                // A static claim names its Bucket, not a class.
+                bucket_class_name: String::new(),
                 protocols: vec![Protocol::S3],
                 existing_bucket_name: ob.name_any(),
             },
@@ -604,21 +605,19 @@ pub fn plan(cluster: &Cluster, args: &Args) -> (Plan, Vec<Migration>) {
         }
     }
     for (driver, lease) in &cluster.leases {
-        match lease.as_ref().and_then(|l| l.spec.as_ref()) {
-            Some(spec) if spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()) => {}
-            Some(_) => plan.problems.push(Problem::new(
-                format!("driver {driver}"),
-                format!(
-                    "its sidecar's Lease {} in {} has no holder: no sidecar of the driver runs; start it",
-                    cosi_sidecar::lease_name(driver),
-                    args.cosi_namespace
-                ),
-            )),
-            None => plan.notes.push(format!(
-                "no sidecar Lease of driver {driver} in {}: apply waits until its sidecar has \
-                 provisioned each static Bucket, which proves the driver runs and found the bucket",
+        let held = lease
+            .as_ref()
+            .and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.holder_identity.as_deref())
+            .is_some_and(|h| !h.is_empty());
+        if !held {
+            plan.notes.push(format!(
+                "no sidecar of driver {driver} holds its Lease {} in {}: make sure it runs \
+                 (without leader election it takes none); apply waits until it has provisioned \
+                 each static Bucket, which proves the driver runs and found the bucket",
+                cosi_sidecar::lease_name(driver),
                 args.cosi_namespace
-            )),
+            ));
         }
     }
     if !args.bucket_parameters.is_empty() {
@@ -654,9 +653,9 @@ fn item(m: &Migration, cluster: &Cluster) -> Item {
             done(cluster.buckets.contains_key(&m.object_bucket))
         ),
         format!(
-            "BucketClaim {} (class {}){}",
+            "BucketClaim {} bound to Bucket {}{}",
             m.display(),
-            m.claim.spec.bucket_class_name,
+            m.object_bucket,
             done(cluster.claims.contains_key(&key))
         ),
         format!(

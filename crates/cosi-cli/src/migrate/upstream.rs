@@ -125,11 +125,11 @@ pub async fn running_components(client: &Client) -> kube::Result<Vec<String>> {
     let mut running = Vec::new();
     let selector = format!("{}={}", PART_OF.0, PART_OF.1);
     let deployments: Api<Deployment> = Api::all(client.clone());
-    for d in deployments
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items
-    {
+    for d in tolerate_unserved(
+        deployments
+            .list(&ListParams::default().labels(&selector))
+            .await,
+    )? {
         if d.spec.replicas.unwrap_or(1) > 0 {
             let (ns, name) = (d.namespace().unwrap_or_default(), d.name_any());
             running.push(format!(
@@ -138,7 +138,7 @@ pub async fn running_components(client: &Client) -> kube::Result<Vec<String>> {
         }
     }
     let pods: Api<Pod> = Api::all(client.clone());
-    for p in pods.list(&ListParams::default()).await?.items {
+    for p in tolerate_unserved(pods.list(&ListParams::default()).await)? {
         let finished = matches!(
             p.status.as_ref().and_then(|s| s.phase.as_deref()),
             Some("Succeeded" | "Failed")
@@ -166,6 +166,17 @@ pub async fn running_components(client: &Client) -> kube::Result<Vec<String>> {
         }
     }
     Ok(running)
+}
+
+/// The items of `listed`; none when the API server does not serve the kind.
+fn tolerate_unserved<K: Clone>(
+    listed: kube::Result<kube::api::ObjectList<K>>,
+) -> kube::Result<Vec<K>> {
+    match listed {
+        Ok(list) => Ok(list.items),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
 }
 
 /// True when `crd` is cosi-rs's (it carries cosi-rs's CRD label).
