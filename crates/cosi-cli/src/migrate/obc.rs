@@ -985,17 +985,22 @@ async fn finish(
         if args.revoke_old_credentials {
             delete(&obc_api, &c.name).await?;
         } else {
-            let secrets: Api<Secret> = Api::namespaced(client.clone(), &c.namespace);
-            let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &c.namespace);
             strip_and_delete(&obc_api, &c.name).await?;
-            strip_and_delete(&obs, &c.object_bucket).await?;
-            strip_and_delete(&secrets, &c.name).await?;
-            strip_and_delete(&maps, &c.name).await?;
         }
         summary.migrated += 1;
     }
-    // Wait until the OBCs are gone (with Rook, after it revoked).
+    // Wait until the OBCs are gone (with Rook, after it revoked), then
+    // remove what is left of them: the ObjectBucket (Rook removes it
+    // itself), the Secret and the ConfigMap (which would otherwise go with
+    // their owner, some time later).
     wait_gone(client, &carried, args, progress).await?;
+    for c in &carried {
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &c.namespace);
+        let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &c.namespace);
+        strip_and_delete(&obs, &c.object_bucket).await?;
+        strip_and_delete(&secrets, &c.name).await?;
+        strip_and_delete(&maps, &c.name).await?;
+    }
     // The stand-in StorageClasses no ObjectBucket uses any more go.
     let left = list_or_empty(obs.clone()).await?;
     let classes: Api<StorageClass> = Api::all(client.clone());

@@ -274,6 +274,14 @@ pub fn completed_data(
             data.entry((*ours).to_owned()).or_insert(v);
         }
     }
+    // cosi-rs writes the region under both of the AWS SDKs' names;
+    // upstream's one region key is copied to the first.
+    if protocol == Protocol::S3
+        && let Some(region) = data.get(secret_keys::s3::AWS_DEFAULT_REGION).cloned()
+    {
+        data.entry(secret_keys::s3::AWS_REGION.to_owned())
+            .or_insert(region);
+    }
     data.entry(secret_keys::COSI_PROTOCOL.to_owned())
         .or_insert_with(|| k8s_openapi::ByteString(protocol.as_str().as_bytes().to_vec()));
     let required = cosi_sidecar::secret::required_keys(protocol, Default::default());

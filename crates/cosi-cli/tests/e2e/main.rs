@@ -27,6 +27,8 @@ mod lost_claims;
 mod migrate_common;
 mod migrate_obc;
 mod migrate_rook;
+mod migrate_upstream;
+mod migrate_upstream_fixtures;
 mod monitoring;
 mod multi_bucket;
 mod readme_driver;

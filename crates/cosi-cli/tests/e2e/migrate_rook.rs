@@ -264,7 +264,7 @@ impl Backend {
     /// by the user when missing, linked back to it when another user owns
     /// it), a one-bucket limit, and no bucket policy. The user or account
     /// ID, the bucket's S3 name and the user's first key.
-    async fn provision(&self, user: &str, bucket: &str) -> Outcome<(String, String, Keys)> {
+    pub async fn provision(&self, user: &str, bucket: &str) -> Outcome<(String, String, Keys)> {
         match self {
             Backend::Rgw { admin, .. } => {
                 let found = admin.user(user).await.map_err(|e| e.to_string())?;
