@@ -907,47 +907,50 @@ async fn finish(
     progress: &Progress,
 ) -> Result<Outcome, MigrateError> {
     let record = Record::read(client, &args.cosi_namespace, Source::Obc).await?;
-    // Every OBC this migration carried over (its Bucket, by the label and
-    // the ObjectBucket's name), and those it did not.
-    let mut carried = Vec::new();
+    // Every OBC this migration carried over, known by its static Bucket
+    // (labelled, named after the ObjectBucket, bound to the OBC's name),
+    // whether the OBC is still there or an interrupted finish removed it.
     let mut summary = Summary::default();
     let mut not_ready = Vec::new();
+    let carried: Vec<Carried> = cluster
+        .buckets
+        .values()
+        .filter(|b| b.labels().get(MIGRATED_FROM).map(String::as_str) == Some("obc"))
+        .map(|b| Carried {
+            namespace: b.spec.bucket_claim_ref.namespace.clone(),
+            name: b.spec.bucket_claim_ref.name.clone(),
+            object_bucket: b.name_any(),
+        })
+        .collect();
     for obc in &cluster.obcs {
         let (namespace, name) = key_of(obc);
-        let ob_name = spec::<ObcSpec>(obc).object_bucket_name;
-        let ours = cluster
-            .buckets
-            .get(&ob_name)
-            .filter(|b| b.labels().get(MIGRATED_FROM).map(String::as_str) == Some("obc"))
-            .filter(|b| {
-                b.spec.bucket_claim_ref.namespace == namespace
-                    && b.spec.bucket_claim_ref.name == name
-            });
-        let Some(bucket) = ours else {
+        if !carried
+            .iter()
+            .any(|c| (&c.namespace, &c.name) == (&namespace, &name))
+        {
             summary.skipped.push((
                 format!("ObjectBucketClaim {namespace}/{name}"),
                 "not carried over: run apply first".into(),
             ));
-            continue;
-        };
-        let key = (namespace.clone(), name.clone());
-        let ready = conditions::is_true(bucket.conditions(), PROVISIONED)
+        }
+    }
+    for c in &carried {
+        let key = (c.namespace.clone(), c.name.clone());
+        let ready = cluster
+            .buckets
+            .get(&c.object_bucket)
+            .is_some_and(|b| conditions::is_true(b.conditions(), PROVISIONED))
             && cluster
                 .claims
                 .get(&key)
-                .is_some_and(|c| conditions::is_true(c.conditions(), PROVISIONED))
+                .is_some_and(|cl| conditions::is_true(cl.conditions(), PROVISIONED))
             && cluster
                 .accesses
                 .get(&key)
                 .is_some_and(|a| conditions::is_true(a.conditions(), PROVISIONED));
         if !ready {
-            not_ready.push(format!("  {namespace}/{name}"));
+            not_ready.push(format!("  {}/{}", c.namespace, c.name));
         }
-        carried.push(Carried {
-            namespace,
-            name,
-            object_bucket: ob_name,
-        });
     }
     if !not_ready.is_empty() {
         return Err(MigrateError::Refused(format!(
@@ -979,13 +982,19 @@ async fn finish(
     // --revoke-old-credentials the provisioner's finalizers go first, so
     // it has nothing to act on.
     let obs: Api<DynamicObject> = Api::all_with(client.clone(), &resource("ObjectBucket"));
-    for c in &carried {
+    let live_obc = |c: &Carried| {
+        cluster
+            .obcs
+            .iter()
+            .any(|o| key_of(o) == (c.namespace.clone(), c.name.clone()))
+    };
+    for c in carried.iter().filter(|c| live_obc(c)) {
         let obc_api: Api<DynamicObject> =
             Api::namespaced_with(client.clone(), &c.namespace, &resource("ObjectBucketClaim"));
         if args.revoke_old_credentials {
             delete(&obc_api, &c.name).await?;
         } else {
-            strip_and_delete(&obc_api, &c.name).await?;
+            strip_and_delete(&obc_api, &c.name, |_| true).await?;
         }
         summary.migrated += 1;
     }
@@ -997,9 +1006,9 @@ async fn finish(
     for c in &carried {
         let secrets: Api<Secret> = Api::namespaced(client.clone(), &c.namespace);
         let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &c.namespace);
-        strip_and_delete(&obs, &c.object_bucket).await?;
-        strip_and_delete(&secrets, &c.name).await?;
-        strip_and_delete(&maps, &c.name).await?;
+        strip_and_delete(&obs, &c.object_bucket, |_| true).await?;
+        strip_and_delete(&secrets, &c.name, owned_by_an_obc).await?;
+        strip_and_delete(&maps, &c.name, owned_by_an_obc).await?;
     }
     // The stand-in StorageClasses no ObjectBucket uses any more go.
     let left = list_or_empty(obs.clone()).await?;
@@ -1052,12 +1061,24 @@ async fn delete(api: &Api<DynamicObject>, name: &str) -> kube::Result<()> {
     }
 }
 
-/// Removes the provisioner's finalizer from `name`, then deletes it.
-async fn strip_and_delete<K>(api: &Api<K>, name: &str) -> kube::Result<()>
+/// True when `o` was made for an OBC: its controlling owner is one.
+fn owned_by_an_obc<K: kube::Resource>(o: &K) -> bool {
+    o.owner_references()
+        .iter()
+        .any(|r| r.kind == "ObjectBucketClaim" && r.api_version.starts_with(GROUP))
+}
+
+/// Removes the provisioner's finalizer from `name`, then deletes it, when
+/// it exists and passes `is_old`.
+async fn strip_and_delete<K>(
+    api: &Api<K>,
+    name: &str,
+    is_old: impl Fn(&K) -> bool,
+) -> kube::Result<()>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    let Some(live) = api.get_opt(name).await? else {
+    let Some(live) = api.get_opt(name).await?.filter(|o| is_old(o)) else {
         return Ok(());
     };
     let finalizers = live.finalizers();
