@@ -25,6 +25,8 @@ pub mod pods;
 pub mod record;
 pub mod report;
 pub mod upstream;
+pub mod v1alpha1;
+pub mod v1alpha1_objects;
 mod writes;
 
 use std::collections::BTreeMap;
@@ -42,6 +44,8 @@ pub use writes::{Progress, wait_provisioned};
 pub enum Source {
     /// Rook's ObjectBucketClaims (`objectbucket.io/v1alpha1`).
     Obc,
+    /// COSI v1alpha1 objects (upstream v0.2.x, `objectstorage.k8s.io/v1alpha1`).
+    V1alpha1,
     /// An install of upstream COSI's v1alpha2 (same CRD names, another schema).
     #[value(name = "upstream-v1alpha2")]
     UpstreamV1alpha2,
@@ -52,6 +56,7 @@ impl Source {
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Obc => "obc",
+            Source::V1alpha1 => "v1alpha1",
             Source::UpstreamV1alpha2 => "upstream-v1alpha2",
         }
     }
@@ -235,6 +240,7 @@ pub async fn run_with(
 ) -> Result<Outcome, MigrateError> {
     match args.source {
         Source::Obc => obc::run(client, args, progress).await,
+        Source::V1alpha1 => v1alpha1::run(client, args, progress).await,
         Source::UpstreamV1alpha2 => upstream::run(client, args, progress).await,
     }
 }

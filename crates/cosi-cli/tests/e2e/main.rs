@@ -29,6 +29,8 @@ mod migrate_obc;
 mod migrate_rook;
 mod migrate_upstream;
 mod migrate_upstream_fixtures;
+mod migrate_v1alpha1;
+mod migrate_v1alpha1_fixtures;
 mod monitoring;
 mod multi_bucket;
 mod readme_driver;
