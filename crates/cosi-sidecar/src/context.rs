@@ -37,8 +37,8 @@ pub struct Config {
     pub driver_call_timeout: Duration,
     /// How often a provisioned BucketAccess's Secrets are checked (reads
     /// only; a missing or damaged Secret triggers a new grant, one a user
-    /// asked to delete a Warning Event), in a cycle counted from each
-    /// access's creation so that a restart does not read them all at once.
+    /// asked to delete a Warning Event); after a start, the first checks
+    /// are spread over the interval, not made all at once.
     pub secret_check_interval: Duration,
     /// Reconciles run at the same time, per kind.
     pub workers: u16,

@@ -213,7 +213,7 @@ impl Worker<'_> {
             )
             .await;
         }
-        Ok(Action::requeue(self.next_secret_check()))
+        Ok(Action::requeue(self.ctx.config.secret_check_interval))
     }
 }
 
@@ -269,7 +269,7 @@ impl Steps for Grant<'_, '_, '_> {
                 w.report_deletions(targets, &observed.secrets).await;
                 w.secrets_checked();
                 w.ctx.stop_waiting(&w.key);
-                Action::requeue(w.next_secret_check())
+                Action::requeue(w.ctx.config.secret_check_interval)
             }
             GrantStep::Wait { bucket, why } => {
                 if w.ctx.start_waiting(&w.key) {

@@ -29,7 +29,7 @@ pub use decide::*;
 use requests::{grant_params, lookup_request, revoke_request};
 
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use cosi_api::constants::PROTECTION_FINALIZER;
 use cosi_api::reasons::{self, actions};
@@ -45,7 +45,6 @@ use serde_json::Map;
 use crate::context::Context;
 use crate::error::{ApiContext, ApiError, Failure, SecretWriteError, SecretWriteKind};
 use crate::outcome::api_failure;
-use crate::secret_checks::until_next_slot;
 use crate::worker::{StepFailure, WorkedObject};
 
 pub mod rotation;
@@ -93,9 +92,8 @@ pub(crate) async fn reconcile(
             let version = cached.resource_version();
             let interval = ctx.config.secret_check_interval;
             let checks = &ctx.secret_checks;
-            let (key, anchor) = (&worker.key, check_anchor(&cached));
-            let now = SystemTime::now();
-            if let Some(left) = checks.due_in(key, version.as_deref(), anchor, now, interval) {
+            let key = &worker.key;
+            if let Some(left) = checks.due_in(key, version.as_deref(), Instant::now(), interval) {
                 return Ok(Action::requeue(left));
             }
             let targets = targets(&cached).unwrap_or_default();
@@ -103,7 +101,7 @@ pub(crate) async fn reconcile(
             if !targets.is_empty() && secrets_ready(&cached, &targets, &secrets) {
                 worker.report_deletions(&targets, &secrets).await;
                 worker.secrets_checked();
-                return Ok(Action::requeue(worker.next_secret_check()));
+                return Ok(Action::requeue(interval));
             }
         }
         worker.run().await
@@ -116,15 +114,6 @@ pub(crate) async fn reconcile(
         }
         Err(failure) => worker.failed(failure).await,
     })
-}
-
-/// Where the cycle of an access's Secret checks starts: its creation
-/// (the epoch for an object without one, as in unit tests).
-fn check_anchor(ba: &BucketAccess) -> SystemTime {
-    ba.metadata
-        .creation_timestamp
-        .as_ref()
-        .map_or(SystemTime::UNIX_EPOCH, |t| t.0.into())
 }
 
 /// The access's worker.
@@ -182,14 +171,7 @@ impl Worker<'_> {
         let version = self.object.resource_version();
         self.ctx
             .secret_checks
-            .checked(&self.key, version.as_deref(), SystemTime::now());
-    }
-
-    /// How long until the access's next Secret check is due, counted in
-    /// its own cycle of checks (see [`crate::secret_checks`]).
-    fn next_secret_check(&self) -> Duration {
-        let interval = self.ctx.config.secret_check_interval;
-        until_next_slot(check_anchor(&self.object), SystemTime::now(), interval)
+            .checked(&self.key, version.as_deref(), Instant::now());
     }
 
     /// A Warning Event, once per Secret, for each owned Secret a user asked

@@ -168,7 +168,7 @@ impl RotationSteps<'_, '_> {
             self.handed_back = Some(wake);
             return Action::await_change();
         }
-        Action::requeue(wake.unwrap_or_else(|| self.worker.next_secret_check()))
+        Action::requeue(wake.unwrap_or(self.worker.ctx.config.secret_check_interval))
     }
 }
 
