@@ -60,8 +60,12 @@ pub async fn run_ok(env: &Env, args: &Args) {
 /// True when the crash happened (the step was stopped there), false when
 /// the step made fewer writes and ended by itself (it must have succeeded).
 pub async fn run_crashing(env: &Env, args: &Args, nth: u64, when: When) -> bool {
+    run_crashing_on(env.stack.api_server().admin_config(), args, nth, when).await
+}
+
+/// [`run_crashing`] as the user of `config`.
+pub async fn run_crashing_on(config: kube::Config, args: &Args, nth: u64, when: When) -> bool {
     let switch = CrashSwitch::armed(nth, when);
-    let config = env.stack.api_server().admin_config();
     let client = cosi_runtime::client::builder(config)
         .expect("a client of the test API server")
         .with_layer(&CrashLayer(switch.clone()))

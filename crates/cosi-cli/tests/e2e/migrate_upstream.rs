@@ -262,3 +262,104 @@ async fn migrate(
     )
     .await
 }
+
+/// What a takeover round leaves of the claim `claim`: its Bucket's and
+/// access's conditions (type, status, reason) and the keys of its Secret.
+async fn takeover_state(client: &kube::Client, ns: &str, claim: &str) -> Vec<String> {
+    let claims: Api<BucketClaim> = Api::namespaced(client.clone(), ns);
+    let bound = claims.get(claim).await.unwrap();
+    let bucket_name = bound.status.as_ref().unwrap().bound_bucket_name.clone();
+    let bucket = Api::<cosi_api::Bucket>::all(client.clone())
+        .get(&bucket_name)
+        .await
+        .unwrap();
+    let access = Api::<BucketAccess>::namespaced(client.clone(), ns)
+        .get(&format!("{claim}-rw"))
+        .await
+        .unwrap();
+    let brief = |c: &[cosi_api::Condition]| -> Vec<String> {
+        c.iter()
+            .map(|c| format!("{} {} {}", c.type_, c.status, c.reason))
+            .collect()
+    };
+    let secret = Api::<Secret>::namespaced(client.clone(), ns)
+        .get(&format!("{claim}-creds"))
+        .await
+        .unwrap();
+    let mut out = brief(bucket.conditions());
+    out.extend(brief(access.conditions()));
+    out.extend(secret.data.unwrap_or_default().into_keys());
+    out.extend(secret.metadata.annotations.unwrap_or_default().into_keys());
+    out
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_at_any_write_of_apply_ends_as_an_uninterrupted_takeover() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut stack = Stack::start_api_on(StackOptions::new(dir.path()), api_server().await)
+        .await
+        .expect("the API server starts");
+    stack.start_driver().await.expect("the driver starts");
+    let client = stack.client();
+    let c = &client;
+    let backend = Backend::local(&stack).await;
+    let driver = stack.driver_name().to_owned();
+    // One round: upstream's CRDs (again), a claim and an access in a
+    // namespace of their own, apply crashed at its `nth` write then run
+    // again; what it leaves, and whether the crash happened.
+    let round = async |nth: u64, when: mc::When| {
+        let tag = format!("{nth}{}", if when == mc::When::Before { "b" } else { "a" });
+        let (ns, claim) = (format!("u{tag}"), format!("c{tag}"));
+        up::install_crds(c).await;
+        up::ensure_namespace(c, &ns).await;
+        let (bucket, info, account, creds) = backend_bucket(&backend, &stack, &claim).await;
+        up::population(
+            c,
+            &up::PopulationSpec {
+                namespace: &ns,
+                driver: &driver,
+                deletion_policy: "Delete",
+                claim: &claim,
+                bucket_id: &bucket,
+                info,
+                account_id: &account,
+                credentials: creds,
+            },
+        )
+        .await;
+        let backup = dir.path().join(format!("backup-{tag}.yaml"));
+        let apply = mc::args(Source::UpstreamV1alpha2, Step::Apply, &backup);
+        let crashed = nth > 0 && mc::run_crashing_on(c_config(&stack), &apply, nth, when).await;
+        assert_eq!(migrate(c, &apply).await.unwrap(), Outcome::Done);
+        (takeover_state(c, &ns, &claim).await, crashed)
+    };
+    let (reference, _) = round(0, mc::When::Before).await;
+    assert!(
+        reference.contains(&"Provisioned True Provisioned".to_owned()),
+        "{reference:?}"
+    );
+    assert!(
+        reference.contains(&"AWS_ACCESS_KEY_ID".to_owned()),
+        "{reference:?}"
+    );
+    let mut rounds = 0;
+    for nth in 1.. {
+        let mut any = false;
+        for when in [mc::When::Before, mc::When::After] {
+            let (got, crashed) = round(nth, when).await;
+            assert_eq!(got, reference, "crash at write {nth} ({when:?})");
+            any |= crashed;
+            rounds += 1;
+        }
+        if !any {
+            break;
+        }
+        assert!(nth < 100, "apply keeps writing");
+    }
+    assert!(rounds > 4, "only {rounds} rounds");
+    stack.shutdown().await;
+}
+
+fn c_config(stack: &Stack) -> kube::Config {
+    stack.api_server().admin_config()
+}
