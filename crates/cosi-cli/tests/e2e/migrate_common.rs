@@ -92,6 +92,19 @@ pub async fn run_crashing_on(config: kube::Config, args: &Args, nth: u64, when: 
     }
 }
 
+/// Runs `args` as the user of `config` to the end; how many API writes it made.
+pub async fn run_counting(config: kube::Config, args: &Args) -> u64 {
+    let switch = CrashSwitch::default();
+    let client = cosi_runtime::client::builder(config)
+        .expect("a client of the test API server")
+        .with_layer(&CrashLayer(switch.clone()))
+        .build();
+    match migrate::run_with(client, args, &Progress::new(true)).await {
+        Ok(Outcome::Done) => switch.writes(),
+        other => panic!("cosi migrate {:?} {:?}: {other:?}", args.source, args.step),
+    }
+}
+
 /// Creates the namespace `name`.
 pub async fn namespace(env: &Env, name: &str) {
     let ns = Namespace {

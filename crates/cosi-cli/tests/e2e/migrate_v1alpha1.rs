@@ -54,143 +54,307 @@ async fn remove_crds(client: &kube::Client) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_v1alpha1_install_becomes_v1alpha2_in_place_with_no_byte_lost() {
-    let dir = tempfile::tempdir().unwrap();
-    let mut opts = StackOptions::new(dir.path());
-    opts.driver_api = DriverApi::V1alpha1;
-    let server = control_plane::ApiServer::real(control_plane::Options::default())
-        .await
-        .unwrap_or_else(|e| panic!("the control plane starts: {e}"));
-    let mut stack = Stack::start_api_on(opts, server)
-        .await
-        .expect("the API server starts");
-    let client = stack.client();
-    let c = &client;
-    remove_crds(c).await;
-    v1::install_crds(c).await;
-    stack.start_driver().await.expect("the driver starts");
-    let driver_name = stack.driver_name().to_owned();
+/// A v0.2.x install on a real control plane of its own: one claim with
+/// two objects in its bucket and one access, made for real on
+/// cosi-driver-local through the v1alpha1 driver API; cosi-rs's
+/// components not started.
+struct World {
+    stack: Stack,
+    client: kube::Client,
+    old_s3: aws_sdk_s3::Client,
+    bucket_id: String,
+    old_account: String,
+    dir: tempfile::TempDir,
+}
 
-    // What v0.2.x's sidecar did: a bucket and an account, through the
-    // v1alpha1 driver API.
-    let driver = DriverClient::connect(stack.driver_endpoint())
-        .await
-        .unwrap();
-    let bucket_id = driver
-        .v1alpha1
-        .provisioner
-        .clone()
-        .driver_create_bucket(DriverCreateBucketRequest {
-            name: "bucket-old".into(),
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .bucket_id;
-    let granted = driver
-        .v1alpha1
-        .provisioner
-        .clone()
-        .driver_grant_bucket_access(DriverGrantBucketAccessRequest {
-            bucket_id: bucket_id.clone(),
-            name: "ba-old".into(),
-            authentication_type: AuthenticationType::Key as i32,
-            parameters: HashMap::new(),
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    let secrets = &granted.credentials["s3"].secrets;
-    let creds = v1::S3Credentials {
-        endpoint: stack.s3_endpoint_url().to_owned(),
-        region: "us-east-1".into(),
-        access_key_id: secrets["accessKeyID"].clone(),
-        secret_access_key: secrets["accessSecretKey"].clone(),
-    };
-    v1::population(
-        c,
-        &v1::PopulationSpec {
-            namespace: NS,
-            driver: &driver_name,
-            deletion_policy: "Delete",
-            claim: "photos",
-            bucket_id: &bucket_id,
-            account_id: &granted.account_id,
-            credentials: creds.clone(),
-        },
-    )
-    .await;
-    let old_s3 = cosi_driver_ceph_rgw::testing::s3_client(
-        &creds.endpoint,
-        &cosi_driver_ceph_rgw::AdminKeys {
-            access_key_id: creds.access_key_id.clone(),
-            secret_access_key: creds.secret_access_key.clone(),
-        },
-    );
-    for key in ["a.txt", "b/c.txt"] {
-        put(&old_s3, &bucket_id, key, key.as_bytes()).await.unwrap();
+impl World {
+    async fn new() -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = StackOptions::new(dir.path());
+        opts.driver_api = DriverApi::V1alpha1;
+        let server = control_plane::ApiServer::real(control_plane::Options::default())
+            .await
+            .unwrap_or_else(|e| panic!("the control plane starts: {e}"));
+        let mut stack = Stack::start_api_on(opts, server)
+            .await
+            .expect("the API server starts");
+        let client = stack.client();
+        let c = &client;
+        remove_crds(c).await;
+        v1::install_crds(c).await;
+        stack.start_driver().await.expect("the driver starts");
+        let driver_name = stack.driver_name().to_owned();
+
+        // What v0.2.x's sidecar did: a bucket and an account, through the
+        // v1alpha1 driver API.
+        let driver = DriverClient::connect(stack.driver_endpoint())
+            .await
+            .unwrap();
+        let bucket_id = driver
+            .v1alpha1
+            .provisioner
+            .clone()
+            .driver_create_bucket(DriverCreateBucketRequest {
+                name: "bucket-old".into(),
+                parameters: HashMap::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner()
+            .bucket_id;
+        let granted = driver
+            .v1alpha1
+            .provisioner
+            .clone()
+            .driver_grant_bucket_access(DriverGrantBucketAccessRequest {
+                bucket_id: bucket_id.clone(),
+                name: "ba-old".into(),
+                authentication_type: AuthenticationType::Key as i32,
+                parameters: HashMap::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let secrets = &granted.credentials["s3"].secrets;
+        let creds = v1::S3Credentials {
+            endpoint: stack.s3_endpoint_url().to_owned(),
+            region: "us-east-1".into(),
+            access_key_id: secrets["accessKeyID"].clone(),
+            secret_access_key: secrets["accessSecretKey"].clone(),
+        };
+        v1::population(
+            c,
+            &v1::PopulationSpec {
+                namespace: NS,
+                driver: &driver_name,
+                deletion_policy: "Delete",
+                claim: "photos",
+                bucket_id: &bucket_id,
+                account_id: &granted.account_id,
+                credentials: creds.clone(),
+            },
+        )
+        .await;
+        let old_s3 = cosi_driver_ceph_rgw::testing::s3_client(
+            &creds.endpoint,
+            &cosi_driver_ceph_rgw::AdminKeys {
+                access_key_id: creds.access_key_id.clone(),
+                secret_access_key: creds.secret_access_key.clone(),
+            },
+        );
+        for key in KEYS {
+            put(&old_s3, &bucket_id, key, key.as_bytes()).await.unwrap();
+        }
+        World {
+            stack,
+            client,
+            old_s3,
+            bucket_id,
+            old_account: granted.account_id,
+            dir,
+        }
     }
 
-    let backup = dir.path().join("backup.yaml");
-    let plan = mc::args(Source::V1alpha1, Step::Plan, &backup);
-    assert_eq!(migrate(c, &plan).await.unwrap(), Outcome::Done);
-    let apply = mc::args(Source::V1alpha1, Step::Apply, &backup);
-    assert_eq!(migrate(c, &apply).await.unwrap(), Outcome::Done);
+    fn args(&self, step: Step) -> cosi_cli::migrate::Args {
+        let mut a = mc::args(Source::V1alpha1, step, &self.dir.path().join("backup.yaml"));
+        a.revoke_old_credentials = step == Step::Finish;
+        a
+    }
+
+    fn start_cosi_rs(&mut self) {
+        self.stack.start_sidecar().unwrap();
+        self.stack.start_controller().unwrap();
+    }
+
+    /// Where the migration ended, with the run's UIDs left out.
+    async fn state(&self) -> Vec<String> {
+        let c = &self.client;
+        let mut out = Vec::new();
+        let claim = Api::<BucketClaim>::namespaced(c.clone(), NS)
+            .get("photos")
+            .await
+            .unwrap();
+        out.push(format!(
+            "claim bound to {}",
+            claim
+                .spec
+                .existing_bucket_name
+                .split('-')
+                .next()
+                .unwrap_or_default()
+        ));
+        let access = Api::<BucketAccess>::namespaced(c.clone(), NS)
+            .get("photos-rw")
+            .await
+            .unwrap();
+        out.push(format!(
+            "access old account: {}",
+            access.account_id() == Some(self.old_account.as_str())
+        ));
+        let mut secrets: Vec<String> = Api::<Secret>::namespaced(c.clone(), NS)
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|s| s.metadata.name.clone().unwrap_or_default())
+            .collect();
+        secrets.sort();
+        out.push(format!("secrets {secrets:?}"));
+        let data = cosi_cli::s3::secret_data(
+            &Api::<Secret>::namespaced(c.clone(), NS)
+                .get("photos-creds-cosi")
+                .await
+                .unwrap(),
+        );
+        let (s3, bucket) = cosi_cli::s3::client_from_secret(&data).unwrap();
+        for key in KEYS {
+            out.push(format!(
+                "{key}: {:?}",
+                get(&s3, &bucket, key).await.map(String::from_utf8)
+            ));
+        }
+        out.push(format!(
+            "old key: {:?}",
+            get(&self.old_s3, &self.bucket_id, KEYS[0]).await.is_ok()
+        ));
+        let state = self.stack.backend_state().unwrap();
+        out.push(format!(
+            "backend {} bucket(s), {} account(s)",
+            state.buckets.len(),
+            state.accounts.len()
+        ));
+        let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+        for (_, ours) in cosi_api::crd::all() {
+            let crd = crds
+                .get(ours.metadata.name.as_deref().unwrap())
+                .await
+                .unwrap();
+            let versions: Vec<&str> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
+            out.push(format!(
+                "{}: {versions:?} stored {:?}",
+                crd.metadata.name.as_deref().unwrap_or_default(),
+                crd.status.unwrap().stored_versions.unwrap_or_default()
+            ));
+        }
+        out
+    }
+}
+
+/// The objects written before the migration.
+const KEYS: [&str; 2] = ["a.txt", "b/c.txt"];
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_v1alpha1_install_becomes_v1alpha2_in_place_with_no_byte_lost() {
+    let mut w = World::new().await;
+    let c = &w.client.clone();
+    let backup = w.dir.path().join("backup.yaml");
+    assert_eq!(
+        migrate(c, &w.args(Step::Plan)).await.unwrap(),
+        Outcome::Done
+    );
+    assert_eq!(
+        migrate(c, &w.args(Step::Apply)).await.unwrap(),
+        Outcome::Done
+    );
     // Again: it resumes from the backup, v1alpha1 being served no more.
-    assert_eq!(migrate(c, &apply).await.unwrap(), Outcome::Done);
+    assert_eq!(
+        migrate(c, &w.args(Step::Apply)).await.unwrap(),
+        Outcome::Done
+    );
+    // The old key works until finish.
+    assert_eq!(
+        get(&w.old_s3, &w.bucket_id, KEYS[0]).await.unwrap(),
+        KEYS[0].as_bytes()
+    );
 
     // cosi-rs's components take over.
-    stack.start_sidecar().unwrap();
-    stack.start_controller().unwrap();
-    let mut finish = mc::args(Source::V1alpha1, Step::Finish, &backup);
-    finish.revoke_old_credentials = true;
-    // The old key works until finish.
-    assert_eq!(get(&old_s3, &bucket_id, "a.txt").await.unwrap(), b"a.txt");
-    assert_eq!(migrate(c, &finish).await.unwrap(), Outcome::Done);
-    assert_eq!(migrate(c, &finish).await.unwrap(), Outcome::Done);
+    w.start_cosi_rs();
+    assert_eq!(
+        migrate(c, &w.args(Step::Finish)).await.unwrap(),
+        Outcome::Done
+    );
+    assert_eq!(
+        migrate(c, &w.args(Step::Finish)).await.unwrap(),
+        Outcome::Done
+    );
 
-    let claims: Api<BucketClaim> = Api::namespaced(c.clone(), NS);
-    let claim = claims.get("photos").await.unwrap();
+    let claim = Api::<BucketClaim>::namespaced(c.clone(), NS)
+        .get("photos")
+        .await
+        .unwrap();
     assert_eq!(
         claim.spec.existing_bucket_name,
         "bucket-".to_owned() + &v1_claim_uid(&backup)
     );
-    let accesses: Api<BucketAccess> = Api::namespaced(c.clone(), NS);
-    let access = accesses.get("photos-rw").await.unwrap();
-    assert_ne!(access.account_id(), Some(granted.account_id.as_str()));
-    let secrets: Api<Secret> = Api::namespaced(c.clone(), NS);
-    assert!(
-        secrets.get_opt("photos-creds").await.unwrap().is_none(),
-        "the old Secret went"
-    );
-    let data = cosi_cli::s3::secret_data(&secrets.get("photos-creds-cosi").await.unwrap());
-    let (s3, bucket) = cosi_cli::s3::client_from_secret(&data).unwrap();
-    assert_eq!(bucket, bucket_id);
-    for key in ["a.txt", "b/c.txt"] {
-        assert_eq!(get(&s3, &bucket, key).await.unwrap(), key.as_bytes());
+    let state = w.state().await;
+    let expected = [
+        "claim bound to bucket".to_owned(),
+        "access old account: false".into(),
+        r#"secrets ["photos-creds-cosi"]"#.into(),
+        r#"a.txt: Ok(Ok("a.txt"))"#.into(),
+        r#"b/c.txt: Ok(Ok("b/c.txt"))"#.into(),
+        "old key: false".into(),
+        "backend 1 bucket(s), 1 account(s)".into(),
+    ];
+    assert_eq!(state[..expected.len()], expected, "{state:?}");
+    for line in &state[expected.len()..] {
+        assert!(
+            line.ends_with(r#"["v1alpha2"] stored ["v1alpha2"]"#),
+            "{line}"
+        );
     }
-    assert!(
-        get(&old_s3, &bucket_id, "a.txt").await.is_err(),
-        "the old key is revoked"
-    );
-    let state = stack.backend_state().unwrap();
-    assert_eq!(state.buckets.len(), 1, "the bucket stays, none made");
-    assert_eq!(state.accounts.len(), 1, "only the new account");
+    w.stack.shutdown().await;
+}
 
-    // The CRDs serve v1alpha2 alone; v1alpha1 is not stored any more.
-    let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
-    for (_, ours) in cosi_api::crd::all() {
-        let crd = crds
-            .get(ours.metadata.name.as_deref().unwrap())
-            .await
-            .unwrap();
-        let versions: Vec<&str> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
-        assert_eq!(versions, ["v1alpha2"]);
-        assert_eq!(crd.status.unwrap().stored_versions.unwrap(), ["v1alpha2"]);
+/// A crash at spread writes of apply and of finish (each round on a control
+/// plane of its own), then the step again: the same end as without.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_in_apply_or_finish_ends_as_an_uninterrupted_migration() {
+    let mut w = World::new().await;
+    let config = w.stack.api_server().admin_config();
+    let apply_writes = mc::run_counting(config.clone(), &w.args(Step::Apply)).await;
+    w.start_cosi_rs();
+    let finish_writes = mc::run_counting(config, &w.args(Step::Finish)).await;
+    let reference = w.state().await;
+    w.stack.shutdown().await;
+    assert!(
+        apply_writes > 10 && finish_writes > 5,
+        "{apply_writes} {finish_writes}"
+    );
+    let points = [
+        (Step::Apply, 1, mc::When::After),
+        (Step::Apply, apply_writes / 2, mc::When::Before),
+        (Step::Apply, apply_writes, mc::When::After),
+        (Step::Finish, 1, mc::When::After),
+        (Step::Finish, finish_writes, mc::When::Before),
+    ];
+    for (step, nth, when) in points {
+        let mut w = World::new().await;
+        let config = w.stack.api_server().admin_config();
+        let c = w.client.clone();
+        if step == Step::Apply {
+            assert!(mc::run_crashing_on(config.clone(), &w.args(Step::Apply), nth, when).await);
+        }
+        assert_eq!(
+            migrate(&c, &w.args(Step::Apply)).await.unwrap(),
+            Outcome::Done
+        );
+        w.start_cosi_rs();
+        if step == Step::Finish {
+            assert!(mc::run_crashing_on(config, &w.args(Step::Finish), nth, when).await);
+        }
+        assert_eq!(
+            migrate(&c, &w.args(Step::Finish)).await.unwrap(),
+            Outcome::Done
+        );
+        assert_eq!(
+            w.state().await,
+            reference,
+            "crash at {step:?} write {nth} ({when:?})"
+        );
+        w.stack.shutdown().await;
     }
-    stack.shutdown().await;
 }
 
 /// The UID of the v1alpha1 claim `photos`, as the backup holds it.
