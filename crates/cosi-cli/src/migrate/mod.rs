@@ -124,7 +124,8 @@ pub struct Args {
     /// apply: the file the source objects are backed up to before anything
     /// changes (created with mode 0600: it holds credentials). Running apply
     /// again adds only objects the file does not hold yet, so it keeps each
-    /// object as it was before the first run.
+    /// object as it was before the first run; v1alpha1's apply, once
+    /// v1alpha1 is no longer served, resumes from it. Keep it.
     #[arg(long, value_name = "FILE")]
     pub backup: Option<PathBuf>,
     /// plan: print a line per object (text) or the objects apply would write (yaml).
@@ -140,9 +141,10 @@ pub struct Args {
     #[arg(long)]
     pub force: bool,
     /// finish: revoke the old credentials through the path that made them
-    /// (obc: Rook removes the OBC's user; v1alpha1: the driver revokes the
-    /// old access by its recorded account ID). Without it the old
-    /// credentials keep working.
+    /// (obc: Rook's operator, which revokes an OBC user's access when the
+    /// OBC is removed, so it must be running; v1alpha1: cosi-rs's sidecar,
+    /// which revokes each old account by its recorded ID through the
+    /// driver). Without it the old credentials keep working.
     #[arg(long)]
     pub revoke_old_credentials: bool,
     /// Print no progress on stderr, only the result.
@@ -161,7 +163,8 @@ Examples:
       --bucket-parameter relinkForeignBuckets=true
   cosi migrate obc apply --backup obc-backup.yaml --bucket-class rook-ceph-bucket=rgw ...
   cosi migrate obc finish --revoke-old-credentials
-  cosi migrate v1alpha1 plan
+  cosi migrate v1alpha1 apply --backup v1alpha1-backup.yaml
+  cosi migrate v1alpha1 finish --revoke-old-credentials
   cosi migrate upstream-v1alpha2 apply --backup upstream-backup.yaml
 
 The README's Migration section walks through each source.";
