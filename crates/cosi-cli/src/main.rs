@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 // great many small JSON values; mimalloc serves those faster than the
 // system allocator. Built without transparent huge pages, which would
 // make resident memory grow in 2 MiB steps.
+#[cfg(not(feature = "system-allocator"))]
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
