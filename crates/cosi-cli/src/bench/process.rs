@@ -34,6 +34,24 @@ pub enum ProcessError {
     },
 }
 
+/// The environment variable naming a command to run each component under,
+/// with its arguments, e.g. `heaptrack -o /tmp/heap.{component}` for a heap
+/// profile; `{component}` becomes `controller` or `sidecar`. The memory
+/// and CPU figures of such a run are the wrapper's, not the component's.
+pub const WRAP_ENV: &str = "COSI_BENCH_WRAP";
+
+/// The program and arguments that start `component` from `exe`: `exe`
+/// itself, or under the command `wrap` names (see [`WRAP_ENV`]).
+pub fn command_line(exe: &Path, component: Component, wrap: Option<&str>) -> Vec<String> {
+    let mut line: Vec<String> = wrap
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(|w| w.replace("{component}", component.name()))
+        .collect();
+    line.push(exe.display().to_string());
+    line
+}
+
 /// How to start a component process.
 #[derive(Clone, Debug)]
 pub struct Launch {
@@ -69,8 +87,11 @@ impl ComponentProcess {
             .append(true)
             .open(&launch.log)
             .map_err(err)?;
-        let mut cmd = tokio::process::Command::new(&launch.exe);
-        cmd.arg("__run")
+        let wrap = std::env::var(WRAP_ENV).ok();
+        let line = command_line(&launch.exe, component, wrap.as_deref());
+        let mut cmd = tokio::process::Command::new(&line[0]);
+        cmd.args(&line[1..])
+            .arg("__run")
             .arg(component.name())
             .arg("--kubeconfig")
             .arg(&launch.kubeconfig);
@@ -200,6 +221,20 @@ pub fn cpu_ticks_from_stat(stat: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wrapper_runs_the_component_under_it() {
+        let exe = Path::new("/bin/cosi");
+        assert_eq!(command_line(exe, Component::Sidecar, None), ["/bin/cosi"]);
+        assert_eq!(
+            command_line(
+                exe,
+                Component::Sidecar,
+                Some(" heaptrack -o heap.{component} ")
+            ),
+            ["heaptrack", "-o", "heap.sidecar", "/bin/cosi"]
+        );
+    }
 
     #[test]
     fn peak_rss_is_read_from_vmhwm_in_kilobytes() {
