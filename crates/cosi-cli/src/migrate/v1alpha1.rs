@@ -341,8 +341,121 @@ pub struct OldAccess {
     pub secret: String,
 }
 
+/// What an S3 HeadBucket with an old access's credentials said of a
+/// backend bucket (v1alpha1 drivers have no call that looks a bucket up).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Confirmation {
+    /// It exists, and the old credentials reach it.
+    Confirmed,
+    /// The store says it does not exist.
+    Missing,
+    /// No answer that says either (unreachable endpoint, refused key…).
+    Unconfirmed(String),
+}
+
+/// Each bucket ID a granted S3 access's old Secret can reach, and what a
+/// HeadBucket with those credentials said.
+pub async fn confirm_buckets(s: &Sources) -> BTreeMap<String, Confirmation> {
+    let mut out = BTreeMap::new();
+    for a in s.accesses.iter().filter(|a| a.is_granted()) {
+        let ns = a.metadata.namespace.clone().unwrap_or_default();
+        let Some(bucket_id) = bucket_of_access(s, a) else {
+            continue;
+        };
+        if out.get(&bucket_id) == Some(&Confirmation::Confirmed) {
+            continue;
+        }
+        let Some(info) = s
+            .secrets
+            .get(&(ns, a.spec.credentials_secret_name.clone()))
+            .and_then(|secret| old::BucketInfo::from_secret(secret).ok())
+        else {
+            continue;
+        };
+        let Some(s3) = info.spec.secret_s3 else {
+            continue;
+        };
+        let region = if s3.region.is_empty() {
+            "us-east-1".into()
+        } else {
+            s3.region
+        };
+        let data: BTreeMap<String, String> = [
+            (
+                cosi_api::constants::secret_keys::COSI_PROTOCOL,
+                "S3".to_owned(),
+            ),
+            (
+                cosi_api::constants::secret_keys::s3::AWS_ACCESS_KEY_ID,
+                s3.access_key_id,
+            ),
+            (
+                cosi_api::constants::secret_keys::s3::AWS_SECRET_ACCESS_KEY,
+                s3.access_secret_key,
+            ),
+            (
+                cosi_api::constants::secret_keys::s3::AWS_ENDPOINT_URL,
+                s3.endpoint,
+            ),
+            (
+                cosi_api::constants::secret_keys::s3::AWS_DEFAULT_REGION,
+                region,
+            ),
+            (
+                cosi_api::constants::secret_keys::s3::BUCKET_NAME,
+                bucket_id.clone(),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        let Ok((client, bucket)) = crate::s3::client_from_secret(&data) else {
+            continue;
+        };
+        let head = client.head_bucket().bucket(&bucket).send();
+        let said = match tokio::time::timeout(std::time::Duration::from_secs(10), head).await {
+            Ok(Ok(_)) => Confirmation::Confirmed,
+            Ok(Err(e)) if e.raw_response().is_some_and(|r| r.status().as_u16() == 404) => {
+                Confirmation::Missing
+            }
+            Ok(Err(e)) => Confirmation::Unconfirmed(
+                aws_sdk_s3::error::DisplayErrorContext(&e)
+                    .to_string()
+                    .chars()
+                    .take(200)
+                    .collect(),
+            ),
+            Err(_) => Confirmation::Unconfirmed("no answer within 10s".into()),
+        };
+        out.insert(bucket_id, said);
+    }
+    out
+}
+
+/// The backend bucket ID of the Bucket an access's claim is bound to.
+fn bucket_of_access(s: &Sources, a: &old::BucketAccess) -> Option<String> {
+    let ns = a.metadata.namespace.clone().unwrap_or_default();
+    s.claims
+        .iter()
+        .find(|c| {
+            c.metadata.namespace.as_deref() == Some(&ns)
+                && name(&c.metadata) == a.spec.bucket_claim_name
+        })
+        .and_then(|c| {
+            s.buckets
+                .iter()
+                .find(|b| Some(name(&b.metadata).as_str()) == c.bucket_name())
+        })
+        .and_then(|b| b.bucket_id().map(str::to_owned))
+}
+
 /// The plan: what each object becomes, and what blocks apply.
-pub fn plan(s: &Sources, args: &Args, live_secrets: &BTreeSet<(String, String)>) -> Plan {
+pub fn plan(
+    s: &Sources,
+    args: &Args,
+    live_secrets: &BTreeSet<(String, String)>,
+    confirmed: &BTreeMap<String, Confirmation>,
+) -> Plan {
     let mut plan = Plan::default();
     for c in &s.classes {
         let new = class(c);
@@ -385,10 +498,27 @@ pub fn plan(s: &Sources, args: &Args, live_secrets: &BTreeSet<(String, String)>)
             continue;
         }
         let new = bucket(b);
+        let confirmation = match confirmed.get(id) {
+            Some(Confirmation::Confirmed) => {
+                "confirmed by HeadBucket with an old access's credentials".to_owned()
+            }
+            Some(Confirmation::Missing) => {
+                plan.problems.push(Problem::new(
+                    me,
+                    format!(
+                        "its backend bucket {id} does not exist (HeadBucket with an old access's \
+                         credentials says NotFound): delete the claim, or restore the bucket"
+                    ),
+                ));
+                continue;
+            }
+            Some(Confirmation::Unconfirmed(why)) => format!("not confirmed: {why}"),
+            None => "not confirmed: no granted S3 access to it".to_owned(),
+        };
         plan.items.push(Item {
             source: me,
             becomes: vec![format!(
-                "a static Bucket of backend bucket {id}, deletionPolicy {} -> Retain",
+                "a static Bucket of backend bucket {id} ({confirmation}), deletionPolicy {} -> Retain",
                 if b.spec.deletion_policy.is_empty() {
                     "Retain"
                 } else {
@@ -502,7 +632,8 @@ pub async fn run(
             }
             let sources = Sources::read(&client).await?;
             let live = new_secrets(&client, &sources, args).await?;
-            print_plan(&plan(&sources, args, &live), args)
+            let confirmed = confirm_buckets(&sources).await;
+            print_plan(&plan(&sources, args, &live, &confirmed), args)
         }
         Step::Apply => apply(&client, served, args, progress).await,
         Step::Finish => finish(&client, crds, args, progress).await,
@@ -653,7 +784,12 @@ async fn apply(
         })?
     };
     let live = new_secrets(client, &sources, args).await?;
-    let plan = plan(&sources, args, &live);
+    let confirmed = if served {
+        confirm_buckets(&sources).await
+    } else {
+        BTreeMap::new()
+    };
+    let plan = plan(&sources, args, &live, &confirmed);
     if !plan.problems.is_empty() && served {
         return Err(refused(&plan));
     }
@@ -720,7 +856,13 @@ async fn apply(
     replace_crds(client, open_crd).await?;
     progress.line("v1alpha1 is no longer served");
     // 3. Each object replaced by its v1alpha2 form.
-    let mut summary = Summary::default();
+    let mut summary = Summary {
+        buckets_confirmed: confirmed
+            .values()
+            .filter(|c| **c == Confirmation::Confirmed)
+            .count(),
+        ..Default::default()
+    };
     for c in &sources.classes {
         convert(client, &class(c), &mut summary).await?;
     }
@@ -1062,5 +1204,95 @@ async fn revoke(
             )));
         }
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sources() -> Sources {
+        let bucket: old::Bucket = serde_json::from_value(json!({
+            "metadata": {"name": "bucket-1"},
+            "spec": {"driverName": "d", "bucketClassName": "c", "protocols": ["S3"],
+                     "deletionPolicy": "Delete",
+                     "bucketClaim": {"namespace": "ns", "name": "photos", "uid": "1"}},
+            "status": {"bucketReady": true, "bucketID": "b-1"}
+        }))
+        .unwrap();
+        let claim: old::BucketClaim = serde_json::from_value(json!({
+            "metadata": {"name": "photos", "namespace": "ns"},
+            "spec": {"bucketClassName": "c", "protocols": ["S3"]},
+            "status": {"bucketReady": true, "bucketName": "bucket-1"}
+        }))
+        .unwrap();
+        let access: old::BucketAccess = serde_json::from_value(json!({
+            "metadata": {"name": "photos-rw", "namespace": "ns"},
+            "spec": {"bucketClaimName": "photos", "bucketAccessClassName": "k",
+                     "credentialsSecretName": "creds", "protocol": "S3"},
+            "status": {"accessGranted": true, "accountID": "a-1"}
+        }))
+        .unwrap();
+        Sources {
+            buckets: vec![bucket],
+            claims: vec![claim],
+            accesses: vec![access],
+            ..Default::default()
+        }
+    }
+
+    fn args() -> Args {
+        Args {
+            source: Source::V1alpha1,
+            step: Step::Plan,
+            kubeconfig: None,
+            context: None,
+            cosi_namespace: "cosi-system".into(),
+            bucket_classes: vec![],
+            access_class: None,
+            bucket_parameters: vec![],
+            secret_suffix: "-cosi".into(),
+            backup: None,
+            output: super::super::Output::Text,
+            timeout: std::time::Duration::from_secs(1),
+            force: false,
+            revoke_old_credentials: false,
+            quiet: true,
+        }
+    }
+
+    #[test]
+    fn each_object_becomes_its_v1alpha2_form() {
+        let s = sources();
+        let b = bucket(&s.buckets[0]);
+        assert_eq!(b.spec.existing_bucket_id, "b-1");
+        assert_eq!(b.spec.deletion_policy, DeletionPolicy::Retain);
+        assert_eq!(b.spec.bucket_claim_ref.name, "photos");
+        let c = claim(&s.claims[0]);
+        assert_eq!(c.spec.existing_bucket_name, "bucket-1");
+        assert!(c.spec.bucket_class_name.is_empty());
+        let a = access(&s.accesses[0], &[], "-cosi");
+        assert_eq!(a.spec.bucket_claims[0].access_secret_name, "creds-cosi");
+        assert_eq!(a.spec.protocol, Protocol::S3);
+        assert_eq!(bucket_of_access(&s, &s.accesses[0]).as_deref(), Some("b-1"));
+    }
+
+    #[test]
+    fn a_bucket_the_store_says_is_gone_blocks_apply() {
+        let s = sources();
+        let none = BTreeSet::new();
+        let missing = [("b-1".to_owned(), Confirmation::Missing)].into();
+        let p = plan(&s, &args(), &none, &missing);
+        assert_eq!(p.problems.len(), 1, "{:?}", p.problems);
+        assert!(p.problems[0].message.contains("does not exist"));
+        let confirmed = [("b-1".to_owned(), Confirmation::Confirmed)].into();
+        assert!(plan(&s, &args(), &none, &confirmed).problems.is_empty());
+        let taken: BTreeSet<_> = [("ns".to_owned(), "creds-cosi".to_owned())].into();
+        let p = plan(&s, &args(), &taken, &confirmed);
+        assert!(
+            p.problems[0].message.contains("--secret-suffix"),
+            "{:?}",
+            p.problems
+        );
     }
 }
