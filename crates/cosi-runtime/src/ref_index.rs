@@ -9,7 +9,7 @@
 //! trigger mapped through it sees what a scan of the cache would have seen.
 //! Like the reflector, a relist keeps the old contents until it is complete.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use kube::runtime::reflector::ObjectRef;
@@ -21,8 +21,9 @@ pub type Key = (String, String);
 
 #[derive(Debug, Default)]
 struct Entries {
-    /// named object → the objects naming it.
-    named_by: HashMap<Key, BTreeSet<Key>>,
+    /// named object → the objects naming it, sorted (most often one: a
+    /// vector of one key is a tenth of a set's smallest node).
+    named_by: HashMap<Key, Vec<Key>>,
     /// object → what it names (to undo its entries on change).
     names: HashMap<Key, Vec<Key>>,
 }
@@ -33,9 +34,11 @@ impl Entries {
             return;
         };
         for key in named {
-            if let Some(set) = self.named_by.get_mut(&key) {
-                set.remove(obj);
-                if set.is_empty() {
+            if let Some(naming) = self.named_by.get_mut(&key) {
+                if let Ok(at) = naming.binary_search(obj) {
+                    naming.remove(at);
+                }
+                if naming.is_empty() {
                     self.named_by.remove(&key);
                 }
             }
@@ -45,10 +48,10 @@ impl Entries {
     fn insert(&mut self, obj: Key, named: Vec<Key>) {
         self.remove(&obj);
         for key in &named {
-            self.named_by
-                .entry(key.clone())
-                .or_default()
-                .insert(obj.clone());
+            let naming = self.named_by.entry(key.clone()).or_default();
+            if let Err(at) = naming.binary_search(&obj) {
+                naming.insert(at, obj.clone());
+            }
         }
         if !named.is_empty() {
             self.names.insert(obj, named);
