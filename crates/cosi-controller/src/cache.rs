@@ -6,8 +6,9 @@
 //! would decide on the old object, then never be asked again.)
 //!
 //! During a (re)list the reflector keeps the previous contents until the
-//! list is complete, so listed objects are held back and yielded together
-//! once the cache has swapped them in.
+//! list is complete, so listed objects are yielded together once the cache
+//! has swapped them in. A trigger is the cache's own object (an `Arc`), so
+//! the triggers queued for several loops hold no copies of it.
 //!
 //! A kind more than one loop needs (claims, Buckets) is watched once: a
 //! [`shared`] watch hands every changed object to each loop, each after
@@ -21,18 +22,21 @@
 //! retries with backoff by itself).
 
 use std::fmt::Debug;
+use std::sync::Arc;
 
 use cosi_runtime::Object;
-use cosi_runtime::reconcile_loop::fan_out_triggers;
+use cosi_runtime::reconcile_loop::{fan_out_triggers, triggered, watch_events};
 use futures::{Future, Stream, StreamExt};
-use kube::ResourceExt as _;
 use kube::api::Api;
-use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, Store};
-use kube::runtime::watcher::{self, watcher};
+use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use crate::error::Error;
+
+/// What a cache's trigger stream yields: the cache's own object that
+/// changed (errors are kept from it; the type is the watcher's).
+pub type Trigger<K> = Result<Arc<K>, watcher::Error>;
 
 /// Sees every watch event as the cache applies it, before the object is
 /// yielded as a trigger (to record metrics, or keep an index in step).
@@ -78,7 +82,7 @@ pub fn watch<K>(
 ) -> (
     Store<K>,
     Filled,
-    impl Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    impl Stream<Item = Trigger<K>> + Send + 'static,
 )
 where
     K: Object,
@@ -89,33 +93,20 @@ where
         kind: K::kind(&()).into_owned(),
         rx,
     };
-    let events = reflector::reflector(
-        writer,
-        watcher(api, cosi_runtime::reconcile_loop::watch_config())
-            .default_backoff()
-            // Field ownership is never read here; dropping it keeps the
-            // cache a fraction of the size.
-            .modify(|obj| obj.managed_fields_mut().clear()),
-    );
+    let events = reflector::reflector(writer, watch_events(api));
+    let cached = store.clone();
     let triggers = events
-        .scan(Vec::new(), move |listed, event| {
+        .scan((), move |(), event| {
             if let (Some(observe), Ok(event)) = (&observer, &event) {
                 observe(event);
             }
             let out = match event {
-                Ok(watcher::Event::Apply(obj) | watcher::Event::Delete(obj)) => vec![Ok(obj)],
-                Ok(watcher::Event::Init) => {
-                    listed.clear();
-                    Vec::new()
-                }
-                Ok(watcher::Event::InitApply(obj)) => {
-                    listed.push(obj);
-                    Vec::new()
-                }
-                Ok(watcher::Event::InitDone) => {
-                    // The reflector has swapped the list in by now.
-                    filled_tx.send_replace(true);
-                    std::mem::take(listed).into_iter().map(Ok).collect()
+                Ok(event) => {
+                    if matches!(event, watcher::Event::InitDone) {
+                        // The reflector has swapped the list in by now.
+                        filled_tx.send_replace(true);
+                    }
+                    triggered(&cached, event).into_iter().map(Ok).collect()
                 }
                 // Kept from the reconcile loop; the watcher retries.
                 Err(e) if cosi_runtime::api_error::is_expired(&e) => {
@@ -144,7 +135,7 @@ pub fn shared<K, const N: usize>(
     Store<K>,
     Filled,
     impl Future<Output = ()> + Send + 'static,
-    [impl Stream<Item = Result<K, watcher::Error>> + Send + 'static; N],
+    [impl Stream<Item = Trigger<K>> + Send + 'static; N],
 )
 where
     K: Object,

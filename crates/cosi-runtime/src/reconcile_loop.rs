@@ -10,9 +10,17 @@
 
 use std::future::Future;
 
+use std::sync::Arc;
+
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt as _};
-use kube::runtime::watcher;
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt as _;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::{self, Event, watcher};
+
+use crate::Object;
 
 /// Objects per page of a watch's (re)list. kube's default, 500, costs a
 /// restart over 100,000 COSI objects some 340 LIST requests (a third of
@@ -25,6 +33,54 @@ pub const LIST_PAGE_SIZE: u32 = 2_000;
 /// pages of [`LIST_PAGE_SIZE`].
 pub fn watch_config() -> watcher::Config {
     watcher::Config::default().page_size(LIST_PAGE_SIZE)
+}
+
+/// The annotation `kubectl apply` keeps a copy of the applied object in.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// The events of a watch of every `K` ([`watch_config`], retried with
+/// backoff), each object [`trimmed`] for the cache.
+pub fn watch_events<K: Object>(
+    api: Api<K>,
+) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static {
+    watcher(api, watch_config())
+        .default_backoff()
+        .modify(trimmed)
+}
+
+/// Drops what no reconcile reads and a cache would hold for every object:
+/// field ownership (about half of a COSI object's bytes) and the copy of
+/// the object `kubectl apply` keeps in an annotation. Nothing writes a
+/// cached object back whole, so neither is lost on the server.
+pub fn trimmed<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
+}
+
+/// The objects a watch event triggers reconciles of, once the cache
+/// `store` has applied it: a changed object as the cache holds it, a
+/// deleted one, and at the end of a (re)list every object listed, together
+/// once the cache has swapped them in. Triggers share the cache's objects,
+/// so a trigger waiting in a queue holds a pointer, not a copy.
+pub fn triggered<K>(store: &Store<K>, event: Event<K>) -> Vec<Arc<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    match event {
+        Event::Apply(obj) => {
+            let cached = store.get(&ObjectRef::from_obj(&obj));
+            vec![cached.unwrap_or_else(|| Arc::new(obj))]
+        }
+        Event::Delete(obj) => vec![Arc::new(obj)],
+        Event::Init | Event::InitApply(_) => Vec::new(),
+        Event::InitDone => store.state(),
+    }
 }
 
 /// The `Ok`s of a watch stream; each error is passed to `on_error` (to log
@@ -93,6 +149,59 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::runtime::reflector;
+
+    fn cm(name: &str) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.namespace = Some("apps".into());
+        cm
+    }
+
+    #[test]
+    fn the_cache_keeps_no_field_ownership_and_no_applied_copy() {
+        let mut obj = cm("a");
+        obj.metadata.managed_fields = Some(vec![Default::default()]);
+        obj.metadata.annotations = Some(
+            [(LAST_APPLIED, "{...}"), ("team", "a")]
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+        );
+        trimmed(&mut obj);
+        assert_eq!(obj.metadata.managed_fields, None);
+        let kept: Vec<&String> = obj.metadata.annotations.as_ref().unwrap().keys().collect();
+        assert_eq!(kept, ["team"]);
+        let mut only_applied = cm("b");
+        only_applied.metadata.annotations =
+            Some([(LAST_APPLIED.to_owned(), "{}".to_owned())].into());
+        trimmed(&mut only_applied);
+        assert_eq!(only_applied.metadata.annotations, None);
+    }
+
+    #[test]
+    fn triggers_share_the_caches_objects_and_a_list_comes_out_whole() {
+        let (store, mut writer) = reflector::store::<ConfigMap>();
+        let mut apply = |event: Event<ConfigMap>| {
+            writer.apply_watcher_event(&event);
+            triggered(&store, event)
+        };
+        assert!(apply(Event::Init).is_empty());
+        assert!(apply(Event::InitApply(cm("a"))).is_empty());
+        assert!(apply(Event::InitApply(cm("b"))).is_empty());
+        let mut listed: Vec<String> = apply(Event::InitDone)
+            .iter()
+            .map(|o| o.metadata.name.clone().unwrap())
+            .collect();
+        listed.sort();
+        assert_eq!(listed, ["a", "b"]);
+        let changed = apply(Event::Apply(cm("c")));
+        let cached = store.get(&ObjectRef::new("c").within("apps")).unwrap();
+        assert!(Arc::ptr_eq(&changed[0], &cached), "not a copy");
+        let gone = apply(Event::Delete(cm("a")));
+        assert_eq!(gone[0].metadata.name.as_deref(), Some("a"));
+    }
 
     #[tokio::test]
     async fn triggers_are_handed_out_as_oks() {

@@ -9,6 +9,7 @@
 //! The interface is the same: triggers, `reconcile(object, context)`,
 //! an error policy, and an [`Action`] that says when to reconcile again.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::future::Future;
 use std::hash::Hash;
@@ -106,15 +107,23 @@ where
     K: Resource + Clone + Send + Sync + 'static,
     K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
 {
-    /// A loop over `store`, triggered by each object `objects` yields
-    /// (errors are dropped: handle them upstream). One worker, no debounce.
-    pub fn new<E: 'static>(
+    /// A loop over `store`, triggered by each object `objects` yields (the
+    /// object, or an `Arc` of it shared with the store; errors are
+    /// dropped: handle them upstream). One worker, no debounce.
+    pub fn new<O, E>(
         store: Store<K>,
-        objects: impl Stream<Item = Result<K, E>> + Send + 'static,
-    ) -> Self {
+        objects: impl Stream<Item = Result<O, E>> + Send + 'static,
+    ) -> Self
+    where
+        O: Borrow<K> + Send + 'static,
+        E: 'static,
+    {
         let own = objects
             .filter_map(|o| std::future::ready(o.ok()))
-            .map(|o| (ObjectRef::from_obj(&o), Some(age(&o))))
+            .map(|o| {
+                let o: &K = o.borrow();
+                (ObjectRef::from_obj(o), Some(age(o)))
+            })
             .boxed();
         let mut triggers = SelectAll::new();
         triggers.push(own);
@@ -357,7 +366,10 @@ async fn feed<K>(
     K: Resource + Clone + 'static,
     K::DynamicType: Eq + Hash + Clone,
 {
-    while let Some((r, age_of)) = triggers.next().await {
+    while let Some((mut r, age_of)) = triggers.next().await {
+        // Queued and ranked by name: the version and UID an object
+        // reference may carry would be four strings per object held.
+        r.extra = Default::default();
         let created = age_of
             .or_else(|| store.get(&r).map(|o| age(o.as_ref())))
             .unwrap_or(i64::MAX);

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess, Condition};
 use cosi_runtime::object_states::{ObjectStates, store_source};
-use cosi_runtime::reconcile_loop::{errors_handled, fan_out_triggers};
+use cosi_runtime::reconcile_loop::{errors_handled, fan_out_triggers, triggered, watch_events};
 use cosi_runtime::reconciler::{Action, Reconciler};
 use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::{Object, Shutdown};
@@ -18,7 +18,7 @@ use futures::TryStreamExt;
 use kube::ResourceExt as _;
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store, reflector};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 
 use crate::context::Context;
 use crate::{bucket, bucket_access};
@@ -61,8 +61,9 @@ fn watch_failed(ctx: &Context, resource: &'static str, e: &watcher::Error) {
     }
 }
 
-/// A cached watch of every `K` and the stream of changed objects that
-/// triggers its reconciles; watch errors go to readiness, not the loop.
+/// A cached watch of every `K` and the stream of changed objects (the
+/// cache's own, not copies; not the deleted ones) that triggers its
+/// reconciles; watch errors go to readiness, not the loop.
 fn watch<K>(
     ctx: &Arc<Context>,
     api: Api<K>,
@@ -70,17 +71,14 @@ fn watch<K>(
     index: Option<RefIndex<K>>,
 ) -> (
     Store<K>,
-    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+    impl futures::Stream<Item = Result<Arc<K>, watcher::Error>> + Send + 'static,
 )
 where
     K: Object,
 {
     let (store, writer) = reflector::store();
-    let events = watcher(api, cosi_runtime::reconcile_loop::watch_config())
-        .default_backoff()
-        // Field ownership is never read here; dropping it keeps the cache a
-        // fraction of the size.
-        .modify(|obj| obj.managed_fields_mut().clear());
+    let cached = store.clone();
+    let events = watch_events(api);
     // The index sees each event as the cache applies it.
     let events = reflector(writer, events)
         .inspect_ok(move |event| {
@@ -88,7 +86,14 @@ where
                 index.observe(event);
             }
         })
-        .applied_objects();
+        .map_ok(move |event| {
+            let changed = match event {
+                watcher::Event::Delete(_) => Vec::new(),
+                event => triggered(&cached, event),
+            };
+            futures::stream::iter(changed.into_iter().map(Ok))
+        })
+        .try_flatten();
     let ctx = ctx.clone();
     let events = errors_handled(events, move |e| watch_failed(&ctx, resource, e));
     (store, events)
@@ -150,7 +155,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let mapper_store = access_store.clone();
     let mapper_ctx = ctx.clone();
     let access_run = Reconciler::new(access_store.clone(), access_events)
-        .watches(bucket_changes, move |b: Bucket| {
+        .watches(bucket_changes, move |b: Arc<Bucket>| {
             let named: Vec<_> = handed_over
                 .naming("", &b.name_any())
                 .iter()
