@@ -268,8 +268,25 @@ async fn a_v1alpha1_install_becomes_v1alpha2_in_place_with_no_byte_lost() {
         KEYS[0].as_bytes()
     );
 
-    // cosi-rs's components take over.
+    // cosi-rs's components take over; finish refuses while v0.2.x's
+    // controller is still deployed, naming it and how to stop it.
     w.start_cosi_rs();
+    v1::controller_deployment(c, 1).await;
+    match migrate(c, &w.args(Step::Finish)).await {
+        Err(MigrateError::Refused(why)) => assert!(
+            why.contains("container-object-storage-controller") && why.contains("--replicas=0"),
+            "{why}"
+        ),
+        other => panic!("finish while v0.2.x's controller runs: {other:?}"),
+    }
+    Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(c.clone(), v1::controller::NAMESPACE)
+        .patch(
+            v1::controller::DEPLOYMENT,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(serde_json::json!({"spec": {"replicas": 0}})),
+        )
+        .await
+        .unwrap();
     assert_eq!(
         migrate(c, &w.args(Step::Finish)).await.unwrap(),
         Outcome::Done
@@ -287,6 +304,10 @@ async fn a_v1alpha1_install_becomes_v1alpha2_in_place_with_no_byte_lost() {
         claim.spec.existing_bucket_name,
         "bucket-".to_owned() + &v1_claim_uid(&backup)
     );
+    // v0.2.x's components, started again by mistake, find nothing to act
+    // on: v1alpha1 is not served.
+    let old_claims: Api<cosi_cli::migrate::v1alpha1_objects::BucketClaim> = Api::all(c.clone());
+    assert!(old_claims.list(&Default::default()).await.is_err());
     let state = w.state().await;
     let expected = [
         "claim bound to bucket".to_owned(),
