@@ -51,10 +51,12 @@ pub fn merged(
                 .unwrap_or_default()
         }
     };
+    let mut known: std::collections::HashSet<String> =
+        items.iter().filter_map(uid).map(str::to_owned).collect();
     let mut added = 0;
     for object in objects {
-        let known = uid(&object).is_some_and(|u| items.iter().any(|i| uid(i) == Some(u)));
-        if !known {
+        let fresh = uid(&object).is_none_or(|u| known.insert(u.to_owned()));
+        if fresh {
             items.push(trimmed(object));
             added += 1;
         }

@@ -27,6 +27,7 @@ mod lost_claims;
 mod migrate_common;
 mod migrate_obc;
 mod migrate_rook;
+mod migrate_scale;
 mod migrate_upstream;
 mod migrate_upstream_fixtures;
 mod migrate_v1alpha1;
