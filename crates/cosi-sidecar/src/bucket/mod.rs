@@ -56,11 +56,17 @@ pub(crate) async fn reconcile(
     cached: Arc<Bucket>,
     ctx: Arc<Context>,
 ) -> Result<Action, std::convert::Infallible> {
+    let name = cached.name_any();
+    // The event of our own last write is still to come and starts the
+    // reconcile that sees it. Asking also forgets our writes once the
+    // cache shows them, so a settled Bucket leaves no record behind.
+    if ctx.own_writes.is_stale(None, &name, Some(cached.as_ref())) {
+        return Ok(Action::await_change());
+    }
     let info = ctx.info();
     if is_settled(&decide(&cached, &info), &cached) {
         return Ok(Action::await_change());
     }
-    let name = cached.name_any();
     let mut worker = Worker {
         ctx: &ctx,
         api: Api::all(ctx.client.clone()),

@@ -60,13 +60,19 @@ pub(crate) async fn reconcile(
     cached: Arc<BucketAccess>,
     ctx: Arc<Context>,
 ) -> Result<Action, std::convert::Infallible> {
+    let ns = cached.namespace().unwrap_or_default();
+    let name = cached.name_any();
+    // The event of our own last write is still to come and starts the
+    // reconcile that sees it. Asking also forgets our writes once the
+    // cache shows them, so a granted access leaves no record behind.
+    if ctx.own_writes.is_stale(Some(&ns), &name, Some(cached.as_ref())) {
+        return Ok(Action::await_change());
+    }
     let info = ctx.info();
     let step = decide(&cached, &info);
     if step == Step::Done {
         return Ok(Action::await_change());
     }
-    let ns = cached.namespace().unwrap_or_default();
-    let name = cached.name_any();
     let key = key(&ns, &name);
     let mut worker = Worker {
         ctx: &ctx,
