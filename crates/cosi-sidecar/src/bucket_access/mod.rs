@@ -65,7 +65,10 @@ pub(crate) async fn reconcile(
     // The event of our own last write is still to come and starts the
     // reconcile that sees it. Asking also forgets our writes once the
     // cache shows them, so a granted access leaves no record behind.
-    if ctx.own_writes.is_stale(Some(&ns), &name, Some(cached.as_ref())) {
+    if ctx
+        .own_writes
+        .is_stale(Some(&ns), &name, Some(cached.as_ref()))
+    {
         return Ok(Action::await_change());
     }
     let info = ctx.info();
