@@ -518,11 +518,17 @@ impl Stack {
     }
 
     /// Stops every component, then the API server.
-    pub async fn shutdown(mut self) {
+    pub async fn shutdown(self) {
+        self.into_server().await.shutdown().await;
+    }
+
+    /// Stops every component and hands back the API server, still running
+    /// and holding what was written to it, for another stack.
+    pub async fn into_server(mut self) -> ApiServer {
         for part in Part::ALL {
             self.stop(part).await;
         }
-        self.server.shutdown().await;
+        self.server
     }
 
     /// Writes an admin kubeconfig for kubectl to `path`.

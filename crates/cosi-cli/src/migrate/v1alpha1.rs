@@ -48,6 +48,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+    Preconditions,
 };
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -1080,24 +1081,46 @@ async fn finish(
     if args.revoke_old_credentials {
         revoke(client, &olds, args, progress).await?;
     }
-    // The old Secrets go (v0.2.x's have no owner and its finalizer).
+    // The old Secrets go (v0.2.x's have no owner and its finalizer): deleted
+    // first, then unpinned, so that a Secret an interrupted finish left
+    // behind still carries the finalizer that identifies it.
     for ((ns, _), o) in &olds {
         let api: Api<Secret> = Api::namespaced(client.clone(), ns);
-        if let Some(s) = api.get_opt(&o.secret).await?
-            && s.owner_references().is_empty()
-            && old::has_finalizer(&s.metadata, old::finalizers::SECRET)
+        let Some(mut s) = api.get_opt(&o.secret).await? else {
+            continue;
+        };
+        if !s.owner_references().is_empty()
+            || !old::has_finalizer(&s.metadata, old::finalizers::SECRET)
         {
-            api.patch(
-                &o.secret,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"finalizers": null, "resourceVersion": s.resource_version()}})),
-            )
-            .await?;
-            match api.delete(&o.secret, &DeleteParams::default()).await {
-                Ok(_) => summary.migrated += 1,
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+            continue;
+        }
+        if s.metadata.deletion_timestamp.is_none() {
+            let only_this = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: s.uid(),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match api.delete(&o.secret, &only_this).await {
+                // Still there, held by its finalizer (gone already: done).
+                Ok(deleted) => match deleted.left() {
+                    Some(pending) => s = pending,
+                    None => continue,
+                },
+                Err(kube::Error::Api(e)) if e.code == 404 => continue,
                 Err(e) => return Err(e.into()),
             }
+        }
+        let unpin =
+            json!({"metadata": {"finalizers": null, "resourceVersion": s.resource_version()}});
+        match api
+            .patch(&o.secret, &PatchParams::default(), &Patch::Merge(unpin))
+            .await
+        {
+            Ok(_) => summary.migrated += 1,
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => return Err(e.into()),
         }
     }
     // v1alpha1 out of the CRDs: every object is stored in v1alpha2 now
@@ -1141,7 +1164,7 @@ async fn finish(
             ));
         }
     }
-    print!("{}", summary.text("old Secret(s) removed;"));
+    print!("{}", summary.text("removed"));
     println!("The CRDs serve only v1alpha2; v1alpha1 is gone from their storedVersions.");
     Ok(Outcome::Done)
 }

@@ -8,8 +8,11 @@
 use std::path::Path;
 
 use cosi_cli::migrate::{self, Args, MigrateError, Outcome, Output, Progress, Source, Step};
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{ObjectMeta, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams,
+};
+use kube::{Resource, ResourceExt};
 
 use crate::common::*;
 
@@ -118,4 +121,77 @@ pub async fn namespace(env: &Env, name: &str) {
         .create(&PostParams::default(), &ns)
         .await
         .expect("create namespace");
+}
+
+/// Removes every BucketAccess, BucketClaim and Bucket (at v1alpha2, whose
+/// CRDs serve them), their finalizers dropped first so nothing waits for a
+/// controller, and waits until they are gone: a test starts a round on a
+/// cluster without earlier rounds' objects. Secrets, namespaces and backend
+/// buckets stay.
+pub async fn remove_objects(client: &kube::Client) {
+    let kinds = [
+        ApiResource::erase::<cosi_api::BucketAccess>(&()),
+        ApiResource::erase::<cosi_api::BucketClaim>(&()),
+        ApiResource::erase::<cosi_api::Bucket>(&()),
+    ];
+    for resource in kinds {
+        let all: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        for obj in all.list(&Default::default()).await.unwrap() {
+            let api: Api<DynamicObject> = match obj.namespace() {
+                Some(ns) => Api::namespaced_with(client.clone(), &ns, &resource),
+                None => Api::all_with(client.clone(), &resource),
+            };
+            unpin_and_delete(&api, &obj.name_any()).await;
+        }
+        until_empty(&all, &resource.kind).await;
+    }
+}
+
+/// Removes every Secret of `namespace` (finalizers dropped first) and the
+/// migration record of `source`.
+pub async fn remove_secrets_and_record(client: &kube::Client, namespace: &str, source: Source) {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    for secret in secrets.list(&Default::default()).await.unwrap() {
+        unpin_and_delete(&secrets, &secret.name_any()).await;
+    }
+    until_empty(&secrets, "Secret").await;
+    let records: Api<ConfigMap> = Api::namespaced(client.clone(), COSI_NAMESPACE);
+    unpin_and_delete(&records, &migrate::record::name(source)).await;
+}
+
+/// Drops the finalizers of `name` and deletes it (gone already is fine).
+async fn unpin_and_delete<K>(api: &Api<K>, name: &str)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let unpin = Patch::Merge(serde_json::json!({"metadata": {"finalizers": null}}));
+    let gone = |e: &kube::Error| matches!(e, kube::Error::Api(e) if e.code == 404);
+    match api.patch(name, &PatchParams::default(), &unpin).await {
+        Err(e) if gone(&e) => return,
+        Err(e) => panic!("{name}: {e}"),
+        Ok(_) => {}
+    }
+    if let Err(e) = api.delete(name, &DeleteParams::default()).await {
+        assert!(gone(&e), "{name}: {e}");
+    }
+}
+
+/// Waits until `api` lists nothing.
+async fn until_empty<K>(api: &Api<K>, what: &str)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for _ in 0..200 {
+        if api
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{what} objects are still there");
 }

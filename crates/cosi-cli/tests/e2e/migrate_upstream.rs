@@ -313,7 +313,7 @@ async fn a_crash_at_any_write_of_apply_ends_as_an_uninterrupted_takeover() {
     let round = async |nth: u64, when: mc::When| {
         let tag = format!("{nth}{}", if when == mc::When::Before { "b" } else { "a" });
         let (ns, claim) = (format!("u{tag}"), format!("c{tag}"));
-        up::remove_objects(c).await;
+        mc::remove_objects(c).await;
         up::install_crds(c).await;
         up::ensure_namespace(c, &ns).await;
         let (bucket, info, account, creds) = backend_bucket(&backend, &stack, &claim).await;

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
@@ -117,53 +117,6 @@ pub async fn install_crds(client: &Client) {
     control_plane::server::apply_to(client, CRDS)
         .await
         .unwrap_or_else(|e| panic!("upstream's v1alpha2 CRDs install: {e}"));
-}
-
-/// Removes every claim, Bucket and access (finalizers dropped first, so
-/// nothing waits for a controller) and waits until they are gone, so a test
-/// can start a round on a cluster without earlier rounds' objects. Their
-/// Secrets, namespaces and backend buckets stay.
-pub async fn remove_objects(client: &Client) {
-    for kind in [Kind::BucketAccess, Kind::BucketClaim, Kind::Bucket] {
-        let all: Api<DynamicObject> = Api::all_with(client.clone(), &kind.resource());
-        for obj in all.list(&Default::default()).await.unwrap() {
-            let api = api(client, kind, obj.namespace().as_deref().unwrap_or_default());
-            let unpin = Patch::Merge(json!({"metadata": {"finalizers": null}}));
-            match api
-                .patch(&obj.name_any(), &PatchParams::default(), &unpin)
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => continue,
-                Err(e) => panic!("{kind:?} {}: {e}", obj.name_any()),
-            }
-            match api.delete(&obj.name_any(), &DeleteParams::default()).await {
-                Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => panic!("{kind:?} {}: {e}", obj.name_any()),
-            }
-        }
-        for _ in 0..200 {
-            if all
-                .list(&Default::default())
-                .await
-                .unwrap()
-                .items
-                .is_empty()
-            {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
-        assert!(
-            all.list(&Default::default())
-                .await
-                .unwrap()
-                .items
-                .is_empty(),
-            "{kind:?} objects are still there"
-        );
-    }
 }
 
 /// Creates `namespace` unless it exists.

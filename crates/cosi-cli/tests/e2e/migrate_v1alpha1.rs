@@ -69,17 +69,30 @@ struct World {
 
 impl World {
     async fn new() -> World {
-        let dir = tempfile::tempdir().unwrap();
-        let mut opts = StackOptions::new(dir.path());
-        opts.driver_api = DriverApi::V1alpha1;
         let server = control_plane::ApiServer::real(control_plane::Options::default())
             .await
             .unwrap_or_else(|e| panic!("the control plane starts: {e}"));
+        World::on(server).await
+    }
+
+    /// The next world on the same control plane: this one's components
+    /// stop, and every COSI object, CRD, Secret of [`NS`] and migration
+    /// record goes; the driver starts afresh on a backend of its own.
+    async fn next(self) -> World {
+        World::on(self.stack.into_server().await).await
+    }
+
+    async fn on(server: control_plane::ApiServer) -> World {
+        let dir = tempfile::tempdir().unwrap();
+        let mut opts = StackOptions::new(dir.path());
+        opts.driver_api = DriverApi::V1alpha1;
         let mut stack = Stack::start_api_on(opts, server)
             .await
             .expect("the API server starts");
         let client = stack.client();
         let c = &client;
+        mc::remove_objects(c).await;
+        mc::remove_secrets_and_record(c, NS, Source::V1alpha1).await;
         remove_crds(c).await;
         v1::install_crds(c).await;
         stack.start_driver().await.expect("the driver starts");
@@ -328,34 +341,31 @@ async fn a_v1alpha1_install_becomes_v1alpha2_in_place_with_no_byte_lost() {
     w.stack.shutdown().await;
 }
 
-/// A crash at spread writes of apply and of finish (each round on a control
-/// plane of its own), then the step again: the same end as without.
+/// A crash after every write of apply and of finish (each round on the same
+/// control plane, cleared and populated again), then the step again: the
+/// same end as without.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_crash_in_apply_or_finish_ends_as_an_uninterrupted_migration() {
     let mut w = World::new().await;
     let config = w.stack.api_server().admin_config();
     let apply_writes = mc::run_counting(config.clone(), &w.args(Step::Apply)).await;
     w.start_cosi_rs();
-    let finish_writes = mc::run_counting(config, &w.args(Step::Finish)).await;
+    let finish_writes = mc::run_counting(config.clone(), &w.args(Step::Finish)).await;
     let reference = w.state().await;
-    w.stack.shutdown().await;
     assert!(
         apply_writes > 10 && finish_writes > 5,
         "{apply_writes} {finish_writes}"
     );
-    let points = [
-        (Step::Apply, 1, mc::When::After),
-        (Step::Apply, apply_writes / 2, mc::When::Before),
-        (Step::Apply, apply_writes, mc::When::After),
-        (Step::Finish, 1, mc::When::After),
-        (Step::Finish, finish_writes, mc::When::Before),
-    ];
-    for (step, nth, when) in points {
-        let mut w = World::new().await;
-        let config = w.stack.api_server().admin_config();
+    // A crash before a write leaves what a crash after the one before it
+    // leaves, so after each write is between every two.
+    let points = (1..=apply_writes)
+        .map(|nth| (Step::Apply, nth))
+        .chain((1..=finish_writes).map(|nth| (Step::Finish, nth)));
+    for (step, nth) in points {
+        w = w.next().await;
         let c = w.client.clone();
         if step == Step::Apply {
-            assert!(mc::run_crashing_on(config.clone(), &w.args(Step::Apply), nth, when).await);
+            crash(&w, config.clone(), step, nth).await;
         }
         assert_eq!(
             migrate(&c, &w.args(Step::Apply)).await.unwrap(),
@@ -363,7 +373,7 @@ async fn a_crash_in_apply_or_finish_ends_as_an_uninterrupted_migration() {
         );
         w.start_cosi_rs();
         if step == Step::Finish {
-            assert!(mc::run_crashing_on(config, &w.args(Step::Finish), nth, when).await);
+            crash(&w, config.clone(), step, nth).await;
         }
         assert_eq!(
             migrate(&c, &w.args(Step::Finish)).await.unwrap(),
@@ -372,10 +382,16 @@ async fn a_crash_in_apply_or_finish_ends_as_an_uninterrupted_migration() {
         assert_eq!(
             w.state().await,
             reference,
-            "crash at {step:?} write {nth} ({when:?})"
+            "crash after {step:?} write {nth}"
         );
-        w.stack.shutdown().await;
     }
+    w.stack.shutdown().await;
+}
+
+/// Runs `step` of `w` with a crash after its `nth` write.
+async fn crash(w: &World, config: kube::Config, step: Step, nth: u64) {
+    let crashed = mc::run_crashing_on(config, &w.args(step), nth, mc::When::After).await;
+    assert!(crashed, "{step:?} ran out of writes before {nth}");
 }
 
 /// The UID of the v1alpha1 claim `photos`, as the backup holds it.
