@@ -116,7 +116,7 @@ where
         let waiting: Vec<(String, &[Condition])> = pending(&listed, wanted);
         let ready = wanted.len() - waiting.len();
         if ready != last_reported {
-            progress.line(format!("{ready}/{} {kind}s Provisioned", wanted.len()));
+            progress.line(format!("{kind}: {ready}/{} Provisioned", wanted.len()));
             last_reported = ready;
         }
         if waiting.is_empty() {
@@ -129,7 +129,7 @@ where
                 .map(|(name, conds)| format!("  {kind} {name}: {}", waiting_summary(conds)))
                 .collect();
             return Err(MigrateError::Refused(format!(
-                "{} of {} {kind}s are not Provisioned after {timeout:?}; \
+                "{} of {} {kind} objects are not Provisioned after {timeout:?}; \
                  look at their conditions and events, fix what they say, and run the step again:\n{}",
                 waiting.len(),
                 wanted.len(),
