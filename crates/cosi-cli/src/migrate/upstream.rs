@@ -636,17 +636,16 @@ async fn finish(
             "upstream's CRDs are still installed: run apply first".into(),
         ));
     }
-    let live = |deleting: bool| !deleting;
     let claims: BTreeSet<(String, String)> = cluster
         .claims
         .iter()
-        .filter(|c| live(c.metadata.deletion_timestamp.is_some()))
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
         .map(super::writes::key_of)
         .collect();
     let accesses: BTreeSet<(String, String)> = cluster
         .accesses
         .iter()
-        .filter(|a| live(a.metadata.deletion_timestamp.is_some()))
+        .filter(|a| a.metadata.deletion_timestamp.is_none())
         .map(super::writes::key_of)
         .collect();
     wait_provisioned(
