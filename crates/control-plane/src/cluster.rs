@@ -89,8 +89,16 @@ pub struct ControlPlane {
     controller_manager: Option<Daemon>,
     url: String,
     admin_token: String,
-    /// Where in the audit log [`ControlPlane::audit_counters`] starts.
-    audit_mark: u64,
+    /// What [`ControlPlane::audit_counters`] has counted so far.
+    audit: std::sync::Mutex<AuditTally>,
+}
+
+/// The requests of the audit log counted so far, and where counting goes on.
+#[derive(Debug, Default)]
+struct AuditTally {
+    /// The offset just past the last line counted.
+    offset: u64,
+    recorder: kube_sim::counters::Recorder,
 }
 
 impl ControlPlane {
@@ -208,7 +216,7 @@ impl ControlPlane {
             controller_manager,
             url,
             admin_token,
-            audit_mark: 0,
+            audit: Default::default(),
         };
         plane.start_apiserver().await?;
         if let Some(kcm) = &mut plane.controller_manager {
@@ -248,20 +256,29 @@ impl ControlPlane {
 
     /// Makes [`ControlPlane::audit_counters`] count from now on.
     pub fn mark_audit(&mut self) {
-        self.audit_mark = std::fs::metadata(self.audit_log()).map_or(0, |m| m.len());
+        let end = std::fs::metadata(self.audit_log()).map_or(0, |m| m.len());
+        let tally = self.audit.get_mut().unwrap_or_else(|e| e.into_inner());
+        tally.offset = end;
+        tally.recorder.reset();
     }
 
     /// The requests the audit log recorded since the start or the last
     /// [`ControlPlane::mark_audit`], by verb, resource and user (empty
-    /// without an audit log).
+    /// without an audit log). Each call reads only the lines written since
+    /// the one before, so polling it stays cheap while the log grows.
     pub fn audit_counters(&self) -> kube_sim::Counters {
         use std::io::{Read as _, Seek as _};
-        let mut text = String::new();
+        let mut tally = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        let mut new = Vec::new();
         if let Ok(mut file) = std::fs::File::open(self.audit_log()) {
-            let _ = file.seek(std::io::SeekFrom::Start(self.audit_mark));
-            let _ = file.read_to_string(&mut text);
+            let _ = file.seek(std::io::SeekFrom::Start(tally.offset));
+            let _ = file.read_to_end(&mut new);
         }
-        audit_counts(&text)
+        // Only whole lines: a line being written is counted next time.
+        let whole = new.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        record_audit_events(&String::from_utf8_lossy(&new[..whole]), &tally.recorder);
+        tally.offset += whole as u64;
+        tally.recorder.snapshot()
     }
 
     /// The CA certificate that signed kube-apiserver's serving certificate.
@@ -431,6 +448,13 @@ fn report(version: &str) {
 /// it ends); resources as `resource/subresource`, by user.
 pub fn audit_counts(log: &str) -> kube_sim::Counters {
     let recorder = kube_sim::counters::Recorder::default();
+    record_audit_events(log, &recorder);
+    recorder.snapshot()
+}
+
+/// Records the requests of the audit events in `log` as [`audit_counts`]
+/// counts them.
+fn record_audit_events(log: &str, recorder: &kube_sim::counters::Recorder) {
     for event in log
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -455,7 +479,6 @@ pub fn audit_counts(log: &str) -> kube_sim::Counters {
         let user = event["user"]["username"].as_str().unwrap_or_default();
         recorder.record(verb, &resource, user);
     }
-    recorder.snapshot()
 }
 
 fn path_flag(name: &str, path: &Path) -> OsString {

@@ -2,7 +2,10 @@
 //! and memory of the whole system, measured in one run on the embedded
 //! stack with the local driver.
 //!
-//! kube-sim and the local driver run in the benchmark's process; the
+//! The API server is kube-sim in the benchmark's process, or with
+//! `--api-server kube-apiserver` a real kube-apiserver and etcd (built by
+//! `scripts/control-plane`, started afresh for the run, requests counted
+//! from its audit log). The local driver runs in the benchmark's process; the
 //! controller and the sidecar run as child processes (`cosi __run ...`),
 //! each with its own ServiceAccount identity under RBAC, so their memory
 //! and CPU are measured apart and their API writes are told apart by user.
@@ -15,7 +18,7 @@
 //!   included) by the controller and the sidecar from the burst's start
 //!   until both are idle again, ÷ pairs; the benchmark's own two creates
 //!   per pair are not included (they are printed apart);
-//! - raw write rate: kube-sim's own ceiling, ConfigMap creates by 16
+//! - raw write rate: the API server's own ceiling, ConfigMap creates by 16
 //!   concurrent clients, measured in the same run after the burst;
 //! - resync: both components are stopped with everything ready and started
 //!   again; the writes and reads (per component, verb and resource) they
@@ -56,10 +59,10 @@ pub use report::{Details, Report, Requests};
 pub const NAMESPACE: &str = "cosi-bench";
 /// The BucketClass and BucketAccessClass the benchmark uses.
 const CLASS: &str = "bench";
+/// etcd's `--quota-backend-bytes` on a real control plane.
+const ETCD_QUOTA_BYTES: u64 = 8 << 30;
 /// How long nothing may move for the components to count as idle.
 const QUIET: Duration = Duration::from_secs(1);
-/// Why `Stack::sim` is there: the benchmark starts its stack on kube-sim.
-const STARTED_ON_KUBE_SIM: &str = "the benchmark starts its stack on kube-sim";
 
 /// Flags of `cosi bench`.
 #[derive(clap::Args, Clone, Debug)]
@@ -84,6 +87,21 @@ pub struct Args {
     /// Keep state and component logs here instead of a temporary directory.
     #[arg(long, value_name = "DIR")]
     pub data_dir: Option<PathBuf>,
+    /// The API server: `kube-sim` (in this process) or `kube-apiserver`
+    /// (a real kube-apiserver and etcd started for the run from the
+    /// binaries `scripts/control-plane install` builds; the API requests are
+    /// counted per user from its audit log).
+    #[arg(long, value_name = "KIND", default_value = "kube-sim", value_parser = parse_api_server)]
+    pub api_server: control_plane::Kind,
+}
+
+/// `--api-server`'s value.
+fn parse_api_server(s: &str) -> Result<control_plane::Kind, String> {
+    match s {
+        "kube-sim" => Ok(control_plane::Kind::KubeSim),
+        "kube-apiserver" => Ok(control_plane::Kind::KubeApiserver),
+        other => Err(format!("{other:?}: use kube-sim or kube-apiserver")),
+    }
 }
 
 /// Everything a benchmark run needs.
@@ -147,10 +165,28 @@ struct Bench {
 }
 
 impl Bench {
-    async fn start(dir: &std::path::Path, exe: &std::path::Path) -> anyhow::Result<Self> {
-        let stack = Stack::start_api(StackOptions::new(dir.join("stack")))
+    async fn start(
+        dir: &std::path::Path,
+        exe: &std::path::Path,
+        api_server: control_plane::Kind,
+    ) -> anyhow::Result<Self> {
+        let server = match api_server {
+            control_plane::Kind::KubeSim => control_plane::ApiServer::start(api_server).await,
+            // 100,000 objects and their history outgrow etcd's default 2 GiB.
+            control_plane::Kind::KubeApiserver => {
+                control_plane::ApiServer::real(control_plane::Options {
+                    etcd: control_plane::EtcdSource::Own {
+                        quota_bytes: Some(ETCD_QUOTA_BYTES),
+                    },
+                    ..Default::default()
+                })
+                .await
+            }
+        }
+        .context("starting the API server")?;
+        let stack = Stack::start_api_on(StackOptions::new(dir.join("stack")), server)
             .await
-            .context("starting the API server")?;
+            .context("installing the CRDs and RBAC")?;
         let mut config = cosi_driver_local::Config::new(&stack.options().data_dir);
         config.driver_name = stack.driver_name().to_owned();
         config.s3_endpoint_url = Some(stack.s3_endpoint_url().to_owned());
@@ -159,13 +195,13 @@ impl Bench {
         let mut launch = Vec::new();
         for component in [Component::Controller, Component::Sidecar] {
             let token = stack
-                .sim()
-                .expect(STARTED_ON_KUBE_SIM)
-                .service_account_token(SYSTEM_NAMESPACE, component.service_account());
+                .api_server()
+                .service_account_token(SYSTEM_NAMESPACE, component.service_account())
+                .await
+                .context("a ServiceAccount token")?;
             let kubeconfig = dir.join(format!("{}.kubeconfig", component.name()));
             stack
-                .sim()
-                .expect(STARTED_ON_KUBE_SIM)
+                .api_server()
                 .write_kubeconfig(&kubeconfig, Some(&token))
                 .context("writing a kubeconfig")?;
             launch.push(Launch {
@@ -239,7 +275,7 @@ impl Bench {
 
     fn sample(&self) -> Sample {
         Sample {
-            writes: self.component_writes(&self.stack.sim().expect(STARTED_ON_KUBE_SIM).counters()),
+            writes: self.component_writes(&self.stack.api_server().counters()),
             driver_calls: self.driver.hooks().total_calls(),
             cpu_ticks: self
                 .procs
@@ -324,7 +360,7 @@ pub async fn measure(opts: &Options) -> anyhow::Result<(Report, Details)> {
             tmp.path().to_owned()
         }
     };
-    let mut bench = Bench::start(&dir, &opts.exe).await?;
+    let mut bench = Bench::start(&dir, &opts.exe, args.api_server).await?;
     let result = measure_on(&mut bench, args).await;
     bench.shutdown().await;
     result
@@ -333,8 +369,7 @@ pub async fn measure(opts: &Options) -> anyhow::Result<(Report, Details)> {
 async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, Details)> {
     // The load is a user of the cluster; like the components, it never
     // reads field ownership, so it does not spend the shared CPU parsing it.
-    let sim = bench.stack.sim().expect(STARTED_ON_KUBE_SIM);
-    let client = cosi_runtime::client::builder(sim.client_config(sim.admin_token()))
+    let client = cosi_runtime::client::builder(bench.stack.api_server().admin_config())
         .context("building the benchmark's client")?
         .build();
     create_setup(&client, bench.stack.driver_name()).await?;
@@ -342,15 +377,12 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     let mut details = Details::default();
     let mut report = Report {
         pairs: args.pairs as u64,
+        api_server: bench.stack.api_server().describe(),
         ..Report::default()
     };
 
     // The burst.
-    bench
-        .stack
-        .sim()
-        .expect(STARTED_ON_KUBE_SIM)
-        .reset_counters();
+    bench.stack.api_server_mut().reset_counters();
     let calls_before = bench.driver.hooks().total_calls();
     let commits_before = bench.durable_commits();
     let cpu_before = bench.cpu_ms();
@@ -381,7 +413,7 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     bench
         .wait_idle(end.unwrap_or_else(Instant::now), Duration::from_secs(120))
         .await?;
-    let burst = bench.stack.sim().expect(STARTED_ON_KUBE_SIM).counters();
+    let burst = bench.stack.api_server().counters();
     let cpu_after = bench.cpu_ms();
     for i in 0..3 {
         details.burst_cpu_ms[i] = cpu_after[i].saturating_sub(cpu_before[i]);
@@ -396,10 +428,10 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     report.api_writes_per_pair =
         report::round(report::rate(component_writes, args.pairs.max(1) as f64), 2);
 
-    // kube-sim's own ceiling, in the same run.
+    // The API server's own ceiling, in the same run.
     let raw_n = (details.total_writes as usize).clamp(2_000, 20_000);
     report.api_raw_writes_per_s = report::round(
-        kube_sim::bench::raw_write_rate(bench.stack.sim().expect(STARTED_ON_KUBE_SIM), raw_n).await,
+        kube_sim::bench::raw_write_rate(bench.stack.client(), raw_n).await,
         0,
     );
     report.efficiency = report::round(
@@ -438,11 +470,7 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     report.resync.objects = count_objects(&client).await?;
     details.resync_pairs = target_pairs as u64;
     bench.stop_components().await;
-    bench
-        .stack
-        .sim()
-        .expect(STARTED_ON_KUBE_SIM)
-        .reset_counters();
+    bench.stack.api_server_mut().reset_counters();
     let calls_before = bench.driver.hooks().total_calls();
     let restarted = Instant::now();
     bench.start_components().await?;
@@ -450,7 +478,7 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     // work that follows (reconciling every object) is caught by sampling.
     let ready_at = Instant::now();
     let idle_at = bench.wait_idle(ready_at, Duration::from_secs(600)).await?;
-    let resync = bench.stack.sim().expect(STARTED_ON_KUBE_SIM).counters();
+    let resync = bench.stack.api_server().counters();
     report.resync.writes = bench.component_writes(&resync);
     report.resync.seconds = report::round(idle_at.duration_since(restarted).as_secs_f64(), 2);
     report.resync.reads_by_kind = bench.requests(&resync, false);

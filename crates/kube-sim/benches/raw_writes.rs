@@ -21,8 +21,8 @@ fn main() {
         let sim = kube_sim::KubeSim::start().await.expect("kube-sim starts");
         let startup_ms = started.elapsed().as_secs_f64() * 1000.0;
         // Warm up connections and allocators.
-        let _ = kube_sim::bench::raw_write_rate(&sim, 500).await;
-        let rate = kube_sim::bench::raw_write_rate(&sim, writes).await;
+        let _ = kube_sim::bench::raw_write_rate(sim.client(), 500).await;
+        let rate = kube_sim::bench::raw_write_rate(sim.client(), writes).await;
         println!(
             "kube-sim raw writes: {rate:.0} writes/s ({writes} ConfigMap creates, {} concurrent clients); startup {startup_ms:.1} ms",
             kube_sim::bench::WRITERS

@@ -1,8 +1,8 @@
-//! Raw write throughput of a running kube-sim, measured through the HTTP
-//! API with kube-rs, for benchmarks that want the server's own ceiling in
-//! the same run as their end-to-end figures.
+//! Raw write throughput of a running API server (kube-sim, or any other a
+//! client reaches), measured through the HTTP API with kube-rs, for
+//! benchmarks that want the server's own ceiling in the same run as their
+//! end-to-end figures.
 
-use crate::KubeSim;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, PostParams};
 use std::collections::BTreeMap;
@@ -13,12 +13,12 @@ pub const WRITERS: usize = 16;
 
 /// Creates `n` ConfigMaps in a fresh namespace with [`WRITERS`] concurrent
 /// clients and returns writes per second (the namespace is deleted after).
-/// Returns 0.0 when `n` is 0 or a write fails.
-pub async fn raw_write_rate(sim: &KubeSim, n: usize) -> f64 {
+/// Returns 0.0 when `n` is 0 or a write fails. `client` must be allowed to
+/// create and delete namespaces and ConfigMaps.
+pub async fn raw_write_rate(client: kube::Client, n: usize) -> f64 {
     if n == 0 {
         return 0.0;
     }
-    let client = sim.client();
     let ns_name = format!("kube-sim-bench-{}", crate::meta::random_suffix());
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let mut ns = Namespace::default();

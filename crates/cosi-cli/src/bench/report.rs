@@ -76,6 +76,8 @@ pub struct Report {
     pub resync: Resync,
     /// Peak memory of each component process.
     pub rss_mb: Rss,
+    /// The API server the run used: `kube-sim` or `kube-apiserver <version>`.
+    pub api_server: String,
 }
 
 impl Report {
@@ -340,8 +342,8 @@ pub fn human(r: &Report, d: &Details) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "cosi bench: {} pairs (BucketClaim + BucketAccess)",
-        r.pairs
+        "cosi bench: {} pairs (BucketClaim + BucketAccess) on {}",
+        r.pairs, r.api_server
     );
     let _ = writeln!(
         s,

@@ -1,7 +1,9 @@
 //! `cosi bench`, the built binary, at a small scale: the report is one JSON
 //! line with every field the contract names, its figures are consistent,
 //! and the counts the project holds itself to (API writes per pair, writes
-//! and reads on resync) hold. Speed is reported, never asserted.
+//! and reads on resync) hold, on the API server the tests run on (kube-sim,
+//! or a real kube-apiserver counted from its audit log). Speed is reported,
+//! never asserted.
 
 use serde_json::Value;
 
@@ -20,8 +22,14 @@ fn number(report: &Value, path: &[&str]) -> f64 {
 fn bench_reports_one_json_line_with_bounded_writes_and_a_silent_resync() {
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("bench.json");
+    let server = match control_plane::Kind::from_env() {
+        control_plane::Kind::KubeSim => "kube-sim",
+        control_plane::Kind::KubeApiserver => "kube-apiserver",
+    };
     let out = cosi(&[
         "bench",
+        "--api-server",
+        server,
         "--pairs",
         "40",
         "--resync-objects",
@@ -54,6 +62,7 @@ fn bench_reports_one_json_line_with_bounded_writes_and_a_silent_resync() {
         "efficiency",
         "resync",
         "rss_mb",
+        "api_server",
     ];
     assert_eq!(report.as_object().expect("an object").len(), fields.len());
     let positions: Vec<usize> = fields
@@ -66,6 +75,8 @@ fn bench_reports_one_json_line_with_bounded_writes_and_a_silent_resync() {
         .collect();
     assert!(positions.is_sorted(), "fields out of order: {}", lines[0]);
     assert_eq!(report["pairs"], 40);
+    let ran_on = report["api_server"].as_str().unwrap_or_default();
+    assert!(ran_on.starts_with(server), "{report}");
     let (p50, p99, max) = (
         number(&report, &["latency_ms", "p50"]),
         number(&report, &["latency_ms", "p99"]),
