@@ -36,10 +36,32 @@ impl Kind {
     /// naming the ones it takes.
     pub fn from_env() -> Kind {
         match std::env::var(SWITCH).as_deref() {
-            Err(_) | Ok("" | "kube-sim") => Kind::KubeSim,
-            Ok("kube-apiserver") => Kind::KubeApiserver,
-            Ok(other) => panic!("{SWITCH}={other:?}: use kube-sim (the default) or kube-apiserver"),
+            Err(_) | Ok("") => Kind::KubeSim,
+            Ok(name) => name
+                .parse()
+                .unwrap_or_else(|e| panic!("{SWITCH}={e} (kube-sim is the default)")),
         }
+    }
+
+    /// Its name: `kube-sim` or `kube-apiserver`, as [`SWITCH`] and
+    /// `cosi bench --api-server` spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::KubeSim => "kube-sim",
+            Kind::KubeApiserver => "kube-apiserver",
+        }
+    }
+}
+
+impl std::str::FromStr for Kind {
+    type Err = String;
+
+    /// The kind [`Kind::name`] names; otherwise an error naming both.
+    fn from_str(s: &str) -> Result<Kind, String> {
+        [Kind::KubeSim, Kind::KubeApiserver]
+            .into_iter()
+            .find(|k| k.name() == s)
+            .ok_or_else(|| format!("{s:?}: use kube-sim or kube-apiserver"))
     }
 }
 
@@ -100,8 +122,8 @@ impl ApiServer {
     /// `kube-sim`, or `kube-apiserver v1.37.2`.
     pub fn describe(&self) -> String {
         match self {
-            ApiServer::KubeSim(_) => "kube-sim".to_owned(),
-            ApiServer::Real(p) => format!("kube-apiserver {}", p.version()),
+            ApiServer::KubeSim(_) => Kind::KubeSim.name().to_owned(),
+            ApiServer::Real(p) => format!("{} {}", Kind::KubeApiserver.name(), p.version()),
         }
     }
 

@@ -91,17 +91,13 @@ pub struct Args {
     /// (a real kube-apiserver and etcd started for the run from the
     /// binaries `scripts/control-plane install` builds; the API requests are
     /// counted per user from its audit log).
-    #[arg(long, value_name = "KIND", default_value = "kube-sim", value_parser = parse_api_server)]
+    #[arg(
+        long,
+        value_name = "KIND",
+        default_value = "kube-sim",
+        value_parser = <control_plane::Kind as std::str::FromStr>::from_str
+    )]
     pub api_server: control_plane::Kind,
-}
-
-/// `--api-server`'s value.
-fn parse_api_server(s: &str) -> Result<control_plane::Kind, String> {
-    match s {
-        "kube-sim" => Ok(control_plane::Kind::KubeSim),
-        "kube-apiserver" => Ok(control_plane::Kind::KubeApiserver),
-        other => Err(format!("{other:?}: use kube-sim or kube-apiserver")),
-    }
 }
 
 /// Everything a benchmark run needs.

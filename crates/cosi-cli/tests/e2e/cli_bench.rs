@@ -22,10 +22,7 @@ fn number(report: &Value, path: &[&str]) -> f64 {
 fn bench_reports_one_json_line_with_bounded_writes_and_a_silent_resync() {
     let dir = tempfile::tempdir().unwrap();
     let out_file = dir.path().join("bench.json");
-    let server = match control_plane::Kind::from_env() {
-        control_plane::Kind::KubeSim => "kube-sim",
-        control_plane::Kind::KubeApiserver => "kube-apiserver",
-    };
+    let server = control_plane::Kind::from_env().name();
     let out = cosi(&[
         "bench",
         "--api-server",

@@ -175,7 +175,10 @@ async fn plan_and_apply_of_a_thousand_obcs() {
 
     let per_obc = |d: Duration| d.as_secs_f64() * 1000.0 / OBCS as f64;
     eprintln!();
-    eprintln!("cosi migrate obc, {OBCS} OBCs on {}:", server_name(&env));
+    eprintln!(
+        "cosi migrate obc, {OBCS} OBCs on {}:",
+        env.stack.api_server().describe()
+    );
     eprintln!(
         "  set-up  {:>8.1}s ({:.1} ms per OBC, {PARALLEL} at a time)",
         setup.as_secs_f64(),
@@ -193,13 +196,4 @@ async fn plan_and_apply_of_a_thousand_obcs() {
     );
     eprintln!("  plan requests:  {}", requests(&plan_requests, admin));
     eprintln!("  apply requests: {}", requests(&apply_requests, admin));
-}
-
-/// The API server the figures are of.
-fn server_name(env: &Env) -> &'static str {
-    if env.stack.sim().is_some() {
-        "kube-sim"
-    } else {
-        "kube-apiserver"
-    }
 }
