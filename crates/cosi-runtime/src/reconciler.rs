@@ -274,15 +274,17 @@ where
 const FORGET_SLACK: usize = 1024;
 
 /// The queue, the time the timer is set for, and when each object known
-/// to the loop was first seen.
-struct State<R> {
-    queue: WorkQueue<R, Rank>,
+/// to the loop was first seen. Each object's reference `T` is held once,
+/// in an `Arc` (the key of `first_seen`): the queue holds clones of that
+/// pointer, not copies of the name and namespace.
+struct State<T> {
+    queue: WorkQueue<Arc<T>, Rank>,
     armed: Option<Instant>,
-    first_seen: HashMap<R, u64>,
+    first_seen: HashMap<Arc<T>, u64>,
     next_seen: u64,
 }
 
-impl<R: Clone + Eq + Hash> State<R> {
+impl<T: Clone + Eq + Hash> State<T> {
     fn new(debounce: Duration) -> Self {
         Self {
             queue: WorkQueue::new(debounce),
@@ -298,29 +300,27 @@ impl<R: Clone + Eq + Hash> State<R> {
     /// finds it gone, but one no trigger brings back (a loop fed only
     /// applied objects never hears of deletions) would be kept for good;
     /// waiting for the map to double spreads the cost of the sweep.
-    fn forget_gone(&mut self, live: usize, exists: impl Fn(&R) -> bool) {
+    fn forget_gone(&mut self, live: usize, exists: impl Fn(&T) -> bool) {
         if self.first_seen.len() > 2 * live + FORGET_SLACK {
             self.first_seen.retain(|r, _| exists(r));
         }
     }
 
-    /// The rank of `r`, created `age`.
-    fn rank(&mut self, r: &R, age: i64) -> Rank {
-        let seen = match self.first_seen.get(r) {
-            Some(seen) => *seen,
-            None => {
-                let seen = self.next_seen;
-                self.next_seen += 1;
-                self.first_seen.insert(r.clone(), seen);
-                seen
-            }
-        };
-        (age, seen)
+    /// The loop's one copy of `r`, and its rank when created `age`.
+    fn rank(&mut self, r: &T, age: i64) -> (Arc<T>, Rank) {
+        if let Some((held, seen)) = self.first_seen.get_key_value(r) {
+            return (held.clone(), (age, *seen));
+        }
+        let seen = self.next_seen;
+        self.next_seen += 1;
+        let held = Arc::new(r.clone());
+        self.first_seen.insert(held.clone(), seen);
+        (held, (age, seen))
     }
 }
 
-struct Shared<R> {
-    state: Mutex<State<R>>,
+struct Shared<T> {
+    state: Mutex<State<T>>,
     metrics: Option<LoopMetrics>,
     /// Wakes a worker: something is due.
     work: Notify,
@@ -329,13 +329,13 @@ struct Shared<R> {
     stop: CancellationToken,
 }
 
-impl<R: Clone + Eq + Hash> Shared<R> {
-    fn state(&self) -> MutexGuard<'_, State<R>> {
+impl<T: Clone + Eq + Hash> Shared<T> {
+    fn state(&self) -> MutexGuard<'_, State<T>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Reports the queue's depth and adds (two atomic operations).
-    fn report(&self, state: &mut State<R>) {
+    fn report(&self, state: &mut State<T>) {
         if let Some(m) = &self.metrics {
             m.queue(state.queue.due_len(), state.queue.take_added());
         }
@@ -343,7 +343,7 @@ impl<R: Clone + Eq + Hash> Shared<R> {
 
     /// After the queue changed: wakes a worker if work is due, and the
     /// timer if it must fire earlier.
-    fn changed(&self, state: &mut State<R>, now: Instant) {
+    fn changed(&self, state: &mut State<T>, now: Instant) {
         self.report(state);
         if state.queue.has_due(now) {
             self.work.notify_one();
@@ -375,7 +375,7 @@ async fn feed<K>(
             .unwrap_or(i64::MAX);
         let now = Instant::now();
         let mut state = shared.state();
-        let rank = state.rank(&r, created);
+        let (r, rank) = state.rank(&r, created);
         state.queue.trigger(r, rank, now);
         shared.changed(&mut state, now);
         state.forget_gone(store.len(), |r| store.get(r).is_some());
@@ -383,7 +383,7 @@ async fn feed<K>(
 }
 
 /// Wakes a worker whenever a waiting object falls due (never ends).
-async fn timer<R: Clone + Eq + Hash>(shared: &Shared<R>) {
+async fn timer<T: Clone + Eq + Hash>(shared: &Shared<T>) {
     loop {
         let rearmed = shared.rearm.notified();
         let armed = shared.state().armed;
@@ -476,7 +476,7 @@ async fn worker<K, C, E, F, Fut, P>(
         }
         let now = Instant::now();
         let mut state = shared.state();
-        let rank = state.rank(&r, created);
+        let (_, rank) = state.rank(&r, created);
         state
             .queue
             .done(&r, rank, action.requeue_after().map(|d| now + d));
@@ -580,7 +580,7 @@ mod tests {
     fn objects_gone_from_the_store_are_forgotten_once_they_outnumber_it() {
         let mut state = State::new(Duration::ZERO);
         let live = ["a".to_owned(), "b".to_owned()];
-        let ranks: Vec<Rank> = live.iter().map(|r| state.rank(r, 1)).collect();
+        let ranks: Vec<Rank> = live.iter().map(|r| state.rank(r, 1).1).collect();
         let exists = |r: &String| live.contains(r);
         let limit = 2 * live.len() + FORGET_SLACK;
         for i in 0..limit - live.len() {
@@ -591,7 +591,7 @@ mod tests {
         state.rank(&"gone-last".to_owned(), 1);
         state.forget_gone(live.len(), exists);
         assert_eq!(state.first_seen.len(), live.len());
-        let kept: Vec<Rank> = live.iter().map(|r| state.rank(r, 1)).collect();
+        let kept: Vec<Rank> = live.iter().map(|r| state.rank(r, 1).1).collect();
         assert_eq!(kept, ranks, "the live objects keep their place");
     }
 
