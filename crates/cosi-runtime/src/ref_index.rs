@@ -12,30 +12,43 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use kube::Resource;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher::Event;
-use kube::{Resource, ResourceExt};
 
 /// (namespace, name); the namespace is empty for cluster-scoped objects.
 pub type Key = (String, String);
+
+/// A key as the index holds it: `namespace/name` in one shared string
+/// (neither part can hold a `/`). Each object's key and each named key
+/// is allocated once and shared by both maps.
+type Held = Arc<str>;
+
+fn joined(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+/// The (namespace, name) of a held key.
+fn split(key: &str) -> (&str, &str) {
+    key.split_once('/').unwrap_or(("", key))
+}
 
 #[derive(Debug, Default)]
 struct Entries {
     /// named object → the objects naming it, sorted (most often one: a
     /// vector of one key is a tenth of a set's smallest node).
-    named_by: HashMap<Key, Vec<Key>>,
+    named_by: HashMap<Held, Vec<Held>>,
     /// object → what it names (to undo its entries on change).
-    names: HashMap<Key, Vec<Key>>,
+    names: HashMap<Held, Vec<Held>>,
 }
 
 impl Entries {
-    fn remove(&mut self, obj: &Key) {
-        let Some(named) = self.names.remove(obj) else {
-            return;
-        };
+    /// Removes what `obj` names; returns its held key, if it had entries.
+    fn remove(&mut self, obj: &str) -> Option<Held> {
+        let (held, named) = self.names.remove_entry(obj)?;
         for key in named {
             if let Some(naming) = self.named_by.get_mut(&key) {
-                if let Ok(at) = naming.binary_search(obj) {
+                if let Ok(at) = naming.binary_search(&held) {
                     naming.remove(at);
                 }
                 if naming.is_empty() {
@@ -43,18 +56,26 @@ impl Entries {
                 }
             }
         }
+        Some(held)
     }
 
-    fn insert(&mut self, obj: Key, named: Vec<Key>) {
-        self.remove(&obj);
-        for key in &named {
+    fn insert(&mut self, obj: &str, named: Vec<Key>) {
+        let held = self.remove(obj).unwrap_or_else(|| obj.into());
+        let mut keys: Vec<Held> = Vec::with_capacity(named.len());
+        for (namespace, name) in named {
+            let key = joined(&namespace, &name);
+            let key = match self.named_by.get_key_value(key.as_str()) {
+                Some((k, _)) => k.clone(),
+                None => Held::from(key),
+            };
             let naming = self.named_by.entry(key.clone()).or_default();
-            if let Err(at) = naming.binary_search(&obj) {
-                naming.insert(at, obj.clone());
+            if let Err(at) = naming.binary_search(&held) {
+                naming.insert(at, held.clone());
             }
+            keys.push(key);
         }
-        if !named.is_empty() {
-            self.names.insert(obj, named);
+        if !keys.is_empty() {
+            self.names.insert(held, keys);
         }
     }
 }
@@ -81,8 +102,11 @@ impl<K> Clone for RefIndex<K> {
     }
 }
 
-fn key_of<K: Resource>(obj: &K) -> Key {
-    (obj.namespace().unwrap_or_default(), obj.name_any())
+fn key_of<K: Resource>(obj: &K) -> String {
+    joined(
+        obj.meta().namespace.as_deref().unwrap_or_default(),
+        obj.meta().name.as_deref().unwrap_or_default(),
+    )
 }
 
 impl<K: Resource<DynamicType = ()>> RefIndex<K> {
@@ -102,13 +126,15 @@ impl<K: Resource<DynamicType = ()>> RefIndex<K> {
     pub fn observe(&self, event: &Event<K>) {
         let mut inner = self.lock();
         match event {
-            Event::Apply(obj) => inner.current.insert(key_of(obj), (self.names)(obj)),
-            Event::Delete(obj) => inner.current.remove(&key_of(obj)),
+            Event::Apply(obj) => inner.current.insert(&key_of(obj), (self.names)(obj)),
+            Event::Delete(obj) => {
+                inner.current.remove(&key_of(obj));
+            }
             Event::Init => inner.relist = Some(Entries::default()),
             Event::InitApply(obj) => inner
                 .relist
                 .get_or_insert_default()
-                .insert(key_of(obj), (self.names)(obj)),
+                .insert(&key_of(obj), (self.names)(obj)),
             Event::InitDone => {
                 if let Some(listed) = inner.relist.take() {
                     inner.current = listed;
@@ -124,10 +150,11 @@ impl<K: Resource<DynamicType = ()>> RefIndex<K> {
         inner
             .current
             .named_by
-            .get(&(namespace.to_owned(), name.to_owned()))
+            .get(joined(namespace, name).as_str())
             .into_iter()
             .flatten()
-            .map(|(ns, name)| {
+            .map(|key| {
+                let (ns, name) = split(key);
                 let r = ObjectRef::new(name);
                 if ns.is_empty() { r } else { r.within(ns) }
             })
@@ -139,6 +166,7 @@ impl<K: Resource<DynamicType = ()>> RefIndex<K> {
 mod tests {
     use super::*;
     use cosi_api::BucketAccess;
+    use kube::ResourceExt as _;
 
     fn access(ns: &str, name: &str, claims: &[&str]) -> BucketAccess {
         let mut a = cosi_api::testing::access(name, claims);
