@@ -45,30 +45,35 @@ impl EventType {
 }
 
 /// What makes two Events the same Event repeated (the reporter is the same
-/// for every Event of one [`EventReporter`]).
+/// for every Event of one [`EventReporter`]): type, action, reason, and
+/// the apiVersion, kind, namespace, name and uid of the object, in one
+/// shared string (NUL-separated; an absent part is empty). The window's
+/// map and its expiry queue share it, so a burst of Events keeps one
+/// allocation per Event, not two copies of seven strings.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-struct Key {
-    type_: EventType,
-    action: String,
-    reason: String,
-    /// apiVersion, kind, namespace, name and uid of the object.
-    regarding: [Option<String>; 5],
-}
+struct Key(Arc<str>);
 
 impl Key {
     fn new(type_: EventType, action: &str, reason: &str, regarding: &ObjectReference) -> Self {
-        Self {
-            type_,
-            action: action.to_owned(),
-            reason: reason.to_owned(),
-            regarding: [
-                regarding.api_version.clone(),
-                regarding.kind.clone(),
-                regarding.namespace.clone(),
-                regarding.name.clone(),
-                regarding.uid.clone(),
-            ],
+        fn part(p: &Option<String>) -> &str {
+            p.as_deref().unwrap_or_default()
         }
+        let parts = [
+            type_.as_str(),
+            action,
+            reason,
+            part(&regarding.api_version),
+            part(&regarding.kind),
+            part(&regarding.namespace),
+            part(&regarding.name),
+            part(&regarding.uid),
+        ];
+        Self(parts.join("\0").into())
+    }
+
+    /// Part `i` of the key (0 type, 1 action, 2 reason, ...).
+    fn part(&self, i: usize) -> &str {
+        self.0.split('\0').nth(i).unwrap_or_default()
     }
 }
 
@@ -204,14 +209,14 @@ impl EventReporter {
                 namespace: Some(namespace.clone()),
                 ..ObjectMeta::default()
             },
-            action: Some(key.action.clone()),
-            reason: Some(key.reason.clone()),
+            action: Some(key.part(1).to_owned()),
+            reason: Some(key.part(2).to_owned()),
             note: Some(truncated(note)),
             event_time: Some(MicroTime(now)),
             regarding: Some(regarding.clone()),
             reporting_controller: Some(self.controller.clone()),
             reporting_instance: Some(self.instance.clone()),
-            type_: Some(key.type_.as_str().to_owned()),
+            type_: Some(key.part(0).to_owned()),
             ..Event::default()
         };
         Api::<Event>::namespaced(self.client.clone(), &namespace)
