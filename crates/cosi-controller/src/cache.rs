@@ -24,8 +24,9 @@
 use std::fmt::Debug;
 use std::sync::Arc;
 
+use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use cosi_runtime::Object;
-use cosi_runtime::reconcile_loop::{fan_out_triggers, triggered, watch_events};
+use cosi_runtime::reconcile_loop::{fan_out_triggers, triggered, watch_events_kept};
 use futures::{Future, Stream, StreamExt};
 use kube::api::Api;
 use kube::runtime::reflector::{self, Store};
@@ -73,6 +74,31 @@ impl Filled {
     }
 }
 
+/// What the controller's caches keep of each kind: beyond what every
+/// cache drops (field ownership, `kubectl apply`'s copy), what no
+/// reconcile of the controller reads. Nothing writes a cached object back
+/// whole, so nothing dropped is lost on the server.
+pub trait Kept {
+    /// Removes what the controller never reads.
+    fn drop_unread(&mut self) {}
+}
+
+impl Kept for BucketClaim {}
+impl Kept for BucketAccess {}
+impl Kept for BucketClass {}
+impl Kept for BucketAccessClass {}
+
+impl Kept for Bucket {
+    /// The driver's bucket info is the sidecar's to write and compare;
+    /// the controller copies none of it (a map of four strings is about
+    /// a third of a cached Bucket).
+    fn drop_unread(&mut self) {
+        if let Some(status) = self.status.as_mut() {
+            status.bucket_info = Default::default();
+        }
+    }
+}
+
 /// A cache of every `K`, its [`Filled`] signal and the stream of objects
 /// that changed, each yielded after the cache holds it. The cache is only
 /// filled while the stream is polled.
@@ -85,7 +111,7 @@ pub fn watch<K>(
     impl Stream<Item = Trigger<K>> + Send + 'static,
 )
 where
-    K: Object,
+    K: Object + Kept,
 {
     let (store, writer) = reflector::store();
     let (filled_tx, rx) = watch::channel(false);
@@ -93,7 +119,7 @@ where
         kind: K::kind(&()).into_owned(),
         rx,
     };
-    let events = reflector::reflector(writer, watch_events(api));
+    let events = reflector::reflector(writer, watch_events_kept(api, K::drop_unread));
     let cached = store.clone();
     let triggers = events
         .scan((), move |(), event| {
@@ -138,10 +164,33 @@ pub fn shared<K, const N: usize>(
     [impl Stream<Item = Trigger<K>> + Send + 'static; N],
 )
 where
-    K: Object,
+    K: Object + Kept,
 {
     // `watch` keeps errors from its stream; only objects come out of it.
     let (store, filled, triggers) = watch(api, observer);
     let (run, streams) = fan_out_triggers(triggers);
     (store, filled, run, streams)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cosi_api::BucketStatus;
+
+    #[test]
+    fn a_cached_bucket_keeps_all_but_the_drivers_bucket_info() {
+        let mut bucket = cosi_api::testing::static_bucket("b", "apps", "photos");
+        bucket.status = Some(BucketStatus {
+            bucket_id: "id-1".into(),
+            bucket_info: [("COSI_S3_REGION".to_owned(), "us-east-1".to_owned())].into(),
+            ..BucketStatus::default()
+        });
+        let mut kept = bucket.clone();
+        kept.drop_unread();
+        let status = kept.status.as_ref().expect("status kept");
+        assert!(status.bucket_info.is_empty());
+        assert_eq!(status.bucket_id, "id-1");
+        assert_eq!(kept.spec, bucket.spec);
+        assert_eq!(kept.metadata, bucket.metadata);
+    }
 }

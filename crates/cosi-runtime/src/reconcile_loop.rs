@@ -43,9 +43,21 @@ pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration
 pub fn watch_events<K: Object>(
     api: Api<K>,
 ) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static {
+    watch_events_kept(api, |_| {})
+}
+
+/// [`watch_events`], with `unread` also removing from each object what
+/// the component that caches it never reads.
+pub fn watch_events_kept<K: Object>(
+    api: Api<K>,
+    unread: fn(&mut K),
+) -> impl Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static {
     watcher(api, watch_config())
         .default_backoff()
-        .modify(trimmed)
+        .modify(move |obj| {
+            trimmed(obj);
+            unread(obj);
+        })
 }
 
 /// Drops what no reconcile reads and a cache would hold for every object:
