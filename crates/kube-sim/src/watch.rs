@@ -296,7 +296,16 @@ async fn run(
                     }
                 }
                 _ = ticker.tick(), if params.bookmarks => {
-                    let rv = ctx.store.lock().rv;
+                    // The store's version is this watch's to report only
+                    // while the store feeds it: a watch closed for lagging
+                    // missed the events since, and a bookmark past them
+                    // would have its client resume after them. It ends
+                    // instead, and its client resumes from what it got.
+                    let rv = {
+                        let store = ctx.store.lock();
+                        store.has_watcher(id).then_some(store.rv)
+                    };
+                    let Some(rv) = rv else { break };
                     while let Ok(ev) = rx.try_recv() {
                         last_rv = last_rv.max(ev.rv);
                         if let Some(bytes) = encode(&info, &params, &ev)

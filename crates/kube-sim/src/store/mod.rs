@@ -482,6 +482,14 @@ impl State {
         }
     }
 
+    /// Whether the watch `id` is still fed events (a watch that fell
+    /// [`WATCH_BUFFER`] events behind is not).
+    pub fn has_watcher(&self, id: u64) -> bool {
+        self.watchers
+            .iter()
+            .any(|w| w.id == id && !w.tx.is_closed())
+    }
+
     /// Number of open watches.
     pub fn watcher_count(&self) -> usize {
         self.watchers.iter().filter(|w| !w.tx.is_closed()).count()
