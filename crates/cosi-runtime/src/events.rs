@@ -70,11 +70,6 @@ impl Key {
         ];
         Self(parts.join("\0").into())
     }
-
-    /// Part `i` of the key (0 type, 1 action, 2 reason, ...).
-    fn part(&self, i: usize) -> &str {
-        self.0.split('\0').nth(i).unwrap_or_default()
-    }
 }
 
 /// An Event written earlier, as far as a series patch needs it.
@@ -176,7 +171,10 @@ impl EventReporter {
         };
         let result = match repeated {
             Some(result) => result,
-            None => self.create(regarding, &key, note, now).await,
+            None => {
+                self.create(regarding, type_, action, reason, note, now)
+                    .await
+            }
         };
         match result {
             Ok(written) => self.recent().record(key, written),
@@ -186,11 +184,13 @@ impl EventReporter {
         }
     }
 
-    /// Creates the first Event of `key` about `regarding`.
+    /// Creates the first Event of `type_`, `action` and `reason` about `regarding`.
     async fn create(
         &self,
         regarding: &ObjectReference,
-        key: &Key,
+        type_: EventType,
+        action: &str,
+        reason: &str,
         note: String,
         now: Timestamp,
     ) -> Result<Written, kube::Error> {
@@ -209,14 +209,14 @@ impl EventReporter {
                 namespace: Some(namespace.clone()),
                 ..ObjectMeta::default()
             },
-            action: Some(key.part(1).to_owned()),
-            reason: Some(key.part(2).to_owned()),
+            action: Some(action.to_owned()),
+            reason: Some(reason.to_owned()),
             note: Some(truncated(note)),
             event_time: Some(MicroTime(now)),
             regarding: Some(regarding.clone()),
             reporting_controller: Some(self.controller.clone()),
             reporting_instance: Some(self.instance.clone()),
-            type_: Some(key.part(0).to_owned()),
+            type_: Some(type_.as_str().to_owned()),
             ..Event::default()
         };
         Api::<Event>::namespaced(self.client.clone(), &namespace)
