@@ -337,6 +337,20 @@ impl ControlPlane {
         )
     }
 
+    /// Writes a kubeconfig as [`ControlPlane::write_kubeconfig`] does, but
+    /// reaching the API server at `url` (a [`crate::Proxy`] in front of it).
+    pub fn write_kubeconfig_via(
+        &self,
+        path: &Path,
+        token: Option<&str>,
+        url: &str,
+    ) -> std::io::Result<()> {
+        write_secret(
+            path,
+            &kubeconfig_text(url, &self.pki, token.unwrap_or(&self.admin_token)),
+        )
+    }
+
     /// A token of the ServiceAccount `namespace/name` from the TokenRequest
     /// API, valid for a day: how a Pod running as that ServiceAccount
     /// authenticates.

@@ -53,6 +53,7 @@ pub struct Daemon {
     name: &'static str,
     program: PathBuf,
     args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
     log: PathBuf,
     child: Option<Child>,
 }
@@ -64,9 +65,21 @@ impl Daemon {
             name,
             program: program.to_owned(),
             args,
+            env: Vec::new(),
             log,
             child: None,
         }
+    }
+
+    /// Sets the environment variable `key` to `value` for every start.
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// The process ID while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(|c| c.id())
     }
 
     /// Its name (`etcd`, `kube-apiserver`, ...).
@@ -91,6 +104,7 @@ impl Daemon {
         let mut command = Command::new(&self.program);
         command
             .args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out);

@@ -33,6 +33,8 @@ pub mod idle;
 pub mod load;
 pub mod process;
 pub mod report;
+pub mod side_by_side;
+pub mod upstream;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -150,9 +152,89 @@ fn user(component: Component) -> String {
     kube_sim::Identity::service_account(SYSTEM_NAMESPACE, component.service_account()).user
 }
 
+/// How the system under test is set up.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// The API server.
+    pub api_server: control_plane::Kind,
+    /// Added to every reply of the API server the components receive, by a
+    /// proxy in front of it (real server only; zero: none).
+    pub api_latency: Duration,
+    /// Added to every Provisioner call of the driver.
+    pub driver_latency: Duration,
+    /// The driver API the local driver serves.
+    pub driver_api: cosi_driver::DriverApi,
+}
+
+impl Setup {
+    /// The API server `kind`, no latency, the v1alpha2 driver API.
+    pub fn on(kind: control_plane::Kind) -> Self {
+        Self {
+            api_server: kind,
+            api_latency: Duration::ZERO,
+            driver_latency: Duration::ZERO,
+            driver_api: cosi_driver::DriverApi::V1alpha2,
+        }
+    }
+}
+
+/// Starts the API server of `kind` for a benchmark run: kube-sim, or a real
+/// control plane with room for 100,000 objects and their history.
+pub async fn start_api_server(
+    kind: control_plane::Kind,
+) -> Result<control_plane::ApiServer, control_plane::Error> {
+    match kind {
+        control_plane::Kind::KubeSim => control_plane::ApiServer::start(kind).await,
+        // 100,000 objects and their history outgrow etcd's default 2 GiB.
+        control_plane::Kind::KubeApiserver => {
+            control_plane::ApiServer::real(control_plane::Options {
+                etcd: control_plane::EtcdSource::Own {
+                    quota_bytes: Some(ETCD_QUOTA_BYTES),
+                },
+                ..Default::default()
+            })
+            .await
+        }
+    }
+}
+
+/// A proxy in front of `server` adding `latency` to each of its replies
+/// (none when `latency` is zero; only the real API server can have one).
+pub async fn start_latency_proxy(
+    server: &control_plane::ApiServer,
+    latency: Duration,
+) -> anyhow::Result<Option<control_plane::Proxy>> {
+    if latency.is_zero() {
+        return Ok(None);
+    }
+    let plane = server
+        .control_plane()
+        .context("API latency needs the real API server (--api-server kube-apiserver)")?;
+    let proxy = control_plane::Proxy::with_latency(plane.addr(), latency)
+        .await
+        .context("starting the latency proxy")?;
+    Ok(Some(proxy))
+}
+
+/// Writes the kubeconfig of `token` to `path`, through `proxy` when given.
+pub fn write_kubeconfig(
+    server: &control_plane::ApiServer,
+    proxy: Option<&control_plane::Proxy>,
+    path: &std::path::Path,
+    token: &str,
+) -> anyhow::Result<()> {
+    match (proxy, server.control_plane()) {
+        (Some(proxy), Some(plane)) => plane.write_kubeconfig_via(path, Some(token), &proxy.url()),
+        _ => server.write_kubeconfig(path, Some(token)),
+    }
+    .with_context(|| format!("writing {}", path.display()))
+}
+
 /// The system under test: API server, driver and the two component processes.
 struct Bench {
     stack: Stack,
+    /// The latency proxy the components reach the API server through.
+    _proxy: Option<control_plane::Proxy>,
     driver: DriverHost,
     launch: [Launch; 2],
     procs: Vec<ComponentProcess>,
@@ -164,29 +246,21 @@ impl Bench {
     async fn start(
         dir: &std::path::Path,
         exe: &std::path::Path,
-        api_server: control_plane::Kind,
+        setup: &Setup,
     ) -> anyhow::Result<Self> {
-        let server = match api_server {
-            control_plane::Kind::KubeSim => control_plane::ApiServer::start(api_server).await,
-            // 100,000 objects and their history outgrow etcd's default 2 GiB.
-            control_plane::Kind::KubeApiserver => {
-                control_plane::ApiServer::real(control_plane::Options {
-                    etcd: control_plane::EtcdSource::Own {
-                        quota_bytes: Some(ETCD_QUOTA_BYTES),
-                    },
-                    ..Default::default()
-                })
-                .await
-            }
-        }
-        .context("starting the API server")?;
+        let server = start_api_server(setup.api_server)
+            .await
+            .context("starting the API server")?;
+        let proxy = start_latency_proxy(&server, setup.api_latency).await?;
         let stack = Stack::start_api_on(StackOptions::new(dir.join("stack")), server)
             .await
             .context("installing the CRDs and RBAC")?;
         let mut config = cosi_driver_local::Config::new(&stack.options().data_dir);
         config.driver_name = stack.driver_name().to_owned();
         config.s3_endpoint_url = Some(stack.s3_endpoint_url().to_owned());
+        config.api = setup.driver_api;
         let mut driver = DriverHost::new(config, stack.driver_endpoint().clone());
+        driver.hooks().set_latency(setup.driver_latency);
         driver.start().await.context("starting the local driver")?;
         let mut launch = Vec::new();
         for component in [Component::Controller, Component::Sidecar] {
@@ -196,10 +270,7 @@ impl Bench {
                 .await
                 .context("a ServiceAccount token")?;
             let kubeconfig = dir.join(format!("{}.kubeconfig", component.name()));
-            stack
-                .api_server()
-                .write_kubeconfig(&kubeconfig, Some(&token))
-                .context("writing a kubeconfig")?;
+            write_kubeconfig(stack.api_server(), proxy.as_ref(), &kubeconfig, &token)?;
             launch.push(Launch {
                 exe: exe.to_owned(),
                 kubeconfig,
@@ -210,6 +281,7 @@ impl Bench {
         let launch: [Launch; 2] = launch.try_into().expect("two components");
         let mut bench = Self {
             stack,
+            _proxy: proxy,
             driver,
             launch,
             procs: Vec::new(),
@@ -356,7 +428,7 @@ pub async fn measure(opts: &Options) -> anyhow::Result<(Report, Details)> {
             tmp.path().to_owned()
         }
     };
-    let mut bench = Bench::start(&dir, &opts.exe, args.api_server).await?;
+    let mut bench = Bench::start(&dir, &opts.exe, &Setup::on(args.api_server)).await?;
     let result = measure_on(&mut bench, args).await;
     bench.shutdown().await;
     result

@@ -71,6 +71,8 @@ pub struct DriverHooks {
     armed: Mutex<Vec<Armed>>,
     crashes: watch::Sender<u64>,
     injected: AtomicU64,
+    /// Added to every Provisioner call, in microseconds.
+    latency_us: AtomicU64,
 }
 
 impl Default for DriverHooks {
@@ -81,6 +83,7 @@ impl Default for DriverHooks {
             armed: Mutex::default(),
             crashes: watch::channel(0).0,
             injected: AtomicU64::new(0),
+            latency_us: AtomicU64::new(0),
         }
     }
 }
@@ -93,6 +96,17 @@ impl DriverHooks {
             seen: 0,
             fired: false,
         });
+    }
+
+    /// Makes every later Provisioner call take `latency` longer (a slow
+    /// backend): the call waits that long before it reaches the driver.
+    pub fn set_latency(&self, latency: Duration) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.latency_us.store(us, Ordering::Relaxed);
+    }
+
+    fn latency(&self) -> Duration {
+        Duration::from_micros(self.latency_us.load(Ordering::Relaxed))
     }
 
     /// Disarms every fault that has not fired.
@@ -211,6 +225,10 @@ impl FaultyDriver {
             return Err(dead());
         }
         self.hooks.record(rpc);
+        let latency = self.hooks.latency();
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
         let (before, after) = self.hooks.due(rpc);
         if let Some(action) = before {
             return Err(self.strike(action, rpc));

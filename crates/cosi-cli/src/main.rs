@@ -30,6 +30,9 @@ enum Command {
     Dev(cosi_cli::dev::Args),
     /// Measure provisioning throughput, latency, API writes, resync cost and memory.
     Bench(cosi_cli::bench::Args),
+    /// Measure cosi-rs and upstream COSI's Go controller and sidecar side by
+    /// side on a real kube-apiserver, under injected API and driver latency.
+    BenchUpstream(cosi_cli::bench::side_by_side::Args),
     /// Bring Rook ObjectBucketClaims, COSI v1alpha1 objects or an upstream
     /// v1alpha2 install over to cosi-rs: plan, apply, finish.
     Migrate(cosi_cli::migrate::Args),
@@ -52,6 +55,9 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
         Command::Quickstart(args) => runtime()?.block_on(cosi_cli::quickstart::run(args)),
         Command::Dev(args) => runtime()?.block_on(cosi_cli::dev::run(args)),
         Command::Bench(args) => runtime()?.block_on(cosi_cli::bench::run(args)),
+        Command::BenchUpstream(args) => {
+            runtime()?.block_on(cosi_cli::bench::side_by_side::run(args))
+        }
         Command::Run(args) => runtime()?.block_on(cosi_cli::bench::child::run(args)),
     };
     done.map(|()| std::process::ExitCode::SUCCESS)

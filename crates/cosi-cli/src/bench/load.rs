@@ -119,20 +119,40 @@ impl ReadyWatch {
     /// Starts watching Secrets and BucketAccesses in `namespace`; returns
     /// once both watches have listed what exists.
     pub async fn start(client: &Client, namespace: &str) -> Result<Self, LoadError> {
+        Self::start_with(
+            client,
+            Api::<BucketAccess>::namespaced(client.clone(), namespace),
+            |a: &BucketAccess| conditions::is_true(a.conditions(), PROVISIONED),
+        )
+        .await
+    }
+
+    /// Starts watching Secrets in the namespace of `accesses`, and
+    /// `accesses`, whose objects count as ready when `is_ready` says so
+    /// (another schema's BucketAccesses); returns once both watches have
+    /// listed what exists.
+    pub async fn start_with<K>(
+        client: &Client,
+        accesses: Api<K>,
+        is_ready: fn(&K) -> bool,
+    ) -> Result<Self, LoadError>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    {
         let states: States = Arc::default();
         let changed = Arc::new(Notify::new());
         let (secrets_listed, secrets_task) = spawn_watch(
-            Api::<Secret>::namespaced(client.clone(), namespace),
+            Api::<Secret>::namespaced(client.clone(), accesses.namespace().unwrap_or_default()),
             states.clone(),
             changed.clone(),
             |s: &Secret| s.data.as_ref().is_some_and(|d| !d.is_empty()),
             PairState::secret_seen,
         );
         let (accesses_listed, accesses_task) = spawn_watch(
-            Api::<BucketAccess>::namespaced(client.clone(), namespace),
+            accesses,
             states.clone(),
             changed.clone(),
-            |a: &BucketAccess| conditions::is_true(a.conditions(), PROVISIONED),
+            is_ready,
             PairState::access_seen,
         );
         let watch = Self {
@@ -251,22 +271,50 @@ pub async fn create_pairs(
     concurrency: usize,
     class: &str,
 ) -> Result<Vec<(String, Instant)>, LoadError> {
-    let claims: Api<BucketClaim> = Api::namespaced(client.clone(), namespace);
-    let accesses: Api<BucketAccess> = Api::namespaced(client.clone(), namespace);
+    create_pairs_with(
+        Api::<BucketClaim>::namespaced(client.clone(), namespace),
+        Api::<BucketAccess>::namespaced(client.clone(), namespace),
+        prefix,
+        range,
+        concurrency,
+        |name| {
+            let claim = manifests::claim(namespace, name, class);
+            let access = manifests::access(
+                namespace,
+                name,
+                class,
+                &[(name, name)],
+                BucketAccessMode::ReadWrite,
+            );
+            (claim, access)
+        },
+    )
+    .await
+}
+
+/// Creates pairs `range` through `claims` and `accesses` with `concurrency`
+/// clients at once: the claim, then the access, as `make` writes them for
+/// the pair's name. Returns the names and the instant just before each
+/// pair's claim was created.
+pub async fn create_pairs_with<C, A>(
+    claims: Api<C>,
+    accesses: Api<A>,
+    prefix: &str,
+    range: std::ops::Range<usize>,
+    concurrency: usize,
+    make: impl Fn(&str) -> (C, A),
+) -> Result<Vec<(String, Instant)>, LoadError>
+where
+    C: Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+    A: Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     futures::stream::iter(range)
         .map(|i| {
-            let (claims, accesses) = (claims.clone(), accesses.clone());
+            let (claims, accesses) = (&claims, &accesses);
             let name = pair_name(prefix, i);
+            let (claim, access) = make(&name);
             async move {
                 let pp = PostParams::default();
-                let claim = manifests::claim(namespace, &name, class);
-                let access = manifests::access(
-                    namespace,
-                    &name,
-                    class,
-                    &[(&name, &name)],
-                    BucketAccessMode::ReadWrite,
-                );
                 let t0 = Instant::now();
                 claims
                     .create(&pp, &claim)

@@ -191,7 +191,7 @@ pub fn own_cpu_ms() -> Option<u64> {
 }
 
 /// Clock ticks to milliseconds (Linux reports CPU times at 100 Hz).
-fn ticks_to_ms(ticks: u64) -> u64 {
+pub fn ticks_to_ms(ticks: u64) -> u64 {
     ticks * 10
 }
 
