@@ -26,7 +26,7 @@ use tokio::time::Instant;
 
 use super::idle::{self, Sample};
 use super::load::{self, LoadError, ReadyWatch};
-use super::report::{mib, rate, round};
+use super::report::{Requests, mib, rate, round};
 use super::upstream::{self, Upstream};
 use super::{Bench, CLASS, NAMESPACE, QUIET, Setup};
 
@@ -113,6 +113,8 @@ pub struct Measured {
     pub api_writes_per_pair: f64,
     /// API reads of both components per pair in the burst.
     pub api_reads_per_pair: f64,
+    /// The burst's API writes per component, verb and resource.
+    pub writes_by_kind: Vec<Requests>,
     /// The restart.
     pub restart: Restart,
     /// Peak resident memory of the controller, in MiB.
@@ -196,6 +198,19 @@ pub fn human(r: &Report) -> String {
     ];
     for (label, f) in rows {
         let _ = writeln!(s, "{label:<34}{}", cell(f));
+    }
+    for m in &r.runs {
+        let _ = writeln!(s, "{} burst writes per pair:", m.implementation);
+        for w in &m.writes_by_kind {
+            let _ = writeln!(
+                s,
+                "  {:<10} {:<6} {:<28} {:.2}",
+                w.component,
+                w.verb,
+                w.resource,
+                w.count as f64 / m.pairs.max(1) as f64
+            );
+        }
     }
     if let Some(goals) = goals(r) {
         for (text, met) in goals {
@@ -409,6 +424,23 @@ fn requests<S: System>(system: &S, counters: &kube_sim::Counters) -> (u64, u64) 
     (reads, writes)
 }
 
+/// The components' writes in `counters`, per component, verb and resource.
+fn writes_by_kind<S: System>(system: &S, counters: &kube_sim::Counters) -> Vec<Requests> {
+    counters
+        .entries()
+        .filter(|(verb, ..)| kube_sim::counters::WRITE_VERBS.contains(verb))
+        .filter_map(|(verb, resource, user, count)| {
+            let i = system.users().iter().position(|u| u == user)?;
+            Some(Requests {
+                component: ["controller", "sidecar"][i].to_owned(),
+                verb: verb.to_owned(),
+                resource: resource.to_owned(),
+                count,
+            })
+        })
+        .collect()
+}
+
 async fn wait_idle<S: System>(
     system: &S,
     since: Instant,
@@ -470,7 +502,9 @@ async fn measure_one<S: System>(
     m.burst_seconds = start.map_or(0.0, |s| end.duration_since(s).as_secs_f64());
     wait_idle(system, end, Duration::from_secs(300)).await?;
     let ticks_after: u64 = system.cpu_ticks().iter().sum();
-    let (reads, writes) = requests(system, &system.api_server().counters());
+    let burst = system.api_server().counters();
+    let (reads, writes) = requests(system, &burst);
+    m.writes_by_kind = writes_by_kind(system, &burst);
     let per_pair = |n: u64| round(n as f64 / args.pairs.max(1) as f64, 2);
     m.pairs_per_s = round(rate(m.pairs, m.burst_seconds), 1);
     m.cpu_ms_per_pair = round(

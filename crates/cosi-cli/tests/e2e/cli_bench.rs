@@ -112,3 +112,73 @@ fn bench_reports_one_json_line_with_bounded_writes_and_a_silent_resync() {
     assert!(number(&report, &["rss_mb", "controller"]) > 1.0, "{report}");
     assert!(number(&report, &["rss_mb", "sidecar"]) > 1.0, "{report}");
 }
+
+/// `cosi bench-upstream` measures cosi-rs on a real kube-apiserver behind
+/// the latency proxy, with the slow driver speaking upstream's driver API:
+/// its figures are there and its counts hold. (Upstream's programs are
+/// built from a clone of upstream, which the tests do not have; their
+/// side is a benchmark run, not a test.)
+#[test]
+fn bench_upstream_measures_cosi_rs_under_latency_with_the_same_counts() {
+    let out = cosi(&[
+        "bench-upstream",
+        "--only",
+        "cosi-rs",
+        "--pairs",
+        "10",
+        "--restart-objects",
+        "60",
+        "--api-latency-ms",
+        "5",
+        "--driver-latency-ms",
+        "20",
+        "--json",
+    ])
+    .output()
+    .expect("run cosi bench-upstream");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "cosi bench-upstream failed:\n{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    assert_eq!(report["api_latency_ms"], 5, "{report}");
+    assert_eq!(report["driver_latency_ms"], 20, "{report}");
+    let runs = report["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "{report}");
+    let run = &runs[0];
+    assert_eq!(run["implementation"], "cosi-rs", "{report}");
+    assert!(
+        run["api_server"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("kube-apiserver v")),
+        "{report}"
+    );
+    assert_eq!(run["pairs"], 10, "{report}");
+    assert!(number(run, &["pairs_per_s"]) > 0.0, "{report}");
+    assert!(number(run, &["cpu_ms_per_pair"]) > 0.0, "{report}");
+    // As on the plain benchmark, plus the upstream dialect's one extra
+    // status write per pair at most; conflicts may add a little.
+    let writes = number(run, &["api_writes_per_pair"]);
+    assert!((12.0..=16.0).contains(&writes), "writes per pair: {report}");
+    assert_eq!(run["restart"]["objects"], 60, "{report}");
+    assert_eq!(run["restart"]["writes"], 0, "{report}");
+    assert!(number(run, &["restart", "reads"]) > 0.0, "{report}");
+    assert!(number(run, &["rss_controller_mb"]) > 1.0, "{report}");
+    assert!(number(run, &["rss_sidecar_mb"]) > 1.0, "{report}");
+}
+
+#[test]
+fn bench_upstream_without_upstreams_programs_says_where_to_get_them() {
+    let out = cosi(&["bench-upstream", "--pairs", "1"])
+        .env_remove("COSI_UPSTREAM_BIN")
+        .output()
+        .expect("run cosi bench-upstream");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--upstream-bin") && stderr.contains("scripts/upstream-cosi"),
+        "{stderr}"
+    );
+}
