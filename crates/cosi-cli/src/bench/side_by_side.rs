@@ -67,6 +67,11 @@ pub struct Args {
     /// Clients creating pairs at the same time.
     #[arg(long, default_value_t = 32)]
     pub concurrency: usize,
+    /// Seconds the components may stay busy after the burst, the fill and
+    /// the restart; past it, the restart is reported as not idle, with
+    /// what it did until then.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub idle_timeout: u64,
     /// Which implementations to measure.
     #[arg(long, value_enum, default_value = "both")]
     pub only: Only,
@@ -86,7 +91,10 @@ pub struct Args {
 pub struct Restart {
     /// COSI objects present.
     pub objects: u64,
-    /// Seconds from the restart until both components were idle.
+    /// Whether both components went idle within `--idle-timeout`.
+    pub idle: bool,
+    /// Seconds from the restart until both components were idle (or
+    /// until the timeout).
     pub seconds: f64,
     /// API reads (get, list, watch) of both components until then.
     pub reads: u64,
@@ -187,7 +195,8 @@ pub fn human(r: &Report) -> String {
         }),
         ("restart: objects", |m| m.restart.objects.to_string()),
         ("restart: seconds to idle", |m| {
-            format!("{:.1}", m.restart.seconds)
+            let more = if m.restart.idle { "" } else { ">" };
+            format!("{more}{:.1}", m.restart.seconds)
         }),
         ("restart: API requests (r + w)", |m| {
             format!("{} + {}", m.restart.reads, m.restart.writes)
@@ -229,15 +238,23 @@ pub async fn run(args: Args) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("locating the cosi executable")?;
     let report = measure(&args, &exe).await?;
     let json = serde_json::to_string(&report).context("encoding the report")?;
-    if let Some(path) = &args.out {
-        std::fs::write(path, format!("{json}\n"))
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
     if args.json {
         println!("{json}");
     } else {
         print!("{}", human(&report));
     }
+    Ok(())
+}
+
+/// Writes what `report` holds so far to `--out`, and to the log (standard
+/// error), so that a run cut short keeps the implementations it measured.
+fn keep(args: &Args, report: &Report) -> anyhow::Result<()> {
+    let json = serde_json::to_string(report).context("encoding the report")?;
+    if let Some(path) = &args.out {
+        std::fs::write(path, format!("{json}\n"))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    tracing::warn!(report = %json, "measured so far");
     Ok(())
 }
 
@@ -272,6 +289,7 @@ pub async fn measure(args: &Args, exe: &std::path::Path) -> anyhow::Result<Repor
         let measured = measure_one(&mut bench, args, COSI_RS).await;
         bench.shutdown().await;
         report.runs.push(measured?);
+        keep(args, &report)?;
     }
     if let Some(bin) = upstream_bin {
         let theirs_dir = dir.join(UPSTREAM);
@@ -285,6 +303,7 @@ pub async fn measure(args: &Args, exe: &std::path::Path) -> anyhow::Result<Repor
         let measured = measure_one(&mut theirs, args, UPSTREAM).await;
         theirs.shutdown().await;
         report.runs.push(measured?);
+        keep(args, &report)?;
     }
     Ok(report)
 }
@@ -441,19 +460,24 @@ fn writes_by_kind<S: System>(system: &S, counters: &kube_sim::Counters) -> Vec<R
         .collect()
 }
 
-async fn wait_idle<S: System>(
-    system: &S,
-    since: Instant,
-    deadline: Duration,
-) -> anyhow::Result<Instant> {
-    Ok(idle::wait_idle(
+/// Waits until the components are idle, at most `timeout`: the instant
+/// of their last movement, and whether they went idle.
+async fn settle<S: System>(system: &S, since: Instant, timeout: Duration) -> (Instant, bool) {
+    let waited = idle::wait_idle(
         || system.sample(),
         since,
         QUIET,
         Duration::from_millis(100),
-        deadline,
+        timeout,
     )
-    .await?)
+    .await;
+    match waited {
+        Ok(at) => (at, true),
+        Err(e) => {
+            tracing::warn!(error = %e, "measuring on");
+            (Instant::now(), false)
+        }
+    }
 }
 
 /// BucketClaims + Buckets + BucketAccesses (both schemas share the group,
@@ -500,7 +524,8 @@ async fn measure_one<S: System>(
     let start = created.iter().map(|(_, t)| *t).min();
     let end = ready.iter().copied().max().unwrap_or_else(Instant::now);
     m.burst_seconds = start.map_or(0.0, |s| end.duration_since(s).as_secs_f64());
-    wait_idle(system, end, Duration::from_secs(300)).await?;
+    let timeout = Duration::from_secs(args.idle_timeout);
+    settle(system, end, timeout).await;
     let ticks_after: u64 = system.cpu_ticks().iter().sum();
     let burst = system.api_server().counters();
     let (reads, writes) = requests(system, &burst);
@@ -524,7 +549,7 @@ async fn measure_one<S: System>(
         let names: Vec<String> = created.into_iter().map(|(n, _)| n).collect();
         let ready = watch.wait_all(&names, ready_timeout(names.len())).await?;
         let end = ready.into_iter().max().unwrap_or_else(Instant::now);
-        wait_idle(system, end, Duration::from_secs(600)).await?;
+        settle(system, end, timeout).await;
     }
     drop(watch);
 
@@ -534,7 +559,8 @@ async fn measure_one<S: System>(
     system.api_server_mut().reset_counters();
     let restarted = Instant::now();
     system.start_components().await?;
-    let idle_at = wait_idle(system, Instant::now(), Duration::from_secs(600)).await?;
+    let (idle_at, idle) = settle(system, Instant::now(), timeout).await;
+    m.restart.idle = idle;
     m.restart.seconds = round(idle_at.duration_since(restarted).as_secs_f64(), 2);
     (m.restart.reads, m.restart.writes) = requests(system, &system.api_server().counters());
     system.record_rss();
