@@ -230,6 +230,40 @@ pub fn write_kubeconfig(
     .with_context(|| format!("writing {}", path.display()))
 }
 
+/// The writes (or reads: get, list, watch) in `c` of the components whose
+/// users are `users` (controller, sidecar), per component, verb and resource.
+fn requests_by_kind(users: &[String; 2], c: &Counters, writes: bool) -> Vec<Requests> {
+    let components = [Component::Controller, Component::Sidecar];
+    c.entries()
+        .filter(|(verb, ..)| kube_sim::counters::WRITE_VERBS.contains(verb) == writes)
+        .filter_map(|(verb, resource, user, count)| {
+            let i = users.iter().position(|u| u == user)?;
+            Some(Requests {
+                component: components[i].name().to_owned(),
+                verb: verb.to_owned(),
+                resource: resource.to_owned(),
+                count,
+            })
+        })
+        .collect()
+}
+
+/// The components' activity so far, for idleness: the API writes of
+/// `users` on `server`, the calls `driver` received, and `cpu_ticks`.
+fn activity(
+    server: &control_plane::ApiServer,
+    users: &[String; 2],
+    driver: &DriverHost,
+    cpu_ticks: Vec<u64>,
+) -> Sample {
+    let counters = server.counters();
+    Sample {
+        writes: users.iter().map(|u| counters.writes_by_user(u)).sum(),
+        driver_calls: driver.hooks().total_calls(),
+        cpu_ticks,
+    }
+}
+
 /// The system under test: API server, driver and the two component processes.
 struct Bench {
     stack: Stack,
@@ -326,31 +360,24 @@ impl Bench {
     /// The components' writes (or reads: get, list, watch) in `c`, per
     /// component, verb and resource.
     fn requests(&self, c: &Counters, writes: bool) -> Vec<Requests> {
-        let components = [Component::Controller, Component::Sidecar];
-        c.entries()
-            .filter(|(verb, ..)| kube_sim::counters::WRITE_VERBS.contains(verb) == writes)
-            .filter_map(|(verb, resource, user, count)| {
-                let i = self.users.iter().position(|u| u == user)?;
-                Some(Requests {
-                    component: components[i].name().to_owned(),
-                    verb: verb.to_owned(),
-                    resource: resource.to_owned(),
-                    count,
-                })
-            })
-            .collect()
+        requests_by_kind(&self.users, c, writes)
     }
 
     fn sample(&self) -> Sample {
-        Sample {
-            writes: self.component_writes(&self.stack.api_server().counters()),
-            driver_calls: self.driver.hooks().total_calls(),
-            cpu_ticks: self
-                .procs
-                .iter()
-                .map(|p| p.cpu_ticks().unwrap_or(0))
-                .collect(),
-        }
+        activity(
+            self.stack.api_server(),
+            &self.users,
+            &self.driver,
+            self.cpu_ticks(),
+        )
+    }
+
+    /// CPU clock ticks each running component used so far.
+    fn cpu_ticks(&self) -> Vec<u64> {
+        self.procs
+            .iter()
+            .map(|p| p.cpu_ticks().unwrap_or(0))
+            .collect()
     }
 
     /// Durable commits of the running driver's state so far.

@@ -150,14 +150,12 @@ impl ComponentProcess {
 
     /// Peak resident memory so far, in bytes (`VmHWM`).
     pub fn peak_rss_bytes(&self) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid)).ok()?;
-        peak_rss_from_status(&status)
+        peak_rss_of(self.pid)
     }
 
     /// CPU time used so far (user + system), in clock ticks.
     pub fn cpu_ticks(&self) -> Option<u64> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).ok()?;
-        cpu_ticks_from_stat(&stat)
+        cpu_ticks_of(self.pid)
     }
 
     /// CPU time used so far, in milliseconds.
@@ -182,6 +180,18 @@ impl ComponentProcess {
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
     }
+}
+
+/// Peak resident memory so far of process `pid`, in bytes (`VmHWM`).
+pub fn peak_rss_of(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    peak_rss_from_status(&status)
+}
+
+/// CPU time process `pid` used so far (user + system), in clock ticks.
+pub fn cpu_ticks_of(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    cpu_ticks_from_stat(&stat)
 }
 
 /// CPU time of this very process so far, in milliseconds.

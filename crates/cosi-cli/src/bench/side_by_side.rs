@@ -343,10 +343,7 @@ impl System for Bench {
         Bench::sample(self)
     }
     fn cpu_ticks(&self) -> Vec<u64> {
-        self.procs
-            .iter()
-            .map(|p| p.cpu_ticks().unwrap_or(0))
-            .collect()
+        Bench::cpu_ticks(self)
     }
     fn record_rss(&mut self) {
         Bench::record_rss(self);
@@ -428,36 +425,13 @@ fn ready_timeout(pairs: usize) -> Duration {
 
 /// The components' requests in `counters`: (reads, writes).
 fn requests<S: System>(system: &S, counters: &kube_sim::Counters) -> (u64, u64) {
-    let mut reads = 0;
-    let mut writes = 0;
-    for (verb, _, user, count) in counters.entries() {
-        if !system.users().iter().any(|u| u == user) {
-            continue;
-        }
-        if kube_sim::counters::WRITE_VERBS.contains(&verb) {
-            writes += count;
-        } else {
-            reads += count;
-        }
-    }
-    (reads, writes)
-}
-
-/// The components' writes in `counters`, per component, verb and resource.
-fn writes_by_kind<S: System>(system: &S, counters: &kube_sim::Counters) -> Vec<Requests> {
-    counters
-        .entries()
-        .filter(|(verb, ..)| kube_sim::counters::WRITE_VERBS.contains(verb))
-        .filter_map(|(verb, resource, user, count)| {
-            let i = system.users().iter().position(|u| u == user)?;
-            Some(Requests {
-                component: ["controller", "sidecar"][i].to_owned(),
-                verb: verb.to_owned(),
-                resource: resource.to_owned(),
-                count,
-            })
-        })
-        .collect()
+    let total = |writes| {
+        super::requests_by_kind(system.users(), counters, writes)
+            .iter()
+            .map(|r| r.count)
+            .sum()
+    };
+    (total(false), total(true))
 }
 
 /// Waits until the components are idle, at most `timeout`: the instant
@@ -529,7 +503,7 @@ async fn measure_one<S: System>(
     let ticks_after: u64 = system.cpu_ticks().iter().sum();
     let burst = system.api_server().counters();
     let (reads, writes) = requests(system, &burst);
-    m.writes_by_kind = writes_by_kind(system, &burst);
+    m.writes_by_kind = super::requests_by_kind(system.users(), &burst, true);
     let per_pair = |n: u64| round(n as f64 / args.pairs.max(1) as f64, 2);
     m.pairs_per_s = round(rate(m.pairs, m.burst_seconds), 1);
     m.cpu_ms_per_pair = round(

@@ -281,10 +281,7 @@ impl Upstream {
     /// Notes each running program's peak resident memory.
     pub fn record_rss(&mut self) {
         for (i, d) in self.daemons.iter().enumerate() {
-            let peak = d.pid().and_then(|pid| {
-                let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-                process::peak_rss_from_status(&status)
-            });
+            let peak = d.pid().and_then(process::peak_rss_of);
             self.peak_rss[i] = self.peak_rss[i].max(peak.unwrap_or(0));
         }
     }
@@ -298,23 +295,13 @@ impl Upstream {
     pub fn cpu_ticks(&self) -> Vec<u64> {
         self.daemons
             .iter()
-            .map(|d| {
-                d.pid()
-                    .and_then(|pid| std::fs::read_to_string(format!("/proc/{pid}/stat")).ok())
-                    .and_then(|stat| process::cpu_ticks_from_stat(&stat))
-                    .unwrap_or(0)
-            })
+            .map(|d| d.pid().and_then(process::cpu_ticks_of).unwrap_or(0))
             .collect()
     }
 
     /// Activity so far, for idleness.
     pub fn sample(&self) -> Sample {
-        let counters = self.server.counters();
-        Sample {
-            writes: self.users.iter().map(|u| counters.writes_by_user(u)).sum(),
-            driver_calls: self.driver.hooks().total_calls(),
-            cpu_ticks: self.cpu_ticks(),
-        }
+        super::activity(&self.server, &self.users, &self.driver, self.cpu_ticks())
     }
 
     /// Creates the namespace `namespace` and upstream's classes `class`.
