@@ -273,6 +273,8 @@ struct Bench {
     launch: [Launch; 2],
     procs: Vec<ComponentProcess>,
     peak_rss: [u64; 2],
+    /// Peak RSS of each component in each run so far.
+    rss_by_run: Vec<[u64; 2]>,
     users: [String; 2],
 }
 
@@ -320,6 +322,7 @@ impl Bench {
             launch,
             procs: Vec::new(),
             peak_rss: [0; 2],
+            rss_by_run: Vec::new(),
             users: [user(Component::Controller), user(Component::Sidecar)],
         };
         bench.start_components().await?;
@@ -346,8 +349,18 @@ impl Bench {
         }
     }
 
-    async fn stop_components(&mut self) {
+    /// The peak RSS of each running component, kept as its run's.
+    fn record_run_rss(&mut self) {
         self.record_rss();
+        let mut run = [0; 2];
+        for (i, p) in self.procs.iter().enumerate() {
+            run[i] = p.peak_rss_bytes().unwrap_or(0);
+        }
+        self.rss_by_run.push(run);
+    }
+
+    async fn stop_components(&mut self) {
+        self.record_run_rss();
         for p in self.procs.drain(..) {
             p.stop(Duration::from_secs(10)).await;
         }
@@ -579,9 +592,12 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     report.resync.reads_by_kind = bench.requests(&resync, false);
     report.resync.reads = report.resync.reads_by_kind.iter().map(|r| r.count).sum();
     details.resync_driver_calls = bench.driver.hooks().total_calls() - calls_before;
-    bench.record_rss();
+    bench.record_run_rss();
     report.rss_mb.controller = report::mib(bench.peak_rss[0]);
     report.rss_mb.sidecar = report::mib(bench.peak_rss[1]);
+    for (run, rss) in details.rss_mb_by_run.iter_mut().zip(&bench.rss_by_run) {
+        *run = rss.map(report::mib);
+    }
     Ok((report, details))
 }
 

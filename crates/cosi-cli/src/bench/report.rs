@@ -112,6 +112,9 @@ pub struct Details {
     /// CPU milliseconds used during the burst: controller, sidecar, and
     /// the benchmark process (API server, driver and the load itself).
     pub burst_cpu_ms: [u64; 3],
+    /// Peak RSS in MB of controller and sidecar in each run: the first
+    /// (burst and fill) and the one after the restart (resync).
+    pub rss_mb_by_run: [[f64; 2]; 2],
 }
 
 /// The size of run a target is set for.
@@ -405,9 +408,10 @@ pub fn human(r: &Report, d: &Details) -> String {
         r.resync.seconds
     );
     by_kind(&mut s, &r.resync.reads_by_kind, |n| n.to_string());
+    let [[c1, s1], [c2, s2]] = d.rss_mb_by_run;
     let _ = writeln!(
         s,
-        "  peak RSS        controller {:.1} MB, sidecar {:.1} MB",
+        "  peak RSS        controller {:.1} MB, sidecar {:.1} MB (burst and fill: {c1:.1} + {s1:.1} MB; after the restart: {c2:.1} + {s2:.1} MB)",
         r.rss_mb.controller, r.rss_mb.sidecar
     );
     let _ = writeln!(
