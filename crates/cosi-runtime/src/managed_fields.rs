@@ -3,7 +3,7 @@
 //! The components never read field ownership, yet every watch event and
 //! every write response carries it. It is about half the bytes of a COSI
 //! object, and the costliest half to parse: each `fieldsV1` becomes a tree
-//! of `serde_json::Value`s, built and then dropped. [`strip_into`] removes
+//! of `serde_json::Value`s, built and then dropped. [`strip`] removes
 //! it with one scan that builds nothing. [`Lines`] applies that to a
 //! response body as it arrives, one JSON document per line (a watch
 //! stream, or a whole response).
@@ -25,18 +25,50 @@ const KEY: &[u8] = b"\"managedFields\"";
 /// limit is 128 as well).
 const MAX_DEPTH: usize = 128;
 
-/// Appends `doc` to `out` without the `managedFields` member of any object
-/// that is the value of a `metadata` member. Returns whether anything was
-/// removed; if not, `doc` is appended as it is.
-pub fn strip_into(doc: &[u8], out: &mut Vec<u8>) -> bool {
-    let cuts = cuts(doc);
-    let mut at = 0;
-    for cut in &cuts {
-        out.extend_from_slice(&doc[at..cut.start]);
-        at = cut.end;
+/// Removes from `doc` the `managedFields` member of any object that is
+/// the value of a `metadata` member. Returns whether anything was removed;
+/// if not, `doc` is left as it is.
+pub fn strip(doc: &mut Vec<u8>) -> bool {
+    let len = doc.len();
+    let end = strip_within(doc, 0..len, 0);
+    doc.truncate(end);
+    end != len
+}
+
+/// Strips the document `text[doc]` as [`strip`] does and moves what is
+/// kept to start at `to` (at most `doc.start`), without copying the text
+/// elsewhere. Returns where the kept text ends.
+fn strip_within(text: &mut [u8], doc: Range<usize>, to: usize) -> usize {
+    let mut to = to;
+    let mut at = doc.start;
+    for cut in cuts(&text[doc.clone()]) {
+        let (start, end) = (doc.start + cut.start, doc.start + cut.end);
+        text.copy_within(at..start, to);
+        to += start - at;
+        at = end;
     }
-    out.extend_from_slice(&doc[at..]);
-    !cuts.is_empty()
+    text.copy_within(at..doc.end, to);
+    to + (doc.end - at)
+}
+
+/// Strips each line of `text` (a document per line, each but perhaps the
+/// last ending in a newline) as [`strip`] does, in place.
+fn strip_lines(text: &mut Vec<u8>) {
+    let mut to = 0;
+    let mut at = 0;
+    while at < text.len() {
+        let (line_end, next) = match memchr::memchr(b'\n', &text[at..]) {
+            Some(i) => (at + i, at + i + 1),
+            None => (text.len(), text.len()),
+        };
+        to = strip_within(text, at..line_end, to);
+        if next > line_end {
+            text[to] = b'\n';
+            to += 1;
+        }
+        at = next;
+    }
+    text.truncate(to);
 }
 
 /// The byte ranges to remove from `doc`, in order and disjoint; none when
@@ -212,11 +244,17 @@ impl Scan<'_> {
 }
 
 /// Splits a body into lines as it arrives, and strips each complete line
-/// with [`strip_into`]. A line is only passed on once it is complete, so
+/// as [`strip`] does. A line is only passed on once it is complete, so
 /// nothing waits but the unfinished end of a chunk.
+///
+/// The chunks of an unfinished line are held as they arrived and joined
+/// once, when it ends, into a buffer of its exact size that is then
+/// stripped in place: a list response (one line of several MB) costs its
+/// size once more while it is stripped, not the copies and doublings of a
+/// growing buffer.
 #[derive(Debug, Default)]
 pub struct Lines {
-    partial: Vec<u8>,
+    held: Vec<Bytes>,
 }
 
 impl Lines {
@@ -224,35 +262,50 @@ impl Lines {
     /// finishes, stripped, with their newlines (empty if it finishes none).
     pub fn push(&mut self, chunk: Bytes) -> Bytes {
         let Some(last_newline) = memchr::memrchr(b'\n', &chunk) else {
-            self.partial.extend_from_slice(&chunk);
+            if !chunk.is_empty() {
+                self.held.push(chunk);
+            }
             return Bytes::new();
         };
-        let (complete, rest) = chunk.split_at(last_newline + 1);
-        if self.partial.is_empty() && memchr::memmem::find(complete, KEY).is_none() {
+        let complete = chunk.slice(..=last_newline);
+        let rest = chunk.slice(last_newline + 1..);
+        if self.held.is_empty() && memchr::memmem::find(&complete, KEY).is_none() {
             // Nothing to strip and nothing held: pass the bytes on as they are.
-            self.partial.extend_from_slice(rest);
-            return chunk.slice(..=last_newline);
+            self.hold(rest);
+            return complete;
         }
-        let mut text = std::mem::take(&mut self.partial);
-        text.extend_from_slice(complete);
-        self.partial.extend_from_slice(rest);
-        let mut out = Vec::with_capacity(text.len());
-        for line in text.split_inclusive(|b| *b == b'\n') {
-            strip_into(&line[..line.len() - 1], &mut out);
-            out.push(b'\n');
-        }
-        out.into()
+        let mut text = self.joined(&complete);
+        self.hold(rest);
+        strip_lines(&mut text);
+        text.into()
     }
 
     /// Ends the body: returns the last line, stripped, if it had no newline.
     pub fn finish(&mut self) -> Bytes {
-        let text = std::mem::take(&mut self.partial);
-        if text.is_empty() {
+        if self.held.is_empty() {
             return Bytes::new();
         }
-        let mut out = Vec::with_capacity(text.len());
-        strip_into(&text, &mut out);
-        out.into()
+        let mut text = self.joined(&[]);
+        strip(&mut text);
+        text.into()
+    }
+
+    fn hold(&mut self, rest: Bytes) {
+        if !rest.is_empty() {
+            self.held.push(rest);
+        }
+    }
+
+    /// The held chunks and `last`, in one buffer; each chunk is let go
+    /// once copied.
+    fn joined(&mut self, last: &[u8]) -> Vec<u8> {
+        let len = self.held.iter().map(Bytes::len).sum::<usize>() + last.len();
+        let mut text = Vec::with_capacity(len);
+        for chunk in self.held.drain(..) {
+            text.extend_from_slice(&chunk);
+        }
+        text.extend_from_slice(last);
+        text
     }
 }
 
@@ -262,9 +315,10 @@ mod tests {
     use serde_json::{Value, json};
 
     fn strip(doc: &str) -> String {
-        let mut out = Vec::new();
-        strip_into(doc.as_bytes(), &mut out);
-        String::from_utf8(out).unwrap()
+        let mut text = doc.as_bytes().to_vec();
+        let removed = super::strip(&mut text);
+        assert_eq!(removed, text.len() != doc.len(), "{doc}");
+        String::from_utf8(text).unwrap()
     }
 
     #[test]
@@ -416,6 +470,24 @@ mod tests {
                 let chunks = [&stream[..cut1], &stream[cut1..cut2], &stream[cut2..]];
                 assert_eq!(lines_of(&chunks), want, "cut at {cut1}, {cut2}");
             }
+        }
+    }
+
+    #[test]
+    fn lines_with_and_without_a_cut_keep_their_order_and_newlines() {
+        let cut = r#"{"metadata":{"managedFields":[{"m":1}],"name":"a"}}"#;
+        let plain = r#"{"metadata":{"name":"b"}}"#;
+        let stream = format!("{plain}\n{cut}\n\n{plain}\n{cut}\n{plain}");
+        let want = format!(
+            "{plain}\n{0}\n\n{plain}\n{0}\n{plain}",
+            r#"{"metadata":{"name":"a"}}"#
+        );
+        for at in 0..=stream.len() {
+            assert_eq!(
+                lines_of(&[&stream[..at], &stream[at..]]),
+                want,
+                "cut at {at}"
+            );
         }
     }
 
