@@ -32,6 +32,7 @@ use cosi_api::{
     Bucket, BucketAccess, BucketAccessClass, BucketAccessMode, BucketClaim, BucketClaimReference,
     BucketClaimSpec, BucketClass, BucketSpec, DeletionPolicy, Protocol, conditions,
 };
+use cosi_runtime::patch::is_not_found;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -154,7 +155,7 @@ pub struct Cluster {
 async fn list_or_empty(api: Api<DynamicObject>) -> kube::Result<Vec<DynamicObject>> {
     match api.list(&ListParams::default()).await {
         Ok(l) => Ok(l.items),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+        Err(e) if is_not_found(&e) => Ok(Vec::new()),
         Err(e) => Err(e),
     }
 }
@@ -1027,7 +1028,7 @@ async fn finish(
                 .await
             {
                 Ok(_) => {}
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) if is_not_found(&e) => {}
                 Err(e) => return Err(e.into()),
             }
         }
@@ -1056,7 +1057,7 @@ async fn finish(
 async fn delete(api: &Api<DynamicObject>, name: &str) -> kube::Result<()> {
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e),
     }
 }
@@ -1095,7 +1096,7 @@ where
     }
     match api.delete(name, &DeleteParams::default()).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
         Err(e) => Err(e),
     }
 }

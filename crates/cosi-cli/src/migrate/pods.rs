@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 
+use cosi_runtime::patch::is_not_found;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 
 /// What a Pod may reference by name in its own namespace.
@@ -110,7 +111,7 @@ pub async fn users_in_cluster(
         let pods = match api.list(&Default::default()).await {
             Ok(list) => list.items,
             // An API server that serves no Pods runs none.
-            Err(kube::Error::Api(e)) if e.code == 404 => Vec::new(),
+            Err(e) if is_not_found(&e) => Vec::new(),
             Err(e) => return Err(e),
         };
         let here: BTreeSet<(Kind, String)> = old

@@ -31,6 +31,7 @@ use cosi_api::constants::secret_keys;
 use cosi_api::{
     Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass, Protocol, reasons,
 };
+use cosi_runtime::patch::is_not_found;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -174,7 +175,7 @@ fn tolerate_unserved<K: Clone>(
 ) -> kube::Result<Vec<K>> {
     match listed {
         Ok(list) => Ok(list.items),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+        Err(e) if is_not_found(&e) => Ok(Vec::new()),
         Err(e) => Err(e),
     }
 }

@@ -40,6 +40,7 @@ use cosi_api::{
     BucketAccessMode, BucketClaim, BucketClaimReference, BucketClaimSpec, BucketClass,
     BucketClassSpec, BucketSpec, DeletionPolicy, MultiBucketAccess, Protocol, conditions,
 };
+use cosi_runtime::patch::is_not_found;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, CustomResourceDefinitionVersion, CustomResourceValidation,
@@ -945,7 +946,7 @@ where
         }
         match dynamic.delete(&name, &DeleteParams::default()).await {
             Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }
@@ -1108,7 +1109,7 @@ async fn finish(
                     Some(pending) => s = pending,
                     None => continue,
                 },
-                Err(kube::Error::Api(e)) if e.code == 404 => continue,
+                Err(e) if is_not_found(&e) => continue,
                 Err(e) => return Err(e.into()),
             }
         }
@@ -1119,7 +1120,7 @@ async fn finish(
             .await
         {
             Ok(_) => summary.migrated += 1,
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) if is_not_found(&e) => {}
             Err(e) => return Err(e.into()),
         }
     }
