@@ -386,11 +386,29 @@ impl ControlPlane {
         self.apiserver.stop().await;
     }
 
+    /// A client as the admin for polling `/readyz`, without the trace
+    /// layer of [`ControlPlane::admin_client`]: a server still starting
+    /// answers 500, and that layer logs every 5xx as an error.
+    fn readiness_client(&self) -> Result<kube::Client, Error> {
+        use kube::client::ConfigExt as _;
+        let config = self.admin_config();
+        let failed = |e: kube::Error| Error::Client(e.to_string());
+        let https = config.rustls_https_connector().map_err(failed)?;
+        let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(https);
+        let service = tower::ServiceBuilder::new()
+            .layer(config.base_uri_layer())
+            .option_layer(config.auth_layer().map_err(failed)?)
+            .map_err(tower::BoxError::from)
+            .service(http);
+        Ok(kube::Client::new(service, config.default_namespace))
+    }
+
     /// Starts kube-apiserver (again) on the same port and waits until it
     /// is ready.
     pub async fn start_apiserver(&mut self) -> Result<(), Error> {
         self.apiserver.start()?;
-        let client = self.admin_client()?;
+        let client = self.readiness_client()?;
         self.apiserver
             .wait_ready(READY_TIMEOUT, Duration::from_millis(200), async || {
                 let request = http::Request::get("/readyz")
