@@ -394,8 +394,9 @@ impl ControlPlane {
         let config = self.admin_config();
         let failed = |e: kube::Error| Error::Client(e.to_string());
         let https = config.rustls_https_connector().map_err(failed)?;
-        let http = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-            .build(https);
+        let http =
+            hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+                .build(https);
         let service = tower::ServiceBuilder::new()
             .layer(config.base_uri_layer())
             .option_layer(config.auth_layer().map_err(failed)?)
