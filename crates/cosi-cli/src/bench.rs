@@ -343,24 +343,22 @@ impl Bench {
         Ok(())
     }
 
-    fn record_rss(&mut self) {
+    /// Notes each running component's peak RSS so far; returns it.
+    fn record_rss(&mut self) -> [u64; 2] {
+        let mut now = [0; 2];
         for (i, p) in self.procs.iter().enumerate() {
-            self.peak_rss[i] = self.peak_rss[i].max(p.peak_rss_bytes().unwrap_or(0));
+            now[i] = p.peak_rss_bytes().unwrap_or(0);
+            self.peak_rss[i] = self.peak_rss[i].max(now[i]);
         }
+        now
     }
 
-    /// The peak RSS of each running component, kept as its run's.
-    fn record_run_rss(&mut self) {
-        self.record_rss();
-        let mut run = [0; 2];
-        for (i, p) in self.procs.iter().enumerate() {
-            run[i] = p.peak_rss_bytes().unwrap_or(0);
-        }
-        self.rss_by_run.push(run);
-    }
-
+    /// Stops the components; the peak RSS of the run they end is kept.
     async fn stop_components(&mut self) {
-        self.record_run_rss();
+        if !self.procs.is_empty() {
+            let run = self.record_rss();
+            self.rss_by_run.push(run);
+        }
         for p in self.procs.drain(..) {
             p.stop(Duration::from_secs(10)).await;
         }
@@ -592,7 +590,8 @@ async fn measure_on(bench: &mut Bench, args: &Args) -> anyhow::Result<(Report, D
     report.resync.reads_by_kind = bench.requests(&resync, false);
     report.resync.reads = report.resync.reads_by_kind.iter().map(|r| r.count).sum();
     details.resync_driver_calls = bench.driver.hooks().total_calls() - calls_before;
-    bench.record_run_rss();
+    // The resync's run ends here; stopping the components records its peak.
+    bench.stop_components().await;
     report.rss_mb.controller = report::mib(bench.peak_rss[0]);
     report.rss_mb.sidecar = report::mib(bench.peak_rss[1]);
     for (run, rss) in details.rss_mb_by_run.iter_mut().zip(&bench.rss_by_run) {

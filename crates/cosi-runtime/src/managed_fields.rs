@@ -38,8 +38,7 @@ pub fn strip(doc: &mut Vec<u8>) -> bool {
 /// Strips the document `text[doc]` as [`strip`] does and moves what is
 /// kept to start at `to` (at most `doc.start`), without copying the text
 /// elsewhere. Returns where the kept text ends.
-fn strip_within(text: &mut [u8], doc: Range<usize>, to: usize) -> usize {
-    let mut to = to;
+fn strip_within(text: &mut [u8], doc: Range<usize>, mut to: usize) -> usize {
     let mut at = doc.start;
     for cut in cuts(&text[doc.clone()]) {
         let (start, end) = (doc.start + cut.start, doc.start + cut.end);
@@ -262,9 +261,7 @@ impl Lines {
     /// finishes, stripped, with their newlines (empty if it finishes none).
     pub fn push(&mut self, chunk: Bytes) -> Bytes {
         let Some(last_newline) = memchr::memrchr(b'\n', &chunk) else {
-            if !chunk.is_empty() {
-                self.held.push(chunk);
-            }
+            self.hold(chunk);
             return Bytes::new();
         };
         let complete = chunk.slice(..=last_newline);
@@ -290,9 +287,10 @@ impl Lines {
         text.into()
     }
 
-    fn hold(&mut self, rest: Bytes) {
-        if !rest.is_empty() {
-            self.held.push(rest);
+    /// Keeps `chunk` (part of an unfinished line) until the line ends.
+    fn hold(&mut self, chunk: Bytes) {
+        if !chunk.is_empty() {
+            self.held.push(chunk);
         }
     }
 
