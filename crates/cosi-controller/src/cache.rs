@@ -5,18 +5,19 @@
 //! separate cache, the trigger could outrun the cache and the reconcile
 //! would decide on the old object, then never be asked again.)
 //!
-//! During a (re)list the reflector keeps the previous contents until the
-//! list is complete, so listed objects are yielded together once the cache
-//! has swapped them in. A trigger is the cache's own object (an `Arc`), so
-//! the triggers queued for several loops hold no copies of it.
+//! The caches are [`cosi_runtime::cache::Cache`]s: each object compressed,
+//! decoded when read. During a (re)list the cache keeps the previous
+//! contents until the list is complete, so listed objects are yielded
+//! together once the cache has swapped them in, as keys read from the
+//! cache only when a loop takes them: a restart over 100,000 objects never
+//! holds them all decoded.
 //!
 //! A kind more than one loop needs (claims, Buckets) is watched once: a
 //! [`shared`] watch hands every changed object to each loop, each after
 //! the one cache holds it.
 //!
-//! Whether a cache is filled is told by [`Filled`], not by
-//! `Store::wait_until_ready`: the latter wakes only the task that polled it
-//! last, so reconciles waiting on it in parallel could wait forever.
+//! Whether a cache is filled is told by [`Filled`], which reports a watch
+//! stream dropped before its first list as an error.
 //!
 //! Watch errors are logged and kept from the reconcile loop (the watcher
 //! retries with backoff by itself).
@@ -26,10 +27,10 @@ use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
 use cosi_runtime::Object;
-use cosi_runtime::reconcile_loop::{fan_out_triggers, triggered, watch_events_kept};
+use cosi_runtime::cache::{self, Cache, Changed, taken, triggered};
+use cosi_runtime::reconcile_loop::{fan_out_triggers, watch_events_kept};
 use futures::{Future, Stream, StreamExt};
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
@@ -106,20 +107,42 @@ pub fn watch<K>(
     api: Api<K>,
     observer: Option<Observer<K>>,
 ) -> (
-    Store<K>,
+    Cache<K>,
     Filled,
     impl Stream<Item = Trigger<K>> + Send + 'static,
 )
 where
     K: Object + Kept,
 {
-    let (store, writer) = reflector::store();
+    let (store, filled, changed) = watch_changed(api, observer);
+    (store, filled, taken(changed))
+}
+
+/// [`watch`], its stream yielding each change as a [`Changed`]: cheap to
+/// hand to several loops, read only when a loop takes it.
+fn watch_changed<K>(
+    api: Api<K>,
+    observer: Option<Observer<K>>,
+) -> (
+    Cache<K>,
+    Filled,
+    impl Stream<Item = Result<Changed<K>, watcher::Error>> + Send + 'static,
+)
+where
+    K: Object + Kept,
+{
+    let (store, mut writer) = cache::store();
     let (filled_tx, rx) = watch::channel(false);
     let filled = Filled {
         kind: K::kind(&()).into_owned(),
         rx,
     };
-    let events = reflector::reflector(writer, watch_events_kept(api, K::drop_unread));
+    let events = watch_events_kept(api, K::drop_unread).map(move |event| {
+        if let Ok(event) = &event {
+            writer.apply_watcher_event(event);
+        }
+        event
+    });
     let cached = store.clone();
     let triggers = events
         .scan((), move |(), event| {
@@ -129,7 +152,7 @@ where
             let out = match event {
                 Ok(event) => {
                     if matches!(event, watcher::Event::InitDone) {
-                        // The reflector has swapped the list in by now.
+                        // The cache has swapped the list in by now.
                         filled_tx.send_replace(true);
                     }
                     triggered(&cached, event).into_iter().map(Ok).collect()
@@ -153,12 +176,12 @@ where
 /// One cache of every `K` feeding `N` loops: its [`Filled`] signal, the
 /// future that runs the watch (poll it alongside the loops; it never ends),
 /// and `N` streams that each yield every changed object once the cache
-/// holds it (see [`fan_out_triggers`]).
+/// holds it (see [`fan_out_triggers`]), read when that loop takes it.
 pub fn shared<K, const N: usize>(
     api: Api<K>,
     observer: Option<Observer<K>>,
 ) -> (
-    Store<K>,
+    Cache<K>,
     Filled,
     impl Future<Output = ()> + Send + 'static,
     [impl Stream<Item = Trigger<K>> + Send + 'static; N],
@@ -166,10 +189,10 @@ pub fn shared<K, const N: usize>(
 where
     K: Object + Kept,
 {
-    // `watch` keeps errors from its stream; only objects come out of it.
-    let (store, filled, triggers) = watch(api, observer);
-    let (run, streams) = fan_out_triggers(triggers);
-    (store, filled, run, streams)
+    // `watch_changed` keeps errors from its stream; only objects come out.
+    let (store, filled, changed) = watch_changed(api, observer);
+    let (run, streams) = fan_out_triggers(changed);
+    (store, filled, run, streams.map(taken))
 }
 
 #[cfg(test)]

@@ -11,13 +11,14 @@ use std::time::Duration;
 
 use cosi_api::reasons;
 use cosi_api::{Bucket, BucketAccess, BucketAccessClass, BucketClaim, BucketClass};
+use cosi_runtime::cache::Cache;
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::steps::Applied;
 use cosi_runtime::{ApiError, EventReporter, FailureTracker, Object, OwnWrites};
 use k8s_openapi::NamespaceResourceScope;
 use kube::api::Api;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
@@ -57,15 +58,15 @@ pub const MAX_CONFLICTS: u32 = 5;
 #[derive(Clone)]
 pub struct Caches {
     /// Every Bucket.
-    pub buckets: Store<Bucket>,
+    pub buckets: Cache<Bucket>,
     /// Every BucketClass.
-    pub bucket_classes: Store<BucketClass>,
+    pub bucket_classes: Cache<BucketClass>,
     /// Every BucketAccessClass.
-    pub access_classes: Store<BucketAccessClass>,
+    pub access_classes: Cache<BucketAccessClass>,
     /// Every BucketClaim (the claim controller's own cache).
-    pub claims: Store<BucketClaim>,
+    pub claims: Cache<BucketClaim>,
     /// Every BucketAccess (the access controller's own cache).
-    pub accesses: Store<BucketAccess>,
+    pub accesses: Cache<BucketAccess>,
     /// Which accesses name each claim, kept from the access watch.
     pub claim_accesses: RefIndex<BucketAccess>,
     /// Which accesses name each Secret (`accessSecretName`), kept from the access watch.
@@ -173,9 +174,9 @@ where
 /// by the API. The names looked up come from other objects, so a miss most
 /// likely means the cache has not seen the object yet; deciding "missing"
 /// on that would write a wrong status (or create a Bucket twice). A cached
-/// object is shared with the cache, not copied.
+/// object is decoded for this read alone.
 async fn lookup<K: Object>(
-    store: &Store<K>,
+    store: &Cache<K>,
     api: Api<K>,
     key: ObjectRef<K>,
     fresh: bool,
@@ -230,7 +231,7 @@ impl Context {
 
     /// A class (cluster-scoped and immutable) from the cache, confirmed by
     /// the API on a miss; `None` for no name.
-    async fn class<K>(&self, store: &Store<K>, name: &str) -> Result<Option<Arc<K>>, Error>
+    async fn class<K>(&self, store: &Cache<K>, name: &str) -> Result<Option<Arc<K>>, Error>
     where
         K: Object,
     {

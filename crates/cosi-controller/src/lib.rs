@@ -145,7 +145,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         .watches(claim_bucket_triggers, |b| watches::bucket_to_claim(&b))
         .watches(class_triggers, {
             let claims = claims.clone();
-            move |class| watches::class_to_claims(&class, &claims.state())
+            move |class| watches::class_to_claims(&class, claims.objects())
         })
         .watches(claim_access_triggers, {
             let claims = claims.clone();
@@ -179,7 +179,7 @@ pub async fn run(client: Client, config: Config, shutdown: Shutdown) -> Result<(
         })
         .watches(access_class_triggers, {
             let accesses = accesses.clone();
-            move |class| watches::access_class_to_accesses(&class, &accesses.state())
+            move |class| watches::access_class_to_accesses(&class, accesses.objects())
         })
         .workers(config.concurrency.into())
         .debounce(config.debounce)

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use cosi_api::{
     Bucket, BucketAccess, BucketAccessClaim, BucketAccessClass, BucketClaim, BucketClass,
 };
+use cosi_runtime::cache::Cache;
 use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 
 use cosi_runtime::ref_index::{Key, RefIndex};
 
@@ -23,7 +24,7 @@ pub fn bucket_to_claim(bucket: &Bucket) -> Option<ObjectRef<BucketClaim>> {
 /// The claims of `class` not bound yet: only they still read their class.
 pub fn class_to_claims(
     class: &BucketClass,
-    claims: &[Arc<BucketClaim>],
+    claims: impl IntoIterator<Item = Arc<BucketClaim>>,
 ) -> Vec<ObjectRef<BucketClaim>> {
     let name = class.name_any();
     refs_where(claims, |c| {
@@ -32,12 +33,15 @@ pub fn class_to_claims(
 }
 
 /// References to those of `objects` that `keep` holds for.
-fn refs_where<K>(objects: &[Arc<K>], keep: impl Fn(&K) -> bool) -> Vec<ObjectRef<K>>
+fn refs_where<K>(
+    objects: impl IntoIterator<Item = Arc<K>>,
+    keep: impl Fn(&K) -> bool,
+) -> Vec<ObjectRef<K>>
 where
     K: kube::Resource<DynamicType = ()>,
 {
     objects
-        .iter()
+        .into_iter()
         .filter(|o| keep(o))
         .map(|o| ObjectRef::from_obj(o.as_ref()))
         .collect()
@@ -84,7 +88,7 @@ pub fn accesses_sharing_secrets(
 /// just stopped being.
 pub fn access_to_deleting_claims(
     access: &BucketAccess,
-    claims: &Store<BucketClaim>,
+    claims: &Cache<BucketClaim>,
 ) -> Vec<ObjectRef<BucketClaim>> {
     claims_named(access)
         .into_iter()
@@ -113,7 +117,7 @@ pub fn bucket_to_accesses(
 /// read their class), and those its credential rotation policy concerns.
 pub fn access_class_to_accesses(
     class: &BucketAccessClass,
-    accesses: &[Arc<BucketAccess>],
+    accesses: impl IntoIterator<Item = Arc<BucketAccess>>,
 ) -> Vec<ObjectRef<BucketAccess>> {
     let name = class.name_any();
     refs_where(accesses, |a| {
@@ -147,7 +151,7 @@ mod tests {
         let mut other = claim("other");
         other.spec.bucket_class_name = "premium".into();
         let claims: Vec<_> = [waiting, bound, other].into_iter().map(Arc::new).collect();
-        let refs = class_to_claims(&class(DeletionPolicy::Delete), &claims);
+        let refs = class_to_claims(&class(DeletionPolicy::Delete), claims);
         assert_eq!(refs.len(), 1);
         assert_eq!(refs[0].name, "waiting");
     }
@@ -184,7 +188,7 @@ mod tests {
             .into_iter()
             .map(Arc::new)
             .collect();
-        let refs = access_class_to_accesses(&access_class(), &accesses);
+        let refs = access_class_to_accesses(&access_class(), accesses);
         assert_eq!(refs.len(), 1);
         assert_eq!(refs[0].name, "new");
     }

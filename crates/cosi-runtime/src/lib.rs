@@ -9,6 +9,7 @@
 
 pub mod api_error;
 pub mod backoff;
+pub mod cache;
 pub mod client;
 pub mod events;
 pub mod flags;

@@ -26,9 +26,10 @@ use cosi_api::conditions::{Status, find};
 use cosi_api::constants::condition_types::{PROVISION_FAILED, PROVISIONED, RESOURCES_VALIDATED};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::Resource;
-use kube::runtime::reflector::Store;
 use prometheus::core::{Collector, Desc};
+
+use crate::Object;
+use crate::cache::Cache;
 use prometheus::proto::MetricFamily;
 use prometheus::{IntGaugeVec, Opts};
 
@@ -161,22 +162,19 @@ impl Tally {
 }
 
 /// A source counting the objects of `store` that `counted` accepts, as
-/// `kind` of `driver` ("" for every driver).
-pub fn store_source<K>(
-    store: Store<K>,
+/// `kind` of `driver` ("" for every driver). Each scrape decodes the
+/// cached objects one at a time.
+pub fn store_source<K: Object>(
+    store: Cache<K>,
     kind: &'static str,
     driver: &str,
     conditions: fn(&K) -> &[Condition],
     counted: impl Fn(&K) -> bool + Send + Sync + 'static,
-) -> impl Fn(&mut Tally) + Send + Sync + 'static
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Eq + Hash + Clone + Send + Sync,
-{
+) -> impl Fn(&mut Tally) + Send + Sync + 'static {
     let driver = driver.to_owned();
     move |tally: &mut Tally| {
         tally.kind(&driver, kind);
-        for obj in store.state() {
+        for obj in store.objects() {
             if counted(&obj) {
                 tally.object(&driver, kind, obj.meta(), conditions(&obj));
             }

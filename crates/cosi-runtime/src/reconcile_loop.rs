@@ -10,14 +10,11 @@
 
 use std::future::Future;
 
-use std::sync::Arc;
-
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt as _};
 use kube::Resource;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt as _;
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, Event, watcher};
 
 use crate::Object;
@@ -72,26 +69,6 @@ pub fn trimmed<K: Resource>(obj: &mut K) {
         if annotations.is_empty() {
             meta.annotations = None;
         }
-    }
-}
-
-/// The objects a watch event triggers reconciles of, once the cache
-/// `store` has applied it: a changed object as the cache holds it, a
-/// deleted one, and at the end of a (re)list every object listed, together
-/// once the cache has swapped them in. Triggers share the cache's objects,
-/// so a trigger waiting in a queue holds a pointer, not a copy.
-pub fn triggered<K>(store: &Store<K>, event: Event<K>) -> Vec<Arc<K>>
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    match event {
-        Event::Apply(obj) => {
-            let cached = store.get(&ObjectRef::from_obj(&obj));
-            vec![cached.unwrap_or_else(|| Arc::new(obj))]
-        }
-        Event::Delete(obj) => vec![Arc::new(obj)],
-        Event::Init | Event::InitApply(_) => Vec::new(),
-        Event::InitDone => store.state(),
     }
 }
 
@@ -162,7 +139,6 @@ where
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
-    use kube::runtime::reflector;
 
     fn cm(name: &str) -> ConfigMap {
         let mut cm = ConfigMap::default();
@@ -190,29 +166,6 @@ mod tests {
             Some([(LAST_APPLIED.to_owned(), "{}".to_owned())].into());
         trimmed(&mut only_applied);
         assert_eq!(only_applied.metadata.annotations, None);
-    }
-
-    #[test]
-    fn triggers_share_the_caches_objects_and_a_list_comes_out_whole() {
-        let (store, mut writer) = reflector::store::<ConfigMap>();
-        let mut apply = |event: Event<ConfigMap>| {
-            writer.apply_watcher_event(&event);
-            triggered(&store, event)
-        };
-        assert!(apply(Event::Init).is_empty());
-        assert!(apply(Event::InitApply(cm("a"))).is_empty());
-        assert!(apply(Event::InitApply(cm("b"))).is_empty());
-        let mut listed: Vec<String> = apply(Event::InitDone)
-            .iter()
-            .map(|o| o.metadata.name.clone().unwrap())
-            .collect();
-        listed.sort();
-        assert_eq!(listed, ["a", "b"]);
-        let changed = apply(Event::Apply(cm("c")));
-        let cached = store.get(&ObjectRef::new("c").within("apps")).unwrap();
-        assert!(Arc::ptr_eq(&changed[0], &cached), "not a copy");
-        let gone = apply(Event::Delete(cm("a")));
-        assert_eq!(gone[0].metadata.name.as_deref(), Some("a"));
     }
 
     #[tokio::test]

@@ -20,12 +20,14 @@ use std::time::Duration;
 use futures::stream::{BoxStream, SelectAll};
 use futures::{FutureExt as _, Stream, StreamExt as _};
 use kube::Resource;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use crate::Object;
+use crate::cache::Cache;
 use crate::loop_metrics::{LoopMetrics, ReconcileResult};
 use crate::work_queue::WorkQueue;
 
@@ -91,27 +93,20 @@ type Rank = (i64, u64);
 
 /// A reconcile loop over the objects of `store`, to be given its triggers
 /// and run.
-pub struct Reconciler<K: Resource + 'static>
-where
-    K::DynamicType: Eq + Hash + Clone,
-{
-    store: Store<K>,
+pub struct Reconciler<K: Object> {
+    store: Cache<K>,
     triggers: SelectAll<BoxStream<'static, (ObjectRef<K>, Option<i64>)>>,
     workers: usize,
     debounce: Duration,
     metrics: Option<LoopMetrics>,
 }
 
-impl<K> Reconciler<K>
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Eq + Hash + Clone + Default + Send + Sync,
-{
+impl<K: Object> Reconciler<K> {
     /// A loop over `store`, triggered by each object `objects` yields (the
     /// object, or an `Arc` of it shared with the store; errors are
     /// dropped: handle them upstream). One worker, no debounce.
     pub fn new<O, E>(
-        store: Store<K>,
+        store: Cache<K>,
         objects: impl Stream<Item = Result<O, E>> + Send + 'static,
     ) -> Self
     where
@@ -213,7 +208,7 @@ where
         let work = async {
             // Nothing is reconciled on a partial cache.
             tokio::select! {
-                ready = listed(&store) => {
+                ready = store.wait_until_ready() => {
                     if !ready {
                         return;
                     }
@@ -253,34 +248,19 @@ where
     }
 }
 
-/// Waits until `store` has listed once; false if its writer is gone first.
-/// `Store::wait_until_ready` wakes only the last of several waiters (the
-/// store's other users may wait too), so it is asked again now and then.
-async fn listed<K>(store: &Store<K>) -> bool
-where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + Hash + Clone,
-{
-    loop {
-        match tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready()).await {
-            Ok(ready) => return ready.is_ok(),
-            Err(_) => continue,
-        }
-    }
-}
-
 /// Objects remembered beyond twice the store's size before the ones gone
 /// from it are forgotten.
 const FORGET_SLACK: usize = 1024;
 
-/// The queue, the time the timer is set for, and when each object known
-/// to the loop was first seen. Each object's reference `T` is held once,
-/// in an `Arc` (the key of `first_seen`): the queue holds clones of that
-/// pointer, not copies of the name and namespace.
+/// The queue, the time the timer is set for, and the rank of each object
+/// known to the loop (its age, and when it was first seen). Each object's
+/// reference `T` is held once, in an `Arc` (the key of `first_seen`): the
+/// queue holds clones of that pointer, not copies of the name and
+/// namespace.
 struct State<T> {
     queue: WorkQueue<Arc<T>, Rank>,
     armed: Option<Instant>,
-    first_seen: HashMap<Arc<T>, u64>,
+    first_seen: HashMap<Arc<T>, Rank>,
     next_seen: u64,
 }
 
@@ -306,16 +286,28 @@ impl<T: Clone + Eq + Hash> State<T> {
         }
     }
 
-    /// The loop's one copy of `r`, and its rank when created `age`.
+    /// The age of `r` as the loop knows it, if it does.
+    fn age(&self, r: &T) -> Option<i64> {
+        self.first_seen
+            .get(r)
+            .map(|(age, _)| *age)
+            .filter(|age| *age != i64::MAX)
+    }
+
+    /// The loop's one copy of `r`, and its rank when created `age` (kept
+    /// for the next time the age is not known).
     fn rank(&mut self, r: &T, age: i64) -> (Arc<T>, Rank) {
-        if let Some((held, seen)) = self.first_seen.get_key_value(r) {
-            return (held.clone(), (age, *seen));
+        if let Some((held, rank)) = self.first_seen.get_key_value(r) {
+            let held = held.clone();
+            let rank = (age, rank.1);
+            self.first_seen.insert(held.clone(), rank);
+            return (held, rank);
         }
-        let seen = self.next_seen;
+        let rank = (age, self.next_seen);
         self.next_seen += 1;
         let held = Arc::new(r.clone());
-        self.first_seen.insert(held.clone(), seen);
-        (held, (age, seen))
+        self.first_seen.insert(held.clone(), rank);
+        (held, rank)
     }
 }
 
@@ -358,19 +350,20 @@ impl<T: Clone + Eq + Hash> Shared<T> {
 }
 
 /// Queues every trigger; ends when the triggers do.
-async fn feed<K>(
+async fn feed<K: Object>(
     mut triggers: SelectAll<BoxStream<'static, (ObjectRef<K>, Option<i64>)>>,
-    store: Store<K>,
+    store: Cache<K>,
     shared: &Shared<ObjectRef<K>>,
-) where
-    K: Resource + Clone + 'static,
-    K::DynamicType: Eq + Hash + Clone,
-{
+) {
     while let Some((mut r, age_of)) = triggers.next().await {
         // Queued and ranked by name: the version and UID an object
         // reference may carry would be four strings per object held.
         r.extra = Default::default();
+        // A mapped trigger's object is read for its age only the first
+        // time the loop sees it.
+        let known = shared.state().age(&r);
         let created = age_of
+            .or(known)
             .or_else(|| store.get(&r).map(|o| age(o.as_ref())))
             .unwrap_or(i64::MAX);
         let now = Instant::now();
@@ -378,7 +371,7 @@ async fn feed<K>(
         let (r, rank) = state.rank(&r, created);
         state.queue.trigger(r, rank, now);
         shared.changed(&mut state, now);
-        state.forget_gone(store.len(), |r| store.get(r).is_some());
+        state.forget_gone(store.len(), |r| store.contains(r));
     }
 }
 
@@ -409,14 +402,13 @@ async fn timer<T: Clone + Eq + Hash>(shared: &Shared<T>) {
 
 /// Takes due objects from the queue and reconciles them until stopped.
 async fn worker<K, C, E, F, Fut, P>(
-    store: Store<K>,
+    store: Cache<K>,
     shared: Arc<Shared<ObjectRef<K>>>,
     reconcile: Arc<F>,
     error_policy: Arc<P>,
     ctx: Arc<C>,
 ) where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Eq + Hash + Clone,
+    K: Object,
     E: std::fmt::Display,
     F: Fn(Arc<K>, Arc<C>) -> Fut,
     Fut: Future<Output = Result<Action, E>>,
@@ -487,11 +479,11 @@ async fn worker<K, C, E, F, Fut, P>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cache::{self, Writer};
     use futures::channel::mpsc;
     use k8s_openapi::api::core::v1::ConfigMap;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use k8s_openapi::jiff::Timestamp;
-    use kube::runtime::reflector::{self, store::Writer};
     use kube::runtime::watcher;
     use std::convert::Infallible;
 
@@ -509,12 +501,12 @@ mod tests {
     fn listed(
         objs: &[ConfigMap],
     ) -> (
-        Store<ConfigMap>,
+        Cache<ConfigMap>,
         Writer<ConfigMap>,
         mpsc::UnboundedSender<Trigger>,
         mpsc::UnboundedReceiver<Trigger>,
     ) {
-        let (store, mut writer) = reflector::store();
+        let (store, mut writer) = cache::store();
         writer.apply_watcher_event(&watcher::Event::Init);
         for o in objs {
             writer.apply_watcher_event(&watcher::Event::InitApply(o.clone()));
@@ -766,7 +758,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_shutdown_before_the_first_list_ends_the_loop_at_once() {
-        let (store, _writer) = reflector::store::<ConfigMap>();
+        let (store, _writer) = cache::store::<ConfigMap>();
         let (_tx, rx) = mpsc::unbounded::<Trigger>();
         let run = Logging::start(Reconciler::new(store, rx));
         tokio::time::timeout(Duration::from_secs(5), run.stop())
@@ -776,7 +768,7 @@ mod tests {
 
     /// A loop whose reconciles take 50 ms, logging their start and end.
     fn slow(
-        store: Store<ConfigMap>,
+        store: Cache<ConfigMap>,
         rx: mpsc::UnboundedReceiver<Trigger>,
         log: &Arc<Log>,
         stop: impl Future<Output = ()> + Send + 'static,

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use cosi_api::Bucket;
 use cosi_runtime::backoff::Backoff;
+use cosi_runtime::cache::Cache;
 use cosi_runtime::metrics::SidecarMetrics;
 use cosi_runtime::{EventReporter, EventType, OwnWrites, Readiness};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 
 use crate::driver::{Driver, DriverApi, DriverInfo};
 use crate::gate::Gates;
@@ -106,7 +107,7 @@ pub(crate) struct Context {
     pub secret_checks: SecretChecks,
     /// The cache of the Bucket watch, whose changes also wake waiting
     /// BucketAccesses (set once the loops run).
-    access_buckets: OnceLock<Store<Bucket>>,
+    access_buckets: OnceLock<Cache<Bucket>>,
 }
 
 impl Context {
@@ -133,7 +134,7 @@ impl Context {
     }
 
     /// Hands over the cache of the Bucket watch.
-    pub fn set_access_buckets(&self, store: Store<Bucket>) {
+    pub fn set_access_buckets(&self, store: Cache<Bucket>) {
         let _ = self.access_buckets.set(store);
     }
 
@@ -142,7 +143,9 @@ impl Context {
     /// the change, so a decision on it never misses a wake-up.
     pub fn cached_bucket(&self, name: &str) -> Option<Bucket> {
         let store = self.access_buckets.get()?;
-        store.get(&ObjectRef::new(name)).map(|b| (*b).clone())
+        store
+            .get(&ObjectRef::new(name))
+            .map(std::sync::Arc::unwrap_or_clone)
     }
 
     /// What DriverGetInfo last said.

@@ -9,15 +9,15 @@ use std::convert::Infallible;
 use std::sync::Arc;
 
 use cosi_api::{Bucket, BucketAccess, Condition};
+use cosi_runtime::cache::{self, Cache, Changed, taken, triggered};
 use cosi_runtime::object_states::{ObjectStates, store_source};
-use cosi_runtime::reconcile_loop::{errors_handled, fan_out_triggers, triggered, watch_events};
+use cosi_runtime::reconcile_loop::{errors_handled, fan_out_triggers, watch_events};
 use cosi_runtime::reconciler::{Action, Reconciler};
 use cosi_runtime::ref_index::RefIndex;
 use cosi_runtime::{Object, Shutdown};
 use futures::TryStreamExt;
 use kube::ResourceExt as _;
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store, reflector};
 use kube::runtime::watcher;
 
 use crate::context::Context;
@@ -61,26 +61,26 @@ fn watch_failed(ctx: &Context, resource: &'static str, e: &watcher::Error) {
     }
 }
 
-/// A cached watch of every `K` and the stream of changed objects (the
-/// cache's own, not copies; not the deleted ones) that triggers its
-/// reconciles; watch errors go to readiness, not the loop.
+/// A cached watch of every `K` and the stream of changed objects (not the
+/// deleted ones; listed ones as keys, read when a loop takes them) that
+/// triggers its reconciles; watch errors go to readiness, not the loop.
 fn watch<K>(
     ctx: &Arc<Context>,
     api: Api<K>,
     resource: &'static str,
     index: Option<RefIndex<K>>,
 ) -> (
-    Store<K>,
-    impl futures::Stream<Item = Result<Arc<K>, watcher::Error>> + Send + 'static,
+    Cache<K>,
+    impl futures::Stream<Item = Result<Changed<K>, watcher::Error>> + Send + 'static,
 )
 where
     K: Object,
 {
-    let (store, writer) = reflector::store();
+    let (store, mut writer) = cache::store();
     let cached = store.clone();
-    let events = watch_events(api);
-    // The index sees each event as the cache applies it.
-    let events = reflector(writer, events)
+    // The cache, then the index, see each event before it triggers.
+    let events = watch_events(api)
+        .inspect_ok(move |event| writer.apply_watcher_event(event))
         .inspect_ok(move |event| {
             if let Some(index) = &index {
                 index.observe(event);
@@ -100,12 +100,8 @@ where
 }
 
 /// Clears the "waiting for the initial list" problem once `store` is filled.
-async fn mark_ready<K>(ctx: Arc<Context>, store: Store<K>, resource: &'static str)
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    if store.wait_until_ready().await.is_ok() {
+async fn mark_ready<K>(ctx: Arc<Context>, store: Cache<K>, resource: &'static str) {
+    if store.wait_until_ready().await {
         ctx.health.watch_ok(resource);
         tracing::info!(resource, "initial list done");
     }
@@ -123,6 +119,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let (bucket_store, bucket_events) = watch(&ctx, buckets, BUCKETS, None);
     ctx.set_access_buckets(bucket_store.clone());
     let (watch_buckets, [bucket_events, bucket_changes]) = fan_out_triggers(bucket_events);
+    let (bucket_events, bucket_changes) = (taken(bucket_events), taken(bucket_changes));
     let runtime = ctx.config.metrics.runtime().clone();
     let driver = ctx.driver_name();
     let bucket_handled = |b: &Bucket, driver: &str| b.spec.driver_name == driver;
@@ -142,6 +139,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let handed_over = RefIndex::new(bucket_access::buckets_named);
     let (access_store, access_events) =
         watch(&ctx, accesses, BUCKET_ACCESSES, Some(handed_over.clone()));
+    let access_events = taken(access_events);
     let access_handled =
         |a: &BucketAccess, driver: &str| a.status.as_ref().is_some_and(|s| s.driver_name == driver);
     count_objects(
@@ -203,12 +201,11 @@ fn count_objects<K>(
     objects: &ObjectStates,
     kind: &'static str,
     driver: &str,
-    store: &Store<K>,
+    store: &Cache<K>,
     conditions: fn(&K) -> &[Condition],
     handled: fn(&K, &str) -> bool,
 ) where
-    K: kube::Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+    K: Object,
 {
     let mine = driver.to_owned();
     let source = store_source(store.clone(), kind, driver, conditions, move |o| {

@@ -20,12 +20,13 @@ use cosi_api::constants::annotations::{BUCKETCLAIM_BEING_DELETED, CLAIM_LOST_AT}
 use cosi_api::constants::names;
 use cosi_api::reasons::actions;
 use cosi_api::{Bucket, BucketClaim};
+use cosi_runtime::cache::Cache;
 use cosi_runtime::reconciler::Action;
 use cosi_runtime::steps::{self, Applied, Steps};
 use cosi_runtime::{ApiError, patch};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Preconditions};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use kube::{Client, ResourceExt};
 
 use crate::context::get;
@@ -86,7 +87,7 @@ pub fn error_policy(bucket: Arc<Bucket>, err: &Error, ctx: Arc<Context>) -> Acti
 /// of a normal provisioning trigger nothing here.
 pub fn lost_claim_to_bucket(
     claim: &BucketClaim,
-    claims: &Store<BucketClaim>,
+    claims: &Cache<BucketClaim>,
 ) -> Option<ObjectRef<Bucket>> {
     let uid = claim.uid()?;
     if claim.is_static() {
@@ -254,7 +255,6 @@ impl Steps for BucketSteps<'_> {
 
 #[cfg(test)]
 mod tests {
-    use kube::runtime::reflector;
     use kube::runtime::watcher::Event;
 
     use super::*;
@@ -262,7 +262,7 @@ mod tests {
 
     #[test]
     fn only_a_claim_gone_from_the_cache_names_its_bucket() {
-        let (store, mut writer) = reflector::store();
+        let (store, mut writer) = cosi_runtime::cache::store();
         let photos = claim("photos");
         writer.apply_watcher_event(&Event::Apply(photos.clone()));
         assert_eq!(lost_claim_to_bucket(&photos, &store), None);

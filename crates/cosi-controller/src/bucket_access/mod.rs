@@ -180,12 +180,7 @@ async fn held_by_others(
             .map(Arc::new)
             .collect()
     } else {
-        ctx.caches
-            .accesses
-            .state()
-            .into_iter()
-            .filter(|a| a.namespace().as_deref() == Some(namespace.as_str()))
-            .collect()
+        ctx.caches.accesses.in_namespace(&namespace)
     };
     Ok(others
         .iter()

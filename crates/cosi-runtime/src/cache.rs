@@ -1,0 +1,561 @@
+//! The watch caches of the controller and the sidecar: every object of a
+//! kind, held compactly and decoded when read.
+//!
+//! kube's reflector store holds each object in its typed form. At 100,000
+//! COSI objects that is 1.8–2.1 KB per object (an `ObjectMeta` of options,
+//! a `String` per field, a vector of conditions), about 70 % of each
+//! component's memory, for objects a reconcile reads a few times and that
+//! otherwise wait. A [`Cache`] holds each object as its JSON, compressed
+//! with zstd against a dictionary: the JSON of the first object the cache
+//! held. Objects of one kind share most of their text (field names, class
+//! and driver names, condition reasons and messages), so what an entry
+//! keeps is mostly what is its own: name, UID, resourceVersion, times.
+//!
+//! A read decodes the object anew: [`Cache::get`] returns an `Arc` no other
+//! reader holds, so nothing a reconcile holds keeps the cache's memory
+//! alive. The objects of a (re)list are handed to the loops as keys
+//! ([`Changed::Listed`]) and decoded one at a time as each loop takes them,
+//! so a restart never holds every object decoded at once.
+//!
+//! As in kube's store, a (re)list is buffered and swapped in whole once
+//! complete ([`Writer::apply_watcher_event`]), and readiness
+//! ([`Cache::wait_until_ready`]) wakes every task waiting for the first
+//! list, not only the last one that asked.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::marker::PhantomData;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+
+use futures::{Stream, StreamExt as _};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher::Event;
+use tokio::sync::watch;
+
+use crate::Object;
+
+/// The zstd level entries are compressed at: objects of a kind are mostly
+/// the dictionary's text, and higher levels save a few bytes an object
+/// for several times the CPU of each write.
+const LEVEL: i32 = 3;
+
+/// The first byte of an entry: how the rest is stored.
+const RAW: u8 = 0;
+/// A zstd frame against the cache's dictionary.
+const ZSTD: u8 = 1;
+
+/// Every object of `K` a watch has delivered, each compressed (see the
+/// module docs). Cheap to clone: clones share the entries.
+pub struct Cache<K> {
+    shared: Arc<Shared>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K> Clone for Cache<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for Cache<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cache")
+            .field("objects", &self.shared.read().len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Entries by key (`namespace/name`, or `name` for a cluster-scoped kind).
+type Entries = HashMap<Arc<str>, Arc<[u8]>>;
+
+struct Shared {
+    entries: RwLock<Entries>,
+    codec: OnceLock<Codec>,
+    state: watch::Sender<State>,
+}
+
+/// Whether a cache holds its first full list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Listing,
+    Ready,
+    /// The writer went before the first list was in.
+    Closed,
+}
+
+impl Shared {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries> {
+        self.entries.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Entries> {
+        self.entries.write().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// An empty cache of `K` and the writer that fills it from watch events.
+pub fn store<K>() -> (Cache<K>, Writer<K>) {
+    let shared = Arc::new(Shared {
+        entries: RwLock::default(),
+        codec: OnceLock::new(),
+        state: watch::Sender::new(State::Listing),
+    });
+    let cache = Cache {
+        shared: shared.clone(),
+        kind: PhantomData,
+    };
+    let writer = Writer {
+        shared,
+        relist: None,
+        kind: PhantomData,
+    };
+    (cache, writer)
+}
+
+/// The key of the object `name` in `namespace` (none: cluster-scoped).
+/// Names hold no `/`, so keys of different objects never meet.
+fn key(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_owned(),
+    }
+}
+
+fn key_of<K: Object>(obj: &K) -> String {
+    let meta = obj.meta();
+    key(
+        meta.namespace.as_deref(),
+        meta.name.as_deref().unwrap_or_default(),
+    )
+}
+
+impl<K: Object> Cache<K> {
+    /// The object `r` names, decoded from the cache; `None` when the cache
+    /// does not hold it.
+    pub fn get(&self, r: &ObjectRef<K>) -> Option<Arc<K>> {
+        self.get_key(&key(r.namespace.as_deref(), &r.name))
+    }
+
+    /// True when the cache holds the object `r` names (nothing decoded).
+    pub fn contains(&self, r: &ObjectRef<K>) -> bool {
+        let key = key(r.namespace.as_deref(), &r.name);
+        self.shared.read().contains_key(key.as_str())
+    }
+
+    fn get_key(&self, key: &str) -> Option<Arc<K>> {
+        let entry = self.shared.read().get(key).cloned()?;
+        self.decode(&entry).map(Arc::new)
+    }
+
+    /// Every object the cache holds, decoded one at a time as the iterator
+    /// is advanced (from a snapshot of the entries taken now).
+    pub fn objects(&self) -> impl Iterator<Item = Arc<K>> + Send + 'static {
+        let entries: Vec<Arc<[u8]>> = self.shared.read().values().cloned().collect();
+        let cache = self.clone();
+        entries
+            .into_iter()
+            .filter_map(move |entry| cache.decode(&entry).map(Arc::new))
+    }
+
+    /// Every object the cache holds in `namespace`, decoded (only those).
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        let prefix = format!("{namespace}/");
+        let entries: Vec<Arc<[u8]>> = self
+            .shared
+            .read()
+            .iter()
+            .filter(|(key, _)| key.starts_with(&prefix))
+            .map(|(_, entry)| entry.clone())
+            .collect();
+        entries
+            .iter()
+            .filter_map(|entry| self.decode(entry).map(Arc::new))
+            .collect()
+    }
+
+    fn decode(&self, entry: &[u8]) -> Option<K> {
+        let json = match entry.split_first() {
+            Some((&RAW, json)) => Cow::Borrowed(json),
+            Some((&ZSTD, frame)) => Cow::Owned(self.shared.codec.get()?.decompress(frame)?),
+            _ => return None,
+        };
+        match serde_json::from_slice(&json) {
+            Ok(obj) => Some(obj),
+            Err(e) => {
+                // Only a type whose JSON does not read back gets here.
+                tracing::error!(kind = %K::kind(&()), error = %e, "a cached object does not decode");
+                None
+            }
+        }
+    }
+}
+
+impl<K> Cache<K> {
+    /// How many objects the cache holds.
+    pub fn len(&self) -> usize {
+        self.shared.read().len()
+    }
+
+    /// True when the cache holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes the entries take (keys and compressed objects, without the
+    /// table around them): what [`Cache::len`] objects cost.
+    pub fn entry_bytes(&self) -> usize {
+        self.shared
+            .read()
+            .iter()
+            .map(|(key, entry)| key.len() + entry.len())
+            .sum()
+    }
+
+    /// The keys of every object the cache holds, each shared with it.
+    fn keys(&self) -> Vec<Arc<str>> {
+        self.shared.read().keys().cloned().collect()
+    }
+
+    /// Waits until the cache holds its first full list; `false` if its
+    /// writer is gone before that. Any number of tasks may wait.
+    pub async fn wait_until_ready(&self) -> bool {
+        let mut state = self.shared.state.subscribe();
+        let state = state.wait_for(|s| *s != State::Listing).await;
+        state.is_ok_and(|s| *s == State::Ready)
+    }
+
+    /// True once the cache holds its first full list.
+    pub fn is_ready(&self) -> bool {
+        *self.shared.state.borrow() == State::Ready
+    }
+}
+
+/// Fills a [`Cache`] from the events of a watch, in order.
+pub struct Writer<K> {
+    shared: Arc<Shared>,
+    /// The objects of a (re)list in progress, swapped in when it is done.
+    relist: Option<Entries>,
+    kind: PhantomData<fn() -> K>,
+}
+
+impl<K: Object> Writer<K> {
+    /// Applies one watch event to the cache: an applied object replaces
+    /// its entry, a deleted one leaves, and the objects of a (re)list
+    /// replace every entry at once when it is done.
+    pub fn apply_watcher_event(&mut self, event: &Event<K>) {
+        match event {
+            Event::Apply(obj) => {
+                let entry = self.encode(obj);
+                self.shared.write().insert(key_of(obj).into(), entry);
+            }
+            Event::Delete(obj) => {
+                self.shared.write().remove(key_of(obj).as_str());
+            }
+            Event::Init => self.relist = Some(Entries::new()),
+            Event::InitApply(obj) => {
+                let entry = self.encode(obj);
+                self.relist
+                    .get_or_insert_with(Entries::new)
+                    .insert(key_of(obj).into(), entry);
+            }
+            Event::InitDone => {
+                let mut listed = self.relist.take().unwrap_or_default();
+                listed.shrink_to_fit();
+                *self.shared.write() = listed;
+                self.shared.state.send_replace(State::Ready);
+            }
+        }
+    }
+
+    fn encode(&self, obj: &K) -> Arc<[u8]> {
+        let json = match serde_json::to_vec(obj) {
+            Ok(json) => json,
+            Err(e) => {
+                // k8s-openapi's and the COSI types' JSON cannot fail; the
+                // object is kept with what is known of it rather than lost.
+                tracing::error!(kind = %K::kind(&()), error = %e, "an object does not encode");
+                Vec::new()
+            }
+        };
+        let codec = self.shared.codec.get_or_init(|| Codec::new(&json));
+        match codec.compress(&json) {
+            Some(frame) if frame.len() < json.len() => tagged(ZSTD, &frame),
+            _ => tagged(RAW, &json),
+        }
+    }
+}
+
+impl<K> Drop for Writer<K> {
+    fn drop(&mut self) {
+        // Wakes the tasks waiting for a first list that will never come.
+        self.shared.state.send_if_modified(|state| {
+            let listing = *state == State::Listing;
+            if listing {
+                *state = State::Closed;
+            }
+            listing
+        });
+    }
+}
+
+fn tagged(tag: u8, bytes: &[u8]) -> Arc<[u8]> {
+    let mut entry = Vec::with_capacity(bytes.len() + 1);
+    entry.push(tag);
+    entry.extend_from_slice(bytes);
+    entry.into()
+}
+
+/// A compressor and a decompressor loaded with one cache's dictionary.
+/// Either is `None` when zstd could not set it up; entries are then kept
+/// as plain JSON.
+struct Codec {
+    compressor: Option<Mutex<zstd::bulk::Compressor<'static>>>,
+    decompressor: Option<Mutex<zstd::bulk::Decompressor<'static>>>,
+}
+
+impl Codec {
+    fn new(dictionary: &[u8]) -> Self {
+        let compressor = zstd::bulk::Compressor::with_dictionary(LEVEL, dictionary);
+        let decompressor = zstd::bulk::Decompressor::with_dictionary(dictionary);
+        match (compressor, decompressor) {
+            (Ok(c), Ok(d)) => Self {
+                compressor: Some(Mutex::new(c)),
+                decompressor: Some(Mutex::new(d)),
+            },
+            (c, d) => {
+                let e = c.err().or(d.err()).map(|e| e.to_string());
+                tracing::warn!(error = ?e, "zstd is not available; caching objects uncompressed");
+                Self {
+                    compressor: None,
+                    decompressor: None,
+                }
+            }
+        }
+    }
+
+    fn compress(&self, json: &[u8]) -> Option<Vec<u8>> {
+        let compressor = self.compressor.as_ref()?;
+        let mut compressor = compressor.lock().unwrap_or_else(PoisonError::into_inner);
+        compressor.compress(json).ok()
+    }
+
+    fn decompress(&self, frame: &[u8]) -> Option<Vec<u8>> {
+        // Every frame the compressor writes records its content's size.
+        let size = zstd::zstd_safe::get_frame_content_size(frame).ok()??;
+        let decompressor = self.decompressor.as_ref()?;
+        let mut decompressor = decompressor.lock().unwrap_or_else(PoisonError::into_inner);
+        decompressor
+            .decompress(frame, usize::try_from(size).ok()?)
+            .ok()
+    }
+}
+
+/// An object that changed, as a trigger of the reconcile loops: one a
+/// watch event brought, or one of a (re)list, read from the cache only
+/// when a loop takes it.
+pub enum Changed<K> {
+    /// An applied or deleted object, as the watch delivered it.
+    Object(Arc<K>),
+    /// A listed object: its cache and key.
+    Listed(Cache<K>, Arc<str>),
+}
+
+impl<K> Clone for Changed<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Object(obj) => Self::Object(obj.clone()),
+            Self::Listed(cache, key) => Self::Listed(cache.clone(), key.clone()),
+        }
+    }
+}
+
+impl<K: Object> Changed<K> {
+    /// The object: as the watch delivered it, or a listed one as the cache
+    /// holds it now (`None` once it has left the cache; its deletion is a
+    /// trigger of its own).
+    pub fn object(self) -> Option<Arc<K>> {
+        match self {
+            Self::Object(obj) => Some(obj),
+            Self::Listed(cache, key) => cache.get_key(&key),
+        }
+    }
+}
+
+/// The objects of a stream of [`Changed`], each read as the stream is
+/// polled (listed objects gone since are skipped); errors pass through.
+pub fn taken<K: Object, E>(
+    changed: impl Stream<Item = Result<Changed<K>, E>>,
+) -> impl Stream<Item = Result<Arc<K>, E>> {
+    changed.filter_map(|item| {
+        std::future::ready(match item {
+            Ok(changed) => changed.object().map(Ok),
+            Err(e) => Some(Err(e)),
+        })
+    })
+}
+
+/// The objects a watch event triggers reconciles of, once `cache` has
+/// applied it: an applied or deleted object, and at the end of a (re)list
+/// every object listed, as keys into the cache.
+pub fn triggered<K>(cache: &Cache<K>, event: Event<K>) -> Vec<Changed<K>> {
+    match event {
+        Event::Apply(obj) | Event::Delete(obj) => vec![Changed::Object(Arc::new(obj))],
+        Event::Init | Event::InitApply(_) => Vec::new(),
+        Event::InitDone => cache
+            .keys()
+            .into_iter()
+            .map(|key| Changed::Listed(cache.clone(), key))
+            .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    fn cm(name: &str, data: &str) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.namespace = Some("apps".into());
+        cm.metadata.uid = Some(format!("uid-of-{name}"));
+        cm.data = Some([("k".to_owned(), data.to_owned())].into());
+        cm
+    }
+
+    fn at(name: &str) -> ObjectRef<ConfigMap> {
+        ObjectRef::new(name).within("apps")
+    }
+
+    #[test]
+    fn objects_read_back_as_they_were_written() {
+        let (cache, mut writer) = store::<ConfigMap>();
+        let long = "the same text again and again ".repeat(20);
+        for (name, data) in [("a", long.as_str()), ("b", "short"), ("c", "")] {
+            writer.apply_watcher_event(&Event::Apply(cm(name, data)));
+        }
+        for (name, data) in [("a", long.as_str()), ("b", "short"), ("c", "")] {
+            assert_eq!(*cache.get(&at(name)).unwrap(), cm(name, data));
+        }
+        assert_eq!(cache.get(&at("d")), None);
+        assert_eq!(cache.get(&ObjectRef::new("a")), None, "another scope");
+        assert_eq!(cache.len(), 3);
+    }
+
+    #[test]
+    fn an_object_like_the_first_is_kept_in_a_fraction_of_its_json() {
+        let (cache, mut writer) = store::<ConfigMap>();
+        let text = "a condition message that every object of the kind repeats ".repeat(10);
+        writer.apply_watcher_event(&Event::Apply(cm("first", &text)));
+        let before = cache.entry_bytes();
+        let second = cm("second", &text);
+        writer.apply_watcher_event(&Event::Apply(second.clone()));
+        let json = serde_json::to_vec(&second).unwrap().len();
+        let kept = cache.entry_bytes() - before;
+        assert!(kept * 5 < json, "{kept} bytes kept of {json}");
+        assert_eq!(*cache.get(&at("second")).unwrap(), second);
+    }
+
+    #[test]
+    fn a_relist_replaces_everything_when_it_is_done() {
+        let (cache, mut writer) = store::<ConfigMap>();
+        writer.apply_watcher_event(&Event::Apply(cm("old", "x")));
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(cm("new", "y")));
+        assert!(
+            cache.get(&at("old")).is_some(),
+            "kept until the list is done"
+        );
+        assert!(cache.get(&at("new")).is_none());
+        assert!(!cache.is_ready());
+        writer.apply_watcher_event(&Event::InitDone);
+        assert!(cache.get(&at("old")).is_none());
+        assert_eq!(
+            cache.get(&at("new")).unwrap().metadata.name.as_deref(),
+            Some("new")
+        );
+        assert!(cache.is_ready());
+        writer.apply_watcher_event(&Event::Delete(cm("new", "y")));
+        assert!(cache.is_empty());
+    }
+
+    #[test]
+    fn a_namespace_is_read_alone() {
+        let (cache, mut writer) = store::<ConfigMap>();
+        let mut other = cm("a", "x");
+        other.metadata.namespace = Some("apps-2".into());
+        writer.apply_watcher_event(&Event::Apply(cm("a", "x")));
+        writer.apply_watcher_event(&Event::Apply(other));
+        let names: Vec<_> = cache
+            .in_namespace("apps")
+            .iter()
+            .map(|o| o.metadata.namespace.clone().unwrap())
+            .collect();
+        assert_eq!(names, ["apps"]);
+        assert_eq!(cache.objects().count(), 2);
+    }
+
+    #[test]
+    fn a_list_triggers_keys_read_when_taken() {
+        let (cache, mut writer) = store::<ConfigMap>();
+        let mut apply = |event: Event<ConfigMap>| {
+            writer.apply_watcher_event(&event);
+            triggered(&cache, event)
+        };
+        assert!(apply(Event::Init).is_empty());
+        assert!(apply(Event::InitApply(cm("a", "1"))).is_empty());
+        assert!(apply(Event::InitApply(cm("b", "2"))).is_empty());
+        let listed = apply(Event::InitDone);
+        assert!(listed.iter().all(|c| matches!(c, Changed::Listed(..))));
+        let changed = apply(Event::Apply(cm("a", "3")));
+        let mut names: Vec<_> = listed
+            .into_iter()
+            .filter_map(Changed::object)
+            .map(|o| {
+                (
+                    o.metadata.name.clone().unwrap(),
+                    o.data.clone().unwrap()["k"].clone(),
+                )
+            })
+            .collect();
+        names.sort();
+        // A listed object is read when taken: "a" as it is now.
+        assert_eq!(names, [("a".into(), "3".into()), ("b".into(), "2".into())]);
+        assert_eq!(
+            changed[0].clone().object().unwrap().data.as_ref().unwrap()["k"],
+            "3"
+        );
+        let gone = apply(Event::Delete(cm("b", "2")));
+        assert_eq!(
+            gone[0].clone().object().unwrap().metadata.name.as_deref(),
+            Some("b")
+        );
+        let taken_late = Changed::Listed(cache.clone(), "apps/b".into());
+        assert!(taken_late.object().is_none(), "gone since the list");
+    }
+
+    #[tokio::test]
+    async fn every_waiter_wakes_when_the_first_list_is_in() {
+        let (cache, mut writer) = store::<ConfigMap>();
+        let waiters: Vec<_> = (0..3)
+            .map(|_| {
+                tokio::spawn({
+                    let cache = cache.clone();
+                    async move { cache.wait_until_ready().await }
+                })
+            })
+            .collect();
+        tokio::task::yield_now().await;
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitDone);
+        for waiter in waiters {
+            assert!(waiter.await.unwrap());
+        }
+        let (never, writer) = store::<ConfigMap>();
+        drop(writer);
+        assert!(!never.wait_until_ready().await, "the writer is gone");
+    }
+}
