@@ -6,10 +6,12 @@
 //! a `String` per field, a vector of conditions), about 70 % of each
 //! component's memory, for objects a reconcile reads a few times and that
 //! otherwise wait. A [`Cache`] holds each object as its JSON, compressed
-//! with zstd against a dictionary: the JSON of the first object the cache
-//! held. Objects of one kind share most of their text (field names, class
-//! and driver names, condition reasons and messages), so what an entry
-//! keeps is mostly what is its own: name, UID, resourceVersion, times.
+//! with zstd against a dictionary trained on the cache's first
+//! [`TRAIN_AT`] objects (those are compressed again with it then).
+//! Objects of one kind share most of their text (field names, class and
+//! driver names, condition reasons and messages), which the dictionary
+//! holds once, so what an entry keeps is mostly what is its own: name,
+//! UID, resourceVersion, times.
 //!
 //! A read decodes the object anew: [`Cache::get`] returns an `Arc` no other
 //! reader holds, so nothing a reconcile holds keeps the cache's memory
@@ -38,6 +40,15 @@ use crate::Object;
 /// the dictionary's text, and higher levels save a few bytes an object
 /// for several times the CPU of each write.
 const LEVEL: i32 = 3;
+
+/// Objects a cache holds before it trains its dictionary on them: enough
+/// to show what objects of the kind have in common. A smaller cache keeps
+/// objects uncompressed (under 2 MB of JSON at this size).
+const TRAIN_AT: usize = 1_000;
+
+/// The largest dictionary trained: several times one object, enough for
+/// what objects of a kind repeat in each of their states.
+const DICTIONARY_SIZE: usize = 16 * 1024;
 
 /// The first byte of an entry: how the rest is stored.
 const RAW: u8 = 0;
@@ -110,6 +121,7 @@ pub fn store<K>() -> (Cache<K>, Writer<K>) {
     let writer = Writer {
         shared,
         relist: None,
+        train_at: TRAIN_AT,
         kind: PhantomData,
     };
     (cache, writer)
@@ -238,6 +250,9 @@ pub struct Writer<K> {
     shared: Arc<Shared>,
     /// The objects of a (re)list in progress, swapped in when it is done.
     relist: Option<Entries>,
+    /// How many objects the cache holds when a dictionary is next trained
+    /// (doubled after a training that failed).
+    train_at: usize,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -268,6 +283,7 @@ impl<K: Object> Writer<K> {
                 self.shared.state.send_replace(State::Ready);
             }
         }
+        self.train_when_due();
     }
 
     fn encode(&self, obj: &K) -> Arc<[u8]> {
@@ -280,10 +296,40 @@ impl<K: Object> Writer<K> {
                 Vec::new()
             }
         };
-        let codec = self.shared.codec.get_or_init(|| Codec::new(&json));
-        match codec.compress(&json) {
-            Some(frame) if frame.len() < json.len() => tagged(ZSTD, &frame),
-            _ => tagged(RAW, &json),
+        encoded(self.shared.codec.get(), &json)
+    }
+
+    /// Once the cache holds [`TRAIN_AT`] objects: trains the dictionary
+    /// on them and compresses every entry with it.
+    fn train_when_due(&mut self) {
+        if self.shared.codec.get().is_some() {
+            return;
+        }
+        let held = self.shared.read().len() + self.relist.as_ref().map_or(0, Entries::len);
+        if held < self.train_at {
+            return;
+        }
+        let samples: Vec<Arc<[u8]>> = {
+            let entries = self.shared.read();
+            let listed = self.relist.iter().flat_map(Entries::values);
+            entries.values().chain(listed).cloned().collect()
+        };
+        let samples: Vec<&[u8]> = samples.iter().filter_map(|e| raw(e)).collect();
+        let Some(codec) = Codec::trained(&samples) else {
+            self.train_at = held.saturating_mul(2);
+            return;
+        };
+        let codec = self.shared.codec.get_or_init(|| codec);
+        let recode = |entries: &mut Entries| {
+            for entry in entries.values_mut() {
+                if let Some(json) = raw(entry) {
+                    *entry = encoded(Some(codec), json);
+                }
+            }
+        };
+        recode(&mut self.shared.write());
+        if let Some(listed) = self.relist.as_mut() {
+            recode(listed);
         }
     }
 }
@@ -301,6 +347,23 @@ impl<K> Drop for Writer<K> {
     }
 }
 
+/// The entry of `json`: compressed when there is a codec and that makes
+/// it smaller, else as it is.
+fn encoded(codec: Option<&Codec>, json: &[u8]) -> Arc<[u8]> {
+    match codec.and_then(|c| c.compress(json)) {
+        Some(frame) if frame.len() < json.len() => tagged(ZSTD, &frame),
+        _ => tagged(RAW, json),
+    }
+}
+
+/// The JSON of an entry kept as it is.
+fn raw(entry: &[u8]) -> Option<&[u8]> {
+    match entry.split_first() {
+        Some((&RAW, json)) => Some(json),
+        _ => None,
+    }
+}
+
 fn tagged(tag: u8, bytes: &[u8]) -> Arc<[u8]> {
     let mut entry = Vec::with_capacity(bytes.len() + 1);
     entry.push(tag);
@@ -309,44 +372,49 @@ fn tagged(tag: u8, bytes: &[u8]) -> Arc<[u8]> {
 }
 
 /// A compressor and a decompressor loaded with one cache's dictionary.
-/// Either is `None` when zstd could not set it up; entries are then kept
-/// as plain JSON.
 struct Codec {
-    compressor: Option<Mutex<zstd::bulk::Compressor<'static>>>,
-    decompressor: Option<Mutex<zstd::bulk::Decompressor<'static>>>,
+    compressor: Mutex<zstd::bulk::Compressor<'static>>,
+    decompressor: Mutex<zstd::bulk::Decompressor<'static>>,
 }
 
 impl Codec {
-    fn new(dictionary: &[u8]) -> Self {
-        let compressor = zstd::bulk::Compressor::with_dictionary(LEVEL, dictionary);
-        let decompressor = zstd::bulk::Decompressor::with_dictionary(dictionary);
-        match (compressor, decompressor) {
-            (Ok(c), Ok(d)) => Self {
-                compressor: Some(Mutex::new(c)),
-                decompressor: Some(Mutex::new(d)),
-            },
-            (c, d) => {
-                let e = c.err().or(d.err()).map(|e| e.to_string());
-                tracing::warn!(error = ?e, "zstd is not available; caching objects uncompressed");
-                Self {
-                    compressor: None,
-                    decompressor: None,
-                }
+    /// A codec with a dictionary trained on `samples` (objects' JSON);
+    /// `None` when zstd cannot train one from them (too few, or too
+    /// alike), logged.
+    fn trained(samples: &[&[u8]]) -> Option<Self> {
+        let codec = zstd::dict::from_samples(samples, DICTIONARY_SIZE).and_then(|dictionary| {
+            Ok(Self {
+                compressor: Mutex::new(zstd::bulk::Compressor::with_dictionary(
+                    LEVEL,
+                    &dictionary,
+                )?),
+                decompressor: Mutex::new(zstd::bulk::Decompressor::with_dictionary(&dictionary)?),
+            })
+        });
+        match codec {
+            Ok(codec) => Some(codec),
+            Err(e) => {
+                tracing::info!(samples = samples.len(), error = %e, "no cache dictionary trained yet; objects stay uncompressed until the cache doubles");
+                None
             }
         }
     }
 
     fn compress(&self, json: &[u8]) -> Option<Vec<u8>> {
-        let compressor = self.compressor.as_ref()?;
-        let mut compressor = compressor.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut compressor = self
+            .compressor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         compressor.compress(json).ok()
     }
 
     fn decompress(&self, frame: &[u8]) -> Option<Vec<u8>> {
         // Every frame the compressor writes records its content's size.
         let size = zstd::zstd_safe::get_frame_content_size(frame).ok()??;
-        let decompressor = self.decompressor.as_ref()?;
-        let mut decompressor = decompressor.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut decompressor = self
+            .decompressor
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         decompressor
             .decompress(frame, usize::try_from(size).ok()?)
             .ok()
@@ -445,18 +513,73 @@ mod tests {
         assert_eq!(cache.len(), 3);
     }
 
+    /// A ConfigMap like the objects of one kind: the same text, and what
+    /// is its own (name, a UID-like string, a number).
+    fn like_the_others(i: usize) -> ConfigMap {
+        let text = "a condition message every object of the kind repeats; ".repeat(8);
+        let mut obj = cm(&format!("object-{i}"), &text);
+        obj.metadata.uid = Some(format!(
+            "{:032x}",
+            (i as u128).wrapping_mul(0x9e37_79b9_7f4a_7c15_f39c)
+        ));
+        obj.metadata.resource_version = Some((1_000_000 + 7 * i).to_string());
+        obj
+    }
+
     #[test]
-    fn an_object_like_the_first_is_kept_in_a_fraction_of_its_json() {
+    fn objects_stay_as_they_are_until_a_dictionary_is_trained_on_them() {
         let (cache, mut writer) = store::<ConfigMap>();
-        let text = "a condition message that every object of the kind repeats ".repeat(10);
-        writer.apply_watcher_event(&Event::Apply(cm("first", &text)));
-        let before = cache.entry_bytes();
-        let second = cm("second", &text);
-        writer.apply_watcher_event(&Event::Apply(second.clone()));
-        let json = serde_json::to_vec(&second).unwrap().len();
-        let kept = cache.entry_bytes() - before;
-        assert!(kept * 5 < json, "{kept} bytes kept of {json}");
-        assert_eq!(*cache.get(&at("second")).unwrap(), second);
+        for i in 0..TRAIN_AT - 1 {
+            writer.apply_watcher_event(&Event::Apply(like_the_others(i)));
+        }
+        let json: usize = (0..TRAIN_AT - 1)
+            .map(|i| serde_json::to_vec(&like_the_others(i)).unwrap().len())
+            .sum();
+        let keys: usize = (0..TRAIN_AT - 1)
+            .map(|i| format!("apps/object-{i}").len())
+            .sum();
+        assert_eq!(
+            cache.entry_bytes(),
+            json + keys + TRAIN_AT - 1,
+            "one tag byte each"
+        );
+        // The object that makes TRAIN_AT: every entry is compressed.
+        writer.apply_watcher_event(&Event::Apply(like_the_others(TRAIN_AT - 1)));
+        let compressed = cache.entry_bytes();
+        assert!(compressed * 4 < json, "{compressed} bytes of {json}");
+        for i in [0, TRAIN_AT / 2, TRAIN_AT - 1] {
+            assert_eq!(
+                *cache.get(&at(&format!("object-{i}"))).unwrap(),
+                like_the_others(i)
+            );
+        }
+        // Later objects are compressed when written.
+        let later = like_the_others(TRAIN_AT + 5);
+        writer.apply_watcher_event(&Event::Apply(later.clone()));
+        let kept = cache.entry_bytes() - compressed;
+        let its_json = serde_json::to_vec(&later).unwrap().len();
+        assert!(kept * 4 < its_json, "{kept} bytes of {its_json}");
+        assert_eq!(
+            *cache.get(&at(&format!("object-{}", TRAIN_AT + 5))).unwrap(),
+            later
+        );
+    }
+
+    #[test]
+    fn a_list_is_trained_on_before_it_is_swapped_in() {
+        let (cache, mut writer) = store::<ConfigMap>();
+        writer.apply_watcher_event(&Event::Init);
+        for i in 0..TRAIN_AT + 10 {
+            writer.apply_watcher_event(&Event::InitApply(like_the_others(i)));
+        }
+        assert!(cache.is_empty());
+        writer.apply_watcher_event(&Event::InitDone);
+        let json: usize = (0..TRAIN_AT + 10)
+            .map(|i| serde_json::to_vec(&like_the_others(i)).unwrap().len())
+            .sum();
+        assert!(cache.entry_bytes() * 4 < json);
+        assert_eq!(cache.objects().count(), TRAIN_AT + 10);
+        assert_eq!(*cache.get(&at("object-3")).unwrap(), like_the_others(3));
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! election, the metrics/health HTTP endpoints with the KEP's metrics and the
 //! controller-runtime ones (reconciles, work queues, leader election),
 //! capped exponential backoff, Events, the one API error type
-//! ([`ApiError`]), metadata/status patches that write
-//! nothing when nothing changes, and the one observe → decide → apply loop
-//! every reconciler runs ([`steps`]).
+//! ([`ApiError`]), the compact watch caches ([`cache`]), metadata/status
+//! patches that write nothing when nothing changes, and the one observe →
+//! decide → apply loop every reconciler runs ([`steps`]).
 
 pub mod api_error;
 pub mod backoff;
