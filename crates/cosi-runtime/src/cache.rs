@@ -25,8 +25,7 @@
 //! list, not only the last one that asked.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::marker::PhantomData;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use futures::{Stream, StreamExt as _};
@@ -42,13 +41,19 @@ use crate::Object;
 const LEVEL: i32 = 3;
 
 /// Objects a cache holds before it trains its dictionary on them: enough
-/// to show what objects of the kind have in common. A smaller cache keeps
-/// objects uncompressed (under 2 MB of JSON at this size).
-const TRAIN_AT: usize = 1_000;
+/// to show what objects of the kind have in common in each of their
+/// states. A smaller cache keeps objects uncompressed (under 1 MB of JSON
+/// at this size). Training costs time in proportion to these samples.
+const TRAIN_AT: usize = 500;
 
-/// The largest dictionary trained: several times one object, enough for
-/// what objects of a kind repeat in each of their states.
-const DICTIONARY_SIZE: usize = 16 * 1024;
+/// The largest dictionary trained: a few objects' worth, enough for what
+/// objects of a kind repeat in each of their states.
+const DICTIONARY_SIZE: usize = 8 * 1024;
+
+/// Objects applied last that a cache also holds decoded: the reconciles a
+/// change sets off read these, and read them without decoding. A few
+/// hundred objects, about 1 MB.
+const RECENT: usize = 512;
 
 /// The first byte of an entry: how the rest is stored.
 const RAW: u8 = 0;
@@ -58,15 +63,13 @@ const ZSTD: u8 = 1;
 /// Every object of `K` a watch has delivered, each compressed (see the
 /// module docs). Cheap to clone: clones share the entries.
 pub struct Cache<K> {
-    shared: Arc<Shared>,
-    kind: PhantomData<fn() -> K>,
+    shared: Arc<Shared<K>>,
 }
 
 impl<K> Clone for Cache<K> {
     fn clone(&self) -> Self {
         Self {
             shared: self.shared.clone(),
-            kind: PhantomData,
         }
     }
 }
@@ -82,8 +85,11 @@ impl<K> std::fmt::Debug for Cache<K> {
 /// Entries by key (`namespace/name`, or `name` for a cluster-scoped kind).
 type Entries = HashMap<Arc<str>, Arc<[u8]>>;
 
-struct Shared {
+struct Shared<K> {
     entries: RwLock<Entries>,
+    /// Written before `entries` (and removed from before it), so a read
+    /// that finds an object here never finds an older one there after.
+    recent: Mutex<Recent<K>>,
     codec: OnceLock<Codec>,
     state: watch::Sender<State>,
 }
@@ -97,7 +103,7 @@ enum State {
     Closed,
 }
 
-impl Shared {
+impl<K> Shared<K> {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries> {
         self.entries.read().unwrap_or_else(PoisonError::into_inner)
     }
@@ -105,24 +111,77 @@ impl Shared {
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Entries> {
         self.entries.write().unwrap_or_else(PoisonError::into_inner)
     }
+
+    fn recent(&self) -> std::sync::MutexGuard<'_, Recent<K>> {
+        self.recent.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The objects applied last, decoded, at most [`RECENT`] of them; the
+/// oldest leaves first.
+struct Recent<K> {
+    objects: HashMap<Arc<str>, (u64, Arc<K>)>,
+    /// Keys in the order applied; an object applied again is queued again,
+    /// and its older place is passed over.
+    order: VecDeque<(u64, Arc<str>)>,
+    next: u64,
+}
+
+impl<K> Default for Recent<K> {
+    fn default() -> Self {
+        Self {
+            objects: HashMap::new(),
+            order: VecDeque::new(),
+            next: 0,
+        }
+    }
+}
+
+impl<K> Recent<K> {
+    fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.objects.get(key).map(|(_, obj)| obj.clone())
+    }
+
+    fn put(&mut self, key: Arc<str>, obj: Arc<K>) {
+        let applied = self.next;
+        self.next += 1;
+        self.order.push_back((applied, key.clone()));
+        self.objects.insert(key, (applied, obj));
+        while self.objects.len() > RECENT || self.order.len() > 2 * RECENT {
+            let Some((applied, key)) = self.order.pop_front() else {
+                break;
+            };
+            if self.objects.get(&key).is_some_and(|(a, _)| *a == applied) {
+                self.objects.remove(&key);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) {
+        self.objects.remove(key);
+    }
+
+    fn clear(&mut self) {
+        self.objects.clear();
+        self.order.clear();
+    }
 }
 
 /// An empty cache of `K` and the writer that fills it from watch events.
 pub fn store<K>() -> (Cache<K>, Writer<K>) {
     let shared = Arc::new(Shared {
         entries: RwLock::default(),
+        recent: Mutex::default(),
         codec: OnceLock::new(),
         state: watch::Sender::new(State::Listing),
     });
     let cache = Cache {
         shared: shared.clone(),
-        kind: PhantomData,
     };
     let writer = Writer {
         shared,
         relist: None,
         train_at: TRAIN_AT,
-        kind: PhantomData,
     };
     (cache, writer)
 }
@@ -158,6 +217,9 @@ impl<K: Object> Cache<K> {
     }
 
     fn get_key(&self, key: &str) -> Option<Arc<K>> {
+        if let Some(obj) = self.shared.recent().get(key) {
+            return Some(obj);
+        }
         let entry = self.shared.read().get(key).cloned()?;
         self.decode(&entry).map(Arc::new)
     }
@@ -247,13 +309,12 @@ impl<K> Cache<K> {
 
 /// Fills a [`Cache`] from the events of a watch, in order.
 pub struct Writer<K> {
-    shared: Arc<Shared>,
+    shared: Arc<Shared<K>>,
     /// The objects of a (re)list in progress, swapped in when it is done.
     relist: Option<Entries>,
     /// How many objects the cache holds when a dictionary is next trained
     /// (doubled after a training that failed).
     train_at: usize,
-    kind: PhantomData<fn() -> K>,
 }
 
 impl<K: Object> Writer<K> {
@@ -264,10 +325,14 @@ impl<K: Object> Writer<K> {
         match event {
             Event::Apply(obj) => {
                 let entry = self.encode(obj);
-                self.shared.write().insert(key_of(obj).into(), entry);
+                let key: Arc<str> = key_of(obj).into();
+                self.shared.recent().put(key.clone(), Arc::new(obj.clone()));
+                self.shared.write().insert(key, entry);
             }
             Event::Delete(obj) => {
-                self.shared.write().remove(key_of(obj).as_str());
+                let key = key_of(obj);
+                self.shared.recent().remove(&key);
+                self.shared.write().remove(key.as_str());
             }
             Event::Init => self.relist = Some(Entries::new()),
             Event::InitApply(obj) => {
@@ -279,6 +344,8 @@ impl<K: Object> Writer<K> {
             Event::InitDone => {
                 let mut listed = self.relist.take().unwrap_or_default();
                 listed.shrink_to_fit();
+                // What was applied before the list may be gone or older.
+                self.shared.recent().clear();
                 *self.shared.write() = listed;
                 self.shared.state.send_replace(State::Ready);
             }
@@ -580,6 +647,46 @@ mod tests {
         assert!(cache.entry_bytes() * 4 < json);
         assert_eq!(cache.objects().count(), TRAIN_AT + 10);
         assert_eq!(*cache.get(&at("object-3")).unwrap(), like_the_others(3));
+    }
+
+    #[test]
+    fn the_objects_applied_last_are_read_without_decoding() {
+        let (cache, mut writer) = store::<ConfigMap>();
+        let name = |i: usize| format!("o-{i}");
+        for i in 0..RECENT + 10 {
+            writer.apply_watcher_event(&Event::Apply(cm(&name(i), "x")));
+        }
+        let last = at(&name(RECENT + 9));
+        let (a, b) = (cache.get(&last).unwrap(), cache.get(&last).unwrap());
+        assert!(Arc::ptr_eq(&a, &b), "one decoded object for both reads");
+        let first = at(&name(0));
+        let (a, b) = (cache.get(&first).unwrap(), cache.get(&first).unwrap());
+        assert!(
+            !Arc::ptr_eq(&a, &b),
+            "left the recent ones: decoded per read"
+        );
+        assert_eq!(*a, cm(&name(0), "x"));
+        assert_eq!(cache.shared.recent().objects.len(), RECENT);
+        // Applied again, an object is read as it is now; deleted, not at all.
+        writer.apply_watcher_event(&Event::Apply(cm(&name(0), "y")));
+        assert_eq!(cache.get(&first).unwrap().data.as_ref().unwrap()["k"], "y");
+        writer.apply_watcher_event(&Event::Delete(cm(&name(RECENT + 9), "x")));
+        assert!(cache.get(&last).is_none());
+        // A list replaces them all: none is kept decoded from before it.
+        writer.apply_watcher_event(&Event::Init);
+        writer.apply_watcher_event(&Event::InitApply(cm(&name(0), "z")));
+        writer.apply_watcher_event(&Event::InitDone);
+        assert_eq!(cache.get(&first).unwrap().data.as_ref().unwrap()["k"], "z");
+        assert!(cache.get(&at(&name(1))).is_none());
+        for i in 0..10 * RECENT {
+            writer.apply_watcher_event(&Event::Apply(cm(&name(i % 3), "again")));
+        }
+        let recent = cache.shared.recent();
+        assert_eq!(recent.objects.len(), 3);
+        assert!(
+            recent.order.len() <= 2 * RECENT,
+            "places passed over are dropped"
+        );
     }
 
     #[test]
