@@ -36,8 +36,9 @@ use tokio::sync::watch;
 
 use crate::error::Error;
 
-/// What a cache's trigger stream yields: the cache's own object that
-/// changed (errors are kept from it; the type is the watcher's).
+/// What a cache's trigger stream yields: an object that changed, as the
+/// watch delivered it or, listed, as the cache holds it when the loop
+/// takes it (errors are kept from it; the type is the watcher's).
 pub type Trigger<K> = Result<Arc<K>, watcher::Error>;
 
 /// Sees every watch event as the cache applies it, before the object is

@@ -7,7 +7,7 @@
 //! costs O(N²). The index answers in O(objects naming it). It is fed the
 //! same watch events as the cache, at the same point of the stream, so a
 //! trigger mapped through it sees what a scan of the cache would have seen.
-//! Like the reflector, a relist keeps the old contents until it is complete.
+//! Like the watch cache, a relist keeps the old contents until it is complete.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
