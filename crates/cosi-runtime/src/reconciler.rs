@@ -99,6 +99,7 @@ pub struct Reconciler<K: Object> {
     workers: usize,
     debounce: Duration,
     metrics: Option<LoopMetrics>,
+    settled: Option<Box<dyn FnOnce() + Send>>,
 }
 
 impl<K: Object> Reconciler<K> {
@@ -128,6 +129,7 @@ impl<K: Object> Reconciler<K> {
             workers: 1,
             debounce: Duration::ZERO,
             metrics: None,
+            settled: None,
         }
     }
 
@@ -174,6 +176,16 @@ impl<K: Object> Reconciler<K> {
         self
     }
 
+    /// Calls `settled` once the loop has worked through what its first
+    /// list gave it: the first time, after the store has listed, that
+    /// nothing was due for [`SETTLE_QUIET`] (objects waiting for a later
+    /// time do not count). Not called if the loop stops first.
+    #[must_use]
+    pub fn on_settled(mut self, settled: impl FnOnce() + Send + 'static) -> Self {
+        self.settled = Some(Box::new(settled));
+        self
+    }
+
     /// Runs until `shutdown` completes, then lets reconciles in progress
     /// finish. Nothing is reconciled before the store has listed once.
     /// `reconcile` gets the object as the store holds it when its turn
@@ -197,6 +209,7 @@ impl<K: Object> Reconciler<K> {
             workers,
             debounce,
             metrics,
+            settled,
         } = self;
         let shared = Arc::new(Shared {
             state: Mutex::new(State::new(debounce)),
@@ -231,7 +244,16 @@ impl<K: Object> Reconciler<K> {
                 );
                 tasks.spawn(work.in_current_span());
             }
-            while tasks.join_next().await.is_some() {}
+            let settle = async {
+                if let Some(settled) = settled {
+                    tokio::select! {
+                        () = quiet(&shared) => settled(),
+                        () = shared.stop.cancelled() => {}
+                    }
+                }
+            };
+            let workers = async { while tasks.join_next().await.is_some() {} };
+            tokio::join!(settle, workers);
         };
         // Triggers are queued until shutdown (or until they end, when the
         // watch behind them is gone); then the workers finish what they
@@ -345,6 +367,45 @@ impl<T: Clone + Eq + Hash> Shared<T> {
         {
             state.armed = Some(at);
             self.rearm.notify_one();
+        }
+    }
+}
+
+/// How long nothing must be due before a loop counts as settled.
+pub const SETTLE_QUIET: Duration = Duration::from_secs(1);
+
+/// How often a loop not yet settled looks at its queue.
+const SETTLE_POLL: Duration = Duration::from_millis(100);
+
+/// Since when a loop has had nothing due, from samples of its queue.
+#[derive(Debug, Default)]
+struct Quiet {
+    since: Option<Instant>,
+}
+
+impl Quiet {
+    /// Takes one sample (`busy`: something due at `now`); true once
+    /// nothing was due for [`SETTLE_QUIET`].
+    fn sample(&mut self, busy: bool, now: Instant) -> bool {
+        if busy {
+            self.since = None;
+            return false;
+        }
+        now.duration_since(*self.since.get_or_insert(now)) >= SETTLE_QUIET
+    }
+}
+
+/// Returns once nothing was due in the loop for [`SETTLE_QUIET`], sampled
+/// every [`SETTLE_POLL`] (a list's triggers are queued well within it).
+async fn quiet<T: Clone + Eq + Hash>(shared: &Shared<T>) {
+    let mut quiet = Quiet::default();
+    let mut tick = tokio::time::interval(SETTLE_POLL);
+    loop {
+        tick.tick().await;
+        let now = Instant::now();
+        let busy = shared.state().queue.has_due(now);
+        if quiet.sample(busy, now) {
+            return;
         }
     }
 }
@@ -810,5 +871,66 @@ mod tests {
         let _ = handle.await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(log.take(), ["started"], "killed mid-reconcile");
+    }
+
+    #[test]
+    fn a_loop_is_quiet_once_nothing_was_due_for_the_whole_window() {
+        let t0 = Instant::now();
+        let mut quiet = Quiet::default();
+        assert!(!quiet.sample(false, t0), "the window starts");
+        assert!(!quiet.sample(false, t0 + SETTLE_QUIET / 2));
+        assert!(
+            !quiet.sample(true, t0 + SETTLE_QUIET),
+            "work came: it starts again"
+        );
+        let t1 = t0 + SETTLE_QUIET + Duration::from_millis(1);
+        assert!(!quiet.sample(false, t1));
+        assert!(!quiet.sample(false, t1 + SETTLE_QUIET - Duration::from_millis(1)));
+        assert!(quiet.sample(false, t1 + SETTLE_QUIET));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_loop_settles_once_it_has_worked_through_its_first_list() {
+        let objs: Vec<ConfigMap> = (0..20).map(|i| cm(&format!("o{i:02}"), i)).collect();
+        let (store, _w, tx, rx) = listed(&objs);
+        for o in &objs {
+            send(&tx, o);
+        }
+        let log = Arc::new(Log::default());
+        let settled_log = log.clone();
+        let stop = CancellationToken::new();
+        // Each reconcile takes 100 ms and asks to come back in an hour,
+        // which does not keep the loop from settling.
+        let handle = tokio::spawn(
+            Reconciler::new(store, rx)
+                .workers(2)
+                .on_settled(move || settled_log.push("settled".into()))
+                .run(
+                    |o: Arc<ConfigMap>, log: Arc<Log>| async move {
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        log.push(o.metadata.name.clone().unwrap());
+                        Ok::<_, Infallible>(Action::requeue(Duration::from_secs(3600)))
+                    },
+                    |_, e: &Infallible, _| match *e {},
+                    log.clone(),
+                    stop.clone().cancelled_owned(),
+                ),
+        );
+        // 20 objects, 2 at a time: a second of work, then a quiet second.
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let seen = log.take();
+        assert_eq!(seen.len(), 20, "{seen:?}");
+        assert!(
+            !seen.contains(&"settled".to_owned()),
+            "not quiet long enough yet"
+        );
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!(log.take(), ["settled"]);
+        // Once only, whatever comes later.
+        send(&tx, &objs[0]);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(log.take(), ["o00"]);
+        stop.cancel();
+        handle.await.unwrap();
     }
 }

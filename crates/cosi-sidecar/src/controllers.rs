@@ -152,6 +152,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     );
     let mapper_store = access_store.clone();
     let mapper_ctx = ctx.clone();
+    let settled_ctx = ctx.clone();
     let access_run = Reconciler::new(access_store.clone(), access_events)
         .watches(bucket_changes, move |b: Arc<Bucket>| {
             let named: Vec<_> = handed_over
@@ -163,6 +164,11 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         })
         .workers(workers)
         .metrics(runtime.for_loop(BUCKET_ACCESS_LOOP))
+        // The first Secret checks after a start count from here.
+        .on_settled(move || {
+            settled_ctx.secret_checks.settled(std::time::Instant::now());
+            tracing::info!("BucketAccesses worked through after the initial list");
+        })
         .run(
             bucket_access::reconcile,
             never,

@@ -50,9 +50,10 @@ struct Cli {
     /// exists) gets a Warning Event on the BucketAccess; a Secret that
     /// vanished (its finalizer removed by hand) is written again from a
     /// repeat grant. The sidecar has no list/watch permission on Secrets,
-    /// so this is how it notices. After a start, the first checks wait out
-    /// a tenth of the interval and are spread over the rest, not made all
-    /// at once.
+    /// so this is how it notices. After a start, the first checks wait
+    /// until the sidecar has worked through its initial list and a tenth
+    /// of the interval more, and are spread over the rest, not made all at
+    /// once.
     #[arg(
         long,
         env = "COSI_SECRET_CHECK_INTERVAL",

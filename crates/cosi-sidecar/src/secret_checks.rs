@@ -12,17 +12,21 @@
 //! about the access changed since they were written or read.
 //!
 //! A sidecar that just started knows no check, and its watch hands it
-//! every access at once. It does not read every Secret then: it leaves the
-//! first tenth of the interval to its relist and first reconciles (and to
-//! the controller's, restarted alongside it, the API server's busiest
-//! moment) and spreads the first check of each access over the rest, at a
-//! place fixed by the access's key ([`first_check`]). Every access is
-//! still checked within one interval of the start, so a Secret lost while
-//! the sidecar was down is found within one interval.
+//! every access at once. It does not read every Secret then: it first
+//! works through its relist, waits out a tenth of the interval more (the
+//! controller, restarted alongside it, may still be at its own relist: the
+//! API server's busiest moment), and spreads the first check of each access
+//! over the rest of the interval, at a place fixed by the access's key
+//! ([`first_check`]). The first checks count from the moment the access
+//! loop has settled ([`SecretChecks::settled`]), not from the start: on a
+//! slow API server the relist alone can outlast a tenth of the interval.
+//! Every access is still checked within one interval of that moment, so a
+//! Secret lost while the sidecar was down is found within one interval of
+//! its relist.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher as _, BuildHasherDefault, DefaultHasher};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// What this sidecar knows about the checks of one access.
@@ -39,8 +43,12 @@ enum Checked {
 /// read, and which deletions of them were reported.
 #[derive(Debug)]
 pub struct SecretChecks {
-    /// When this sidecar started checking: first checks count from here.
+    /// When this sidecar started: a loop that never settles has its first
+    /// checks counted from one interval after it.
     started: Instant,
+    /// When the access loop settled after the sidecar's start: first
+    /// checks count from here (from each reconcile's own time until then).
+    settled: OnceLock<Instant>,
     checked: Mutex<HashMap<String, Checked>>,
     /// Per access: the UIDs of its Secrets whose deletion was reported.
     reported: Mutex<HashMap<String, HashSet<String>>>,
@@ -53,13 +61,20 @@ impl Default for SecretChecks {
 }
 
 impl SecretChecks {
-    /// No check made yet, first checks counted from `started`.
+    /// No check made yet, the sidecar started at `started`.
     pub fn started_at(started: Instant) -> Self {
         Self {
             started,
+            settled: OnceLock::new(),
             checked: Mutex::default(),
             reported: Mutex::default(),
         }
+    }
+
+    /// Counts first checks from `at`, when the access loop worked through
+    /// its first list (only the first call counts).
+    pub fn settled(&self, at: Instant) {
+        let _ = self.settled.set(at);
     }
 
     /// Records that the Secrets of `key` at `version` were written or
@@ -85,7 +100,11 @@ impl SecretChecks {
     /// check at `now`, given checks every `interval`; `None` when due now.
     /// Due now: another version than the one checked, the interval since
     /// the check over, or marked by [`recheck`](Self::recheck); never
-    /// checked by this sidecar, at its [`first_check`].
+    /// checked by this sidecar, at its [`first_check`] after the loop
+    /// settled; until then no sooner than its [`first_check`] from `now`
+    /// (asked again then, it is put off to its place after the settling),
+    /// and counted from one interval after the start if the loop has not
+    /// settled by then (it may never be quiet for long).
     pub fn due_in(
         &self,
         key: &str,
@@ -94,7 +113,11 @@ impl SecretChecks {
         interval: Duration,
     ) -> Option<Duration> {
         let due = match self.lock().get(key) {
-            None => self.started + first_check(key, interval),
+            None => {
+                let unsettled = || now.min(self.started + interval);
+                let from = self.settled.get().copied().unwrap_or_else(unsettled);
+                from + first_check(key, interval)
+            }
             Some(Checked::Now) => return None,
             Some(Checked::At { version: v, at }) => {
                 if version != Some(v.as_str()) {
@@ -131,8 +154,8 @@ impl SecretChecks {
     }
 }
 
-/// When, counted from the sidecar's start, the Secrets of the access `key`
-/// are first checked: after the first tenth of `interval`, at a place in
+/// When, counted from the moment the access loop settled, the Secrets of
+/// the access `key` are first checked: after the first tenth of `interval`, at a place in
 /// the rest fixed by the key, so that the first checks of all accesses are
 /// spread evenly over it.
 pub fn first_check(key: &str, interval: Duration) -> Duration {
@@ -153,10 +176,16 @@ mod tests {
         Duration::from_secs(s)
     }
 
+    fn settled_at(t0: Instant) -> SecretChecks {
+        let checks = SecretChecks::default();
+        checks.settled(t0);
+        checks
+    }
+
     #[test]
     fn a_version_checked_is_due_again_once_the_interval_is_over() {
         let t0 = Instant::now();
-        let checks = SecretChecks::started_at(t0);
+        let checks = settled_at(t0);
         checks.checked("apps/a", Some("7"), t0);
         let later = t0 + secs(100);
         assert_eq!(
@@ -170,9 +199,10 @@ mod tests {
     }
 
     #[test]
-    fn after_a_start_no_access_is_due_in_the_first_tenth_and_each_is_due_within_the_interval() {
+    fn after_the_loop_settles_no_access_is_due_in_the_first_tenth_and_each_is_due_within_the_interval()
+     {
         let t0 = Instant::now();
-        let checks = SecretChecks::started_at(t0);
+        let checks = settled_at(t0);
         let keys: Vec<String> = (0..10_000)
             .map(|i| format!("ns-{}/app-{i}", i % 7))
             .collect();
@@ -207,6 +237,45 @@ mod tests {
     }
 
     #[test]
+    fn before_the_loop_settles_a_first_check_is_put_off_then_counted_from_the_settling() {
+        let t0 = Instant::now();
+        let checks = SecretChecks::started_at(t0);
+        let first = first_check("apps/a", INTERVAL);
+        assert_eq!(
+            checks.due_in("apps/a", Some("7"), t0, INTERVAL),
+            Some(first),
+            "not due before its place, counted from now"
+        );
+        // The loop settles 40 s after that reconcile: the place counts from there.
+        checks.settled(t0 + secs(40));
+        assert_eq!(
+            checks.due_in("apps/a", Some("7"), t0 + first, INTERVAL),
+            Some(secs(40))
+        );
+        let due = t0 + secs(40) + first;
+        assert_eq!(checks.due_in("apps/a", Some("7"), due, INTERVAL), None);
+        // Only the first settling counts.
+        checks.settled(t0 + secs(100));
+        assert_eq!(checks.due_in("apps/a", Some("7"), due, INTERVAL), None);
+    }
+
+    #[test]
+    fn a_loop_that_never_settles_has_its_first_checks_counted_from_one_interval_after_the_start() {
+        let t0 = Instant::now();
+        let checks = SecretChecks::started_at(t0);
+        let first = first_check("apps/a", INTERVAL);
+        let late = t0 + INTERVAL + secs(5);
+        assert_eq!(
+            checks.due_in("apps/a", Some("7"), late, INTERVAL),
+            Some(first - secs(5))
+        );
+        assert_eq!(
+            checks.due_in("apps/a", Some("7"), t0 + INTERVAL + first, INTERVAL),
+            None
+        );
+    }
+
+    #[test]
     fn a_deletion_is_reported_once_per_secret() {
         let checks = SecretChecks::default();
         assert!(checks.report_deletion("apps/a", "s-1"));
@@ -223,7 +292,7 @@ mod tests {
     #[test]
     fn another_version_or_a_recheck_is_due_at_once() {
         let t0 = Instant::now();
-        let checks = SecretChecks::started_at(t0);
+        let checks = settled_at(t0);
         checks.checked("apps/a", Some("7"), t0);
         assert_eq!(checks.due_in("apps/a", Some("8"), t0, INTERVAL), None);
         assert_eq!(checks.due_in("apps/a", None, t0, INTERVAL), None);
