@@ -134,6 +134,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     let bucket_run = Reconciler::new(bucket_store.clone(), bucket_events)
         .workers(workers)
         .metrics(runtime.for_loop(BUCKET_LOOP))
+        .on_settled(settled(&ctx, BUCKET_LOOP))
         .run(bucket::reconcile, never, ctx.clone(), shutdown.stopped());
 
     let handed_over = RefIndex::new(bucket_access::buckets_named);
@@ -152,7 +153,6 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     );
     let mapper_store = access_store.clone();
     let mapper_ctx = ctx.clone();
-    let settled_ctx = ctx.clone();
     let access_run = Reconciler::new(access_store.clone(), access_events)
         .watches(bucket_changes, move |b: Arc<Bucket>| {
             let named: Vec<_> = handed_over
@@ -164,11 +164,7 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
         })
         .workers(workers)
         .metrics(runtime.for_loop(BUCKET_ACCESS_LOOP))
-        // The first Secret checks after a start count from here.
-        .on_settled(move || {
-            settled_ctx.secret_checks.settled(std::time::Instant::now());
-            tracing::info!("BucketAccesses worked through after the initial list");
-        })
+        .on_settled(settled(&ctx, BUCKET_ACCESS_LOOP))
         .run(
             bucket_access::reconcile,
             never,
@@ -192,6 +188,16 @@ pub(crate) async fn run(ctx: Arc<Context>, shutdown: Shutdown) {
     }
     runtime.objects().remove_source(BUCKET_KIND);
     runtime.objects().remove_source(BUCKET_ACCESS_KIND);
+}
+
+/// Tells the Secret checks that the loop `name` has worked through its
+/// initial list (the first checks after a start count from the last one).
+fn settled(ctx: &Arc<Context>, name: &'static str) -> impl FnOnce() + Send + 'static {
+    let ctx = ctx.clone();
+    move || {
+        tracing::info!(r#loop = name, "worked through the initial list");
+        ctx.secret_checks.loop_settled(std::time::Instant::now());
+    }
 }
 
 /// The `controller` label of the Bucket loop's metrics.

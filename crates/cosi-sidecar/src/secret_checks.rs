@@ -17,15 +17,18 @@
 //! controller, restarted alongside it, may still be at its own relist: the
 //! API server's busiest moment), and spreads the first check of each access
 //! over the rest of the interval, at a place fixed by the access's key
-//! ([`first_check`]). The first checks count from the moment the access
-//! loop has settled ([`SecretChecks::settled`]), not from the start: on a
-//! slow API server the relist alone can outlast a tenth of the interval.
+//! ([`first_check`]). The first checks count from the moment both of its
+//! loops (Buckets, BucketAccesses) have settled
+//! ([`SecretChecks::loop_settled`]), not from the start: on a slow API
+//! server the relist alone can outlast a tenth of the interval, and one
+//! watch may list long after the other.
 //! Every access is still checked within one interval of that moment, so a
 //! Secret lost while the sidecar was down is found within one interval of
 //! its relist.
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher as _, BuildHasherDefault, DefaultHasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -46,8 +49,11 @@ pub struct SecretChecks {
     /// When this sidecar started: a loop that never settles has its first
     /// checks counted from one interval after it.
     started: Instant,
-    /// When the access loop settled after the sidecar's start: first
-    /// checks count from here (from each reconcile's own time until then).
+    /// The sidecar's loops that have not yet worked through their
+    /// initial list.
+    unsettled: AtomicUsize,
+    /// When the last of them settled: first checks count from here (from
+    /// each reconcile's own time until then).
     settled: OnceLock<Instant>,
     checked: Mutex<HashMap<String, Checked>>,
     /// Per access: the UIDs of its Secrets whose deletion was reported.
@@ -60,21 +66,31 @@ impl Default for SecretChecks {
     }
 }
 
+/// The sidecar's loops whose settling the first checks wait for: Buckets
+/// and BucketAccesses.
+pub const SETTLING_LOOPS: usize = 2;
+
 impl SecretChecks {
     /// No check made yet, the sidecar started at `started`.
     pub fn started_at(started: Instant) -> Self {
         Self {
             started,
+            unsettled: AtomicUsize::new(SETTLING_LOOPS),
             settled: OnceLock::new(),
             checked: Mutex::default(),
             reported: Mutex::default(),
         }
     }
 
-    /// Counts first checks from `at`, when the access loop worked through
-    /// its first list (only the first call counts).
-    pub fn settled(&self, at: Instant) {
-        let _ = self.settled.set(at);
+    /// One of the [`SETTLING_LOOPS`] worked through its initial list at
+    /// `at`; the first checks count from the last one's.
+    pub fn loop_settled(&self, at: Instant) {
+        let before = self
+            .unsettled
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
+        if before == Ok(1) {
+            let _ = self.settled.set(at);
+        }
     }
 
     /// Records that the Secrets of `key` at `version` were written or
@@ -178,7 +194,9 @@ mod tests {
 
     fn settled_at(t0: Instant) -> SecretChecks {
         let checks = SecretChecks::default();
-        checks.settled(t0);
+        for _ in 0..SETTLING_LOOPS {
+            checks.loop_settled(t0);
+        }
         checks
     }
 
@@ -246,16 +264,23 @@ mod tests {
             Some(first),
             "not due before its place, counted from now"
         );
-        // The loop settles 40 s after that reconcile: the place counts from there.
-        checks.settled(t0 + secs(40));
+        // One loop settles 10 s after that reconcile, the other 40 s after:
+        // the place counts from the last.
+        checks.loop_settled(t0 + secs(10));
+        assert_eq!(
+            checks.due_in("apps/a", Some("7"), t0 + secs(20), INTERVAL),
+            Some(first),
+            "one loop still at its list"
+        );
+        checks.loop_settled(t0 + secs(40));
         assert_eq!(
             checks.due_in("apps/a", Some("7"), t0 + first, INTERVAL),
             Some(secs(40))
         );
         let due = t0 + secs(40) + first;
         assert_eq!(checks.due_in("apps/a", Some("7"), due, INTERVAL), None);
-        // Only the first settling counts.
-        checks.settled(t0 + secs(100));
+        // Later settlings change nothing.
+        checks.loop_settled(t0 + secs(100));
         assert_eq!(checks.due_in("apps/a", Some("7"), due, INTERVAL), None);
     }
 
