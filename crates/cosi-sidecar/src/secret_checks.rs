@@ -46,7 +46,7 @@ enum Checked {
 /// read, and which deletions of them were reported.
 #[derive(Debug)]
 pub struct SecretChecks {
-    /// When this sidecar started: a loop that never settles has its first
+    /// When this sidecar started: loops that never settle have the first
     /// checks counted from one interval after it.
     started: Instant,
     /// The sidecar's loops that have not yet worked through their
@@ -116,11 +116,11 @@ impl SecretChecks {
     /// check at `now`, given checks every `interval`; `None` when due now.
     /// Due now: another version than the one checked, the interval since
     /// the check over, or marked by [`recheck`](Self::recheck); never
-    /// checked by this sidecar, at its [`first_check`] after the loop
+    /// checked by this sidecar, at its [`first_check`] after the loops
     /// settled; until then no sooner than its [`first_check`] from `now`
     /// (asked again then, it is put off to its place after the settling),
-    /// and counted from one interval after the start if the loop has not
-    /// settled by then (it may never be quiet for long).
+    /// and counted from one interval after the start if the loops have not
+    /// settled by then (they may never be quiet for long).
     pub fn due_in(
         &self,
         key: &str,
@@ -170,10 +170,10 @@ impl SecretChecks {
     }
 }
 
-/// When, counted from the moment the access loop settled, the Secrets of
-/// the access `key` are first checked: after the first tenth of `interval`, at a place in
-/// the rest fixed by the key, so that the first checks of all accesses are
-/// spread evenly over it.
+/// When, counted from the moment the sidecar's loops settled, the Secrets
+/// of the access `key` are first checked: after the first tenth of
+/// `interval`, at a place in the rest fixed by the key, so that the first
+/// checks of all accesses are spread evenly over it.
 pub fn first_check(key: &str, interval: Duration) -> Duration {
     let settle = interval / 10;
     let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
