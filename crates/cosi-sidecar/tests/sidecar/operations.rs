@@ -57,8 +57,9 @@ async fn a_resync_of_ready_objects_writes_nothing_reads_no_secret_at_once_and_ca
         h.fake.provisioner_calls().len()
     );
     assert_eq!(writes, 0, "{:?}", during.entries().collect::<Vec<_>>());
-    // The first checks wait until the access loop has settled and a tenth
-    // of the interval (an hour here) more, then are spread over the rest.
+    // The first checks wait until the Bucket and BucketAccess loops have
+    // settled and a tenth of the interval (an hour here) more, then are
+    // spread over the rest.
     assert_eq!(
         secret_reads,
         0,
